@@ -1,0 +1,42 @@
+# ferrotrace: the README's two commands are `make demo` and `make test`.
+.PHONY: all setup compile demo test test-rust test-erlang dialyzer bench clean
+
+DEBIAN_PACKAGES = erlang-nox erlang-dev rebar3 erlang-common-test erlang-eunit erlang-dialyzer erlang-tools
+
+all: compile
+
+# Installs Debian's Erlang/OTP and rebar3 when they are missing (needs root or sudo).
+setup:
+	@if ! command -v erl >/dev/null 2>&1 || ! command -v rebar3 >/dev/null 2>&1 \
+	    || ! erl -noshell -eval 'halt(case code:lib_dir(common_test) of {error,_} -> 1; _ -> 0 end).'; then \
+	  SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(DEBIAN_PACKAGES); \
+	fi
+	@command -v cargo >/dev/null 2>&1 || { echo "cargo is required (https://rustup.rs)"; exit 1; }
+
+compile: setup
+	rebar3 compile
+
+demo: compile
+	sh examples/demo.sh
+
+test: compile test-rust test-erlang dialyzer
+
+test-rust:
+	cargo test --workspace --release
+	cargo clippy --workspace --release --all-targets -- -D warnings
+
+test-erlang: compile
+	rebar3 eunit
+	rebar3 ct
+
+dialyzer: compile
+	rebar3 dialyzer
+
+bench: compile
+	sh bench/run.sh
+
+clean:
+	rebar3 clean
+	cargo clean
+	rm -f priv/*.so

@@ -1,0 +1,196 @@
+%%% @doc ferrotrace: call latency on a live node, aggregated off the schedulers.
+%%%
+%%% ferrotrace answers "what is the p99 of this function on this node right now" from a
+%%% remote shell, without sending one message per event to a tracer process. Trace events go
+%%% to Rust NIF callbacks ({@link ferrotrace_tracer}) that stamp them and queue them in
+%%% per-scheduler rings; a collector thread per session pairs calls with returns and keeps an
+%%% HDR histogram (3 significant digits) per function. Only summaries come back to Erlang.
+%%%
+%%% == Quick start (in a remote shell) ==
+%%% ```
+%%% 1> {ok, S} = ferrotrace:calls({my_mod, '_', '_'}, #{duration => 30000}).
+%%% 2> ferrotrace:report(S).      % table: count, mean, p50, p90, p99, p99.9, max; histograms
+%%% 3> ferrotrace:stop(S).
+%%% '''
+%%% or, composed with your own `erlang:trace/3' calls:
+%%% ```
+%%% 1> {ok, S} = ferrotrace:session(#{}).
+%%% 2> erlang:trace_pattern({m, f, '_'}, [{'_', [], [{exception_trace}]}], [local]).
+%%% 3> erlang:trace(all, true, [call, {tracer, ferrotrace_tracer, S}]).
+%%% 4> ferrotrace:summary(S).
+%%% '''
+%%%
+%%% == Safety ==
+%%% Every session is bounded: it stops by itself after `duration' (default 10 s), its rings
+%%% hold at most `ring_size' events per scheduler thread (a full ring drops and counts), at
+%%% most `max_functions' functions get histograms, and the session stops when the process that
+%%% created it (the shell) dies. A stopped session makes the VM unhook the tracer from every
+%%% tracee at its next event. Statistics stay readable after `stop/1' until `release/1' or
+%%% the owner's death.
+%%%
+%%% == Options ==
+%%% <ul>
+%%% <li>`duration => Ms | infinity': stop after this long (default 10000).</li>
+%%% <li>`ring_size => N': events buffered per scheduler thread (default 32768; 64..2^24).</li>
+%%% <li>`max_functions => N': functions with statistics (default 1000).</li>
+%%% <li>`max_open_calls => N': calls awaiting their return, all processes (default 100000).</li>
+%%% <li>`calls/2' only: `pids => all | new | existing | [pid()]' (default `all'),
+%%% `scope => local | global' (default `local': local calls are traced too).</li>
+%%% </ul>
+%%%
+%%% Figures are nanoseconds. A traced call's latency runs from the call event to its
+%%% `return_from' or `exception_from' event in the same process. `return_trace' turns off
+%%% last-call optimisation for the traced function, so a traced function that tail-calls
+%%% another still gets its own return, and its latency includes the callee's.
+-module(ferrotrace).
+
+-export([session/1, calls/2, summary/1, histogram/2, report/1, stop/1, release/1, list/0]).
+
+-type session() :: ferrotrace_tracer:session_id().
+-type mfa_spec() :: {module() | '_', atom() | '_', arity() | '_'}.
+-type pid_spec() :: all | new | existing | [pid()].
+-type bucket() :: {LowNs :: non_neg_integer(), HighNs :: non_neg_integer(),
+                   Count :: non_neg_integer()}.
+-export_type([session/0, mfa_spec/0, pid_spec/0, bucket/0]).
+
+-define(CALL_OPTIONS, [pids, scope]).
+
+%% @doc Creates a session for raw use as `{tracer, ferrotrace_tracer, Session}' with
+%% `erlang:trace/3'; you set the trace patterns (with `return_trace' or `exception_trace'
+%% for latencies). The calling process owns the session.
+-spec session(map()) -> {ok, session()} | {error, term()}.
+session(Options) when is_map(Options) ->
+    start(Options, none);
+session(Options) ->
+    {error, {bad_options, Options}}.
+
+%% @doc Traces calls matching `Spec' (an `{M, F, A}' with `` '_' '' wildcards, or a list of
+%% them) with return and exception tracing, aggregated in a new session owned by the caller.
+-spec calls(mfa_spec() | [mfa_spec()], map()) -> {ok, session()} | {error, term()}.
+calls(Spec, Options) when is_map(Options) ->
+    Specs = if is_list(Spec) -> Spec; true -> [Spec] end,
+    case validate_specs(Specs) of
+        ok ->
+            Pids = maps:get(pids, Options, all),
+            Scope = maps:get(scope, Options, local),
+            case {valid_pids(Pids), lists:member(Scope, [local, global])} of
+                {false, _} -> {error, {bad_option, {pids, Pids}}};
+                {_, false} -> {error, {bad_option, {scope, Scope}}};
+                {true, true} ->
+                    Tracing = #{specs => Specs, pids => Pids, scope => Scope},
+                    start(maps:without(?CALL_OPTIONS, Options), Tracing)
+            end;
+        {error, _} = Error ->
+            Error
+    end;
+calls(_Spec, Options) ->
+    {error, {bad_options, Options}}.
+
+%% @doc Statistics so far: `calls' (one map per function, sorted by total time, with `mfa',
+%% `count', `returns', `exceptions', `total', `mean', `p50', `p90', `p99', `p999', `max';
+%% times in ns, `undefined' before the first return), `events' (`seen', `aggregated',
+%% `dropped': seen = aggregated + dropped), `status' (`running' | `stopped'), `stop_reason'.
+-spec summary(session()) -> map() | {error, term()}.
+summary(Session) ->
+    case ferrotrace_tracer:session_summary(Session) of
+        {ok, Summary = #{calls := Calls}} ->
+            ByTotal = fun(#{total := A}, #{total := B}) -> A >= B end,
+            Summary#{calls := lists:sort(ByTotal, Calls)};
+        {error, _} = Error ->
+            Error
+    end.
+
+%% @doc The latency distribution of one function in power-of-two buckets, ascending.
+-spec histogram(session(), mfa()) -> [bucket()] | {error, term()}.
+histogram(Session, MFA) ->
+    case ferrotrace_tracer:session_histogram(Session, MFA) of
+        {ok, Buckets} -> Buckets;
+        {error, _} = Error -> Error
+    end.
+
+%% @doc Prints the table sorted by total time and, for the top functions, a histogram drawn
+%% like DTrace's `quantize'.
+-spec report(session()) -> ok | {error, term()}.
+report(Session) ->
+    case summary(Session) of
+        {error, _} = Error ->
+            Error;
+        Summary ->
+            io:put_chars(ferrotrace_report:format(Summary, fun(MFA) -> histogram(Session, MFA) end))
+    end.
+
+%% @doc Stops the session: tracing ends, the patterns and flags it set are removed. The
+%% figures stay readable until {@link release/1}. Stopping a stopped session is `ok'.
+-spec stop(session()) -> ok | {error, term()}.
+stop(Session) ->
+    with_keeper(Session, fun ferrotrace_session:stop/1,
+                fun() -> ferrotrace_tracer:stop_session(Session, user) end).
+
+%% @doc Stops the session and frees everything it holds; its id is dead afterwards.
+-spec release(session()) -> ok | {error, term()}.
+release(Session) ->
+    with_keeper(Session, fun ferrotrace_session:release/1,
+                fun() -> ferrotrace_tracer:release_session(Session) end).
+
+%% @doc Every session on this node not yet released, with its status.
+-spec list() -> [#{id := session(), status := running | stopped, keeper := pid()}].
+list() ->
+    lists:filtermap(
+      fun(Id) ->
+              case {ferrotrace_tracer:session_summary(Id), ferrotrace_tracer:session_keeper(Id)} of
+                  {{ok, #{status := Status}}, {ok, Keeper}} ->
+                      {true, #{id => Id, status => Status, keeper => Keeper}};
+                  _ ->
+                      false
+              end
+      end, ferrotrace_tracer:sessions()).
+
+%% Internals
+
+start(EngineOptions, Tracing) ->
+    case code:ensure_loaded(ferrotrace_tracer) of
+        {module, _} -> ferrotrace_session:start(self(), EngineOptions, Tracing);
+        {error, Reason} -> {error, {nif_not_loaded, Reason}}
+    end.
+
+with_keeper(Session, Call, KeeperGone) ->
+    case ferrotrace_tracer:session_keeper(Session) of
+        {ok, Keeper} ->
+            try Call(Keeper)
+            catch exit:{noproc, _} -> KeeperGone();
+                  exit:{normal, _} -> KeeperGone()
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+validate_specs([]) ->
+    {error, {bad_spec, []}};
+validate_specs(Specs) ->
+    case [Spec || Spec <- Specs, not valid_spec(Spec)] of
+        [Bad | _] -> {error, {bad_spec, Bad}};
+        [] -> check_modules(Specs)
+    end.
+
+valid_spec({M, F, A}) ->
+    is_atom(M) andalso is_atom(F)
+        andalso (A =:= '_' orelse (is_integer(A) andalso A >= 0 andalso A =< 255))
+        andalso not (M =:= '_' andalso F =/= '_')
+        andalso not (F =:= '_' andalso A =/= '_');
+valid_spec(_) ->
+    false.
+
+%% trace_pattern/3 silently matches nothing in a module that is not loaded: load it first.
+check_modules([]) ->
+    ok;
+check_modules([{'_', _, _} | Rest]) ->
+    check_modules(Rest);
+check_modules([{M, _, _} | Rest]) ->
+    case code:ensure_loaded(M) of
+        {module, M} -> check_modules(Rest);
+        {error, _} -> {error, {no_such_module, M}}
+    end.
+
+valid_pids(Pids) when Pids =:= all; Pids =:= new; Pids =:= existing -> true;
+valid_pids([_ | _] = Pids) -> lists:all(fun(P) -> is_pid(P) andalso node(P) =:= node() end, Pids);
+valid_pids(_) -> false.

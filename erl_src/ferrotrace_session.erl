@@ -1,0 +1,139 @@
+%%% @private
+%%% @doc The keeper of one ferrotrace session: a process that owns the engine session, watches
+%%% the session's owner (the shell that created it), ends the session after its duration, and
+%%% undoes the trace patterns and flags it set. It is not linked to the owner, so the owner's
+%%% crash cannot take it down before it has cleaned up.
+-module(ferrotrace_session).
+-behaviour(gen_server).
+
+-export([start/3, stop/1, release/1]).
+-export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
+
+-type tracing() :: none | #{specs := [ferrotrace:mfa_spec()],
+                           pids := ferrotrace:pid_spec(),
+                           scope := local | global}.
+-export_type([tracing/0]).
+
+-record(state, {id :: ferrotrace_tracer:session_id(),
+                owner :: reference(),
+                tracing :: tracing(),
+                timer :: reference() | undefined}).
+
+%% Return and exception events for every traced call; `exception_trace' implies `return_trace'.
+-define(MATCH_SPEC, [{'_', [], [{exception_trace}]}]).
+
+%% @doc Starts a keeper for `Owner' and, if asked, sets up call tracing.
+-spec start(pid(), map(), tracing()) -> {ok, ferrotrace_tracer:session_id()} | {error, term()}.
+start(Owner, EngineOptions, Tracing) ->
+    case gen_server:start(?MODULE, {Owner, EngineOptions, Tracing}, []) of
+        {ok, Keeper} -> gen_server:call(Keeper, id, infinity);
+        {error, Reason} -> {error, Reason}
+    end.
+
+%% @doc Stops tracing; the figures stay readable.
+-spec stop(pid()) -> ok.
+stop(Keeper) -> gen_server:call(Keeper, stop, infinity).
+
+%% @doc Stops tracing and frees the session.
+-spec release(pid()) -> ok.
+release(Keeper) -> gen_server:call(Keeper, release, infinity).
+
+%% @private
+-spec init({pid(), map(), tracing()}) -> {ok, #state{}} | {stop, term()}.
+init({Owner, EngineOptions, Tracing}) ->
+    Monitor = erlang:monitor(process, Owner),
+    case ferrotrace_tracer:new_session(EngineOptions, self()) of
+        {ok, Id} ->
+            case start_tracing(Id, Tracing) of
+                ok ->
+                    Timer = case maps:get(duration, EngineOptions, 10000) of
+                                infinity -> undefined;
+                                Ms -> erlang:send_after(Ms, self(), duration)
+                            end,
+                    {ok, #state{id = Id, owner = Monitor, tracing = Tracing, timer = Timer}};
+                {error, Reason} ->
+                    _ = ferrotrace_tracer:release_session(Id),
+                    {stop, Reason}
+            end;
+        {error, Reason} ->
+            {stop, Reason}
+    end.
+
+%% @private
+-spec handle_call(id | stop | release, gen_server:from(), #state{}) ->
+          {reply, term(), #state{}} | {stop, normal, ok, #state{}}.
+handle_call(id, _From, State) ->
+    {reply, {ok, State#state.id}, State};
+handle_call(stop, _From, State) ->
+    {reply, ok, end_session(user, State)};
+handle_call(release, _From, State) ->
+    {stop, normal, ok, end_session(user, State)}.
+
+%% @private
+-spec handle_cast(term(), #state{}) -> {noreply, #state{}}.
+handle_cast(_Message, State) ->
+    {noreply, State}.
+
+%% @private
+-spec handle_info(term(), #state{}) -> {noreply, #state{}} | {stop, normal, #state{}}.
+handle_info({'DOWN', Monitor, process, _, _}, State = #state{owner = Monitor}) ->
+    {stop, normal, end_session(owner_down, State)};
+handle_info(duration, State) ->
+    {noreply, end_session(duration, State#state{timer = undefined})};
+handle_info(_Message, State) ->
+    {noreply, State}.
+
+%% @private
+-spec terminate(term(), #state{}) -> ok.
+terminate(_Reason, State = #state{id = Id}) ->
+    _ = end_session(user, State),
+    _ = ferrotrace_tracer:release_session(Id),
+    ok.
+
+%% Stops the engine session and removes the patterns and flags this keeper set. Idempotent.
+end_session(Reason, State = #state{id = Id, tracing = Tracing}) ->
+    ok = ferrotrace_tracer:stop_session(Id, Reason),
+    stop_tracing(Id, Tracing),
+    State#state{tracing = none}.
+
+start_tracing(_Id, none) ->
+    ok;
+start_tracing(Id, #{specs := Specs, pids := Pids, scope := Scope}) ->
+    Matched = lists:sum([erlang:trace_pattern(Spec, ?MATCH_SPEC, [Scope]) || Spec <- Specs]),
+    %% Never trace ferrotrace itself, whatever the wildcard.
+    [erlang:trace_pattern({M, '_', '_'}, false, [Scope]) || M <- own_modules()],
+    case Matched of
+        0 ->
+            {error, {no_matching_functions, Specs}};
+        _ ->
+            Flags = [call, {tracer, ferrotrace_tracer, Id}],
+            _ = [erlang:trace(Target, true, Flags) || Target <- targets(Pids)],
+            %% `all' includes this keeper; it makes no calls worth tracing.
+            _ = erlang:trace(self(), false, [call]),
+            ok
+    end.
+
+stop_tracing(_Id, none) ->
+    ok;
+stop_tracing(Id, #{specs := Specs, pids := Pids, scope := Scope}) ->
+    _ = [erlang:trace_pattern(Spec, false, [Scope]) || Spec <- Specs],
+    Ours = {tracer, {ferrotrace_tracer, Id}},
+    Untrace = fun(Target) ->
+                      try erlang:trace_info(Target, tracer) of
+                          Ours -> _ = erlang:trace(Target, false, [call]), ok;
+                          _ -> ok
+                      catch error:badarg -> ok % the process is gone
+                      end
+              end,
+    lists:foreach(Untrace, untrace_targets(Pids)).
+
+targets(Pids) when is_list(Pids) -> Pids;
+targets(Which) -> [Which].
+
+untrace_targets(all) -> [new | erlang:processes()];
+untrace_targets(existing) -> erlang:processes();
+untrace_targets(new) -> [new | erlang:processes()];
+untrace_targets(Pids) -> Pids.
+
+own_modules() ->
+    [ferrotrace, ferrotrace_tracer, ferrotrace_session, ferrotrace_report].

@@ -1,0 +1,373 @@
+//! Turns an ordered stream of call events into per-function statistics.
+//!
+//! Calls are paired with their return per process with a stack of open calls: a return pops
+//! frames until it finds the frame of the same function, so recursion pairs innermost-first and
+//! frames abandoned by an exception that was not traced are discarded (and counted) instead of
+//! being paired with the wrong return. `return_trace` disables last-call optimisation for the
+//! functions it traces, so a traced tail call still produces one return per call: figures count
+//! the time until the callee's own return, including any tail-called traced functions.
+//!
+//! Memory is bounded: at most `max_functions` functions get statistics (calls of others are
+//! counted in `untracked_events`), a process keeps at most `MAX_DEPTH` open calls, and at most
+//! `max_open_calls` frames are open over all processes.
+
+use std::collections::HashMap;
+
+use hdrhistogram::Histogram;
+
+use crate::event::{Event, EventKind, Mfa};
+
+/// Largest latency recorded, in ns (one hour); longer calls are recorded as one hour.
+pub const MAX_LATENCY_NS: u64 = 3_600_000_000_000;
+/// HDR precision: 3 significant digits.
+pub const SIGNIFICANT_DIGITS: u8 = 3;
+/// Open calls kept per process; deeper recursion abandons the oldest frame.
+pub const MAX_DEPTH: usize = 1024;
+
+/// Statistics of one function.
+pub struct FunctionStats {
+    pub calls: u64,
+    pub returns: u64,
+    pub exceptions: u64,
+    /// Sum of recorded latencies, ns (saturating).
+    pub total_ns: u64,
+    /// Latency (call to return or exception), ns.
+    pub latency: Histogram<u64>,
+}
+
+impl FunctionStats {
+    fn new() -> Self {
+        // Auto-resizing keeps a function with short calls small (tens of KiB).
+        let mut latency = Histogram::new_with_bounds(1, 2, SIGNIFICANT_DIGITS)
+            .expect("static histogram bounds are valid");
+        latency.auto(true);
+        FunctionStats { calls: 0, returns: 0, exceptions: 0, total_ns: 0, latency }
+    }
+
+    fn record_latency(&mut self, ns: u64) {
+        let ns = ns.clamp(1, MAX_LATENCY_NS);
+        self.total_ns = self.total_ns.saturating_add(ns);
+        // Cannot fail: auto-resize is on and the value is within the one-hour bound.
+        let _ = self.latency.record(ns);
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Frame {
+    mfa: Mfa,
+    ts: u64,
+}
+
+/// Counters describing how well the stream paired up.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PairingCounters {
+    /// Returns or exceptions with no open call of the same function in that process.
+    pub unmatched_returns: u64,
+    /// Open calls that never got a return: unwound by an untraced exception, the process
+    /// exited, or dropped by the depth and open-call bounds.
+    pub abandoned_calls: u64,
+    /// Events for functions beyond `max_functions`.
+    pub untracked_events: u64,
+}
+
+/// Per-session aggregation state, owned by whoever holds the session's aggregator lock.
+pub struct Aggregator {
+    functions: HashMap<Mfa, FunctionStats>,
+    stacks: HashMap<u64, Vec<Frame>>,
+    open_calls: usize,
+    max_functions: usize,
+    max_open_calls: usize,
+    counters: PairingCounters,
+}
+
+impl Aggregator {
+    pub fn new(max_functions: usize, max_open_calls: usize) -> Self {
+        Aggregator {
+            functions: HashMap::new(),
+            stacks: HashMap::new(),
+            open_calls: 0,
+            max_functions,
+            max_open_calls,
+            counters: PairingCounters::default(),
+        }
+    }
+
+    /// Folds one event in. Events of one process must arrive in the order they happened.
+    pub fn record(&mut self, event: &Event) {
+        match event.kind {
+            EventKind::Call => self.record_call(event),
+            EventKind::Return | EventKind::Exception => self.record_return(event),
+            EventKind::Exit => {
+                if let Some(stack) = self.stacks.remove(&event.pid) {
+                    self.open_calls -= stack.len();
+                    self.counters.abandoned_calls += stack.len() as u64;
+                }
+            }
+        }
+    }
+
+    fn stats_for(&mut self, mfa: Mfa) -> Option<&mut FunctionStats> {
+        let room = self.functions.len() < self.max_functions;
+        match self.functions.entry(mfa) {
+            std::collections::hash_map::Entry::Occupied(e) => Some(e.into_mut()),
+            std::collections::hash_map::Entry::Vacant(e) if room => Some(e.insert(FunctionStats::new())),
+            std::collections::hash_map::Entry::Vacant(_) => None,
+        }
+    }
+
+    fn record_call(&mut self, event: &Event) {
+        match self.stats_for(event.mfa) {
+            Some(stats) => stats.calls += 1,
+            None => {
+                self.counters.untracked_events += 1;
+                return;
+            }
+        }
+        if self.open_calls >= self.max_open_calls {
+            self.counters.abandoned_calls += 1;
+            return;
+        }
+        let stack = self.stacks.entry(event.pid).or_default();
+        if stack.len() >= MAX_DEPTH {
+            stack.remove(0);
+            self.open_calls -= 1;
+            self.counters.abandoned_calls += 1;
+        }
+        stack.push(Frame { mfa: event.mfa, ts: event.ts });
+        self.open_calls += 1;
+    }
+
+    fn record_return(&mut self, event: &Event) {
+        let frame = self.pop_matching(event.pid, event.mfa);
+        let Some(stats) = self.stats_for(event.mfa) else {
+            self.counters.untracked_events += 1;
+            return;
+        };
+        if event.kind == EventKind::Return {
+            stats.returns += 1;
+        } else {
+            stats.exceptions += 1;
+        }
+        match frame {
+            Some(frame) => stats.record_latency(event.ts.saturating_sub(frame.ts)),
+            None => self.counters.unmatched_returns += 1,
+        }
+    }
+
+    /// Pops the innermost open call of `mfa` in `pid`, discarding the frames above it.
+    fn pop_matching(&mut self, pid: u64, mfa: Mfa) -> Option<Frame> {
+        let stack = self.stacks.get_mut(&pid)?;
+        let position = stack.iter().rposition(|frame| frame.mfa == mfa)?;
+        let abandoned = stack.len() - position - 1;
+        let frame = stack[position];
+        stack.truncate(position);
+        self.open_calls -= abandoned + 1;
+        self.counters.abandoned_calls += abandoned as u64;
+        if stack.is_empty() {
+            self.stacks.remove(&pid);
+        }
+        Some(frame)
+    }
+
+    /// Statistics per function, in no particular order.
+    pub fn functions(&self) -> impl Iterator<Item = (&Mfa, &FunctionStats)> {
+        self.functions.iter()
+    }
+
+    pub fn function(&self, mfa: &Mfa) -> Option<&FunctionStats> {
+        self.functions.get(mfa)
+    }
+
+    pub fn counters(&self) -> PairingCounters {
+        self.counters
+    }
+
+    /// Open calls currently waiting for their return, over all processes.
+    pub fn open_calls(&self) -> usize {
+        self.open_calls
+    }
+
+    /// Processes with at least one open call.
+    pub fn tracked_processes(&self) -> usize {
+        self.stacks.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const F: Mfa = Mfa { module: 1, function: 2, arity: 1 };
+    const G: Mfa = Mfa { module: 1, function: 3, arity: 0 };
+
+    fn ev(kind: EventKind, pid: u64, mfa: Mfa, ts: u64) -> Event {
+        Event { ts, pid, mfa, kind }
+    }
+
+    #[test]
+    fn pairs_a_call_with_its_return() {
+        let mut agg = Aggregator::new(100, 1000);
+        agg.record(&ev(EventKind::Call, 7, F, 100));
+        agg.record(&ev(EventKind::Return, 7, F, 1100));
+        let f = agg.function(&F).unwrap();
+        assert_eq!((f.calls, f.returns, f.exceptions), (1, 1, 0));
+        assert_eq!(f.latency.len(), 1);
+        assert!(f.latency.equivalent(f.latency.max(), 1000));
+        assert_eq!(agg.open_calls(), 0);
+        assert_eq!(agg.tracked_processes(), 0);
+    }
+
+    #[test]
+    fn recursion_pairs_innermost_first() {
+        let mut agg = Aggregator::new(100, 1000);
+        // f(2) -> f(1) -> f(0), returns in reverse.
+        for (i, ts) in [0u64, 10, 20].iter().enumerate() {
+            let _ = i;
+            agg.record(&ev(EventKind::Call, 1, F, *ts));
+        }
+        for ts in [25u64, 40, 100] {
+            agg.record(&ev(EventKind::Return, 1, F, ts));
+        }
+        let f = agg.function(&F).unwrap();
+        let mut values: Vec<u64> = f.latency.iter_recorded().map(|v| v.value_iterated_to()).collect();
+        values.sort();
+        // 25-20, 40-10, 100-0
+        assert_eq!(values, vec![5, 30, 100]);
+        assert_eq!(agg.counters(), PairingCounters::default());
+    }
+
+    #[test]
+    fn exception_from_closes_the_frame_and_counts_an_exception() {
+        let mut agg = Aggregator::new(100, 1000);
+        agg.record(&ev(EventKind::Call, 1, F, 0));
+        agg.record(&ev(EventKind::Exception, 1, F, 50));
+        let f = agg.function(&F).unwrap();
+        assert_eq!((f.returns, f.exceptions), (0, 1));
+        assert_eq!(agg.open_calls(), 0);
+    }
+
+    #[test]
+    fn untraced_exception_abandons_inner_frames() {
+        let mut agg = Aggregator::new(100, 1000);
+        agg.record(&ev(EventKind::Call, 1, F, 0));
+        agg.record(&ev(EventKind::Call, 1, G, 10)); // g raises; no exception_trace
+        agg.record(&ev(EventKind::Return, 1, F, 90)); // f caught it and returned
+        assert_eq!(agg.counters().abandoned_calls, 1);
+        assert_eq!(agg.function(&F).unwrap().latency.max(), 90);
+        assert_eq!(agg.open_calls(), 0);
+    }
+
+    #[test]
+    fn return_without_call_is_counted_unmatched() {
+        let mut agg = Aggregator::new(100, 1000);
+        agg.record(&ev(EventKind::Return, 1, F, 0));
+        assert_eq!(agg.counters().unmatched_returns, 1);
+        assert_eq!(agg.function(&F).unwrap().returns, 1);
+    }
+
+    #[test]
+    fn process_exit_forgets_open_calls() {
+        let mut agg = Aggregator::new(100, 1000);
+        agg.record(&ev(EventKind::Call, 1, F, 0));
+        agg.record(&ev(EventKind::Call, 1, G, 0));
+        agg.record(&ev(EventKind::Exit, 1, F, 5));
+        assert_eq!(agg.open_calls(), 0);
+        assert_eq!(agg.tracked_processes(), 0);
+        assert_eq!(agg.counters().abandoned_calls, 2);
+    }
+
+    #[test]
+    fn bounds_functions_and_open_calls() {
+        let mut agg = Aggregator::new(1, 2);
+        agg.record(&ev(EventKind::Call, 1, F, 0));
+        agg.record(&ev(EventKind::Call, 1, G, 0));
+        assert_eq!(agg.counters().untracked_events, 1);
+        agg.record(&ev(EventKind::Call, 2, F, 0));
+        agg.record(&ev(EventKind::Call, 3, F, 0));
+        assert_eq!(agg.open_calls(), 2);
+        assert_eq!(agg.counters().abandoned_calls, 1);
+        assert_eq!(agg.function(&F).unwrap().calls, 3);
+    }
+
+    #[test]
+    fn depth_bound_abandons_the_oldest_frame() {
+        let mut agg = Aggregator::new(10, 1 << 20);
+        for ts in 0..(MAX_DEPTH as u64 + 1) {
+            agg.record(&ev(EventKind::Call, 1, F, ts));
+        }
+        assert_eq!(agg.open_calls(), MAX_DEPTH);
+        assert_eq!(agg.counters().abandoned_calls, 1);
+    }
+
+    #[test]
+    fn latency_is_clamped_to_one_hour() {
+        let mut agg = Aggregator::new(10, 10);
+        agg.record(&ev(EventKind::Call, 1, F, 0));
+        agg.record(&ev(EventKind::Return, 1, F, 10 * MAX_LATENCY_NS));
+        let max = agg.function(&F).unwrap().latency.max();
+        assert!(max >= MAX_LATENCY_NS && max <= MAX_LATENCY_NS + MAX_LATENCY_NS / 1000);
+    }
+
+    /// A call tree generated as nested calls per process, each either returning or raising.
+    fn call_tree() -> impl Strategy<Value = Vec<(u64, bool)>> {
+        // (depth-first list of durations, raises?) flattened below.
+        prop::collection::vec((1u64..1_000_000, any::<bool>()), 1..20)
+    }
+
+    proptest! {
+        /// Whatever the interleaving of several processes' events, as long as each process's
+        /// own events keep their order, every call pairs with its own return and the recorded
+        /// latencies equal the true ones (to HDR precision).
+        #[test]
+        fn pairing_is_exact_under_any_interleaving(
+            trees in prop::collection::vec(call_tree(), 1..6),
+            picks in prop::collection::vec(any::<prop::sample::Index>(), 0..400),
+        ) {
+            // Each process runs nested calls f -> f -> ... (recursion), then unwinds with the
+            // generated durations; the event list per process is in program order.
+            let mut per_process: Vec<Vec<Event>> = Vec::new();
+            let mut truth: Vec<u64> = Vec::new();
+            for (p, tree) in trees.iter().enumerate() {
+                let pid = p as u64 + 100;
+                let mut events = Vec::new();
+                let mut ts = 0u64;
+                let mut starts = Vec::new();
+                for _ in tree {
+                    ts += 1;
+                    starts.push(ts);
+                    events.push(ev(EventKind::Call, pid, F, ts));
+                }
+                for (duration, raises) in tree.iter().rev() {
+                    ts += duration;
+                    let start = starts.pop().unwrap();
+                    let kind = if *raises { EventKind::Exception } else { EventKind::Return };
+                    events.push(ev(kind, pid, F, ts));
+                    truth.push(ts - start);
+                }
+                events.reverse();
+                per_process.push(events);
+            }
+            // Interleave: repeatedly take the next event of a chosen process.
+            let mut agg = Aggregator::new(10, 1 << 20);
+            let mut picks = picks.into_iter();
+            while per_process.iter().any(|e| !e.is_empty()) {
+                let live: Vec<usize> = (0..per_process.len()).filter(|i| !per_process[*i].is_empty()).collect();
+                let i = match picks.next() { Some(ix) => live[ix.index(live.len())], None => live[0] };
+                let event = per_process[i].pop().unwrap();
+                agg.record(&event);
+            }
+            let f = agg.function(&F).unwrap();
+            let total: u64 = trees.iter().map(|t| t.len() as u64).sum();
+            prop_assert_eq!(f.calls, total);
+            prop_assert_eq!(f.returns + f.exceptions, total);
+            prop_assert_eq!(agg.counters(), PairingCounters::default());
+            prop_assert_eq!(agg.open_calls(), 0);
+            let mut expected = Histogram::<u64>::new_with_bounds(1, MAX_LATENCY_NS, SIGNIFICANT_DIGITS).unwrap();
+            for t in &truth { expected.record(*t).unwrap(); }
+            for q in [0.5, 0.9, 0.99, 0.999, 1.0] {
+                prop_assert!(f.latency.equivalent(f.latency.value_at_quantile(q), expected.value_at_quantile(q)));
+            }
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! # ferrotrace_core
+//!
+//! The engine behind ferrotrace's Erlang tracer, free of any NIF code so that it can be tested
+//! with plain `cargo test`:
+//!
+//! - [`ring`]: bounded single-producer/single-consumer rings, one per thread and session;
+//! - [`quiesce`]: thread identity and the grace period that makes freeing rings safe;
+//! - [`session`]: the slot table read by the hot path, producers, and the collector thread;
+//! - [`aggregate`]: pairing calls with returns per process, HDR latency histograms;
+//! - [`options`]: session options with safe defaults;
+//! - [`event`], [`clock`]: the event record and its timestamps.
+
+pub mod aggregate;
+pub mod clock;
+pub mod event;
+pub mod options;
+pub mod quiesce;
+pub mod ring;
+pub mod session;

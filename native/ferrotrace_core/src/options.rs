@@ -1,0 +1,167 @@
+//! Session options: parsing and validation, independent of Erlang terms so it can be tested.
+
+use std::fmt;
+
+/// An option value as the NIF layer saw it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OptionValue {
+    Integer(i64),
+    Atom(String),
+    /// Anything else (tuple, list, float, ...), kept only to be refused.
+    Other,
+}
+
+/// The engine's settings for one session. Every limit has a safe default.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Ring slots per producing thread (rounded up to a power of two).
+    pub ring_size: usize,
+    /// Functions that get statistics; calls of others are only counted.
+    pub max_functions: usize,
+    /// Calls waiting for their return, over all processes.
+    pub max_open_calls: usize,
+    /// The session stops itself after this long; `None` is `infinity`.
+    pub duration_ms: Option<u64>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            ring_size: 32_768,
+            max_functions: 1_000,
+            max_open_calls: 100_000,
+            duration_ms: Some(10_000),
+        }
+    }
+}
+
+pub const RING_SIZE_RANGE: (i64, i64) = (64, 1 << 24);
+pub const MAX_FUNCTIONS_RANGE: (i64, i64) = (1, 100_000);
+pub const MAX_OPEN_CALLS_RANGE: (i64, i64) = (1, 10_000_000);
+/// One week: a longer session is a mistake, and `infinity` says so explicitly.
+pub const DURATION_RANGE: (i64, i64) = (1, 7 * 24 * 3600 * 1000);
+
+/// Why an option was refused; `index` is its position in the input.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OptionError {
+    Unknown { index: usize },
+    BadValue { index: usize, expected: &'static str },
+}
+
+impl fmt::Display for OptionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OptionError::Unknown { index } => write!(f, "unknown option #{index}"),
+            OptionError::BadValue { index, expected } => write!(f, "option #{index}: expected {expected}"),
+        }
+    }
+}
+
+fn integer_in(value: &OptionValue, (low, high): (i64, i64)) -> Option<i64> {
+    match value {
+        OptionValue::Integer(i) if (low..=high).contains(i) => Some(*i),
+        _ => None,
+    }
+}
+
+/// Builds a `Config` from `(key, value)` pairs; the first bad pair is reported.
+pub fn parse(pairs: &[(String, OptionValue)]) -> Result<Config, OptionError> {
+    let mut config = Config::default();
+    for (index, (key, value)) in pairs.iter().enumerate() {
+        let bad = |expected| OptionError::BadValue { index, expected };
+        match key.as_str() {
+            "ring_size" => {
+                config.ring_size = integer_in(value, RING_SIZE_RANGE)
+                    .ok_or(bad("an integer from 64 to 16777216"))? as usize;
+            }
+            "max_functions" => {
+                config.max_functions = integer_in(value, MAX_FUNCTIONS_RANGE)
+                    .ok_or(bad("an integer from 1 to 100000"))? as usize;
+            }
+            "max_open_calls" => {
+                config.max_open_calls = integer_in(value, MAX_OPEN_CALLS_RANGE)
+                    .ok_or(bad("an integer from 1 to 10000000"))? as usize;
+            }
+            "duration" => {
+                config.duration_ms = match value {
+                    OptionValue::Atom(a) if a == "infinity" => None,
+                    v => Some(integer_in(v, DURATION_RANGE)
+                        .ok_or(bad("milliseconds from 1 to 604800000, or infinity"))? as u64),
+                };
+            }
+            _ => return Err(OptionError::Unknown { index }),
+        }
+    }
+    Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn pair(key: &str, value: OptionValue) -> (String, OptionValue) {
+        (key.to_string(), value)
+    }
+
+    #[test]
+    fn defaults_are_bounded() {
+        let config = parse(&[]).unwrap();
+        assert_eq!(config, Config::default());
+        assert!(config.duration_ms.is_some(), "a session stops by itself by default");
+    }
+
+    #[test]
+    fn accepts_valid_values() {
+        let config = parse(&[
+            pair("ring_size", OptionValue::Integer(1024)),
+            pair("duration", OptionValue::Atom("infinity".into())),
+            pair("max_functions", OptionValue::Integer(5)),
+        ])
+        .unwrap();
+        assert_eq!((config.ring_size, config.duration_ms, config.max_functions), (1024, None, 5));
+    }
+
+    #[test]
+    fn names_the_bad_option() {
+        assert_eq!(
+            parse(&[pair("duration", OptionValue::Integer(5)), pair("ring_size", OptionValue::Integer(3))]),
+            Err(OptionError::BadValue { index: 1, expected: "an integer from 64 to 16777216" })
+        );
+        assert_eq!(parse(&[pair("color", OptionValue::Integer(1))]), Err(OptionError::Unknown { index: 0 }));
+        assert!(parse(&[pair("duration", OptionValue::Atom("forever".into()))]).is_err());
+        assert!(parse(&[pair("duration", OptionValue::Other)]).is_err());
+        assert!(parse(&[pair("duration", OptionValue::Integer(0))]).is_err());
+    }
+
+    fn any_value() -> impl Strategy<Value = OptionValue> {
+        prop_oneof![
+            any::<i64>().prop_map(OptionValue::Integer),
+            (-10i64..100_000).prop_map(OptionValue::Integer),
+            "[a-z]{0,9}".prop_map(OptionValue::Atom),
+            Just(OptionValue::Atom("infinity".into())),
+            Just(OptionValue::Other),
+        ]
+    }
+
+    proptest! {
+        /// Whatever the input, the parser either refuses it or yields a config within bounds.
+        #[test]
+        fn accepted_configs_are_within_bounds(pairs in prop::collection::vec(
+            (prop_oneof![Just("ring_size"), Just("max_functions"), Just("max_open_calls"),
+                         Just("duration"), Just("bogus")].prop_map(String::from), any_value()), 0..6)) {
+            match parse(&pairs) {
+                Ok(c) => {
+                    prop_assert!(c.ring_size >= 64 && c.ring_size <= 1 << 24);
+                    prop_assert!(c.max_functions >= 1 && c.max_functions <= 100_000);
+                    prop_assert!(c.max_open_calls >= 1);
+                    prop_assert!(c.duration_ms.map_or(true, |d| d >= 1));
+                    prop_assert!(pairs.iter().all(|(k, _)| k != "bogus"));
+                }
+                Err(OptionError::Unknown { index }) | Err(OptionError::BadValue { index, .. }) => {
+                    prop_assert!(index < pairs.len());
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,491 @@
+//! Sessions: the slot table the hot path reads, per-thread producers, and the collector.
+//!
+//! The tracer state an Erlang user passes in `{tracer, ferrotrace_tracer, State}` is a small
+//! integer, the session id. It names a slot in a static table and carries a generation, so a
+//! stale id (a stopped or released session, or one from a previous load of the library) is
+//! recognised without touching any reference count. The hot path only *reads* the slot table;
+//! the rest of a session is reached through the slot's pointer, which is valid while the
+//! reading thread is marked active (see `quiesce`).
+
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crossbeam_utils::CachePadded;
+use parking_lot::Mutex;
+
+use crate::aggregate::Aggregator;
+use crate::clock::now_ns;
+use crate::event::Event;
+use crate::options::Config;
+use crate::quiesce::{self, MAX_THREADS};
+use crate::ring::Ring;
+
+/// Sessions that can exist at once (running or stopped but not yet released).
+pub const MAX_SESSIONS: usize = 64;
+const SLOT_BITS: u32 = 6;
+const GENERATION_BITS: u32 = 34;
+/// How often the collector drains the rings.
+pub const COLLECT_INTERVAL: Duration = Duration::from_millis(1);
+
+const FREE: u64 = 0;
+const LIVE: u64 = 1;
+const STOPPED: u64 = 2;
+
+struct Slot {
+    /// `id << 2 | state`; read by every callback, written only at start, stop and release.
+    tag: AtomicU64,
+    session: AtomicPtr<Session>,
+}
+
+static SLOTS: [Slot; MAX_SESSIONS] = [const {
+    Slot { tag: AtomicU64::new(FREE), session: AtomicPtr::new(ptr::null_mut()) }
+}; MAX_SESSIONS];
+
+/// Owns the sessions; the slot table mirrors it for the hot path.
+static REGISTRY: Mutex<[Option<Arc<Session>>; MAX_SESSIONS]> =
+    Mutex::new([const { None }; MAX_SESSIONS]);
+static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
+/// Distinguishes ids of this load of the library from those of an earlier one.
+static LOAD_SALT: AtomicU64 = AtomicU64::new(0);
+
+/// Sets this load's salt (16 bits) so ids from a previous load are never live.
+pub fn set_load_salt(salt: u64) {
+    LOAD_SALT.store(salt & 0xffff, Ordering::Relaxed);
+}
+
+#[inline]
+fn slot_of(id: u64) -> usize {
+    (id & (MAX_SESSIONS as u64 - 1)) as usize
+}
+
+#[inline]
+fn tag(id: u64, state: u64) -> u64 {
+    id << 2 | state
+}
+
+/// True if `id` names a running session. Reads one static word: no session memory.
+#[inline]
+pub fn is_live(id: u64) -> bool {
+    SLOTS[slot_of(id)].tag.load(Ordering::SeqCst) == tag(id, LIVE)
+}
+
+/// The running session `id`. The caller must hold an `Active` mark for its whole use of the
+/// reference (that is what keeps the session's producers from being freed).
+#[inline]
+pub fn live_session<'a>(id: u64, _active: &'a quiesce::Active) -> Option<&'a Session> {
+    let slot = &SLOTS[slot_of(id)];
+    if slot.tag.load(Ordering::SeqCst) != tag(id, LIVE) {
+        return None;
+    }
+    // SAFETY: the registry keeps the session alive until release, which happens only after the
+    // tag stopped being LIVE and a grace period passed; our Active mark precedes the tag load.
+    unsafe { slot.session.load(Ordering::Acquire).as_ref() }
+}
+
+/// The session `id`, running or stopped, if it has not been released.
+pub fn lookup(id: u64) -> Option<Arc<Session>> {
+    let registry = REGISTRY.lock();
+    registry[slot_of(id)].as_ref().filter(|s| s.id == id).cloned()
+}
+
+/// Every session not yet released.
+pub fn all() -> Vec<Arc<Session>> {
+    REGISTRY.lock().iter().flatten().cloned().collect()
+}
+
+/// Why a session stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    User,
+    Duration,
+    OwnerDown,
+    Unload,
+}
+
+impl StopReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            StopReason::User => "user",
+            StopReason::Duration => "duration",
+            StopReason::OwnerDown => "owner_down",
+            StopReason::Unload => "unload",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Stopped {
+    pub reason: StopReason,
+    /// Wall-clock milliseconds.
+    pub at_ms: u64,
+}
+
+/// Counters written by exactly one thread: the producer's own cache line.
+#[derive(Default)]
+struct ProducerCounters {
+    dropped: AtomicU64,
+    ignored: AtomicU64,
+}
+
+/// One thread's side of a session: its ring and its counters.
+pub struct Producer {
+    ring: Ring<Event>,
+    counters: CachePadded<ProducerCounters>,
+}
+
+#[inline]
+fn bump(counter: &AtomicU64) {
+    // Single writer: a load and a store, no read-modify-write.
+    counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Release);
+}
+
+impl Producer {
+    /// Pushes an event, counting a drop when the ring is full.
+    ///
+    /// # Safety
+    /// Must be called only from the thread that owns this producer.
+    #[inline]
+    pub unsafe fn push(&self, event: Event) {
+        if self.ring.push(event).is_err() {
+            bump(&self.counters.dropped);
+        }
+    }
+
+    /// # Safety
+    /// As `push`.
+    #[inline]
+    pub unsafe fn ignore(&self) {
+        bump(&self.counters.ignored);
+    }
+}
+
+/// Event accounting. `seen = aggregated + dropped`, exactly, in every snapshot.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Accounting {
+    pub seen: u64,
+    pub aggregated: u64,
+    pub dropped: u64,
+    /// Events of kinds the session does not aggregate (outside the identity).
+    pub ignored: u64,
+}
+
+/// The consumer side: owned by whoever holds the lock (the collector or a reader).
+pub struct Consumer {
+    pub aggregator: Aggregator,
+    /// Drained events not yet folded in: newer than the last collection's cutoff.
+    pending: Vec<Event>,
+    aggregated: u64,
+    /// Counters of producers already freed.
+    retired_dropped: u64,
+    retired_ignored: u64,
+}
+
+pub struct Session {
+    pub id: u64,
+    pub config: Config,
+    /// Raw bits of the keeper process's pid (an immediate), the Erlang side's handle.
+    pub keeper: u64,
+    pub started_ms: u64,
+    started_ns: u64,
+    producers: Box<[AtomicPtr<Producer>]>,
+    consumer: Mutex<Consumer>,
+    stopped: Mutex<Option<Stopped>>,
+    collector: Mutex<Option<JoinHandle<()>>>,
+    collector_exit: AtomicBool,
+}
+
+fn wall_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Why a session could not be created.
+#[derive(Debug, PartialEq, Eq)]
+pub enum StartError {
+    TooManySessions,
+    Thread,
+}
+
+/// Creates and publishes a session, and starts its collector thread.
+pub fn start(config: Config, keeper: u64) -> Result<Arc<Session>, StartError> {
+    let mut registry = REGISTRY.lock();
+    let slot = registry.iter().position(Option::is_none).ok_or(StartError::TooManySessions)?;
+    let generation = NEXT_GENERATION.fetch_add(1, Ordering::Relaxed) & ((1 << GENERATION_BITS) - 1);
+    let id = LOAD_SALT.load(Ordering::Relaxed) << (SLOT_BITS + GENERATION_BITS)
+        | generation << SLOT_BITS
+        | slot as u64;
+    let session = Arc::new(Session {
+        id,
+        keeper,
+        started_ms: wall_ms(),
+        started_ns: now_ns(),
+        producers: (0..MAX_THREADS).map(|_| AtomicPtr::new(ptr::null_mut())).collect(),
+        consumer: Mutex::new(Consumer {
+            aggregator: Aggregator::new(config.max_functions, config.max_open_calls),
+            pending: Vec::new(),
+            aggregated: 0,
+            retired_dropped: 0,
+            retired_ignored: 0,
+        }),
+        config,
+        stopped: Mutex::new(None),
+        collector: Mutex::new(None),
+        collector_exit: AtomicBool::new(false),
+    });
+    let collector = {
+        let session = Arc::clone(&session);
+        std::thread::Builder::new()
+            .name(format!("ferrotrace-{slot}"))
+            .spawn(move || session.run_collector())
+            .map_err(|_| StartError::Thread)?
+    };
+    *session.collector.lock() = Some(collector);
+    SLOTS[slot].session.store(Arc::as_ptr(&session) as *mut Session, Ordering::Release);
+    SLOTS[slot].tag.store(tag(id, LIVE), Ordering::SeqCst);
+    registry[slot] = Some(Arc::clone(&session));
+    Ok(session)
+}
+
+impl Session {
+    /// This thread's producer, created on the thread's first event (once per thread and
+    /// session: a bounded allocation). `None` past `MAX_THREADS` threads.
+    #[inline]
+    pub fn producer(&self, thread: usize) -> &Producer {
+        let entry = &self.producers[thread];
+        let existing = entry.load(Ordering::Acquire);
+        if !existing.is_null() {
+            // SAFETY: freed only after the session stopped and a grace period passed.
+            return unsafe { &*existing };
+        }
+        let fresh = Box::into_raw(Box::new(Producer {
+            ring: Ring::with_capacity(self.config.ring_size),
+            counters: CachePadded::new(ProducerCounters::default()),
+        }));
+        // Only this thread writes this entry, so a plain store publishes it.
+        entry.store(fresh, Ordering::Release);
+        // SAFETY: just allocated, freed only as above.
+        unsafe { &*fresh }
+    }
+
+    pub fn stopped(&self) -> Option<Stopped> {
+        *self.stopped.lock()
+    }
+
+    /// Nanoseconds since the session started, up to its stop if stopped.
+    pub fn elapsed_ms(&self) -> u64 {
+        match self.stopped() {
+            Some(stopped) => stopped.at_ms.saturating_sub(self.started_ms),
+            None => wall_ms().saturating_sub(self.started_ms),
+        }
+    }
+
+    /// Bytes held by this session's rings now.
+    pub fn ring_bytes(&self) -> usize {
+        let rings = self.producers.iter().filter(|p| !p.load(Ordering::Acquire).is_null()).count();
+        rings * (self.config.ring_size.next_power_of_two() * std::mem::size_of::<Event>())
+    }
+
+    /// Drains every ring and folds in the events older than the cutoff (all if `flush`).
+    fn collect(&self, consumer: &mut Consumer, flush: bool) {
+        let cutoff = if flush { u64::MAX } else { now_ns() };
+        // After this, every event stamped before `cutoff` is in a ring: a callback that began
+        // later takes its timestamp later. So the sort below sees each process's events in
+        // order even when it migrated between schedulers.
+        quiesce::wait_for_quiescence();
+        let Consumer { pending, aggregated, aggregator, .. } = consumer;
+        for entry in self.producers.iter() {
+            // SAFETY: we hold the consumer lock, so we are the ring's only consumer; the
+            // producer is freed only under that same lock.
+            if let Some(producer) = unsafe { entry.load(Ordering::Acquire).as_ref() } {
+                *aggregated += unsafe { producer.ring.drain(|event| pending.push(event)) };
+            }
+        }
+        pending.sort_by_key(|event| event.ts);
+        let ready = pending.partition_point(|event| event.ts < cutoff);
+        for event in pending.drain(..ready) {
+            aggregator.record(&event);
+        }
+    }
+
+    /// Runs `f` on the aggregation state after bringing it up to date.
+    pub fn with_consumer<R>(&self, f: impl FnOnce(&Consumer, Accounting) -> R) -> R {
+        let mut consumer = self.consumer.lock();
+        let flush = self.stopped().is_some();
+        self.collect(&mut consumer, flush);
+        let accounting = self.accounting(&consumer);
+        f(&consumer, accounting)
+    }
+
+    fn accounting(&self, consumer: &Consumer) -> Accounting {
+        let (mut dropped, mut ignored) = (consumer.retired_dropped, consumer.retired_ignored);
+        for entry in self.producers.iter() {
+            // SAFETY: as in `collect`; the caller holds the consumer lock.
+            if let Some(producer) = unsafe { entry.load(Ordering::Acquire).as_ref() } {
+                dropped += producer.counters.dropped.load(Ordering::Acquire);
+                ignored += producer.counters.ignored.load(Ordering::Acquire);
+            }
+        }
+        Accounting { seen: consumer.aggregated + dropped, aggregated: consumer.aggregated, dropped, ignored }
+    }
+
+    /// Stops tracing (idempotent): callbacks answer `remove` from now on, the rings are
+    /// drained one last time and freed. Statistics stay readable until `release`.
+    pub fn halt(&self, reason: StopReason) {
+        let mut stopped = self.stopped.lock();
+        if stopped.is_some() {
+            return;
+        }
+        SLOTS[slot_of(self.id)].tag.store(tag(self.id, STOPPED), Ordering::SeqCst);
+        // No callback can still be using a producer after this.
+        quiesce::wait_for_quiescence();
+        let mut consumer = self.consumer.lock();
+        self.collect(&mut consumer, true);
+        for entry in self.producers.iter() {
+            let producer = entry.swap(ptr::null_mut(), Ordering::AcqRel);
+            if !producer.is_null() {
+                // SAFETY: allocated by `producer()` with Box; unreachable from callbacks now.
+                let producer = unsafe { Box::from_raw(producer) };
+                consumer.aggregated += unsafe { producer.ring.drain(|e| consumer.aggregator.record(&e)) };
+                consumer.retired_dropped += producer.counters.dropped.load(Ordering::Acquire);
+                consumer.retired_ignored += producer.counters.ignored.load(Ordering::Acquire);
+            }
+        }
+        *stopped = Some(Stopped { reason, at_ms: wall_ms() });
+    }
+
+    /// Stops the session and waits for its collector thread to end.
+    pub fn stop(&self, reason: StopReason) {
+        self.halt(reason);
+        self.collector_exit.store(true, Ordering::Release);
+        let handle = self.collector.lock().take();
+        if let Some(handle) = handle {
+            handle.thread().unpark();
+            let _ = handle.join();
+        }
+    }
+
+    fn run_collector(&self) {
+        let deadline = self.config.duration_ms.map(|ms| self.started_ns.saturating_add(ms * 1_000_000));
+        while !self.collector_exit.load(Ordering::Acquire) {
+            std::thread::park_timeout(COLLECT_INTERVAL);
+            if self.stopped().is_some() {
+                break;
+            }
+            if deadline.is_some_and(|d| now_ns() >= d) {
+                self.halt(StopReason::Duration);
+                break;
+            }
+            let mut consumer = self.consumer.lock();
+            self.collect(&mut consumer, false);
+        }
+    }
+}
+
+/// Stops the session and forgets it; its id is dead from now on.
+pub fn release(id: u64) -> bool {
+    let Some(session) = lookup(id) else { return false };
+    session.stop(StopReason::User);
+    let mut registry = REGISTRY.lock();
+    let slot = slot_of(id);
+    if registry[slot].as_ref().is_some_and(|s| s.id == id) {
+        SLOTS[slot].tag.store(FREE, Ordering::SeqCst);
+        SLOTS[slot].session.store(ptr::null_mut(), Ordering::Release);
+        registry[slot] = None;
+    }
+    true
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        for entry in self.producers.iter() {
+            let producer = entry.swap(ptr::null_mut(), Ordering::AcqRel);
+            if !producer.is_null() {
+                // SAFETY: last owner; no callback can reach a released session.
+                drop(unsafe { Box::from_raw(producer) });
+            }
+        }
+    }
+}
+
+impl Consumer {
+    pub fn aggregator(&self) -> &Aggregator {
+        &self.aggregator
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{EventKind, Mfa};
+    use crate::quiesce::{thread_index, Active};
+
+    const F: Mfa = Mfa { module: 11, function: 12, arity: 0 };
+
+    fn emit(session_id: u64, pid: u64, kind: EventKind) -> bool {
+        let thread = thread_index().unwrap();
+        let active = Active::enter(thread);
+        match live_session(session_id, &active) {
+            Some(session) => {
+                unsafe { session.producer(thread).push(Event { ts: now_ns(), pid, mfa: F, kind }) };
+                true
+            }
+            None => false,
+        }
+    }
+
+    #[test]
+    fn events_from_many_threads_are_counted_exactly_and_paired() {
+        let config = Config { ring_size: 64, duration_ms: None, ..Config::default() };
+        let session = start(config, 0).unwrap();
+        let id = session.id;
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    for i in 0..10_000u64 {
+                        let pid = t * 1_000_000 + i;
+                        emit(id, pid, EventKind::Call);
+                        emit(id, pid, EventKind::Return);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        session.stop(StopReason::User);
+        assert!(!emit(id, 1, EventKind::Call), "a stopped session takes no events");
+        session.with_consumer(|consumer, accounting| {
+            assert_eq!(accounting.seen, 80_000);
+            assert_eq!(accounting.seen, accounting.aggregated + accounting.dropped);
+            let f = consumer.aggregator().function(&F);
+            let aggregated_calls = f.map_or(0, |f| f.calls + f.returns);
+            assert_eq!(aggregated_calls, accounting.aggregated);
+        });
+        assert_eq!(session.ring_bytes(), 0, "stop frees the rings");
+        assert!(release(id));
+        assert!(lookup(id).is_none());
+        assert!(!release(id));
+    }
+
+    #[test]
+    fn duration_stops_the_session() {
+        let config = Config { duration_ms: Some(20), ..Config::default() };
+        let session = start(config, 0).unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(session.stopped().map(|s| s.reason), Some(StopReason::Duration));
+        assert!(!is_live(session.id));
+        assert!(release(session.id));
+    }
+
+    #[test]
+    fn stale_ids_are_not_live() {
+        let session = start(Config::default(), 0).unwrap();
+        let id = session.id;
+        assert!(is_live(id));
+        assert!(!is_live(id + (1 << SLOT_BITS)), "another generation in the same slot");
+        assert!(release(id));
+        assert!(!is_live(id));
+    }
+}

@@ -1,0 +1,253 @@
+//! The engine's management NIFs, called by the `ferrotrace` Erlang API (not on the hot path).
+//! They are exported by `ferrotrace_tracer` because one NIF library serves one module; users
+//! call `ferrotrace`, which documents them.
+
+use rustler::types::map::MapIterator;
+use rustler::{Atom, Encoder, Env, LocalPid, NifResult, Term};
+
+use ferrotrace_core::aggregate::{FunctionStats, PairingCounters};
+use ferrotrace_core::event::Mfa;
+use ferrotrace_core::options::{self, OptionError, OptionValue};
+use ferrotrace_core::session::{self, Accounting, Session, StartError, StopReason};
+use crate::tracer::{term_bits, term_from_bits};
+
+mod atoms {
+    rustler::atoms! {
+        ok, error, undefined, running, stopped,
+        bad_options, unknown_option, bad_option, too_many_sessions, thread_spawn_failed,
+        bad_session, no_such_session, bad_mfa, no_such_function,
+        id, status, stop_reason, started_at, stopped_at, elapsed_ms, calls, events, pairing, memory,
+        seen, aggregated, dropped, ignored,
+        unmatched_returns, abandoned_calls, untracked_events, open_calls, processes,
+        ring_bytes, functions,
+        mfa, count, returns, exceptions, total, mean, p50, p90, p99, p999, max,
+        user, owner_down, duration,
+    }
+}
+
+fn error<'a>(env: Env<'a>, reason: impl Encoder) -> Term<'a> {
+    (atoms::error(), reason).encode(env)
+}
+
+fn option_value(term: Term) -> OptionValue {
+    if let Ok(i) = term.decode::<i64>() {
+        OptionValue::Integer(i)
+    } else if term.is_atom() {
+        term.atom_to_string().map_or(OptionValue::Other, OptionValue::Atom)
+    } else {
+        OptionValue::Other
+    }
+}
+
+/// `new_session(Options :: map(), Keeper :: pid()) -> {ok, Id} | {error, Reason}`.
+#[rustler::nif]
+fn new_session<'a>(env: Env<'a>, opts: Term<'a>, keeper: LocalPid) -> Term<'a> {
+    let Some(iter) = MapIterator::new(opts) else {
+        return error(env, (atoms::bad_options(), opts));
+    };
+    let mut pairs = Vec::new();
+    let mut terms = Vec::new();
+    for (key, value) in iter {
+        if !key.is_atom() {
+            return error(env, (atoms::unknown_option(), key));
+        }
+        pairs.push((key.atom_to_string().unwrap_or_default(), option_value(value)));
+        terms.push((key, value));
+    }
+    let config = match options::parse(&pairs) {
+        Ok(config) => config,
+        Err(OptionError::Unknown { index }) => return error(env, (atoms::unknown_option(), terms[index].0)),
+        Err(OptionError::BadValue { index, expected }) => {
+            let (key, value) = terms[index];
+            return error(env, (atoms::bad_option(), (key, value, expected)));
+        }
+    };
+    let keeper_bits = term_bits(keeper.encode(env).as_c_arg());
+    match session::start(config, keeper_bits) {
+        Ok(session) => (atoms::ok(), session.id).encode(env),
+        Err(StartError::TooManySessions) => error(env, (atoms::too_many_sessions(), session::MAX_SESSIONS)),
+        Err(StartError::Thread) => error(env, atoms::thread_spawn_failed()),
+    }
+}
+
+/// Finds a session (running or stopped) by the id term, or says why not.
+fn find<'a>(env: Env<'a>, id: Term<'a>) -> Result<std::sync::Arc<Session>, Term<'a>> {
+    match id.decode::<u64>() {
+        Ok(n) => session::lookup(n).ok_or_else(|| error(env, (atoms::no_such_session(), id))),
+        Err(_) => Err(error(env, (atoms::bad_session(), id))),
+    }
+}
+
+/// `stop_session(Id, Reason :: user | owner_down) -> ok | {error, Reason}`: stops tracing,
+/// drains and frees the rings, joins the collector. Statistics stay readable.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn stop_session<'a>(env: Env<'a>, id: Term<'a>, reason: Atom) -> Term<'a> {
+    let reason = if reason == atoms::owner_down() {
+        StopReason::OwnerDown
+    } else if reason == atoms::duration() {
+        StopReason::Duration
+    } else {
+        StopReason::User
+    };
+    match find(env, id) {
+        Ok(session) => {
+            session.stop(reason);
+            atoms::ok().encode(env)
+        }
+        Err(e) => e,
+    }
+}
+
+/// `release_session(Id) -> ok | {error, Reason}`: stops the session and frees everything.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn release_session<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
+    match find(env, id) {
+        Ok(session) => {
+            session::release(session.id);
+            atoms::ok().encode(env)
+        }
+        Err(e) => e,
+    }
+}
+
+/// `session_keeper(Id) -> {ok, pid()} | {error, Reason}`.
+#[rustler::nif]
+fn session_keeper<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
+    match find(env, id) {
+        // SAFETY: a local pid is an immediate; the bits came from a pid term.
+        Ok(session) => (atoms::ok(), unsafe { Term::new(env, term_from_bits(session.keeper)) }).encode(env),
+        Err(e) => e,
+    }
+}
+
+/// `sessions() -> [Id]`: every session not yet released.
+#[rustler::nif]
+fn sessions() -> Vec<u64> {
+    session::all().iter().map(|s| s.id).collect()
+}
+
+fn mfa_term<'a>(env: Env<'a>, mfa: &Mfa) -> Term<'a> {
+    // SAFETY: module and function bits were checked to be atoms when the event was decoded.
+    let (m, f) = unsafe {
+        (Term::new(env, term_from_bits(mfa.module)), Term::new(env, term_from_bits(mfa.function)))
+    };
+    (m, f, mfa.arity).encode(env)
+}
+
+fn map<'a>(env: Env<'a>, pairs: &[(Atom, Term<'a>)]) -> Term<'a> {
+    Term::map_from_pairs(env, pairs).expect("atom keys are distinct")
+}
+
+fn function_term<'a>(env: Env<'a>, mfa: &Mfa, stats: &FunctionStats) -> Term<'a> {
+    let h = &stats.latency;
+    let latency = |v: Option<u64>| match v {
+        Some(v) => v.encode(env),
+        None => atoms::undefined().encode(env),
+    };
+    let has = !h.is_empty();
+    let q = |quantile: f64| latency(has.then(|| h.value_at_quantile(quantile)));
+    map(env, &[
+        (atoms::mfa(), mfa_term(env, mfa)),
+        (atoms::count(), stats.calls.encode(env)),
+        (atoms::returns(), stats.returns.encode(env)),
+        (atoms::exceptions(), stats.exceptions.encode(env)),
+        (atoms::total(), stats.total_ns.encode(env)),
+        (atoms::mean(), latency(has.then(|| h.mean().round() as u64))),
+        (atoms::p50(), q(0.5)),
+        (atoms::p90(), q(0.9)),
+        (atoms::p99(), q(0.99)),
+        (atoms::p999(), q(0.999)),
+        (atoms::max(), latency(has.then(|| h.max()))),
+    ])
+}
+
+fn accounting_term<'a>(env: Env<'a>, a: &Accounting) -> Term<'a> {
+    map(env, &[
+        (atoms::seen(), a.seen.encode(env)),
+        (atoms::aggregated(), a.aggregated.encode(env)),
+        (atoms::dropped(), a.dropped.encode(env)),
+        (atoms::ignored(), a.ignored.encode(env)),
+    ])
+}
+
+fn pairing_term<'a>(env: Env<'a>, p: &PairingCounters, open: usize, processes: usize) -> Term<'a> {
+    map(env, &[
+        (atoms::unmatched_returns(), p.unmatched_returns.encode(env)),
+        (atoms::abandoned_calls(), p.abandoned_calls.encode(env)),
+        (atoms::untracked_events(), p.untracked_events.encode(env)),
+        (atoms::open_calls(), open.encode(env)),
+        (atoms::processes(), processes.encode(env)),
+    ])
+}
+
+/// `session_summary(Id) -> {ok, map()} | {error, Reason}`; see `ferrotrace:summary/1`.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn session_summary<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
+    let session = match find(env, id) {
+        Ok(session) => session,
+        Err(e) => return e,
+    };
+    let ring_bytes = session.ring_bytes();
+    let stopped = session.stopped();
+    let (status, reason, stopped_at) = match stopped {
+        Some(s) => (atoms::stopped(), Atom::from_str(env, s.reason.name()).expect("atom").encode(env), s.at_ms.encode(env)),
+        None => (atoms::running(), atoms::undefined().encode(env), atoms::undefined().encode(env)),
+    };
+    session.with_consumer(|consumer, accounting| {
+        let agg = consumer.aggregator();
+        let calls: Vec<Term> = agg.functions().map(|(mfa, stats)| function_term(env, mfa, stats)).collect();
+        let summary = map(env, &[
+            (atoms::id(), session.id.encode(env)),
+            (atoms::status(), status.encode(env)),
+            (atoms::stop_reason(), reason),
+            (atoms::started_at(), session.started_ms.encode(env)),
+            (atoms::stopped_at(), stopped_at),
+            (atoms::elapsed_ms(), session.elapsed_ms().encode(env)),
+            (atoms::calls(), calls.encode(env)),
+            (atoms::events(), accounting_term(env, &accounting)),
+            (atoms::pairing(), pairing_term(env, &agg.counters(), agg.open_calls(), agg.tracked_processes())),
+            (atoms::memory(), map(env, &[
+                (atoms::ring_bytes(), ring_bytes.encode(env)),
+                (atoms::functions(), agg.functions().count().encode(env)),
+            ])),
+        ]);
+        (atoms::ok(), summary).encode(env)
+    })
+}
+
+fn decode_mfa(term: Term) -> NifResult<Mfa> {
+    let (m, f, a): (Term, Term, u32) = term.decode()?;
+    if !m.is_atom() || !f.is_atom() || a > 255 {
+        return Err(rustler::Error::BadArg);
+    }
+    Ok(Mfa { module: term_bits(m.as_c_arg()), function: term_bits(f.as_c_arg()), arity: a })
+}
+
+/// Power-of-two buckets `[{Low, High, Count}]` of a function's latency, ascending, non-empty.
+fn log2_buckets(stats: &FunctionStats) -> Vec<(u64, u64, u64)> {
+    let mut buckets: Vec<(u64, u64, u64)> = Vec::new();
+    for v in stats.latency.iter_recorded() {
+        let value = v.value_iterated_to().max(1);
+        let low = 1u64 << (63 - value.leading_zeros());
+        let high = low.saturating_mul(2) - 1;
+        match buckets.last_mut() {
+            Some(last) if last.0 == low => last.2 += v.count_at_value(),
+            _ => buckets.push((low, high, v.count_at_value())),
+        }
+    }
+    buckets
+}
+
+/// `session_histogram(Id, {M, F, A}) -> {ok, [{LowNs, HighNs, Count}]} | {error, Reason}`.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn session_histogram<'a>(env: Env<'a>, id: Term<'a>, mfa: Term<'a>) -> Term<'a> {
+    let session = match find(env, id) {
+        Ok(session) => session,
+        Err(e) => return e,
+    };
+    let Ok(key) = decode_mfa(mfa) else { return error(env, (atoms::bad_mfa(), mfa)) };
+    session.with_consumer(|consumer, _| match consumer.aggregator().function(&key) {
+        Some(stats) => (atoms::ok(), log2_buckets(stats)).encode(env),
+        None => error(env, (atoms::no_such_function(), mfa)),
+    })
+}

@@ -1,0 +1,50 @@
+//! # ferrotrace_tracer NIF library
+//!
+//! The NIF library behind the Erlang module `ferrotrace_tracer`: the `erl_tracer` callbacks
+//! ([`tracer`], the hot path) and the management NIFs used by the `ferrotrace` API ([`api`]).
+//! The engine itself (rings, sessions, aggregation) is the `ferrotrace_core` crate.
+
+mod api;
+pub mod tracer;
+
+use ferrotrace_core::{clock, session};
+
+use rustler::codegen_runtime::{c_int, c_void, inventory, ErlNifEntry, ErlNifEnv, ErlNifTerm};
+
+extern "C" fn load(env: *mut ErlNifEnv, _priv: *mut *mut c_void, _info: ErlNifTerm) -> c_int {
+    let result = std::panic::catch_unwind(|| unsafe {
+        tracer::init_atoms(env);
+        session::set_load_salt(clock::wall_nanos());
+    });
+    c_int::from(result.is_err())
+}
+
+/// Called by the VM before it unloads this library (module purge): every session stops and
+/// its collector thread is joined, so no thread runs this library's code after `dlclose`.
+extern "C" fn unload(_env: *mut ErlNifEnv, _priv: *mut c_void) {
+    let _ = std::panic::catch_unwind(|| {
+        for session in session::all() {
+            session.stop(session::StopReason::Unload);
+        }
+    });
+}
+
+/// The NIF entry point. Written out instead of `rustler::init!` to register `unload`.
+#[no_mangle]
+extern "C" fn nif_init() -> *const ErlNifEntry {
+    static ENTRY: std::sync::OnceLock<EntryCell> = std::sync::OnceLock::new();
+    struct EntryCell(ErlNifEntry);
+    // SAFETY: the entry only holds pointers to 'static data (leaked below).
+    unsafe impl Send for EntryCell {}
+    unsafe impl Sync for EntryCell {}
+    let cell = ENTRY.get_or_init(|| {
+        unsafe { rustler::codegen_runtime::internal_write_symbols() };
+        let funcs: &'static [_] = Box::leak(
+            inventory::iter::<rustler::Nif>().map(rustler::Nif::get_def).collect::<Box<[_]>>(),
+        );
+        let mut entry = ErlNifEntry::new(c"ferrotrace_tracer", funcs, load);
+        entry.unload = Some(unload);
+        EntryCell(entry)
+    });
+    &cell.0
+}

@@ -1,0 +1,216 @@
+//! The erl_tracer callbacks: `enabled/3`, `enabled_call/3`, `enabled_procs/3` and `trace/5`.
+//!
+//! They are plain `extern "C"` NIFs registered directly (rustler's `#[nif]` wrapper would
+//! allocate an argument vector on every call). Each runs on the tracee's scheduler thread and
+//! does: decode the small-integer session id, read the session's slot tag (static, read-only
+//! on this path), and for `trace/5` stamp the event and push it into this thread's ring. No
+//! lock, no allocation (but a thread's first event of a session creates its ring), no shared
+//! counter, no reference count. Panics are caught here and never reach the VM.
+
+use std::ffi::c_int;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::OnceLock;
+
+use rustler::sys::{
+    enif_get_int64, enif_get_list_length, enif_get_tuple, enif_is_atom, enif_make_atom, ErlNifEnv,
+    ErlNifTerm,
+};
+
+use ferrotrace_core::clock::now_ns;
+use ferrotrace_core::event::{Event, EventKind, Mfa};
+use ferrotrace_core::quiesce::{thread_index, Active};
+use ferrotrace_core::session;
+
+/// Raw atom terms the callbacks compare against or return. Atoms are immediates and never
+/// freed, so their bits are valid in every environment.
+pub struct Atoms {
+    pub ok: ErlNifTerm,
+    pub trace: ErlNifTerm,
+    pub discard: ErlNifTerm,
+    pub remove: ErlNifTerm,
+    pub trace_status: ErlNifTerm,
+    pub call: ErlNifTerm,
+    pub procs: ErlNifTerm,
+    pub return_from: ErlNifTerm,
+    pub exception_from: ErlNifTerm,
+    pub exit: ErlNifTerm,
+}
+
+static ATOMS: OnceLock<Atoms> = OnceLock::new();
+
+/// Creates the atoms; called from the library's `load`.
+///
+/// # Safety
+/// `env` must be a valid environment.
+pub unsafe fn init_atoms(env: *mut ErlNifEnv) {
+    let atom = |name: &std::ffi::CStr| enif_make_atom(env, name.as_ptr());
+    let _ = ATOMS.set(Atoms {
+        ok: atom(c"ok"),
+        trace: atom(c"trace"),
+        discard: atom(c"discard"),
+        remove: atom(c"remove"),
+        trace_status: atom(c"trace_status"),
+        call: atom(c"call"),
+        procs: atom(c"procs"),
+        return_from: atom(c"return_from"),
+        exception_from: atom(c"exception_from"),
+        exit: atom(c"exit"),
+    });
+}
+
+/// The raw bits of a term (`ErlNifTerm` is a transparent word whose field is private).
+#[inline]
+pub fn term_bits(term: ErlNifTerm) -> u64 {
+    // SAFETY: `ErlNifTerm` is `#[repr(transparent)]` over a `usize`.
+    unsafe { std::mem::transmute::<ErlNifTerm, usize>(term) as u64 }
+}
+
+/// A term from raw bits. Only sound for immediates (atoms, local pids, small integers).
+#[inline]
+pub fn term_from_bits(bits: u64) -> ErlNifTerm {
+    // SAFETY: as above.
+    unsafe { std::mem::transmute::<usize, ErlNifTerm>(bits as usize) }
+}
+
+#[inline]
+fn atoms() -> &'static Atoms {
+    // Set in `load`, before any NIF can run.
+    ATOMS.get().expect("ferrotrace atoms are initialised at load")
+}
+
+/// The session id from `enabled`'s arguments. The contract is `(Tag, TracerState, Tracee)`,
+/// but when the module was not loaded yet, `erlang:trace/3` first calls
+/// `enabled(trace_status, Tracee, State)` from Erlang, so the swapped order is accepted too.
+#[inline]
+unsafe fn enabled_session_id(env: *mut ErlNifEnv, argv: &[ErlNifTerm]) -> Option<u64> {
+    session_id(env, argv[1]).or_else(|| session_id(env, argv[2]))
+}
+
+#[inline]
+unsafe fn session_id(env: *mut ErlNifEnv, state: ErlNifTerm) -> Option<u64> {
+    let mut value: i64 = 0;
+    (enif_get_int64(env, state, &mut value) != 0 && value > 0).then_some(value as u64)
+}
+
+/// Runs a callback body, mapping a panic to `fallback` so it never unwinds into the VM.
+#[inline]
+fn guarded(fallback: fn(&Atoms) -> ErlNifTerm, body: impl FnOnce() -> ErlNifTerm) -> ErlNifTerm {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|_| fallback(atoms()))
+}
+
+/// `enabled(TraceTag, TracerState, Tracee)`: `trace` for the tags the session aggregates, `discard`
+/// for other tags, `remove` (the VM unhooks the tracer from the tracee) once the session is
+/// not running or the state is not a session. `trace_status` keeps the tracer while running.
+unsafe extern "C" fn enabled(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
+    guarded(|a| a.remove, || {
+        let a = atoms();
+        let argv = std::slice::from_raw_parts(argv, 3);
+        match enabled_session_id(env, argv) {
+            Some(id) if session::is_live(id) => {
+                let tag = argv[0];
+                if tag == a.call || tag == a.trace_status || tag == a.procs {
+                    a.trace
+                } else {
+                    a.discard
+                }
+            }
+            _ => a.remove,
+        }
+    })
+}
+
+/// `enabled_call/3` and `enabled_procs/3`: the tag is known, only the session is checked.
+unsafe extern "C" fn enabled_aggregated_tag(
+    env: *mut ErlNifEnv,
+    _argc: c_int,
+    argv: *const ErlNifTerm,
+) -> ErlNifTerm {
+    guarded(|a| a.remove, || {
+        let a = atoms();
+        let argv = std::slice::from_raw_parts(argv, 3);
+        match enabled_session_id(env, argv) {
+            Some(id) if session::is_live(id) => a.trace,
+            _ => a.remove,
+        }
+    })
+}
+
+/// Reads `{Module, Function, ArgsOrArity}` from a call, return or exception message.
+#[inline]
+unsafe fn decode_mfa(env: *mut ErlNifEnv, message: ErlNifTerm) -> Option<Mfa> {
+    let mut arity: c_int = 0;
+    let mut elements: *const ErlNifTerm = std::ptr::null();
+    if enif_get_tuple(env, message, &mut arity, &mut elements) == 0 || arity != 3 {
+        return None;
+    }
+    let elements = std::slice::from_raw_parts(elements, 3);
+    if enif_is_atom(env, elements[0]) == 0 || enif_is_atom(env, elements[1]) == 0 {
+        return None;
+    }
+    let mut length: std::ffi::c_uint = 0;
+    let mut integer: i64 = 0;
+    let arity = if enif_get_list_length(env, elements[2], &mut length) != 0 {
+        length
+    } else if enif_get_int64(env, elements[2], &mut integer) != 0 && (0..=255).contains(&integer) {
+        integer as u32
+    } else {
+        return None;
+    };
+    Some(Mfa { module: term_bits(elements[0]), function: term_bits(elements[1]), arity })
+}
+
+/// `trace(TraceTag, TracerState, Tracee, Message, Opts)`: stamps and queues call, return_from,
+/// exception_from and exit events; counts and ignores any other tag or malformed message.
+unsafe extern "C" fn trace(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
+    guarded(|a| a.ok, || {
+        let a = atoms();
+        let argv = std::slice::from_raw_parts(argv, 5);
+        let Some(id) = session_id(env, argv[1]) else { return a.ok };
+        let Some(thread) = thread_index() else { return a.ok };
+        let active = Active::enter(thread);
+        let Some(session) = session::live_session(id, &active) else { return a.ok };
+        let producer = session.producer(thread);
+        let tag = argv[0];
+        let kind = if tag == a.call {
+            EventKind::Call
+        } else if tag == a.return_from {
+            EventKind::Return
+        } else if tag == a.exception_from {
+            EventKind::Exception
+        } else if tag == a.exit {
+            EventKind::Exit
+        } else {
+            producer.ignore();
+            return a.ok;
+        };
+        let mfa = if kind == EventKind::Exit {
+            Mfa { module: 0, function: 0, arity: 0 }
+        } else {
+            match decode_mfa(env, argv[3]) {
+                Some(mfa) => mfa,
+                None => {
+                    producer.ignore();
+                    return a.ok;
+                }
+            }
+        };
+        producer.push(Event { ts: now_ns(), pid: term_bits(argv[2]), mfa, kind });
+        a.ok
+    })
+}
+
+macro_rules! register_raw_nif {
+    ($name:literal, $arity:literal, $func:path) => {
+        rustler::codegen_runtime::inventory::submit!(rustler::Nif {
+            name: concat!($name, "\0").as_ptr() as *const std::ffi::c_char,
+            arity: $arity,
+            flags: 0,
+            raw_func: $func,
+        });
+    };
+}
+
+register_raw_nif!("enabled", 3, enabled);
+register_raw_nif!("enabled_call", 3, enabled_aggregated_tag);
+register_raw_nif!("enabled_procs", 3, enabled_aggregated_tag);
+register_raw_nif!("trace", 5, trace);
