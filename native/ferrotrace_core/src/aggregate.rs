@@ -306,7 +306,7 @@ mod tests {
         agg.record(&ev(EventKind::Call, 1, F, 0));
         agg.record(&ev(EventKind::Return, 1, F, 10 * MAX_LATENCY_NS));
         let max = agg.function(&F).unwrap().latency.max();
-        assert!(max >= MAX_LATENCY_NS && max <= MAX_LATENCY_NS + MAX_LATENCY_NS / 1000);
+        assert!((MAX_LATENCY_NS..=MAX_LATENCY_NS + MAX_LATENCY_NS / 1000).contains(&max));
     }
 
     /// A call tree generated as nested calls per process, each either returning or raising.

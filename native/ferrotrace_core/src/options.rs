@@ -155,7 +155,7 @@ mod tests {
                     prop_assert!(c.ring_size >= 64 && c.ring_size <= 1 << 24);
                     prop_assert!(c.max_functions >= 1 && c.max_functions <= 100_000);
                     prop_assert!(c.max_open_calls >= 1);
-                    prop_assert!(c.duration_ms.map_or(true, |d| d >= 1));
+                    prop_assert!(c.duration_ms.is_none_or(|d| d >= 1));
                     prop_assert!(pairs.iter().all(|(k, _)| k != "bogus"));
                 }
                 Err(OptionError::Unknown { index }) | Err(OptionError::BadValue { index, .. }) => {

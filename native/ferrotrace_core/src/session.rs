@@ -75,7 +75,7 @@ pub fn is_live(id: u64) -> bool {
 /// The running session `id`. The caller must hold an `Active` mark for its whole use of the
 /// reference (that is what keeps the session's producers from being freed).
 #[inline]
-pub fn live_session<'a>(id: u64, _active: &'a quiesce::Active) -> Option<&'a Session> {
+pub fn live_session(id: u64, _active: &quiesce::Active) -> Option<&Session> {
     let slot = &SLOTS[slot_of(id)];
     if slot.tag.load(Ordering::SeqCst) != tag(id, LIVE) {
         return None;
