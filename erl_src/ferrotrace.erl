@@ -34,6 +34,16 @@
 %%% <li>`ring_size => N': events buffered per scheduler thread (default 32768; 64..2^24).</li>
 %%% <li>`max_functions => N': functions with statistics (default 1000).</li>
 %%% <li>`max_open_calls => N': calls awaiting their return, all processes (default 100000).</li>
+%%% <li>`max_events => N | infinity': events taken in all (default `infinity'; like
+%%% recon_trace's integer limit). Never exceeded, counted across schedulers without a
+%%% shared counter per event.</li>
+%%% <li>`max_rate => {N, Ms} | infinity': at most N events per window of Ms milliseconds
+%%% (default `infinity'; like recon_trace's `{N, Ms}').</li>
+%%% <li>`on_limit => stop | drop': at `max_events' or `max_rate', `stop' (default) ends the
+%%% session (`stop_reason' `limit'; the VM unhooks every tracee at its next event), `drop'
+%%% keeps the session and counts the excess as `limited'.</li>
+%%% <li>`sample => N': keep the events of 1 process in N (by pid hash; default 1, all), so
+%%% calls and returns stay paired; the rest are counted as `sampled_out'.</li>
 %%% <li>`calls/2' only: `pids => all | new | existing | [pid()]' (default `all'),
 %%% `scope => local | global' (default `local': local calls are traced too).</li>
 %%% </ul>
@@ -89,7 +99,9 @@ calls(_Spec, Options) ->
 %% @doc Statistics so far: `calls' (one map per function, sorted by total time, with `mfa',
 %% `count', `returns', `exceptions', `total', `mean', `p50', `p90', `p99', `p999', `max';
 %% times in ns, `undefined' before the first return), `events' (`seen', `aggregated',
-%% `dropped': seen = aggregated + dropped), `status' (`running' | `stopped'), `stop_reason'.
+%% `dropped', `sampled_out', `limited': seen = aggregated + dropped + sampled_out + limited,
+%% exactly), `status' (`running' | `stopped'), `stop_reason' (`user', `duration', `limit',
+%% `owner_down', `unload', `error', or `undefined' while running) and `stopped_at' (ms).
 -spec summary(session()) -> map() | {error, term()}.
 summary(Session) ->
     case ferrotrace_tracer:session_summary(Session) of

@@ -16,16 +16,19 @@ format(Summary = #{calls := Calls}, Histogram) ->
                                            <- lists:sublist(Calls, ?TOP_HISTOGRAMS), R + E > 0]].
 
 header(#{id := Id, status := Status, stop_reason := Reason, elapsed_ms := Ms,
-         events := #{seen := Seen, aggregated := Aggregated, dropped := Dropped},
+         events := #{seen := Seen, aggregated := Aggregated, dropped := Dropped,
+                     sampled_out := Sampled, limited := Limited},
          pairing := #{unmatched_returns := Unmatched, abandoned_calls := Abandoned}}) ->
     StatusText = case Status of
                      running -> "running";
                      stopped -> io_lib:format("stopped (~p)", [Reason])
                  end,
     io_lib:format("ferrotrace session ~p: ~s after ~.1f s~n"
-                  "events: ~b seen, ~b aggregated, ~b dropped; "
-                  "~b returns without a call, ~b calls without a return~n",
-                  [Id, StatusText, Ms / 1000, Seen, Aggregated, Dropped, Unmatched, Abandoned]).
+                  "events: ~b seen, ~b aggregated, ~b dropped (ring full), ~b sampled out, "
+                  "~b over a limit~n"
+                  "pairing: ~b returns without a call, ~b calls without a return~n",
+                  [Id, StatusText, Ms / 1000, Seen, Aggregated, Dropped, Sampled, Limited,
+                   Unmatched, Abandoned]).
 
 table([]) ->
     "no traced calls yet\n";

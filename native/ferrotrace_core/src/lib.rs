@@ -7,12 +7,14 @@
 //! - [`quiesce`]: thread identity and the grace period that makes freeing rings safe;
 //! - [`session`]: the slot table read by the hot path, producers, and the collector thread;
 //! - [`aggregate`]: pairing calls with returns per process, HDR latency histograms;
+//! - [`limit`]: `max_events` and `max_rate` leased to threads, no shared counter per event;
 //! - [`options`]: session options with safe defaults;
 //! - [`event`], [`clock`]: the event record and its timestamps.
 
 pub mod aggregate;
 pub mod clock;
 pub mod event;
+pub mod limit;
 pub mod options;
 pub mod quiesce;
 pub mod ring;

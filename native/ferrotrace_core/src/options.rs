@@ -7,6 +7,8 @@ use std::fmt;
 pub enum OptionValue {
     Integer(i64),
     Atom(String),
+    /// A 2-tuple of integers, for `{N, Ms}`.
+    IntegerPair(i64, i64),
     /// Anything else (tuple, list, float, ...), kept only to be refused.
     Other,
 }
@@ -22,6 +24,23 @@ pub struct Config {
     pub max_open_calls: usize,
     /// The session stops itself after this long; `None` is `infinity`.
     pub duration_ms: Option<u64>,
+    /// Events the session takes in all (like recon_trace's integer limit); `None`: no limit.
+    pub max_events: Option<u64>,
+    /// At most `.0` events per window of `.1` milliseconds (recon_trace's `{N, Ms}`).
+    pub max_rate: Option<(u64, u64)>,
+    /// Keep the events of 1 process in N (by pid hash), so calls and returns stay paired.
+    pub sample: u64,
+    /// What happens when `max_events` or `max_rate` is reached.
+    pub on_limit: OnLimit,
+}
+
+/// The action at a limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnLimit {
+    /// The session stops; `enabled` answers `remove`, so the VM unhooks every tracee.
+    Stop,
+    /// The session goes on counting what it sees, without aggregating the excess.
+    Drop,
 }
 
 impl Default for Config {
@@ -31,6 +50,10 @@ impl Default for Config {
             max_functions: 1_000,
             max_open_calls: 100_000,
             duration_ms: Some(10_000),
+            max_events: None,
+            max_rate: None,
+            sample: 1,
+            on_limit: OnLimit::Stop,
         }
     }
 }
@@ -39,6 +62,11 @@ pub const RING_SIZE_RANGE: (i64, i64) = (64, 1 << 24);
 pub const MAX_FUNCTIONS_RANGE: (i64, i64) = (1, 100_000);
 pub const MAX_OPEN_CALLS_RANGE: (i64, i64) = (1, 10_000_000);
 /// One week: a longer session is a mistake, and `infinity` says so explicitly.
+pub const MAX_EVENTS_RANGE: (i64, i64) = (1, 1 << 48);
+/// A rate's count must fit the 24 bits the window word keeps for it.
+pub const RATE_COUNT_RANGE: (i64, i64) = (1, (1 << 24) - 1);
+pub const RATE_WINDOW_RANGE: (i64, i64) = (1, 3_600_000);
+pub const SAMPLE_RANGE: (i64, i64) = (1, 1_000_000);
 pub const DURATION_RANGE: (i64, i64) = (1, 7 * 24 * 3600 * 1000);
 
 /// Why an option was refused; `index` is its position in the input.
@@ -89,6 +117,36 @@ pub fn parse(pairs: &[(String, OptionValue)]) -> Result<Config, OptionError> {
                         .ok_or(bad("milliseconds from 1 to 604800000, or infinity"))? as u64),
                 };
             }
+            "max_events" => {
+                config.max_events = match value {
+                    OptionValue::Atom(a) if a == "infinity" => None,
+                    v => Some(integer_in(v, MAX_EVENTS_RANGE)
+                        .ok_or(bad("a positive integer, or infinity"))? as u64),
+                };
+            }
+            "max_rate" => {
+                config.max_rate = match value {
+                    OptionValue::Atom(a) if a == "infinity" => None,
+                    OptionValue::IntegerPair(n, ms)
+                        if (RATE_COUNT_RANGE.0..=RATE_COUNT_RANGE.1).contains(n)
+                            && (RATE_WINDOW_RANGE.0..=RATE_WINDOW_RANGE.1).contains(ms) =>
+                    {
+                        Some((*n as u64, *ms as u64))
+                    }
+                    _ => return Err(bad("{N, Ms} with N from 1 to 16777215 and Ms from 1 to 3600000, or infinity")),
+                };
+            }
+            "sample" => {
+                config.sample = integer_in(value, SAMPLE_RANGE)
+                    .ok_or(bad("an integer from 1 to 1000000"))? as u64;
+            }
+            "on_limit" => {
+                config.on_limit = match value {
+                    OptionValue::Atom(a) if a == "stop" => OnLimit::Stop,
+                    OptionValue::Atom(a) if a == "drop" => OnLimit::Drop,
+                    _ => return Err(bad("stop or drop")),
+                };
+            }
             _ => return Err(OptionError::Unknown { index }),
         }
     }
@@ -134,8 +192,36 @@ mod tests {
         assert!(parse(&[pair("duration", OptionValue::Integer(0))]).is_err());
     }
 
+    #[test]
+    fn limits() {
+        let config = parse(&[
+            pair("max_events", OptionValue::Integer(100)),
+            pair("max_rate", OptionValue::IntegerPair(10, 1000)),
+            pair("sample", OptionValue::Integer(4)),
+            pair("on_limit", OptionValue::Atom("drop".into())),
+        ])
+        .unwrap();
+        assert_eq!(config.max_events, Some(100));
+        assert_eq!(config.max_rate, Some((10, 1000)));
+        assert_eq!((config.sample, config.on_limit), (4, OnLimit::Drop));
+        for (key, value) in [
+            ("max_events", OptionValue::Integer(0)),
+            ("max_rate", OptionValue::IntegerPair(0, 10)),
+            ("max_rate", OptionValue::IntegerPair(10, 0)),
+            ("max_rate", OptionValue::IntegerPair(1 << 24, 10)),
+            ("max_rate", OptionValue::Integer(10)),
+            ("sample", OptionValue::Integer(0)),
+            ("on_limit", OptionValue::Atom("explode".into())),
+        ] {
+            assert!(matches!(parse(&[pair(key, value.clone())]), Err(OptionError::BadValue { index: 0, .. })),
+                    "{key} {value:?} must be refused");
+        }
+    }
+
     fn any_value() -> impl Strategy<Value = OptionValue> {
         prop_oneof![
+            (any::<i64>(), any::<i64>()).prop_map(|(n, ms)| OptionValue::IntegerPair(n, ms)),
+            (-5i64..100, -5i64..5000).prop_map(|(n, ms)| OptionValue::IntegerPair(n, ms)),
             any::<i64>().prop_map(OptionValue::Integer),
             (-10i64..100_000).prop_map(OptionValue::Integer),
             "[a-z]{0,9}".prop_map(OptionValue::Atom),
@@ -149,13 +235,17 @@ mod tests {
         #[test]
         fn accepted_configs_are_within_bounds(pairs in prop::collection::vec(
             (prop_oneof![Just("ring_size"), Just("max_functions"), Just("max_open_calls"),
-                         Just("duration"), Just("bogus")].prop_map(String::from), any_value()), 0..6)) {
+                         Just("duration"), Just("max_events"), Just("max_rate"), Just("sample"),
+                         Just("on_limit"), Just("bogus")].prop_map(String::from), any_value()), 0..8)) {
             match parse(&pairs) {
                 Ok(c) => {
                     prop_assert!(c.ring_size >= 64 && c.ring_size <= 1 << 24);
                     prop_assert!(c.max_functions >= 1 && c.max_functions <= 100_000);
                     prop_assert!(c.max_open_calls >= 1);
                     prop_assert!(c.duration_ms.is_none_or(|d| d >= 1));
+                    prop_assert!(c.max_events.is_none_or(|n| n >= 1));
+                    prop_assert!(c.max_rate.is_none_or(|(n, ms)| n >= 1 && n < 1 << 24 && ms >= 1));
+                    prop_assert!(c.sample >= 1);
                     prop_assert!(pairs.iter().all(|(k, _)| k != "bogus"));
                 }
                 Err(OptionError::Unknown { index }) | Err(OptionError::BadValue { index, .. }) => {

@@ -19,7 +19,8 @@ use parking_lot::Mutex;
 use crate::aggregate::Aggregator;
 use crate::clock::now_ns;
 use crate::event::Event;
-use crate::options::Config;
+use crate::limit::{Leases, Limiter};
+use crate::options::{Config, OnLimit};
 use crate::quiesce::{self, MAX_THREADS};
 use crate::ring::Ring;
 
@@ -103,6 +104,10 @@ pub enum StopReason {
     Duration,
     OwnerDown,
     Unload,
+    /// `max_events` or `max_rate` was reached with `on_limit => stop`.
+    Limit,
+    /// The collector failed (a bug); the session stopped rather than go on unwatched.
+    Error,
 }
 
 impl StopReason {
@@ -112,6 +117,8 @@ impl StopReason {
             StopReason::Duration => "duration",
             StopReason::OwnerDown => "owner_down",
             StopReason::Unload => "unload",
+            StopReason::Limit => "limit",
+            StopReason::Error => "error",
         }
     }
 }
@@ -128,6 +135,9 @@ pub struct Stopped {
 struct ProducerCounters {
     dropped: AtomicU64,
     ignored: AtomicU64,
+    sampled_out: AtomicU64,
+    limited: AtomicU64,
+    leases: Leases,
 }
 
 /// One thread's side of a session: its ring and its counters.
@@ -162,12 +172,36 @@ impl Producer {
     }
 }
 
-/// Event accounting. `seen = aggregated + dropped`, exactly, in every snapshot.
+impl Producer {
+    fn add_counters(&self, total: &mut Accounting) {
+        let c = &self.counters;
+        total.dropped += c.dropped.load(Ordering::Acquire);
+        total.ignored += c.ignored.load(Ordering::Acquire);
+        total.sampled_out += c.sampled_out.load(Ordering::Acquire);
+        total.limited += c.limited.load(Ordering::Acquire);
+    }
+}
+
+/// What the session's limits say about one event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admission {
+    Take,
+    SampledOut,
+    Limited,
+}
+
+/// Event accounting: `seen = aggregated + dropped + sampled_out + limited`, exactly, in
+/// every snapshot.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Accounting {
     pub seen: u64,
     pub aggregated: u64,
+    /// Refused by a full ring.
     pub dropped: u64,
+    /// Not kept by `sample`.
+    pub sampled_out: u64,
+    /// Refused by `max_events` or `max_rate`.
+    pub limited: u64,
     /// Events of kinds the session does not aggregate (outside the identity).
     pub ignored: u64,
 }
@@ -179,8 +213,7 @@ pub struct Consumer {
     pending: Vec<Event>,
     aggregated: u64,
     /// Counters of producers already freed.
-    retired_dropped: u64,
-    retired_ignored: u64,
+    retired: Accounting,
 }
 
 pub struct Session {
@@ -195,6 +228,9 @@ pub struct Session {
     stopped: Mutex<Option<Stopped>>,
     collector: Mutex<Option<JoinHandle<()>>>,
     collector_exit: AtomicBool,
+    limiter: Limiter,
+    /// Set by the first callback that hits a limit under `on_limit => stop`.
+    limit_tripped: AtomicBool,
 }
 
 fn wall_ms() -> u64 {
@@ -226,9 +262,10 @@ pub fn start(config: Config, keeper: u64) -> Result<Arc<Session>, StartError> {
             aggregator: Aggregator::new(config.max_functions, config.max_open_calls),
             pending: Vec::new(),
             aggregated: 0,
-            retired_dropped: 0,
-            retired_ignored: 0,
+            retired: Accounting::default(),
         }),
+        limiter: Limiter::new(config.max_events, config.max_rate),
+        limit_tripped: AtomicBool::new(false),
         config,
         stopped: Mutex::new(None),
         collector: Mutex::new(None),
@@ -267,6 +304,32 @@ impl Session {
         entry.store(fresh, Ordering::Release);
         // SAFETY: just allocated, freed only as above.
         unsafe { &*fresh }
+    }
+
+    /// Applies `sample`, `max_events` and `max_rate` to an event of `pid` stamped `ts`,
+    /// counting what it refuses. Under `on_limit => stop` the first refusal stops the
+    /// session: from then on callbacks see it as not live and answer `remove`.
+    ///
+    /// # Safety
+    /// Must be called only from the thread that owns `producer`.
+    #[inline]
+    pub unsafe fn admit(&self, producer: &Producer, pid: u64, ts: u64) -> Admission {
+        let sample = self.config.sample;
+        if sample > 1 && (pid.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) % sample != 0 {
+            bump(&producer.counters.sampled_out);
+            return Admission::SampledOut;
+        }
+        if self.limiter.is_limited() && !self.limiter.admit(&producer.counters.leases, ts) {
+            bump(&producer.counters.limited);
+            if self.config.on_limit == OnLimit::Stop && !self.limit_tripped.load(Ordering::Relaxed) {
+                self.limit_tripped.store(true, Ordering::Release);
+                let slot = &SLOTS[slot_of(self.id)];
+                let _ = slot.tag.compare_exchange(tag(self.id, LIVE), tag(self.id, STOPPED),
+                                                  Ordering::SeqCst, Ordering::Relaxed);
+            }
+            return Admission::Limited;
+        }
+        Admission::Take
     }
 
     pub fn stopped(&self) -> Option<Stopped> {
@@ -319,15 +382,16 @@ impl Session {
     }
 
     fn accounting(&self, consumer: &Consumer) -> Accounting {
-        let (mut dropped, mut ignored) = (consumer.retired_dropped, consumer.retired_ignored);
+        let mut total = consumer.retired;
         for entry in self.producers.iter() {
             // SAFETY: as in `collect`; the caller holds the consumer lock.
             if let Some(producer) = unsafe { entry.load(Ordering::Acquire).as_ref() } {
-                dropped += producer.counters.dropped.load(Ordering::Acquire);
-                ignored += producer.counters.ignored.load(Ordering::Acquire);
+                producer.add_counters(&mut total);
             }
         }
-        Accounting { seen: consumer.aggregated + dropped, aggregated: consumer.aggregated, dropped, ignored }
+        total.aggregated = consumer.aggregated;
+        total.seen = total.aggregated + total.dropped + total.sampled_out + total.limited;
+        total
     }
 
     /// Stops tracing (idempotent): callbacks answer `remove` from now on, the rings are
@@ -348,8 +412,7 @@ impl Session {
                 // SAFETY: allocated by `producer()` with Box; unreachable from callbacks now.
                 let producer = unsafe { Box::from_raw(producer) };
                 consumer.aggregated += unsafe { producer.ring.drain(|e| consumer.aggregator.record(&e)) };
-                consumer.retired_dropped += producer.counters.dropped.load(Ordering::Acquire);
-                consumer.retired_ignored += producer.counters.ignored.load(Ordering::Acquire);
+                producer.add_counters(&mut consumer.retired);
             }
         }
         *stopped = Some(Stopped { reason, at_ms: wall_ms() });
@@ -367,10 +430,21 @@ impl Session {
     }
 
     fn run_collector(&self) {
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.collector_loop()));
+        if run.is_err() {
+            self.halt(StopReason::Error);
+        }
+    }
+
+    fn collector_loop(&self) {
         let deadline = self.config.duration_ms.map(|ms| self.started_ns.saturating_add(ms * 1_000_000));
         while !self.collector_exit.load(Ordering::Acquire) {
             std::thread::park_timeout(COLLECT_INTERVAL);
             if self.stopped().is_some() {
+                break;
+            }
+            if self.limit_tripped.load(Ordering::Acquire) {
+                self.halt(StopReason::Limit);
                 break;
             }
             if deadline.is_some_and(|d| now_ns() >= d) {
@@ -423,27 +497,30 @@ mod tests {
 
     const F: Mfa = Mfa { module: 11, function: 12, arity: 0 };
 
+    /// What `trace/5` does with an event, minus term decoding.
     fn emit(session_id: u64, pid: u64, kind: EventKind) -> bool {
         let thread = thread_index().unwrap();
         let active = Active::enter(thread);
         match live_session(session_id, &active) {
             Some(session) => {
-                unsafe { session.producer(thread).push(Event { ts: now_ns(), pid, mfa: F, kind }) };
+                let producer = session.producer(thread);
+                let ts = now_ns();
+                unsafe {
+                    if session.admit(producer, pid, ts) == Admission::Take {
+                        producer.push(Event { ts, pid, mfa: F, kind });
+                    }
+                }
                 true
             }
             None => false,
         }
     }
 
-    #[test]
-    fn events_from_many_threads_are_counted_exactly_and_paired() {
-        let config = Config { ring_size: 64, duration_ms: None, ..Config::default() };
-        let session = start(config, 0).unwrap();
-        let id = session.id;
-        let threads: Vec<_> = (0..4u64)
+    fn run_threads(id: u64, threads: u64, calls: u64) {
+        let handles: Vec<_> = (0..threads)
             .map(|t| {
                 std::thread::spawn(move || {
-                    for i in 0..10_000u64 {
+                    for i in 0..calls {
                         let pid = t * 1_000_000 + i;
                         emit(id, pid, EventKind::Call);
                         emit(id, pid, EventKind::Return);
@@ -451,9 +528,63 @@ mod tests {
                 })
             })
             .collect();
-        for t in threads {
-            t.join().unwrap();
+        for h in handles {
+            h.join().unwrap();
         }
+    }
+
+    #[test]
+    fn max_events_with_drop_counts_the_excess_exactly() {
+        let config = Config { max_events: Some(1_001), on_limit: OnLimit::Drop, duration_ms: None, ..Config::default() };
+        let session = start(config, 0).unwrap();
+        run_threads(session.id, 3, 5_000);
+        session.stop(StopReason::User);
+        let accounting = session.with_consumer(|_, a| a);
+        assert_eq!(accounting.seen, 30_000);
+        assert_eq!(accounting.aggregated + accounting.dropped, 1_001);
+        assert_eq!(accounting.limited, 30_000 - 1_001);
+        assert!(release(session.id));
+    }
+
+    #[test]
+    fn max_events_with_stop_stops_the_session() {
+        let config = Config { max_events: Some(500), duration_ms: None, ..Config::default() };
+        let session = start(config, 0).unwrap();
+        run_threads(session.id, 2, 5_000);
+        assert!(!is_live(session.id), "tripped at once, before the collector noticed");
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(session.stopped().map(|s| s.reason), Some(StopReason::Limit));
+        let accounting = session.with_consumer(|_, a| a);
+        // Another thread may stop with part of a lease unspent: never more than the limit.
+        let taken = accounting.aggregated + accounting.dropped;
+        assert!(taken <= 500 && taken >= 500 - crate::limit::MAX_LEASE, "{accounting:?}");
+        assert!(accounting.limited >= 1);
+        assert_eq!(accounting.seen, accounting.aggregated + accounting.dropped + accounting.limited);
+        assert!(release(session.id));
+    }
+
+    #[test]
+    fn sampling_keeps_whole_processes() {
+        let config = Config { sample: 4, duration_ms: None, ..Config::default() };
+        let session = start(config, 0).unwrap();
+        run_threads(session.id, 2, 10_000);
+        session.stop(StopReason::User);
+        session.with_consumer(|consumer, a| {
+            assert_eq!(a.seen, 40_000);
+            assert_eq!(a.seen, a.aggregated + a.dropped + a.sampled_out);
+            // About a quarter kept; every kept call has its return.
+            assert!(a.aggregated > 40_000 / 8 && a.aggregated < 40_000 / 2, "{a:?}");
+            assert_eq!(consumer.aggregator().counters(), Default::default());
+        });
+        assert!(release(session.id));
+    }
+
+    #[test]
+    fn events_from_many_threads_are_counted_exactly_and_paired() {
+        let config = Config { ring_size: 64, duration_ms: None, ..Config::default() };
+        let session = start(config, 0).unwrap();
+        let id = session.id;
+        run_threads(id, 4, 10_000);
         session.stop(StopReason::User);
         assert!(!emit(id, 1, EventKind::Call), "a stopped session takes no events");
         session.with_consumer(|consumer, accounting| {

@@ -17,7 +17,7 @@ mod atoms {
         bad_options, unknown_option, bad_option, too_many_sessions, thread_spawn_failed,
         bad_session, no_such_session, bad_mfa, no_such_function,
         id, status, stop_reason, started_at, stopped_at, elapsed_ms, calls, events, pairing, memory,
-        seen, aggregated, dropped, ignored,
+        seen, aggregated, dropped, ignored, sampled_out, limited,
         unmatched_returns, abandoned_calls, untracked_events, open_calls, processes,
         ring_bytes, functions,
         mfa, count, returns, exceptions, total, mean, p50, p90, p99, p999, max,
@@ -32,6 +32,8 @@ fn error<'a>(env: Env<'a>, reason: impl Encoder) -> Term<'a> {
 fn option_value(term: Term) -> OptionValue {
     if let Ok(i) = term.decode::<i64>() {
         OptionValue::Integer(i)
+    } else if let Ok((n, ms)) = term.decode::<(i64, i64)>() {
+        OptionValue::IntegerPair(n, ms)
     } else if term.is_atom() {
         term.atom_to_string().map_or(OptionValue::Other, OptionValue::Atom)
     } else {
@@ -166,6 +168,8 @@ fn accounting_term<'a>(env: Env<'a>, a: &Accounting) -> Term<'a> {
         (atoms::seen(), a.seen.encode(env)),
         (atoms::aggregated(), a.aggregated.encode(env)),
         (atoms::dropped(), a.dropped.encode(env)),
+        (atoms::sampled_out(), a.sampled_out.encode(env)),
+        (atoms::limited(), a.limited.encode(env)),
         (atoms::ignored(), a.ignored.encode(env)),
     ])
 }

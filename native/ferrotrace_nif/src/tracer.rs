@@ -3,7 +3,8 @@
 //! They are plain `extern "C"` NIFs registered directly (rustler's `#[nif]` wrapper would
 //! allocate an argument vector on every call). Each runs on the tracee's scheduler thread and
 //! does: decode the small-integer session id, read the session's slot tag (static, read-only
-//! on this path), and for `trace/5` stamp the event and push it into this thread's ring. No
+//! on this path), and for `trace/5` stamp the event, apply the session's sampling and limits,
+//! and push it into this thread's ring. No
 //! lock, no allocation (but a thread's first event of a session creates its ring), no shared
 //! counter, no reference count. Panics are caught here and never reach the VM.
 
@@ -19,7 +20,7 @@ use rustler::sys::{
 use ferrotrace_core::clock::now_ns;
 use ferrotrace_core::event::{Event, EventKind, Mfa};
 use ferrotrace_core::quiesce::{thread_index, Active};
-use ferrotrace_core::session;
+use ferrotrace_core::session::{self, Admission};
 
 /// Raw atom terms the callbacks compare against or return. Atoms are immediates and never
 /// freed, so their bits are valid in every environment.
@@ -194,7 +195,10 @@ unsafe extern "C" fn trace(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNi
                 }
             }
         };
-        producer.push(Event { ts: now_ns(), pid: term_bits(argv[2]), mfa, kind });
+        let (ts, pid) = (now_ns(), term_bits(argv[2]));
+        if session.admit(producer, pid, ts) == Admission::Take {
+            producer.push(Event { ts, pid, mfa, kind });
+        }
         a.ok
     })
 }
