@@ -185,7 +185,7 @@ mod tests {
             .into_iter()
             .map(|t| t.join().unwrap())
             .sum();
-        assert!(admitted <= 10_000 && admitted >= 10_000 - 4 * MAX_LEASE, "{admitted}");
+        assert!((10_000 - 4 * MAX_LEASE..=10_000).contains(&admitted), "{admitted}");
     }
 
     #[test]

@@ -315,7 +315,7 @@ impl Session {
     #[inline]
     pub unsafe fn admit(&self, producer: &Producer, pid: u64, ts: u64) -> Admission {
         let sample = self.config.sample;
-        if sample > 1 && (pid.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) % sample != 0 {
+        if sample > 1 && !(pid.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32).is_multiple_of(sample) {
             bump(&producer.counters.sampled_out);
             return Admission::SampledOut;
         }
@@ -557,7 +557,7 @@ mod tests {
         let accounting = session.with_consumer(|_, a| a);
         // Another thread may stop with part of a lease unspent: never more than the limit.
         let taken = accounting.aggregated + accounting.dropped;
-        assert!(taken <= 500 && taken >= 500 - crate::limit::MAX_LEASE, "{accounting:?}");
+        assert!((500 - crate::limit::MAX_LEASE..=500).contains(&taken), "{accounting:?}");
         assert!(accounting.limited >= 1);
         assert_eq!(accounting.seen, accounting.aggregated + accounting.dropped + accounting.limited);
         assert!(release(session.id));
