@@ -244,7 +244,7 @@ mod tests {
                     prop_assert!(c.max_open_calls >= 1);
                     prop_assert!(c.duration_ms.is_none_or(|d| d >= 1));
                     prop_assert!(c.max_events.is_none_or(|n| n >= 1));
-                    prop_assert!(c.max_rate.is_none_or(|(n, ms)| n >= 1 && n < 1 << 24 && ms >= 1));
+                    prop_assert!(c.max_rate.is_none_or(|(n, ms)| (1..1 << 24).contains(&n) && ms >= 1));
                     prop_assert!(c.sample >= 1);
                     prop_assert!(pairs.iter().all(|(k, _)| k != "bogus"));
                 }
