@@ -110,10 +110,12 @@ start_tracing(Id, #{specs := Specs, pids := Pids, scope := Scope}) ->
         0 ->
             {error, {no_matching_functions, Specs}};
         _ ->
-            Flags = [call, {tracer, ferrotrace_tracer, Id}],
+            %% `procs' brings each process's exit, which lets the engine forget calls left
+            %% open by a process that died inside them.
+            Flags = [call, procs, {tracer, ferrotrace_tracer, Id}],
             _ = [erlang:trace(Target, true, Flags) || Target <- targets(Pids)],
             %% `all' includes this keeper; it makes no calls worth tracing.
-            _ = erlang:trace(self(), false, [call]),
+            _ = erlang:trace(self(), false, [call, procs]),
             ok
     end.
 
@@ -124,7 +126,7 @@ stop_tracing(Id, #{specs := Specs, pids := Pids, scope := Scope}) ->
     Ours = {tracer, {ferrotrace_tracer, Id}},
     Untrace = fun(Target) ->
                       try erlang:trace_info(Target, tracer) of
-                          Ours -> _ = erlang:trace(Target, false, [call]), ok;
+                          Ours -> _ = erlang:trace(Target, false, [call, procs]), ok;
                           _ -> ok
                       catch error:badarg -> ok % the process is gone
                       end

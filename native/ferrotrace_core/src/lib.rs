@@ -9,10 +9,12 @@
 //! - [`aggregate`]: pairing calls with returns per process, HDR latency histograms;
 //! - [`limit`]: `max_events` and `max_rate` leased to threads, no shared counter per event;
 //! - [`options`]: session options with safe defaults;
+//! - [`decode`]: reading trace messages, never trusting their shape;
 //! - [`event`], [`clock`]: the event record and its timestamps.
 
 pub mod aggregate;
 pub mod clock;
+pub mod decode;
 pub mod event;
 pub mod limit;
 pub mod options;

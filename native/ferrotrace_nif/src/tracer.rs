@@ -18,6 +18,7 @@ use rustler::sys::{
 };
 
 use ferrotrace_core::clock::now_ns;
+use ferrotrace_core::decode::{decode_mfa, TermReader};
 use ferrotrace_core::event::{Event, EventKind, Mfa};
 use ferrotrace_core::quiesce::{thread_index, Active};
 use ferrotrace_core::session::{self, Admission};
@@ -136,28 +137,44 @@ unsafe extern "C" fn enabled_aggregated_tag(
     })
 }
 
-/// Reads `{Module, Function, ArgsOrArity}` from a call, return or exception message.
-#[inline]
-unsafe fn decode_mfa(env: *mut ErlNifEnv, message: ErlNifTerm) -> Option<Mfa> {
-    let mut arity: c_int = 0;
-    let mut elements: *const ErlNifTerm = std::ptr::null();
-    if enif_get_tuple(env, message, &mut arity, &mut elements) == 0 || arity != 3 {
-        return None;
+/// The decoder's view of terms in a NIF environment.
+struct EnvReader(*mut ErlNifEnv);
+
+impl TermReader for EnvReader {
+    type Term = ErlNifTerm;
+    #[inline]
+    fn tuple3(&self, term: ErlNifTerm) -> Option<[ErlNifTerm; 3]> {
+        let mut arity: c_int = 0;
+        let mut elements: *const ErlNifTerm = std::ptr::null();
+        // SAFETY: `self.0` is the callback's env; on success `elements` points at `arity` terms.
+        unsafe {
+            if enif_get_tuple(self.0, term, &mut arity, &mut elements) == 0 || arity != 3 {
+                return None;
+            }
+            Some([*elements, *elements.add(1), *elements.add(2)])
+        }
     }
-    let elements = std::slice::from_raw_parts(elements, 3);
-    if enif_is_atom(env, elements[0]) == 0 || enif_is_atom(env, elements[1]) == 0 {
-        return None;
+    #[inline]
+    fn is_atom(&self, term: ErlNifTerm) -> bool {
+        // SAFETY: a valid env and term.
+        unsafe { enif_is_atom(self.0, term) != 0 }
     }
-    let mut length: std::ffi::c_uint = 0;
-    let mut integer: i64 = 0;
-    let arity = if enif_get_list_length(env, elements[2], &mut length) != 0 {
-        length
-    } else if enif_get_int64(env, elements[2], &mut integer) != 0 && (0..=255).contains(&integer) {
-        integer as u32
-    } else {
-        return None;
-    };
-    Some(Mfa { module: term_bits(elements[0]), function: term_bits(elements[1]), arity })
+    #[inline]
+    fn list_length(&self, term: ErlNifTerm) -> Option<u32> {
+        let mut length: std::ffi::c_uint = 0;
+        // SAFETY: a valid env and term.
+        (unsafe { enif_get_list_length(self.0, term, &mut length) } != 0).then_some(length)
+    }
+    #[inline]
+    fn integer(&self, term: ErlNifTerm) -> Option<i64> {
+        let mut value: i64 = 0;
+        // SAFETY: a valid env and term.
+        (unsafe { enif_get_int64(self.0, term, &mut value) } != 0).then_some(value)
+    }
+    #[inline]
+    fn bits(&self, term: ErlNifTerm) -> u64 {
+        term_bits(term)
+    }
 }
 
 /// `trace(TraceTag, TracerState, Tracee, Message, Opts)`: stamps and queues call, return_from,
@@ -187,7 +204,7 @@ unsafe extern "C" fn trace(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNi
         let mfa = if kind == EventKind::Exit {
             Mfa { module: 0, function: 0, arity: 0 }
         } else {
-            match decode_mfa(env, argv[3]) {
+            match decode_mfa(&EnvReader(env), argv[3]) {
                 Some(mfa) => mfa,
                 None => {
                     producer.ignore();
