@@ -28,7 +28,7 @@ pub struct Mfa {
 /// One trace event. 40 bytes; copied by value into rings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Event {
-    /// Monotonic nanoseconds (see `clock::now_ns`).
+    /// Clock ticks from `clock::now` in rings; nanoseconds (`clock::to_ns`) once aggregated.
     pub ts: u64,
     /// The tracee (raw pid bits).
     pub pid: u64,

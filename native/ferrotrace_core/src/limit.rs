@@ -27,7 +27,8 @@ pub struct Limiter {
     events: Option<CachePadded<AtomicU64>>,
     rate: Option<CachePadded<AtomicU64>>,
     rate_count: u64,
-    rate_window_ns: u64,
+    /// Window length in the unit of the timestamps passed to `admit`.
+    rate_window: u64,
 }
 
 /// A producer's unspent leases; touched only by its own thread.
@@ -57,12 +58,13 @@ fn set(a: &AtomicU64, v: u64) {
 }
 
 impl Limiter {
+    /// `max_rate` is `(events, window)`, the window in the unit of `admit`'s timestamps.
     pub fn new(max_events: Option<u64>, max_rate: Option<(u64, u64)>) -> Self {
         Limiter {
             events: max_events.map(|n| CachePadded::new(AtomicU64::new(n))),
             rate: max_rate.map(|_| CachePadded::new(AtomicU64::new(NO_WINDOW))),
             rate_count: max_rate.map_or(0, |(n, _)| n.min(COUNT_MASK)),
-            rate_window_ns: max_rate.map_or(1, |(_, ms)| ms * 1_000_000),
+            rate_window: max_rate.map_or(1, |(_, window)| window.max(1)),
         }
     }
 
@@ -77,7 +79,7 @@ impl Limiter {
     #[inline]
     pub fn admit(&self, leases: &Leases, ts: u64) -> bool {
         if let Some(rate) = &self.rate {
-            let window = (ts / self.rate_window_ns) & (u64::MAX >> COUNT_BITS);
+            let window = (ts / self.rate_window) & (u64::MAX >> COUNT_BITS);
             if get(&leases.rate_window) != window {
                 set(&leases.rate_window, window);
                 set(&leases.rate, 0);
@@ -191,7 +193,7 @@ mod tests {
     #[test]
     fn rate_resets_each_window() {
         // 10 events per 1 ms window; timestamps in ns.
-        let limiter = Limiter::new(None, Some((10, 1)));
+        let limiter = Limiter::new(None, Some((10, 1_000_000)));
         let leases = Leases::default();
         let first: usize = (0..100).filter(|i| limiter.admit(&leases, 1_000 + i)).count();
         assert_eq!(first, 10);
@@ -201,7 +203,7 @@ mod tests {
 
     #[test]
     fn rate_and_events_combine() {
-        let limiter = Limiter::new(Some(15), Some((10, 1)));
+        let limiter = Limiter::new(Some(15), Some((10, 1_000_000)));
         let leases = Leases::default();
         let admitted: usize = (0..5u64)
             .flat_map(|w| (0..100u64).map(move |i| w * 1_000_000 + i))

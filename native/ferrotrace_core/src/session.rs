@@ -17,7 +17,7 @@ use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 
 use crate::aggregate::Aggregator;
-use crate::clock::now_ns;
+use crate::clock;
 use crate::event::Event;
 use crate::limit::{Leases, Limiter};
 use crate::options::{Config, OnLimit};
@@ -222,7 +222,7 @@ pub struct Session {
     /// Raw bits of the keeper process's pid (an immediate), the Erlang side's handle.
     pub keeper: u64,
     pub started_ms: u64,
-    started_ns: u64,
+    started_ticks: u64,
     producers: Box<[AtomicPtr<Producer>]>,
     consumer: Mutex<Consumer>,
     stopped: Mutex<Option<Stopped>>,
@@ -256,7 +256,7 @@ pub fn start(config: Config, keeper: u64) -> Result<Arc<Session>, StartError> {
         id,
         keeper,
         started_ms: wall_ms(),
-        started_ns: now_ns(),
+        started_ticks: clock::now(),
         producers: (0..MAX_THREADS).map(|_| AtomicPtr::new(ptr::null_mut())).collect(),
         consumer: Mutex::new(Consumer {
             aggregator: Aggregator::new(config.max_functions, config.max_open_calls),
@@ -264,7 +264,7 @@ pub fn start(config: Config, keeper: u64) -> Result<Arc<Session>, StartError> {
             aggregated: 0,
             retired: Accounting::default(),
         }),
-        limiter: Limiter::new(config.max_events, config.max_rate),
+        limiter: Limiter::new(config.max_events, config.max_rate.map(|(n, ms)| (n, clock::ns_to_ticks(ms * 1_000_000)))),
         limit_tripped: AtomicBool::new(false),
         config,
         stopped: Mutex::new(None),
@@ -336,7 +336,7 @@ impl Session {
         *self.stopped.lock()
     }
 
-    /// Nanoseconds since the session started, up to its stop if stopped.
+    /// Milliseconds since the session started, up to its stop if stopped.
     pub fn elapsed_ms(&self) -> u64 {
         match self.stopped() {
             Some(stopped) => stopped.at_ms.saturating_sub(self.started_ms),
@@ -352,7 +352,7 @@ impl Session {
 
     /// Drains every ring and folds in the events older than the cutoff (all if `flush`).
     fn collect(&self, consumer: &mut Consumer, flush: bool) {
-        let cutoff = if flush { u64::MAX } else { now_ns() };
+        let cutoff = if flush { u64::MAX } else { clock::now() };
         // After this, every event stamped before `cutoff` is in a ring: a callback that began
         // later takes its timestamp later. So the sort below sees each process's events in
         // order even when it migrated between schedulers.
@@ -368,7 +368,7 @@ impl Session {
         pending.sort_by_key(|event| event.ts);
         let ready = pending.partition_point(|event| event.ts < cutoff);
         for event in pending.drain(..ready) {
-            aggregator.record(&event);
+            aggregator.record(&Event { ts: clock::to_ns(event.ts), ..event });
         }
     }
 
@@ -411,7 +411,10 @@ impl Session {
             if !producer.is_null() {
                 // SAFETY: allocated by `producer()` with Box; unreachable from callbacks now.
                 let producer = unsafe { Box::from_raw(producer) };
-                consumer.aggregated += unsafe { producer.ring.drain(|e| consumer.aggregator.record(&e)) };
+                let aggregator = &mut consumer.aggregator;
+                consumer.aggregated += unsafe {
+                    producer.ring.drain(|e| aggregator.record(&Event { ts: clock::to_ns(e.ts), ..e }))
+                };
                 producer.add_counters(&mut consumer.retired);
             }
         }
@@ -437,7 +440,8 @@ impl Session {
     }
 
     fn collector_loop(&self) {
-        let deadline = self.config.duration_ms.map(|ms| self.started_ns.saturating_add(ms * 1_000_000));
+        let deadline = self.config.duration_ms
+            .map(|ms| self.started_ticks.saturating_add(clock::ns_to_ticks(ms * 1_000_000)));
         while !self.collector_exit.load(Ordering::Acquire) {
             std::thread::park_timeout(COLLECT_INTERVAL);
             if self.stopped().is_some() {
@@ -447,7 +451,7 @@ impl Session {
                 self.halt(StopReason::Limit);
                 break;
             }
-            if deadline.is_some_and(|d| now_ns() >= d) {
+            if deadline.is_some_and(|d| clock::now() >= d) {
                 self.halt(StopReason::Duration);
                 break;
             }
@@ -504,7 +508,7 @@ mod tests {
         match live_session(session_id, &active) {
             Some(session) => {
                 let producer = session.producer(thread);
-                let ts = now_ns();
+                let ts = clock::now();
                 unsafe {
                     if session.admit(producer, pid, ts) == Admission::Take {
                         producer.push(Event { ts, pid, mfa: F, kind });

@@ -15,6 +15,7 @@ extern "C" fn load(env: *mut ErlNifEnv, _priv: *mut *mut c_void, _info: ErlNifTe
     let result = std::panic::catch_unwind(|| unsafe {
         tracer::init_atoms(env);
         session::set_load_salt(clock::wall_nanos());
+        clock::init();
     });
     c_int::from(result.is_err())
 }

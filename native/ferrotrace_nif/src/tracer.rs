@@ -17,7 +17,7 @@ use rustler::sys::{
     ErlNifTerm,
 };
 
-use ferrotrace_core::clock::now_ns;
+use ferrotrace_core::clock;
 use ferrotrace_core::decode::{decode_mfa, TermReader};
 use ferrotrace_core::event::{Event, EventKind, Mfa};
 use ferrotrace_core::quiesce::{thread_index, Active};
@@ -212,7 +212,7 @@ unsafe extern "C" fn trace(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNi
                 }
             }
         };
-        let (ts, pid) = (now_ns(), term_bits(argv[2]));
+        let (ts, pid) = (clock::now(), term_bits(argv[2]));
         if session.admit(producer, pid, ts) == Admission::Take {
             producer.push(Event { ts, pid, mfa, kind });
         }
