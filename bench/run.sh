@@ -1,0 +1,25 @@
+#!/bin/sh
+# The ferrotrace benchmark: builds the floor NIF (benchmark-only), compiles the bench modules
+# into bench/out/ and runs them next to the ferrotrace core built by `rebar3 compile`
+# (`make bench` runs that first). Sizes scale with FERROTRACE_BENCH_SCALE (default 1.0).
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+out=bench/out
+mkdir -p "$out"
+
+cargo build --release --quiet -p ferrotrace_floor
+target_dir=${CARGO_TARGET_DIR:-$root/target}
+cp -f "$target_dir/release/libferrotrace_floor.so" "$out/libferrotrace_floor.so.tmp"
+mv -f "$out/libferrotrace_floor.so.tmp" "$out/libferrotrace_floor.so"
+
+erlc -o "$out" +debug_info +warn_missing_spec -Werror \
+    bench/ferrotrace_floor.erl bench/ft_bench_target.erl bench/ferrotrace_bench.erl
+
+ebin=_build/default/lib/ferrotrace/ebin
+if [ ! -d "$ebin" ]; then
+    echo "note: $ebin not found (run rebar3 compile); the ferrotrace case will be skipped" >&2
+fi
+FERROTRACE_FLOOR_SO="$root/$out/libferrotrace_floor"
+export FERROTRACE_FLOOR_SO
+exec erl -noshell -pa "$ebin" -pa "$out" -eval 'ferrotrace_bench:main().'
