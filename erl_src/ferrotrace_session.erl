@@ -43,7 +43,10 @@ stop(Keeper) -> gen_server:call(Keeper, stop, infinity).
 release(Keeper) -> gen_server:call(Keeper, release, infinity).
 
 %% @private
--spec init({pid(), map(), tracing()}) -> {ok, #state{}} | {stop, term()}.
+%% A refused start is acknowledged as `{error, Reason}' and the process exits `normal': a
+%% typo in an option is an answer for the shell, not a crash report (OTP 25's gen_server has
+%% no `{error, Reason}' return from init/1).
+-spec init({pid(), map(), tracing()}) -> {ok, #state{}}.
 init({Owner, EngineOptions, Tracing}) ->
     Monitor = erlang:monitor(process, Owner),
     case ferrotrace_tracer:new_session(EngineOptions, self()) of
@@ -57,11 +60,16 @@ init({Owner, EngineOptions, Tracing}) ->
                     {ok, #state{id = Id, owner = Monitor, tracing = Tracing, timer = Timer}};
                 {error, Reason} ->
                     _ = ferrotrace_tracer:release_session(Id),
-                    {stop, Reason}
+                    refuse(Reason)
             end;
         {error, Reason} ->
-            {stop, Reason}
+            refuse(Reason)
     end.
+
+-spec refuse(term()) -> no_return().
+refuse(Reason) ->
+    proc_lib:init_ack({error, Reason}),
+    exit(normal).
 
 %% @private
 -spec handle_call(id | stop | release, gen_server:from(), #state{}) ->
@@ -102,7 +110,7 @@ end_session(Reason, State = #state{id = Id, tracing = Tracing}) ->
 
 start_tracing(_Id, none) ->
     ok;
-start_tracing(Id, #{specs := Specs, pids := Pids, scope := Scope}) ->
+start_tracing(Id, Tracing = #{specs := Specs, pids := Pids, scope := Scope}) ->
     Matched = lists:sum([erlang:trace_pattern(Spec, ?MATCH_SPEC, [Scope]) || Spec <- Specs]),
     %% Never trace ferrotrace itself, whatever the wildcard.
     [erlang:trace_pattern({M, '_', '_'}, false, [Scope]) || M <- own_modules()],
@@ -113,10 +121,30 @@ start_tracing(Id, #{specs := Specs, pids := Pids, scope := Scope}) ->
             %% `procs' brings each process's exit, which lets the engine forget calls left
             %% open by a process that died inside them.
             Flags = [call, procs, {tracer, ferrotrace_tracer, Id}],
-            _ = [erlang:trace(Target, true, Flags) || Target <- targets(Pids)],
-            %% `all' includes this keeper; it makes no calls worth tracing.
-            _ = erlang:trace(self(), false, [call, procs]),
-            ok
+            case set_flags(targets(Pids), Flags) of
+                ok ->
+                    %% `all' includes this keeper; it makes no calls worth tracing.
+                    _ = erlang:trace(self(), false, [call, procs]),
+                    ok;
+                {error, _} = Error ->
+                    stop_tracing(Id, Tracing),
+                    Error
+            end
+    end.
+
+%% erlang:trace/3 refuses a dead process, or one another tracer already traces.
+set_flags([], _Flags) ->
+    ok;
+set_flags([Target | Rest], Flags) ->
+    try erlang:trace(Target, true, Flags) of
+        _ -> set_flags(Rest, Flags)
+    catch
+        error:badarg when is_pid(Target) ->
+            Why = case is_process_alive(Target) of
+                      false -> not_alive;
+                      true -> already_traced
+                  end,
+            {error, {bad_pid, Target, Why}}
     end.
 
 stop_tracing(_Id, none) ->

@@ -10,8 +10,7 @@
 %%% no `behaviour_info'):
 %%% <ul>
 %%% <li>`enabled/3', `enabled_call/3', `enabled_procs/3': `trace' for the events a running
-%%% session aggregates (call, return and exception events, process exits), `discard' for
-%%% the rest, and `remove' once the state is not a running session, so the VM unhooks the
+%%% session aggregates (`call'; `exit' from `procs' tracing), `discard' for the rest, and `remove' once the state is not a running session, so the VM unhooks the
 %%% tracer from each tracee as it next produces an event.</li>
 %%% <li>`trace/5': stamps the event and queues it in the calling scheduler thread's ring.</li>
 %%% </ul>
@@ -54,7 +53,8 @@ enabled(_TraceTag, _TracerState, _Tracee) -> ?NOT_LOADED.
 -spec enabled_call(atom(), term(), pid() | port() | undefined) -> trace | discard | remove.
 enabled_call(_TraceTag, _TracerState, _Tracee) -> ?NOT_LOADED.
 
-%% @doc As {@link enabled/3} for `procs' events (process exits close open calls).
+%% @doc As {@link enabled/3} for `procs' events: `trace' for `exit' (a process's exit closes
+%% its open calls), `discard' for `spawn', `link' and the other process events.
 -spec enabled_procs(atom(), term(), pid() | port() | undefined) -> trace | discard | remove.
 enabled_procs(_TraceTag, _TracerState, _Tracee) -> ?NOT_LOADED.
 

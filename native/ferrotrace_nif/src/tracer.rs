@@ -32,7 +32,6 @@ pub struct Atoms {
     pub remove: ErlNifTerm,
     pub trace_status: ErlNifTerm,
     pub call: ErlNifTerm,
-    pub procs: ErlNifTerm,
     pub return_from: ErlNifTerm,
     pub exception_from: ErlNifTerm,
     pub exit: ErlNifTerm,
@@ -53,7 +52,6 @@ pub unsafe fn init_atoms(env: *mut ErlNifEnv) {
         remove: atom(c"remove"),
         trace_status: atom(c"trace_status"),
         call: atom(c"call"),
-        procs: atom(c"procs"),
         return_from: atom(c"return_from"),
         exception_from: atom(c"exception_from"),
         exit: atom(c"exit"),
@@ -100,9 +98,10 @@ fn guarded(fallback: fn(&Atoms) -> ErlNifTerm, body: impl FnOnce() -> ErlNifTerm
     catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|_| fallback(atoms()))
 }
 
-/// `enabled(TraceTag, TracerState, Tracee)`: `trace` for the tags the session aggregates, `discard`
-/// for other tags, `remove` (the VM unhooks the tracer from the tracee) once the session is
-/// not running or the state is not a session. `trace_status` keeps the tracer while running.
+/// `enabled(TraceTag, TracerState, Tracee)`: `trace` for the events a running session
+/// aggregates (`call`, and `exit` from `procs` tracing), `discard` for other tags, `remove`
+/// (the VM unhooks the tracer from the tracee) once the session is not running or the state
+/// is not a session. `trace_status` keeps the tracer while the session runs.
 unsafe extern "C" fn enabled(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
     guarded(|a| a.remove, || {
         let a = atoms();
@@ -110,7 +109,7 @@ unsafe extern "C" fn enabled(env: *mut ErlNifEnv, _argc: c_int, argv: *const Erl
         match enabled_session_id(env, argv) {
             Some(id) if session::is_live(id) => {
                 let tag = argv[0];
-                if tag == a.call || tag == a.trace_status || tag == a.procs {
+                if tag == a.call || tag == a.trace_status || tag == a.exit {
                     a.trace
                 } else {
                     a.discard
@@ -121,17 +120,32 @@ unsafe extern "C" fn enabled(env: *mut ErlNifEnv, _argc: c_int, argv: *const Erl
     })
 }
 
-/// `enabled_call/3` and `enabled_procs/3`: the tag is known, only the session is checked.
-unsafe extern "C" fn enabled_aggregated_tag(
-    env: *mut ErlNifEnv,
-    _argc: c_int,
-    argv: *const ErlNifTerm,
-) -> ErlNifTerm {
+/// `enabled_call/3`: the tag is `call`, only the session is checked.
+unsafe extern "C" fn enabled_call(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
     guarded(|a| a.remove, || {
         let a = atoms();
         let argv = std::slice::from_raw_parts(argv, 3);
         match enabled_session_id(env, argv) {
             Some(id) if session::is_live(id) => a.trace,
+            _ => a.remove,
+        }
+    })
+}
+
+/// `enabled_procs/3`: the VM passes the event's own tag (`spawn`, `exit`, `link`, ...); only
+/// `exit` is wanted, to forget the open calls of a process that died inside them.
+unsafe extern "C" fn enabled_procs(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
+    guarded(|a| a.remove, || {
+        let a = atoms();
+        let argv = std::slice::from_raw_parts(argv, 3);
+        match enabled_session_id(env, argv) {
+            Some(id) if session::is_live(id) => {
+                if argv[0] == a.exit || argv[0] == a.trace_status {
+                    a.trace
+                } else {
+                    a.discard
+                }
+            }
             _ => a.remove,
         }
     })
@@ -232,6 +246,6 @@ macro_rules! register_raw_nif {
 }
 
 register_raw_nif!("enabled", 3, enabled);
-register_raw_nif!("enabled_call", 3, enabled_aggregated_tag);
-register_raw_nif!("enabled_procs", 3, enabled_aggregated_tag);
+register_raw_nif!("enabled_call", 3, enabled_call);
+register_raw_nif!("enabled_procs", 3, enabled_procs);
 register_raw_nif!("trace", 5, trace);

@@ -1,0 +1,742 @@
+%%% @doc Common Test suite for ferrotrace's core: exact counts, latency figures, pairing of
+%%% recursion and exceptions, raw `{tracer, ferrotrace_tracer, S}' use, stop/release, the
+%%% duration limit, the owner's death, isolation of concurrent sessions and the report.
+%%%
+%%% Timing: the machine that runs this may have 2 cores shared with compilers. No assertion
+%%% depends on how fast anything runs, except where a test says so and explains its slack.
+%%% Polls wait up to several seconds for things that normally happen within milliseconds.
+-module(ferrotrace_SUITE).
+
+-include_lib("stdlib/include/assert.hrl").
+
+-export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
+-export([exact_counts/1, exact_counts_burst/1, exact_counts_small_ring/1, sleep_latency/1,
+         recursion/1, exceptions/1, raw_session/1, stop_and_release/1, stop_unhooks_raw_tracee/1,
+         duration_stops/1, owner_death/1, two_sessions/1, report/1, bad_pids/1,
+         scope_global/1, max_functions/1, list_sessions/1]).
+
+-define(F, {ft_test_target, f, 1}).
+-define(G, {ft_test_target, g, 1}).
+-define(LONG, 60000).
+
+-type config() :: [{atom(), term()}].
+
+-spec all() -> [atom()].
+all() ->
+    [exact_counts, exact_counts_burst, exact_counts_small_ring, sleep_latency, recursion,
+     exceptions, raw_session, stop_and_release, stop_unhooks_raw_tracee, duration_stops,
+     owner_death, two_sessions, report, bad_pids, scope_global, max_functions, list_sessions].
+
+-spec init_per_suite(config()) -> config().
+init_per_suite(Config) ->
+    {module, ferrotrace_tracer} = code:ensure_loaded(ferrotrace_tracer),
+    {module, ft_test_target} = code:ensure_loaded(ft_test_target),
+    Config.
+
+-spec end_per_suite(config()) -> ok.
+end_per_suite(_Config) ->
+    cleanup().
+
+-spec init_per_testcase(atom(), config()) -> config().
+init_per_testcase(_Case, Config) ->
+    ok = cleanup(),
+    Config.
+
+-spec end_per_testcase(atom(), config()) -> ok.
+end_per_testcase(_Case, _Config) ->
+    cleanup().
+
+%% Releases every session and removes every trace pattern and flag a test may have left.
+cleanup() ->
+    [ok = ferrotrace:release(S) || S <- ferrotrace_tracer:sessions()],
+    _ = erlang:trace_pattern({ft_test_target, '_', '_'}, false, [local]),
+    _ = erlang:trace_pattern({ft_test_target, '_', '_'}, false, [global]),
+    _ = erlang:trace(all, false, [all]),
+    ok.
+
+%%--------------------------------------------------------------------------------------
+%% 1. Exact counts
+
+%% 5 processes x 20_000 calls of f/1, traced with the defaults (pids => all: the workers
+%% are spawned after calls/2, so they are "new" processes). The workers pause 2 ms every 500
+%% calls: an unpaced burst saturates both cores of a 2-core machine with the two schedulers,
+%% starving the collector thread, and then the default ring can overflow (see
+%% exact_counts_burst). Paced, the collector keeps up even with both cores busy elsewhere.
+-spec exact_counts(config()) -> ok.
+exact_counts(_Config) ->
+    {Procs, PerProc} = {5, 20000},
+    N = Procs * PerProc,
+    {ok, S} = ferrotrace:calls(?F, #{duration => ?LONG}),
+    Workers = run_workers(Procs, fun() -> paced(fun ft_test_target:call_f/1, PerProc) end),
+    %% A summary while running is up to date: every event stamped before it is folded in.
+    ?assertMatch(#{status := running, calls := [#{mfa := ?F, count := N, returns := N}],
+                   events := #{seen := Seen0}} when Seen0 =:= 2 * N, ferrotrace:summary(S)),
+    ok = ferrotrace:stop(S),
+    %% stop/1 undid what calls/2 set: the pattern, the flags of existing and new processes.
+    ?assertEqual({traced, false}, erlang:trace_info(?F, traced)),
+    ?assertEqual({flags, []}, erlang:trace_info(new, flags)),
+    ?assertEqual({flags, []}, erlang:trace_info(self(), flags)),
+    [?assertEqual({flags, []}, erlang:trace_info(Pid, flags)) || {Pid, _} <- Workers],
+    ok = end_workers(Workers),
+    Summary = ferrotrace:summary(S),
+    #{status := stopped, calls := Calls,
+      events := #{seen := Seen, aggregated := Aggregated, dropped := Dropped} = Events,
+      pairing := #{unmatched_returns := 0, abandoned_calls := 0, open_calls := 0}} = Summary,
+    ct:pal("events: ~p", [Events]),
+    ok = check_accounting(Events),
+    ?assertEqual(Seen, Aggregated + Dropped),
+    ?assertEqual(0, Dropped),
+    ?assertEqual(2 * N, Seen),
+    ?assertMatch([#{mfa := ?F}], Calls),
+    [#{count := Count, returns := Returns, exceptions := Exceptions}] = Calls,
+    ?assertEqual({N, N, 0}, {Count, Returns, Exceptions}),
+    ok.
+
+%% The same calls as one burst, default ring: drops may happen (the collector shares 2 cores
+%% with 2 saturated schedulers), but every event is accounted for exactly.
+-spec exact_counts_burst(config()) -> {comment, string()}.
+exact_counts_burst(_Config) ->
+    {Procs, PerProc} = {5, 20000},
+    N = Procs * PerProc,
+    {ok, S} = ferrotrace:calls(?F, #{duration => ?LONG}),
+    Workers = run_workers(Procs, fun() -> ft_test_target:call_f(PerProc) end),
+    ok = ferrotrace:stop(S),
+    ok = end_workers(Workers),
+    #{calls := Calls, events := #{seen := Seen, aggregated := Aggregated} = Events}
+        = ferrotrace:summary(S),
+    ct:pal("events of an unpaced burst: ~p", [Events]),
+    ok = check_accounting(Events),
+    ?assertEqual(2 * N, Seen),
+    ?assertEqual(Aggregated, lists:sum([C + R + E || #{count := C, returns := R,
+                                                       exceptions := E} <- Calls])),
+    {comment, lists:flatten(io_lib:format("dropped ~b of ~b events",
+                                          [maps:get(dropped, Events), Seen]))}.
+
+%% The accounting identity holds whatever the drops: a 64-event ring under a 4-process
+%% load very probably drops, yet every event is seen exactly once, either aggregated or
+%% dropped, and the aggregated ones are exactly the function's calls plus returns.
+-spec exact_counts_small_ring(config()) -> ok.
+exact_counts_small_ring(_Config) ->
+    {Procs, PerProc} = {4, 20000},
+    N = Procs * PerProc,
+    {ok, S} = ferrotrace:calls(?F, #{duration => ?LONG, ring_size => 64}),
+    Workers = run_workers(Procs, fun() -> ft_test_target:call_f(PerProc) end),
+    ok = ferrotrace:stop(S),
+    ok = end_workers(Workers),
+    #{calls := Calls, events := #{seen := Seen, aggregated := Aggregated, dropped := Dropped}
+          = Events} = ferrotrace:summary(S),
+    ct:pal("events with a 64-event ring: ~p", [Events]),
+    ok = check_accounting(Events),
+    ?assertEqual(2 * N, Seen),
+    ?assertEqual(Seen, Aggregated + Dropped),
+    CallsPlusReturns = lists:sum([C + R + E || #{count := C, returns := R, exceptions := E}
+                                                   <- Calls]),
+    ?assertEqual(Aggregated, CallsPlusReturns),
+    ok.
+
+%%--------------------------------------------------------------------------------------
+%% 2. Latency of a call of known duration
+
+-spec sleep_latency(config()) -> ok.
+sleep_latency(_Config) ->
+    Calls = 20,
+    SleeperMFA = {ft_test_target, sleeper, 1},
+    Parent = self(),
+    {ok, S} = ferrotrace:calls(SleeperMFA, #{duration => ?LONG}),
+    %% The worker also times each call from outside: the traced call lies inside that span.
+    Workers = run_workers(1, fun() ->
+                                     Outer = [begin
+                                                  T0 = erlang:monotonic_time(nanosecond),
+                                                  20 = ft_test_target:sleeper(20),
+                                                  erlang:monotonic_time(nanosecond) - T0
+                                              end || _ <- lists:seq(1, Calls)],
+                                     Parent ! {outer, Outer}
+                             end),
+    ok = ferrotrace:stop(S),
+    ok = end_workers(Workers),
+    Outer = lists:sort(receive {outer, O} -> O after 5000 -> error(no_outer_times) end),
+    #{calls := [Stats]} = ferrotrace:summary(S),
+    ct:pal("sleeper stats: ~p~nouter times (ns): ~p", [Stats, Outer]),
+    #{mfa := SleeperMFA, count := Calls, returns := Calls, exceptions := 0,
+      p50 := P50, p99 := P99, max := Max, mean := Mean, total := Total} = Stats,
+    Ms = 1000000,
+    %% Lower bound: `receive after 20' never times out early by Erlang monotonic time; time
+    %% correction may slew that clock against the OS clock ferrotrace stamps with by up to
+    %% 1%, so 19.8 ms. HDR quantiles report the highest value equivalent to a sample (up to
+    %% 0.1% above it), never less.
+    Low = 20 * Ms - 20 * Ms div 100,
+    %% Upper bounds that hold under any load: each traced latency lies inside the span the
+    %% worker measured around its call, so the k-th smallest latency is at most the k-th
+    %% smallest outer span (p50 of 20 samples is the 10th or 11th; p99 and max the 20th),
+    %% with 1% for the clocks and 0.1% for HDR precision.
+    Up = fun(Ns) -> Ns + Ns div 90 end,
+    ?assert(P50 >= Low andalso P50 =< Up(lists:nth(11, Outer)), {p50, P50}),
+    ?assert(P99 >= Low andalso P99 =< Up(lists:last(Outer)), {p99, P99}),
+    ?assert(Max >= P99 andalso P99 >= P50, {order, P50, P99, Max}),
+    ?assert(Max =< Up(lists:last(Outer)), {max, Max}),
+    ?assert(Mean >= Low andalso Mean =< Max, {mean, Mean}),
+    ?assert(Total >= Calls * Low andalso Total =< Up(lists:sum(Outer)), {total, Total}),
+    %% (A fixed slack such as 20 + 60 ms is not safe: with 3 busy loops on 2 cores the VM's
+    %% own schedulers starve and the median sleep of 20 ms took 142 ms.)
+    Buckets = ferrotrace:histogram(S, SleeperMFA),
+    ct:pal("sleeper buckets: ~p", [Buckets]),
+    ok = check_buckets(Buckets),
+    ?assertEqual(Calls, lists:sum([C || {_, _, C} <- Buckets])),
+    %% No sample below the power-of-two bucket that holds 20 ms (2^24 ns = 16.8 ms).
+    [{FirstLow, _, _} | _] = Buckets,
+    ?assert(FirstLow >= 1 bsl 24, {first_bucket, FirstLow}),
+    %% The top bucket holds the maximum.
+    {_, LastHigh, _} = lists:last(Buckets),
+    ?assert(Max =< LastHigh + LastHigh div 500, {last_bucket, LastHigh, Max}),
+    ok.
+
+%% Power-of-two buckets {Low, High, Count}: High = 2 Low - 1, Count > 0, ascending.
+check_buckets(Buckets) ->
+    ?assert(is_list(Buckets) andalso Buckets =/= [], Buckets),
+    lists:foreach(
+      fun({Low, High, Count}) ->
+              ?assert(is_integer(Low) andalso Low > 0 andalso Low band (Low - 1) =:= 0,
+                      {not_a_power_of_two, Low}),
+              ?assertEqual(2 * Low - 1, High),
+              ?assert(is_integer(Count) andalso Count > 0, {bad_count, Count})
+      end, Buckets),
+    Lows = [L || {L, _, _} <- Buckets],
+    ?assertEqual(lists:usort(Lows), Lows),
+    ok.
+
+%%--------------------------------------------------------------------------------------
+%% 3. Recursion
+
+-spec recursion(config()) -> ok.
+recursion(_Config) ->
+    {K, Depth} = {200, 10},
+    Rec = {ft_test_target, rec, 1},
+    Caller = start_caller(),
+    {ok, S} = ferrotrace:calls(Rec, #{duration => ?LONG, pids => [Caller]}),
+    ok = run_in(Caller, fun() -> ft_test_target:call_rec(K, Depth) end),
+    ok = ferrotrace:stop(S),
+    stop_caller(Caller),
+    #{calls := [Stats], pairing := Pairing, events := #{seen := Seen, dropped := 0} = Events}
+        = ferrotrace:summary(S),
+    ok = check_accounting(Events),
+    ct:pal("rec stats: ~p~npairing: ~p", [Stats, Pairing]),
+    Expected = (Depth + 1) * K,
+    ?assertMatch(#{mfa := Rec, count := Expected, returns := Expected, exceptions := 0}, Stats),
+    ?assertEqual(2 * Expected, Seen),
+    ?assertMatch(#{unmatched_returns := 0, abandoned_calls := 0, open_calls := 0,
+                   processes := 0}, Pairing),
+    #{p50 := P50, p90 := P90, max := Max} = Stats,
+    ?assert(is_integer(P50) andalso P50 > 0, P50),
+    ?assert(Max >= P90 andalso P90 >= P50, {P50, P90, Max}),
+    Buckets = ferrotrace:histogram(S, Rec),
+    ok = check_buckets(Buckets),
+    ?assertEqual(Expected, lists:sum([C || {_, _, C} <- Buckets])),
+    ok.
+
+%%--------------------------------------------------------------------------------------
+%% 4. Exceptions
+
+-spec exceptions(config()) -> ok.
+exceptions(_Config) ->
+    M = 500,
+    Raiser = {ft_test_target, raiser, 1},
+    Catcher = {ft_test_target, catcher, 1},
+    Caller = start_caller(),
+    {ok, S} = ferrotrace:calls([Raiser, Catcher], #{duration => ?LONG, pids => [Caller]}),
+    ok = run_in(Caller, fun() -> ft_test_target:call_catcher(M) end),
+    ok = ferrotrace:stop(S),
+    stop_caller(Caller),
+    #{calls := Calls, pairing := Pairing, events := #{seen := Seen, dropped := 0} = Events}
+        = ferrotrace:summary(S),
+    ok = check_accounting(Events),
+    ct:pal("calls: ~p~npairing: ~p", [Calls, Pairing]),
+    ?assertEqual(2, length(Calls)),
+    RaiserStats = find_mfa(Raiser, Calls),
+    CatcherStats = find_mfa(Catcher, Calls),
+    ?assertMatch(#{count := M, returns := 0, exceptions := M}, RaiserStats),
+    ?assertMatch(#{count := M, returns := M, exceptions := 0}, CatcherStats),
+    ?assertEqual(4 * M, Seen),
+    ?assertMatch(#{unmatched_returns := 0, abandoned_calls := 0, open_calls := 0}, Pairing),
+    %% An exception closes its call: the raiser has latencies, bounded by its caller's.
+    #{p50 := RaiserP50, max := RaiserMax} = RaiserStats,
+    #{max := CatcherMax, total := CatcherTotal} = CatcherStats,
+    ?assert(is_integer(RaiserP50) andalso RaiserP50 > 0, RaiserP50),
+    ?assert(CatcherTotal >= maps:get(total, RaiserStats), {totals, CatcherStats, RaiserStats}),
+    ?assert(is_integer(RaiserMax) andalso is_integer(CatcherMax)),
+    RaiserBuckets = ferrotrace:histogram(S, Raiser),
+    ok = check_buckets(RaiserBuckets),
+    ?assertEqual(M, lists:sum([C || {_, _, C} <- RaiserBuckets])),
+    ok.
+
+%%--------------------------------------------------------------------------------------
+%% 5. Raw use: session/1 with the caller's own trace_pattern and trace calls
+
+-spec raw_session(config()) -> ok.
+raw_session(_Config) ->
+    N = 30000,
+    {ok, S} = ferrotrace:session(#{duration => ?LONG}),
+    Caller = start_caller(),
+    try
+        ?assertEqual(1, erlang:trace_pattern(?F, [{'_', [], [{return_trace}]}], [local])),
+        ?assertEqual(1, erlang:trace(Caller, true, [call, {tracer, ferrotrace_tracer, S}])),
+        ?assertEqual({tracer, {ferrotrace_tracer, S}}, erlang:trace_info(Caller, tracer)),
+        ok = run_in(Caller, fun() -> paced(fun ft_test_target:call_f/1, N) end),
+        %% The test process itself is not traced: its calls are not counted.
+        ok = ft_test_target:call_f(1000),
+        ok = ferrotrace:stop(S),
+        #{calls := Calls, status := stopped,
+          events := #{seen := Seen, aggregated := Aggregated, dropped := Dropped} = Events,
+          pairing := Pairing} = ferrotrace:summary(S),
+        ok = check_accounting(Events),
+        ?assertEqual(0, Dropped),
+        ?assertEqual(2 * N, Seen),
+        ?assertEqual(Seen, Aggregated + Dropped),
+        ?assertMatch([#{mfa := ?F, count := N, returns := N, exceptions := 0}], Calls),
+        ?assertMatch(#{unmatched_returns := 0, abandoned_calls := 0}, Pairing)
+    after
+        stop_caller(Caller),
+        erlang:trace_pattern(?F, false, [local])
+    end,
+    ?assertEqual({traced, false}, erlang:trace_info(?F, traced)),
+    ok.
+
+%%--------------------------------------------------------------------------------------
+%% 6. Stop and release
+
+-spec stop_and_release(config()) -> ok.
+stop_and_release(_Config) ->
+    Caller = start_caller(),
+    {ok, S} = ferrotrace:calls(?F, #{duration => ?LONG, pids => [Caller]}),
+    ?assertMatch(#{status := running, stop_reason := undefined}, ferrotrace:summary(S)),
+    ok = run_in(Caller, fun() -> ft_test_target:call_f(100) end),
+    ok = ferrotrace:stop(S),
+    Stopped = ferrotrace:summary(S),
+    ?assertMatch(#{status := stopped, stop_reason := user,
+                   memory := #{ring_bytes := 0},
+                   calls := [#{mfa := ?F, count := 100, returns := 100}],
+                   events := #{seen := 200}}, Stopped),
+    %% Calls after the stop are not counted, and the caller is no longer traced by us.
+    ok = run_in(Caller, fun() -> ft_test_target:call_f(100) end),
+    AfterCalls = ferrotrace:summary(S),
+    ?assertEqual(maps:get(calls, Stopped), maps:get(calls, AfterCalls)),
+    ?assertEqual(maps:get(events, Stopped), maps:get(events, AfterCalls)),
+    ok = assert_not_traced_by(Caller, S),
+    ?assertEqual({traced, false}, erlang:trace_info(?F, traced)),
+    %% Stopping twice is fine and changes nothing.
+    ok = ferrotrace:stop(S),
+    ?assertMatch(#{status := stopped, stop_reason := user}, ferrotrace:summary(S)),
+    ?assert(lists:member(S, ferrotrace_tracer:sessions())),
+    ok = ferrotrace:release(S),
+    ?assertEqual({error, {no_such_session, S}}, ferrotrace:summary(S)),
+    ?assertEqual({error, {no_such_session, S}}, ferrotrace:histogram(S, ?F)),
+    ?assertEqual({error, {no_such_session, S}}, ferrotrace:stop(S)),
+    ?assertEqual({error, {no_such_session, S}}, ferrotrace:release(S)),
+    ?assertNot(lists:member(S, ferrotrace_tracer:sessions())),
+    stop_caller(Caller),
+    ok.
+
+%% Raw use: nobody but the VM can unhook the tracee after stop/1, and it does so at the
+%% tracee's next traced call because `enabled' answers `remove'.
+-spec stop_unhooks_raw_tracee(config()) -> ok.
+stop_unhooks_raw_tracee(_Config) ->
+    {ok, S} = ferrotrace:session(#{duration => ?LONG}),
+    Caller = start_caller(),
+    try
+        1 = erlang:trace_pattern(?F, [{'_', [], [{return_trace}]}], [local]),
+        1 = erlang:trace(Caller, true, [call, {tracer, ferrotrace_tracer, S}]),
+        ok = run_in(Caller, fun() -> ft_test_target:call_f(10) end),
+        ?assertEqual({flags, [call]}, erlang:trace_info(Caller, flags)),
+        ok = ferrotrace:stop(S),
+        #{calls := Before, events := EventsBefore} = ferrotrace:summary(S),
+        ?assertMatch([#{count := 10, returns := 10}], Before),
+        %% The pattern and the flags are the caller's; nobody but the VM removes them. (The
+        %% VM also asks `enabled(trace_status, ...)' when trace_info/2 reads the flags, so
+        %% we look only after the next call.)
+        ok = run_in(Caller, fun() -> ft_test_target:call_f(10) end),
+        ?assertEqual({flags, []}, erlang:trace_info(Caller, flags)),
+        ?assertEqual({tracer, []}, erlang:trace_info(Caller, tracer)),
+        #{calls := After, events := EventsAfter} = ferrotrace:summary(S),
+        ?assertEqual(Before, After),
+        ?assertEqual(EventsBefore, EventsAfter)
+    after
+        stop_caller(Caller),
+        erlang:trace_pattern(?F, false, [local])
+    end,
+    ok.
+
+%%--------------------------------------------------------------------------------------
+%% 7. Duration
+
+-spec duration_stops(config()) -> ok.
+duration_stops(_Config) ->
+    {ok, S} = ferrotrace:calls(?F, #{duration => 200}),
+    %% Normally done after 200 ms; poll for 5 s on a loaded machine.
+    Done = fun() ->
+                   case {ferrotrace:summary(S), erlang:trace_info(?F, traced)} of
+                       {#{status := stopped}, {traced, false}} -> true;
+                       _ -> false
+                   end
+           end,
+    ?assert(wait_until(Done, 5000), {not_stopped, ferrotrace:summary(S),
+                                       erlang:trace_info(?F, traced)}),
+    #{status := stopped, stop_reason := Reason, elapsed_ms := Elapsed,
+      memory := #{ring_bytes := RingBytes}} = ferrotrace:summary(S),
+    ?assertEqual(duration, Reason),
+    ?assertEqual(0, RingBytes),
+    %% Stopped by the 200 ms limit and not before; wall-clock milliseconds, so a little
+    %% slack below for clock granularity, and up to the poll limit above.
+    ?assert(Elapsed >= 190 andalso Elapsed =< 5200, {elapsed_ms, Elapsed}),
+    %% Still readable until released; calls now are not counted.
+    ok = end_workers(run_workers(1, fun() -> ft_test_target:call_f(50) end)),
+    #{calls := Calls} = ferrotrace:summary(S),
+    ?assertEqual([], [C || C = #{count := Count} <- Calls, Count > 0]),
+    ok = ferrotrace:release(S),
+    ok.
+
+%%--------------------------------------------------------------------------------------
+%% 8. Owner death
+
+-spec owner_death(config()) -> ok.
+owner_death(_Config) ->
+    %% An owner of a raw session that exits normally.
+    {Owner1, S1} = start_owner(fun() -> ferrotrace:session(#{duration => ?LONG}) end),
+    %% An owner of a calls/2 session that is killed.
+    {Owner2, S2} = start_owner(fun() -> ferrotrace:calls(?F, #{duration => ?LONG}) end),
+    ?assertMatch(#{status := running}, ferrotrace:summary(S1)),
+    ?assertMatch(#{status := running}, ferrotrace:summary(S2)),
+    ?assertEqual({traced, local}, erlang:trace_info(?F, traced)),
+    Owner1 ! exit,
+    exit(Owner2, kill),
+    Gone = fun(S) -> fun() -> ferrotrace:summary(S) =:= {error, {no_such_session, S}} end end,
+    ?assert(wait_until(Gone(S1), 2000), {still_there, S1, ferrotrace:summary(S1)}),
+    ?assert(wait_until(Gone(S2), 2000), {still_there, S2, ferrotrace:summary(S2)}),
+    ?assertNot(lists:member(S1, ferrotrace_tracer:sessions())),
+    ?assertNot(lists:member(S2, ferrotrace_tracer:sessions())),
+    ?assertEqual({traced, false}, erlang:trace_info(?F, traced)),
+    ok.
+
+start_owner(Start) ->
+    Parent = self(),
+    Owner = spawn(fun() ->
+                          {ok, S} = Start(),
+                          Parent ! {session, self(), S},
+                          receive exit -> ok end
+                  end),
+    receive {session, Owner, S} -> {Owner, S}
+    after 10000 -> error(owner_did_not_start)
+    end.
+
+%%--------------------------------------------------------------------------------------
+%% 9. Two sessions at once
+
+-spec two_sessions(config()) -> ok.
+two_sessions(_Config) ->
+    {P1, P2, P3} = {start_caller(), start_caller(), start_caller()},
+    {ok, S1} = ferrotrace:calls(?F, #{duration => ?LONG, pids => [P1]}),
+    {ok, S2} = ferrotrace:calls(?G, #{duration => ?LONG, pids => [P2]}),
+    ?assertEqual({tracer, {ferrotrace_tracer, S1}}, erlang:trace_info(P1, tracer)),
+    ?assertEqual({tracer, {ferrotrace_tracer, S2}}, erlang:trace_info(P2, tracer)),
+    %% All three at once; P3 is traced by neither and calls both functions.
+    ok = run_in_parallel([{P1, fun() -> paced(fun ft_test_target:call_f/1, 30000) end},
+                          {P2, fun() -> paced(fun ft_test_target:call_g/1, 20000) end},
+                          {P3, fun() -> paced(fun ft_test_target:call_f/1, 5000),
+                                        paced(fun ft_test_target:call_g/1, 5000) end}]),
+    ok = ferrotrace:stop(S1),
+    %% S2 keeps running after S1 stopped.
+    ok = run_in(P2, fun() -> ft_test_target:call_g(500) end),
+    ok = ferrotrace:stop(S2),
+    #{calls := Calls1, events := Events1} = ferrotrace:summary(S1),
+    #{calls := Calls2, events := Events2} = ferrotrace:summary(S2),
+    ?assertMatch([#{mfa := ?F, count := 30000, returns := 30000}], Calls1),
+    ?assertMatch([#{mfa := ?G, count := 20500, returns := 20500}], Calls2),
+    ?assertMatch(#{seen := 60000, dropped := 0, ignored := 0}, Events1),
+    ?assertMatch(#{seen := 41000, dropped := 0, ignored := 0}, Events2),
+    [stop_caller(P) || P <- [P1, P2, P3]],
+    ok.
+
+%%--------------------------------------------------------------------------------------
+%% 11. report/1
+
+-spec report(config()) -> ok.
+report(_Config) ->
+    {ok, S} = ferrotrace:calls(?F, #{duration => ?LONG}),
+    {ok, Empty} = capture_with_result(fun() -> ferrotrace:report(S) end),
+    ?assertNotEqual(nomatch, string:find(Empty, "no traced calls yet"), Empty),
+    Workers = run_workers(1, fun() -> ft_test_target:call_f(1234) end),
+    ok = ferrotrace:stop(S),
+    ok = end_workers(Workers),
+    {ok, Text} = capture_with_result(fun() -> ferrotrace:report(S) end),
+    ct:pal("report:~n~ts", [Text]),
+    %% 2 x 1234 events of f/1, and the exits of processes that ended during the session
+    %% (calls/2 may trace `procs'), such as the capturing group leader above.
+    #{events := #{seen := Seen}} = ferrotrace:summary(S),
+    ?assert(Seen >= 2468, Seen),
+    [?assertNotEqual(nomatch, string:find(Text, Word), {missing, Word})
+     || Word <- ["ft_test_target:f/1", "FUNCTION", "COUNT", "P50", "P99", "P99.9", "MAX",
+                 "1234", "stopped (user)", integer_to_list(Seen) ++ " seen", "latency"]],
+    %% The table row for f/1 carries its count.
+    [Row] = [L || L <- string:split(Text, "\n", all),
+                  string:prefix(L, "ft_test_target:f/1") =/= nomatch,
+                  string:find(L, "latency") =:= nomatch],
+    ?assertMatch(["ft_test_target:f/1", "1234", "0" | _], string:lexemes(Row, " ")),
+    %% An unknown session: an error, nothing printed.
+    {{error, {no_such_session, 12345}}, ""} =
+        capture_with_result(fun() -> ferrotrace:report(12345) end),
+    ok = ferrotrace:release(S),
+    ok.
+
+%% Runs Fun with a group leader that records what is written, returns {Result, Text}.
+capture_with_result(Fun) ->
+    Old = group_leader(),
+    Capture = spawn(fun() -> capture_loop([]) end),
+    group_leader(Capture, self()),
+    Result = try Fun() after group_leader(Old, self()) end,
+    Capture ! {get, self()},
+    receive {captured, Capture, Text} -> {Result, Text}
+    after 5000 -> error(capture_timeout)
+    end.
+
+capture_loop(Acc) ->
+    receive
+        {io_request, From, ReplyAs, Request} ->
+            {Reply, Acc1} = io_request(Request, Acc),
+            From ! {io_reply, ReplyAs, Reply},
+            capture_loop(Acc1);
+        {get, From} ->
+            From ! {captured, self(), lists:flatten(lists:reverse(Acc))}
+    end.
+
+io_request({put_chars, Encoding, Chars}, Acc) ->
+    {ok, [unicode:characters_to_list(Chars, Encoding) | Acc]};
+io_request({put_chars, Encoding, M, F, A}, Acc) ->
+    io_request({put_chars, Encoding, apply(M, F, A)}, Acc);
+io_request({put_chars, Chars}, Acc) ->
+    io_request({put_chars, latin1, Chars}, Acc);
+io_request({put_chars, M, F, A}, Acc) ->
+    io_request({put_chars, latin1, M, F, A}, Acc);
+io_request(_Other, Acc) ->
+    {{error, enotsup}, Acc}.
+
+%%--------------------------------------------------------------------------------------
+%% calls/2 with a pid it cannot trace: a clear error, nothing left behind
+
+%% `pids => [Pid]' where erlang:trace/3 refuses Pid: a process that is gone, and one that
+%% another tracer already traces. Expected: `{error, Reason}' naming the pid (not a crash
+%% with a stack trace), no session left in the engine, the trace pattern removed.
+-spec bad_pids(config()) -> ok.
+bad_pids(_Config) ->
+    {Dead, Ref} = spawn_monitor(fun() -> ok end),
+    receive {'DOWN', Ref, process, Dead, _} -> ok end,
+    OtherTracer = start_caller(),
+    Taken = start_caller(),
+    1 = erlang:trace(Taken, true, [call, {tracer, OtherTracer}]),
+    Observe =
+        fun(Pid) ->
+                Before = ferrotrace_tracer:sessions(),
+                Result = ferrotrace:calls(?F, #{duration => ?LONG, pids => [Pid]}),
+                ct:pal("calls/2 with pids => [~p]: ~p", [Pid, Result]),
+                Leaked = ferrotrace_tracer:sessions() -- Before,
+                Pattern = erlang:trace_info(?F, traced),
+                %% Clean up for the next case whatever happened.
+                [ok = ferrotrace:release(S) || S <- Leaked],
+                _ = erlang:trace_pattern(?F, false, [local]),
+                {case Result of
+                     {error, Reason} ->
+                         case {contains(Pid, Reason), contains_stacktrace(Reason)} of
+                             {true, false} -> clear_error;
+                             _ -> {unclear_error, Result}
+                         end;
+                     Other ->
+                         {not_an_error, Other}
+                 end,
+                 {leaked_sessions, Leaked},
+                 Pattern}
+        end,
+    DeadObserved = Observe(Dead),
+    TakenObserved = Observe(Taken),
+    ?assertEqual({tracer, OtherTracer}, erlang:trace_info(Taken, tracer)),
+    stop_caller(OtherTracer),
+    stop_caller(Taken),
+    Expected = {clear_error, {leaked_sessions, []}, {traced, false}},
+    ?assertEqual([{dead_pid, Expected}, {pid_traced_by_another_tracer, Expected}],
+                 [{dead_pid, DeadObserved}, {pid_traced_by_another_tracer, TakenObserved}]),
+    ok.
+
+contains(Term, Term) -> true;
+contains(Term, Tuple) when is_tuple(Tuple) -> contains(Term, tuple_to_list(Tuple));
+contains(Term, [H | T]) -> contains(Term, H) orelse contains(Term, T);
+contains(Term, Map) when is_map(Map) -> contains(Term, maps:to_list(Map));
+contains(_Term, _Other) -> false.
+
+contains_stacktrace({_, [{M, F, A, Location} | _]})
+  when is_atom(M), is_atom(F), is_list(Location), (is_list(A) orelse is_integer(A)) ->
+    true;
+contains_stacktrace(Tuple) when is_tuple(Tuple) ->
+    lists:any(fun contains_stacktrace/1, tuple_to_list(Tuple));
+contains_stacktrace(_) ->
+    false.
+
+%%--------------------------------------------------------------------------------------
+%% scope => global: only calls from outside the module (fully qualified calls) are traced
+
+-spec scope_global(config()) -> ok.
+scope_global(_Config) ->
+    {K, Depth} = {100, 10},
+    Rec = {ft_test_target, rec, 1},
+    Caller = start_caller(),
+    {ok, S} = ferrotrace:calls(Rec, #{duration => ?LONG, pids => [Caller], scope => global}),
+    %% call_rec/2 calls ?MODULE:rec/1 (traced); rec/1 recurses with local calls (not traced).
+    ok = run_in(Caller, fun() -> ft_test_target:call_rec(K, Depth) end),
+    ok = ferrotrace:stop(S),
+    stop_caller(Caller),
+    #{calls := Calls, events := Events, pairing := Pairing} = ferrotrace:summary(S),
+    ok = check_accounting(Events),
+    ?assertMatch([#{mfa := Rec, count := K, returns := K, exceptions := 0}], Calls),
+    ?assertMatch(#{seen := 200, dropped := 0}, Events),
+    ?assertMatch(#{unmatched_returns := 0, abandoned_calls := 0}, Pairing),
+    ?assertEqual({traced, false}, erlang:trace_info(Rec, traced)),
+    ok.
+
+%%--------------------------------------------------------------------------------------
+%% max_functions: functions past the limit are counted, not aggregated
+
+-spec max_functions(config()) -> ok.
+max_functions(_Config) ->
+    Caller = start_caller(),
+    {ok, S} = ferrotrace:calls([?F, ?G], #{duration => ?LONG, pids => [Caller],
+                                           max_functions => 1}),
+    ok = run_in(Caller, fun() -> ft_test_target:call_f(100) end),
+    ok = run_in(Caller, fun() -> ft_test_target:call_g(70) end),
+    ok = ferrotrace:stop(S),
+    stop_caller(Caller),
+    #{calls := Calls, events := Events, pairing := Pairing, memory := Memory}
+        = ferrotrace:summary(S),
+    ok = check_accounting(Events),
+    ?assertMatch([#{mfa := ?F, count := 100, returns := 100}], Calls),
+    ?assertMatch(#{seen := 340, dropped := 0}, Events),
+    ?assertMatch(#{untracked_events := 140, unmatched_returns := 0, abandoned_calls := 0},
+                 Pairing),
+    ?assertMatch(#{functions := 1}, Memory),
+    ?assertEqual({error, {no_such_function, ?G}}, ferrotrace:histogram(S, ?G)),
+    ok.
+
+%%--------------------------------------------------------------------------------------
+%% list/0
+
+-spec list_sessions(config()) -> ok.
+list_sessions(_Config) ->
+    {ok, S1} = ferrotrace:session(#{duration => ?LONG}),
+    {ok, S2} = ferrotrace:session(#{duration => infinity}),
+    ok = ferrotrace:stop(S2),
+    List = ferrotrace:list(),
+    ?assertMatch([#{id := S1, status := running, keeper := K1}] when is_pid(K1),
+                 [E || E = #{id := Id} <- List, Id =:= S1]),
+    ?assertMatch([#{id := S2, status := stopped}], [E || E = #{id := Id} <- List, Id =:= S2]),
+    ok = ferrotrace:release(S1),
+    ok = ferrotrace:release(S2),
+    ?assertEqual([], [E || E = #{id := Id} <- ferrotrace:list(), Id =:= S1 orelse Id =:= S2]),
+    ok.
+
+%%--------------------------------------------------------------------------------------
+%% Helpers
+
+%% The accounting identity, and no sampling or limits in these tests (the keys may be absent
+%% in versions without them).
+check_accounting(Events = #{seen := Seen, aggregated := Aggregated, dropped := Dropped}) ->
+    SampledOut = maps:get(sampled_out, Events, 0),
+    Limited = maps:get(limited, Events, 0),
+    ?assertEqual(Seen, Aggregated + Dropped + SampledOut + Limited),
+    ?assertEqual({0, 0}, {SampledOut, Limited}),
+    ok.
+
+find_mfa(MFA, Calls) ->
+    case [C || C = #{mfa := M} <- Calls, M =:= MFA] of
+        [Stats] -> Stats;
+        Other -> error({not_exactly_one, MFA, Other})
+    end.
+
+%% Calls CallN(500) until N calls are made, sleeping 2 ms between batches: the event rate
+%% stays within what the collector absorbs on a busy 2-core machine.
+paced(_CallN, 0) ->
+    ok;
+paced(CallN, N) ->
+    Batch = min(N, 500),
+    ok = CallN(Batch),
+    timer:sleep(2),
+    paced(CallN, N - Batch).
+
+%% Runs Fun in N new processes at once; returns their pids when all have run it. They stay
+%% alive until end_workers/1, so that no process exit falls inside a session (calls/2 traces
+%% `procs' too, and an exit event counts as seen).
+run_workers(N, Fun) ->
+    Parent = self(),
+    Workers = [spawn_monitor(fun() ->
+                                     receive go -> ok end,
+                                     Result = try Fun() of _ -> ok catch C:R:St -> {C, R, St} end,
+                                     Parent ! {worker_done, self(), Result},
+                                     receive finish -> ok end
+                             end) || _ <- lists:seq(1, N)],
+    [Pid ! go || {Pid, _} <- Workers],
+    lists:map(
+      fun({Pid, Ref}) ->
+              receive
+                  {worker_done, Pid, Result} -> ?assertEqual(ok, Result), {Pid, Ref};
+                  {'DOWN', Ref, process, Pid, Reason} -> error({worker_died, Reason})
+              after 60000 -> error({worker_timeout, Pid})
+              end
+      end, Workers).
+
+end_workers(Workers) ->
+    lists:foreach(fun({Pid, Ref}) ->
+                          Pid ! finish,
+                          receive {'DOWN', Ref, process, Pid, normal} -> ok
+                          after 10000 -> error({worker_did_not_finish, Pid})
+                          end
+                  end, Workers).
+
+%% A process that runs funs on request, so it can be traced before it calls anything.
+start_caller() ->
+    spawn(fun caller_loop/0).
+
+caller_loop() ->
+    receive
+        {run, From, Ref, Fun} ->
+            Result = try Fun() of _ -> ok catch C:R:St -> {C, R, St} end,
+            From ! {done, Ref, Result},
+            caller_loop();
+        stop ->
+            ok
+    end.
+
+run_in(Caller, Fun) ->
+    run_in_parallel([{Caller, Fun}]).
+
+run_in_parallel(Jobs) ->
+    Refs = [begin Ref = make_ref(), Caller ! {run, self(), Ref, Fun}, Ref end
+            || {Caller, Fun} <- Jobs],
+    lists:foreach(fun(Ref) ->
+                          receive {done, Ref, Result} -> ?assertEqual(ok, Result)
+                          after 60000 -> error(caller_timeout)
+                          end
+                  end, Refs).
+
+stop_caller(Caller) ->
+    Caller ! stop,
+    ok.
+
+assert_not_traced_by(Pid, S) ->
+    Flags = erlang:trace_info(Pid, flags),
+    Tracer = erlang:trace_info(Pid, tracer),
+    Ours = {tracer, {ferrotrace_tracer, S}},
+    case {Flags, Tracer} of
+        {_, Ours} -> ?assertNot(lists:member(call, element(2, Flags)), {still_traced, Flags});
+        _ -> ok
+    end.
+
+wait_until(Pred, TimeoutMs) when TimeoutMs =< 0 ->
+    Pred();
+wait_until(Pred, TimeoutMs) ->
+    case Pred() of
+        true -> true;
+        false -> timer:sleep(20), wait_until(Pred, TimeoutMs - 20)
+    end.

@@ -1,0 +1,216 @@
+%%% @doc Bad input never crashes ferrotrace: every API function answers `{error, Reason}'
+%%% naming the problem, nothing is left behind (no session, no trace pattern), and the NIF
+%%% callbacks accept any junk the VM or a user could hand them.
+-module(ferrotrace_bad_input_tests).
+
+%% Not eunit.hrl: its generated test/0 has no spec, and the project compiles with
+%% warn_missing_spec and warnings_as_errors (command-line options win over -compile).
+%% eunit finds the exported *_test/0 and *_test_/0 functions by name.
+-include_lib("stdlib/include/assert.hrl").
+
+-export([session_options_test_/0, calls_arguments_test_/0, bad_session_ids_test_/0,
+         histogram_bad_mfa_test/0, callbacks_with_junk_test/0,
+         callbacks_with_live_session_test/0, enabled_answers_by_tag_test/0]).
+
+-type tests() :: [{string(), fun(() -> term())}].
+
+-define(F, {ft_test_target, f, 1}).
+
+setup() ->
+    {module, ferrotrace_tracer} = code:ensure_loaded(ferrotrace_tracer),
+    {module, ft_test_target} = code:ensure_loaded(ft_test_target),
+    ferrotrace_tracer:sessions().
+
+%% Every case checks the result and that no session and no pattern was left behind.
+no_leak(Before) ->
+    ?assertEqual(Before, ferrotrace_tracer:sessions()),
+    ?assertEqual({traced, false}, erlang:trace_info(?F, traced)).
+
+-spec session_options_test_() -> tests().
+session_options_test_() ->
+    Cases =
+        [{not_a_map, {bad_options, not_a_map}},
+         {#{bogus => 1}, {unknown_option, bogus}},
+         {#{<<"duration">> => 1}, {unknown_option, <<"duration">>}},
+         {#{duration => 0}, {bad_option, {duration, 0, '_'}}},
+         {#{duration => -1}, {bad_option, {duration, -1, '_'}}},
+         {#{duration => foo}, {bad_option, {duration, foo, '_'}}},
+         {#{duration => 1.5}, {bad_option, {duration, 1.5, '_'}}},
+         {#{duration => 1 bsl 70}, {bad_option, {duration, 1 bsl 70, '_'}}},
+         {#{ring_size => 3}, {bad_option, {ring_size, 3, '_'}}},
+         {#{ring_size => <<"x">>}, {bad_option, {ring_size, <<"x">>, '_'}}},
+         {#{ring_size => 1 bsl 25}, {bad_option, {ring_size, 1 bsl 25, '_'}}},
+         {#{max_functions => 0}, {bad_option, {max_functions, 0, '_'}}},
+         {#{max_open_calls => 0}, {bad_option, {max_open_calls, 0, '_'}}},
+         %% calls/2's own options mean nothing to a raw session.
+         {#{pids => all}, {unknown_option, pids}}],
+    [{lists:flatten(io_lib:format("session(~p)", [Options])),
+      fun() ->
+              Before = setup(),
+              ?assertEqual({error, Expected}, wildcard(Expected, ferrotrace:session(Options))),
+              no_leak(Before)
+      end} || {Options, Expected} <- Cases].
+
+-spec calls_arguments_test_() -> tests().
+calls_arguments_test_() ->
+    Cases =
+        [{foo, #{}, {bad_spec, foo}},
+         {{m}, #{}, {bad_spec, {m}}},
+         {{'_', f, 1}, #{}, {bad_spec, {'_', f, 1}}},
+         {{m, '_', 1}, #{}, {bad_spec, {m, '_', 1}}},
+         {{ft_test_target, f, 300}, #{}, {bad_spec, {ft_test_target, f, 300}}},
+         {{ft_test_target, f, -1}, #{}, {bad_spec, {ft_test_target, f, -1}}},
+         {{"ft_test_target", f, 1}, #{}, {bad_spec, {"ft_test_target", f, 1}}},
+         {[], #{}, {bad_spec, []}},
+         {[?F, bad], #{}, {bad_spec, bad}},
+         {{no_such_module_xyz, f, 1}, #{}, {no_such_module, no_such_module_xyz}},
+         {{ft_test_target, nope, 0}, #{}, {no_matching_functions, [{ft_test_target, nope, 0}]}},
+         {?F, not_a_map, {bad_options, not_a_map}},
+         {?F, #{pids => foo}, {bad_option, {pids, foo}}},
+         {?F, #{pids => []}, {bad_option, {pids, []}}},
+         {?F, #{pids => [self(), foo]}, {bad_option, {pids, [self(), foo]}}},
+         {?F, #{scope => both}, {bad_option, {scope, both}}},
+         {?F, #{bogus => 1}, {unknown_option, bogus}},
+         {?F, #{duration => 0}, {bad_option, {duration, 0, '_'}}},
+         {?F, #{ring_size => 3}, {bad_option, {ring_size, 3, '_'}}}],
+    [{lists:flatten(io_lib:format("calls(~p, ~p)", [Spec, Options])),
+      fun() ->
+              Before = setup(),
+              ?assertEqual({error, Expected}, wildcard(Expected, ferrotrace:calls(Spec, Options))),
+              no_leak(Before)
+      end} || {Spec, Options, Expected} <- Cases].
+
+%% summary/report/stop/release/histogram with ids that name no session.
+-spec bad_session_ids_test_() -> tests().
+bad_session_ids_test_() ->
+    Ids = [{not_a_session, bad_session}, {-1, bad_session}, {1.0, bad_session},
+           {1 bsl 70, bad_session}, {12345, no_such_session}, {0, no_such_session}],
+    Calls = [{summary, fun ferrotrace:summary/1},
+             {report, fun ferrotrace:report/1},
+             {stop, fun ferrotrace:stop/1},
+             {release, fun ferrotrace:release/1},
+             {histogram, fun(S) -> ferrotrace:histogram(S, ?F) end}],
+    [{lists:flatten(io_lib:format("~p(~p)", [Name, Id])),
+      fun() ->
+              Before = setup(),
+              ?assertEqual({error, {Why, Id}}, Call(Id)),
+              no_leak(Before)
+      end} || {Id, Why} <- Ids, {Name, Call} <- Calls].
+
+-spec histogram_bad_mfa_test() -> ok.
+histogram_bad_mfa_test() ->
+    Before = setup(),
+    {ok, S} = ferrotrace:session(#{duration => 60000}),
+    try
+        ?assertEqual({error, {bad_mfa, {m, f}}}, ferrotrace:histogram(S, {m, f})),
+        ?assertEqual({error, {bad_mfa, not_an_mfa}}, ferrotrace:histogram(S, not_an_mfa)),
+        ?assertEqual({error, {bad_mfa, {m, f, 256}}}, ferrotrace:histogram(S, {m, f, 256})),
+        ?assertEqual({error, {bad_mfa, {m, f, -1}}}, ferrotrace:histogram(S, {m, f, -1})),
+        ?assertEqual({error, {bad_mfa, {"m", f, 1}}}, ferrotrace:histogram(S, {"m", f, 1})),
+        ?assertEqual({error, {no_such_function, {ft_test_target, nope, 0}}},
+                     ferrotrace:histogram(S, {ft_test_target, nope, 0})),
+        ?assertEqual({error, {no_such_function, ?F}}, ferrotrace:histogram(S, ?F))
+    after
+        ok = ferrotrace:release(S)
+    end,
+    no_leak(Before).
+
+%% The erl_tracer callbacks with junk arguments: `remove' and `ok', never an exception.
+-spec callbacks_with_junk_test() -> ok.
+callbacks_with_junk_test() ->
+    Before = setup(),
+    Junk = [not_a_session, 12345, -1, 0, 1.5, 1 bsl 70, "state", {1}, self(), make_ref()],
+    [?assertEqual(remove, ferrotrace_tracer:Enabled(Tag, State, Tracee))
+     || Enabled <- [enabled, enabled_call, enabled_procs],
+        Tag <- [call, trace_status, procs, send, junk, 7],
+        State <- Junk,
+        Tracee <- [self(), undefined, junk]],
+    [?assertEqual(ok, ferrotrace_tracer:trace(Tag, State, self(), Message, Opts))
+     || Tag <- [call, return_from, exception_from, exit, send, junk],
+        State <- Junk,
+        Message <- [junk, {a, b}, {m, f, 1}, {m, f, [x]}],
+        Opts <- [#{}, junk]],
+    ?assertEqual(ok, ferrotrace_tracer:trace(junk, junk, junk, junk, junk)),
+    no_leak(Before).
+
+%% The callbacks with a live session: what they answer, and what `trace/5' counts.
+-spec callbacks_with_live_session_test() -> ok.
+callbacks_with_live_session_test() ->
+    Before = setup(),
+    {ok, S} = ferrotrace:session(#{duration => 60000}),
+    try
+        ?assertEqual(trace, ferrotrace_tracer:enabled(call, S, self())),
+        ?assertEqual(trace, ferrotrace_tracer:enabled(trace_status, S, self())),
+        ?assertEqual(discard, ferrotrace_tracer:enabled(send, S, self())),
+        ?assertEqual(trace, ferrotrace_tracer:enabled_call(call, S, self())),
+        %% erlang:trace/3 may call enabled(trace_status, Tracee, State) from Erlang.
+        ?assertEqual(trace, ferrotrace_tracer:enabled(trace_status, self(), S)),
+        %% A junk message under a known tag, and a tag the session does not aggregate:
+        %% `ok', counted as ignored, never as seen.
+        ?assertEqual(ok, ferrotrace_tracer:trace(call, S, self(), {a, b}, #{})),
+        ?assertMatch(#{calls := [], events := #{ignored := 1, seen := 0, aggregated := 0,
+                                                 dropped := 0}},
+                     ferrotrace:summary(S)),
+        ?assertEqual(ok, ferrotrace_tracer:trace(send, S, self(), hello, #{})),
+        ?assertEqual(ok, ferrotrace_tracer:trace(return_from, S, self(), {m, f, 300}, #{})),
+        ?assertEqual(ok, ferrotrace_tracer:trace(call, S, self(), {"m", f, 1}, #{})),
+        ?assertEqual(ok, ferrotrace_tracer:trace(call, S, self(), junk, #{})),
+        ?assertMatch(#{calls := [], events := #{ignored := 5, seen := 0, aggregated := 0}},
+                     ferrotrace:summary(S)),
+        ok = ferrotrace:stop(S),
+        %% The count survives the stop (the rings are freed then).
+        ?assertMatch(#{events := #{ignored := 5, seen := 0}}, ferrotrace:summary(S)),
+        %% A stopped session makes every callback give up.
+        ?assertEqual(remove, ferrotrace_tracer:enabled(call, S, self())),
+        ?assertEqual(remove, ferrotrace_tracer:enabled(trace_status, S, self())),
+        ?assertEqual(remove, ferrotrace_tracer:enabled_call(call, S, self())),
+        ?assertEqual(remove, ferrotrace_tracer:enabled_procs(procs, S, self())),
+        ?assertEqual(ok, ferrotrace_tracer:trace(call, S, self(), {a, b}, #{})),
+        ?assertEqual(ok, ferrotrace_tracer:trace(call, S, self(), {m, f, [x]}, #{})),
+        ?assertMatch(#{events := #{ignored := 5, seen := 0}}, ferrotrace:summary(S))
+    after
+        ok = ferrotrace:release(S)
+    end,
+    %% A released session too.
+    ?assertEqual(remove, ferrotrace_tracer:enabled(call, S, self())),
+    ?assertEqual(ok, ferrotrace_tracer:trace(call, S, self(), {m, f, [x]}, #{})),
+    no_leak(Before).
+
+%% ferrotrace_tracer's doc: the enabled callbacks answer `trace' for the events a running
+%% session aggregates (call, return and exception events, process exits) and `discard' for
+%% the rest. The VM passes the event's own tag (erl_tracer: spawn, exit, link, ...), not the
+%% flag's name, and calls enabled_procs/3 for every procs event when it is exported.
+-spec enabled_answers_by_tag_test() -> ok.
+enabled_answers_by_tag_test() ->
+    Before = setup(),
+    {ok, S} = ferrotrace:session(#{duration => 60000}),
+    Answers =
+        try
+            [{Callback, Tag, ferrotrace_tracer:Callback(Tag, S, self())}
+             || {Callback, Tag} <- [{enabled, trace_status}, {enabled, call}, {enabled, exit},
+                                    {enabled, send}, {enabled, spawn},
+                                    {enabled_call, call},
+                                    {enabled_procs, exit}, {enabled_procs, spawn},
+                                    {enabled_procs, spawned}, {enabled_procs, link},
+                                    {enabled_procs, unlink}, {enabled_procs, getting_linked},
+                                    {enabled_procs, register}]]
+        after
+            ok = ferrotrace:release(S)
+        end,
+    ?assertEqual([{enabled, trace_status, trace}, {enabled, call, trace}, {enabled, exit, trace},
+                  {enabled, send, discard}, {enabled, spawn, discard},
+                  {enabled_call, call, trace},
+                  {enabled_procs, exit, trace}, {enabled_procs, spawn, discard},
+                  {enabled_procs, spawned, discard}, {enabled_procs, link, discard},
+                  {enabled_procs, unlink, discard}, {enabled_procs, getting_linked, discard},
+                  {enabled_procs, register, discard}],
+                 Answers),
+    no_leak(Before).
+
+%% `Expected' may hold '_' where the exact text of the reason is the product's choice (the
+%% "expected ..." description of a bad option value): copy that part from `Actual'.
+wildcard({bad_option, {Key, Value, '_'}}, {error, {bad_option, {Key, Value, Description}}}) ->
+    ?assert(is_list(Description) orelse is_binary(Description), Description),
+    {error, {bad_option, {Key, Value, '_'}}};
+wildcard(_Expected, Actual) ->
+    Actual.
