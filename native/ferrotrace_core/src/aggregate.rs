@@ -11,7 +11,7 @@
 //! counted in `untracked_events`), a process keeps at most `MAX_DEPTH` open calls, and at most
 //! `max_open_calls` frames are open over all processes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use hdrhistogram::Histogram;
@@ -22,8 +22,10 @@ use crate::event::{Event, EventKind, Mfa};
 pub const MAX_LATENCY_NS: u64 = 3_600_000_000_000;
 /// HDR precision: 3 significant digits.
 pub const SIGNIFICANT_DIGITS: u8 = 3;
-/// Open calls kept per process; deeper recursion abandons the oldest frame.
-pub const MAX_DEPTH: usize = 1024;
+/// Open calls kept per process; deeper recursion abandons the oldest frame. Body-recursive
+/// functions over long lists (list comprehensions) go thousands deep, so this is generous;
+/// `max_open_calls` bounds the total.
+pub const MAX_DEPTH: usize = 65_536;
 
 /// A multiplicative hasher for keys that are already well-mixed machine words (term bits):
 /// SipHash's resistance to chosen keys buys nothing here and cost a third of the collector's
@@ -108,8 +110,8 @@ pub struct PairingCounters {
 /// Per-session aggregation state, owned by whoever holds the session's aggregator lock.
 pub struct Aggregator {
     functions: WordMap<Mfa, FunctionStats>,
-    stacks: WordMap<u64, Vec<Frame>>,
-    spare_stacks: Vec<Vec<Frame>>,
+    stacks: WordMap<u64, VecDeque<Frame>>,
+    spare_stacks: Vec<VecDeque<Frame>>,
     open_calls: usize,
     max_functions: usize,
     max_open_calls: usize,
@@ -168,11 +170,11 @@ impl Aggregator {
         let spare = &mut self.spare_stacks;
         let stack = self.stacks.entry(event.pid).or_insert_with(|| spare.pop().unwrap_or_default());
         if stack.len() >= MAX_DEPTH {
-            stack.remove(0);
+            stack.pop_front();
             self.open_calls -= 1;
             self.counters.abandoned_calls += 1;
         }
-        stack.push(Frame { mfa: event.mfa, ts: event.ts });
+        stack.push_back(Frame { mfa: event.mfa, ts: event.ts });
         self.open_calls += 1;
     }
 
@@ -210,7 +212,7 @@ impl Aggregator {
         Some(frame)
     }
 
-    fn keep_spare(&mut self, mut stack: Vec<Frame>) {
+    fn keep_spare(&mut self, mut stack: VecDeque<Frame>) {
         if self.spare_stacks.len() < SPARE_STACKS && stack.capacity() <= 16 {
             stack.clear();
             self.spare_stacks.push(stack);

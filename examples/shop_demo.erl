@@ -1,0 +1,34 @@
+%%% @doc The ferrotrace demo: what an operator types in a remote shell of the shop node.
+%%% `demo.sh' starts the shop node under load, then calls `attach/1' from a second node.
+-module(shop_demo).
+
+-export([start_shop/0, attach/1, operator_session/0]).
+
+%% @doc On the shop node: starts the service and its load, and keeps them running.
+-spec start_shop() -> ok.
+start_shop() ->
+    _ = spawn(fun() -> _ = shop_load:start(8), receive stop -> ok end end),
+    ok.
+
+%% @doc On the operator node: runs `operator_session/0' on `Node', in a process there that
+%% lives for the whole session (it owns the session, as a remote shell would), with its
+%% output coming back here.
+-spec attach(node()) -> ok.
+attach(Node) ->
+    pong = net_adm:ping(Node),
+    ok = erpc:call(Node, ?MODULE, operator_session, [], 60000).
+
+%% @doc The operator's commands, echoed as in a shell, then run.
+-spec operator_session() -> ok.
+operator_session() ->
+    io:format("~n=== remote shell on ~p ===~n", [node()]),
+    Spec = [{shop_api, get_item, 1}, {shop_api, search, 1}, {shop_api, checkout, 1},
+            {shop_inventory, '_', '_'}],
+    io:format("1> {ok, S} = ferrotrace:calls(~p, #{duration => 5000}).~n", [Spec]),
+    {ok, S} = ferrotrace:calls(Spec, #{duration => 5000}),
+    io:format("2> timer:sleep(3000).~n"),
+    timer:sleep(3000),
+    io:format("3> ferrotrace:report(S).~n"),
+    ok = ferrotrace:report(S),
+    io:format("4> ferrotrace:stop(S).~n"),
+    ok = ferrotrace:stop(S).
