@@ -18,7 +18,7 @@ use parking_lot::Mutex;
 
 use crate::aggregate::Aggregator;
 use crate::clock;
-use crate::event::Event;
+use crate::event::{Event, PackedEvent};
 use crate::limit::{Leases, Limiter};
 use crate::options::{Config, OnLimit};
 use crate::quiesce::{self, MAX_THREADS};
@@ -142,7 +142,7 @@ struct ProducerCounters {
 
 /// One thread's side of a session: its ring and its counters.
 pub struct Producer {
-    ring: Ring<Event>,
+    ring: Ring<PackedEvent>,
     counters: CachePadded<ProducerCounters>,
 }
 
@@ -159,8 +159,13 @@ impl Producer {
     /// Must be called only from the thread that owns this producer.
     #[inline]
     pub unsafe fn push(&self, event: Event) {
-        if self.ring.push(event).is_err() {
-            bump(&self.counters.dropped);
+        match PackedEvent::pack(&event) {
+            Some(packed) => {
+                if self.ring.push(packed).is_err() {
+                    bump(&self.counters.dropped);
+                }
+            }
+            None => bump(&self.counters.ignored),
         }
     }
 
@@ -210,7 +215,7 @@ pub struct Accounting {
 pub struct Consumer {
     pub aggregator: Aggregator,
     /// Drained events not yet folded in: newer than the last collection's cutoff.
-    pending: Vec<Event>,
+    pending: Vec<PackedEvent>,
     aggregated: u64,
     /// Counters of producers already freed.
     retired: Accounting,
@@ -347,7 +352,7 @@ impl Session {
     /// Bytes held by this session's rings now.
     pub fn ring_bytes(&self) -> usize {
         let rings = self.producers.iter().filter(|p| !p.load(Ordering::Acquire).is_null()).count();
-        rings * (self.config.ring_size.next_power_of_two() * std::mem::size_of::<Event>())
+        rings * (self.config.ring_size.next_power_of_two() * std::mem::size_of::<PackedEvent>())
     }
 
     /// Drains every ring and folds in the events older than the cutoff (all if `flush`).
@@ -365,9 +370,10 @@ impl Session {
                 *aggregated += unsafe { producer.ring.drain(|event| pending.push(event)) };
             }
         }
-        pending.sort_by_key(|event| event.ts);
-        let ready = pending.partition_point(|event| event.ts < cutoff);
+        pending.sort_by_key(PackedEvent::ts);
+        let ready = pending.partition_point(|event| event.ts() < cutoff);
         for event in pending.drain(..ready) {
+            let event = event.unpack();
             aggregator.record(&Event { ts: clock::to_ns(event.ts), ..event });
         }
     }
@@ -413,7 +419,10 @@ impl Session {
                 let producer = unsafe { Box::from_raw(producer) };
                 let aggregator = &mut consumer.aggregator;
                 consumer.aggregated += unsafe {
-                    producer.ring.drain(|e| aggregator.record(&Event { ts: clock::to_ns(e.ts), ..e }))
+                    producer.ring.drain(|e| {
+                        let e = e.unpack();
+                        aggregator.record(&Event { ts: clock::to_ns(e.ts), ..e })
+                    })
                 };
                 producer.add_counters(&mut consumer.retired);
             }
