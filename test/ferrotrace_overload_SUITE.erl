@@ -5,7 +5,8 @@
 %%%   300 ms is the recorded contrast.
 %%% - spawn_storm: 20 000 short-lived traced processes, some killed inside a traced call; the
 %%%   engine keeps no per-process state once they are gone.
-%%% - soak: a 60 s session under steady load; the node's resident memory is flat after warm-up.
+%%% - soak: a 60 s session under steady load; the node's resident memory is flat after warm-up
+%%%   and the rings stay within their bound.
 %%%
 %%% Measured figures go to the CT log with ct:pal.
 -module(ferrotrace_overload_SUITE).
@@ -74,9 +75,7 @@ tsunami(_Config) ->
     assert_identity(Final),
     ?assert(MaxRoundTrip < ?MAX_ROUND_TRIP_US),
     ?assert(PeakVm - Vm0 < ?TSUNAMI_VM_GROWTH),
-    Threads = erlang:system_info(schedulers) + erlang:system_info(dirty_cpu_schedulers)
-        + erlang:system_info(dirty_io_schedulers),
-    ?assert(RingBytes =< Threads * 32768 * 32),
+    ?assert(RingBytes =< threads() * 32768 * 32),
     ?assert(PeakRss - Rss0 < ?TSUNAMI_RSS_GROWTH),
     %% The contrast: a process tracer on just the lists module, for 300 ms.
     Tracer = spawn(fun() -> receive stop -> ok end end),
@@ -158,12 +157,19 @@ soak(_Config) ->
            [Warm, Peak, Peak - Warm, Rings0, Rings1, Final]),
     ?assert(maps:get(seen, Events) > 100000),
     ?assert(Peak - Warm < ?SOAK_RSS_TOLERANCE),
-    ?assertEqual(Rings0, Rings1),
+    %% A ring appears for each scheduler thread that produces an event: bounded by the
+    %% threads, not constant (a process may move to another scheduler after warm-up).
+    ?assert(Rings0 =< Rings1 andalso Rings1 =< threads() * 32768 * 32),
     assert_identity(Final),
     ok.
 
 %%--------------------------------------------------------------------------------------
 %% Helpers
+
+%% Threads that can run trace callbacks, each with at most one ring per session.
+threads() ->
+    erlang:system_info(schedulers) + erlang:system_info(dirty_cpu_schedulers)
+        + erlang:system_info(dirty_io_schedulers).
 
 assert_identity(#{seen := Seen, aggregated := A, dropped := D, sampled_out := Sa,
                   limited := L}) ->

@@ -1,0 +1,220 @@
+%%% @doc Limits, stop reasons, the owner's death and reloading the tracer module.
+%%%
+%%% Every limit is enforced in the NIFs: `max_events' and `max_rate' with `on_limit => stop'
+%%% stop the session (the VM then unhooks each tracee), with `on_limit => drop' the session
+%%% goes on and counts the excess. The accounting identity
+%%% seen = aggregated + dropped + sampled_out + limited is checked everywhere.
+-module(ferrotrace_limits_SUITE).
+
+-include_lib("stdlib/include/assert.hrl").
+
+-export([all/0, suite/0, init_per_testcase/2, end_per_testcase/2]).
+-export([max_events_stop/1, max_events_drop/1, max_rate_drop/1, max_rate_stop/1, sample/1,
+         stop_reasons/1, owner_down_within_100ms/1, purge_and_reload/1]).
+
+-type config() :: [{atom(), term()}].
+
+-define(F, {ft_test_target, f, 1}).
+
+-spec suite() -> [{timetrap, {minutes, pos_integer()}}].
+suite() ->
+    [{timetrap, {minutes, 2}}].
+
+-spec all() -> [atom()].
+all() ->
+    [max_events_stop, max_events_drop, max_rate_drop, max_rate_stop, sample, stop_reasons,
+     owner_down_within_100ms, purge_and_reload].
+
+-spec init_per_testcase(atom(), config()) -> config().
+init_per_testcase(_Case, Config) ->
+    {module, ferrotrace_tracer} = code:ensure_loaded(ferrotrace_tracer),
+    {module, ft_test_target} = code:ensure_loaded(ft_test_target),
+    Config.
+
+-spec end_per_testcase(atom(), config()) -> ok.
+end_per_testcase(_Case, _Config) ->
+    [ferrotrace:release(Id) || Id <- ferrotrace_tracer:sessions()],
+    _ = erlang:trace_pattern(?F, false, [local]),
+    ok.
+
+%%--------------------------------------------------------------------------------------
+
+-spec max_events_stop(config()) -> ok.
+max_events_stop(_Config) ->
+    Worker = worker(),
+    {ok, S} = ferrotrace:calls(?F, #{pids => [Worker], max_events => 1000, duration => 60000}),
+    ok = run(Worker, 10000),
+    Summary = wait_stopped(S),
+    ?assertMatch(#{status := stopped, stop_reason := limit}, Summary),
+    #{events := #{aggregated := A, dropped := D, limited := L} = Events} = Summary,
+    assert_identity(Events),
+    ?assert(A + D =< 1000),
+    ?assert(L >= 1),
+    %% The VM has unhooked the worker: its next call meets `remove'.
+    ok = run(Worker, 1),
+    ?assertNotEqual({tracer, {ferrotrace_tracer, S}}, erlang:trace_info(Worker, tracer)),
+    ok.
+
+-spec max_events_drop(config()) -> ok.
+max_events_drop(_Config) ->
+    Worker = worker(),
+    {ok, S} = ferrotrace:calls(?F, #{pids => [Worker], max_events => 1000, on_limit => drop,
+                                     duration => 60000}),
+    ok = run(Worker, 10000),
+    #{status := running, events := Events} = ferrotrace:summary(S),
+    #{seen := Seen, aggregated := A, dropped := D, limited := L} = Events,
+    assert_identity(Events),
+    ?assertEqual(20000, Seen),
+    ?assert(A + D =< 1000),
+    ?assert(A + D > 1000 - 256),
+    ?assertEqual(Seen - A - D, L),
+    ok.
+
+-spec max_rate_drop(config()) -> ok.
+max_rate_drop(_Config) ->
+    Worker = worker(),
+    {ok, S} = ferrotrace:calls(?F, #{pids => [Worker], max_rate => {100, 100}, on_limit => drop,
+                                     duration => 60000}),
+    T0 = erlang:monotonic_time(millisecond),
+    ok = run_for(Worker, 500),
+    Elapsed = erlang:monotonic_time(millisecond) - T0,
+    #{status := running, events := Events} = ferrotrace:summary(S),
+    #{aggregated := A, dropped := D, limited := L} = Events,
+    assert_identity(Events),
+    ct:pal("max_rate {100, 100} over ~p ms: ~p", [Elapsed, Events]),
+    ?assert(L > 0),
+    ?assert(A + D =< 100 * (Elapsed div 100 + 2)),
+    ?assert(A + D >= 100),
+    ok.
+
+-spec max_rate_stop(config()) -> ok.
+max_rate_stop(_Config) ->
+    Worker = worker(),
+    {ok, S} = ferrotrace:calls(?F, #{pids => [Worker], max_rate => {10, 1000}, duration => 60000}),
+    ok = run(Worker, 100),
+    ?assertMatch(#{status := stopped, stop_reason := limit}, wait_stopped(S)),
+    ok.
+
+-spec sample(config()) -> ok.
+sample(_Config) ->
+    Workers = [worker() || _ <- lists:seq(1, 16)],
+    {ok, S} = ferrotrace:calls(?F, #{pids => Workers, sample => 4, duration => 60000}),
+    [ok = run(W, 500) || W <- Workers],
+    ok = ferrotrace:stop(S),
+    #{events := Events, pairing := Pairing} = ferrotrace:summary(S),
+    assert_identity(Events),
+    #{seen := Seen, sampled_out := Out} = Events,
+    ?assertEqual(16 * 1000, Seen),
+    ?assert(Out > 0 andalso Out < Seen),
+    %% Whole processes are kept or not: no call without its return.
+    ?assertMatch(#{unmatched_returns := 0, abandoned_calls := 0}, Pairing),
+    ?assertEqual(0, Out rem 1000),
+    ok.
+
+-spec stop_reasons(config()) -> ok.
+stop_reasons(_Config) ->
+    {ok, User} = ferrotrace:session(#{}),
+    Before = os:system_time(millisecond),
+    ok = ferrotrace:stop(User),
+    #{status := stopped, stop_reason := user, stopped_at := At} = ferrotrace:summary(User),
+    ?assert(At >= Before - 1000 andalso At =< os:system_time(millisecond)),
+    {ok, Timed} = ferrotrace:session(#{duration => 50}),
+    ?assertMatch(#{status := stopped, stop_reason := duration}, wait_stopped(Timed)),
+    ok.
+
+-spec owner_down_within_100ms(config()) -> ok.
+owner_down_within_100ms(_Config) ->
+    Self = self(),
+    Owner = spawn(fun() ->
+                          Self ! {session, ferrotrace:calls(?F, #{duration => 60000})},
+                          receive die -> ok end
+                  end),
+    {ok, S} = receive {session, Result} -> Result end,
+    ?assertEqual({traced, local}, erlang:trace_info(?F, traced)),
+    T0 = erlang:monotonic_time(millisecond),
+    Owner ! die,
+    ok = poll(fun() -> ferrotrace:summary(S) =:= {error, {no_such_session, S}} end, 2000),
+    Took = erlang:monotonic_time(millisecond) - T0,
+    ct:pal("session released ~p ms after its owner died", [Took]),
+    ?assert(Took < 100),
+    ?assertEqual({traced, false}, erlang:trace_info(?F, traced)),
+    ok.
+
+%% Purging the tracer module unloads the NIF library: its unload callback stops every session
+%% (stop_reason unload) and joins its collector thread first, so nothing runs the library's
+%% code after it is gone. The dynamic loader may keep the library mapped (it does here, on
+%% glibc): then the stopped sessions stay readable until released; otherwise they are gone.
+%% Either way old ids are not live in the new load. Loading new code over a loaded
+%% ferrotrace_tracer is refused by the VM (the library has no upgrade callback).
+-spec purge_and_reload(config()) -> ok.
+purge_and_reload(_Config) ->
+    Worker = worker(),
+    {ok, Old} = ferrotrace:calls(?F, #{pids => [Worker], duration => 60000}),
+    Busy = spawn_link(fun() -> busy_run(Worker) end),
+    timer:sleep(100),
+    Upgrade = code:load_file(ferrotrace_tracer),
+    ct:pal("load_file over a loaded ferrotrace_tracer: ~p", [Upgrade]),
+    ?assertMatch({error, _}, Upgrade),
+    true = code:delete(ferrotrace_tracer),
+    _ = code:purge(ferrotrace_tracer),
+    {module, ferrotrace_tracer} = code:load_file(ferrotrace_tracer),
+    timer:sleep(100),
+    unlink(Busy),
+    exit(Busy, kill),
+    ?assert(is_process_alive(Worker)),
+    case ferrotrace:summary(Old) of
+        {error, {no_such_session, Old}} -> ok;
+        OldSummary -> ?assertMatch(#{status := stopped, stop_reason := unload}, OldSummary)
+    end,
+    ok = run(Worker, 1),
+    Worker2 = worker(),
+    {ok, New} = ferrotrace:calls(?F, #{pids => [Worker2], duration => 60000}),
+    ?assertNotEqual(Old, New),
+    ok = run(Worker2, 1000),
+    ok = ferrotrace:stop(New),
+    ?assertMatch(#{calls := [#{count := 1000, returns := 1000}]}, ferrotrace:summary(New)),
+    ok.
+
+%%--------------------------------------------------------------------------------------
+%% Helpers
+
+assert_identity(#{seen := Seen, aggregated := A, dropped := D, sampled_out := Sa,
+                  limited := L}) ->
+    ?assertEqual(Seen, A + D + Sa + L).
+
+%% A process that runs funs on request, so tests choose what is traced.
+worker() ->
+    spawn(fun Loop() ->
+                  receive {run, From, Fun} -> From ! {done, self(), Fun()}, Loop() end
+          end).
+
+run(Worker, Calls) ->
+    Worker ! {run, self(), fun() -> ft_test_target:call_f(Calls) end},
+    receive {done, Worker, Result} -> Result after 30000 -> error(worker_timeout) end.
+
+run_for(Worker, Ms) ->
+    Deadline = erlang:monotonic_time(millisecond) + Ms,
+    Worker ! {run, self(), fun() -> call_until(Deadline) end},
+    receive {done, Worker, Result} -> Result after 30000 -> error(worker_timeout) end.
+
+call_until(Deadline) ->
+    case erlang:monotonic_time(millisecond) >= Deadline of
+        true -> ok;
+        false -> ok = ft_test_target:call_f(100), call_until(Deadline)
+    end.
+
+busy_run(Worker) ->
+    _ = run(Worker, 1000),
+    busy_run(Worker).
+
+wait_stopped(S) ->
+    ok = poll(fun() -> maps:get(status, ferrotrace:summary(S)) =:= stopped end, 5000),
+    ferrotrace:summary(S).
+
+poll(Check, Ms) when Ms =< 0 ->
+    case Check() of true -> ok; false -> {error, timeout} end;
+poll(Check, Ms) ->
+    case Check() of
+        true -> ok;
+        false -> timer:sleep(5), poll(Check, Ms - 5)
+    end.
