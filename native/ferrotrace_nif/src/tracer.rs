@@ -98,55 +98,50 @@ fn guarded(fallback: fn(&Atoms) -> ErlNifTerm, body: impl FnOnce() -> ErlNifTerm
     catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|_| fallback(atoms()))
 }
 
-/// `enabled(TraceTag, TracerState, Tracee)`: `trace` for the events a running session
-/// aggregates (`call`, and `exit` from `procs` tracing), `discard` for other tags, `remove`
-/// (the VM unhooks the tracer from the tracee) once the session is not running or the state
-/// is not a session. `trace_status` keeps the tracer while the session runs.
-unsafe extern "C" fn enabled(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
+/// The shared body of the enabled callbacks: `remove` (the VM unhooks the tracer from the
+/// tracee) unless the state names a running session, else `answer(atoms, tag)`.
+#[inline]
+unsafe fn enabled_by(
+    env: *mut ErlNifEnv,
+    argv: *const ErlNifTerm,
+    answer: fn(&Atoms, ErlNifTerm) -> ErlNifTerm,
+) -> ErlNifTerm {
     guarded(|a| a.remove, || {
         let a = atoms();
         let argv = std::slice::from_raw_parts(argv, 3);
         match enabled_session_id(env, argv) {
-            Some(id) if session::is_live(id) => {
-                let tag = argv[0];
-                if tag == a.call || tag == a.trace_status || tag == a.exit {
-                    a.trace
-                } else {
-                    a.discard
-                }
-            }
+            Some(id) if session::is_live(id) => answer(a, argv[0]),
             _ => a.remove,
+        }
+    })
+}
+
+/// `enabled(TraceTag, TracerState, Tracee)`: `trace` for the events a running session
+/// aggregates (`call`, and `exit` from `procs` tracing), `discard` for other tags.
+/// `trace_status` keeps the tracer while the session runs.
+unsafe extern "C" fn enabled(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
+    enabled_by(env, argv, |a, tag| {
+        if tag == a.call || tag == a.trace_status || tag == a.exit {
+            a.trace
+        } else {
+            a.discard
         }
     })
 }
 
 /// `enabled_call/3`: the tag is `call`, only the session is checked.
 unsafe extern "C" fn enabled_call(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
-    guarded(|a| a.remove, || {
-        let a = atoms();
-        let argv = std::slice::from_raw_parts(argv, 3);
-        match enabled_session_id(env, argv) {
-            Some(id) if session::is_live(id) => a.trace,
-            _ => a.remove,
-        }
-    })
+    enabled_by(env, argv, |a, _tag| a.trace)
 }
 
 /// `enabled_procs/3`: the VM passes the event's own tag (`spawn`, `exit`, `link`, ...); only
 /// `exit` is wanted, to forget the open calls of a process that died inside them.
 unsafe extern "C" fn enabled_procs(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
-    guarded(|a| a.remove, || {
-        let a = atoms();
-        let argv = std::slice::from_raw_parts(argv, 3);
-        match enabled_session_id(env, argv) {
-            Some(id) if session::is_live(id) => {
-                if argv[0] == a.exit || argv[0] == a.trace_status {
-                    a.trace
-                } else {
-                    a.discard
-                }
-            }
-            _ => a.remove,
+    enabled_by(env, argv, |a, tag| {
+        if tag == a.exit || tag == a.trace_status {
+            a.trace
+        } else {
+            a.discard
         }
     })
 }
