@@ -93,18 +93,18 @@ unsafe fn session_id(env: *mut ErlNifEnv, state: ErlNifTerm) -> Option<u64> {
 }
 
 /// Runs a callback body, mapping a panic to `fallback` so it never unwinds into the VM.
-#[inline]
+#[inline(always)]
 fn guarded(fallback: fn(&Atoms) -> ErlNifTerm, body: impl FnOnce() -> ErlNifTerm) -> ErlNifTerm {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|_| fallback(atoms()))
 }
 
 /// The shared body of the enabled callbacks: `remove` (the VM unhooks the tracer from the
 /// tracee) unless the state names a running session, else `answer(atoms, tag)`.
-#[inline]
+#[inline(always)]
 unsafe fn enabled_by(
     env: *mut ErlNifEnv,
     argv: *const ErlNifTerm,
-    answer: fn(&Atoms, ErlNifTerm) -> ErlNifTerm,
+    answer: impl FnOnce(&Atoms, ErlNifTerm) -> ErlNifTerm,
 ) -> ErlNifTerm {
     guarded(|a| a.remove, || {
         let a = atoms();
