@@ -58,9 +58,6 @@ impl Hasher for WordHasher {
 
 type WordMap<K, V> = HashMap<K, V, BuildHasherDefault<WordHasher>>;
 
-/// Empty frame stacks kept for reuse, so a process's first call allocates nothing.
-const SPARE_STACKS: usize = 1024;
-
 /// Statistics of one function.
 pub struct FunctionStats {
     pub calls: u64,
@@ -109,21 +106,33 @@ pub struct PairingCounters {
 
 /// Per-session aggregation state, owned by whoever holds the session's aggregator lock.
 pub struct Aggregator {
-    functions: WordMap<Mfa, FunctionStats>,
+    /// Index into `stats` per function; `stats` keeps insertion order.
+    functions: WordMap<Mfa, usize>,
+    stats: Vec<(Mfa, FunctionStats)>,
+    /// The last function looked up: hot loops hit it and skip the hash.
+    last_function: Option<(Mfa, usize)>,
+    /// Open frames per process. A stack that empties stays (no remove and reallocation per
+    /// call); empty stacks are swept once they outnumber the others, and a process's exit
+    /// removes its stack.
     stacks: WordMap<u64, VecDeque<Frame>>,
-    spare_stacks: Vec<VecDeque<Frame>>,
+    nonempty_stacks: usize,
     open_calls: usize,
     max_functions: usize,
     max_open_calls: usize,
     counters: PairingCounters,
 }
 
+/// Empty stacks tolerated beyond the non-empty ones before a sweep.
+const EMPTY_STACK_SLACK: usize = 4096;
+
 impl Aggregator {
     pub fn new(max_functions: usize, max_open_calls: usize) -> Self {
         Aggregator {
             functions: WordMap::default(),
+            stats: Vec::new(),
+            last_function: None,
             stacks: WordMap::default(),
-            spare_stacks: Vec::new(),
+            nonempty_stacks: 0,
             open_calls: 0,
             max_functions,
             max_open_calls,
@@ -138,21 +147,34 @@ impl Aggregator {
             EventKind::Return | EventKind::Exception => self.record_return(event),
             EventKind::Exit => {
                 if let Some(stack) = self.stacks.remove(&event.pid) {
+                    if !stack.is_empty() {
+                        self.nonempty_stacks -= 1;
+                    }
                     self.open_calls -= stack.len();
                     self.counters.abandoned_calls += stack.len() as u64;
-                    self.keep_spare(stack);
                 }
             }
         }
     }
 
     fn stats_for(&mut self, mfa: Mfa) -> Option<&mut FunctionStats> {
-        let room = self.functions.len() < self.max_functions;
-        match self.functions.entry(mfa) {
-            std::collections::hash_map::Entry::Occupied(e) => Some(e.into_mut()),
-            std::collections::hash_map::Entry::Vacant(e) if room => Some(e.insert(FunctionStats::new())),
-            std::collections::hash_map::Entry::Vacant(_) => None,
-        }
+        let index = match self.last_function {
+            Some((last, index)) if last == mfa => index,
+            _ => {
+                let index = match self.functions.get(&mfa) {
+                    Some(index) => *index,
+                    None if self.stats.len() < self.max_functions => {
+                        self.stats.push((mfa, FunctionStats::new()));
+                        self.functions.insert(mfa, self.stats.len() - 1);
+                        self.stats.len() - 1
+                    }
+                    None => return None,
+                };
+                self.last_function = Some((mfa, index));
+                index
+            }
+        };
+        Some(&mut self.stats[index].1)
     }
 
     fn record_call(&mut self, event: &Event) {
@@ -167,8 +189,10 @@ impl Aggregator {
             self.counters.abandoned_calls += 1;
             return;
         }
-        let spare = &mut self.spare_stacks;
-        let stack = self.stacks.entry(event.pid).or_insert_with(|| spare.pop().unwrap_or_default());
+        let stack = self.stacks.entry(event.pid).or_default();
+        if stack.is_empty() {
+            self.nonempty_stacks += 1;
+        }
         if stack.len() >= MAX_DEPTH {
             stack.pop_front();
             self.open_calls -= 1;
@@ -205,27 +229,21 @@ impl Aggregator {
         self.open_calls -= abandoned + 1;
         self.counters.abandoned_calls += abandoned as u64;
         if stack.is_empty() {
-            if let Some(stack) = self.stacks.remove(&pid) {
-                self.keep_spare(stack);
+            self.nonempty_stacks -= 1;
+            if self.stacks.len() > 2 * self.nonempty_stacks + EMPTY_STACK_SLACK {
+                self.stacks.retain(|_, stack| !stack.is_empty());
             }
         }
         Some(frame)
     }
 
-    fn keep_spare(&mut self, mut stack: VecDeque<Frame>) {
-        if self.spare_stacks.len() < SPARE_STACKS && stack.capacity() <= 16 {
-            stack.clear();
-            self.spare_stacks.push(stack);
-        }
-    }
-
-    /// Statistics per function, in no particular order.
+    /// Statistics per function, in the order functions were first seen.
     pub fn functions(&self) -> impl Iterator<Item = (&Mfa, &FunctionStats)> {
-        self.functions.iter()
+        self.stats.iter().map(|(mfa, stats)| (mfa, stats))
     }
 
     pub fn function(&self, mfa: &Mfa) -> Option<&FunctionStats> {
-        self.functions.get(mfa)
+        self.functions.get(mfa).map(|index| &self.stats[*index].1)
     }
 
     pub fn counters(&self) -> PairingCounters {
@@ -239,6 +257,11 @@ impl Aggregator {
 
     /// Processes with at least one open call.
     pub fn tracked_processes(&self) -> usize {
+        self.nonempty_stacks
+    }
+
+    /// Frame stacks held, empty ones included (bounded by the sweep).
+    pub fn stacks_held(&self) -> usize {
         self.stacks.len()
     }
 }
@@ -314,6 +337,17 @@ mod tests {
         agg.record(&ev(EventKind::Return, 1, F, 0));
         assert_eq!(agg.counters().unmatched_returns, 1);
         assert_eq!(agg.function(&F).unwrap().returns, 1);
+    }
+
+    #[test]
+    fn empty_stacks_are_swept() {
+        let mut agg = Aggregator::new(10, 1 << 20);
+        for pid in 0..20_000u64 {
+            agg.record(&ev(EventKind::Call, pid, F, 0));
+            agg.record(&ev(EventKind::Return, pid, F, 1));
+        }
+        assert_eq!(agg.tracked_processes(), 0);
+        assert!(agg.stacks_held() <= EMPTY_STACK_SLACK + 1, "{}", agg.stacks_held());
     }
 
     #[test]
