@@ -60,8 +60,11 @@ type WordMap<K, V> = HashMap<K, V, BuildHasherDefault<WordHasher>>;
 
 /// Statistics of one function.
 pub struct FunctionStats {
+    /// Calls seen.
     pub calls: u64,
+    /// Returns seen (`return_from`).
     pub returns: u64,
+    /// Exceptions seen (`exception_from`).
     pub exceptions: u64,
     /// Sum of recorded latencies, ns (saturating).
     pub total_ns: u64,
@@ -126,6 +129,8 @@ pub struct Aggregator {
 const EMPTY_STACK_SLACK: usize = 4096;
 
 impl Aggregator {
+    /// An empty aggregator keeping at most `max_functions` functions' statistics and
+    /// `max_open_calls` open frames.
     pub fn new(max_functions: usize, max_open_calls: usize) -> Self {
         Aggregator {
             functions: WordMap::default(),
@@ -242,10 +247,12 @@ impl Aggregator {
         self.stats.iter().map(|(mfa, stats)| (mfa, stats))
     }
 
+    /// Statistics of one function, if it was seen.
     pub fn function(&self, mfa: &Mfa) -> Option<&FunctionStats> {
         self.functions.get(mfa).map(|index| &self.stats[*index].1)
     }
 
+    /// How well calls and returns paired up so far.
     pub fn counters(&self) -> PairingCounters {
         self.counters
     }

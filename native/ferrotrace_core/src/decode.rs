@@ -8,12 +8,15 @@ use crate::event::Mfa;
 
 /// The few questions the decoder asks about a term.
 pub trait TermReader {
+    /// A term handle (a raw term word in the NIF).
     type Term: Copy;
     /// The elements of a tuple of exactly three elements.
     fn tuple3(&self, term: Self::Term) -> Option<[Self::Term; 3]>;
+    /// True for an atom.
     fn is_atom(&self, term: Self::Term) -> bool;
     /// The length of a proper list.
     fn list_length(&self, term: Self::Term) -> Option<u32>;
+    /// The value of an integer that fits 64 bits.
     fn integer(&self, term: Self::Term) -> Option<i64>;
     /// The raw word of an immediate term (only called on atoms).
     fn bits(&self, term: Self::Term) -> u64;

@@ -20,8 +20,11 @@ pub enum EventKind {
 /// A function as the VM names it: module and function atoms (raw term bits) and arity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Mfa {
+    /// Module atom, raw term bits.
     pub module: u64,
+    /// Function atom, raw term bits.
     pub function: u64,
+    /// Arity (0 to 255).
     pub arity: u32,
 }
 
@@ -32,7 +35,9 @@ pub struct Event {
     pub ts: u64,
     /// The tracee (raw pid bits).
     pub pid: u64,
+    /// The function the event is about (zero for `Exit`).
     pub mfa: Mfa,
+    /// What happened.
     pub kind: EventKind,
 }
 
@@ -78,11 +83,13 @@ impl PackedEvent {
         })
     }
 
+    /// The timestamp, for sorting without unpacking.
     #[inline]
     pub fn ts(&self) -> u64 {
         self.ts
     }
 
+    /// The event this was packed from.
     #[inline]
     pub fn unpack(&self) -> Event {
         let word = self.function_arity_kind;

@@ -12,6 +12,8 @@
 //! - [`decode`]: reading trace messages, never trusting their shape;
 //! - [`event`], [`clock`]: the event record and its timestamps.
 
+#![warn(missing_docs)]
+
 pub mod aggregate;
 pub mod clock;
 pub mod decode;

@@ -5,7 +5,9 @@ use std::fmt;
 /// An option value as the NIF layer saw it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum OptionValue {
+    /// An integer that fits 64 bits.
     Integer(i64),
+    /// An atom, by name.
     Atom(String),
     /// A 2-tuple of integers, for `{N, Ms}`.
     IntegerPair(i64, i64),
@@ -58,22 +60,39 @@ impl Default for Config {
     }
 }
 
+/// Accepted `ring_size`, inclusive.
 pub const RING_SIZE_RANGE: (i64, i64) = (64, 1 << 24);
+/// Accepted `max_functions`, inclusive.
 pub const MAX_FUNCTIONS_RANGE: (i64, i64) = (1, 100_000);
+/// Accepted `max_open_calls`, inclusive.
 pub const MAX_OPEN_CALLS_RANGE: (i64, i64) = (1, 10_000_000);
-/// One week: a longer session is a mistake, and `infinity` says so explicitly.
+/// Accepted `max_events`, inclusive.
 pub const MAX_EVENTS_RANGE: (i64, i64) = (1, 1 << 48);
 /// A rate's count must fit the 24 bits the window word keeps for it.
 pub const RATE_COUNT_RANGE: (i64, i64) = (1, (1 << 24) - 1);
+/// Accepted `max_rate` window in milliseconds, inclusive.
 pub const RATE_WINDOW_RANGE: (i64, i64) = (1, 3_600_000);
+/// Accepted `sample`, inclusive.
 pub const SAMPLE_RANGE: (i64, i64) = (1, 1_000_000);
+/// Accepted `duration` in milliseconds, inclusive: up to one week; a longer session is a
+/// mistake, and `infinity` says so explicitly.
 pub const DURATION_RANGE: (i64, i64) = (1, 7 * 24 * 3600 * 1000);
 
 /// Why an option was refused; `index` is its position in the input.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum OptionError {
-    Unknown { index: usize },
-    BadValue { index: usize, expected: &'static str },
+    /// The key is not an option.
+    Unknown {
+        /// Position of the pair in the input.
+        index: usize,
+    },
+    /// The value is out of range or of the wrong type.
+    BadValue {
+        /// Position of the pair in the input.
+        index: usize,
+        /// What the option takes, for the error message.
+        expected: &'static str,
+    },
 }
 
 impl fmt::Display for OptionError {

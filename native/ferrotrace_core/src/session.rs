@@ -100,9 +100,13 @@ pub fn all() -> Vec<Arc<Session>> {
 /// Why a session stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StopReason {
+    /// `ferrotrace:stop/1` or `release/1`.
     User,
+    /// The session's `duration` passed.
     Duration,
+    /// The process that created the session died.
     OwnerDown,
+    /// The library was unloaded (module purged).
     Unload,
     /// `max_events` or `max_rate` was reached with `on_limit => stop`.
     Limit,
@@ -111,6 +115,7 @@ pub enum StopReason {
 }
 
 impl StopReason {
+    /// The reason's name, as the Erlang atom in summaries.
     pub fn name(self) -> &'static str {
         match self {
             StopReason::User => "user",
@@ -123,8 +128,10 @@ impl StopReason {
     }
 }
 
+/// When and why a session stopped.
 #[derive(Clone, Copy, Debug)]
 pub struct Stopped {
+    /// Why.
     pub reason: StopReason,
     /// Wall-clock milliseconds.
     pub at_ms: u64,
@@ -201,8 +208,11 @@ impl Producer {
 /// What the session's limits say about one event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Admission {
+    /// Queue the event.
     Take,
+    /// Not kept by `sample`.
     SampledOut,
+    /// Refused by `max_events` or `max_rate`.
     Limited,
 }
 
@@ -210,7 +220,9 @@ pub enum Admission {
 /// every snapshot.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Accounting {
+    /// Events the callbacks handled for the session.
     pub seen: u64,
+    /// Events taken in by the aggregator.
     pub aggregated: u64,
     /// Refused by a full ring.
     pub dropped: u64,
@@ -224,6 +236,7 @@ pub struct Accounting {
 
 /// The consumer side: owned by whoever holds the lock (the collector or a reader).
 pub struct Consumer {
+    /// The statistics.
     pub aggregator: Aggregator,
     /// Drained events not yet folded in: newer than the last collection's cutoff.
     pending: Vec<PackedEvent>,
@@ -232,11 +245,15 @@ pub struct Consumer {
     retired: Accounting,
 }
 
+/// One tracing session: its producers (one per thread), its consumer side and its collector.
 pub struct Session {
+    /// The id Erlang uses as the tracer state.
     pub id: u64,
+    /// Its options.
     pub config: Config,
     /// Raw bits of the keeper process's pid (an immediate), the Erlang side's handle.
     pub keeper: u64,
+    /// Wall-clock start, milliseconds.
     pub started_ms: u64,
     started_ticks: u64,
     producers: Box<[AtomicPtr<Producer>]>,
@@ -256,7 +273,9 @@ fn wall_ms() -> u64 {
 /// Why a session could not be created.
 #[derive(Debug, PartialEq, Eq)]
 pub enum StartError {
+    /// All `MAX_SESSIONS` slots hold a session not yet released.
     TooManySessions,
+    /// The collector thread could not be spawned.
     Thread,
 }
 
@@ -348,6 +367,7 @@ impl Session {
         Admission::Take
     }
 
+    /// When and why the session stopped, if it did.
     pub fn stopped(&self) -> Option<Stopped> {
         *self.stopped.lock()
     }
@@ -508,6 +528,7 @@ impl Drop for Session {
 }
 
 impl Consumer {
+    /// The statistics.
     pub fn aggregator(&self) -> &Aggregator {
         &self.aggregator
     }
