@@ -4,6 +4,8 @@
 //! ([`tracer`], the hot path) and the management NIFs used by the `ferrotrace` API ([`api`]).
 //! The engine itself (rings, sessions, aggregation) is the `ferrotrace_core` crate.
 
+#![warn(missing_docs)]
+
 mod api;
 pub mod tracer;
 

@@ -25,16 +25,16 @@ use ferrotrace_core::session::{self, Admission};
 
 /// Raw atom terms the callbacks compare against or return. Atoms are immediates and never
 /// freed, so their bits are valid in every environment.
-pub struct Atoms {
-    pub ok: ErlNifTerm,
-    pub trace: ErlNifTerm,
-    pub discard: ErlNifTerm,
-    pub remove: ErlNifTerm,
-    pub trace_status: ErlNifTerm,
-    pub call: ErlNifTerm,
-    pub return_from: ErlNifTerm,
-    pub exception_from: ErlNifTerm,
-    pub exit: ErlNifTerm,
+struct Atoms {
+    ok: ErlNifTerm,
+    trace: ErlNifTerm,
+    discard: ErlNifTerm,
+    remove: ErlNifTerm,
+    trace_status: ErlNifTerm,
+    call: ErlNifTerm,
+    return_from: ErlNifTerm,
+    exception_from: ErlNifTerm,
+    exit: ErlNifTerm,
 }
 
 static ATOMS: OnceLock<Atoms> = OnceLock::new();
