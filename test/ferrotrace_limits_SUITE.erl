@@ -10,7 +10,7 @@
 
 -export([all/0, suite/0, init_per_testcase/2, end_per_testcase/2]).
 -export([max_events_stop/1, max_events_drop/1, max_rate_drop/1, max_rate_stop/1, sample/1,
-         stop_reasons/1, owner_down_within_100ms/1, purge_and_reload/1]).
+         stop_reasons/1, owner_down_within_100ms/1, killed_keeper/1, purge_and_reload/1]).
 
 -type config() :: [{atom(), term()}].
 
@@ -23,7 +23,7 @@ suite() ->
 -spec all() -> [atom()].
 all() ->
     [max_events_stop, max_events_drop, max_rate_drop, max_rate_stop, sample, stop_reasons,
-     owner_down_within_100ms, purge_and_reload].
+     owner_down_within_100ms, killed_keeper, purge_and_reload].
 
 -spec init_per_testcase(atom(), config()) -> config().
 init_per_testcase(_Case, Config) ->
@@ -138,6 +138,21 @@ owner_down_within_100ms(_Config) ->
     ct:pal("session released ~p ms after its owner died", [Took]),
     ?assert(Took < 100),
     ?assertEqual({traced, false}, erlang:trace_info(?F, traced)),
+    ok.
+
+%% A keeper killed before it could release its session leaves an orphan; the next session
+%% created releases it, so its slot and statistics cannot leak.
+-spec killed_keeper(config()) -> ok.
+killed_keeper(_Config) ->
+    {ok, Orphan} = ferrotrace:session(#{duration => infinity}),
+    {ok, Keeper} = ferrotrace_tracer:session_keeper(Orphan),
+    Monitor = erlang:monitor(process, Keeper),
+    exit(Keeper, kill),
+    receive {'DOWN', Monitor, process, Keeper, killed} -> ok end,
+    ?assertEqual(true, lists:member(Orphan, ferrotrace_tracer:sessions())),
+    {ok, New} = ferrotrace:session(#{}),
+    ?assertEqual([New], ferrotrace_tracer:sessions()),
+    ?assertEqual({error, {no_such_session, Orphan}}, ferrotrace:summary(Orphan)),
     ok.
 
 %% Purging the tracer module unloads the NIF library: its unload callback stops every session

@@ -41,8 +41,21 @@ fn option_value(term: Term) -> OptionValue {
     }
 }
 
+/// Releases sessions whose keeper process is gone (it was killed before it could release
+/// them), so their slots and statistics cannot leak.
+fn release_orphans(env: Env) {
+    for orphan in session::all() {
+        // SAFETY: a local pid is an immediate; the bits came from a pid term.
+        let keeper = unsafe { Term::new(env, term_from_bits(orphan.keeper)) };
+        if keeper.decode::<LocalPid>().is_ok_and(|pid| !pid.is_alive(env)) {
+            session::release(orphan.id);
+        }
+    }
+}
+
 /// `new_session(Options :: map(), Keeper :: pid()) -> {ok, Id} | {error, Reason}`.
-#[rustler::nif]
+/// Dirty: it may first release orphaned sessions, which joins their collector threads.
+#[rustler::nif(schedule = "DirtyCpu")]
 fn new_session<'a>(env: Env<'a>, opts: Term<'a>, keeper: LocalPid) -> Term<'a> {
     let Some(iter) = MapIterator::new(opts) else {
         return error(env, (atoms::bad_options(), opts));
@@ -64,6 +77,7 @@ fn new_session<'a>(env: Env<'a>, opts: Term<'a>, keeper: LocalPid) -> Term<'a> {
             return error(env, (atoms::bad_option(), (key, value, expected)));
         }
     };
+    release_orphans(env);
     let keeper_bits = term_bits(keeper.encode(env).as_c_arg());
     match session::start(config, keeper_bits) {
         Ok(session) => (atoms::ok(), session.id).encode(env),
