@@ -20,8 +20,11 @@
 
 -record(state, {id :: ferrotrace_tracer:session_id(),
                 owner :: reference(),
-                tracing :: tracing(),
-                timer :: reference() | undefined}).
+                tracing :: tracing()}).
+
+%% The engine's default duration (native/ferrotrace_core/src/options.rs); the engine stops
+%% the session by itself, this keeper's timer then removes the patterns and flags.
+-define(DEFAULT_DURATION, 10000).
 
 %% Return and exception events for every traced call; `exception_trace' implies `return_trace'.
 -define(MATCH_SPEC, [{'_', [], [{exception_trace}]}]).
@@ -53,11 +56,11 @@ init({Owner, EngineOptions, Tracing}) ->
         {ok, Id} ->
             case start_tracing(Id, Tracing) of
                 ok ->
-                    Timer = case maps:get(duration, EngineOptions, 10000) of
-                                infinity -> undefined;
-                                Ms -> erlang:send_after(Ms, self(), duration)
-                            end,
-                    {ok, #state{id = Id, owner = Monitor, tracing = Tracing, timer = Timer}};
+                    _ = case maps:get(duration, EngineOptions, ?DEFAULT_DURATION) of
+                            infinity -> none;
+                            Ms -> erlang:send_after(Ms, self(), duration)
+                        end,
+                    {ok, #state{id = Id, owner = Monitor, tracing = Tracing}};
                 {error, Reason} ->
                     _ = ferrotrace_tracer:release_session(Id),
                     refuse(Reason)
@@ -91,7 +94,7 @@ handle_cast(_Message, State) ->
 handle_info({'DOWN', Monitor, process, _, _}, State = #state{owner = Monitor}) ->
     {stop, normal, end_session(owner_down, State)};
 handle_info(duration, State) ->
-    {noreply, end_session(duration, State#state{timer = undefined})};
+    {noreply, end_session(duration, State)};
 handle_info(_Message, State) ->
     {noreply, State}.
 
