@@ -9,7 +9,7 @@
 
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -258,7 +258,11 @@ pub struct Session {
     started_ticks: u64,
     producers: Box<[AtomicPtr<Producer>]>,
     consumer: Mutex<Consumer>,
-    stopped: Mutex<Option<Stopped>>,
+    /// Set once, at the end of `halt`; read without a lock, so readers holding the consumer
+    /// lock never wait on a halt that waits for that lock.
+    stopped: OnceLock<Stopped>,
+    /// Serialises `halt`. Lock order: `halting`, then `consumer`.
+    halting: Mutex<()>,
     collector: Mutex<Option<JoinHandle<()>>>,
     collector_exit: AtomicBool,
     limiter: Limiter,
@@ -302,7 +306,8 @@ pub fn start(config: Config, keeper: u64) -> Result<Arc<Session>, StartError> {
         limiter: Limiter::new(config.max_events, config.max_rate.map(|(n, ms)| (n, clock::ns_to_ticks(ms * 1_000_000)))),
         limit_tripped: AtomicBool::new(false),
         config,
-        stopped: Mutex::new(None),
+        stopped: OnceLock::new(),
+        halting: Mutex::new(()),
         collector: Mutex::new(None),
         collector_exit: AtomicBool::new(false),
     });
@@ -369,7 +374,7 @@ impl Session {
 
     /// When and why the session stopped, if it did.
     pub fn stopped(&self) -> Option<Stopped> {
-        *self.stopped.lock()
+        self.stopped.get().copied()
     }
 
     /// Milliseconds since the session started, up to its stop if stopped.
@@ -434,8 +439,8 @@ impl Session {
     /// Stops tracing (idempotent): callbacks answer `remove` from now on, the rings are
     /// drained one last time and freed. Statistics stay readable until `release`.
     pub fn halt(&self, reason: StopReason) {
-        let mut stopped = self.stopped.lock();
-        if stopped.is_some() {
+        let _halting = self.halting.lock();
+        if self.stopped.get().is_some() {
             return;
         }
         SLOTS[slot_of(self.id)].tag.store(tag(self.id, STOPPED), Ordering::SeqCst);
@@ -458,7 +463,7 @@ impl Session {
                 producer.add_counters(&mut consumer.retired);
             }
         }
-        *stopped = Some(Stopped { reason, at_ms: wall_ms() });
+        let _ = self.stopped.set(Stopped { reason, at_ms: wall_ms() });
     }
 
     /// Stops the session and waits for its collector thread to end.
@@ -607,6 +612,36 @@ mod tests {
         assert!(accounting.limited >= 1);
         assert_eq!(accounting.seen, accounting.aggregated + accounting.dropped + accounting.limited);
         assert!(release(session.id));
+    }
+
+    /// Readers of the statistics (the summary NIF reads `elapsed_ms` under the consumer lock)
+    /// and a halting collector must not wait on each other: this deadlocked once.
+    #[test]
+    fn summaries_during_a_limit_stop_do_not_deadlock() {
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for _ in 0..20 {
+                let config = Config { max_events: Some(2_000), duration_ms: None, ..Config::default() };
+                let session = start(config, 0).unwrap();
+                let reader = {
+                    let session = Arc::clone(&session);
+                    std::thread::spawn(move || {
+                        while session.stopped().is_none() {
+                            session.with_consumer(|_, _| session.elapsed_ms());
+                        }
+                    })
+                };
+                run_threads(session.id, 2, 2_000);
+                reader.join().unwrap();
+                session.stop(StopReason::User);
+                assert_eq!(session.stopped().map(|s| s.reason), Some(StopReason::Limit));
+                assert!(release(session.id));
+            }
+            done.send(()).unwrap();
+        });
+        finished
+            .recv_timeout(Duration::from_secs(60))
+            .expect("summaries and a halting collector deadlocked");
     }
 
     #[test]
