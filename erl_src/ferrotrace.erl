@@ -54,47 +54,56 @@
 %%% another still gets its own return, and its latency includes the callee's.
 -module(ferrotrace).
 
--export([session/1, calls/2, summary/1, histogram/2, report/1, stop/1, release/1, list/0]).
+-export([session/1, calls/2, summary/1, histogram/2, report/1, format/1, stop/1, release/1,
+         list/0]).
 
 -type session() :: ferrotrace_tracer:session_id().
 -type mfa_spec() :: {module() | '_', atom() | '_', arity() | '_'}.
 -type pid_spec() :: all | new | existing | [pid()].
+-type options() :: #{atom() => term()} | [{atom(), term()}].
 -type bucket() :: {LowNs :: non_neg_integer(), HighNs :: non_neg_integer(),
                    Count :: non_neg_integer()}.
--export_type([session/0, mfa_spec/0, pid_spec/0, bucket/0]).
+-export_type([session/0, mfa_spec/0, pid_spec/0, bucket/0, options/0]).
 
 -define(CALL_OPTIONS, [pids, scope]).
 
 %% @doc Creates a session for raw use as `{tracer, ferrotrace_tracer, Session}' with
 %% `erlang:trace/3'; you set the trace patterns (with `return_trace' or `exception_trace'
 %% for latencies). The calling process owns the session.
--spec session(map()) -> {ok, session()} | {error, term()}.
-session(Options) when is_map(Options) ->
-    start(Options, none);
-session(Options) ->
-    {error, {bad_options, Options}}.
+-spec session(options()) -> {ok, session()} | {error, term()}.
+session(Options0) ->
+    case options_map(Options0) of
+        {ok, Options} -> start(Options, none);
+        {error, _} = Error -> Error
+    end.
 
 %% @doc Traces calls matching `Spec' (an `{M, F, A}' with `` '_' '' wildcards, or a list of
 %% them) with return and exception tracing, aggregated in a new session owned by the caller.
--spec calls(mfa_spec() | [mfa_spec()], map()) -> {ok, session()} | {error, term()}.
-calls(Spec, Options) when is_map(Options) ->
+-spec calls(mfa_spec() | [mfa_spec()], options()) -> {ok, session()} | {error, term()}.
+calls(Spec, Options0) ->
+    case options_map(Options0) of
+        {ok, Options} -> calls_with(Spec, Options);
+        {error, _} = Error -> Error
+    end.
+
+calls_with(Spec, Options) ->
     Specs = if is_list(Spec) -> Spec; true -> [Spec] end,
     case validate_specs(Specs) of
         ok ->
             Pids = maps:get(pids, Options, all),
             Scope = maps:get(scope, Options, local),
             case {valid_pids(Pids), lists:member(Scope, [local, global])} of
-                {false, _} -> {error, {bad_option, {pids, Pids}}};
-                {_, false} -> {error, {bad_option, {scope, Scope}}};
+                {false, _} ->
+                    {error, {bad_option, {pids, Pids, <<"all, new, existing or a non-empty list of local pids">>}}};
+                {_, false} ->
+                    {error, {bad_option, {scope, Scope, <<"local or global">>}}};
                 {true, true} ->
                     Tracing = #{specs => Specs, pids => Pids, scope => Scope},
                     start(maps:without(?CALL_OPTIONS, Options), Tracing)
             end;
         {error, _} = Error ->
             Error
-    end;
-calls(_Spec, Options) ->
-    {error, {bad_options, Options}}.
+    end.
 
 %% @doc Statistics so far: `calls' (one map per function, sorted by total time, with `mfa',
 %% `count', `returns', `exceptions', `total', `mean', `p50', `p90', `p99', `p999', `max';
@@ -124,11 +133,21 @@ histogram(Session, MFA) ->
 %% like DTrace's `quantize'.
 -spec report(session()) -> ok | {error, term()}.
 report(Session) ->
+    case format(Session) of
+        {error, _} = Error -> Error;
+        Text -> io:put_chars(Text)
+    end.
+
+%% @doc The text that {@link report/1} prints, as a flat binary: for `bin/rel eval', `rpc'
+%% and scripts, whose output would otherwise go to the node's console.
+-spec format(session()) -> binary() | {error, term()}.
+format(Session) ->
     case summary(Session) of
         {error, _} = Error ->
             Error;
         Summary ->
-            io:put_chars(ferrotrace_report:format(Summary, fun(MFA) -> histogram(Session, MFA) end))
+            Text = ferrotrace_report:format(Summary, fun(MFA) -> histogram(Session, MFA) end),
+            unicode:characters_to_binary(Text)
     end.
 
 %% @doc Stops the session: tracing ends, the patterns and flags it set are removed. The
@@ -158,6 +177,17 @@ list() ->
       end, ferrotrace_tracer:sessions()).
 
 %% Internals
+
+%% Options come as a map or, from Elixir (`duration: 1000') and old habits, a proplist.
+options_map(Options) when is_map(Options) ->
+    {ok, Options};
+options_map(Options) when is_list(Options) ->
+    case lists:all(fun({K, _}) -> is_atom(K); (_) -> false end, Options) of
+        true -> {ok, maps:from_list(lists:reverse(Options))};
+        false -> {error, {bad_options, Options, <<"a map or a list of {Key, Value} pairs">>}}
+    end;
+options_map(Options) ->
+    {error, {bad_options, Options, <<"a map or a list of {Key, Value} pairs">>}}.
 
 start(EngineOptions, Tracing) ->
     case code:ensure_loaded(ferrotrace_tracer) of

@@ -29,7 +29,9 @@ no_leak(Before) ->
 -spec session_options_test_() -> tests().
 session_options_test_() ->
     Cases =
-        [{not_a_map, {bad_options, not_a_map}},
+        [{not_a_map, {bad_options, not_a_map, '_'}},
+         {[duration], {bad_options, [duration], '_'}},
+         {[{duration, 0}], {bad_option, {duration, 0, '_'}}},
          {#{bogus => 1}, {unknown_option, bogus}},
          {#{<<"duration">> => 1}, {unknown_option, <<"duration">>}},
          {#{duration => 0}, {bad_option, {duration, 0, '_'}}},
@@ -78,11 +80,12 @@ calls_arguments_test_() ->
          {[?F, bad], #{}, {bad_spec, bad}},
          {{no_such_module_xyz, f, 1}, #{}, {no_such_module, no_such_module_xyz}},
          {{ft_test_target, nope, 0}, #{}, {no_matching_functions, [{ft_test_target, nope, 0}]}},
-         {?F, not_a_map, {bad_options, not_a_map}},
-         {?F, #{pids => foo}, {bad_option, {pids, foo}}},
-         {?F, #{pids => []}, {bad_option, {pids, []}}},
-         {?F, #{pids => [self(), foo]}, {bad_option, {pids, [self(), foo]}}},
-         {?F, #{scope => both}, {bad_option, {scope, both}}},
+         {?F, not_a_map, {bad_options, not_a_map, '_'}},
+         {?F, [{scope, both}], {bad_option, {scope, both, '_'}}},
+         {?F, #{pids => foo}, {bad_option, {pids, foo, '_'}}},
+         {?F, #{pids => []}, {bad_option, {pids, [], '_'}}},
+         {?F, #{pids => [self(), foo]}, {bad_option, {pids, [self(), foo], '_'}}},
+         {?F, #{scope => both}, {bad_option, {scope, both, '_'}}},
          {?F, #{bogus => 1}, {unknown_option, bogus}},
          {?F, #{duration => 0}, {bad_option, {duration, 0, '_'}}},
          {?F, #{ring_size => 3}, {bad_option, {ring_size, 3, '_'}}}],
@@ -225,5 +228,8 @@ enabled_answers_by_tag_test() ->
 wildcard({bad_option, {Key, Value, '_'}}, {error, {bad_option, {Key, Value, Description}}}) ->
     ?assert(is_list(Description) orelse is_binary(Description), Description),
     {error, {bad_option, {Key, Value, '_'}}};
+wildcard({bad_options, Value, '_'}, {error, {bad_options, Value, Description}}) ->
+    ?assert(is_binary(Description), Description),
+    {error, {bad_options, Value, '_'}};
 wildcard(_Expected, Actual) ->
     Actual.
