@@ -10,6 +10,15 @@
 //! Memory is bounded: at most `max_functions` functions get statistics (calls of others are
 //! counted in `untracked_events`), a process keeps at most `MAX_DEPTH` open calls, and at most
 //! `max_open_calls` frames are open over all processes.
+//!
+//! Two things keep a session to its own question. A *filter* (the specs `calls/2` traced):
+//! on OTP 25 trace patterns belong to the node, so a session's processes also produce events
+//! for patterns another session or tool set; those are counted in `foreign_events`, never
+//! aggregated. And *loops*: a tail-recursive loop traced with return tracing would keep a
+//! VM stack frame per iteration, so loop functions are traced count-only (calls, no frames).
+//! Loops the Erlang side cannot see in the code (cycles through funs or `apply`) show up
+//! here as one function nested `LOOP_DEPTH` times in one process; they are reported by
+//! [`Aggregator::take_new_loops`] so the caller can stop return tracing them.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -26,6 +35,35 @@ pub const SIGNIFICANT_DIGITS: u8 = 3;
 /// functions over long lists (list comprehensions) go thousands deep, so this is generous;
 /// `max_open_calls` bounds the total.
 pub const MAX_DEPTH: usize = 65_536;
+/// Open calls of one function in one process at which it is taken for a tail-recursive loop
+/// (traced with return tracing, each iteration keeps a VM stack frame). Well above the depth
+/// of ordinary body recursion over short lists; checked every `LOOP_CHECK_EVERY` frames.
+pub const LOOP_DEPTH: usize = 4_096;
+const LOOP_CHECK_EVERY: usize = 1_024;
+/// Functions outside the filter remembered as such; past this they are matched each time.
+const MAX_FOREIGN: usize = 4_096;
+/// Marks a function outside the session's filter in the function index.
+const FOREIGN: usize = usize::MAX;
+
+/// One spec of the filter; `None` is the `'_'` wildcard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MfaPattern {
+    /// Module atom bits, or any.
+    pub module: Option<u64>,
+    /// Function atom bits, or any.
+    pub function: Option<u64>,
+    /// Arity, or any.
+    pub arity: Option<u32>,
+}
+
+impl MfaPattern {
+    /// True if `mfa` is one of the functions this pattern names.
+    pub fn matches(&self, mfa: &Mfa) -> bool {
+        self.module.is_none_or(|m| m == mfa.module)
+            && self.function.is_none_or(|f| f == mfa.function)
+            && self.arity.is_none_or(|a| a == mfa.arity)
+    }
+}
 
 /// A multiplicative hasher for keys that are already well-mixed machine words (term bits):
 /// SipHash's resistance to chosen keys buys nothing here and cost a third of the collector's
@@ -70,6 +108,8 @@ pub struct FunctionStats {
     pub total_ns: u64,
     /// Latency (call to return or exception), ns.
     pub latency: Histogram<u64>,
+    /// Traced count-only: a tail-recursive loop (calls counted, never paired).
+    pub loop_only: bool,
 }
 
 impl FunctionStats {
@@ -78,7 +118,7 @@ impl FunctionStats {
         let mut latency = Histogram::new_with_bounds(1, 2, SIGNIFICANT_DIGITS)
             .expect("static histogram bounds are valid");
         latency.auto(true);
-        FunctionStats { calls: 0, returns: 0, exceptions: 0, total_ns: 0, latency }
+        FunctionStats { calls: 0, returns: 0, exceptions: 0, total_ns: 0, latency, loop_only: false }
     }
 
     fn record_latency(&mut self, ns: u64) {
@@ -105,6 +145,8 @@ pub struct PairingCounters {
     pub abandoned_calls: u64,
     /// Events for functions beyond `max_functions`.
     pub untracked_events: u64,
+    /// Events for functions outside the session's filter (another session's patterns).
+    pub foreign_events: u64,
 }
 
 /// Per-session aggregation state, owned by whoever holds the session's aggregator lock.
@@ -123,6 +165,13 @@ pub struct Aggregator {
     max_functions: usize,
     max_open_calls: usize,
     counters: PairingCounters,
+    /// The specs traced; `None` aggregates every function (raw sessions).
+    filter: Option<Vec<MfaPattern>>,
+    foreign: usize,
+    /// Functions counted without pairing: set by the caller or found at run time.
+    loops: WordMap<Mfa, ()>,
+    /// Loops found at run time and not yet taken by `take_new_loops`.
+    new_loops: Vec<Mfa>,
 }
 
 /// Empty stacks tolerated beyond the non-empty ones before a sweep.
@@ -142,7 +191,60 @@ impl Aggregator {
             max_functions,
             max_open_calls,
             counters: PairingCounters::default(),
+            filter: None,
+            foreign: 0,
+            loops: WordMap::default(),
+            new_loops: Vec::new(),
         }
+    }
+
+    /// Aggregates only the functions `patterns` match from now on; others are counted in
+    /// `foreign_events`.
+    pub fn set_filter(&mut self, patterns: Vec<MfaPattern>) {
+        self.filter = Some(patterns);
+        self.functions.retain(|_, index| *index != FOREIGN);
+        self.foreign = 0;
+        self.last_function = None;
+    }
+
+    /// Counts the calls of `mfas` without pairing them (they are traced without return
+    /// tracing); their open frames are dropped.
+    pub fn set_loops(&mut self, mfas: &[Mfa]) {
+        for mfa in mfas {
+            self.loops.insert(*mfa, ());
+            if let Some(&index) = self.functions.get(mfa).filter(|index| **index != FOREIGN) {
+                self.stats[index].1.loop_only = true;
+            }
+            self.drop_frames_of(*mfa);
+        }
+    }
+
+    /// Loops found at run time since the last call.
+    pub fn take_new_loops(&mut self) -> Vec<Mfa> {
+        std::mem::take(&mut self.new_loops)
+    }
+
+    /// Every function counted without pairing.
+    pub fn loops(&self) -> impl Iterator<Item = &Mfa> {
+        self.loops.keys()
+    }
+
+    fn drop_frames_of(&mut self, mfa: Mfa) {
+        let mut dropped = 0;
+        let mut emptied = 0;
+        for stack in self.stacks.values_mut() {
+            let before = stack.len();
+            if before == 0 {
+                continue;
+            }
+            stack.retain(|frame| frame.mfa != mfa);
+            dropped += before - stack.len();
+            emptied += usize::from(stack.is_empty());
+        }
+        self.open_calls -= dropped;
+        self.nonempty_stacks -= emptied;
+        // Frames of a loop never return: they were calls without a return.
+        self.counters.abandoned_calls += dropped as u64;
     }
 
     /// Folds one event in. Events of one process must arrive in the order they happened.
@@ -167,9 +269,19 @@ impl Aggregator {
             Some((last, index)) if last == mfa => index,
             _ => {
                 let index = match self.functions.get(&mfa) {
+                    Some(&FOREIGN) => return None,
                     Some(index) => *index,
+                    None if self.filter.as_ref().is_some_and(|f| !f.iter().any(|p| p.matches(&mfa))) => {
+                        if self.foreign < MAX_FOREIGN {
+                            self.foreign += 1;
+                            self.functions.insert(mfa, FOREIGN);
+                        }
+                        return None;
+                    }
                     None if self.stats.len() < self.max_functions => {
-                        self.stats.push((mfa, FunctionStats::new()));
+                        let mut stats = FunctionStats::new();
+                        stats.loop_only = self.loops.contains_key(&mfa);
+                        self.stats.push((mfa, stats));
                         self.functions.insert(mfa, self.stats.len() - 1);
                         self.stats.len() - 1
                     }
@@ -182,11 +294,26 @@ impl Aggregator {
         Some(&mut self.stats[index].1)
     }
 
+    /// Why `stats_for` found no statistics: outside the filter, or past `max_functions`.
+    fn count_untracked(&mut self, mfa: Mfa) {
+        if self.functions.get(&mfa) == Some(&FOREIGN)
+            || self.filter.as_ref().is_some_and(|f| !f.iter().any(|p| p.matches(&mfa)))
+        {
+            self.counters.foreign_events += 1;
+        } else {
+            self.counters.untracked_events += 1;
+        }
+    }
+
     fn record_call(&mut self, event: &Event) {
         match self.stats_for(event.mfa) {
+            Some(stats) if stats.loop_only => {
+                stats.calls += 1;
+                return;
+            }
             Some(stats) => stats.calls += 1,
             None => {
-                self.counters.untracked_events += 1;
+                self.count_untracked(event.mfa);
                 return;
             }
         }
@@ -205,12 +332,31 @@ impl Aggregator {
         }
         stack.push_back(Frame { mfa: event.mfa, ts: event.ts });
         self.open_calls += 1;
+        if stack.len() >= LOOP_DEPTH && stack.len().is_multiple_of(LOOP_CHECK_EVERY) {
+            let nested = stack.iter().filter(|frame| frame.mfa == event.mfa).count();
+            if nested >= LOOP_DEPTH {
+                self.mark_loop(event.mfa);
+            }
+        }
+    }
+
+    /// A function nested `LOOP_DEPTH` deep in one process without returning: count it from
+    /// now on, and tell the caller so that it stops return tracing it.
+    fn mark_loop(&mut self, mfa: Mfa) {
+        if let Some(stats) = self.stats_for(mfa) {
+            if !stats.loop_only {
+                stats.loop_only = true;
+                self.loops.insert(mfa, ());
+                self.new_loops.push(mfa);
+                self.drop_frames_of(mfa);
+            }
+        }
     }
 
     fn record_return(&mut self, event: &Event) {
         let frame = self.pop_matching(event.pid, event.mfa);
         let Some(stats) = self.stats_for(event.mfa) else {
-            self.counters.untracked_events += 1;
+            self.count_untracked(event.mfa);
             return;
         };
         if event.kind == EventKind::Return {
@@ -242,7 +388,7 @@ impl Aggregator {
         Some(frame)
     }
 
-    /// Statistics per function, in the order functions were first seen.
+    /// Statistics per function, in the order functions were first seen (loops included).
     pub fn functions(&self) -> impl Iterator<Item = (&Mfa, &FunctionStats)> {
         self.stats.iter().map(|(mfa, stats)| (mfa, stats))
     }
@@ -296,6 +442,68 @@ mod tests {
         assert!(f.latency.equivalent(f.latency.max(), 1000));
         assert_eq!(agg.open_calls(), 0);
         assert_eq!(agg.tracked_processes(), 0);
+    }
+
+    fn pattern(module: Option<u64>, function: Option<u64>, arity: Option<u32>) -> MfaPattern {
+        MfaPattern { module, function, arity }
+    }
+
+    #[test]
+    fn the_filter_counts_other_functions_as_foreign() {
+        let mut agg = Aggregator::new(100, 1000);
+        agg.set_filter(vec![pattern(Some(1), Some(2), None)]);
+        for (mfa, ts) in [(F, 0), (G, 10)] {
+            agg.record(&ev(EventKind::Call, 1, mfa, ts));
+        }
+        agg.record(&ev(EventKind::Return, 1, G, 20));
+        agg.record(&ev(EventKind::Return, 1, F, 30));
+        assert_eq!(agg.functions().map(|(mfa, _)| *mfa).collect::<Vec<_>>(), vec![F]);
+        assert_eq!(agg.counters().foreign_events, 2);
+        assert_eq!(agg.counters().untracked_events, 0);
+        assert_eq!(agg.function(&F).unwrap().latency.len(), 1);
+        assert_eq!(agg.open_calls(), 0);
+    }
+
+    #[test]
+    fn loops_are_counted_not_paired() {
+        let mut agg = Aggregator::new(100, 1000);
+        agg.set_loops(&[G]);
+        for ts in 0..100 {
+            agg.record(&ev(EventKind::Call, 1, G, ts));
+        }
+        let g = agg.function(&G).unwrap();
+        assert_eq!((g.calls, g.loop_only), (100, true));
+        assert_eq!(agg.open_calls(), 0);
+        assert_eq!(agg.loops().copied().collect::<Vec<_>>(), vec![G]);
+        assert!(agg.take_new_loops().is_empty(), "set by the caller, not found");
+    }
+
+    #[test]
+    fn a_function_nested_past_loop_depth_becomes_a_loop() {
+        let mut agg = Aggregator::new(100, 1_000_000);
+        agg.record(&ev(EventKind::Call, 1, F, 0));
+        for ts in 1..=(LOOP_DEPTH + LOOP_CHECK_EVERY) as u64 {
+            agg.record(&ev(EventKind::Call, 1, G, ts));
+        }
+        assert_eq!(agg.take_new_loops(), vec![G]);
+        assert!(agg.take_new_loops().is_empty());
+        assert!(agg.function(&G).unwrap().loop_only);
+        // Only F's frame is left open; G's frames were dropped as abandoned.
+        assert_eq!(agg.open_calls(), 1);
+        let dropped = agg.counters().abandoned_calls;
+        assert!((LOOP_DEPTH as u64..=(LOOP_DEPTH + LOOP_CHECK_EVERY) as u64).contains(&dropped));
+        agg.record(&ev(EventKind::Return, 1, F, 100_000));
+        assert_eq!(agg.function(&F).unwrap().latency.len(), 1);
+        // Body recursion below the depth is paired as before.
+        let mut agg = Aggregator::new(100, 1_000_000);
+        for ts in 0..(LOOP_DEPTH as u64 - 1) {
+            agg.record(&ev(EventKind::Call, 2, F, ts));
+        }
+        for ts in 0..(LOOP_DEPTH as u64 - 1) {
+            agg.record(&ev(EventKind::Return, 2, F, 10_000 + ts));
+        }
+        assert!(agg.take_new_loops().is_empty());
+        assert_eq!(agg.function(&F).unwrap().latency.len(), LOOP_DEPTH as u64 - 1);
     }
 
     #[test]
@@ -383,10 +591,12 @@ mod tests {
 
     #[test]
     fn depth_bound_abandons_the_oldest_frame() {
-        let mut agg = Aggregator::new(10, 1 << 20);
+        // Nested calls of many functions, none deep enough to be taken for a loop.
+        let mut agg = Aggregator::new(100, 1 << 20);
         for ts in 0..(MAX_DEPTH as u64 + 1) {
-            agg.record(&ev(EventKind::Call, 1, F, ts));
+            agg.record(&ev(EventKind::Call, 1, Mfa { module: 1, function: ts % 64, arity: 0 }, ts));
         }
+        assert!(agg.take_new_loops().is_empty());
         assert_eq!(agg.open_calls(), MAX_DEPTH);
         assert_eq!(agg.counters().abandoned_calls, 1);
     }

@@ -423,6 +423,14 @@ impl Session {
         f(&consumer, accounting)
     }
 
+    /// Runs `f` on the aggregator, for configuring it (filter, loops) or taking what it found.
+    pub fn with_aggregator_mut<R>(&self, f: impl FnOnce(&mut Aggregator) -> R) -> R {
+        let mut consumer = self.consumer.lock();
+        let flush = self.stopped().is_some();
+        self.collect(&mut consumer, flush);
+        f(&mut consumer.aggregator)
+    }
+
     fn accounting(&self, consumer: &Consumer) -> Accounting {
         let mut total = consumer.retired;
         for entry in self.producers.iter() {

@@ -5,7 +5,7 @@
 use rustler::types::map::MapIterator;
 use rustler::{Atom, Encoder, Env, LocalPid, NifResult, Term};
 
-use ferrotrace_core::aggregate::{FunctionStats, PairingCounters};
+use ferrotrace_core::aggregate::{FunctionStats, MfaPattern, PairingCounters};
 use ferrotrace_core::event::Mfa;
 use ferrotrace_core::options::{self, OptionError, OptionValue};
 use ferrotrace_core::session::{self, Accounting, Session, StartError, StopReason};
@@ -21,7 +21,7 @@ mod atoms {
         unmatched_returns, abandoned_calls, untracked_events, open_calls, processes,
         ring_bytes, functions,
         mfa, count, returns, exceptions, total, mean, p50, p90, p99, p999, max,
-        user, owner_down, duration,
+        user, owner_down, duration, loops, foreign_events, bad_spec,
     }
 }
 
@@ -126,16 +126,6 @@ fn release_session<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
     }
 }
 
-/// `session_keeper(Id) -> {ok, pid()} | {error, Reason}`.
-#[rustler::nif]
-fn session_keeper<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
-    match find(env, id) {
-        // SAFETY: a local pid is an immediate; the bits came from a pid term.
-        Ok(session) => (atoms::ok(), unsafe { Term::new(env, term_from_bits(session.keeper)) }).encode(env),
-        Err(e) => e,
-    }
-}
-
 /// `sessions() -> [Id]`: every session not yet released.
 #[rustler::nif]
 fn sessions() -> Vec<u64> {
@@ -193,6 +183,7 @@ fn pairing_term<'a>(env: Env<'a>, p: &PairingCounters, open: usize, processes: u
         (atoms::unmatched_returns(), p.unmatched_returns.encode(env)),
         (atoms::abandoned_calls(), p.abandoned_calls.encode(env)),
         (atoms::untracked_events(), p.untracked_events.encode(env)),
+        (atoms::foreign_events(), p.foreign_events.encode(env)),
         (atoms::open_calls(), open.encode(env)),
         (atoms::processes(), processes.encode(env)),
     ])
@@ -222,6 +213,7 @@ fn session_summary<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
             (atoms::stopped_at(), stopped_at),
             (atoms::elapsed_ms(), session.elapsed_ms().encode(env)),
             (atoms::calls(), calls.encode(env)),
+            (atoms::loops(), agg.loops().map(|mfa| mfa_term(env, mfa)).collect::<Vec<_>>().encode(env)),
             (atoms::events(), accounting_term(env, &accounting)),
             (atoms::pairing(), pairing_term(env, &agg.counters(), agg.open_calls(), agg.tracked_processes())),
             (atoms::memory(), map(env, &[
@@ -268,4 +260,62 @@ fn session_histogram<'a>(env: Env<'a>, id: Term<'a>, mfa: Term<'a>) -> Term<'a> 
         Some(stats) => (atoms::ok(), log2_buckets(stats)).encode(env),
         None => error(env, (atoms::no_such_function(), mfa)),
     })
+}
+
+/// A spec `{M | '_', F | '_', A | '_'}` as a filter pattern.
+fn decode_pattern(term: Term) -> NifResult<MfaPattern> {
+    let (m, f, a): (Term, Term, Term) = term.decode()?;
+    let any = |t: Term| t.is_atom() && t.atom_to_string().is_ok_and(|s| s == "_");
+    let atom = |t: Term| -> NifResult<Option<u64>> {
+        match (any(t), t.is_atom()) {
+            (true, _) => Ok(None),
+            (false, true) => Ok(Some(term_bits(t.as_c_arg()))),
+            _ => Err(rustler::Error::BadArg),
+        }
+    };
+    let arity = if any(a) { None } else { Some(a.decode::<u32>().ok().filter(|a| *a <= 255).ok_or(rustler::Error::BadArg)?) };
+    Ok(MfaPattern { module: atom(m)?, function: atom(f)?, arity })
+}
+
+/// `session_set_tracing(Id, Specs, Loops) -> ok | {error, Reason}`: the session aggregates
+/// only the functions `Specs` match (others are counted as `foreign_events`), and counts the
+/// calls of `Loops` (traced without return tracing) without pairing them.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn session_set_tracing<'a>(env: Env<'a>, id: Term<'a>, specs: Vec<Term<'a>>, loops: Vec<Term<'a>>) -> Term<'a> {
+    let session = match find(env, id) {
+        Ok(session) => session,
+        Err(e) => return e,
+    };
+    let mut patterns = Vec::with_capacity(specs.len());
+    for spec in specs {
+        match decode_pattern(spec) {
+            Ok(pattern) => patterns.push(pattern),
+            Err(_) => return error(env, (atoms::bad_spec(), spec)),
+        }
+    }
+    let mut mfas = Vec::with_capacity(loops.len());
+    for mfa in loops {
+        match decode_mfa(mfa) {
+            Ok(mfa) => mfas.push(mfa),
+            Err(_) => return error(env, (atoms::bad_mfa(), mfa)),
+        }
+    }
+    session.with_aggregator_mut(|aggregator| {
+        aggregator.set_filter(patterns);
+        aggregator.set_loops(&mfas);
+    });
+    atoms::ok().encode(env)
+}
+
+/// `session_new_loops(Id) -> {ok, [mfa()]} | {error, Reason}`: functions the aggregator took
+/// for tail-recursive loops since the last call (their callers must stop return tracing them).
+#[rustler::nif(schedule = "DirtyCpu")]
+fn session_new_loops<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
+    match find(env, id) {
+        Ok(session) => {
+            let loops = session.with_aggregator_mut(|aggregator| aggregator.take_new_loops());
+            (atoms::ok(), loops.iter().map(|mfa| mfa_term(env, mfa)).collect::<Vec<_>>()).encode(env)
+        }
+        Err(e) => e,
+    }
 }
