@@ -57,7 +57,7 @@
 -export([session/1, calls/2, summary/1, histogram/2, report/1, format/1, stop/1, release/1,
          list/0]).
 
--type session() :: ferrotrace_tracer:session_id().
+-type session() :: ferrotrace_tracer:session_id() | atom().
 -type mfa_spec() :: {module() | '_', atom() | '_', arity() | '_'}.
 -type pid_spec() :: all | new | existing | [pid()].
 -type options() :: #{atom() => term()} | [{atom(), term()}].
@@ -65,12 +65,16 @@
                    Count :: non_neg_integer()}.
 -export_type([session/0, mfa_spec/0, pid_spec/0, bucket/0, options/0]).
 
+%% Options handled here; the rest go to the engine.
 -define(CALL_OPTIONS, [pids, scope]).
+-define(SESSION_OPTIONS, [owner, keep, name]).
+%% Figures of a session whose owner left stay readable this long (ms).
+-define(DEFAULT_KEEP, 600000).
 
 %% @doc Creates a session for raw use as `{tracer, ferrotrace_tracer, Session}' with
 %% `erlang:trace/3'; you set the trace patterns (with `return_trace' or `exception_trace'
-%% for latencies). The calling process owns the session.
--spec session(options()) -> {ok, session()} | {error, term()}.
+%% for latencies). The session belongs to the caller (see `owner' in the module doc).
+-spec session(options()) -> {ok, ferrotrace_tracer:session_id()} | {error, term()}.
 session(Options0) ->
     case options_map(Options0) of
         {ok, Options} -> start(Options, none);
@@ -78,8 +82,11 @@ session(Options0) ->
     end.
 
 %% @doc Traces calls matching `Spec' (an `{M, F, A}' with `` '_' '' wildcards, or a list of
-%% them) with return and exception tracing, aggregated in a new session owned by the caller.
--spec calls(mfa_spec() | [mfa_spec()], options()) -> {ok, session()} | {error, term()}.
+%% them) with return and exception tracing, aggregated in a new session that belongs to the
+%% caller. Tail-recursive loops among the matched functions are counted, not timed (they
+%% are listed under `loops' in the summary).
+-spec calls(mfa_spec() | [mfa_spec()], options()) ->
+          {ok, ferrotrace_tracer:session_id()} | {error, term()}.
 calls(Spec, Options0) ->
     case options_map(Options0) of
         {ok, Options} -> calls_with(Spec, Options);
@@ -107,27 +114,36 @@ calls_with(Spec, Options) ->
 
 %% @doc Statistics so far: `calls' (one map per function, sorted by total time, with `mfa',
 %% `count', `returns', `exceptions', `total', `mean', `p50', `p90', `p99', `p999', `max';
-%% times in ns, `undefined' before the first return), `events' (`seen', `aggregated',
-%% `dropped', `sampled_out', `limited': seen = aggregated + dropped + sampled_out + limited,
-%% exactly), `status' (`running' | `stopped'), `stop_reason' (`user', `duration', `limit',
+%% times in ns, `undefined' before the first return), `loops' (functions counted but not
+%% timed, see {@link calls/2}), `events' (`seen', `aggregated', `dropped', `sampled_out',
+%% `limited': seen = aggregated + dropped + sampled_out + limited, exactly), `pairing'
+%% (`open_calls' still awaiting their return, `abandoned_calls', `unmatched_returns', ...),
+%% `status' (`running' | `stopped'), `stop_reason' (`user', `duration', `limit',
 %% `owner_down', `unload', `error', or `undefined' while running) and `stopped_at' (ms).
 -spec summary(session()) -> map() | {error, term()}.
 summary(Session) ->
-    case ferrotrace_tracer:session_summary(Session) of
-        {ok, Summary = #{calls := Calls}} ->
-            ByTotal = fun(#{total := A}, #{total := B}) -> A >= B end,
-            Summary#{calls := lists:sort(ByTotal, Calls)};
-        {error, _} = Error ->
-            Error
-    end.
+    with_id(Session, fun(Id, Info) ->
+        case ferrotrace_tracer:session_summary(Id) of
+            {ok, Summary = #{calls := Calls}} ->
+                ByTotal = fun(#{total := A}, #{total := B}) -> A >= B end,
+                Summary#{calls := lists:sort(ByTotal, Calls),
+                         name => maps:get(name, Info, undefined),
+                         loops => lists:usort(maps:get(loops, Info, []) ++
+                                                  maps:get(loops, Summary, []))};
+            {error, _} = Error ->
+                Error
+        end
+    end).
 
 %% @doc The latency distribution of one function in power-of-two buckets, ascending.
 -spec histogram(session(), mfa()) -> [bucket()] | {error, term()}.
 histogram(Session, MFA) ->
-    case ferrotrace_tracer:session_histogram(Session, MFA) of
-        {ok, Buckets} -> Buckets;
-        {error, _} = Error -> Error
-    end.
+    with_id(Session, fun(Id, _) ->
+        case ferrotrace_tracer:session_histogram(Id, MFA) of
+            {ok, Buckets} -> Buckets;
+            {error, _} = Error -> Error
+        end
+    end).
 
 %% @doc Prints the table sorted by total time and, for the top functions, a histogram drawn
 %% like DTrace's `quantize'.
@@ -155,26 +171,32 @@ format(Session) ->
 -spec stop(session()) -> ok | {error, term()}.
 stop(Session) ->
     with_keeper(Session, fun ferrotrace_session:stop/1,
-                fun() -> ferrotrace_tracer:stop_session(Session, user) end).
+                fun(Id) -> ferrotrace_tracer:stop_session(Id, user) end).
 
 %% @doc Stops the session and frees everything it holds; its id is dead afterwards.
 -spec release(session()) -> ok | {error, term()}.
 release(Session) ->
     with_keeper(Session, fun ferrotrace_session:release/1,
-                fun() -> ferrotrace_tracer:release_session(Session) end).
+                fun(Id) -> ferrotrace_tracer:release_session(Id) end).
 
-%% @doc Every session on this node not yet released, with its status.
--spec list() -> [#{id := session(), status := running | stopped, keeper := pid()}].
+%% @doc Every session on this node not yet released, oldest first: its `id', `name',
+%% `status', `stop_reason', `spec' (what `calls/2' traces, `raw' for {@link session/1}),
+%% `owner' (`{shell, GroupLeader}', `{process, Pid}' or `none'), `keeper', `started_at'
+%% and, once the owner left, `left_at' (ms).
+-spec list() -> [#{id := ferrotrace_tracer:session_id(), status := running | stopped,
+                   atom() => term()}].
 list() ->
     lists:filtermap(
-      fun(Id) ->
-              case {ferrotrace_tracer:session_summary(Id), ferrotrace_tracer:session_keeper(Id)} of
-                  {{ok, #{status := Status}}, {ok, Keeper}} ->
-                      {true, #{id => Id, status => Status, keeper => Keeper}};
+      fun({Id, Name, Keeper, Info}) ->
+              case ferrotrace_tracer:session_summary(Id) of
+                  {ok, #{status := Status, stop_reason := Reason}} ->
+                      {true, maps:merge(maps:with([spec, owner, started_at, left_at], Info),
+                                        #{id => Id, name => Name, status => Status,
+                                          stop_reason => Reason, keeper => Keeper})};
                   _ ->
                       false
               end
-      end, ferrotrace_tracer:sessions()).
+      end, ferrotrace_registry:sessions()).
 
 %% Internals
 
@@ -189,21 +211,94 @@ options_map(Options) when is_list(Options) ->
 options_map(Options) ->
     {error, {bad_options, Options, <<"a map or a list of {Key, Value} pairs">>}}.
 
-start(EngineOptions, Tracing) ->
+start(Options, Tracing) ->
     case code:ensure_loaded(ferrotrace_tracer) of
-        {module, _} -> ferrotrace_session:start(self(), EngineOptions, Tracing);
-        {error, Reason} -> {error, {nif_not_loaded, Reason}}
+        {module, _} ->
+            case settings(Options, Tracing) of
+                {ok, Settings} ->
+                    ferrotrace_session:start(maps:without(?SESSION_OPTIONS, Options), Tracing,
+                                             Settings);
+                {error, _} = Error ->
+                    Error
+            end;
+        {error, Reason} ->
+            {error, {nif_not_loaded, Reason}}
+    end.
+
+%% Who owns the session, how long its figures outlive the owner, its name.
+settings(Options, Tracing) ->
+    Keep = maps:get(keep, Options, ?DEFAULT_KEEP),
+    Name = maps:get(name, Options, undefined),
+    Spec = case Tracing of
+               none -> raw;
+               #{specs := Specs} -> Specs
+           end,
+    case {owner(maps:get(owner, Options, self()), maps:get(duration, Options, 10000)),
+          valid_keep(Keep), is_atom(Name) andalso Name =/= none} of
+        {{error, _} = Error, _, _} ->
+            Error;
+        {_, false, _} ->
+            {error, {bad_option, {keep, Keep, <<"milliseconds (a non-negative integer) or infinity">>}}};
+        {_, _, false} ->
+            {error, {bad_option, {name, Name, <<"an atom naming the session">>}}};
+        {{ok, Owner}, true, true} ->
+            {ok, #{owner => Owner, keep => Keep, name => Name, spec => Spec}}
+    end.
+
+valid_keep(infinity) -> true;
+valid_keep(Keep) -> is_integer(Keep) andalso Keep >= 0 andalso Keep =< 7 * 24 * 3600 * 1000.
+
+%% The operator's presence, not a process that happens to run the call: a shell evaluator is
+%% restarted after every exception typed in the shell, so a session started from a shell
+%% belongs to the shell's group leader, which lives as long as the shell (local, remote over
+%% `-remsh' or `remote_console', or IEx) and goes down with its connection.
+owner(none, infinity) ->
+    {error, {bad_option, {owner, none, <<"owner => none needs a finite duration">>}}};
+owner(none, _Duration) ->
+    {ok, none};
+owner(Pid, _Duration) when is_pid(Pid), node(Pid) =:= node() ->
+    case Pid =:= self() andalso shell_evaluator(Pid) of
+        true -> {ok, {shell, group_leader()}};
+        false -> {ok, {process, Pid}}
+    end;
+owner(Other, _Duration) ->
+    {error, {bad_option, {owner, Other, <<"a local pid, or none (needs a finite duration)">>}}}.
+
+%% The Erlang shell keeps its evaluator's pid under `evaluator' in its dictionary, and is
+%% linked to it (shell:start_eval/3, OTP 25 to 29).
+shell_evaluator(Pid) ->
+    {links, Links} = erlang:process_info(Pid, links),
+    lists:any(fun(Shell) when is_pid(Shell), node(Shell) =:= node() ->
+                      case erlang:process_info(Shell, dictionary) of
+                          {dictionary, Dict} -> lists:member({evaluator, Pid}, Dict);
+                          undefined -> false
+                      end;
+                 (_) -> false
+              end, Links).
+
+%% Resolves an id or a name.
+with_id(Session, Fun) ->
+    case ferrotrace_registry:lookup(Session) of
+        {ok, Id, _Keeper, Info} -> Fun(Id, Info);
+        error when is_integer(Session) -> Fun(Session, #{});
+        error when is_atom(Session) -> {error, {no_such_session, Session}};
+        error -> {error, {bad_session, Session}}
     end.
 
 with_keeper(Session, Call, KeeperGone) ->
-    case ferrotrace_tracer:session_keeper(Session) of
-        {ok, Keeper} ->
+    case ferrotrace_registry:lookup(Session) of
+        {ok, Id, Keeper, _Info} ->
             try Call(Keeper)
-            catch exit:{noproc, _} -> KeeperGone();
-                  exit:{normal, _} -> KeeperGone()
+            catch exit:{noproc, _} -> KeeperGone(Id);
+                  exit:{normal, _} -> KeeperGone(Id)
             end;
-        {error, _} = Error ->
-            Error
+        error when is_integer(Session) ->
+            %% No keeper (a session from before a registry restart): the engine answers.
+            KeeperGone(Session);
+        error when is_atom(Session) ->
+            {error, {no_such_session, Session}};
+        error ->
+            {error, {bad_session, Session}}
     end.
 
 validate_specs([]) ->

@@ -1,38 +1,62 @@
 %%% @private
-%%% @doc The keeper of one ferrotrace session: a process that owns the engine session, watches
-%%% the session's owner (the shell that created it), ends the session after its duration, and
-%%% undoes the trace patterns and flags it set. It is not linked to the owner, so the owner's
-%%% crash cannot take it down before it has cleaned up.
+%%% @doc The keeper of one ferrotrace session: a process that owns the engine session,
+%%% watches the session's owner, and sets and undoes the trace patterns and flags of
+%%% `calls/2'.
+%%%
+%%% Lifecycle:
+%%% <ol>
+%%% <li>Start: the session is checked before anything changes on the node (processes
+%%% already traced, patterns that conflict with another session's); a refused start leaves
+%%% the node as it was.</li>
+%%% <li>Stop, whoever stops it: `stop/1', the owner leaving, or the engine itself (duration,
+%%% a limit, unload, an error; the engine's collector sends `{ferrotrace_stopped, Id, Reason}').
+%%% Tracing ends at once and every pattern and flag the session set is removed; the figures
+%%% stay readable.</li>
+%%% <li>Release: `release/1', or `keep' milliseconds after the owner left (default ten
+%%% minutes), frees the figures.</li>
+%%% </ol>
+%%% The keeper is not linked to the owner, so the owner's crash cannot take it down before it
+%%% has cleaned up; the registry releases the session if the keeper itself is killed.
 -module(ferrotrace_session).
 -behaviour(gen_server).
 
--export([start/3, stop/1, release/1]).
+-export([start/3, stop/1, release/1, own_modules/0, untrace_processes/1]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -type tracing() :: none | #{specs := [ferrotrace:mfa_spec()],
                            pids := ferrotrace:pid_spec(),
                            scope := local | global}.
--export_type([tracing/0]).
+%% Who the session belongs to: a process, or nobody (`owner => none', bounded by duration).
+-type owner() :: {process | shell, pid()} | none.
+-type settings() :: #{owner := owner(), keep := non_neg_integer() | infinity,
+                      name := atom(), spec := term()}.
+-export_type([tracing/0, owner/0, settings/0]).
 
 %% OTP 25's spec of erlang:trace_info/2 omits the `{tracer, {Module, State}}' answer that a
-%% tracer module gets, so dialyzer believes our comparison can never succeed.
--dialyzer({no_match, stop_tracing/2}).
+%% tracer module gets, so dialyzer believes our comparisons can never succeed.
+-dialyzer({no_match, [untrace_processes/1, already_traced/2]}).
 
 -record(state, {id :: ferrotrace_tracer:session_id(),
-                owner :: reference(),
-                tracing :: tracing()}).
-
-%% The engine's default duration (native/ferrotrace_core/src/options.rs); the engine stops
-%% the session by itself, this keeper's timer then removes the patterns and flags.
--define(DEFAULT_DURATION, 10000).
+                owner :: reference() | none,
+                keep :: non_neg_integer() | infinity,
+                tracing :: tracing(),
+                stopped = false :: boolean()}).
 
 %% Return and exception events for every traced call; `exception_trace' implies `return_trace'.
 -define(MATCH_SPEC, [{'_', [], [{exception_trace}]}]).
+%% Tail-recursive loops are counted, not timed: `return_trace' would keep a stack frame per
+%% iteration for as long as the process lives.
+-define(COUNT_ONLY, [{'_', [], []}]).
+-define(TRACE_FLAGS, [call, procs]).
+%% How often the engine is asked for loops it found at run time (ms).
+-define(LOOP_POLL, 200).
 
-%% @doc Starts a keeper for `Owner' and, if asked, sets up call tracing.
--spec start(pid(), map(), tracing()) -> {ok, ferrotrace_tracer:session_id()} | {error, term()}.
-start(Owner, EngineOptions, Tracing) ->
-    case gen_server:start(?MODULE, {Owner, EngineOptions, Tracing}, []) of
+%% @doc Starts a keeper and, if asked, sets up call tracing.
+-spec start(map(), tracing(), settings()) ->
+          {ok, ferrotrace_tracer:session_id()} | {error, term()}.
+start(EngineOptions, Tracing, Settings) ->
+    _ = ferrotrace_registry:ensure_started(),
+    case gen_server:start(?MODULE, {EngineOptions, Tracing, Settings}, []) of
         {ok, Keeper} -> gen_server:call(Keeper, id, infinity);
         {error, Reason} -> {error, Reason}
     end.
@@ -45,34 +69,82 @@ stop(Keeper) -> gen_server:call(Keeper, stop, infinity).
 -spec release(pid()) -> ok.
 release(Keeper) -> gen_server:call(Keeper, release, infinity).
 
+%% @doc Modules no session ever traces.
+-spec own_modules() -> [module()].
+own_modules() ->
+    [ferrotrace, ferrotrace_tracer, ferrotrace_session, ferrotrace_report, ferrotrace_registry,
+     ferrotrace_loops].
+
 %% @private
 %% A refused start is acknowledged as `{error, Reason}' and the process exits `normal': a
 %% typo in an option is an answer for the shell, not a crash report (OTP 25's gen_server has
 %% no `{error, Reason}' return from init/1).
--spec init({pid(), map(), tracing()}) -> {ok, #state{}}.
-init({Owner, EngineOptions, Tracing}) ->
-    Monitor = erlang:monitor(process, Owner),
-    case ferrotrace_tracer:new_session(EngineOptions, self()) of
+-spec init({map(), tracing(), settings()}) -> {ok, #state{}}.
+init({EngineOptions, Tracing, Settings = #{owner := Owner, keep := Keep}}) ->
+    %% Not the shell's group leader: that one may be on a node that goes away.
+    group_leader(whereis(init), self()),
+    Monitor = case Owner of
+                  none -> none;
+                  {_, Pid} -> erlang:monitor(process, Pid)
+              end,
+    case new_session(EngineOptions) of
         {ok, Id} ->
-            case start_tracing(Id, Tracing) of
+            Info = maps:merge(Settings, #{started_at => erlang:system_time(millisecond)}),
+            case ferrotrace_registry:register(Id, self(), Info) of
                 ok ->
-                    _ = case maps:get(duration, EngineOptions, ?DEFAULT_DURATION) of
-                            infinity -> none;
-                            Ms -> erlang:send_after(Ms, self(), duration)
-                        end,
-                    {ok, #state{id = Id, owner = Monitor, tracing = Tracing}};
+                    case start_tracing(Id, Tracing) of
+                        ok ->
+                            _ = duration_timer(EngineOptions),
+                            _ = Tracing =/= none andalso erlang:send_after(?LOOP_POLL, self(), poll_loops),
+                            {ok, #state{id = Id, owner = Monitor, keep = Keep,
+                                        tracing = Tracing}};
+                        {error, Reason} ->
+                            refuse(Id, Reason)
+                    end;
                 {error, Reason} ->
                     _ = ferrotrace_tracer:release_session(Id),
-                    refuse(Reason)
+                    proc_lib:init_ack({error, Reason}),
+                    exit(normal)
             end;
         {error, Reason} ->
-            refuse(Reason)
+            proc_lib:init_ack({error, Reason}),
+            exit(normal)
     end.
 
--spec refuse(term()) -> no_return().
-refuse(Reason) ->
+%% The engine has a fixed number of slots; sessions whose owner left and that only wait out
+%% their `keep' time give theirs up, oldest first, rather than refuse a new session.
+new_session(EngineOptions) ->
+    case ferrotrace_tracer:new_session(EngineOptions, self()) of
+        {error, {too_many_sessions, _}} = Full ->
+            case [{Id, Keeper} || {Id, _, Keeper, #{left_at := _}} <- ferrotrace_registry:sessions()] of
+                [{_, Keeper} | _] ->
+                    _ = (catch_exit(fun() -> release(Keeper) end)),
+                    ferrotrace_tracer:new_session(EngineOptions, self());
+                [] ->
+                    Full
+            end;
+        Other ->
+            Other
+    end.
+
+catch_exit(Fun) ->
+    try Fun() catch exit:_ -> ok end.
+
+-spec refuse(ferrotrace_tracer:session_id(), term()) -> no_return().
+refuse(Id, Reason) ->
+    ok = ferrotrace_registry:unregister(Id),
+    _ = ferrotrace_tracer:release_session(Id),
     proc_lib:init_ack({error, Reason}),
     exit(normal).
+
+%% The engine times the session and stops it by itself; this timer only makes the keeper
+%% clean up at the same moment in case the engine's own notice is late.
+duration_timer(EngineOptions) ->
+    case maps:get(duration, EngineOptions, default) of
+        infinity -> none;
+        default -> none;
+        Ms -> erlang:send_after(Ms, self(), duration)
+    end.
 
 %% @private
 -spec handle_call(id | stop | release, gen_server:from(), #state{}) ->
@@ -91,10 +163,37 @@ handle_cast(_Message, State) ->
 
 %% @private
 -spec handle_info(term(), #state{}) -> {noreply, #state{}} | {stop, normal, #state{}}.
-handle_info({'DOWN', Monitor, process, _, _}, State = #state{owner = Monitor}) ->
-    {stop, normal, end_session(owner_down, State)};
+handle_info({'DOWN', Monitor, process, _, _}, State = #state{id = Id, owner = Monitor}) ->
+    %% The owner is gone: tracing stops now, the figures are kept for a while.
+    Stopped = end_session(owner_down, State#state{owner = none}),
+    ok = ferrotrace_registry:update(Id, #{left_at => erlang:system_time(millisecond)}),
+    case State#state.keep of
+        0 -> {stop, normal, Stopped};
+        infinity -> {noreply, Stopped};
+        Keep -> _ = erlang:send_after(Keep, self(), expire), {noreply, Stopped}
+    end;
+handle_info({ferrotrace_stopped, Id, Reason}, State = #state{id = Id}) ->
+    {noreply, end_session(Reason, State)};
 handle_info(duration, State) ->
     {noreply, end_session(duration, State)};
+handle_info(poll_loops, State = #state{stopped = true}) ->
+    {noreply, State};
+handle_info(poll_loops, State = #state{id = Id}) ->
+    case ferrotrace_tracer:session_new_loops(Id) of
+        {ok, []} ->
+            ok;
+        {ok, Loops} ->
+            %% Cycles through funs or apply, invisible in the code: stop return tracing them.
+            ok = ferrotrace_registry:add_loops(Id, [{MFA, ?COUNT_ONLY} || MFA <- Loops]),
+            {ok, _, _, Info} = ferrotrace_registry:lookup(Id),
+            ok = ferrotrace_registry:update(Id, #{loops => lists:usort(maps:get(loops, Info, []) ++ Loops)});
+        {error, _} ->
+            ok
+    end,
+    _ = erlang:send_after(?LOOP_POLL, self(), poll_loops),
+    {noreply, State};
+handle_info(expire, State) ->
+    {stop, normal, State};
 handle_info(_Message, State) ->
     {noreply, State}.
 
@@ -103,37 +202,93 @@ handle_info(_Message, State) ->
 terminate(_Reason, State = #state{id = Id}) ->
     _ = end_session(user, State),
     _ = ferrotrace_tracer:release_session(Id),
-    ok.
+    ok = ferrotrace_registry:unregister(Id).
 
-%% Stops the engine session and removes the patterns and flags this keeper set. Idempotent.
+%% Stops the engine session and removes the patterns and flags this keeper set. Idempotent:
+%% the first reason is the one the summary shows.
+end_session(_Reason, State = #state{stopped = true}) ->
+    State;
 end_session(Reason, State = #state{id = Id, tracing = Tracing}) ->
-    ok = ferrotrace_tracer:stop_session(Id, Reason),
+    ok = ferrotrace_tracer:stop_session(Id, engine_reason(Reason)),
     stop_tracing(Id, Tracing),
-    State#state{tracing = none}.
+    State#state{stopped = true}.
+
+engine_reason(Reason) when Reason =:= user; Reason =:= owner_down; Reason =:= duration -> Reason;
+engine_reason(_) -> user. % already stopped by the engine: the engine keeps its own reason
+
+%%% Tracing
 
 start_tracing(_Id, none) ->
     ok;
-start_tracing(Id, Tracing = #{specs := Specs, pids := Pids, scope := Scope}) ->
-    Matched = lists:sum([erlang:trace_pattern(Spec, ?MATCH_SPEC, [Scope]) || Spec <- Specs]),
-    %% Never trace ferrotrace itself, whatever the wildcard.
-    [erlang:trace_pattern({M, '_', '_'}, false, [Scope]) || M <- own_modules()],
-    case Matched of
-        0 ->
-            {error, {no_matching_functions, Specs}};
-        _ ->
-            %% `procs' brings each process's exit, which lets the engine forget calls left
-            %% open by a process that died inside them.
-            Flags = [call, procs, {tracer, ferrotrace_tracer, Id}],
-            case set_flags(targets(Pids), Flags) of
-                ok ->
-                    %% `all' includes this keeper; it makes no calls worth tracing.
-                    _ = erlang:trace(self(), false, [call, procs]),
-                    ok;
+start_tracing(Id, #{specs := Specs, pids := Pids, scope := Scope}) ->
+    %% Check everything before changing anything, so a refused start changes nothing.
+    case already_traced(targets(Pids), Id) of
+        {error, _} = Error ->
+            Error;
+        ok ->
+            Loops = ferrotrace_loops:find(Specs, own_modules()),
+            Patterns = [#{mfa => Spec, match_spec => ?MATCH_SPEC, scope => Scope,
+                          loops => [{Loop, ?COUNT_ONLY} || Loop <- Loops, matches(Spec, Loop)]}
+                        || Spec <- Specs],
+            ok = ferrotrace_tracer:session_set_tracing(Id, Specs, Loops),
+            case ferrotrace_registry:set_patterns(Id, Patterns) of
+                {ok, 0} ->
+                    ok = ferrotrace_registry:remove_patterns(Id),
+                    {error, {no_matching_functions, Specs}};
+                {ok, _} ->
+                    ok = ferrotrace_registry:update(Id, #{loops => Loops}),
+                    %% `procs' brings each process's exit, which lets the engine forget calls
+                    %% left open by a process that died inside them.
+                    case set_flags(targets(Pids), [{tracer, ferrotrace_tracer, Id} | ?TRACE_FLAGS]) of
+                        ok ->
+                            %% `all' includes this keeper; it makes no calls worth tracing.
+                            _ = erlang:trace(self(), false, ?TRACE_FLAGS),
+                            ok;
+                        {error, _} = Error ->
+                            stop_tracing(Id, #{pids => Pids}),
+                            Error
+                    end;
                 {error, _} = Error ->
-                    stop_tracing(Id, Tracing),
                     Error
             end
     end.
+
+matches({M, F, A}, {M2, F2, A2}) ->
+    (M =:= '_' orelse M =:= M2) andalso (F =:= '_' orelse F =:= F2)
+        andalso (A =:= '_' orelse A =:= A2).
+
+%% On OTP 25 a process has one tracer: refuse, naming the holder, instead of accepting a
+%% session that would collect nothing.
+already_traced(Targets, Id) ->
+    Processes = lists:usort(lists:flatmap(fun expand/1, Targets)) -- [self()],
+    Traced = [{Target, Tracer} || Target <- Processes,
+                                  {tracer, Tracer} <- [safe_tracer(Target)],
+                                  Tracer =/= [], Tracer =/= {ferrotrace_tracer, Id}],
+    case Traced of
+        [] ->
+            ok;
+        [{_, Tracer} | _] ->
+            Pids = [P || {P, T} <- Traced, T =:= Tracer],
+            {error, {already_traced, lists:sublist(Pids, 10), holder(Tracer)}}
+    end.
+
+expand(all) -> [new | erlang:processes()];
+expand(existing) -> erlang:processes();
+expand(new) -> [new];
+expand(Pid) -> [Pid].
+
+safe_tracer(Target) ->
+    try erlang:trace_info(Target, tracer)
+    catch error:badarg -> undefined
+    end.
+
+holder({ferrotrace_tracer, Other}) ->
+    case ferrotrace_registry:lookup(Other) of
+        {ok, _, _, #{name := Name}} when Name =/= undefined -> {ferrotrace, Other, Name};
+        _ -> {ferrotrace, Other}
+    end;
+holder(Tracer) ->
+    {tracer, Tracer}.
 
 %% erlang:trace/3 refuses a dead process, or one another tracer already traces.
 set_flags([], _Flags) ->
@@ -152,25 +307,22 @@ set_flags([Target | Rest], Flags) ->
 
 stop_tracing(_Id, none) ->
     ok;
-stop_tracing(Id, #{specs := Specs, pids := Pids, scope := Scope}) ->
-    _ = [erlang:trace_pattern(Spec, false, [Scope]) || Spec <- Specs],
+stop_tracing(Id, #{}) ->
+    ok = ferrotrace_registry:remove_patterns(Id),
+    untrace_processes(Id).
+
+%% @doc Removes the trace flags of every process (and of `new') traced for session `Id'.
+-spec untrace_processes(ferrotrace_tracer:session_id()) -> ok.
+untrace_processes(Id) ->
     Ours = {tracer, {ferrotrace_tracer, Id}},
     Untrace = fun(Target) ->
                       try erlang:trace_info(Target, tracer) of
-                          Ours -> _ = erlang:trace(Target, false, [call, procs]), ok;
+                          Ours -> _ = erlang:trace(Target, false, ?TRACE_FLAGS), ok;
                           _ -> ok
                       catch error:badarg -> ok % the process is gone
                       end
               end,
-    lists:foreach(Untrace, untrace_targets(Pids)).
+    lists:foreach(Untrace, [new | erlang:processes()]).
 
 targets(Pids) when is_list(Pids) -> Pids;
 targets(Which) -> [Which].
-
-untrace_targets(all) -> [new | erlang:processes()];
-untrace_targets(existing) -> erlang:processes();
-untrace_targets(new) -> [new | erlang:processes()];
-untrace_targets(Pids) -> Pids.
-
-own_modules() ->
-    [ferrotrace, ferrotrace_tracer, ferrotrace_session, ferrotrace_report].

@@ -22,8 +22,8 @@
 -module(ferrotrace_tracer).
 
 -export([enabled/3, enabled_call/3, enabled_procs/3, trace/5]).
--export([new_session/2, stop_session/2, release_session/1, session_keeper/1, sessions/0,
-         session_summary/1, session_histogram/2]).
+-export([new_session/2, stop_session/2, release_session/1, sessions/0,
+         session_summary/1, session_histogram/2, session_set_tracing/3, session_new_loops/1]).
 
 -on_load(load_nif/0).
 
@@ -77,10 +77,6 @@ stop_session(_Id, _Reason) -> ?NOT_LOADED.
 release_session(_Id) -> ?NOT_LOADED.
 
 %% @private
--spec session_keeper(session_id()) -> {ok, pid()} | {error, term()}.
-session_keeper(_Id) -> ?NOT_LOADED.
-
-%% @private
 -spec sessions() -> [session_id()].
 sessions() -> ?NOT_LOADED.
 
@@ -92,3 +88,11 @@ session_summary(_Id) -> ?NOT_LOADED.
 -spec session_histogram(session_id(), mfa()) ->
           {ok, [{non_neg_integer(), non_neg_integer(), non_neg_integer()}]} | {error, term()}.
 session_histogram(_Id, _MFA) -> ?NOT_LOADED.
+
+%% @private
+-spec session_set_tracing(session_id(), [ferrotrace:mfa_spec()], [mfa()]) -> ok | {error, term()}.
+session_set_tracing(_Id, _Specs, _Loops) -> ?NOT_LOADED.
+
+%% @private
+-spec session_new_loops(session_id()) -> {ok, [mfa()]} | {error, term()}.
+session_new_loops(_Id) -> ?NOT_LOADED.

@@ -99,7 +99,7 @@ calls_arguments_test_() ->
 %% summary/report/stop/release/histogram with ids that name no session.
 -spec bad_session_ids_test_() -> tests().
 bad_session_ids_test_() ->
-    Ids = [{not_a_session, bad_session}, {-1, bad_session}, {1.0, bad_session},
+    Ids = [{not_a_session, no_such_session}, {"not_a_session", bad_session}, {-1, bad_session}, {1.0, bad_session},
            {1 bsl 70, bad_session}, {12345, no_such_session}, {0, no_such_session}],
     Calls = [{summary, fun ferrotrace:summary/1},
              {report, fun ferrotrace:report/1},

@@ -1,0 +1,257 @@
+%%% @private
+%%% @doc The node's ferrotrace sessions: who keeps each one, its name, and the trace patterns
+%%% each session set.
+%%%
+%%% One small process, started on first use (a remote shell may attach to a node where the
+%%% ferrotrace application was never started), owns two ETS tables:
+%%% <ul>
+%%% <li>`ferrotrace_sessions': `{Id, Name, Keeper, Info}' per session not yet released,
+%%% read by the API without a call;</li>
+%%% <li>`ferrotrace_claims': `{{Id, MFA}, Pattern}', the call patterns each session set.</li>
+%%% </ul>
+%%% On OTP 25 trace patterns belong to the node, not to a session. Every pattern change goes
+%%% through this process, so checking for a conflict and setting a pattern, or removing a
+%%% pattern that no other live session still needs, are atomic with respect to every other
+%%% session's start and stop. The registry also monitors each keeper: a keeper that was
+%%% killed has its engine session released and its patterns and flags removed here.
+-module(ferrotrace_registry).
+-behaviour(gen_server).
+
+-export([ensure_started/0, register/3, unregister/1, lookup/1, sessions/0, update/2,
+         set_patterns/2, add_loops/2, remove_patterns/1, patterns/1]).
+-export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
+
+-define(SESSIONS, ferrotrace_sessions).
+-define(CLAIMS, ferrotrace_claims).
+
+%% A call pattern as set with erlang:trace_pattern/3.
+-type pattern() :: #{mfa := ferrotrace:mfa_spec(),
+                     match_spec := [tuple()],
+                     scope := local | global}.
+-type info() :: #{atom() => term()}.
+-export_type([pattern/0, info/0]).
+
+%% @doc The registry's pid, starting it if needed. Safe to call concurrently.
+-spec ensure_started() -> pid().
+ensure_started() ->
+    case whereis(?MODULE) of
+        undefined ->
+            %% Not linked to the caller (a shell evaluator that may crash), and its group
+            %% leader is the node's own, not a remote shell's.
+            case gen_server:start({local, ?MODULE}, ?MODULE, [], []) of
+                {ok, Pid} -> Pid;
+                {error, {already_started, Pid}} -> Pid
+            end;
+        Pid ->
+            Pid
+    end.
+
+%% @doc Records a session kept by `Keeper'; `Info' must hold `name' (an atom or
+%% `undefined'). Names are unique among sessions not yet released.
+-spec register(ferrotrace_tracer:session_id(), pid(), info()) ->
+          ok | {error, {name_taken, atom(), ferrotrace_tracer:session_id()}}.
+register(Id, Keeper, Info) ->
+    call({register, Id, Keeper, Info}).
+
+%% @doc Forgets a session (its keeper calls this as it releases it).
+-spec unregister(ferrotrace_tracer:session_id()) -> ok.
+unregister(Id) ->
+    call({unregister, Id}).
+
+%% @doc Merges `Fields' into a session's info.
+-spec update(ferrotrace_tracer:session_id(), info()) -> ok.
+update(Id, Fields) ->
+    _ = ensure_started(),
+    case ets:lookup(?SESSIONS, Id) of
+        [{Id, Name, Keeper, Info}] ->
+            true = ets:insert(?SESSIONS, {Id, Name, Keeper, maps:merge(Info, Fields)}),
+            ok;
+        [] ->
+            ok
+    end.
+
+%% @doc Finds a session by id or name.
+-spec lookup(ferrotrace_tracer:session_id() | atom()) ->
+          {ok, ferrotrace_tracer:session_id(), pid(), info()} | error.
+lookup(Name) when is_atom(Name) ->
+    _ = ensure_started(),
+    case ets:match_object(?SESSIONS, {'_', Name, '_', '_'}) of
+        [{Id, Name, Keeper, Info}] when Name =/= undefined -> {ok, Id, Keeper, Info};
+        _ -> error
+    end;
+lookup(Id) ->
+    _ = ensure_started(),
+    case ets:lookup(?SESSIONS, Id) of
+        [{Id, _Name, Keeper, Info}] -> {ok, Id, Keeper, Info};
+        [] -> error
+    end.
+
+%% @doc Every registered session, oldest first.
+-spec sessions() -> [{ferrotrace_tracer:session_id(), atom(), pid(), info()}].
+sessions() ->
+    _ = ensure_started(),
+    lists:keysort(1, ets:tab2list(?SESSIONS)).
+
+%% @doc Sets `Patterns' for session `Id', then `Loops' (each `{MFA, CountOnlyPattern}')
+%% over them, then excludes ferrotrace's own modules. Refuses, changing nothing, when a
+%% live session set an overlapping pattern with another match spec or scope: on OTP 25 a
+%% function has one match spec for the whole node. Returns how many functions matched.
+-spec set_patterns(ferrotrace_tracer:session_id(), [pattern()]) ->
+          {ok, non_neg_integer()}
+              | {error, {pattern_conflict, ferrotrace:mfa_spec(), ferrotrace_tracer:session_id()}}.
+set_patterns(Id, Patterns) ->
+    call({set_patterns, Id, Patterns}).
+
+%% @doc Traces `Loops' count-only (`{MFA, MatchSpec}' without return tracing) in every
+%% pattern of session `Id' that matches them: loops found at run time.
+-spec add_loops(ferrotrace_tracer:session_id(), [{mfa(), [tuple()]}]) -> ok.
+add_loops(Id, Loops) ->
+    call({add_loops, Id, Loops}).
+
+%% @doc Removes the patterns session `Id' set, except where another live session set the
+%% same or a wider one; narrower patterns of other sessions inside a removed one are set
+%% again at once.
+-spec remove_patterns(ferrotrace_tracer:session_id()) -> ok.
+remove_patterns(Id) ->
+    call({remove_patterns, Id}).
+
+%% @doc The patterns session `Id' set and still holds.
+-spec patterns(ferrotrace_tracer:session_id()) -> [pattern()].
+patterns(Id) ->
+    _ = ensure_started(),
+    [P || {{_, _}, P} <- ets:match_object(?CLAIMS, {{Id, '_'}, '_'})].
+
+call(Request) ->
+    gen_server:call(ensure_started(), Request, infinity).
+
+%%% gen_server
+
+%% @private
+-spec init([]) -> {ok, #{reference() => ferrotrace_tracer:session_id()}}.
+init([]) ->
+    group_leader(whereis(init), self()),
+    _ = ets:new(?SESSIONS, [named_table, public, set, {read_concurrency, true}]),
+    _ = ets:new(?CLAIMS, [named_table, protected, ordered_set]),
+    %% ferrotrace_loops' cache of each module version's tail calls.
+    _ = ets:new(ferrotrace_loops_cache, [named_table, public, set, {read_concurrency, true}]),
+    {ok, #{}}.
+
+%% @private
+-spec handle_call(term(), gen_server:from(), map()) -> {reply, term(), map()}.
+handle_call({register, Id, Keeper, Info = #{name := Name}}, _From, Monitors) ->
+    Taken = Name =/= undefined andalso ets:match_object(?SESSIONS, {'_', Name, '_', '_'}) =/= [],
+    case Taken of
+        true ->
+            [{Other, _, _, _}] = ets:match_object(?SESSIONS, {'_', Name, '_', '_'}),
+            {reply, {error, {name_taken, Name, Other}}, Monitors};
+        false ->
+            true = ets:insert(?SESSIONS, {Id, Name, Keeper, Info}),
+            {reply, ok, Monitors#{erlang:monitor(process, Keeper) => Id}}
+    end;
+handle_call({unregister, Id}, _From, Monitors) ->
+    true = ets:delete(?SESSIONS, Id),
+    {reply, ok, Monitors};
+handle_call({set_patterns, Id, Patterns}, _From, Monitors) ->
+    {reply, do_set_patterns(Id, Patterns), Monitors};
+handle_call({add_loops, Id, Loops}, _From, Monitors) ->
+    lists:foreach(
+      fun({Key, P = #{mfa := Spec, scope := Scope}}) ->
+              New = [L || L = {MFA, _} <- Loops, matches(Spec, MFA)],
+              _ = [erlang:trace_pattern(MFA, MS, [Scope]) || {MFA, MS} <- New],
+              true = ets:insert(?CLAIMS, {Key, P#{loops => maps:get(loops, P, []) ++ New}})
+      end, ets:match_object(?CLAIMS, {{Id, '_'}, '_'})),
+    {reply, ok, Monitors};
+handle_call({remove_patterns, Id}, _From, Monitors) ->
+    {reply, do_remove_patterns(Id), Monitors}.
+
+%% @private
+-spec handle_cast(term(), map()) -> {noreply, map()}.
+handle_cast(_Request, Monitors) ->
+    {noreply, Monitors}.
+
+%% @private
+%% A keeper that ends normally has already cleaned up; one that was killed has not.
+-spec handle_info(term(), map()) -> {noreply, map()}.
+handle_info({'DOWN', Ref, process, _Keeper, _Reason}, Monitors) ->
+    case maps:take(Ref, Monitors) of
+        {Id, Rest} ->
+            _ = do_remove_patterns(Id),
+            ferrotrace_session:untrace_processes(Id),
+            _ = ferrotrace_tracer:release_session(Id),
+            true = ets:delete(?SESSIONS, Id),
+            {noreply, Rest};
+        error ->
+            {noreply, Monitors}
+    end;
+handle_info(_Message, Monitors) ->
+    {noreply, Monitors}.
+
+%%% Patterns
+
+do_set_patterns(Id, Patterns) ->
+    Others = [{OtherId, P} || {{OtherId, _}, P} <- ets:tab2list(?CLAIMS), OtherId =/= Id],
+    case [{MFA, OtherId} || #{mfa := MFA} = Mine <- Patterns, {OtherId, Theirs} <- Others,
+                            overlaps(Mine, Theirs), not compatible(Mine, Theirs)] of
+        [{MFA, OtherId} | _] ->
+            {error, {pattern_conflict, MFA, OtherId}};
+        [] ->
+            Matched = lists:sum([apply_pattern(P) || P <- Patterns]),
+            true = ets:insert(?CLAIMS, [{{Id, MFA}, P} || P = #{mfa := MFA} <- Patterns]),
+            exclude_own_modules(),
+            {ok, Matched}
+    end.
+
+do_remove_patterns(Id) ->
+    Mine = ets:match_object(?CLAIMS, {{Id, '_'}, '_'}),
+    _ = [ets:delete(?CLAIMS, Key) || {Key, _} <- Mine],
+    Others = [P || {_, P} <- ets:tab2list(?CLAIMS)],
+    lists:foreach(
+      fun({_, P = #{mfa := MFA, scope := Scope}}) ->
+              case lists:any(fun(Q) -> covers(Q, P) end, Others) of
+                  true ->
+                      ok;
+                  false ->
+                      _ = erlang:trace_pattern(MFA, false, [Scope]),
+                      %% Set again what other sessions need inside what was just removed.
+                      _ = [apply_pattern(Q) || Q <- Others, overlaps(P, Q)],
+                      ok
+              end
+      end, Mine),
+    exclude_own_modules(),
+    ok.
+
+apply_pattern(#{mfa := MFA, match_spec := MS, scope := Scope} = Pattern) ->
+    N = erlang:trace_pattern(MFA, MS, [Scope]),
+    _ = [erlang:trace_pattern(Loop, LoopMS, [Scope])
+         || {Loop, LoopMS} <- maps:get(loops, Pattern, [])],
+    N.
+
+%% Never trace ferrotrace itself, whatever the wildcard.
+exclude_own_modules() ->
+    _ = [erlang:trace_pattern({M, '_', '_'}, false, [Scope])
+         || M <- ferrotrace_session:own_modules(), Scope <- [local, global]],
+    ok.
+
+matches({M, F, A}, {M2, F2, A2}) ->
+    same(M, M2) andalso same(F, F2) andalso same(A, A2).
+
+%% Two patterns that can match the same function.
+overlaps(#{mfa := {M1, F1, A1}}, #{mfa := {M2, F2, A2}}) ->
+    same(M1, M2) andalso same(F1, F2) andalso same(A1, A2).
+
+same(X, X) -> true;
+same('_', _) -> true;
+same(_, '_') -> true;
+same(_, _) -> false.
+
+%% Patterns that may share functions: same match spec, same scope.
+compatible(#{match_spec := MS, scope := Scope}, #{match_spec := MS, scope := Scope}) -> true;
+compatible(_, _) -> false.
+
+%% `Wide' matches every function `Narrow' matches, with the same settings.
+covers(Wide = #{mfa := {M1, F1, A1}}, Narrow = #{mfa := {M2, F2, A2}}) ->
+    compatible(Wide, Narrow) andalso wider(M1, M2) andalso wider(F1, F2) andalso wider(A1, A2).
+
+wider('_', _) -> true;
+wider(X, X) -> true;
+wider(_, _) -> false.
