@@ -165,8 +165,8 @@ handle_cast(_Message, State) ->
 -spec handle_info(term(), #state{}) -> {noreply, #state{}} | {stop, normal, #state{}}.
 handle_info({'DOWN', Monitor, process, _, _}, State = #state{id = Id, owner = Monitor}) ->
     %% The owner is gone: tracing stops now, the figures are kept for a while.
-    Stopped = end_session(owner_down, State#state{owner = none}),
     ok = ferrotrace_registry:update(Id, #{left_at => erlang:system_time(millisecond)}),
+    Stopped = end_session(owner_down, State#state{owner = none}),
     case State#state.keep of
         0 -> {stop, normal, Stopped};
         infinity -> {noreply, Stopped};

@@ -133,25 +133,35 @@ owner_down_within_100ms(_Config) ->
     ?assertEqual({traced, local}, erlang:trace_info(?F, traced)),
     T0 = erlang:monotonic_time(millisecond),
     Owner ! die,
-    ok = poll(fun() -> ferrotrace:summary(S) =:= {error, {no_such_session, S}} end, 2000),
+    ok = poll(fun() -> erlang:trace_info(?F, traced) =:= {traced, false} end, 2000),
     Took = erlang:monotonic_time(millisecond) - T0,
-    ct:pal("session released ~p ms after its owner died", [Took]),
+    ct:pal("session stopped and its pattern removed ~p ms after its owner died", [Took]),
     ?assert(Took < 100),
-    ?assertEqual({traced, false}, erlang:trace_info(?F, traced)),
+    %% The figures outlive the owner (for `keep' ms, ten minutes by default).
+    ?assertMatch(#{status := stopped, stop_reason := owner_down}, ferrotrace:summary(S)),
+    ?assertMatch([#{id := S, left_at := _}], [E || E = #{id := Id} <- ferrotrace:list(), Id =:= S]),
+    %% With keep => 0 they go at once.
+    Owner2 = spawn(fun() ->
+                           Self ! {session, ferrotrace:calls(?F, #{duration => 60000, keep => 0})},
+                           receive die -> ok end
+                   end),
+    {ok, S2} = receive {session, Result2} -> Result2 end,
+    Owner2 ! die,
+    ok = poll(fun() -> ferrotrace:summary(S2) =:= {error, {no_such_session, S2}} end, 2000),
     ok.
 
 %% A keeper killed before it could release its session leaves an orphan; the next session
 %% created releases it, so its slot and statistics cannot leak.
 -spec killed_keeper(config()) -> ok.
 killed_keeper(_Config) ->
-    {ok, Orphan} = ferrotrace:session(#{duration => infinity}),
-    {ok, Keeper} = ferrotrace_tracer:session_keeper(Orphan),
+    {ok, Orphan} = ferrotrace:calls(?F, #{duration => infinity}),
+    [#{keeper := Keeper}] = [E || E = #{id := Id} <- ferrotrace:list(), Id =:= Orphan],
     Monitor = erlang:monitor(process, Keeper),
     exit(Keeper, kill),
     receive {'DOWN', Monitor, process, Keeper, killed} -> ok end,
-    ?assertEqual(true, lists:member(Orphan, ferrotrace_tracer:sessions())),
-    {ok, New} = ferrotrace:session(#{}),
-    ?assertEqual([New], ferrotrace_tracer:sessions()),
+    %% The registry watches keepers: it releases the orphan and removes its pattern.
+    ok = poll(fun() -> not lists:member(Orphan, ferrotrace_tracer:sessions()) end, 2000),
+    ?assertEqual({traced, false}, erlang:trace_info(?F, traced)),
     ?assertEqual({error, {no_such_session, Orphan}}, ferrotrace:summary(Orphan)),
     ok.
 
