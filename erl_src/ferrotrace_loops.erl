@@ -8,12 +8,17 @@
 %%% for as long as the process lives, also after the session ends. Such functions must be
 %%% traced without return tracing: counted, not timed.
 %%%
-%%% A function is a loop when it lies on a cycle of tail calls: a chain of `call_last',
-%%% `call_only', `call_ext_last' or `call_ext_only' instructions that leads back to it. The
-%%% cycle may run through functions that are not traced and through other modules
-%%% (`?MODULE:loop(S)' for code upgrade is an external tail call). The analysis reads the
-%%% loaded code with `beam_disasm'; results are cached per module version. Cycles through
-%%% funs or `apply' cannot be seen here; the engine catches those at run time.
+%%% A function is a server loop when it lies on a cycle of tail calls (a chain of
+%%% `call_last', `call_only', `call_ext_last' or `call_ext_only' instructions that leads
+%%% back to it) and a function of that cycle waits for messages (`receive'). The cycle may
+%%% run through functions that are not traced (`?MODULE:loop(S)' for code upgrade is an
+%%% external tail call) and through other modules the spec names. The analysis reads the loaded code with
+%%% `beam_disasm'; results are cached per module version.
+%%%
+%%% Tail recursion that does not wait for messages (`lists:foldl/3', a loop over a list)
+%%% ends by itself and its frames go when it returns: it keeps its timing. Such a loop
+%%% that runs very long, and cycles through funs or `apply' that cannot be seen here, are
+%%% caught by the engine at run time (one function nested 4,096 deep in one process).
 -module(ferrotrace_loops).
 
 -export([find/2, module_tail_calls/1]).
@@ -25,29 +30,33 @@
 -spec find([ferrotrace:mfa_spec()], [module()]) -> [mfa()].
 find(Specs, Exclude) ->
     Modules = lists:usort([M || {M, _, _} <- Specs, M =/= '_']),
+    %% With every module traced, reading all loaded code takes seconds on a busy node: the
+    %% loops that matter now are those live processes wait in (a server sits in its
+    %% receive). A loop entered later is caught at run time.
     Roots = case lists:any(fun({M, _, _}) -> M =:= '_' end, Specs) of
-                true -> [M || {M, _} <- code:all_loaded()];
+                true -> lists:usort(Modules ++ waiting_in());
                 false -> Modules
             end -- Exclude,
-    Edges = edges(Roots, #{}, []),
-    Cyclic = cyclic(Edges),
+    Modules1 = edges(Roots),
+    Receivers = maps:from_list([{MFA, true} || {_, Receive} <- maps:values(Modules1),
+                                               MFA <- Receive]),
+    Cyclic = cyclic(maps:map(fun(_, {Calls, _}) -> Calls end, Modules1), Receivers),
     lists:sort([MFA || MFA <- maps:keys(Cyclic), lists:any(fun(S) -> matches(S, MFA) end, Specs),
                        not lists:member(element(1, MFA), Exclude)]).
 
-%% The tail-call graph of `Modules' and of every loaded module they tail-call into.
-edges([], Seen, _Acc) ->
-    Seen;
-edges([M | Rest], Seen, Acc) when is_map_key(M, Seen) ->
-    edges(Rest, Seen, Acc);
-edges([M | Rest], Seen, Acc) ->
-    Calls = module_tail_calls(M),
-    Next = [Callee || {_, {Callee, _, _}} <- Calls, Callee =/= M,
-                      not is_map_key(Callee, Seen), erlang:module_loaded(Callee)],
-    edges(Next ++ Rest, Seen#{M => Calls}, Acc).
+%% The modules whose code live processes are running now.
+waiting_in() ->
+    [M || P <- erlang:processes(), {current_function, {M, _, _}} <- [erlang:process_info(P, current_function)]].
 
-%% @doc The tail calls `{Caller, Callee}' made by the loaded code of `Module'; `[]' when its
-%% object code cannot be read.
--spec module_tail_calls(module()) -> [{mfa(), mfa()}].
+%% The tail-call graph of `Modules'. Calls into other modules are edges too, but those
+%% modules are not read (following every external tail call reads most of the node's code):
+%% a cycle through a module outside the set is caught at run time.
+edges(Modules) ->
+    maps:from_list([{M, module_tail_calls(M)} || M <- Modules]).
+
+%% @doc The tail calls `{Caller, Callee}' made by the loaded code of `Module', and the
+%% functions that wait for messages; empty when its object code cannot be read.
+-spec module_tail_calls(module()) -> {[{mfa(), mfa()}], [mfa()]}.
 module_tail_calls(Module) ->
     ensure_cache(),
     Key = {Module, erlang:get_module_info(Module, md5)},
@@ -65,17 +74,24 @@ disassemble(Module) ->
         {Module, Binary, _File} ->
             case beam_disasm:file(Binary) of
                 {beam_file, Module, _Exports, _Attributes, _Info, Functions} ->
-                    [{{Module, F, A}, Callee} || {function, F, A, _Entry, Code} <- Functions,
-                                                 Instruction <- Code,
-                                                 Callee <- tail_callee(Instruction)];
+                    {[{{Module, F, A}, Callee} || {function, F, A, _Entry, Code} <- Functions,
+                                                  Instruction <- Code,
+                                                  Callee <- tail_callee(Instruction)],
+                     [{Module, F, A} || {function, F, A, _Entry, Code} <- Functions,
+                                        lists:any(fun receives/1, Code)]};
                 _ ->
-                    []
+                    {[], []}
             end;
         error ->
-            []
+            {[], []}
     catch
-        _:_ -> []
+        _:_ -> {[], []}
     end.
+
+receives({loop_rec, _, _}) -> true;
+receives({wait, _}) -> true;
+receives({wait_timeout, _, _}) -> true;
+receives(_) -> false.
 
 tail_callee({call_last, _, {M, F, A}, _}) -> [{M, F, A}];
 tail_callee({call_only, _, {M, F, A}}) -> [{M, F, A}];
@@ -83,9 +99,10 @@ tail_callee({call_ext_last, _, {extfunc, M, F, A}, _}) -> [{M, F, A}];
 tail_callee({call_ext_only, _, {extfunc, M, F, A}}) -> [{M, F, A}];
 tail_callee(_) -> [].
 
-%% The functions on a cycle of the graph: the members of strongly connected components
-%% with more than one function, or with a function that tail-calls itself (Tarjan).
-cyclic(EdgesByModule) ->
+%% The functions on a cycle of the graph that waits for messages: the members of strongly
+%% connected components (Tarjan) with more than one function or with a function that
+%% tail-calls itself, one of whose functions receives.
+cyclic(EdgesByModule, Receivers) ->
     Graph = lists:foldl(fun({From, To}, G) -> maps:update_with(From, fun(L) -> [To | L] end, [To], G) end,
                         #{}, lists:append(maps:values(EdgesByModule))),
     Visit = fun(V, Acc = #{index := Index}) when is_map_key(V, Index) -> Acc;
@@ -93,7 +110,7 @@ cyclic(EdgesByModule) ->
             end,
     #{cyclic := Cyclic} =
         lists:foldl(Visit, #{n => 0, index => #{}, low => #{}, stack => [], on_stack => #{},
-                             cyclic => #{}}, maps:keys(Graph)),
+                             cyclic => #{}, receivers => Receivers}, maps:keys(Graph)),
     Cyclic.
 
 strongconnect(V, Graph, S0 = #{n := N, index := Index, low := Low, stack := Stack, on_stack := On}) ->
@@ -112,10 +129,12 @@ strongconnect(V, Graph, S0 = #{n := N, index := Index, low := Low, stack := Stac
     case map_get(V, Low2) =:= map_get(V, Index2) of
         true ->
             {Component, Rest} = pop_component(V, Stack2, []),
-            IsLoop = case Component of
-                         [Single] -> lists:member(Single, maps:get(Single, Graph, []));
-                         _ -> true
-                     end,
+            IsCycle = case Component of
+                          [Single] -> lists:member(Single, maps:get(Single, Graph, []));
+                          _ -> true
+                      end,
+            #{receivers := Receivers} = S2,
+            IsLoop = IsCycle andalso lists:any(fun(C) -> is_map_key(C, Receivers) end, Component),
             Cyclic2 = case IsLoop of
                           true -> maps:merge(Cyclic, maps:from_list([{C, true} || C <- Component]));
                           false -> Cyclic

@@ -49,7 +49,7 @@
 -define(COUNT_ONLY, [{'_', [], []}]).
 -define(TRACE_FLAGS, [call, procs]).
 %% How often the engine is asked for loops it found at run time (ms).
--define(LOOP_POLL, 200).
+-define(LOOP_POLL, 50).
 
 %% @doc Starts a keeper and, if asked, sets up call tracing.
 -spec start(map(), tracing(), settings()) ->

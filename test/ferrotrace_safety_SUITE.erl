@@ -1,0 +1,346 @@
+%%% @doc A session must leave the node as it found it: no stack growth in traced loops,
+%%% no patterns or flags left behind whoever stops the session, no interference between
+%%% sessions, and no figures lost to the operator's mistakes.
+-module(ferrotrace_safety_SUITE).
+
+-include_lib("stdlib/include/assert.hrl").
+
+-export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
+-export([server_loop_module/1, server_loop_everything/1, mutual_loop/1, fun_loop_found_at_run_time/1,
+         gen_server_everything/1, stopped_by_max_events/1, stopped_by_duration/1,
+         stopped_by_unload/1, shell_evaluator_crash/1, owner_none/1, names/1,
+         second_session_all_refused/1, refused_start_changes_nothing/1,
+         foreign_patterns_not_reported/1, shared_pattern_survives/1]).
+
+-define(F, {ft_test_target, f, 1}).
+-define(G, {ft_test_target, g, 1}).
+-define(LONG, 60000).
+%% A traced loop may keep at most this many stack words more than it had untraced. With
+%% return tracing a loop keeps 3 words per iteration: this is a handful of iterations.
+-define(STACK_SLACK, 32).
+
+-type config() :: [{atom(), term()}].
+
+-spec all() -> [atom()].
+all() ->
+    [server_loop_module, server_loop_everything, mutual_loop, fun_loop_found_at_run_time,
+     gen_server_everything, stopped_by_max_events, stopped_by_duration, stopped_by_unload,
+     shell_evaluator_crash, owner_none, names, second_session_all_refused,
+     refused_start_changes_nothing, foreign_patterns_not_reported, shared_pattern_survives].
+
+-spec init_per_suite(config()) -> config().
+init_per_suite(Config) ->
+    [{module, M} = code:ensure_loaded(M) || M <- [ferrotrace_tracer, ft_test_target, ft_loop_target]],
+    Config.
+
+-spec end_per_suite(config()) -> ok.
+end_per_suite(_Config) ->
+    cleanup().
+
+-spec init_per_testcase(atom(), config()) -> config().
+init_per_testcase(_Case, Config) ->
+    ok = cleanup(),
+    Config.
+
+-spec end_per_testcase(atom(), config()) -> ok.
+end_per_testcase(_Case, _Config) ->
+    cleanup().
+
+cleanup() ->
+    [_ = ferrotrace:release(S) || S <- ferrotrace_tracer:sessions()],
+    _ = [erlang:trace_pattern({M, '_', '_'}, false, [Scope])
+         || M <- [ft_test_target, ft_loop_target], Scope <- [local, global]],
+    _ = erlang:trace_pattern({'_', '_', '_'}, false, [local]),
+    _ = erlang:trace(all, false, [all]),
+    ok.
+
+%%--------------------------------------------------------------------------------------
+%% Loops
+
+%% The issue's server loop, 1,000,000 iterations with calls/2 on its module.
+-spec server_loop_module(config()) -> ok.
+server_loop_module(_Config) ->
+    loop_stays_flat({ft_loop_target, '_', '_'}, fun ft_loop_target:server/0, 1000000,
+                    {ft_loop_target, server, 0}).
+
+%% The same with every function of every module traced.
+-spec server_loop_everything(config()) -> ok.
+server_loop_everything(_Config) ->
+    loop_stays_flat({'_', '_', '_'}, fun ft_loop_target:server/0, 200000,
+                    {ft_loop_target, server, 0}, #{max_functions => 100000}).
+
+%% A loop through two functions (one an external `?MODULE:' call) is found too.
+-spec mutual_loop(config()) -> ok.
+mutual_loop(_Config) ->
+    loop_stays_flat({ft_loop_target, '_', '_'}, fun() -> ft_loop_target:mutual(0) end, 200000,
+                    {ft_loop_target, mutual, 1}),
+    #{loops := Loops} = summary_of_last(),
+    ?assert(lists:member({ft_loop_target, handle, 2}, Loops), Loops).
+
+loop_stays_flat(Spec, Loop, Iterations, LoopMFA) ->
+    loop_stays_flat(Spec, Loop, Iterations, LoopMFA, #{}).
+
+loop_stays_flat(Spec, Loop, Iterations, LoopMFA, Options) ->
+    Server = spawn(Loop),
+    ok = drive(Server, 10),
+    {stack_size, Before} = erlang:process_info(Server, stack_size),
+    {ok, S} = ferrotrace:calls(Spec, Options#{duration => ?LONG}),
+    put(last_session, S),
+    T0 = erlang:monotonic_time(millisecond),
+    ok = drive(Server, Iterations),
+    ct:pal("~b iterations traced in ~b ms", [Iterations, erlang:monotonic_time(millisecond) - T0]),
+    {stack_size, During} = erlang:process_info(Server, stack_size),
+    ok = ferrotrace:stop(S),
+    ok = drive(Server, 10),
+    {stack_size, After} = erlang:process_info(Server, stack_size),
+    ct:pal("stack words: before ~b, during ~b, after ~b", [Before, During, After]),
+    ?assert(During =< Before + ?STACK_SLACK, {During, Before}),
+    ?assert(After =< Before + ?STACK_SLACK, {After, Before}),
+    #{loops := Loops, calls := Calls} = ferrotrace:summary(S),
+    ?assert(lists:member(LoopMFA, Loops), Loops),
+    %% Counted, not timed.
+    #{count := Count, returns := 0} = hd([C || C = #{mfa := M} <- Calls, M =:= LoopMFA]),
+    ?assert(Count >= Iterations, Count),
+    Server ! stop,
+    ok.
+
+summary_of_last() ->
+    ferrotrace:summary(get(last_session)).
+
+drive(_Server, 0) ->
+    ok;
+drive(Server, N) ->
+    Server ! {go, self()},
+    receive ok -> drive(Server, N - 1)
+    after 5000 -> error({server_stuck, N})
+    end.
+
+%% A loop through a fun cannot be seen in the code: the engine finds it when one process
+%% nests the function 4,096 deep, and from then on it is counted only. The stack stays
+%% within that bound.
+-spec fun_loop_found_at_run_time(config()) -> ok.
+fun_loop_found_at_run_time(_Config) ->
+    Server = spawn(fun() -> ft_loop_target:fun_loop(fun ft_loop_target:fun_loop/1) end),
+    ok = drive(Server, 10),
+    {stack_size, Before} = erlang:process_info(Server, stack_size),
+    {ok, S} = ferrotrace:calls({ft_loop_target, fun_loop, 1}, #{duration => ?LONG}),
+    ok = drive(Server, 50000),
+    {stack_size, During} = erlang:process_info(Server, stack_size),
+    ok = ferrotrace:stop(S),
+    #{loops := Loops} = ferrotrace:summary(S),
+    ct:pal("stack words: before ~b, after 50,000 iterations ~b; loops ~p", [Before, During, Loops]),
+    ?assertEqual([{ft_loop_target, fun_loop, 1}], Loops),
+    %% 4,096 frames to be noticed, up to 1,024 more before the check, and what ran while
+    %% the keeper switched the pattern (it polls every 200 ms): 3 words a frame.
+    ?assert(During - Before < 3 * 20000, {During, Before}),
+    Server ! stop,
+    ok.
+
+%% A gen_server handling calls while every function is traced: its stack and memory stay flat.
+-spec gen_server_everything(config()) -> ok.
+gen_server_everything(_Config) ->
+    {ok, Server} = ft_loop_target:start_server(),
+    ok = ft_loop_target:ping(Server, 10),
+    {stack_size, Before} = erlang:process_info(Server, stack_size),
+    {ok, S} = ferrotrace:calls({'_', '_', '_'}, #{duration => ?LONG}),
+    ok = ft_loop_target:ping(Server, 100000),
+    {stack_size, During} = erlang:process_info(Server, stack_size),
+    {memory, Memory} = erlang:process_info(Server, memory),
+    ok = ferrotrace:stop(S),
+    #{loops := Loops} = ferrotrace:summary(S),
+    ct:pal("gen_server stack words before ~b, during ~b; memory ~b; ~b loops found, e.g. ~p",
+           [Before, During, Memory, length(Loops), lists:sublist(Loops, 5)]),
+    ?assert(lists:member({gen_server, loop, 7}, Loops)),
+    ?assert(During =< Before + ?STACK_SLACK, {During, Before}),
+    ?assert(Memory < 100000, Memory),
+    gen_server:stop(Server),
+    ok.
+
+%%--------------------------------------------------------------------------------------
+%% Whoever stops a session, its patterns and flags go
+
+-spec stopped_by_max_events(config()) -> ok.
+stopped_by_max_events(_Config) ->
+    Worker = spawn_worker(),
+    {ok, S} = ferrotrace:calls(?F, #{duration => infinity, max_events => 100, pids => [Worker]}),
+    ?assertEqual({traced, local}, element(1, trace_state(Worker))),
+    run_in(Worker, fun() -> [ft_test_target:f(I) || I <- lists:seq(1, 1000)] end),
+    T0 = erlang:monotonic_time(millisecond),
+    ok = poll(fun() -> trace_state(Worker) =:= {{traced, false}, {flags, []}} end, 2000),
+    ct:pal("patterns and flags gone ~b ms after the limit",
+           [erlang:monotonic_time(millisecond) - T0]),
+    ?assertMatch(#{status := stopped, stop_reason := limit}, ferrotrace:summary(S)),
+    ok.
+
+-spec stopped_by_duration(config()) -> ok.
+stopped_by_duration(_Config) ->
+    Worker = spawn_worker(),
+    {ok, S} = ferrotrace:calls(?F, #{duration => 300, pids => [Worker]}),
+    ok = poll(fun() -> maps:get(status, ferrotrace:summary(S)) =:= stopped end, 2000),
+    T0 = erlang:monotonic_time(millisecond),
+    ok = poll(fun() -> trace_state(Worker) =:= {{traced, false}, {flags, []}} end, 2000),
+    Took = erlang:monotonic_time(millisecond) - T0,
+    ct:pal("patterns and flags gone ~b ms after the engine stopped the session", [Took]),
+    ?assert(Took < 100),
+    ?assertMatch(#{stop_reason := duration}, ferrotrace:summary(S)),
+    ok.
+
+-spec stopped_by_unload(config()) -> ok.
+stopped_by_unload(_Config) ->
+    Worker = spawn_worker(),
+    {ok, _S} = ferrotrace:calls(?F, #{duration => ?LONG, pids => [Worker]}),
+    true = code:delete(ferrotrace_tracer),
+    _ = code:purge(ferrotrace_tracer),
+    try
+        ok = poll(fun() -> trace_state(Worker) =:= {{traced, false}, {flags, []}} end, 2000)
+    after
+        %% The keepers' next call may have loaded it again already (interactive mode).
+        {module, ferrotrace_tracer} = code:ensure_loaded(ferrotrace_tracer)
+    end,
+    ok.
+
+trace_state(Pid) ->
+    {erlang:trace_info(?F, traced), erlang:trace_info(Pid, flags)}.
+
+%%--------------------------------------------------------------------------------------
+%% Owners
+
+%% A shell evaluator that crashes (a typo) is not the operator leaving: the session keeps
+%% running. When the shell's group leader goes, tracing stops and the figures stay.
+-spec shell_evaluator_crash(config()) -> ok.
+shell_evaluator_crash(_Config) ->
+    Self = self(),
+    GroupLeader = spawn(fun() -> receive leave -> ok end end),
+    %% Shaped like shell:start_eval/3: the shell links to its evaluator and keeps its pid.
+    _Shell = spawn(fun() ->
+                          process_flag(trap_exit, true),
+                          Eval = spawn_link(fun() ->
+                                                    group_leader(GroupLeader, self()),
+                                                    receive go -> ok end,
+                                                    Self ! {session, ferrotrace:calls(?F, #{duration => ?LONG})},
+                                                    receive typo -> erlang:error({badmatch, 2}) end
+                                            end),
+                          put(evaluator, Eval),
+                          Eval ! go,
+                          Self ! {evaluator, Eval},
+                          receive _ -> timer:sleep(infinity) end
+                  end),
+    Eval = receive {evaluator, E} -> E end,
+    {ok, S} = receive {session, R} -> R end,
+    ?assertMatch([#{id := S, owner := {shell, GroupLeader}}], [L || L = #{id := Id} <- ferrotrace:list(), Id =:= S]),
+    Eval ! typo,
+    timer:sleep(100),
+    ?assertMatch(#{status := running}, ferrotrace:summary(S)),
+    ?assertEqual({traced, local}, erlang:trace_info(?F, traced)),
+    [ft_test_target:f(I) || I <- lists:seq(1, 10)],
+    GroupLeader ! leave,
+    ok = poll(fun() -> maps:get(status, ferrotrace:summary(S)) =:= stopped end, 2000),
+    #{stop_reason := owner_down, calls := [#{count := Count}]} = ferrotrace:summary(S),
+    ?assert(Count >= 10),
+    ?assertEqual({traced, false}, erlang:trace_info(?F, traced)),
+    ok.
+
+%% `owner => none' for scripts (`bin/rel eval', rpc): the session outlives its caller and is
+%% bounded by its duration, which must be finite.
+-spec owner_none(config()) -> ok.
+owner_none(_Config) ->
+    ?assertMatch({error, {bad_option, {owner, none, _}}},
+                 ferrotrace:calls(?F, #{owner => none, duration => infinity})),
+    ?assertMatch({error, {bad_option, {owner, "me", _}}}, ferrotrace:calls(?F, #{owner => "me"})),
+    Self = self(),
+    Caller = spawn(fun() -> Self ! {session, ferrotrace:calls(?F, #{owner => none, duration => 500})} end),
+    {ok, S} = receive {session, R} -> R end,
+    false = is_process_alive(Caller),
+    timer:sleep(50),
+    ?assertMatch(#{status := running}, ferrotrace:summary(S)),
+    ok = poll(fun() -> maps:get(status, ferrotrace:summary(S)) =:= stopped end, 3000),
+    ?assertMatch(#{stop_reason := duration}, ferrotrace:summary(S)),
+    ok.
+
+%% A session can be named, and the name used wherever a session is.
+-spec names(config()) -> ok.
+names(_Config) ->
+    {ok, S} = ferrotrace:calls(?F, #{name => checkout, duration => ?LONG}),
+    ?assertMatch({error, {name_taken, checkout, S}}, ferrotrace:session(#{name => checkout})),
+    ?assertMatch({error, {bad_option, {name, "x", _}}}, ferrotrace:session(#{name => "x"})),
+    ?assertMatch(#{id := S, name := checkout}, ferrotrace:summary(checkout)),
+    ?assertMatch(<<"ferrotrace session", _/binary>>, ferrotrace:format(checkout)),
+    ok = ferrotrace:stop(checkout),
+    ok = ferrotrace:release(checkout),
+    ?assertEqual({error, {no_such_session, checkout}}, ferrotrace:summary(checkout)),
+    ok.
+
+%%--------------------------------------------------------------------------------------
+%% Interference
+
+%% On OTP 25 a process has one tracer: a second `pids => all' session is refused, naming
+%% the first, and the first keeps collecting.
+-spec second_session_all_refused(config()) -> ok.
+second_session_all_refused(_Config) ->
+    {ok, S1} = ferrotrace:calls(?F, #{duration => ?LONG, name => first}),
+    ?assertMatch({error, {already_traced, [_ | _], {ferrotrace, S1, first}}},
+                 ferrotrace:calls({lists, seq, 2}, #{duration => ?LONG})),
+    [ft_test_target:f(I) || I <- lists:seq(1, 100)],
+    ?assertMatch(#{status := running, calls := [#{mfa := ?F, count := 100}]}, ferrotrace:summary(S1)),
+    ?assertEqual({traced, false}, erlang:trace_info({lists, seq, 2}, traced)),
+    ok.
+
+%% A refused calls/2 changes nothing: the running session keeps its pattern and counts.
+-spec refused_start_changes_nothing(config()) -> ok.
+refused_start_changes_nothing(_Config) ->
+    Worker = spawn_worker(),
+    {ok, S1} = ferrotrace:calls(?F, #{duration => ?LONG, pids => [Worker]}),
+    run_in(Worker, fun() -> [ft_test_target:f(I) || I <- lists:seq(1, 100)] end),
+    ?assertMatch({error, {already_traced, [Worker], {ferrotrace, S1}}},
+                 ferrotrace:calls(?F, #{duration => ?LONG, pids => [Worker]})),
+    ?assertEqual({traced, local}, erlang:trace_info(?F, traced)),
+    run_in(Worker, fun() -> [ft_test_target:f(I) || I <- lists:seq(1, 100)] end),
+    ok = ferrotrace:stop(S1),
+    ?assertMatch(#{calls := [#{mfa := ?F, count := 200, returns := 200}]}, ferrotrace:summary(S1)),
+    ok.
+
+%% A pattern someone else set (a raw session, dbg) does not show in a calls/2 report.
+-spec foreign_patterns_not_reported(config()) -> ok.
+foreign_patterns_not_reported(_Config) ->
+    1 = erlang:trace_pattern(?G, [{'_', [], [{return_trace}]}], [local]),
+    Worker = spawn_worker(),
+    {ok, S} = ferrotrace:calls(?F, #{duration => ?LONG, pids => [Worker]}),
+    run_in(Worker, fun() -> [{ft_test_target:f(I), ft_test_target:g(I)} || I <- lists:seq(1, 50)] end),
+    ok = ferrotrace:stop(S),
+    #{calls := Calls, pairing := #{foreign_events := Foreign}} = ferrotrace:summary(S),
+    ?assertMatch([#{mfa := ?F, count := 50}], Calls),
+    ?assertEqual(100, Foreign),
+    ok.
+
+%% Two sessions on the same function for different processes share its pattern: stopping
+%% one leaves the other's in place.
+-spec shared_pattern_survives(config()) -> ok.
+shared_pattern_survives(_Config) ->
+    {W1, W2} = {spawn_worker(), spawn_worker()},
+    {ok, S1} = ferrotrace:calls(?F, #{duration => ?LONG, pids => [W1]}),
+    {ok, S2} = ferrotrace:calls({ft_test_target, '_', '_'}, #{duration => ?LONG, pids => [W2]}),
+    ok = ferrotrace:stop(S1),
+    ?assertEqual({traced, local}, erlang:trace_info(?F, traced)),
+    run_in(W2, fun() -> [ft_test_target:f(I) || I <- lists:seq(1, 10)] end),
+    ok = ferrotrace:stop(S2),
+    ?assertMatch(#{calls := [#{mfa := ?F, count := 10, returns := 10}]}, ferrotrace:summary(S2)),
+    ?assertEqual({traced, false}, erlang:trace_info(?F, traced)),
+    ok.
+
+%%--------------------------------------------------------------------------------------
+%% Helpers
+
+spawn_worker() ->
+    spawn(fun Loop() -> receive {run, From, Fun} -> Fun(), From ! done, Loop() end end).
+
+run_in(Worker, Fun) ->
+    Worker ! {run, self(), Fun},
+    receive done -> ok after 10000 -> error(worker_stuck) end.
+
+poll(Fun, Ms) when Ms =< 0 ->
+    case Fun() of true -> ok; false -> {error, timeout} end;
+poll(Fun, Ms) ->
+    case Fun() of
+        true -> ok;
+        false -> timer:sleep(5), poll(Fun, Ms - 5)
+    end.
