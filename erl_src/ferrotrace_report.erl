@@ -153,36 +153,52 @@ header(Summary = #{id := Id, status := Status, elapsed_ms := Ms, events := Event
                   io_lib:format("~b over a limit", [Count(limited, Events)])],
     PairingParts =
         [io_lib:format("~b calls still open", [Count(open_calls, Pairing)]),
-         io_lib:format("~b abandoned (unwound without a traced return)",
-                       [Count(abandoned_calls, Pairing)]),
+         io_lib:format("~b abandoned", [Count(abandoned_calls, Pairing)]),
          io_lib:format("~b returns without a call", [Count(unmatched_returns, Pairing)])],
     Loops = case maps:get(loops, Summary, []) of
                 [] -> [];
                 LoopMFAs -> wrap("counted only (loops): ",
                                  [ferrotrace_names:mfa(L) || L <- LoopMFAs], Width)
             end,
-    [io_lib:format("ferrotrace session ~ts: ~ts after ~.1f s~n", [Name, StatusText, Ms / 1000]),
+    [wrap("ferrotrace session ", [[Name, ":"], io_lib:format("~ts after ~.1f s", [StatusText, Ms / 1000])],
+          "", Width),
      wrap("events: ", EventParts, Width),
      wrap("pairing: ", PairingParts, Width),
      Loops].
 
-%% "Prefix a, b, c" over as many lines as Width needs, continuation lines indented.
+%% "Prefix a, b, c" over as many lines as Width needs, continuation lines indented (by two
+%% spaces when the prefix is too wide for a part; a part wider than a line is shortened).
 wrap(Prefix, Parts, Width) ->
+    wrap(Prefix, Parts, ",", Width).
+
+wrap(Prefix, Parts, Comma, Width) ->
     Indent = lists:duplicate(string:length(Prefix), $\s),
     Texts = [unicode:characters_to_list(P) || P <- Parts],
-    wrap_lines(Texts, Prefix, Indent, Width, "").
+    wrap_lines(Texts, Prefix, Indent, Comma, Width, "").
 
-wrap_lines([], _Prefix, _Indent, _Width, Line) ->
+wrap_lines([], _Prefix, _Indent, _Comma, _Width, Line) ->
     [Line, "\n"];
-wrap_lines([Part | Rest], Prefix, Indent, Width, "") ->
-    Sep = case Rest of [] -> ""; _ -> "," end,
-    wrap_lines(Rest, Prefix, Indent, Width, Prefix ++ Part ++ Sep);
-wrap_lines([Part | Rest], Prefix, Indent, Width, Line) ->
-    Sep = case Rest of [] -> ""; _ -> "," end,
-    Candidate = Line ++ " " ++ Part ++ Sep,
+wrap_lines([Part | Rest], Prefix, Indent, Comma, Width, "") ->
+    wrap_lines(Rest, Prefix, Indent, Comma, Width, fit_line(Prefix, Part ++ sep(Rest, Comma), Width));
+wrap_lines([Part | Rest], Prefix, Indent, Comma, Width, Line) ->
+    Text = Part ++ sep(Rest, Comma),
+    Candidate = Line ++ " " ++ Text,
     case string:length(Candidate) =< Width of
-        true -> wrap_lines(Rest, Prefix, Indent, Width, Candidate);
-        false -> [Line, "\n" | wrap_lines(Rest, Prefix, Indent, Width, Indent ++ Part ++ Sep)]
+        true ->
+            wrap_lines(Rest, Prefix, Indent, Comma, Width, Candidate);
+        false ->
+            [Line, "\n" | wrap_lines(Rest, Prefix, Indent, Comma, Width,
+                                     fit_line(Indent, Text, Width))]
+    end.
+
+sep([], _Comma) -> "";
+sep(_, Comma) -> Comma.
+
+fit_line(Lead, Text, Width) ->
+    case string:length(Lead) + string:length(Text) =< Width of
+        true -> Lead ++ Text;
+        false when Lead =/= "" -> fit_line("", "  " ++ Text, Width);
+        false -> shorten(Text, Width)
     end.
 
 %%--------------------------------------------------------------------------------------
@@ -192,7 +208,7 @@ wrap_lines([Part | Rest], Prefix, Indent, Width, Line) ->
 -define(COLUMNS, [{"COUNT", count, count}, {"EXC", exceptions, count}, {"MEAN", mean, time},
                   {"P50", p50, time}, {"P90", p90, time}, {"P99", p99, time},
                   {"P99.9", p999, time}, {"MAX", max, time}, {"TOTAL", total, time}]).
--define(DROP_ORDER, [mean, p90, p999, exceptions, p50, total]).
+-define(DROP_ORDER, [mean, p90, p999, exceptions, p50, total, p99, max]).
 -define(GAP, 2).
 
 table(_Shown, _Sort, _Width, true) ->

@@ -158,14 +158,18 @@ check_clause({Head, Guards, Body}) when (is_list(Head) orelse is_atom(Head)),
                                         is_list(Guards), is_list(Body) ->
     case check_actions(Body) of
         ok ->
+            %% The clause as given must compile (an unknown function is named), then
+            %% plain values leave the body.
             Filtered = {Head, Guards, [B || B <- Body, is_action(B)]},
             Args = case Head of
                        H when is_list(H) -> [0 || _ <- H];
                        _ -> []
                    end,
-            try erlang:match_spec_test(Args, [Filtered], trace) of
-                {ok, _, _, _} -> {ok, Filtered};
-                {error, Errors} -> {error, ms_errors(Errors)}
+            try {erlang:match_spec_test(Args, [{Head, Guards, Body}], trace),
+                 erlang:match_spec_test(Args, [Filtered], trace)} of
+                {{ok, _, _, _}, {ok, _, _, _}} -> {ok, Filtered};
+                {{error, Errors}, _} -> {error, ms_errors(Errors)};
+                {_, {error, Errors}} -> {error, ms_errors(Errors)}
             catch error:_ -> {error, <<"not a valid trace match spec clause">>}
             end;
         {error, _} = Error ->
