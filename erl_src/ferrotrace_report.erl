@@ -179,7 +179,14 @@ wrap(Prefix, Parts, Comma, Width) ->
 wrap_lines([], _Prefix, _Indent, _Comma, _Width, Line) ->
     [Line, "\n"];
 wrap_lines([Part | Rest], Prefix, Indent, Comma, Width, "") ->
-    wrap_lines(Rest, Prefix, Indent, Comma, Width, fit_line(Prefix, Part ++ sep(Rest, Comma), Width));
+    Text = Part ++ sep(Rest, Comma),
+    case string:length(Prefix) + string:length(Text) =< Width of
+        true ->
+            wrap_lines(Rest, Prefix, Indent, Comma, Width, Prefix ++ Text);
+        false ->
+            [string:trim(Prefix, trailing), "\n"
+             | wrap_lines(Rest, Prefix, Indent, Comma, Width, fit_line("", "  " ++ Text, Width))]
+    end;
 wrap_lines([Part | Rest], Prefix, Indent, Comma, Width, Line) ->
     Text = Part ++ sep(Rest, Comma),
     Candidate = Line ++ " " ++ Text,

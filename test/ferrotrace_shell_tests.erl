@@ -304,7 +304,10 @@ report_fits_test_() ->
               %% Every row is there, each with its count.
               [?assertNotEqual(nomatch, string:find(Text, integer_to_list(N)), N)
                || N <- [5387, 16057, 5388, 5389, 32094, 32095]],
-              ?assertNotEqual(nomatch, string:find(Text, "latency"))
+              ?assertNotEqual(nomatch, string:find(Text, "latency")),
+              [?assertNotEqual(nomatch, string:find(Text, W), W)
+               || W <- ["counted only (loops):", "MyApp.Server.loop/1", "6045 calls still open",
+                        "192805 seen", "ferrotrace session", "running after 3.0 s"]]
       end} || Width <- [40, 60, 80, 100, 132]].
 
 -spec report_rows_test() -> ok.
