@@ -363,7 +363,9 @@ clause(M, F, FTok, Rest, End) ->
     end.
 
 clause_tokens(M, F, FTok, Rest, End) ->
-    Tokens = [{atom, pos(FTok), F} | Rest] ++ [{'->', End}, {atom, End, true}, {dot, End}],
+    EndAnno = erl_anno:new(End),
+    Tokens = [{atom, element(2, FTok), F} | Rest]
+        ++ [{'->', EndAnno}, {atom, EndAnno, true}, {dot, EndAnno}],
     case erl_parse:parse_form(Tokens) of
         {ok, {function, _, _, _, [{clause, Anno, Args, Guards, Body}]}} ->
             Fun = {clause, Anno, [list_pattern(Args, Anno)], Guards, Body},
@@ -383,7 +385,7 @@ clause_tokens(M, F, FTok, Rest, End) ->
         {error, {End, _, _}} ->
             {error, End, "the spec ends too early: unclosed '(' or a missing guard"};
         {error, {Pos, Mod, Code}} ->
-            {error, erl_anno:location(Pos), Mod:format_error(Code)}
+            {error, Pos, Mod:format_error(Code)}
     end.
 
 transform(Fun) ->
