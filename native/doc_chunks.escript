@@ -11,7 +11,8 @@
 %%%     reads first: a release copies ebin but not doc/ (relx copies ebin, include, priv),
 %%%     so this is what keeps `h/2' working in a release (unless the release strips beams,
 %%%     `{debug_info, strip}', which drops every non-code chunk).
-%%% A beam is rewritten only when its Docs chunk differs, so a no-op compile stays a no-op.
+%%% A beam is rewritten only when its Docs chunk differs, and edoc runs only when a source is
+%%% newer than its chunk (or a beam lacks its Docs), so a no-op compile stays quick.
 %%% Without edoc (Debian's erlang-edoc) it prints a note and succeeds: docs are a comfort,
 %%% never a reason for a dependency's build to fail.
 -mode(compile).
@@ -30,11 +31,29 @@ main(_) ->
     end.
 
 build(Sources, Tmp, App) ->
+    Targets = [D || D <- app_dirs(App), filelib:is_dir(filename:join(D, "ebin"))],
+    case [T || T <- Targets, not up_to_date(Sources, T)] of
+        [] -> ok;   % a no-op compile: nothing to redo
+        Stale -> build(Sources, Tmp, Stale, edoc)
+    end.
+
+%% Every module's chunk is newer than its source, and its beam carries it.
+up_to_date(Sources, AppDir) ->
+    lists:all(
+      fun(Source) ->
+              Mod = filename:basename(Source, ".erl"),
+              Chunk = filename:join([AppDir, "doc", "chunks", Mod ++ ".chunk"]),
+              Beam = filename:join([AppDir, "ebin", Mod ++ ".beam"]),
+              filelib:is_regular(Chunk)
+                  andalso filelib:last_modified(Chunk) >= filelib:last_modified(Source)
+                  andalso element(1, beam_lib:chunks(Beam, ["Docs"])) =:= ok
+      end, Sources).
+
+build(Sources, Tmp, Targets, edoc) ->
     ok = edoc:files(Sources, [{doclet, edoc_doclet_chunks}, {layout, edoc_layout_chunks},
                               {dir, Tmp}, {preprocess, true}, {includes, ["include"]},
                               {report_missing_types, false}]),
     Chunks = filelib:wildcard(filename:join([Tmp, "chunks", "*.chunk"])),
-    Targets = [D || D <- app_dirs(App), filelib:is_dir(filename:join(D, "ebin"))],
     lists:foreach(fun(Dir) -> install(Chunks, Dir) end, Targets).
 
 app_dirs(App) ->
@@ -52,7 +71,7 @@ install(Chunks, AppDir) ->
               Beam = filename:join([AppDir, "ebin",
                                     filename:basename(Chunk, ".chunk") ++ ".beam"]),
               Bin = exported_only(Beam, Raw),
-              ok = write_if_changed(filename:join(DocDir, filename:basename(Chunk)), Bin),
+              ok = write_chunk(filename:join(DocDir, filename:basename(Chunk)), Bin),
               embed(Beam, Bin)
       end, Chunks).
 
@@ -70,11 +89,9 @@ exported_only(Beam, Raw) ->
             Raw
     end.
 
-write_if_changed(File, Bin) ->
-    case file:read_file(File) of
-        {ok, Bin} -> ok;
-        _ -> file:write_file(File, Bin)
-    end.
+%% Written even when unchanged: its time says the docs are as new as the source.
+write_chunk(File, Bin) ->
+    file:write_file(File, Bin).
 
 embed(Beam, Docs) ->
     case beam_lib:all_chunks(Beam) of
