@@ -483,6 +483,9 @@ docs_test() ->
     {ok, SpecDocs} = code:get_doc(ferrotrace_spec),
     ?assertMatch({_, _, _, #{<<"en">> := [_ | _]}, _},
                  lists:keyfind({function, parse, 1}, 1, element(7, SpecDocs))),
+    %% The docs are in the beam too: a release copies ebin, not doc/.
+    [?assertMatch({ok, {M, [{"Docs", _}]}}, beam_lib:chunks(code:which(M), ["Docs"]))
+     || M <- [ferrotrace, ferrotrace_spec, ferrotrace_names]],
     %% And the shell renders it.
     {ok, Rendered} = capture(fun() -> c:h(ferrotrace, calls) end),
     ?assertNotEqual(nomatch, string:find(Rendered, "Traces calls matching")),
