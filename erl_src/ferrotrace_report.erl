@@ -136,7 +136,8 @@ header(Summary = #{id := Id, status := Status, elapsed_ms := Ms, events := Event
                    pairing := Pairing}, Width) ->
     StatusText = case Status of
                      running -> "running";
-                     stopped -> io_lib:format("stopped (~tp)", [maps:get(stop_reason, Summary, undefined)]);
+                     stopped -> io_lib:format("stopped (~tp)",
+                                              [maps:get(stop_reason, Summary, undefined)]);
                      Other -> io_lib:format("~tp", [Other])
                  end,
     Name = case Summary of
@@ -160,8 +161,8 @@ header(Summary = #{id := Id, status := Status, elapsed_ms := Ms, events := Event
                 LoopMFAs -> wrap("counted only (loops): ",
                                  [ferrotrace_names:mfa(L) || L <- LoopMFAs], Width)
             end,
-    [wrap("ferrotrace session ", [[Name, ":"], io_lib:format("~ts after ~.1f s", [StatusText, Ms / 1000])],
-          "", Width),
+    Elapsed = io_lib:format("~ts after ~.1f s", [StatusText, Ms / 1000]),
+    [wrap("ferrotrace session ", [[Name, ":"], Elapsed], "", Width),
      wrap("events: ", EventParts, Width),
      wrap("pairing: ", PairingParts, Width),
      Loops].
