@@ -56,6 +56,7 @@
 
 -export([session/1, calls/2, summary/1, histogram/2, report/1, format/1, stop/1, release/1,
          list/0]).
+-export([report/2, help/0]).  % the shell surface, at the end of the file
 
 -type session() :: ferrotrace_tracer:session_id() | atom().
 -type mfa_spec() :: {module() | '_', atom() | '_', arity() | '_'}.
@@ -331,3 +332,35 @@ check_modules([{M, _, _} | Rest]) ->
 valid_pids(Pids) when Pids =:= all; Pids =:= new; Pids =:= existing -> true;
 valid_pids([_ | _] = Pids) -> lists:all(fun(P) -> is_pid(P) andalso node(P) =:= node() end, Pids);
 valid_pids(_) -> false.
+
+%%--------------------------------------------------------------------------------------
+%% The shell surface: reports that fit a terminal, the cheat sheet.
+
+
+%% @doc Prints the report of `Session' with `Options' (a map or a proplist):
+%% `top => N | all' (rows shown, default 20; a line says how many were left out),
+%% `sort => count | total | p99 | max' (default `total'), `mfa => Pattern' (only the
+%% functions matching an `{M, F, A}' with `` '_' '' wildcards or a spec string such as
+%% `"MyApp.Cart"'), `width => Columns' (default the terminal's, else 80) and
+%% `histograms => N' (drawn for the first N rows, default 3). Names print as Erlang or
+%% Elixir writes them; each time column has one unit, shown in its header.
+-spec report(session(), ferrotrace_report:options() | [{atom(), term()}]) ->
+          ok | {error, term()}.
+report(Session, Options) ->
+    case ferrotrace_report:check_options(Options) of
+        {ok, _} ->
+            case summary(Session) of
+                {error, _} = Error ->
+                    Error;
+                Summary ->
+                    Histogram = fun(MFA) -> histogram(Session, MFA) end,
+                    io:put_chars(ferrotrace_report:format(Summary, Histogram, Options))
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+%% @doc Prints a one-screen cheat sheet of the commands, specs and options.
+-spec help() -> ok.
+help() ->
+    io:put_chars(ferrotrace_report:help()).

@@ -1,55 +1,334 @@
 %%% @private
-%%% @doc Formats a ferrotrace summary as text: a table of functions sorted by total time and,
-%%% for the top functions, power-of-two latency histograms drawn like DTrace's `quantize'.
+%%% @doc Formats a ferrotrace summary as text that fits a terminal: a header, a table of the
+%%% top functions and, for the first rows, power-of-two latency histograms drawn like
+%%% DTrace's `quantize' (ASCII only, readable over SSH).
+%%%
+%%% The table keeps to the width (default `io:columns()', else 80): each time column has
+%%% one unit, chosen from its largest value and shown in its header (`P99 ms'); when the
+%%% columns do not fit, MEAN, P90, P99.9 and EXC go first (never the sort column), then
+%%% the FUNCTION column is shortened in the middle (`MyApp.Sh..Cart.add/2'), keeping the
+%%% function name and arity.
 -module(ferrotrace_report).
 
--export([format/2, format_ns/1]).
+-export([format/2, format/3, check_options/1, format_ns/1, help/0]).
 
 -define(TOP_HISTOGRAMS, 3).
--define(BAR_WIDTH, 40).
+-define(DEFAULT_TOP, 20).
+-define(DEFAULT_WIDTH, 80).
+-define(MIN_WIDTH, 40).
+-define(MIN_NAME, 24).
 
-%% @doc The report for `Summary'; `Histogram(MFA)' gives a function's buckets.
+-type options() :: #{top => pos_integer() | all,
+                     sort => count | total | p99 | max,
+                     mfa => term(),
+                     width => pos_integer(),
+                     histograms => non_neg_integer()}.
+-export_type([options/0]).
+
+%% @doc The report for `Summary' with the default options; `Histogram(MFA)' gives a
+%% function's buckets.
 -spec format(map(), fun((mfa()) -> [ferrotrace:bucket()] | {error, term()})) -> iolist().
-format(Summary = #{calls := Calls}, Histogram) ->
-    [header(Summary), "\n", table(Calls), "\n",
-     [quantize(MFA, Histogram(MFA)) || #{mfa := MFA, returns := R, exceptions := E}
-                                           <- lists:sublist(Calls, ?TOP_HISTOGRAMS), R + E > 0]].
+format(Summary, Histogram) ->
+    {ok, Options} = check_options(#{}),
+    render(Summary, Histogram, Options).
 
-header(#{id := Id, status := Status, stop_reason := Reason, elapsed_ms := Ms,
-         events := #{seen := Seen, aggregated := Aggregated, dropped := Dropped,
-                     sampled_out := Sampled, limited := Limited},
-         pairing := #{unmatched_returns := Unmatched, abandoned_calls := Abandoned}}) ->
+%% @doc The report for `Summary' with `Options' (a map or a proplist):
+%% <ul>
+%% <li>`top => N | all': rows shown (default 20); a line says how many were left out;</li>
+%% <li>`sort => count | total | p99 | max': the row order, largest first (default `total');</li>
+%% <li>`mfa => Pattern': only functions matching `Pattern', an `{M, F, A}' with `` '_' ''
+%%     wildcards or any spec {@link ferrotrace_spec:parse/1} takes (`"MyApp.Cart"');</li>
+%% <li>`width => Columns': the width to fit (default `io:columns()', else 80; at least 40);</li>
+%% <li>`histograms => N': histograms drawn for the first N rows (default 3).</li>
+%% </ul>
+%% Answers `{error, Reason}' for a bad option, naming it and what is accepted.
+-spec format(map(), fun((mfa()) -> [ferrotrace:bucket()] | {error, term()}),
+             options() | [{atom(), term()}]) -> iolist() | {error, term()}.
+format(Summary, Histogram, Options0) ->
+    case check_options(Options0) of
+        {ok, Options} -> render(Summary, Histogram, Options);
+        {error, _} = Error -> Error
+    end.
+
+%% @doc Checks report options and fills in the defaults.
+-spec check_options(term()) -> {ok, map()} | {error, term()}.
+check_options(Options) when is_list(Options) ->
+    case lists:all(fun({K, _}) -> is_atom(K); (_) -> false end, Options) of
+        true -> check_options(maps:from_list(lists:reverse(Options)));
+        false -> {error, {bad_options, Options, <<"a map or a list of {Key, Value} pairs">>}}
+    end;
+check_options(Options) when is_map(Options) ->
+    Defaults = #{top => ?DEFAULT_TOP, sort => total, mfa => '_', width => default_width(),
+                 histograms => ?TOP_HISTOGRAMS},
+    case [K || K <- maps:keys(Options), not maps:is_key(K, Defaults)] of
+        [Unknown | _] ->
+            {error, {unknown_option, Unknown, <<"top, sort, mfa, width or histograms">>}};
+        [] ->
+            check_each(maps:to_list(maps:merge(Defaults, Options)), #{})
+    end;
+check_options(Options) ->
+    {error, {bad_options, Options, <<"a map or a list of {Key, Value} pairs">>}}.
+
+check_each([], Acc) ->
+    {ok, Acc};
+check_each([{Key, Value} | Rest], Acc) ->
+    case check(Key, Value) of
+        {ok, Checked} -> check_each(Rest, Acc#{Key => Checked});
+        {error, Accepted} -> {error, {bad_option, {Key, Value, Accepted}}}
+    end.
+
+check(top, all) -> {ok, all};
+check(top, N) when is_integer(N), N > 0 -> {ok, N};
+check(top, _) -> {error, <<"a positive integer or all">>};
+check(sort, S) when S =:= count; S =:= total; S =:= p99; S =:= max -> {ok, S};
+check(sort, _) -> {error, <<"count, total, p99 or max">>};
+check(width, W) when is_integer(W), W >= ?MIN_WIDTH, W =< 1000 -> {ok, W};
+check(width, _) -> {error, <<"an integer from 40 to 1000">>};
+check(histograms, N) when is_integer(N), N >= 0 -> {ok, N};
+check(histograms, _) -> {error, <<"a non-negative integer">>};
+check(mfa, '_') -> {ok, all};
+check(mfa, Pattern) ->
+    case ferrotrace_spec:parse(Pattern) of
+        {ok, Patterns} -> {ok, [{M, F, A} || {M, F, A, _} <- Patterns]};
+        {error, _} -> {error, <<"an {M, F, A} with '_' wildcards, or a spec string">>}
+    end.
+
+default_width() ->
+    try io:columns() of
+        {ok, Columns} when is_integer(Columns), Columns >= ?MIN_WIDTH -> min(Columns, 1000);
+        _ -> ?DEFAULT_WIDTH
+    catch _:_ -> ?DEFAULT_WIDTH
+    end.
+
+%%--------------------------------------------------------------------------------------
+
+render(Summary = #{calls := Calls0}, Histogram,
+       #{top := Top, sort := Sort, mfa := Filter, width := Width, histograms := NHist}) ->
+    Matching = [C || C = #{mfa := MFA} <- Calls0, matches(Filter, MFA)],
+    Sorted = sort(Sort, Matching),
+    Shown = case Top of
+                all -> Sorted;
+                _ -> lists:sublist(Sorted, Top)
+            end,
+    [header(Summary, Width), "\n",
+     table(Shown, Sort, Width, Calls0 =:= []),
+     left_out(length(Calls0), length(Matching), length(Shown), Filter, Width),
+     [quantize(MFA, Histogram(MFA), Width)
+      || #{mfa := MFA, returns := R, exceptions := E} <- lists:sublist(Shown, NHist),
+         R + E > 0]].
+
+matches(all, _) -> true;
+matches(Patterns, MFA) -> lists:any(fun(P) -> match_mfa(P, MFA) end, Patterns).
+
+match_mfa({PM, PF, PA}, {M, F, A}) ->
+    (PM =:= '_' orelse PM =:= M) andalso (PF =:= '_' orelse PF =:= F)
+        andalso (PA =:= '_' orelse PA =:= A).
+
+sort(Key, Calls) ->
+    Value = fun(C) -> case maps:get(Key, C, undefined) of
+                          undefined -> -1;
+                          V -> V
+                      end
+            end,
+    lists:sort(fun(A, B) -> Value(A) >= Value(B) end, Calls).
+
+header(Summary = #{id := Id, status := Status, elapsed_ms := Ms, events := Events,
+                   pairing := Pairing}, Width) ->
     StatusText = case Status of
                      running -> "running";
-                     stopped -> io_lib:format("stopped (~p)", [Reason])
+                     stopped -> io_lib:format("stopped (~tp)",
+                                              [maps:get(stop_reason, Summary, undefined)]);
+                     Other -> io_lib:format("~tp", [Other])
                  end,
-    io_lib:format("ferrotrace session ~p: ~s after ~.1f s~n"
-                  "events: ~b seen, ~b aggregated, ~b dropped (ring full), ~b sampled out, "
-                  "~b over a limit~n"
-                  "pairing: ~b returns without a call, ~b calls without a return~n",
-                  [Id, StatusText, Ms / 1000, Seen, Aggregated, Dropped, Sampled, Limited,
-                   Unmatched, Abandoned]).
-
-table([]) ->
-    "no traced calls yet\n";
-table(Calls) ->
-    Columns = ["COUNT", "EXC", "MEAN", "P50", "P90", "P99", "P99.9", "MAX", "TOTAL"],
-    Rows = [[mfa_text(MFA), integer_to_list(Count), integer_to_list(Exc),
-             format_ns(Mean), format_ns(P50), format_ns(P90), format_ns(P99), format_ns(P999),
-             format_ns(Max), format_ns(Total)]
-            || #{mfa := MFA, count := Count, exceptions := Exc, mean := Mean, p50 := P50,
-                 p90 := P90, p99 := P99, p999 := P999, max := Max, total := Total} <- Calls],
-    Width = lists:max([length("FUNCTION") | [length(hd(Row)) || Row <- Rows]]),
-    Line = fun([Name | Cells]) ->
-                   [string:pad(Name, Width), [string:pad(C, 10, leading) || C <- Cells], "\n"]
+    Name = case Summary of
+               #{name := SessionName} when SessionName =/= undefined ->
+                   io_lib:format("~tp (id ~tp)", [SessionName, Id]);
+               _ ->
+                   io_lib:format("~tp", [Id])
            end,
-    [Line(["FUNCTION" | Columns]) | [Line(Row) || Row <- Rows]].
+    Count = fun(Key, Map) -> maps:get(Key, Map, 0) end,
+    EventParts = [io_lib:format("~b seen", [Count(seen, Events)]),
+                  io_lib:format("~b aggregated", [Count(aggregated, Events)]),
+                  io_lib:format("~b dropped (ring full)", [Count(dropped, Events)]),
+                  io_lib:format("~b sampled out", [Count(sampled_out, Events)]),
+                  io_lib:format("~b over a limit", [Count(limited, Events)])],
+    PairingParts =
+        [io_lib:format("~b calls still open", [Count(open_calls, Pairing)]),
+         io_lib:format("~b abandoned", [Count(abandoned_calls, Pairing)]),
+         io_lib:format("~b returns without a call", [Count(unmatched_returns, Pairing)])],
+    Loops = case maps:get(loops, Summary, []) of
+                [] -> [];
+                LoopMFAs -> wrap("counted only (loops): ",
+                                 [ferrotrace_names:mfa(L) || L <- LoopMFAs], Width)
+            end,
+    Elapsed = io_lib:format("~ts after ~.1f s", [StatusText, Ms / 1000]),
+    [wrap("ferrotrace session ", [[Name, ":"], Elapsed], "", Width),
+     wrap("events: ", EventParts, Width),
+     wrap("pairing: ", PairingParts, Width),
+     Loops].
 
-quantize(MFA, {error, Reason}) ->
-    io_lib:format("~s: no histogram (~p)~n", [mfa_text(MFA), Reason]);
-quantize(_MFA, []) ->
+%% "Prefix a, b, c" over as many lines as Width needs, continuation lines indented (by two
+%% spaces when the prefix is too wide for a part; a part wider than a line is shortened).
+wrap(Prefix, Parts, Width) ->
+    wrap(Prefix, Parts, ",", Width).
+
+wrap(Prefix, Parts, Comma, Width) ->
+    Indent = lists:duplicate(string:length(Prefix), $\s),
+    Texts = [unicode:characters_to_list(P) || P <- Parts],
+    wrap_lines(Texts, Prefix, Indent, Comma, Width, "").
+
+wrap_lines([], _Prefix, _Indent, _Comma, _Width, Line) ->
+    [Line, "\n"];
+wrap_lines([Part | Rest], Prefix, Indent, Comma, Width, "") ->
+    Text = Part ++ sep(Rest, Comma),
+    case string:length(Prefix) + string:length(Text) =< Width of
+        true ->
+            wrap_lines(Rest, Prefix, Indent, Comma, Width, Prefix ++ Text);
+        false ->
+            [string:trim(Prefix, trailing), "\n"
+             | wrap_lines(Rest, Prefix, Indent, Comma, Width, fit_line("", "  " ++ Text, Width))]
+    end;
+wrap_lines([Part | Rest], Prefix, Indent, Comma, Width, Line) ->
+    Text = Part ++ sep(Rest, Comma),
+    Candidate = Line ++ " " ++ Text,
+    case string:length(Candidate) =< Width of
+        true ->
+            wrap_lines(Rest, Prefix, Indent, Comma, Width, Candidate);
+        false ->
+            [Line, "\n" | wrap_lines(Rest, Prefix, Indent, Comma, Width,
+                                     fit_line(Indent, Text, Width))]
+    end.
+
+sep([], _Comma) -> "";
+sep(_, Comma) -> Comma.
+
+fit_line(Lead, Text, Width) ->
+    case string:length(Lead) + string:length(Text) =< Width of
+        true -> Lead ++ Text;
+        false when Lead =/= "" -> fit_line("", "  " ++ Text, Width);
+        false -> shorten(Text, Width)
+    end.
+
+%%--------------------------------------------------------------------------------------
+%% The table
+
+%% {Header, Key, Kind}; optional columns are dropped in ?DROP_ORDER when the table is too wide.
+-define(COLUMNS, [{"COUNT", count, count}, {"EXC", exceptions, count}, {"MEAN", mean, time},
+                  {"P50", p50, time}, {"P90", p90, time}, {"P99", p99, time},
+                  {"P99.9", p999, time}, {"MAX", max, time}, {"TOTAL", total, time}]).
+-define(DROP_ORDER, [mean, p90, p999, exceptions, p50, total, p99, max]).
+-define(GAP, 2).
+
+table(_Shown, _Sort, _Width, true) ->
+    "no traced calls yet\n";
+table([], _Sort, _Width, false) ->
+    "no function matches\n";
+table(Calls, Sort, Width, false) ->
+    Columns0 = [column(Header, Key, Kind, Calls) || {Header, Key, Kind} <- ?COLUMNS],
+    Names = [unicode:characters_to_list(ferrotrace_names:mfa(MFA)) || #{mfa := MFA} <- Calls],
+    NameWidth = lists:max([length("FUNCTION") | [string:length(N) || N <- Names]]),
+    Columns = fit(Columns0, ?DROP_ORDER, Sort, NameWidth, Width),
+    Numbers = lists:sum([W + ?GAP || {_, _, W, _} <- Columns]),
+    NameCol = max(min(NameWidth, Width - Numbers), length("FUNCTION")),
+    HeaderLine = [string:pad("FUNCTION", NameCol),
+                  [[lists:duplicate(?GAP, $\s), string:pad(H, W, leading)]
+                   || {_, H, W, _} <- Columns], "\n"],
+    Rows = [[string:pad(shorten(Name, NameCol), NameCol),
+             [[lists:duplicate(?GAP, $\s), string:pad(lists:nth(I, Cells), W, leading)]
+              || {_, _, W, Cells} <- Columns], "\n"]
+            || {I, Name} <- lists:zip(lists:seq(1, length(Names)), Names)],
+    [HeaderLine | Rows].
+
+%% {Key, HeaderText, Width, Cells}, with one unit per time column.
+column(Header, Key, count, Calls) ->
+    Cells = [integer_to_list(maps:get(Key, C, 0)) || C <- Calls],
+    finish(Key, Header, Cells);
+column(Header, Key, time, Calls) ->
+    Values = [maps:get(Key, C, undefined) || C <- Calls],
+    Max = lists:max([0 | [V || V <- Values, is_integer(V)]]),
+    {Unit, Divisor} = unit_for(Max),
+    Cells = [in_unit(V, Divisor) || V <- Values],
+    finish(Key, Header ++ " " ++ Unit, Cells).
+
+finish(Key, Header, Cells) ->
+    {Key, Header, lists:max([length(Header) | [length(C) || C <- Cells]]), Cells}.
+
+%% The smallest unit in which the column's largest value has at most 5 digits.
+unit_for(Max) when Max < 100000 -> {"ns", 1};
+unit_for(Max) when Max < 100000000 -> {"us", 1000};
+unit_for(Max) when Max < 100000000000 -> {"ms", 1000000};
+unit_for(_) -> {"s", 1000000000}.
+
+in_unit(undefined, _) -> "-";
+in_unit(V, 1) -> integer_to_list(V);
+in_unit(V, Divisor) ->
+    X = V / Divisor,
+    if X >= 100 -> integer_to_list(round(X));
+       X >= 10 -> float_to_list(X, [{decimals, 1}]);
+       true -> float_to_list(X, [{decimals, 2}])
+    end.
+
+%% Drops optional columns (never the sort column) until the table fits with a name column
+%% of at least ?MIN_NAME characters (or the longest name, if shorter).
+fit(Columns, Drop, Sort, NameWidth, Width) ->
+    Numbers = lists:sum([W + ?GAP || {_, _, W, _} <- Columns]),
+    case Numbers + min(NameWidth, ?MIN_NAME) =< Width of
+        true ->
+            Columns;
+        false ->
+            case [K || K <- Drop, K =/= Sort, lists:keymember(K, 1, Columns)] of
+                [] -> Columns;
+                [Key | _] -> fit(lists:keydelete(Key, 1, Columns), Drop, Sort, NameWidth, Width)
+            end
+    end.
+
+%% Keeps the function name and arity whole when it can, and the start of the module:
+%% `shop_inv..:handle_call/3', `MyApp.Sh...Cart.add/2'.
+shorten(Name, Width) ->
+    Length = string:length(Name),
+    case Length =< Width of
+        true -> Name;
+        false when Width < 6 -> string:slice(Name, 0, Width);
+        false ->
+            Function = function_part(Name),
+            Tail = min(Width - 5, max(string:length(Function), (Width - 2) div 2)),
+            Head = Width - 2 - Tail,
+            string:slice(Name, 0, Head) ++ ".." ++ string:slice(Name, Length - Tail)
+    end.
+
+%% The text after the module: after the last ':' (Erlang) or the last '.' (Elixir) that
+%% comes before the arity's '/'.
+function_part(Name) ->
+    [BeforeArity | _] = string:split(Name, "/"),
+    Cut = case string:split(BeforeArity, ":", trailing) of
+              [_, _] -> ":";
+              _ -> "."
+          end,
+    case string:split(BeforeArity, Cut, trailing) of
+        [_, _] -> string:slice(Name, string:length(hd(string:split(BeforeArity, Cut, trailing))));
+        _ -> Name
+    end.
+
+left_out(_Total, Matching, Shown, _Filter, _Width) when Matching =:= Shown ->
     [];
-quantize(MFA, Buckets) ->
+left_out(Total, Matching, Shown, Filter, Width) ->
+    Parts = [io_lib:format("~b more functions not shown", [Matching - Shown]),
+             "see them with top => all or mfa => {M, F, A}"]
+        ++ case Filter of
+               all -> [];
+               _ -> [io_lib:format("~b of ~b functions match mfa", [Matching, Total])]
+           end,
+    wrap("... ", Parts, Width).
+
+%%--------------------------------------------------------------------------------------
+%% Histograms
+
+quantize(MFA, {error, Reason}, _Width) ->
+    io_lib:format("~n~ts: no histogram (~tp)~n", [ferrotrace_names:mfa(MFA), Reason]);
+quantize(_MFA, [], _Width) ->
+    [];
+quantize(MFA, Buckets, Width) ->
+    BarWidth = max(10, min(40, Width - 30)),
     Total = lists:sum([C || {_, _, C} <- Buckets]),
     Lows = [L || {L, _, _} <- Buckets],
     %% Every power of two from one below the first bucket to one above the last, as DTrace.
@@ -58,18 +337,18 @@ quantize(MFA, Buckets) ->
     Counts = maps:from_list([{L, C} || {L, _, C} <- Buckets]),
     Rows = [begin
                 Count = maps:get(Low, Counts, 0),
-                Bar = lists:duplicate(round(?BAR_WIDTH * Count / Total), $@),
-                io_lib:format("~16s |~-40s ~b~n", [format_ns(Low), Bar, Count])
+                Bar = lists:duplicate(round(BarWidth * Count / max(Total, 1)), $@),
+                [string:pad(format_ns(Low), 12, leading), " |", string:pad(Bar, BarWidth), " ",
+                 integer_to_list(Count), "\n"]
             end || Low <- powers_of_two(First, Last)],
-    [io_lib:format("~n  ~s  latency~n~16s  ~-41s ~s~n",
-                   [mfa_text(MFA), "value", "------------- Distribution -------------", "count"]),
+    Title = string:pad(" Distribution ", BarWidth, both, $-),
+    [io_lib:format("~n  ~ts  latency~n", [shorten(unicode:characters_to_list(
+                                                     ferrotrace_names:mfa(MFA)), Width - 12)]),
+     string:pad("value", 12, leading), "  ", Title, " count\n",
      Rows].
 
 powers_of_two(Low, High) when Low > High -> [];
 powers_of_two(Low, High) -> [Low | powers_of_two(Low * 2, High)].
-
-mfa_text({M, F, A}) ->
-    lists:flatten(io_lib:format("~p:~p/~b", [M, F, A])).
 
 %% @doc Nanoseconds in a short human unit: `850 ns', `12.3 us', `4.07 ms', `1.20 s'.
 -spec format_ns(non_neg_integer() | undefined) -> string().
@@ -82,3 +361,29 @@ format_ns(Ns) -> unit(Ns / 1.0e9, "s").
 unit(Value, Unit) when Value < 10 -> lists:flatten(io_lib:format("~.2f ~s", [Value, Unit]));
 unit(Value, Unit) when Value < 100 -> lists:flatten(io_lib:format("~.1f ~s", [Value, Unit]));
 unit(Value, Unit) -> integer_to_list(round(Value)) ++ " " ++ Unit.
+
+%%--------------------------------------------------------------------------------------
+%% The cheat sheet
+
+%% @doc The text of `ferrotrace:help()': at most 24 lines of at most 80 columns.
+-spec help() -> iodata().
+help() ->
+    <<"ferrotrace: call latency on a live node, aggregated off the schedulers\n"
+      "  {ok, S} = ferrotrace:calls(Spec, #{duration => 30000})  trace calls of Spec\n"
+      "  ferrotrace:report(S)  report(S, #{top => 10, sort => p99})  print the table\n"
+      "  ferrotrace:summary(S)  format(S)  histogram(S, {M, F, A})  figures, as terms\n"
+      "  ferrotrace:stop(S)  release(S)  list()  stop tracing; free; all sessions\n"
+      "Spec (one, or a list):\n"
+      "  {M, '_', '_'}  {M, F, '_'}  {M, F, Arity}          functions\n"
+      "  \"shop_api:checkout/1\"  \"MyApp.Cart.add/2\"          strings, Elixir too\n"
+      "  \"m:f(X, _) when X > 10\"  {m, f, fun([X]) when X > 10 -> true end}\n"
+      "  {M, F, [{Head, Guards, []}]}                      a match spec\n"
+      "Options (map or proplist):\n"
+      "  duration => Ms | infinity   stop after (10000)   max_events => N\n"
+      "  max_rate => {N, Ms}         on_limit => stop | drop  sample => N\n"
+      "  pids => all | new | existing | [Pid]   scope => local | global\n"
+      "Report options: top => N | all  sort => count | total | p99 | max\n"
+      "  mfa => {M, F, A} | \"MyApp.Cart\"   width => Columns   histograms => N\n"
+      "Safe by default: limits, one bounded ring per scheduler, no mailbox; the\n"
+      "session stops when the shell that started it goes away.\n"
+      "Docs: h(ferrotrace). h(ferrotrace, calls).\n">>.

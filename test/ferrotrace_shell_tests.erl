@@ -1,0 +1,556 @@
+%%% @doc The shell surface: specs as operators write them (ferrotrace_spec), names
+%%% (ferrotrace_names), reports that fit a terminal (ferrotrace_report, report/2), the cheat
+%%% sheet (help/0) and the shell docs (EEP-48 chunks, h/2).
+-module(ferrotrace_shell_tests).
+
+%% Not eunit.hrl: its generated test/0 has no spec (warn_missing_spec, warnings_as_errors).
+-include_lib("stdlib/include/assert.hrl").
+
+-export([spec_forms_test_/0, spec_errors_test_/0, compiled_fun_test/0, shell_fun_test_/0,
+         spec_filters_calls_test/0, names_test_/0, report_fits_test_/0, report_rows_test/0,
+         report_sort_test/0, report_mfa_test/0, report_pairing_test/0, report_options_test_/0,
+         report_legacy_summary_test/0, report_live_session_test/0, help_test/0,
+         docs_test/0]).
+
+-type tests() :: [{string(), fun(() -> term())}].
+
+%%--------------------------------------------------------------------------------------
+%% ferrotrace_spec
+
+-spec spec_forms_test_() -> tests().
+spec_forms_test_() ->
+    Cases =
+        [{{m, f, 1}, [{m, f, 1, default}]},
+         {{m, f, '_'}, [{m, f, '_', default}]},
+         {{m, '_', '_'}, [{m, '_', '_', default}]},
+         {{'_', '_', '_'}, [{'_', '_', '_', default}]},
+         {{m, f, 255}, [{m, f, 255, default}]},
+         {{m, f, 0}, [{m, f, 0, default}]},
+         %% Match specs: the arity comes from the heads; plain values leave the body.
+         {{m, f, [{['$1'], [{'>', '$1', 1}], []}]}, [{m, f, 1, [{['$1'], [{'>', '$1', 1}], []}]}]},
+         {{m, f, [{['$1', '_'], [], [true]}]}, [{m, f, 2, [{['$1', '_'], [], []}]}]},
+         {{m, f, [{'_', [], [{message, {caller}}]}]},
+          [{m, f, '_', [{'_', [], [{message, {caller}}]}]}]},
+         {{m, f, [{[a], [], []}, {[a, b], [], []}]}, [{m, f, '_', [{[a], [], []}, {[a, b], [], []}]}]},
+         {{m, '_', [{[a], [], []}]}, [{m, '_', '_', [{[a], [], []}]}]},
+         %% Strings, redbug's forms.
+         {"shop_api", [{shop_api, '_', '_', default}]},
+         {"shop_api:checkout", [{shop_api, checkout, '_', default}]},
+         {"shop_api:checkout/1", [{shop_api, checkout, 1, default}]},
+         {"shop_api:checkout(#{tier := gold})",
+          [{shop_api, checkout, 1, [{[#{tier => gold}], [], []}]}]},
+         {"m:f(X, _) when X > 10", [{m, f, 2, [{['$1', '_'], [{'>', '$1', 10}], []}]}]},
+         {"  m:f(X, X)  ", [{m, f, 2, [{['$1', '$1'], [], []}]}]},
+         {"m:f(X) when X > 1; X < -1",
+          [{m, f, 1, [{['$1'], [{'>', '$1', 1}], []}, {['$1'], [{'<', '$1', -1}], []}]}]},
+         {"m:f()", [{m, f, 0, [{[], [], []}]}]},
+         {"'my mod':'f g'/3", [{'my mod', 'f g', 3, default}]},
+         {"m:_", [{m, '_', '_', default}]},
+         {"m:'_'/'_'", [{m, '_', '_', default}]},
+         {"_", [{'_', '_', '_', default}]},
+         {<<"shop_api:checkout/1">>, [{shop_api, checkout, 1, default}]},
+         %% Elixir names.
+         {"MyApp.Cart", [{'Elixir.MyApp.Cart', '_', '_', default}]},
+         {"MyApp.Cart.add", [{'Elixir.MyApp.Cart', add, '_', default}]},
+         {"MyApp.Cart.add/2", [{'Elixir.MyApp.Cart', add, 2, default}]},
+         {<<"MyApp.Cart.valid?/1">>, [{'Elixir.MyApp.Cart', 'valid?', 1, default}]},
+         {"Cart.add!/0", [{'Elixir.Cart', 'add!', 0, default}]},
+         {":ets.lookup/2", [{ets, lookup, 2, default}]},
+         {"MyApp.Cart.add(X, _) when X > 1",
+          [{'Elixir.MyApp.Cart', add, 2, [{['$1', '_'], [{'>', '$1', 1}], []}]}]},
+         %% Lists of specs.
+         {["m:f/1", {a, b, '_'}, "MyApp.Cart"],
+          [{m, f, 1, default}, {a, b, '_', default}, {'Elixir.MyApp.Cart', '_', '_', default}]},
+         {[{a, '_', '_'}], [{a, '_', '_', default}]},
+         {[<<"m:f/1">>], [{m, f, 1, default}]}],
+    [{lists:flatten(io_lib:format("parse(~tp)", [Spec])),
+      fun() -> ?assertEqual({ok, Expected}, ferrotrace_spec:parse(Spec)) end}
+     || {Spec, Expected} <- Cases].
+
+-spec spec_errors_test_() -> tests().
+spec_errors_test_() ->
+    Return = <<"ferrotrace adds its own exception_trace to every clause">>,
+    Cases =
+        [%% Terms and {M, F, A}, at each position.
+         {foo, {bad_spec, foo}},
+         {[], {bad_spec, []}},
+         {<<>>, {bad_spec, <<>>}},
+         {{m}, {bad_spec, {m}}},
+         {{m, f, 1, 2}, {bad_spec, {m, f, 1, 2}}},
+         {{"m", f, 1}, {bad_spec, {"m", f, 1}}},
+         {{m, "f", 1}, {bad_spec, {m, "f", 1}}},
+         {{m, f, -1}, {bad_spec, {m, f, -1}}},
+         {{m, f, 256}, {bad_spec, {m, f, 256}}},
+         {{m, f, x}, {bad_spec, {m, f, x}}},
+         {{'_', f, '_'}, {bad_spec, {'_', f, '_'}}},
+         {{'_', '_', 1}, {bad_spec, {'_', '_', 1}}},
+         {{m, '_', 1}, {bad_spec, {m, '_', 1}}},
+         {[{m, f, 1}, bad], {bad_spec, bad}},
+         {[{m, f, 1} | bad], {bad_spec, bad}},
+         {[[{m, f, 1}]], {bad_spec, [{m, f, 1}]}},
+         %% Match specs: each malformed clause named, with why.
+         {{m, f, [{['$1'], [], [{return_trace}]}]}, {bad_spec, {['$1'], [], [{return_trace}]}, Return}},
+         {{m, f, [{'_', [], [{exception_trace}]}]}, {bad_spec, {'_', [], [{exception_trace}]}, Return}},
+         {{m, f, [{'_', [], [{message, {return_trace}}]}]},
+          {bad_spec, {'_', [], [{message, {return_trace}}]}, Return}},
+         {{m, f, [{'_', [], [{display, x}]}]}, {bad_spec, {'_', [], [{display, x}]}, '_'}},
+         {{m, f, [{'_', [], [{enable_trace, send}]}]}, {bad_spec, {'_', [], [{enable_trace, send}]}, '_'}},
+         {{m, f, [{'_', [], [{silent, true}]}]}, {bad_spec, {'_', [], [{silent, true}]}, '_'}},
+         {{m, f, [{'_', [], [{message, false}]}]}, {bad_spec, {'_', [], [{message, false}]}, '_'}},
+         {{m, f, [{['$1'], [{'>', '$2', 1}], []}]},
+          {bad_spec, {['$1'], [{'>', '$2', 1}], []}, <<"Variable $2 is unbound.">>}},
+         {{m, f, [{['$1'], [{bogus, '$1'}], []}]}, {bad_spec, {['$1'], [{bogus, '$1'}], []}, '_'}},
+         {{m, f, [{['$1'], [], [{bogus}]}]}, {bad_spec, {['$1'], [], [{bogus}]}, '_'}},
+         {{m, f, [foo]}, {bad_spec, foo, '_'}},
+         {{m, f, [{a, b}]}, {bad_spec, {a, b}, '_'}},
+         {{m, f, [{[], x, []}]}, {bad_spec, {[], x, []}, '_'}},
+         {{m, f, [{[], [], []}, {[], [], [{return_trace}]}]},
+          {bad_spec, {[], [], [{return_trace}]}, Return}},
+         {{m, f, [{[], [], []} | x]}, {bad_spec, x, '_'}},
+         {{m, f, []}, {bad_spec, {m, f, []}, '_'}},
+         {{m, f, "abc"}, {bad_spec, $a, '_'}},
+         %% Strings: {Line, Column, Why} at each position.
+         {"1:f", {bad_spec, "1:f", {1, 1, '_'}}},
+         {"M:f", {bad_spec, "M:f", {1, 1, '_'}}},
+         {"m f", {bad_spec, "m f", {1, 3, '_'}}},
+         {"m:", {bad_spec, "m:", {1, 3, '_'}}},
+         {"m:2", {bad_spec, "m:2", {1, 3, '_'}}},
+         {"m:f:g", {bad_spec, "m:f:g", {1, 4, '_'}}},
+         {"m:f/", {bad_spec, "m:f/", {1, 5, '_'}}},
+         {"m:f/x", {bad_spec, "m:f/x", {1, 5, '_'}}},
+         {"m:f/300", {bad_spec, "m:f/300", {1, 5, '_'}}},
+         {"m:f/1 x", {bad_spec, "m:f/1 x", {1, 7, '_'}}},
+         {"m:f(X", {bad_spec, "m:f(X", {1, 6, '_'}}},
+         {"m:f(X) when", {bad_spec, "m:f(X) when", {1, 12, '_'}}},
+         {"m:f(X) when Y > 1", {bad_spec, "m:f(X) when Y > 1", {1, 13, '_'}}},
+         {"m:f(X) -> return", {bad_spec, "m:f(X) -> return", {1, 8, '_'}}},
+         {"m:f(X) when X >> 1", {bad_spec, "m:f(X) when X >> 1", {1, 15, '_'}}},
+         {"m:f('ab", {bad_spec, "m:f('ab", {1, 5, '_'}}},
+         {"m:f(<<A:8>>)", {bad_spec, "m:f(<<A:8>>)", {1, 7, '_'}}},
+         {"  m:f/x", {bad_spec, "  m:f/x", {1, 7, '_'}}},
+         {"'_':f", {bad_spec, "'_':f", {1, 5, '_'}}},
+         {"m:'_'/1", {bad_spec, "m:'_'/1", {1, 7, '_'}}},
+         {"   ", {bad_spec, "   ", {1, 1, '_'}}},
+         {"MyApp.Cart.add(X) when", {bad_spec, "MyApp.Cart.add(X) when", {1, 23, '_'}}},
+         {"MyApp.Cart.add/2x", {bad_spec, "MyApp.Cart.add/2x", {1, 17, '_'}}},
+         {<<"m:f/x">>, {bad_spec, <<"m:f/x">>, {1, 5, '_'}}},
+         {["m:f/1", "m:f/x"], {bad_spec, "m:f/x", {1, 5, '_'}}}],
+    [{lists:flatten(io_lib:format("parse(~tp)", [Spec])),
+      fun() ->
+              Result = ferrotrace_spec:parse(Spec),
+              ?assertEqual({error, Expected}, wildcard(Expected, Result)),
+              %% Every reason that explains itself does so in text.
+              case Result of
+                  {error, {bad_spec, _, {_, _, Why}}} -> ?assert(is_binary(Why) andalso Why =/= <<>>);
+                  {error, {bad_spec, _, Why}} -> ?assert(is_binary(Why) andalso Why =/= <<>>);
+                  _ -> ok
+              end
+      end} || {Spec, Expected} <- Cases].
+
+-spec compiled_fun_test() -> ok.
+compiled_fun_test() ->
+    Fun = fun([X]) when X > 1 -> true end,
+    ?assertMatch({error, {bad_spec, Fun, <<"only funs typed in the shell", _/binary>>}},
+                 ferrotrace_spec:parse({m, f, Fun})),
+    ?assertMatch({error, {bad_spec, Fun, _}}, ferrotrace_spec:parse([{m, f, 1}, {m, f, Fun}])),
+    %% A fun with a module wildcard and a function is still a bad spec.
+    ?assertEqual({error, {bad_spec, {'_', f, Fun}}}, ferrotrace_spec:parse({'_', f, Fun})),
+    ok.
+
+-spec shell_fun_test_() -> tests().
+shell_fun_test_() ->
+    Cases =
+        [{"fun([#{tier := gold}]) -> true end", [],
+          {ok, [{shop_api, checkout, 1, [{[#{tier => gold}], [], []}]}]}},
+         {"fun([X, _]) when X > Limit -> message(caller()) end", [{'Limit', 10}],
+          {ok, [{shop_api, checkout, 2,
+                 [{['$1', '_'], [{'>', '$1', {const, 10}}], [{message, {caller}}]}]}]}},
+         {"fun(Args) -> true end", [], {ok, [{shop_api, checkout, '_', [{'$1', [], []}]}]}},
+         {"fun([X]) -> return_trace() end", [],
+          {error, {bad_spec, {['$1'], [], [{return_trace}]},
+                   <<"ferrotrace adds its own exception_trace to every clause">>}}},
+         {"fun([X]) -> X ! hello end", [],
+          {error, {bad_spec, {['$1'], [], [{'!', '$1', hello}]},
+                   <<"Function '!'/2 does_not_exist.">>}}},
+         {"fun([<<A:8>>]) -> true end", [], {error, {bad_spec, fun_, '_'}}}],
+    [{Text,
+      fun() ->
+              Fun = shell_fun(Text, Bindings),
+              Got = ferrotrace_spec:parse({shop_api, checkout, Fun}),
+              case Expected of
+                  {error, {bad_spec, fun_, '_'}} ->
+                      ?assertMatch({error, {bad_spec, Fun, <<"line ", _/binary>>}}, Got);
+                  _ ->
+                      ?assertEqual(Expected, Got)
+              end
+      end} || {Text, Bindings, Expected} <- Cases].
+
+%% The match spec that parse/1 makes filters the calls a session sees: 10 of f/1's 20
+%% calls have an argument over 10.
+-spec spec_filters_calls_test() -> ok.
+spec_filters_calls_test() ->
+    {module, ft_test_target} = code:ensure_loaded(ft_test_target),
+    MFA = {ft_test_target, f, 1},
+    Cases = [{"ft_test_target:f(X) when X > 10", 10},
+             {{ft_test_target, f, shell_fun("fun([X]) when X rem 2 =:= 0 -> true end", [])}, 10},
+             {{ft_test_target, f, [{[5], [], []}, {[6], [], []}]}, 2},
+             {"ft_test_target:f/1", 20}],
+    lists:foreach(
+      fun({Spec, Expected}) ->
+              {ok, [{M, F, A, Heads}]} = ferrotrace_spec:parse(Spec),
+              MS = case Heads of
+                       default -> [{'_', [], [{exception_trace}]}];
+                       _ -> [{H, G, B ++ [{exception_trace}]} || {H, G, B} <- Heads]
+                   end,
+              {ok, S} = ferrotrace:session(#{duration => 10000}),
+              Self = self(),
+              Pid = spawn_link(fun() -> receive go -> ok end,
+                                        [ft_test_target:f(I) || I <- lists:seq(1, 20)],
+                                        Self ! done end),
+              try
+                  1 = erlang:trace_pattern({M, F, A}, MS, [local]),
+                  1 = erlang:trace(Pid, true, [call, {tracer, ferrotrace_tracer, S}]),
+                  Pid ! go,
+                  receive done -> ok after 5000 -> error(timeout) end,
+                  Count = wait_count(S, MFA, Expected, 50),
+                  ?assertEqual({Spec, Expected}, {Spec, Count})
+              after
+                  erlang:trace_pattern({M, F, A}, false, [local]),
+                  ok = ferrotrace:release(S)
+              end
+      end, Cases).
+
+wait_count(S, MFA, Expected, Tries) ->
+    Count = case ferrotrace:summary(S) of
+                #{calls := Calls} -> lists:sum([C || #{mfa := X, count := C} <- Calls, X =:= MFA]);
+                _ -> 0
+            end,
+    if Count >= Expected; Tries =:= 0 -> Count;
+       true -> timer:sleep(20), wait_count(S, MFA, Expected, Tries - 1)
+    end.
+
+%%--------------------------------------------------------------------------------------
+%% ferrotrace_names
+
+-spec names_test_() -> tests().
+names_test_() ->
+    Cases =
+        [{{shop_api, checkout, 1}, "shop_api:checkout/1"},
+         {{'my mod', 'f g', 0}, "'my mod':'f g'/0"},
+         {{m, '-loop/0-fun-0-', 2}, "m:loop/0-fun-0/2"},
+         {{m, '-handle_call/3-fun-12-', 1}, "m:handle_call/3-fun-12/1"},
+         {{m, '-f/1-lc$^0/1-0-', 1}, "m:f/1-lc$^0/1-0/1"},
+         {{m, '-', 1}, "m:'-'/1"},
+         {{'Elixir.MyApp.Cart', add, 2}, "MyApp.Cart.add/2"},
+         {{'Elixir.MyApp.Cart', 'valid?', 1}, "MyApp.Cart.valid?/1"},
+         {{'Elixir.MyApp.Cart', '-add/2-fun-0-', 1}, "anonymous fn/1 in MyApp.Cart.add/2"},
+         {{'Elixir.MyApp.Cart', 'weird name', 1}, "MyApp.Cart.\"weird name\"/1"},
+         {{'Elixir', f, 1}, "'Elixir':f/1"},
+         {{m, '_', '_'}, "m:_/_"},
+         {{'_', '_', '_'}, "_:_/_"},
+         {{'Elixir.MyApp.Cart', '_', '_'}, "MyApp.Cart._/_"}],
+    [{lists:flatten(io_lib:format("mfa(~tp)", [MFA])),
+      fun() -> ?assertEqual(Expected, flat(ferrotrace_names:mfa(MFA))) end}
+     || {MFA, Expected} <- Cases]
+        ++ [{"module/1",
+             fun() ->
+                     ?assertEqual("MyApp.Cart", flat(ferrotrace_names:module('Elixir.MyApp.Cart'))),
+                     ?assertEqual("shop_api", flat(ferrotrace_names:module(shop_api))),
+                     ?assertEqual("'a b'", flat(ferrotrace_names:module('a b')))
+             end}].
+
+%%--------------------------------------------------------------------------------------
+%% ferrotrace_report
+
+call(MFA, Count, Exc, Base) ->
+    #{mfa => MFA, count => Count, returns => Count - Exc, exceptions => Exc, mean => Base,
+      p50 => Base div 2, p90 => Base * 2, p99 => Base * 3, p999 => Base * 10,
+      max => Base * 20, total => Base * Count}.
+
+%% 36 functions, long Elixir names, open and abandoned calls, loops.
+summary() ->
+    Calls = [call({shop_api, checkout, 1}, 5387, 222, 3060000),
+             call({shop_api, search, 1}, 16057, 0, 456000),
+             call({'Elixir.MyApp.Very.Long.Module.Name.Cart', add_item_to_cart, 2}, 5388, 0, 94500),
+             call({shop_inventory, handle_call, 3}, 5389, 0, 3420),
+             call({shop_inventory, '-loop/0-fun-0-', 2}, 32094, 0, 895),
+             call({'Elixir.MyApp.Cart', '-add/2-fun-1-', 1}, 32095, 0, 1810)]
+        ++ [call({m, list_to_atom("f" ++ integer_to_list(I)), 1}, I, 0, I * 100)
+            || I <- lists:seq(1, 30)],
+    #{id => 68616122642989120, status => running, stop_reason => undefined, elapsed_ms => 3000,
+      events => #{seen => 192805, aggregated => 192805, dropped => 0, sampled_out => 0,
+                  limited => 0},
+      pairing => #{unmatched_returns => 0, abandoned_calls => 3, open_calls => 6045},
+      loops => [{shop_inventory, loop, 0}, {'Elixir.MyApp.Server', loop, 1}],
+      calls => Calls}.
+
+histogram(_MFA) -> [{1024, 2047, 10}, {2048, 4095, 300}, {65536, 131071, 3}].
+
+text(Options) ->
+    Out = ferrotrace_report:format(summary(), fun histogram/1, Options),
+    ?assert(is_list(Out)),
+    flat(Out).
+
+lines(Text) -> string:split(Text, "\n", all).
+
+-spec report_fits_test_() -> tests().
+report_fits_test_() ->
+    [{lists:flatten(io_lib:format("width ~b", [Width])),
+      fun() ->
+              Text = text(#{width => Width, top => all}),
+              [?assert(string:length(L) =< Width, {too_wide, L}) || L <- lines(Text)],
+              %% ASCII only: readable over any SSH session.
+              ?assertEqual([], [C || C <- Text, C > 127]),
+              %% Every row is there, each with its count.
+              [?assertNotEqual(nomatch, string:find(Text, integer_to_list(N)), N)
+               || N <- [5387, 16057, 5388, 5389, 32094, 32095]],
+              ?assertNotEqual(nomatch, string:find(Text, "latency")),
+              [?assertNotEqual(nomatch, string:find(Text, W), W)
+               || W <- ["counted only (loops):", "MyApp.Server.loop/1", "6045 calls still open",
+                        "192805 seen", "ferrotrace session", "running after 3.0 s"]]
+      end} || Width <- [40, 60, 80, 100, 132]].
+
+-spec report_rows_test() -> ok.
+report_rows_test() ->
+    Text = text(#{width => 80}),
+    Rows = table_rows(Text),
+    ?assertEqual(20, length(Rows)),
+    ?assertNotEqual(nomatch, string:find(Text, "16 more functions not shown")),
+    %% Long names are shortened in the middle: the function and arity stay whole.
+    ?assert(lists:any(fun(R) -> string:find(R, "..add_item_to_cart/2") =/= nomatch end, Rows)),
+    ?assert(lists:any(fun(R) -> string:find(R, "..:handle_call/3") =/= nomatch end, Rows)),
+    %% Each time column names its unit once.
+    [Header | _] = [L || L <- lines(Text), string:prefix(L, "FUNCTION") =/= nomatch],
+    ?assertNotEqual(nomatch, string:find(Header, "P99 us")),
+    ?assertNotEqual(nomatch, string:find(Header, "TOTAL ms")),
+    ?assertEqual([], [R || R <- Rows, string:find(R, " us") =/= nomatch]),
+    %% Wide: every column, the names whole.
+    Wide = text(#{width => 200, top => 3}),
+    [WideHeader | _] = [L || L <- lines(Wide), string:prefix(L, "FUNCTION") =/= nomatch],
+    ?assertEqual(3, length(table_rows(Wide))),
+    ?assertNotEqual(nomatch, string:find(Wide, "33 more functions not shown")),
+    [?assertNotEqual(nomatch, string:find(WideHeader, C), C)
+     || C <- ["COUNT", "EXC", "MEAN", "P50", "P90", "P99", "P99.9", "MAX", "TOTAL"]],
+    %% All rows: no "more functions" line.
+    All = text(#{top => all, width => 80}),
+    ?assertEqual(36, length(table_rows(All))),
+    ?assertEqual(nomatch, string:find(All, "more functions")),
+    ok.
+
+-spec report_sort_test() -> ok.
+report_sort_test() ->
+    Counts = fun(Sort) ->
+                     %% Every column at 200: the count is the ninth from the right.
+                     Rows = table_rows(text(#{sort => Sort, top => 4, width => 200})),
+                     [begin
+                          Lex = string:lexemes(R, " "),
+                          list_to_integer(lists:nth(length(Lex) - 8, Lex))
+                      end || R <- Rows]
+             end,
+    ?assertEqual([32095, 32094, 16057, 5389], Counts(count)),
+    ?assertEqual([5387, 16057, 5388, 32095], Counts(total)),
+    ?assertEqual([5387, 16057, 5388, 5389], Counts(p99)),
+    ?assertEqual([5387, 16057, 5388, 5389], Counts(max)),
+    ok.
+
+-spec report_mfa_test() -> ok.
+report_mfa_test() ->
+    Names = fun(Pattern) ->
+                    [hd(string:lexemes(R, " "))
+                     || R <- table_rows(text(#{mfa => Pattern, width => 120, top => all}))]
+            end,
+    ?assertEqual(["shop_api:checkout/1", "shop_api:search/1"], Names({shop_api, '_', '_'})),
+    ?assertEqual(["shop_api:search/1"], Names({shop_api, search, 1})),
+    ?assertEqual([], Names({shop_api, search, 2})),
+    ?assertEqual(["anonymous"], Names("MyApp.Cart")),
+    ?assertEqual(["m:f3/1"], Names([{m, f3, 1}])),
+    ?assertNotEqual(nomatch, string:find(text(#{mfa => {nope, '_', '_'}}), "no function matches")),
+    ?assertNotEqual(nomatch, string:find(text(#{mfa => {m, '_', '_'}, top => 5}),
+                                         "30 of 36 functions match mfa")),
+    ok.
+
+%% Open calls are not "calls without a return" (issue 8, item 7); loops get their line.
+-spec report_pairing_test() -> ok.
+report_pairing_test() ->
+    Text = text(#{width => 80}),
+    ?assertNotEqual(nomatch, string:find(Text, "6045 calls still open")),
+    ?assertNotEqual(nomatch, string:find(Text, "3 abandoned")),
+    ?assertEqual(nomatch, string:find(Text, "calls without a return")),
+    ?assertNotEqual(nomatch, string:find(Text, "counted only (loops): shop_inventory:loop/0, "
+                                               "MyApp.Server.loop/1")),
+    NoLoops = flat(ferrotrace_report:format(maps:remove(loops, summary()), fun histogram/1,
+                                            #{width => 80})),
+    ?assertEqual(nomatch, string:find(NoLoops, "loops")),
+    ok.
+
+-spec report_options_test_() -> tests().
+report_options_test_() ->
+    Cases = [{#{top => 0}, {bad_option, {top, 0, '_'}}},
+             {#{top => x}, {bad_option, {top, x, '_'}}},
+             {#{sort => p50}, {bad_option, {sort, p50, '_'}}},
+             {#{width => 10}, {bad_option, {width, 10, '_'}}},
+             {#{width => wide}, {bad_option, {width, wide, '_'}}},
+             {#{histograms => -1}, {bad_option, {histograms, -1, '_'}}},
+             {#{mfa => {'_', f, 1}}, {bad_option, {mfa, {'_', f, 1}, '_'}}},
+             {#{mfa => "m:f/x"}, {bad_option, {mfa, "m:f/x", '_'}}},
+             {#{colour => true}, {unknown_option, colour, '_'}},
+             {[top], {bad_options, [top], '_'}},
+             {not_options, {bad_options, not_options, '_'}}],
+    [{lists:flatten(io_lib:format("~tp", [Options])),
+      fun() ->
+              Got = ferrotrace_report:format(summary(), fun histogram/1, Options),
+              ?assertEqual({error, Expected}, wildcard(Expected, Got)),
+              ?assertEqual({error, Expected},
+                           wildcard(Expected, ferrotrace:report(12345, Options)))
+      end} || {Options, Expected} <- Cases]
+        ++ [{"proplist", fun() ->
+                                 ?assertEqual(3, length(table_rows(text([{top, 3}, {width, 80}]))))
+                         end},
+            {"histograms => 0", fun() ->
+                                        ?assertEqual(nomatch, string:find(text(#{histograms => 0}),
+                                                                          "latency"))
+                                end}].
+
+%% A summary from today's engine (no loops key) through the old entry point.
+-spec report_legacy_summary_test() -> ok.
+report_legacy_summary_test() ->
+    Summary = (maps:remove(loops, summary()))#{status => stopped, stop_reason => user},
+    Text = flat(ferrotrace_report:format(Summary, fun histogram/1)),
+    ?assertNotEqual(nomatch, string:find(Text, "stopped (user)")),
+    ?assertNotEqual(nomatch, string:find(Text, "192805 seen")),
+    ?assertEqual(20, length(table_rows(Text))),
+    Empty = flat(ferrotrace_report:format(Summary#{calls => []}, fun histogram/1)),
+    ?assertNotEqual(nomatch, string:find(Empty, "no traced calls yet")),
+    ok.
+
+%% report/2 on a real session, captured through a group leader.
+-spec report_live_session_test() -> ok.
+report_live_session_test() ->
+    {module, ft_test_target} = code:ensure_loaded(ft_test_target),
+    {ok, S} = ferrotrace:calls({ft_test_target, '_', '_'}, #{duration => 10000}),
+    try
+        _ = ft_test_target:call_f(100),
+        _ = ft_test_target:call_g(7),
+        ok = ferrotrace:stop(S),
+        {ok, Text} = capture(fun() -> ferrotrace:report(S, #{mfa => "ft_test_target:f/1",
+                                                             width => 60}) end),
+        [Row] = table_rows(Text),
+        ?assertMatch(["ft_test_target:f/1", "100" | _], string:lexemes(Row, " ")),
+        [?assert(string:length(L) =< 60) || L <- lines(Text)],
+        {ok, Top1} = capture(fun() -> ferrotrace:report(S, [{top, 1}, {width, 60}]) end),
+        ?assertEqual(1, length(table_rows(Top1))),
+        ?assertNotEqual(nomatch, string:find(Top1, "more functions not shown")),
+        {{error, {bad_option, {sort, x, _}}}, ""} =
+            capture(fun() -> ferrotrace:report(S, #{sort => x}) end)
+    after
+        ok = ferrotrace:release(S)
+    end,
+    ok.
+
+%%--------------------------------------------------------------------------------------
+%% help/0 and the shell docs
+
+-spec help_test() -> ok.
+help_test() ->
+    {ok, Text} = capture(fun ferrotrace:help/0),
+    ?assertEqual(flat(ferrotrace_report:help()), Text),
+    Lines = [L || L <- lines(Text), L =/= ""],
+    ?assert(length(Lines) =< 24, length(Lines)),
+    [?assert(string:length(L) =< 80, L) || L <- Lines],
+    [?assertNotEqual(nomatch, string:find(Text, W), W)
+     || W <- ["calls(", "report(", "stop(", "summary(", "duration", "top =>", "sort =>",
+              "MyApp.Cart", "when"]],
+    ok.
+
+%% h(ferrotrace, calls) needs EEP-48 docs: the compile's post-hook builds them.
+-spec docs_test() -> ok.
+docs_test() ->
+    {ok, Docs} = code:get_doc(ferrotrace),
+    Entries = element(7, Docs),
+    Doc = fun(Kind, Name, Arity) ->
+                  case lists:keyfind({Kind, Name, Arity}, 1, Entries) of
+                      {_, _, _, #{<<"en">> := D}, _} -> D;
+                      Other -> Other
+                  end
+          end,
+    [?assert(is_list(Doc(function, F, A)) andalso Doc(function, F, A) =/= [], {F, A})
+     || {F, A} <- [{calls, 2}, {report, 2}, {help, 0}, {summary, 1}, {stop, 1}]],
+    %% The text of calls/2 is its edoc.
+    ?assertNotEqual(nomatch, string:find(flat(io_lib:format("~tp", [Doc(function, calls, 2)])),
+                                         "Traces calls")),
+    %% Internal functions are not listed.
+    ?assertEqual(false, lists:keyfind({function, calls_with, 2}, 1, Entries)),
+    {ok, SpecDocs} = code:get_doc(ferrotrace_spec),
+    ?assertMatch({_, _, _, #{<<"en">> := [_ | _]}, _},
+                 lists:keyfind({function, parse, 1}, 1, element(7, SpecDocs))),
+    %% The docs are in the beam too: a release copies ebin, not doc/.
+    [?assertMatch({ok, {M, [{"Docs", _}]}}, beam_lib:chunks(code:which(M), ["Docs"]))
+     || M <- [ferrotrace, ferrotrace_spec, ferrotrace_names]],
+    %% And the shell renders it.
+    {ok, Rendered} = capture(fun() -> c:h(ferrotrace, calls) end),
+    ?assertNotEqual(nomatch, string:find(Rendered, "Traces calls matching")),
+    ?assertEqual(nomatch, string:find(Rendered, "no documentation")),
+    ok.
+
+%%--------------------------------------------------------------------------------------
+%% Helpers
+
+shell_fun(Text, Bindings) ->
+    {ok, Tokens, _} = erl_scan:string(Text ++ "."),
+    {ok, [Expr]} = erl_parse:parse_exprs(Tokens),
+    Env = lists:foldl(fun({K, V}, B) -> erl_eval:add_binding(K, V, B) end,
+                      erl_eval:new_bindings(), Bindings),
+    {value, Fun, _} = erl_eval:expr(Expr, Env),
+    Fun.
+
+flat(IoData) -> unicode:characters_to_list(IoData).
+
+%% The table's rows: the lines between the FUNCTION header and the first blank line.
+table_rows(Text) ->
+    After = lists:dropwhile(fun(L) -> string:prefix(L, "FUNCTION") =:= nomatch end, lines(Text)),
+    case After of
+        [] -> [];
+        [_Header | Rest] ->
+            lists:takewhile(fun(L) -> L =/= "" andalso string:prefix(L, "...") =:= nomatch end,
+                            Rest)
+    end.
+
+%% '_' in Expected matches anything at that place.
+wildcard(Expected, {error, Got}) -> {error, wild(Expected, Got)};
+wildcard(_Expected, Got) -> Got.
+
+wild('_', _) -> '_';
+wild(E, G) when is_tuple(E), is_tuple(G), tuple_size(E) =:= tuple_size(G) ->
+    list_to_tuple([wild(X, Y) || {X, Y} <- lists:zip(tuple_to_list(E), tuple_to_list(G))]);
+wild(_, G) -> G.
+
+%% Runs Fun with a group leader that records what is written: {Result, Text}.
+capture(Fun) ->
+    Old = group_leader(),
+    Capture = spawn(fun() -> capture_loop([]) end),
+    group_leader(Capture, self()),
+    Result = try Fun() after group_leader(Old, self()) end,
+    Capture ! {get, self()},
+    receive {captured, Capture, Text} -> {Result, Text}
+    after 5000 -> error(capture_timeout)
+    end.
+
+capture_loop(Acc) ->
+    receive
+        {io_request, From, Ref, Request} ->
+            {Reply, Text} = io_reply(Request),
+            From ! {io_reply, Ref, Reply},
+            capture_loop([Text | Acc]);
+        {get, From} ->
+            From ! {captured, self(), unicode:characters_to_list(lists:reverse(Acc))}
+    end.
+
+io_reply({put_chars, unicode, Chars}) -> {ok, Chars};
+io_reply({put_chars, latin1, Chars}) -> {ok, Chars};
+io_reply({put_chars, Enc, M, F, A}) -> io_reply({put_chars, Enc, apply(M, F, A)});
+io_reply({get_geometry, _}) -> {{error, enotsup}, []};
+io_reply(getopts) -> {[{encoding, unicode}], []};
+io_reply({requests, Rs}) ->
+    Replies = [io_reply(R) || R <- Rs],
+    {ok, [T || {_, T} <- Replies]};
+io_reply(_) -> {{error, enotsup}, []}.
