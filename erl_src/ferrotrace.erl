@@ -61,10 +61,13 @@
 -type session() :: ferrotrace_tracer:session_id() | atom().
 -type mfa_spec() :: {module() | '_', atom() | '_', arity() | '_'}.
 -type pid_spec() :: all | new | existing | [pid()].
+%% What calls/2 traces; see ferrotrace_spec for the forms.
+-type spec() :: mfa_spec() | {module() | '_', atom() | '_', [tuple()] | function()}
+              | string() | binary().
 -type options() :: #{atom() => term()} | [{atom(), term()}].
 -type bucket() :: {LowNs :: non_neg_integer(), HighNs :: non_neg_integer(),
                    Count :: non_neg_integer()}.
--export_type([session/0, mfa_spec/0, pid_spec/0, bucket/0, options/0]).
+-export_type([session/0, spec/0, mfa_spec/0, pid_spec/0, bucket/0, options/0]).
 
 %% Options handled here; the rest go to the engine.
 -define(CALL_OPTIONS, [pids, scope]).
@@ -82,11 +85,14 @@ session(Options0) ->
         {error, _} = Error -> Error
     end.
 
-%% @doc Traces calls matching `Spec' (an `{M, F, A}' with `` '_' '' wildcards, or a list of
-%% them) with return and exception tracing, aggregated in a new session that belongs to the
-%% caller. Tail-recursive loops among the matched functions are counted, not timed (they
+%% @doc Traces calls matching `Spec' with return and exception tracing. `Spec' is an
+%% `{M, F, A}' with `` '_' '' wildcards, `{M, F, MatchSpec}' (heads and guards; ferrotrace
+%% adds `exception_trace'), `{M, F, Fun}' with a fun typed in the shell (as `dbg:fun2ms/1'),
+%% a string like redbug's (`"m:f/2"', `"m:f(X, _) when X > 10"', `"MyApp.Cart.add/2"'),
+%% or a list of these (see `ferrotrace_spec'). Calls are aggregated in a new session that
+%% belongs to the caller. Tail-recursive loops among the matched functions are counted, not timed (they
 %% are listed under `loops' in the summary).
--spec calls(mfa_spec() | [mfa_spec()], options()) ->
+-spec calls(spec() | [spec()], options()) ->
           {ok, ferrotrace_tracer:session_id()} | {error, term()}.
 calls(Spec, Options0) ->
     case options_map(Options0) of
@@ -95,22 +101,34 @@ calls(Spec, Options0) ->
     end.
 
 calls_with(Spec, Options) ->
-    Specs = if is_list(Spec) -> Spec; true -> [Spec] end,
-    case validate_specs(Specs) of
-        ok ->
-            Pids = maps:get(pids, Options, all),
-            Scope = maps:get(scope, Options, local),
-            case {valid_pids(Pids), lists:member(Scope, [local, global])} of
-                {false, _} ->
-                    {error, {bad_option, {pids, Pids, <<"all, new, existing or a non-empty list of local pids">>}}};
-                {_, false} ->
-                    {error, {bad_option, {scope, Scope, <<"local or global">>}}};
-                {true, true} ->
-                    Tracing = #{specs => Specs, pids => Pids, scope => Scope},
-                    start(maps:without(?CALL_OPTIONS, Options), Tracing)
+    case ferrotrace_spec:parse(Spec) of
+        {ok, Parsed} ->
+            Specs = [{M, F, A} || {M, F, A, _} <- Parsed],
+            case check_modules(Specs) of
+                ok ->
+                    case [S || S = {M, _, _} <- Specs, lists:member(M, ferrotrace_session:own_modules())] of
+                        [] -> calls_with(Specs, Parsed, Options);
+                        [Own | _] -> {error, {bad_spec, Own, <<"ferrotrace does not trace itself">>}}
+                    end;
+                {error, _} = Error ->
+                    Error
             end;
         {error, _} = Error ->
             Error
+    end.
+
+calls_with(Specs, Parsed, Options) ->
+    Pids = maps:get(pids, Options, all),
+    Scope = maps:get(scope, Options, local),
+    case {valid_pids(Pids), lists:member(Scope, [local, global])} of
+        {false, _} ->
+            {error, {bad_option, {pids, Pids, <<"all, new, existing or a non-empty list of local pids">>}}};
+        {_, false} ->
+            {error, {bad_option, {scope, Scope, <<"local or global">>}}};
+        {true, true} ->
+            Tracing = #{specs => Specs, heads => [Heads || {_, _, _, Heads} <- Parsed],
+                        pids => Pids, scope => Scope},
+            start(maps:without(?CALL_OPTIONS, Options), Tracing)
     end.
 
 %% @doc Statistics so far: `calls' (one map per function, sorted by total time, with `mfa',
@@ -301,22 +319,6 @@ with_keeper(Session, Call, KeeperGone) ->
         error ->
             {error, {bad_session, Session}}
     end.
-
-validate_specs([]) ->
-    {error, {bad_spec, []}};
-validate_specs(Specs) ->
-    case [Spec || Spec <- Specs, not valid_spec(Spec)] of
-        [Bad | _] -> {error, {bad_spec, Bad}};
-        [] -> check_modules(Specs)
-    end.
-
-valid_spec({M, F, A}) ->
-    is_atom(M) andalso is_atom(F)
-        andalso (A =:= '_' orelse (is_integer(A) andalso A >= 0 andalso A =< 255))
-        andalso not (M =:= '_' andalso F =/= '_')
-        andalso not (F =:= '_' andalso A =/= '_');
-valid_spec(_) ->
-    false.
 
 %% trace_pattern/3 silently matches nothing in a module that is not loaded: load it first.
 check_modules([]) ->

@@ -52,38 +52,45 @@ waiting_in() ->
 %% modules are not read (following every external tail call reads most of the node's code):
 %% a cycle through a module outside the set is caught at run time.
 edges(Modules) ->
-    maps:from_list([{M, module_tail_calls(M)} || M <- Modules]).
+    %% One call to the code server for every path: on a busy node each call waits its turn.
+    Files = maps:from_list([{M, F} || {M, F} <- code:all_loaded(), is_list(F)]),
+    maps:from_list([{M, module_tail_calls(M, maps:get(M, Files, none))} || M <- Modules]).
 
 %% @doc The tail calls `{Caller, Callee}' made by the loaded code of `Module', and the
 %% functions that wait for messages; empty when its object code cannot be read.
 -spec module_tail_calls(module()) -> {[{mfa(), mfa()}], [mfa()]}.
 module_tail_calls(Module) ->
+    module_tail_calls(Module, case code:is_loaded(Module) of
+                                  {file, File} when is_list(File) -> File;
+                                  _ -> none
+                              end).
+
+module_tail_calls(Module, File) ->
     ensure_cache(),
-    Key = {Module, erlang:get_module_info(Module, md5)},
-    case ets:lookup(?CACHE, Key) of
-        [{_, Calls}] ->
-            Calls;
+    MD5 = try erlang:get_module_info(Module, md5) catch error:badarg -> none end,
+    case ets:lookup(?CACHE, {Module, MD5}) of
+        [{_, Analysis}] ->
+            Analysis;
         [] ->
-            Calls = disassemble(Module),
-            true = ets:insert(?CACHE, {Key, Calls}),
-            Calls
+            Analysis = disassemble(Module, File, MD5),
+            true = ets:insert(?CACHE, {{Module, MD5}, Analysis}),
+            Analysis
     end.
 
-disassemble(Module) ->
-    try code:get_object_code(Module) of
-        {Module, Binary, _File} ->
-            case beam_disasm:file(Binary) of
-                {beam_file, Module, _Exports, _Attributes, _Info, Functions} ->
-                    {[{{Module, F, A}, Callee} || {function, F, A, _Entry, Code} <- Functions,
-                                                  Instruction <- Code,
-                                                  Callee <- tail_callee(Instruction)],
-                     [{Module, F, A} || {function, F, A, _Entry, Code} <- Functions,
-                                        lists:any(fun receives/1, Code)]};
-                _ ->
-                    {[], []}
-            end;
-        error ->
-            {[], []}
+%% Reads the module's file directly (no code or file server in the way) and only if it is
+%% the code that is loaded.
+disassemble(_Module, none, _MD5) ->
+    {[], []};
+disassemble(Module, File, MD5) ->
+    try
+        {ok, Binary} = prim_file:read_file(File),
+        {ok, {Module, MD5}} = beam_lib:md5(Binary),
+        {beam_file, Module, _Exports, _Attributes, _Info, Functions} = beam_disasm:file(Binary),
+        {[{{Module, F, A}, Callee} || {function, F, A, _Entry, Code} <- Functions,
+                                      Instruction <- Code,
+                                      Callee <- tail_callee(Instruction)],
+         [{Module, F, A} || {function, F, A, _Entry, Code} <- Functions,
+                            lists:any(fun receives/1, Code)]}
     catch
         _:_ -> {[], []}
     end.

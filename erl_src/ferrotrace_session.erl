@@ -24,6 +24,7 @@
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -type tracing() :: none | #{specs := [ferrotrace:mfa_spec()],
+                           heads := [ferrotrace_spec:heads()],
                            pids := ferrotrace:pid_spec(),
                            scope := local | global}.
 %% Who the session belongs to: a process, or nobody (`owner => none', bounded by duration).
@@ -39,13 +40,12 @@
 -record(state, {id :: ferrotrace_tracer:session_id(),
                 owner :: reference() | none,
                 keep :: non_neg_integer() | infinity,
-                tracing :: tracing(),
+                %% How tracing was set: `legacy', or an OTP 27+ trace session.
+                backend = none :: none | legacy | {trace_session, term(), [local | global]},
                 stopped = false :: boolean()}).
 
-%% Return and exception events for every traced call; `exception_trace' implies `return_trace'.
--define(MATCH_SPEC, [{'_', [], [{exception_trace}]}]).
-%% Tail-recursive loops are counted, not timed: `return_trace' would keep a stack frame per
-%% iteration for as long as the process lives.
+%% Tail-recursive server loops are counted, not timed: `return_trace' would keep a stack
+%% frame per iteration for as long as the process lives.
 -define(COUNT_ONLY, [{'_', [], []}]).
 -define(TRACE_FLAGS, [call, procs]).
 %% How often the engine is asked for loops it found at run time (ms).
@@ -73,7 +73,7 @@ release(Keeper) -> gen_server:call(Keeper, release, infinity).
 -spec own_modules() -> [module()].
 own_modules() ->
     [ferrotrace, ferrotrace_tracer, ferrotrace_session, ferrotrace_report, ferrotrace_registry,
-     ferrotrace_loops].
+     ferrotrace_loops, ferrotrace_spec, ferrotrace_names].
 
 %% @private
 %% A refused start is acknowledged as `{error, Reason}' and the process exits `normal': a
@@ -93,11 +93,11 @@ init({EngineOptions, Tracing, Settings = #{owner := Owner, keep := Keep}}) ->
             case ferrotrace_registry:register(Id, self(), Info) of
                 ok ->
                     case start_tracing(Id, Tracing) of
-                        ok ->
+                        {ok, Backend} ->
                             _ = duration_timer(EngineOptions),
-                            _ = Tracing =/= none andalso erlang:send_after(?LOOP_POLL, self(), poll_loops),
+                            _ = Backend =/= none andalso erlang:send_after(?LOOP_POLL, self(), poll_loops),
                             {ok, #state{id = Id, owner = Monitor, keep = Keep,
-                                        tracing = Tracing}};
+                                        backend = Backend}};
                         {error, Reason} ->
                             refuse(Id, Reason)
                     end;
@@ -178,13 +178,13 @@ handle_info(duration, State) ->
     {noreply, end_session(duration, State)};
 handle_info(poll_loops, State = #state{stopped = true}) ->
     {noreply, State};
-handle_info(poll_loops, State = #state{id = Id}) ->
+handle_info(poll_loops, State = #state{id = Id, backend = Backend}) ->
     case ferrotrace_tracer:session_new_loops(Id) of
         {ok, []} ->
             ok;
         {ok, Loops} ->
             %% Cycles through funs or apply, invisible in the code: stop return tracing them.
-            ok = ferrotrace_registry:add_loops(Id, [{MFA, ?COUNT_ONLY} || MFA <- Loops]),
+            ok = add_loops(Id, Backend, [{MFA, ?COUNT_ONLY} || MFA <- Loops]),
             {ok, _, _, Info} = ferrotrace_registry:lookup(Id),
             ok = ferrotrace_registry:update(Id, #{loops => lists:usort(maps:get(loops, Info, []) ++ Loops)});
         {error, _} ->
@@ -208,9 +208,9 @@ terminate(_Reason, State = #state{id = Id}) ->
 %% the first reason is the one the summary shows.
 end_session(_Reason, State = #state{stopped = true}) ->
     State;
-end_session(Reason, State = #state{id = Id, tracing = Tracing}) ->
+end_session(Reason, State = #state{id = Id, backend = Backend}) ->
     ok = ferrotrace_tracer:stop_session(Id, engine_reason(Reason)),
-    stop_tracing(Id, Tracing),
+    stop_tracing(Id, Backend),
     State#state{stopped = true}.
 
 engine_reason(Reason) when Reason =:= user; Reason =:= owner_down; Reason =:= duration -> Reason;
@@ -219,39 +219,88 @@ engine_reason(_) -> user. % already stopped by the engine: the engine keeps its 
 %%% Tracing
 
 start_tracing(_Id, none) ->
-    ok;
-start_tracing(Id, #{specs := Specs, pids := Pids, scope := Scope}) ->
-    %% Check everything before changing anything, so a refused start changes nothing.
-    case already_traced(targets(Pids), Id) of
+    {ok, none};
+start_tracing(Id, #{specs := Specs, heads := Heads, pids := Pids, scope := Scope}) ->
+    Loops = ferrotrace_loops:find(Specs, own_modules()),
+    Patterns = [#{mfa => Spec, match_spec => match_spec(H, [{exception_trace}]), scope => Scope,
+                  loops => [{Loop, match_spec(H, [])} || Loop <- Loops, matches(Spec, Loop)]}
+                || {Spec, H} <- lists:zip(Specs, Heads)],
+    ok = ferrotrace_tracer:session_set_tracing(Id, Specs, Loops),
+    ok = ferrotrace_registry:update(Id, #{loops => Loops}),
+    case trace_sessions() of
+        true -> start_trace_session(Id, Patterns, targets(Pids));
+        false -> start_legacy(Id, Patterns, targets(Pids))
+    end.
+
+%% OTP 27 and later: a trace session of our own, so ferrotrace coexists with dbg, tprof,
+%% recon or another ferrotrace session on the same processes and functions. This keeper is
+%% the only holder of the handle: if it dies, the VM destroys the session with it.
+start_trace_session(Id, Patterns, Targets) ->
+    Session = trace_call(session_create, [ferrotrace, {ferrotrace_tracer, Id}, []]),
+    Matched = lists:sum([trace_call(function, [Session, MFA, MS, [Scope]])
+                         || #{mfa := MFA, match_spec := MS, scope := Scope} <- Patterns]),
+    _ = [trace_call(function, [Session, Loop, LoopMS, [Scope]])
+         || #{loops := Loops, scope := Scope} <- Patterns, {Loop, LoopMS} <- Loops],
+    _ = [trace_call(function, [Session, {M, '_', '_'}, false, [Scope]])
+         || M <- own_modules(), Scope <- [local, global]],
+    Backend = {trace_session, Session, [Scope || #{scope := Scope} <- Patterns]},
+    case Matched of
+        0 ->
+            stop_tracing(Id, Backend),
+            {error, {no_matching_functions, [MFA || #{mfa := MFA} <- Patterns]}};
+        _ ->
+            try
+                _ = [trace_call(process, [Session, Target, true, ?TRACE_FLAGS]) || Target <- Targets],
+                _ = trace_call(process, [Session, self(), false, ?TRACE_FLAGS]),
+                {ok, Backend}
+            catch
+                error:badarg ->
+                    stop_tracing(Id, Backend),
+                    {error, {bad_pid, [T || T <- Targets, is_pid(T), not is_process_alive(T)], not_alive}}
+            end
+    end.
+
+%% OTP 25 and 26: the node's one (legacy) session. Everything is checked before anything
+%% changes, so a refused start changes nothing.
+start_legacy(Id, Patterns, Targets) ->
+    case already_traced(Targets, Id) of
         {error, _} = Error ->
             Error;
         ok ->
-            Loops = ferrotrace_loops:find(Specs, own_modules()),
-            Patterns = [#{mfa => Spec, match_spec => ?MATCH_SPEC, scope => Scope,
-                          loops => [{Loop, ?COUNT_ONLY} || Loop <- Loops, matches(Spec, Loop)]}
-                        || Spec <- Specs],
-            ok = ferrotrace_tracer:session_set_tracing(Id, Specs, Loops),
             case ferrotrace_registry:set_patterns(Id, Patterns) of
                 {ok, 0} ->
                     ok = ferrotrace_registry:remove_patterns(Id),
-                    {error, {no_matching_functions, Specs}};
+                    {error, {no_matching_functions, [MFA || #{mfa := MFA} <- Patterns]}};
                 {ok, _} ->
-                    ok = ferrotrace_registry:update(Id, #{loops => Loops}),
                     %% `procs' brings each process's exit, which lets the engine forget calls
                     %% left open by a process that died inside them.
-                    case set_flags(targets(Pids), [{tracer, ferrotrace_tracer, Id} | ?TRACE_FLAGS]) of
+                    case set_flags(Targets, [{tracer, ferrotrace_tracer, Id} | ?TRACE_FLAGS]) of
                         ok ->
                             %% `all' includes this keeper; it makes no calls worth tracing.
                             _ = erlang:trace(self(), false, ?TRACE_FLAGS),
-                            ok;
+                            {ok, legacy};
                         {error, _} = Error ->
-                            stop_tracing(Id, #{pids => Pids}),
+                            stop_tracing(Id, legacy),
                             Error
                     end;
                 {error, _} = Error ->
                     Error
             end
     end.
+
+%% The `trace' module exists from OTP 27 on; called through apply so that this module
+%% compiles and dialyzes on OTP 25.
+trace_sessions() ->
+    code:ensure_loaded(trace) =:= {module, trace}
+        andalso erlang:function_exported(trace, session_create, 3).
+
+trace_call(Function, Args) ->
+    apply(trace, Function, Args).
+
+%% Return and exception events for every traced call (`exception_trace' implies
+%% `return_trace'); loops get none.
+match_spec(default, Actions) -> [{'_', [], Actions}];
+match_spec(Clauses, Actions) -> [{Head, Guards, Body ++ Actions} || {Head, Guards, Body} <- Clauses].
 
 matches({M, F, A}, {M2, F2, A2}) ->
     (M =:= '_' orelse M =:= M2) andalso (F =:= '_' orelse F =:= F2)
@@ -307,9 +356,20 @@ set_flags([Target | Rest], Flags) ->
 
 stop_tracing(_Id, none) ->
     ok;
-stop_tracing(Id, #{}) ->
+stop_tracing(_Id, {trace_session, Session, _Scopes}) ->
+    _ = trace_call(session_destroy, [Session]),
+    ok;
+stop_tracing(Id, legacy) ->
     ok = ferrotrace_registry:remove_patterns(Id),
     untrace_processes(Id).
+
+add_loops(Id, legacy, Loops) ->
+    ferrotrace_registry:add_loops(Id, Loops);
+add_loops(_Id, {trace_session, Session, Scopes}, Loops) ->
+    _ = [trace_call(function, [Session, MFA, MS, [Scope]]) || {MFA, MS} <- Loops, Scope <- Scopes],
+    ok;
+add_loops(_Id, none, _Loops) ->
+    ok.
 
 %% @doc Removes the trace flags of every process (and of `new') traced for session `Id'.
 -spec untrace_processes(ferrotrace_tracer:session_id()) -> ok.

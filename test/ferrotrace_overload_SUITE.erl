@@ -78,6 +78,7 @@ tsunami(Ms, Competitors) ->
     ct:pal("calls/2 on every function took ~b ms", [erlang:monotonic_time(millisecond) - T0]),
     timer:sleep(Ms),
     #{events := Events, memory := #{ring_bytes := RingBytes}} = Running = ferrotrace:summary(S),
+    ct:pal("VM memory while tracing: ~p~nlargest processes: ~p", [erlang:memory(), largest_processes(5)]),
     ?assertEqual(running, maps:get(status, Running)),
     ok = ferrotrace:stop(S),
     #{max_round_trip_us := MaxRoundTrip, peak_vm := PeakVm, peak_rss := PeakRss} =
@@ -259,6 +260,12 @@ peak_mailbox(Pid, Deadline, Peak) ->
             timer:sleep(10),
             peak_mailbox(Pid, Deadline, max(Peak, Len))
     end.
+
+largest_processes(N) ->
+    Info = [{Memory, P, erlang:process_info(P, [current_function, stack_size, total_heap_size,
+                                                message_queue_len])}
+            || P <- erlang:processes(), {memory, Memory} <- [erlang:process_info(P, memory)]],
+    lists:sublist(lists:reverse(lists:sort(Info)), N).
 
 %% The node's resident set size, in bytes, from /proc.
 rss() ->
