@@ -3,13 +3,16 @@
 //! call `ferrotrace`, which documents them.
 
 use rustler::types::map::MapIterator;
-use rustler::{Atom, Encoder, Env, LocalPid, NifResult, Term};
+use rustler::{Atom, Encoder, Env, LocalPid, Term};
+
+use rustler::OwnedEnv;
 
 use ferrotrace_core::aggregate::{FunctionStats, PairingCounters};
+use ferrotrace_core::decode;
 use ferrotrace_core::event::Mfa;
 use ferrotrace_core::options::{self, OptionError, OptionValue};
-use ferrotrace_core::session::{self, Accounting, Session, StartError, StopReason};
-use crate::tracer::{term_bits, term_from_bits};
+use ferrotrace_core::session::{self, Accounting, Notifier, Session, StartError, StopReason, Stopped};
+use crate::term::{term_bits, term_from_bits, EnvReader};
 
 mod atoms {
     rustler::atoms! {
@@ -19,7 +22,7 @@ mod atoms {
         id, status, stop_reason, started_at, stopped_at, elapsed_ms, calls, events, pairing, memory,
         seen, aggregated, dropped, ignored, sampled_out, limited,
         unmatched_returns, abandoned_calls, untracked_events, open_calls, processes,
-        ring_bytes, functions,
+        ring_bytes, functions, collector_cpu_ns, ring_alloc_failures, ferrotrace_stopped,
         mfa, count, returns, exceptions, total, mean, p50, p90, p99, p999, max,
         user, owner_down, duration,
     }
@@ -45,7 +48,8 @@ fn option_value(term: Term) -> OptionValue {
 /// them), so their slots and statistics cannot leak.
 fn release_orphans(env: Env) {
     for orphan in session::all() {
-        // SAFETY: a local pid is an immediate; the bits came from a pid term.
+        // SAFETY: a local pid is an immediate and the bits came from a pid term
+        // (`new_session`), so they are a valid term in any env.
         let keeper = unsafe { Term::new(env, term_from_bits(orphan.keeper)) };
         if keeper.decode::<LocalPid>().is_ok_and(|pid| !pid.is_alive(env)) {
             session::release(orphan.id);
@@ -79,11 +83,25 @@ fn new_session<'a>(env: Env<'a>, opts: Term<'a>, keeper: LocalPid) -> Term<'a> {
     };
     release_orphans(env);
     let keeper_bits = term_bits(keeper.encode(env).as_c_arg());
-    match session::start(config, keeper_bits) {
+    match session::start(config, keeper_bits, Some(stop_notifier(keeper))) {
         Ok(session) => (atoms::ok(), session.id).encode(env),
         Err(StartError::TooManySessions) => error(env, (atoms::too_many_sessions(), session::MAX_SESSIONS)),
         Err(StartError::Thread) => error(env, atoms::thread_spawn_failed()),
     }
+}
+
+/// Tells `keeper` `{ferrotrace_stopped, Id, Reason}` when the session stops, whatever stops
+/// it. Called on the session's collector thread (not an ERTS thread), as its last act, which
+/// is what `OwnedEnv::send_and_clear` requires.
+fn stop_notifier(keeper: LocalPid) -> Notifier {
+    Box::new(move |id: u64, stopped: Stopped| {
+        let mut owned = OwnedEnv::new();
+        // A keeper already gone makes the send fail: nothing to tell.
+        let _ = owned.send_and_clear(&keeper, |env| {
+            let reason = Atom::from_str(env, stopped.reason.name()).map_or_else(|_| atoms::error().encode(env), |a| a.encode(env));
+            (atoms::ferrotrace_stopped(), id, reason).encode(env)
+        });
+    })
 }
 
 /// Finds a session (running or stopped) by the id term, or says why not.
@@ -130,7 +148,7 @@ fn release_session<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
 #[rustler::nif]
 fn session_keeper<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
     match find(env, id) {
-        // SAFETY: a local pid is an immediate; the bits came from a pid term.
+        // SAFETY: a local pid is an immediate; the bits came from a pid term (`new_session`).
         Ok(session) => (atoms::ok(), unsafe { Term::new(env, term_from_bits(session.keeper)) }).encode(env),
         Err(e) => e,
     }
@@ -143,7 +161,8 @@ fn sessions() -> Vec<u64> {
 }
 
 fn mfa_term<'a>(env: Env<'a>, mfa: &Mfa) -> Term<'a> {
-    // SAFETY: module and function bits were checked to be atoms when the event was decoded.
+    // SAFETY: module and function bits were checked to be atoms (immediates) when the event
+    // was decoded, and atoms are never freed.
     let (m, f) = unsafe {
         (Term::new(env, term_from_bits(mfa.module)), Term::new(env, term_from_bits(mfa.function)))
     };
@@ -227,18 +246,17 @@ fn session_summary<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
             (atoms::memory(), map(env, &[
                 (atoms::ring_bytes(), ring_bytes.encode(env)),
                 (atoms::functions(), agg.functions().count().encode(env)),
+                (atoms::ring_alloc_failures(), session.ring_alloc_failures().encode(env)),
             ])),
+            (atoms::collector_cpu_ns(), session.collector_cpu_ns().encode(env)),
         ]);
         (atoms::ok(), summary).encode(env)
     })
 }
 
-fn decode_mfa(term: Term) -> NifResult<Mfa> {
-    let (m, f, a): (Term, Term, u32) = term.decode()?;
-    if !m.is_atom() || !f.is_atom() || a > 255 {
-        return Err(rustler::Error::BadArg);
-    }
-    Ok(Mfa { module: term_bits(m.as_c_arg()), function: term_bits(f.as_c_arg()), arity: a })
+/// `{M, F, A}` by the same decoder as the hot path's (an arity, or an argument list).
+fn decode_mfa(env: Env, term: Term) -> Option<Mfa> {
+    decode::decode_mfa(&EnvReader(env.as_c_arg()), term.as_c_arg())
 }
 
 /// Power-of-two buckets `[{Low, High, Count}]` of a function's latency, ascending, non-empty.
@@ -263,7 +281,7 @@ fn session_histogram<'a>(env: Env<'a>, id: Term<'a>, mfa: Term<'a>) -> Term<'a> 
         Ok(session) => session,
         Err(e) => return e,
     };
-    let Ok(key) = decode_mfa(mfa) else { return error(env, (atoms::bad_mfa(), mfa)) };
+    let Some(key) = decode_mfa(env, mfa) else { return error(env, (atoms::bad_mfa(), mfa)) };
     session.with_consumer(|consumer, _| match consumer.aggregator().function(&key) {
         Some(stats) => (atoms::ok(), log2_buckets(stats)).encode(env),
         None => error(env, (atoms::no_such_function(), mfa)),

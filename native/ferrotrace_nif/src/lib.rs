@@ -5,8 +5,11 @@
 //! The engine itself (rings, sessions, aggregation) is the `ferrotrace_core` crate.
 
 #![warn(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
 
 mod api;
+mod raw;
+pub mod term;
 pub mod tracer;
 
 use ferrotrace_core::{clock, session};
@@ -14,9 +17,9 @@ use ferrotrace_core::{clock, session};
 use rustler::codegen_runtime::{c_int, c_void, inventory, ErlNifEntry, ErlNifEnv, ErlNifTerm};
 
 extern "C" fn load(env: *mut ErlNifEnv, _priv: *mut *mut c_void, _info: ErlNifTerm) -> c_int {
-    let result = std::panic::catch_unwind(|| unsafe {
-        tracer::init_atoms(env);
-        session::set_load_salt(clock::wall_nanos());
+    let result = std::panic::catch_unwind(|| {
+        // SAFETY: `env` is the environment the VM passes to `load`.
+        unsafe { tracer::init_atoms(env) };
         clock::init();
     });
     c_int::from(result.is_err())

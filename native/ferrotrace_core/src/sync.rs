@@ -1,0 +1,58 @@
+//! The synchronisation primitives the lock-free parts ([`crate::ring`], [`crate::quiesce`]) are
+//! written against: std's in every build, loom's under `RUSTFLAGS="--cfg loom"` (`make loom`),
+//! so that the loom models check the very code the hot path runs.
+//!
+//! `UnsafeCell` follows loom's closure API (`with`, `with_mut`) so that loom can see every
+//! access to a ring slot and report a data race.
+
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+#[cfg(not(loom))]
+pub(crate) use std::sync::Arc;
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+#[cfg(loom)]
+pub(crate) use loom::sync::Arc;
+
+#[cfg(loom)]
+pub(crate) use loom::cell::UnsafeCell;
+
+/// `std::cell::UnsafeCell` with loom's access API; the closures are inlined away.
+#[cfg(not(loom))]
+#[derive(Debug)]
+pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+#[cfg(not(loom))]
+impl<T> UnsafeCell<T> {
+    pub(crate) const fn new(value: T) -> Self {
+        UnsafeCell(std::cell::UnsafeCell::new(value))
+    }
+
+    #[inline(always)]
+    pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        f(self.0.get())
+    }
+
+    #[inline(always)]
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
+}
+
+/// One step of a wait loop: a CPU hint, or under loom a yield so the model can make progress.
+#[inline]
+pub(crate) fn spin(step: u32) {
+    #[cfg(loom)]
+    {
+        let _ = step;
+        loom::thread::yield_now();
+    }
+    #[cfg(not(loom))]
+    if step < 64 {
+        std::hint::spin_loop();
+    } else {
+        // A callback takes nanoseconds; one still running was descheduled by the OS.
+        std::thread::yield_now();
+    }
+}
