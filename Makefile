@@ -1,5 +1,5 @@
 # ferrotrace: the README's two commands are `make demo` and `make test`.
-.PHONY: all setup compile demo test test-rust test-erlang dialyzer bench clean
+.PHONY: all setup compile demo test test-rust test-erlang dialyzer bench loom miri collector-ceiling clean
 
 DEBIAN_PACKAGES = erlang-nox erlang-dev rebar3 erlang-common-test erlang-eunit erlang-dialyzer erlang-tools
 
@@ -35,6 +35,20 @@ dialyzer: compile
 
 bench: compile
 	sh bench/run.sh
+
+# Mechanical checks of the engine's lock-free protocols (not part of `make test`; timings in
+# the README). loom: every interleaving of the ring and of the publish / quiescence / free
+# protocol. Miri: ferrotrace_core's unit tests under the interpreter (needs nightly and miri:
+# rustup toolchain install nightly --profile minimal && rustup +nightly component add miri).
+loom:
+	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release -p ferrotrace_core --lib -- loom
+
+miri:
+	MIRIFLAGS="-Zmiri-disable-isolation" cargo +nightly miri test -p ferrotrace_core --lib
+
+# One collector thread's ceiling: events/s it drains, orders and aggregates.
+collector-ceiling:
+	cargo test --release -p ferrotrace_core --lib collector_ceiling -- --ignored --nocapture
 
 clean:
 	rebar3 clean
