@@ -81,6 +81,7 @@ impl<const N: usize> Registry<N> {
         // Only this thread writes its word: the Relaxed load reads its own last store.
         let value = word.load(Ordering::Relaxed);
         word.swap(value + 1, Ordering::SeqCst);
+        crate::sync::seqcst_order_for_loom();
     }
 
     /// Marks thread `index` outside. Release: the callback's accesses to session memory
@@ -94,6 +95,7 @@ impl<const N: usize> Registry<N> {
 
     /// Waits until every thread inside at the time of the call has left.
     pub(crate) fn wait_for_quiescence(&self) {
+        crate::sync::seqcst_order_for_loom();
         let threads = self.threads_seen();
         let mut busy: Vec<(usize, u64)> = (0..threads)
             .filter_map(|t| {

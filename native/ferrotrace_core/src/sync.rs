@@ -40,6 +40,20 @@ impl<T> UnsafeCell<T> {
     }
 }
 
+/// Under loom, a SeqCst fence; in real builds, nothing.
+///
+/// The quiescence protocol orders a store before a later load of another location (Dekker's
+/// pattern) with SeqCst accesses, which the C++/Rust memory model guarantees through the single
+/// total order of SeqCst operations. Loom models SeqCst accesses as AcqRel only (its README,
+/// "Unsupported features"), which allows both sides to read old values: a false alarm. It does
+/// model `fence(SeqCst)`, so the model states the same order with a fence at the two places
+/// where the real code relies on SeqCst accesses.
+#[inline(always)]
+pub(crate) fn seqcst_order_for_loom() {
+    #[cfg(loom)]
+    loom::sync::atomic::fence(Ordering::SeqCst);
+}
+
 /// One step of a wait loop: a CPU hint, or under loom a yield so the model can make progress.
 #[inline]
 pub(crate) fn spin(step: u32) {
