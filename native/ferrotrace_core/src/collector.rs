@@ -157,3 +157,65 @@ impl Session {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{EventKind, Mfa};
+    use crate::ring;
+    use std::time::Instant;
+
+    /// The collector's ceiling: events per second one thread drains from the rings, orders and
+    /// aggregates (calls paired with returns, HDR histograms), measured alone, with the rings
+    /// filled beforehand as schedulers would between two collections. Run by
+    /// `make collector-ceiling`; prints its figures.
+    #[test]
+    #[ignore = "a benchmark: make collector-ceiling"]
+    fn collector_ceiling() {
+        const THREADS: usize = 4;
+        const PIDS_PER_THREAD: u64 = 256;
+        const FUNCTIONS: u64 = 16;
+        const PER_ROUND: usize = 16_384; // events per ring per collection
+        const ROUNDS: usize = 200;
+        crate::clock::init();
+        let mut consumer = Consumer::new(Aggregator::new(1_000, 100_000));
+        let mut rings: Vec<_> = (0..THREADS).map(|_| ring::channel::<PackedEvent>(PER_ROUND).unwrap()).collect();
+        let mut ts = 0u64;
+        let mut spent = Duration::ZERO;
+        let mut events = 0u64;
+        for round in 0..ROUNDS {
+            for (t, (tx, _)) in rings.iter_mut().enumerate() {
+                for i in 0..PER_ROUND / 2 {
+                    let n = (round * PER_ROUND + i) as u64;
+                    let pid = ((t as u64 * PIDS_PER_THREAD + n % PIDS_PER_THREAD) << 4) | 3;
+                    let function = 0x1_000b + ((n / PIDS_PER_THREAD) % FUNCTIONS) * 64;
+                    let mfa = Mfa { module: 0x1_000b, function, arity: 1 };
+                    for kind in [EventKind::Call, EventKind::Return] {
+                        ts += 7;
+                        let packed = PackedEvent::pack(&Event { ts, pid, mfa, kind }).unwrap();
+                        tx.push(packed).unwrap();
+                    }
+                }
+            }
+            let start = Instant::now();
+            for (_, rx) in rings.iter_mut() {
+                let pending = &mut consumer.pending;
+                consumer.aggregated += rx.drain(|event| pending.push(event));
+            }
+            consumer.fold_in(ts + 1);
+            spent += start.elapsed();
+            events += (THREADS * PER_ROUND) as u64;
+        }
+        assert_eq!(consumer.aggregated, events);
+        assert_eq!(consumer.aggregator.counters(), Default::default(), "every call paired");
+        let rate = events as f64 / spent.as_secs_f64();
+        println!(
+            "collector ceiling: {events} events in {:.1} ms: {:.1} M events/s, {:.1} ns/event \
+             ({THREADS} rings, {} pids, {FUNCTIONS} functions, {PER_ROUND} events per ring per collection)",
+            spent.as_secs_f64() * 1e3,
+            rate / 1e6,
+            1e9 / rate,
+            THREADS as u64 * PIDS_PER_THREAD,
+        );
+    }
+}

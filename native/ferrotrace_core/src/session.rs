@@ -348,6 +348,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "thousands of events: too slow under Miri (small_session_is_exact covers the path)")]
     fn max_events_with_drop_counts_the_excess_exactly() {
         let config = Config { max_events: Some(1_001), on_limit: OnLimit::Drop, duration_ms: None, ..Config::default() };
         let session = start_test(config);
@@ -361,6 +362,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "thousands of events: too slow under Miri (small_session_is_exact covers the path)")]
     fn max_events_with_stop_stops_the_session() {
         let config = Config { max_events: Some(500), duration_ms: None, ..Config::default() };
         let session = start_test(config);
@@ -380,6 +382,7 @@ mod tests {
     /// Readers of the statistics (the summary NIF reads `elapsed_ms` under the consumer lock)
     /// and a halting collector must not wait on each other: this deadlocked once.
     #[test]
+    #[cfg_attr(miri, ignore = "thousands of events: too slow under Miri (small_session_is_exact covers the path)")]
     fn summaries_during_a_limit_stop_do_not_deadlock() {
         let (done, finished) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -410,6 +413,7 @@ mod tests {
     /// Sampling decided at `enabled`: a sampled-out call is one event, counted there, and
     /// never has a return; kept processes keep every call with its return.
     #[test]
+    #[cfg_attr(miri, ignore = "thousands of events: too slow under Miri (small_session_is_exact covers the path)")]
     fn sampling_keeps_whole_processes() {
         let config = Config { sample: 4, duration_ms: None, ..Config::default() };
         let session = start_test(config);
@@ -427,6 +431,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "thousands of events: too slow under Miri (small_session_is_exact covers the path)")]
     fn events_from_many_threads_are_counted_exactly_and_paired() {
         let config = Config { ring_size: 64, duration_ms: None, ..Config::default() };
         let session = start_test(config);
@@ -450,6 +455,7 @@ mod tests {
     /// A ring that cannot be allocated (here: a size no allocator can give) never aborts:
     /// that thread's events are counted as dropped, and allocation is tried once per thread.
     #[test]
+    #[cfg_attr(miri, ignore = "thousands of events: too slow under Miri (small_session_is_exact covers the path)")]
     fn a_failed_ring_allocation_drops_and_counts() {
         let config = Config { ring_size: 1 << 58, duration_ms: None, ..Config::default() };
         let session = start_test(config);
@@ -460,6 +466,25 @@ mod tests {
         let a = session.with_consumer(|_, a| a);
         assert_eq!(a.seen, 4_000);
         assert_eq!((a.aggregated, a.dropped), (0, 4_000));
+        assert!(release(session.id));
+    }
+
+    /// The whole path (producer creation, push, grace periods, drain, free) at a size Miri
+    /// can run: two threads, a small ring that overflows.
+    #[test]
+    fn small_session_is_exact() {
+        let (threads, calls) = (2, 40);
+        let config = Config { ring_size: 16, duration_ms: None, ..Config::default() };
+        let session = start_test(config);
+        run_threads(session.id, threads, calls);
+        session.stop(StopReason::User);
+        let a = session.with_consumer(|consumer, a| {
+            let f = consumer.aggregator().function(&F);
+            assert_eq!(f.map_or(0, |f| f.calls + f.returns), a.aggregated);
+            a
+        });
+        assert_eq!(a.seen, 2 * threads * calls);
+        assert_eq!(a.seen, a.aggregated + a.dropped);
         assert!(release(session.id));
     }
 
@@ -478,6 +503,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "thousands of events: too slow under Miri (small_session_is_exact covers the path)")]
     fn every_stop_notifies_once_with_its_reason() {
         for reason in [StopReason::User, StopReason::OwnerDown, StopReason::Unload] {
             let (tx, rx) = std::sync::mpsc::channel();
