@@ -45,11 +45,19 @@ unsafe impl<T: Copy + Send> Sync for Shared<T> {}
 /// The producer side: pushes values. One per ring.
 pub struct RingProducer<T: Copy> {
     shared: Arc<Shared<T>>,
+    /// `shared.slots` and its mask, copied here so that a push reads only this handle's line
+    /// before the slot (no load of the shared block's fields, no bounds check).
+    slots: *const UnsafeCell<MaybeUninit<T>>,
+    mask: u64,
     /// The producer's own copy of `tail` (it is the only writer).
     tail: u64,
     /// The last `head` seen: the ring is known to have room up to `cached_head + cap`.
     cached_head: u64,
 }
+
+// SAFETY: `slots` points into `shared`, which the handle keeps alive; moving the handle to
+// another thread moves the unique producer role with it (the Arc'ed block is Send + Sync).
+unsafe impl<T: Copy + Send> Send for RingProducer<T> {}
 
 /// The consumer side: drains values. One per ring.
 pub struct RingConsumer<T: Copy> {
@@ -72,7 +80,13 @@ pub fn channel<T: Copy>(capacity: usize) -> Result<(RingProducer<T>, RingConsume
         tail: CachePadded::new(AtomicU64::new(0)),
         head: CachePadded::new(AtomicU64::new(0)),
     });
-    let producer = RingProducer { shared: Arc::clone(&shared), tail: 0, cached_head: 0 };
+    let producer = RingProducer {
+        slots: shared.slots.as_ptr(),
+        mask: shared.mask,
+        shared: Arc::clone(&shared),
+        tail: 0,
+        cached_head: 0,
+    };
     Ok((producer, RingConsumer { shared, head: 0 }))
 }
 
@@ -85,22 +99,23 @@ impl<T: Copy> RingProducer<T> {
     /// Appends `value`, or gives it back when the ring is full.
     #[inline]
     pub fn push(&mut self, value: T) -> Result<(), T> {
-        let shared = &*self.shared;
-        let cap = shared.slots.len() as u64;
+        let cap = self.mask + 1;
         if self.tail - self.cached_head >= cap {
-            self.cached_head = shared.head.load(Ordering::Acquire);
+            self.cached_head = self.shared.head.load(Ordering::Acquire);
             if self.tail - self.cached_head >= cap {
                 return Err(value);
             }
         }
-        let slot = &shared.slots[(self.tail & shared.mask) as usize];
+        // SAFETY: `tail & mask < cap`, the length of the slots `self.slots` points at, which
+        // `self.shared` keeps allocated.
+        let slot = unsafe { &*self.slots.add((self.tail & self.mask) as usize) };
         // SAFETY: `tail - head < cap`, so the consumer is done with this slot (its Release
         // store of `head`, read by our Acquire load, came after its last read of the slot) and
         // will not read it before our Release store of `tail + 1` below. We are the only
         // producer (`&mut self` of the unique producer handle).
         slot.with_mut(|p| unsafe { (*p).write(value) });
         self.tail += 1;
-        shared.tail.store(self.tail, Ordering::Release);
+        self.shared.tail.store(self.tail, Ordering::Release);
         Ok(())
     }
 

@@ -524,6 +524,33 @@ mod tests {
         assert!(release(session.id));
     }
 
+    /// Our own cost per event on the hot path, minus term decoding and the VM: what `trace/5`
+    /// adds to the no-op floor. A benchmark (`cargo test --release -p ferrotrace_core --lib
+    /// hot_path_cost -- --ignored --nocapture`); prints ns per event.
+    #[test]
+    #[ignore = "a benchmark"]
+    fn hot_path_cost() {
+        const EVENTS: u64 = 1_000_000;
+        let config = Config { ring_size: 1 << 21, duration_ms: None, ..Config::default() };
+        let session = start_test(config);
+        let mut best = f64::MAX;
+        for round in 0..5u64 {
+            let start = std::time::Instant::now();
+            for i in 0..EVENTS / 2 {
+                let pid = (round << 32 | i) << 4 | 3;
+                emit(session.id, pid, EventKind::Call);
+                emit(session.id, pid, EventKind::Return);
+            }
+            best = best.min(start.elapsed().as_nanos() as f64 / EVENTS as f64);
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        session.stop(StopReason::User);
+        let a = session.with_consumer(|_, a| a);
+        assert_eq!(a.seen, 5 * EVENTS);
+        println!("hot path: {best:.1} ns/event (best of 5 rounds of {EVENTS}; dropped {})", a.dropped);
+        assert!(release(session.id));
+    }
+
     #[test]
     fn stale_ids_are_not_live() {
         let session = start_test(Config::default());
