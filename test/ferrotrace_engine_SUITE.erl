@@ -7,13 +7,14 @@
 
 -export([all/0, init_per_suite/1, end_per_suite/1]).
 -export([duration_stop_notifies_keeper/1, limit_stop_notifies_keeper/1,
-         user_stop_notifies_keeper/1]).
+         user_stop_notifies_keeper/1, ring_allocation_failure_drops_and_counts/1]).
 
 -type config() :: [{atom(), term()}].
 
 -spec all() -> [atom()].
 all() ->
-    [duration_stop_notifies_keeper, limit_stop_notifies_keeper, user_stop_notifies_keeper].
+    [duration_stop_notifies_keeper, limit_stop_notifies_keeper, user_stop_notifies_keeper,
+     ring_allocation_failure_drops_and_counts].
 
 -spec init_per_suite(config()) -> config().
 init_per_suite(Config) ->
@@ -61,3 +62,49 @@ user_stop_notifies_keeper(_Config) ->
     receive {ferrotrace_stopped, Id, user} -> ok after 1000 -> error(no_stop_message) end,
     ok = ferrotrace_tracer:release_session(Id),
     receive Other -> error({unexpected, Other}) after 50 -> ok end.
+
+%% A ring that cannot be allocated (a child VM whose address space is capped just above what
+%% it uses, below the 512 MiB of a `ring_size => 16777216' ring): the node stays up, the
+%% thread's events are counted as dropped, and one failure is recorded. The same child without
+%% the cap allocates the ring and aggregates everything (so the cap is what made it fail).
+-spec ring_allocation_failure_drops_and_counts(config()) -> ok.
+ring_allocation_failure_drops_and_counts(_Config) ->
+    Free = child(""),
+    ?assertMatch({#{seen := 2000, aggregated := 2000, dropped := 0},
+                  #{ring_alloc_failures := 0}}, result(Free)),
+    #{vm_kb := UsedKb} = Free,
+    Capped = child(io_lib:format("ulimit -v ~b; ", [UsedKb + 256 * 1024])),
+    ?assertMatch({#{seen := 2000, aggregated := 0, dropped := 2000},
+                  #{ring_alloc_failures := 1, ring_bytes := 0}}, result(Capped)),
+    ok.
+
+result(#{events := Events, memory := Memory}) -> {Events, Memory}.
+
+%% Runs a fresh VM (after Prefix, a shell command) that traces 1,000 calls with return_trace
+%% into a session with the largest ring; returns what it printed: its summary and its VmSize
+%% before the session started.
+child(Prefix) ->
+    Ebin = filename:dirname(code:which(ferrotrace_tracer)),
+    TestDir = filename:dirname(code:which(ft_test_target)),
+    Erl = filename:join([code:root_dir(), "bin", "erl"]),
+    Eval = "{module, _} = code:ensure_loaded(ft_test_target), "
+        %% The address space in use before the session: the cap is set from it.
+        "[_, Kb | _] = string:lexemes(os:cmd(\"grep VmSize /proc/\" ++ os:getpid() ++ \"/status\"), \" \\t\\n\"), "
+        "{ok, S} = ferrotrace_tracer:new_session(#{ring_size => 16777216, duration => infinity}, self()), "
+        "Self = self(), "
+        "W = spawn(fun() -> receive go -> ok end, [ft_test_target:f(I) || I <- lists:seq(1, 1000)], Self ! done end), "
+        "1 = erlang:trace_pattern({ft_test_target, f, 1}, [{list_to_atom(\"_\"), [], [{return_trace}]}], [local]), "
+        "1 = erlang:trace(W, true, [call, {tracer, ferrotrace_tracer, S}]), "
+        "W ! go, receive done -> ok end, "
+        "{ok, #{events := E, memory := M}} = ferrotrace_tracer:session_summary(S), "
+        "io:format(\"~w.~n\", [#{events => E, memory => M, vm_kb => list_to_integer(Kb)}]), halt().",
+    Cmd = lists:flatten([Prefix, Erl, " -noshell -pa ", Ebin, " -pa ", TestDir, " -eval '", Eval, "' 2>&1"]),
+    Out = os:cmd(Cmd),
+    case erl_scan:string(lists:last(string:lexemes(Out, "\n"))) of
+        {ok, Tokens, _} ->
+            case erl_parse:parse_term(Tokens) of
+                {ok, Term} -> Term;
+                _ -> error({child_output, Out})
+            end;
+        _ -> error({child_output, Out})
+    end.

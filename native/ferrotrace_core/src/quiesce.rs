@@ -302,6 +302,7 @@ mod loom_tests {
         let index = world.threads.take_index()?;
         world.threads.enter(index);
         let seen = if world.tag.load(Ordering::SeqCst) == LIVE {
+            // SAFETY: the point of the model: loom reports it if this read can race the free.
             Some(world.session.with(|p| unsafe { *p }))
         } else {
             None
@@ -321,6 +322,7 @@ mod loom_tests {
             world.tag.store(STOPPED, Ordering::SeqCst);
             world.threads.wait_for_quiescence();
             // The free: a write no callback may overlap.
+            // SAFETY: after the grace period no reader is inside (what loom checks).
             world.session.with_mut(|p| unsafe { *p = 0 });
             let seen = reader.join().unwrap();
             assert!(seen.is_none() || seen == Some(7), "a reader never sees freed memory");

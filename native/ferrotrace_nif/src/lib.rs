@@ -40,10 +40,14 @@ extern "C" fn unload(_env: *mut ErlNifEnv, _priv: *mut c_void) {
 extern "C" fn nif_init() -> *const ErlNifEntry {
     static ENTRY: std::sync::OnceLock<EntryCell> = std::sync::OnceLock::new();
     struct EntryCell(ErlNifEntry);
-    // SAFETY: the entry only holds pointers to 'static data (leaked below).
+    // SAFETY: the entry only holds pointers to 'static data (leaked below) and is never
+    // written after initialisation.
     unsafe impl Send for EntryCell {}
+    // SAFETY: as above: shared read-only.
     unsafe impl Sync for EntryCell {}
     let cell = ENTRY.get_or_init(|| {
+        // SAFETY: rustler's symbol table setup, called once, before any NIF runs (the VM
+        // calls `nif_init` before `load`), as `rustler::init!` does.
         unsafe { rustler::codegen_runtime::internal_write_symbols() };
         let funcs: &'static [_] = Box::leak(
             inventory::iter::<rustler::Nif>().map(rustler::Nif::get_def).collect::<Box<[_]>>(),
