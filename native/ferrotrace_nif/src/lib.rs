@@ -1,8 +1,10 @@
 //! # ferrotrace_tracer NIF library
 //!
 //! The NIF library behind the Erlang module `ferrotrace_tracer`: the `erl_tracer` callbacks
-//! ([`tracer`], the hot path) and the management NIFs used by the `ferrotrace` API ([`api`]).
-//! The engine itself (rings, sessions, aggregation) is the `ferrotrace_core` crate.
+//! ([`tracer`], the hot path), reading terms ([`term`]), and the management NIFs used by the
+//! `ferrotrace` API (`api`, which also sends the keeper `{ferrotrace_stopped, Id, Reason}`).
+//! `raw` is the NIF scaffolding shared with the bench floor crate. The engine itself (rings,
+//! sessions, aggregation) is the `ferrotrace_core` crate.
 
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
