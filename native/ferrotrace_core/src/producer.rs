@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 
 use crate::event::{Event, PackedEvent};
 use crate::limit::Leases;

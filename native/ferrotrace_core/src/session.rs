@@ -9,7 +9,7 @@ use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 
 use crate::aggregate::Aggregator;
 use crate::clock;

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 
 use crate::quiesce::Active;
 use crate::session::Session;

@@ -70,3 +70,21 @@ pub(crate) fn spin(step: u32) {
         std::thread::yield_now();
     }
 }
+
+/// `std::sync::Mutex` without poisoning: a panic while holding it (a bug, which stops the
+/// session with `StopReason::Error`) must not make the session's figures unreadable.
+/// std's futex-based mutex rather than parking_lot's, so Miri can run the session tests
+/// (parking_lot_core's futex call is rejected by Miri's variadic argument check).
+#[derive(Debug, Default)]
+pub(crate) struct Mutex<T>(std::sync::Mutex<T>);
+
+impl<T> Mutex<T> {
+    pub(crate) const fn new(value: T) -> Self {
+        Mutex(std::sync::Mutex::new(value))
+    }
+
+    #[inline]
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, T> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
