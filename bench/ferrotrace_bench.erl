@@ -45,9 +45,11 @@
 -define(WAIT_MS, 300000).
 -define(MS, [{'_', [], [{return_trace}]}]).
 -define(TARGET, {ft_bench_target, f, 1}).
+-define(SAMPLE, 10).
+-define(SAMPLED_CHUNKS, 200).
 
--type case_name() :: untraced | floor_discard | floor_noop | ferrotrace | process_count
-                   | dbg_style_hist.
+-type case_name() :: untraced | floor_discard | floor_noop | ferrotrace | ferrotrace_sampled
+                   | process_count | dbg_style_hist.
 -type scenario() :: single | workers.
 -type result() :: #{atom() => term()}.
 
@@ -94,7 +96,7 @@ run(Scale) ->
     end,
     Cases = [C || C <- all_cases(),
                   not (is_floor(C) andalso FloorOk =/= ok),
-                  not (C =:= ferrotrace andalso FtStatus =/= ok)],
+                  not (is_ferrotrace(C) andalso FtStatus =/= ok)],
     T0 = erlang:monotonic_time(millisecond),
     Single = scenario(single, Cases, 1, Scale, Bind),
     Workers = scenario(workers, Cases, Scheds, Scale, Bind),
@@ -119,7 +121,15 @@ scale() ->
     end.
 
 all_cases() ->
-    [untraced, floor_discard, floor_noop, ferrotrace, process_count, dbg_style_hist].
+    [untraced, floor_discard, floor_noop, ferrotrace, ferrotrace_sampled, process_count,
+     dbg_style_hist].
+
+is_ferrotrace(C) -> C =:= ferrotrace orelse C =:= ferrotrace_sampled.
+
+%% The sampled case runs each worker's calls in ?SAMPLED_CHUNKS short-lived processes (traced
+%% through set_on_spawn): `sample' keeps whole processes, so it needs many pids to keep 1 in 10.
+chunks(ferrotrace_sampled) -> ?SAMPLED_CHUNKS;
+chunks(_) -> 1.
 
 is_floor(C) -> C =:= floor_discard orelse C =:= floor_noop.
 
@@ -204,7 +214,7 @@ run_case(Case, Calls, NWorkers, Bind, Events, MemBase) ->
     Sampler = start_sampler(maps:get(pid, Tracer, undefined)),
     Cpu0 = cpu_ns(),
     Parent = self(),
-    Workers = [spawn_worker(Parent, I, Calls, NWorkers > 1 andalso Bind)
+    Workers = [spawn_worker(Parent, I, {Calls, chunks(Case)}, NWorkers > 1 andalso Bind)
                || I <- lists:seq(1, NWorkers)],
     case Case of
         untraced -> ok;
@@ -236,12 +246,21 @@ spawn_worker(Parent, I, Calls, true) ->
 spawn_worker(Parent, _I, Calls, false) ->
     spawn_opt(fun() -> worker(Parent, Calls) end, [link]).
 
-worker(Parent, Calls) ->
+worker(Parent, {Calls, Chunks}) ->
     receive go -> ok end,
     T0 = erlang:monotonic_time(nanosecond),
-    _ = loop(Calls, 0),
+    _ = case Chunks of
+            1 -> loop(Calls, 0);
+            _ -> [chunk(Calls div Chunks + min(1, max(0, Calls rem Chunks - I)))
+                  || I <- lists:seq(0, Chunks - 1)]
+        end,
     T1 = erlang:monotonic_time(nanosecond),
     Parent ! {done, self(), T0, T1}.
+
+%% Runs N calls in a new process (traced by inheritance) and waits for it.
+chunk(N) ->
+    {Pid, Ref} = spawn_monitor(fun() -> loop(N, 0) end),
+    receive {'DOWN', Ref, process, Pid, normal} -> ok end.
 
 loop(0, Acc) -> Acc;
 loop(N, Acc) -> loop(N - 1, ft_bench_target:f(Acc)).
@@ -262,6 +281,9 @@ tracer_setup(floor_noop, _Events) ->
 tracer_setup(ferrotrace, _Events) ->
     {ok, S} = ferrotrace:session(#{duration => 3600000}),
     #{flags => [call, {tracer, ferrotrace_tracer, S}], session => S};
+tracer_setup(ferrotrace_sampled, _Events) ->
+    {ok, S} = ferrotrace:session(#{duration => 3600000, sample => ?SAMPLE}),
+    #{flags => [call, set_on_spawn, {tracer, ferrotrace_tracer, S}], session => S};
 tracer_setup(process_count, Events) ->
     Parent = self(),
     Pid = spawn_link(fun() -> counter(Parent, Events, 0) end),
@@ -281,7 +303,7 @@ wait_drained(#{pid := Pid}, WorkEnd) ->
 wait_drained(_, WorkEnd) ->
     {WorkEnd, true}.
 
-tracer_teardown(ferrotrace, #{session := S}) ->
+tracer_teardown(_, #{session := S}) ->
     T0 = erlang:monotonic_time(nanosecond),
     Summary = wait_aggregated(S, T0 + 30000000000),
     DrainMs = (erlang:monotonic_time(nanosecond) - T0) div 1000000,
@@ -305,7 +327,8 @@ wait_aggregated(S, Deadline) ->
     Summary = ferrotrace:summary(S),
     Done = case Summary of
                #{events := #{seen := Seen, aggregated := Agg, dropped := Drop}} ->
-                   Agg + Drop + maps:get(limited, maps:get(events, Summary), 0) >= Seen;
+                   Ev = maps:get(events, Summary),
+                   Agg + Drop + maps:get(limited, Ev, 0) + maps:get(sampled_out, Ev, 0) >= Seen;
                _ -> true
            end,
     case Done orelse erlang:monotonic_time(nanosecond) > Deadline of
@@ -323,6 +346,14 @@ ft_extra(#{events := Ev} = Summary, DrainMs) ->
       ft_aggregated => maps:get(aggregated, Ev, undefined),
       ft_dropped => maps:get(dropped, Ev, undefined),
       ft_limited => maps:get(limited, Ev, undefined),
+      ft_sampled_out => maps:get(sampled_out, Ev, undefined),
+      %% The collector thread's CPU time per event it aggregated: its budget, made visible.
+      ft_collector_ns => case {maps:get(collector_cpu_ns, Summary, undefined),
+                               maps:get(aggregated, Ev, 0)} of
+                             {undefined, _} -> undefined;
+                             {_, 0} -> undefined;
+                             {Cpu, Agg} -> Cpu / Agg
+                         end,
       ft_drain_ms => DrainMs,
       ft_count => maps:get(count, Fn, undefined),
       ft_p50 => maps:get(p50, Fn, undefined),
@@ -488,20 +519,31 @@ print_notes(Scenario, Rounds) ->
               lists:foreach(fun({C, R}) -> note(Scenario, RoundNo, C, R) end, Round)
       end, lists:zip(lists:seq(1, length(Rounds)), Rounds)).
 
-note(Scenario, RoundNo, ferrotrace, R = #{ft_seen := _}) ->
+note(Scenario, RoundNo, C, R = #{ft_seen := _}) ->
     Limited = case maps:get(ft_limited, R) of
                   undefined -> "";
                   L -> io_lib:format(" limited=~p", [L])
               end,
-    io:format("ferrotrace ~p round ~p: seen=~p aggregated=~p dropped=~p~s "
-              "(expected ~p events) count(f/1)=~p p50=~pns p99=~pns aggregation_drain=~pms~n",
-              [Scenario, RoundNo, maps:get(ft_seen, R), maps:get(ft_aggregated, R),
-               maps:get(ft_dropped, R), Limited, maps:get(events, R),
+    Expected = case C of
+                   %% A sampled-out call is one event (answered `discard' in enabled_call,
+                   %% so the VM pushes no return frame); a kept one two.
+                   ferrotrace_sampled -> io_lib:format("(1 in ~p processes kept)", [?SAMPLE]);
+                   _ -> io_lib:format("(expected ~p events)", [maps:get(events, R)])
+               end,
+    CollectorNs = case maps:get(ft_collector_ns, R) of
+                      undefined -> "n/a";
+                      Ns -> fmt(Ns, 1)
+                  end,
+    io:format("~p ~p round ~p: seen=~p aggregated=~p dropped=~p sampled_out=~p~s ~s "
+              "count(f/1)=~p p50=~pns p99=~pns aggregation_drain=~pms "
+              "collector_cpu_ns/event=~s~n",
+              [C, Scenario, RoundNo, maps:get(ft_seen, R), maps:get(ft_aggregated, R),
+               maps:get(ft_dropped, R), maps:get(ft_sampled_out, R), Limited, Expected,
                maps:get(ft_count, R), maps:get(ft_p50, R), maps:get(ft_p99, R),
-               maps:get(ft_drain_ms, R)]);
-note(Scenario, RoundNo, ferrotrace, R = #{ft_summary := Other}) ->
-    io:format("ferrotrace ~p round ~p: unexpected summary ~p (drain ~pms)~n",
-              [Scenario, RoundNo, Other, maps:get(ft_drain_ms, R)]);
+               maps:get(ft_drain_ms, R), CollectorNs]);
+note(Scenario, RoundNo, C, R = #{ft_summary := Other}) ->
+    io:format("~p ~p round ~p: unexpected summary ~p (drain ~pms)~n",
+              [C, Scenario, RoundNo, Other, maps:get(ft_drain_ms, R)]);
 note(Scenario, RoundNo, C, R = #{drained := false}) ->
     io:format("~p ~p round ~p: NOT DRAINED after ~ps (received ~p of ~p)~n",
               [C, Scenario, RoundNo, ?WAIT_MS div 1000, maps:get(received, R, unknown),
@@ -578,6 +620,16 @@ print_ratios(Single, Workers, FtStatus) ->
           none, none, FtSkipped),
     ratio(ferrotrace_per_event_vs_noop_floor_workers,
           Div(PerEvent(Workers, ferrotrace), PerEvent(Workers, floor_noop)),
+          none, none, FtSkipped),
+    %% A 1-in-10 sampled session, per traced call, against both floors (single process run
+    %% as short-lived chunks, see chunks/1): sampled-out calls cost what `discard' costs.
+    PerCall = fun(Results, C) -> metric(Results, C, fun(#{elapsed_ns := N, calls := K}) ->
+                                                            N / K end) end,
+    ratio(ferrotrace_sampled_per_call_vs_discard_floor,
+          Div(PerCall(Single, ferrotrace_sampled), PerCall(Single, floor_discard)),
+          none, none, FtSkipped),
+    ratio(ferrotrace_sampled_per_call_vs_noop_floor,
+          Div(PerCall(Single, ferrotrace_sampled), PerCall(Single, floor_noop)),
           none, none, FtSkipped),
     ratio(noop_floor_per_event_vs_discard_floor,
           Div(PerEvent(Single, floor_noop), PerEvent(Single, floor_discard)),

@@ -9,7 +9,8 @@
 %%% already traced, patterns that conflict with another session's); a refused start leaves
 %%% the node as it was.</li>
 %%% <li>Stop, whoever stops it: `stop/1', the owner leaving, or the engine itself (duration,
-%%% a limit, unload, an error; the engine's collector sends `{ferrotrace_stopped, Id, Reason}').
+%%% a limit, unload, an error; the engine's collector sends `{ferrotrace_stopped, Id, Reason}'
+%%% and times `duration' itself: the keeper has no timer of its own).
 %%% Tracing ends at once and every pattern and flag the session set is removed; the figures
 %%% stay readable.</li>
 %%% <li>Release: `release/1', or `keep' milliseconds after the owner left (default ten
@@ -48,8 +49,6 @@
 %% frame per iteration for as long as the process lives.
 -define(COUNT_ONLY, [{'_', [], []}]).
 -define(TRACE_FLAGS, [call, procs]).
-%% How often the engine is asked for loops it found at run time (ms).
--define(LOOP_POLL, 50).
 
 %% @doc Starts a keeper and, if asked, sets up call tracing.
 -spec start(map(), tracing(), settings()) ->
@@ -94,8 +93,6 @@ init({EngineOptions, Tracing, Settings = #{owner := Owner, keep := Keep}}) ->
                 ok ->
                     case start_tracing(Id, Tracing) of
                         {ok, Backend} ->
-                            _ = duration_timer(EngineOptions),
-                            _ = Backend =/= none andalso erlang:send_after(?LOOP_POLL, self(), poll_loops),
                             {ok, #state{id = Id, owner = Monitor, keep = Keep,
                                         backend = Backend}};
                         {error, Reason} ->
@@ -137,15 +134,6 @@ refuse(Id, Reason) ->
     proc_lib:init_ack({error, Reason}),
     exit(normal).
 
-%% The engine times the session and stops it by itself; this timer only makes the keeper
-%% clean up at the same moment in case the engine's own notice is late.
-duration_timer(EngineOptions) ->
-    case maps:get(duration, EngineOptions, default) of
-        infinity -> none;
-        default -> none;
-        Ms -> erlang:send_after(Ms, self(), duration)
-    end.
-
 %% @private
 -spec handle_call(id | stop | release, gen_server:from(), #state{}) ->
           {reply, term(), #state{}} | {stop, normal, ok, #state{}}.
@@ -174,23 +162,12 @@ handle_info({'DOWN', Monitor, process, _, _}, State = #state{id = Id, owner = Mo
     end;
 handle_info({ferrotrace_stopped, Id, Reason}, State = #state{id = Id}) ->
     {noreply, end_session(Reason, State)};
-handle_info(duration, State) ->
-    {noreply, end_session(duration, State)};
-handle_info(poll_loops, State = #state{stopped = true}) ->
-    {noreply, State};
-handle_info(poll_loops, State = #state{id = Id, backend = Backend}) ->
-    case ferrotrace_tracer:session_new_loops(Id) of
-        {ok, []} ->
-            ok;
-        {ok, Loops} ->
-            %% Cycles through funs or apply, invisible in the code: stop return tracing them.
-            ok = add_loops(Id, Backend, [{MFA, ?COUNT_ONLY} || MFA <- Loops]),
-            {ok, _, _, Info} = ferrotrace_registry:lookup(Id),
-            ok = ferrotrace_registry:update(Id, #{loops => lists:usort(maps:get(loops, Info, []) ++ Loops)});
-        {error, _} ->
-            ok
-    end,
-    _ = erlang:send_after(?LOOP_POLL, self(), poll_loops),
+handle_info({ferrotrace_loops, Id, Loops}, State = #state{id = Id, stopped = false,
+                                                         backend = Backend}) ->
+    %% Loops the code did not show (cycles through funs or apply): stop return tracing them.
+    ok = add_loops(Id, Backend, [{MFA, ?COUNT_ONLY} || MFA <- Loops]),
+    {ok, _, _, Info} = ferrotrace_registry:lookup(Id),
+    ok = ferrotrace_registry:update(Id, #{loops => lists:usort(maps:get(loops, Info, []) ++ Loops)}),
     {noreply, State};
 handle_info(expire, State) ->
     {stop, normal, State};
@@ -213,7 +190,7 @@ end_session(Reason, State = #state{id = Id, backend = Backend}) ->
     stop_tracing(Id, Backend),
     State#state{stopped = true}.
 
-engine_reason(Reason) when Reason =:= user; Reason =:= owner_down; Reason =:= duration -> Reason;
+engine_reason(Reason) when Reason =:= user; Reason =:= owner_down -> Reason;
 engine_reason(_) -> user. % already stopped by the engine: the engine keeps its own reason
 
 %%% Tracing

@@ -23,7 +23,7 @@
 
 -export([enabled/3, enabled_call/3, enabled_procs/3, trace/5]).
 -export([new_session/2, stop_session/2, release_session/1, sessions/0,
-         session_summary/1, session_histogram/2, session_set_tracing/3, session_new_loops/1]).
+         session_summary/1, session_histogram/2, session_set_tracing/3]).
 
 -on_load(load_nif/0).
 
@@ -69,7 +69,7 @@ trace(_TraceTag, _TracerState, _Tracee, _Message, _Opts) -> ?NOT_LOADED.
 new_session(_Options, _Keeper) -> ?NOT_LOADED.
 
 %% @private
--spec stop_session(session_id(), user | owner_down | duration) -> ok | {error, term()}.
+-spec stop_session(session_id(), user | owner_down) -> ok | {error, term()}.
 stop_session(_Id, _Reason) -> ?NOT_LOADED.
 
 %% @private
@@ -92,7 +92,3 @@ session_histogram(_Id, _MFA) -> ?NOT_LOADED.
 %% @private
 -spec session_set_tracing(session_id(), [ferrotrace:mfa_spec()], [mfa()]) -> ok | {error, term()}.
 session_set_tracing(_Id, _Specs, _Loops) -> ?NOT_LOADED.
-
-%% @private
--spec session_new_loops(session_id()) -> {ok, [mfa()]} | {error, term()}.
-session_new_loops(_Id) -> ?NOT_LOADED.

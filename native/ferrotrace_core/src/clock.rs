@@ -23,8 +23,10 @@ static CLOCK: OnceLock<Clock> = OnceLock::new();
 #[inline]
 fn rdtscp() -> u64 {
     let mut aux = 0u32;
-    // SAFETY: only called after `tsc_usable` saw the rdtscp flag. rdtscp waits for earlier
-    // instructions, so a timestamp is never taken before the code that precedes it.
+    // SAFETY: only called after `tsc_usable` saw the rdtscp flag (or in `calibrate`, behind
+    // the same check). rdtscp waits until earlier instructions have executed, so a timestamp
+    // is never taken before the code that precedes it; it does not keep later instructions
+    // from starting early (see `now_ordered`).
     unsafe { std::arch::x86_64::__rdtscp(&mut aux) }
 }
 
@@ -39,7 +41,8 @@ fn tsc_usable() -> bool {
 
 #[cfg(target_arch = "x86_64")]
 fn calibrate() -> Option<(u64, f64)> {
-    if std::env::var_os("FERROTRACE_NO_TSC").is_some() || !tsc_usable() {
+    // Miri cannot run `rdtscp`: under Miri the clock is `Instant`, the fallback path.
+    if cfg!(miri) || std::env::var_os("FERROTRACE_NO_TSC").is_some() || !tsc_usable() {
         return None;
     }
     let (start, start_ticks) = (Instant::now(), rdtscp());
@@ -76,6 +79,28 @@ pub fn now() -> u64 {
     Instant::now().saturating_duration_since(clock.epoch).as_nanos() as u64
 }
 
+/// As [`now`], and no later load executes before the time is read: `rdtscp` then `lfence`
+/// (Intel SDM, RDTSCP: "if software requires RDTSCP to be executed prior to execution of any
+/// subsequent instruction, it can execute LFENCE immediately after"). The collector reads its
+/// cutoff with it, so the grace period's loads that follow observe memory no earlier than the
+/// cutoff (see `collector`). Without the TSC, `Instant::now` reads the kernel's vDSO clock,
+/// whose own TSC read is ordered (`rdtsc_ordered`), followed here by a SeqCst fence.
+#[inline]
+pub fn now_ordered() -> u64 {
+    let clock = clock();
+    #[cfg(target_arch = "x86_64")]
+    if clock.tsc.is_some() {
+        let ticks = rdtscp();
+        // SAFETY: lfence is in SSE2, part of the x86_64 baseline; it has no memory effects
+        // besides ordering.
+        unsafe { std::arch::x86_64::_mm_lfence() };
+        return ticks;
+    }
+    let ticks = Instant::now().saturating_duration_since(clock.epoch).as_nanos() as u64;
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    ticks
+}
+
 /// Nanoseconds since the clock's epoch for a tick value from `now`.
 #[inline]
 pub fn to_ns(ticks: u64) -> u64 {
@@ -93,11 +118,15 @@ pub fn ns_to_ticks(ns: u64) -> u64 {
     }
 }
 
-/// Wall-clock nanoseconds, used only to salt ids per load of the library.
-pub fn wall_nanos() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos() as u64 ^ d.as_secs())
+/// CPU time used by the calling thread, nanoseconds (`CLOCK_THREAD_CPUTIME_ID`); 0 if the
+/// clock cannot be read.
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec; the call writes only it.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 #[cfg(test)]
@@ -105,6 +134,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg_attr(miri, ignore = "timing: Miri's clocks are not real time; thread CPU time is unsupported")]
     fn ticks_convert_to_elapsed_nanoseconds() {
         init();
         let (start, t0) = (Instant::now(), now());
@@ -114,6 +144,19 @@ mod tests {
         // Within 2% (the conversion is calibrated over 2 ms; reads are not simultaneous).
         assert!(measured.abs_diff(elapsed) < elapsed / 50, "{measured} vs {elapsed}");
         assert!(ns_to_ticks(1_000_000_000) > 0);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "timing: Miri's clocks are not real time; thread CPU time is unsupported")]
+    fn thread_cpu_time_counts_this_threads_work() {
+        let before = thread_cpu_ns();
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_millis(20) {
+            std::hint::spin_loop();
+        }
+        assert!(thread_cpu_ns() > before, "a busy thread uses CPU time");
+        let earlier = now();
+        assert!(now_ordered() >= earlier, "the ordered read is on the same clock");
     }
 
     #[test]

@@ -3,23 +3,45 @@
 //! The engine behind ferrotrace's Erlang tracer, free of any NIF code so that it can be tested
 //! with plain `cargo test`:
 //!
-//! - [`ring`]: bounded single-producer/single-consumer rings, one per thread and session;
-//! - [`quiesce`]: thread identity and the grace period that makes freeing rings safe;
-//! - [`session`]: the slot table read by the hot path, producers, and the collector thread;
+//! In the order events travel:
+//! - [`slots`]: session ids and the slot table the hot path reads first;
+//! - [`quiesce`]: the per-thread token, the active mark and grace periods;
+//! - [`clock`]: the timestamps;
+//! - [`producer`]: a thread's ring, counters and admission (sampling, limits);
+//! - [`ring`]: bounded single-producer/single-consumer rings with split handles;
+//! - [`collector`]: draining, ordering by timestamp, feeding the aggregator;
 //! - [`aggregate`]: pairing calls with returns per process, HDR latency histograms;
+//! - [`session`]: lifecycle: start, stop (and the keeper's notification), release;
 //! - [`limit`]: `max_events` and `max_rate` leased to threads, no shared counter per event;
 //! - [`options`]: session options with safe defaults;
 //! - [`decode`]: reading trace messages, never trusting their shape;
-//! - [`event`], [`clock`]: the event record and its timestamps.
+//! - [`event`]: the event record.
 
 #![warn(missing_docs)]
 
+#![cfg_attr(loom, allow(dead_code, unused_imports))]
+
+// Under `--cfg loom` (`make loom`) only the lock-free parts are built, on loom's atomics.
+#[cfg(not(loom))]
 pub mod aggregate;
+#[cfg(not(loom))]
 pub mod clock;
+#[cfg(not(loom))]
+pub mod collector;
+#[cfg(not(loom))]
 pub mod decode;
+#[cfg(not(loom))]
 pub mod event;
+#[cfg(not(loom))]
 pub mod limit;
+#[cfg(not(loom))]
 pub mod options;
+#[cfg(not(loom))]
+pub mod producer;
 pub mod quiesce;
 pub mod ring;
+#[cfg(not(loom))]
 pub mod session;
+#[cfg(not(loom))]
+pub mod slots;
+mod sync;

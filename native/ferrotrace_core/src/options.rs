@@ -90,8 +90,8 @@ pub enum OptionError {
     BadValue {
         /// Position of the pair in the input.
         index: usize,
-        /// What the option takes, for the error message.
-        expected: &'static str,
+        /// What the option takes, for the error message (written from the range constants).
+        expected: String,
     },
 }
 
@@ -102,6 +102,11 @@ impl fmt::Display for OptionError {
             OptionError::BadValue { index, expected } => write!(f, "option #{index}: expected {expected}"),
         }
     }
+}
+
+/// "an integer from LOW to HIGH", from a range constant.
+fn integers((low, high): (i64, i64)) -> String {
+    format!("an integer from {low} to {high}")
 }
 
 fn integer_in(value: &OptionValue, (low, high): (i64, i64)) -> Option<i64> {
@@ -115,32 +120,32 @@ fn integer_in(value: &OptionValue, (low, high): (i64, i64)) -> Option<i64> {
 pub fn parse(pairs: &[(String, OptionValue)]) -> Result<Config, OptionError> {
     let mut config = Config::default();
     for (index, (key, value)) in pairs.iter().enumerate() {
-        let bad = |expected| OptionError::BadValue { index, expected };
+        let bad = |expected: String| OptionError::BadValue { index, expected };
         match key.as_str() {
             "ring_size" => {
                 config.ring_size = integer_in(value, RING_SIZE_RANGE)
-                    .ok_or(bad("an integer from 64 to 16777216"))? as usize;
+                    .ok_or_else(|| bad(integers(RING_SIZE_RANGE)))? as usize;
             }
             "max_functions" => {
                 config.max_functions = integer_in(value, MAX_FUNCTIONS_RANGE)
-                    .ok_or(bad("an integer from 1 to 100000"))? as usize;
+                    .ok_or_else(|| bad(integers(MAX_FUNCTIONS_RANGE)))? as usize;
             }
             "max_open_calls" => {
                 config.max_open_calls = integer_in(value, MAX_OPEN_CALLS_RANGE)
-                    .ok_or(bad("an integer from 1 to 10000000"))? as usize;
+                    .ok_or_else(|| bad(integers(MAX_OPEN_CALLS_RANGE)))? as usize;
             }
             "duration" => {
                 config.duration_ms = match value {
                     OptionValue::Atom(a) if a == "infinity" => None,
                     v => Some(integer_in(v, DURATION_RANGE)
-                        .ok_or(bad("milliseconds from 1 to 604800000, or infinity"))? as u64),
+                        .ok_or_else(|| bad(format!("milliseconds from {} to {}, or infinity", DURATION_RANGE.0, DURATION_RANGE.1)))? as u64),
                 };
             }
             "max_events" => {
                 config.max_events = match value {
                     OptionValue::Atom(a) if a == "infinity" => None,
                     v => Some(integer_in(v, MAX_EVENTS_RANGE)
-                        .ok_or(bad("a positive integer, or infinity"))? as u64),
+                        .ok_or_else(|| bad(format!("{}, or infinity", integers(MAX_EVENTS_RANGE))))? as u64),
                 };
             }
             "max_rate" => {
@@ -152,18 +157,23 @@ pub fn parse(pairs: &[(String, OptionValue)]) -> Result<Config, OptionError> {
                     {
                         Some((*n as u64, *ms as u64))
                     }
-                    _ => return Err(bad("{N, Ms} with N from 1 to 16777215 and Ms from 1 to 3600000, or infinity")),
+                    _ => {
+                        return Err(bad(format!(
+                            "{{N, Ms}} with N from {} to {} and Ms from {} to {}, or infinity",
+                            RATE_COUNT_RANGE.0, RATE_COUNT_RANGE.1, RATE_WINDOW_RANGE.0, RATE_WINDOW_RANGE.1
+                        )))
+                    }
                 };
             }
             "sample" => {
                 config.sample = integer_in(value, SAMPLE_RANGE)
-                    .ok_or(bad("an integer from 1 to 1000000"))? as u64;
+                    .ok_or_else(|| bad(integers(SAMPLE_RANGE)))? as u64;
             }
             "on_limit" => {
                 config.on_limit = match value {
                     OptionValue::Atom(a) if a == "stop" => OnLimit::Stop,
                     OptionValue::Atom(a) if a == "drop" => OnLimit::Drop,
-                    _ => return Err(bad("stop or drop")),
+                    _ => return Err(bad("stop or drop".into())),
                 };
             }
             _ => return Err(OptionError::Unknown { index }),
@@ -203,8 +213,17 @@ mod tests {
     fn names_the_bad_option() {
         assert_eq!(
             parse(&[pair("duration", OptionValue::Integer(5)), pair("ring_size", OptionValue::Integer(3))]),
-            Err(OptionError::BadValue { index: 1, expected: "an integer from 64 to 16777216" })
+            Err(OptionError::BadValue { index: 1, expected: "an integer from 64 to 16777216".into() })
         );
+        // Every message is written from its range constant.
+        let expected = |key: &str, value| match parse(&[pair(key, value)]) {
+            Err(OptionError::BadValue { expected, .. }) => expected,
+            other => panic!("{key}: {other:?}"),
+        };
+        assert_eq!(expected("sample", OptionValue::Integer(0)), format!("an integer from 1 to {}", SAMPLE_RANGE.1));
+        assert!(expected("duration", OptionValue::Other).contains(&DURATION_RANGE.1.to_string()));
+        assert!(expected("max_rate", OptionValue::Other).contains(&RATE_COUNT_RANGE.1.to_string()));
+        assert!(expected("max_events", OptionValue::Other).contains(&MAX_EVENTS_RANGE.1.to_string()));
         assert_eq!(parse(&[pair("color", OptionValue::Integer(1))]), Err(OptionError::Unknown { index: 0 }));
         assert!(parse(&[pair("duration", OptionValue::Atom("forever".into()))]).is_err());
         assert!(parse(&[pair("duration", OptionValue::Other)]).is_err());

@@ -1,101 +1,26 @@
-//! Sessions: the slot table the hot path reads, per-thread producers, and the collector.
+//! A session's lifecycle: start (publish, spawn the collector), stop (unpublish, grace
+//! period, last drain, free the producers, tell the keeper), release (forget the id).
 //!
-//! The tracer state an Erlang user passes in `{tracer, ferrotrace_tracer, State}` is a small
-//! integer, the session id. It names a slot in a static table and carries a generation, so a
-//! stale id (a stopped or released session, or one from a previous load of the library) is
-//! recognised without touching any reference count. The hot path only *reads* the slot table;
-//! the rest of a session is reached through the slot's pointer, which is valid while the
-//! reading thread is marked active (see `quiesce`).
+//! Events travel `slots` (is the id live?) -> `producer` (admit, push into this thread's
+//! ring) -> `collector` (drain, order, aggregate); this module ties them together.
 
-use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use crossbeam_utils::CachePadded;
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 
 use crate::aggregate::Aggregator;
 use crate::clock;
-use crate::event::{Event, PackedEvent};
-use crate::limit::{Leases, Limiter};
-use crate::options::{Config, OnLimit};
-use crate::quiesce::{self, MAX_THREADS};
-use crate::ring::Ring;
+use crate::collector::Consumer;
+use crate::limit::Limiter;
+use crate::options::Config;
+use crate::producer::{Producer, ProducerRef};
+use crate::quiesce::{self, Active, MAX_THREADS};
+use crate::slots::{self, REGISTRY};
 
-/// Sessions that can exist at once (running or stopped but not yet released).
-pub const MAX_SESSIONS: usize = 64;
-const SLOT_BITS: u32 = 6;
-const GENERATION_BITS: u32 = 34;
-/// How often the collector drains the rings.
-pub const COLLECT_INTERVAL: Duration = Duration::from_millis(1);
-
-const FREE: u64 = 0;
-const LIVE: u64 = 1;
-const STOPPED: u64 = 2;
-
-struct Slot {
-    /// `id << 2 | state`; read by every callback, written only at start, stop and release.
-    tag: AtomicU64,
-    session: AtomicPtr<Session>,
-}
-
-static SLOTS: [Slot; MAX_SESSIONS] = [const {
-    Slot { tag: AtomicU64::new(FREE), session: AtomicPtr::new(ptr::null_mut()) }
-}; MAX_SESSIONS];
-
-/// Owns the sessions; the slot table mirrors it for the hot path.
-static REGISTRY: Mutex<[Option<Arc<Session>>; MAX_SESSIONS]> =
-    Mutex::new([const { None }; MAX_SESSIONS]);
-static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
-/// Distinguishes ids of this load of the library from those of an earlier one.
-static LOAD_SALT: AtomicU64 = AtomicU64::new(0);
-
-/// Sets this load's salt (16 bits) so ids from a previous load are never live.
-pub fn set_load_salt(salt: u64) {
-    LOAD_SALT.store(salt & 0xffff, Ordering::Relaxed);
-}
-
-#[inline]
-fn slot_of(id: u64) -> usize {
-    (id & (MAX_SESSIONS as u64 - 1)) as usize
-}
-
-#[inline]
-fn tag(id: u64, state: u64) -> u64 {
-    id << 2 | state
-}
-
-/// True if `id` names a running session. Reads one static word: no session memory.
-#[inline]
-pub fn is_live(id: u64) -> bool {
-    SLOTS[slot_of(id)].tag.load(Ordering::SeqCst) == tag(id, LIVE)
-}
-
-/// The running session `id`. The caller must hold an `Active` mark for its whole use of the
-/// reference (that is what keeps the session's producers from being freed).
-#[inline]
-pub fn live_session(id: u64, _active: &quiesce::Active) -> Option<&Session> {
-    let slot = &SLOTS[slot_of(id)];
-    if slot.tag.load(Ordering::SeqCst) != tag(id, LIVE) {
-        return None;
-    }
-    // SAFETY: the registry keeps the session alive until release, which happens only after the
-    // tag stopped being LIVE and a grace period passed; our Active mark precedes the tag load.
-    unsafe { slot.session.load(Ordering::Acquire).as_ref() }
-}
-
-/// The session `id`, running or stopped, if it has not been released.
-pub fn lookup(id: u64) -> Option<Arc<Session>> {
-    let registry = REGISTRY.lock();
-    registry[slot_of(id)].as_ref().filter(|s| s.id == id).cloned()
-}
-
-/// Every session not yet released.
-pub fn all() -> Vec<Arc<Session>> {
-    REGISTRY.lock().iter().flatten().cloned().collect()
-}
+pub use crate::slots::{all, is_live, live_session, lookup, MAX_SESSIONS};
 
 /// Why a session stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,7 +40,8 @@ pub enum StopReason {
 }
 
 impl StopReason {
-    /// The reason's name, as the Erlang atom in summaries.
+    /// The reason's name, as the Erlang atom in summaries and in the keeper's
+    /// `{ferrotrace_stopped, Id, Reason}` message.
     pub fn name(self) -> &'static str {
         match self {
             StopReason::User => "user",
@@ -129,7 +55,7 @@ impl StopReason {
 }
 
 /// When and why a session stopped.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stopped {
     /// Why.
     pub reason: StopReason,
@@ -137,84 +63,14 @@ pub struct Stopped {
     pub at_ms: u64,
 }
 
-/// Counters written by exactly one thread: the producer's own cache line.
-#[derive(Default)]
-struct ProducerCounters {
-    dropped: AtomicU64,
-    ignored: AtomicU64,
-    sampled_out: AtomicU64,
-    limited: AtomicU64,
-    leases: Leases,
-}
+/// Called once, by the collector thread as its last act, when the session has stopped for any
+/// reason: `(session id, how it stopped)`. The NIF layer sends the keeper a message from it.
+pub type Notifier = Box<dyn FnOnce(u64, Stopped) + Send>;
 
-/// One thread's side of a session: its ring and its counters.
-pub struct Producer {
-    ring: Ring<PackedEvent>,
-    counters: CachePadded<ProducerCounters>,
-}
-
-/// A full-avalanche mix of a word (the splitmix64 finalizer): pid terms differ only in a few
-/// middle bits, and a plain multiplication left those out of the bits `sample` reads.
-#[inline]
-fn mix(mut x: u64) -> u64 {
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    x ^ (x >> 33)
-}
-
-#[inline]
-fn bump(counter: &AtomicU64) {
-    // Single writer: a load and a store, no read-modify-write.
-    counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Release);
-}
-
-impl Producer {
-    /// Pushes an event, counting a drop when the ring is full.
-    ///
-    /// # Safety
-    /// Must be called only from the thread that owns this producer.
-    #[inline]
-    pub unsafe fn push(&self, event: Event) {
-        match PackedEvent::pack(&event) {
-            Some(packed) => {
-                if self.ring.push(packed).is_err() {
-                    bump(&self.counters.dropped);
-                }
-            }
-            None => bump(&self.counters.ignored),
-        }
-    }
-
-    /// # Safety
-    /// As `push`.
-    #[inline]
-    pub unsafe fn ignore(&self) {
-        bump(&self.counters.ignored);
-    }
-}
-
-impl Producer {
-    fn add_counters(&self, total: &mut Accounting) {
-        let c = &self.counters;
-        total.dropped += c.dropped.load(Ordering::Acquire);
-        total.ignored += c.ignored.load(Ordering::Acquire);
-        total.sampled_out += c.sampled_out.load(Ordering::Acquire);
-        total.limited += c.limited.load(Ordering::Acquire);
-    }
-}
-
-/// What the session's limits say about one event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Admission {
-    /// Queue the event.
-    Take,
-    /// Not kept by `sample`.
-    SampledOut,
-    /// Refused by `max_events` or `max_rate`.
-    Limited,
-}
+/// Called by the collector thread with the functions the aggregator took for tail-recursive
+/// loops since the last call (`(session id, functions)`), so that the keeper stops return
+/// tracing them while the process's stack is still small. See [`Session::on_loops`].
+pub type LoopNotifier = Box<dyn FnMut(u64, Vec<crate::event::Mfa>) + Send>;
 
 /// Event accounting: `seen = aggregated + dropped + sampled_out + limited`, exactly, in
 /// every snapshot.
@@ -224,25 +80,14 @@ pub struct Accounting {
     pub seen: u64,
     /// Events taken in by the aggregator.
     pub aggregated: u64,
-    /// Refused by a full ring.
+    /// Refused by a full ring, or by a ring that could not be allocated.
     pub dropped: u64,
-    /// Not kept by `sample`.
+    /// Not kept by `sample` (counted in `enabled` for a discarded call, else in `trace`).
     pub sampled_out: u64,
     /// Refused by `max_events` or `max_rate`.
     pub limited: u64,
     /// Events of kinds the session does not aggregate (outside the identity).
     pub ignored: u64,
-}
-
-/// The consumer side: owned by whoever holds the lock (the collector or a reader).
-pub struct Consumer {
-    /// The statistics.
-    pub aggregator: Aggregator,
-    /// Drained events not yet folded in: newer than the last collection's cutoff.
-    pending: Vec<PackedEvent>,
-    aggregated: u64,
-    /// Counters of producers already freed.
-    retired: Accounting,
 }
 
 /// One tracing session: its producers (one per thread), its consumer side and its collector.
@@ -255,22 +100,30 @@ pub struct Session {
     pub keeper: u64,
     /// Wall-clock start, milliseconds.
     pub started_ms: u64,
-    started_ticks: u64,
-    producers: Box<[AtomicPtr<Producer>]>,
-    consumer: Mutex<Consumer>,
+    pub(crate) started_ticks: u64,
+    /// One entry per thread index; written by that thread only (creation), and swapped out by
+    /// `halt` after a grace period.
+    pub(crate) producers: Box<[AtomicPtr<Producer>]>,
+    pub(crate) consumer: Mutex<Consumer>,
     /// Set once, at the end of `halt`; read without a lock, so readers holding the consumer
     /// lock never wait on a halt that waits for that lock.
     stopped: OnceLock<Stopped>,
     /// Serialises `halt`. Lock order: `halting`, then `consumer`.
     halting: Mutex<()>,
     collector: Mutex<Option<JoinHandle<()>>>,
-    collector_exit: AtomicBool,
-    limiter: Limiter,
+    pub(crate) collector_exit: AtomicBool,
+    pub(crate) limiter: Limiter,
     /// Set by the first callback that hits a limit under `on_limit => stop`.
-    limit_tripped: AtomicBool,
+    pub(crate) limit_tripped: AtomicBool,
+    pub(crate) notifier: Mutex<Option<Notifier>>,
+    pub(crate) loop_notifier: Mutex<Option<LoopNotifier>>,
+    /// Threads whose ring could not be allocated (their events are counted as dropped).
+    ring_alloc_failures: AtomicU64,
+    /// CPU time the collector thread has used, nanoseconds.
+    pub(crate) collector_cpu_ns: AtomicU64,
 }
 
-fn wall_ms() -> u64 {
+pub(crate) fn wall_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
@@ -283,26 +136,18 @@ pub enum StartError {
     Thread,
 }
 
-/// Creates and publishes a session, and starts its collector thread.
-pub fn start(config: Config, keeper: u64) -> Result<Arc<Session>, StartError> {
+/// Creates and publishes a session, and starts its collector thread. `notifier`, if any, is
+/// called once when the session stops, whatever stops it.
+pub fn start(config: Config, keeper: u64, notifier: Option<Notifier>) -> Result<Arc<Session>, StartError> {
     let mut registry = REGISTRY.lock();
-    let slot = registry.iter().position(Option::is_none).ok_or(StartError::TooManySessions)?;
-    let generation = NEXT_GENERATION.fetch_add(1, Ordering::Relaxed) & ((1 << GENERATION_BITS) - 1);
-    let id = LOAD_SALT.load(Ordering::Relaxed) << (SLOT_BITS + GENERATION_BITS)
-        | generation << SLOT_BITS
-        | slot as u64;
+    let (slot, id) = registry.allocate().ok_or(StartError::TooManySessions)?;
     let session = Arc::new(Session {
         id,
         keeper,
         started_ms: wall_ms(),
         started_ticks: clock::now(),
-        producers: (0..MAX_THREADS).map(|_| AtomicPtr::new(ptr::null_mut())).collect(),
-        consumer: Mutex::new(Consumer {
-            aggregator: Aggregator::new(config.max_functions, config.max_open_calls),
-            pending: Vec::new(),
-            aggregated: 0,
-            retired: Accounting::default(),
-        }),
+        producers: (0..MAX_THREADS).map(|_| AtomicPtr::new(std::ptr::null_mut())).collect(),
+        consumer: Mutex::new(Consumer::new(Aggregator::new(config.max_functions, config.max_open_calls))),
         limiter: Limiter::new(config.max_events, config.max_rate.map(|(n, ms)| (n, clock::ns_to_ticks(ms * 1_000_000)))),
         limit_tripped: AtomicBool::new(false),
         config,
@@ -310,6 +155,10 @@ pub fn start(config: Config, keeper: u64) -> Result<Arc<Session>, StartError> {
         halting: Mutex::new(()),
         collector: Mutex::new(None),
         collector_exit: AtomicBool::new(false),
+        notifier: Mutex::new(notifier),
+        loop_notifier: Mutex::new(None),
+        ring_alloc_failures: AtomicU64::new(0),
+        collector_cpu_ns: AtomicU64::new(0),
     });
     let collector = {
         let session = Arc::clone(&session);
@@ -319,57 +168,37 @@ pub fn start(config: Config, keeper: u64) -> Result<Arc<Session>, StartError> {
             .map_err(|_| StartError::Thread)?
     };
     *session.collector.lock() = Some(collector);
-    SLOTS[slot].session.store(Arc::as_ptr(&session) as *mut Session, Ordering::Release);
-    SLOTS[slot].tag.store(tag(id, LIVE), Ordering::SeqCst);
-    registry[slot] = Some(Arc::clone(&session));
+    registry.publish(slot, Arc::clone(&session));
     Ok(session)
 }
 
 impl Session {
-    /// This thread's producer, created on the thread's first event (once per thread and
-    /// session: a bounded allocation). `None` past `MAX_THREADS` threads.
-    #[inline]
-    pub fn producer(&self, thread: usize) -> &Producer {
-        let entry = &self.producers[thread];
-        let existing = entry.load(Ordering::Acquire);
-        if !existing.is_null() {
-            // SAFETY: freed only after the session stopped and a grace period passed.
-            return unsafe { &*existing };
-        }
-        let fresh = Box::into_raw(Box::new(Producer {
-            ring: Ring::with_capacity(self.config.ring_size),
-            counters: CachePadded::new(ProducerCounters::default()),
-        }));
-        // Only this thread writes this entry, so a plain store publishes it.
-        entry.store(fresh, Ordering::Release);
-        // SAFETY: just allocated, freed only as above.
-        unsafe { &*fresh }
-    }
-
-    /// Applies `sample`, `max_events` and `max_rate` to an event of `pid` stamped `ts`,
-    /// counting what it refuses. Under `on_limit => stop` the first refusal stops the
-    /// session: from then on callbacks see it as not live and answer `remove`.
+    /// This thread's producer for the session, created on the thread's first event (once per
+    /// thread and session: a bounded allocation, the ring allocated fallibly; if it fails,
+    /// the thread's events are counted as dropped and no allocation is tried again).
     ///
-    /// # Safety
-    /// Must be called only from the thread that owns `producer`.
+    /// The active mark proves both that the session's producers stay allocated while the
+    /// reference lives and, through its token, which thread is asking: only that thread ever
+    /// gets a `ProducerRef` to this entry.
     #[inline]
-    pub unsafe fn admit(&self, producer: &Producer, pid: u64, ts: u64) -> Admission {
-        let sample = self.config.sample;
-        if sample > 1 && !mix(pid).is_multiple_of(sample) {
-            bump(&producer.counters.sampled_out);
-            return Admission::SampledOut;
-        }
-        if self.limiter.is_limited() && !self.limiter.admit(&producer.counters.leases, ts) {
-            bump(&producer.counters.limited);
-            if self.config.on_limit == OnLimit::Stop && !self.limit_tripped.load(Ordering::Relaxed) {
-                self.limit_tripped.store(true, Ordering::Release);
-                let slot = &SLOTS[slot_of(self.id)];
-                let _ = slot.tag.compare_exchange(tag(self.id, LIVE), tag(self.id, STOPPED),
-                                                  Ordering::SeqCst, Ordering::Relaxed);
+    pub fn producer<'a>(&'a self, active: &'a Active<'_>) -> ProducerRef<'a> {
+        let token = active.token();
+        let entry = &self.producers[token.index()];
+        let mut producer = entry.load(Ordering::Acquire);
+        if producer.is_null() {
+            let fresh = Box::new(Producer::new(self.config.ring_size));
+            if !fresh.has_ring() {
+                self.ring_alloc_failures.fetch_add(1, Ordering::Relaxed);
             }
-            return Admission::Limited;
+            producer = Box::into_raw(fresh);
+            // Only this thread writes this entry while the session is live (`halt` swaps it
+            // out only after a grace period that waits for our active mark).
+            entry.store(producer, Ordering::Release);
         }
-        Admission::Take
+        // SAFETY: non-null, allocated by `Box` above (now or on an earlier event of this
+        // thread), and freed only by `halt` or `Drop` after a grace period that our active
+        // mark holds back.
+        ProducerRef { session: self, producer: unsafe { &*producer }, _token: token }
     }
 
     /// When and why the session stopped, if it did.
@@ -387,61 +216,29 @@ impl Session {
 
     /// Bytes held by this session's rings now.
     pub fn ring_bytes(&self) -> usize {
-        let rings = self.producers.iter().filter(|p| !p.load(Ordering::Acquire).is_null()).count();
-        rings * (self.config.ring_size.next_power_of_two() * std::mem::size_of::<PackedEvent>())
+        let _consumer = self.consumer.lock();
+        let rings = self
+            .producers
+            .iter()
+            // SAFETY: producers are freed only under the consumer lock, which we hold.
+            .filter(|p| unsafe { p.load(Ordering::Acquire).as_ref() }.is_some_and(Producer::has_ring))
+            .count();
+        rings * (self.config.ring_size.next_power_of_two() * std::mem::size_of::<crate::event::PackedEvent>())
     }
 
-    /// Drains every ring and folds in the events older than the cutoff (all if `flush`).
-    fn collect(&self, consumer: &mut Consumer, flush: bool) {
-        let cutoff = if flush { u64::MAX } else { clock::now() };
-        // After this, every event stamped before `cutoff` is in a ring: a callback that began
-        // later takes its timestamp later. So the sort below sees each process's events in
-        // order even when it migrated between schedulers.
-        quiesce::wait_for_quiescence();
-        let Consumer { pending, aggregated, aggregator, .. } = consumer;
-        for entry in self.producers.iter() {
-            // SAFETY: we hold the consumer lock, so we are the ring's only consumer; the
-            // producer is freed only under that same lock.
-            if let Some(producer) = unsafe { entry.load(Ordering::Acquire).as_ref() } {
-                *aggregated += unsafe { producer.ring.drain(|event| pending.push(event)) };
-            }
-        }
-        pending.sort_by_key(PackedEvent::ts);
-        let ready = pending.partition_point(|event| event.ts() < cutoff);
-        for event in pending.drain(..ready) {
-            let event = event.unpack();
-            aggregator.record(&Event { ts: clock::to_ns(event.ts), ..event });
-        }
+    /// Sets what the collector calls with loops found at run time (see [`LoopNotifier`]).
+    pub fn on_loops(&self, notify: LoopNotifier) {
+        *self.loop_notifier.lock() = Some(notify);
     }
 
-    /// Runs `f` on the aggregation state after bringing it up to date.
-    pub fn with_consumer<R>(&self, f: impl FnOnce(&Consumer, Accounting) -> R) -> R {
-        let mut consumer = self.consumer.lock();
-        let flush = self.stopped().is_some();
-        self.collect(&mut consumer, flush);
-        let accounting = self.accounting(&consumer);
-        f(&consumer, accounting)
+    /// Threads whose ring could not be allocated.
+    pub fn ring_alloc_failures(&self) -> u64 {
+        self.ring_alloc_failures.load(Ordering::Relaxed)
     }
 
-    /// Runs `f` on the aggregator, for configuring it (filter, loops) or taking what it found.
-    pub fn with_aggregator_mut<R>(&self, f: impl FnOnce(&mut Aggregator) -> R) -> R {
-        let mut consumer = self.consumer.lock();
-        let flush = self.stopped().is_some();
-        self.collect(&mut consumer, flush);
-        f(&mut consumer.aggregator)
-    }
-
-    fn accounting(&self, consumer: &Consumer) -> Accounting {
-        let mut total = consumer.retired;
-        for entry in self.producers.iter() {
-            // SAFETY: as in `collect`; the caller holds the consumer lock.
-            if let Some(producer) = unsafe { entry.load(Ordering::Acquire).as_ref() } {
-                producer.add_counters(&mut total);
-            }
-        }
-        total.aggregated = consumer.aggregated;
-        total.seen = total.aggregated + total.dropped + total.sampled_out + total.limited;
-        total
+    /// CPU time the collector thread has used so far, nanoseconds (0 where unsupported).
+    pub fn collector_cpu_ns(&self) -> u64 {
+        self.collector_cpu_ns.load(Ordering::Relaxed)
     }
 
     /// Stops tracing (idempotent): callbacks answer `remove` from now on, the rings are
@@ -451,30 +248,26 @@ impl Session {
         if self.stopped.get().is_some() {
             return;
         }
-        SLOTS[slot_of(self.id)].tag.store(tag(self.id, STOPPED), Ordering::SeqCst);
-        // No callback can still be using a producer after this.
+        slots::unpublish(self.id);
+        // No callback can still be using a producer after this (`quiesce`'s argument).
         quiesce::wait_for_quiescence();
         let mut consumer = self.consumer.lock();
-        self.collect(&mut consumer, true);
-        for entry in self.producers.iter() {
-            let producer = entry.swap(ptr::null_mut(), Ordering::AcqRel);
-            if !producer.is_null() {
-                // SAFETY: allocated by `producer()` with Box; unreachable from callbacks now.
-                let producer = unsafe { Box::from_raw(producer) };
-                let aggregator = &mut consumer.aggregator;
-                consumer.aggregated += unsafe {
-                    producer.ring.drain(|e| {
-                        let e = e.unpack();
-                        aggregator.record(&Event { ts: clock::to_ns(e.ts), ..e })
-                    })
-                };
-                producer.add_counters(&mut consumer.retired);
-            }
-        }
+        let producers: Vec<Box<Producer>> = self
+            .producers
+            .iter()
+            .map(|entry| entry.swap(std::ptr::null_mut(), Ordering::AcqRel))
+            .filter(|p| !p.is_null())
+            // SAFETY: allocated by `producer()` with `Box`; swapped out, so this is the only
+            // owner, and unreachable from callbacks after the grace period above.
+            .map(|p| unsafe { Box::from_raw(p) })
+            .collect();
+        consumer.retire(&producers);
+        drop(consumer);
         let _ = self.stopped.set(Stopped { reason, at_ms: wall_ms() });
     }
 
-    /// Stops the session and waits for its collector thread to end.
+    /// Stops the session and waits for its collector thread to end (it notifies the keeper
+    /// before it ends).
     pub fn stop(&self, reason: StopReason) {
         self.halt(reason);
         self.collector_exit.store(true, Ordering::Release);
@@ -484,94 +277,63 @@ impl Session {
             let _ = handle.join();
         }
     }
-
-    fn run_collector(&self) {
-        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.collector_loop()));
-        if run.is_err() {
-            self.halt(StopReason::Error);
-        }
-    }
-
-    fn collector_loop(&self) {
-        let deadline = self.config.duration_ms
-            .map(|ms| self.started_ticks.saturating_add(clock::ns_to_ticks(ms * 1_000_000)));
-        while !self.collector_exit.load(Ordering::Acquire) {
-            std::thread::park_timeout(COLLECT_INTERVAL);
-            if self.stopped().is_some() {
-                break;
-            }
-            if self.limit_tripped.load(Ordering::Acquire) {
-                self.halt(StopReason::Limit);
-                break;
-            }
-            if deadline.is_some_and(|d| clock::now() >= d) {
-                self.halt(StopReason::Duration);
-                break;
-            }
-            let mut consumer = self.consumer.lock();
-            self.collect(&mut consumer, false);
-        }
-    }
 }
 
 /// Stops the session and forgets it; its id is dead from now on.
 pub fn release(id: u64) -> bool {
     let Some(session) = lookup(id) else { return false };
     session.stop(StopReason::User);
-    let mut registry = REGISTRY.lock();
-    let slot = slot_of(id);
-    if registry[slot].as_ref().is_some_and(|s| s.id == id) {
-        SLOTS[slot].tag.store(FREE, Ordering::SeqCst);
-        SLOTS[slot].session.store(ptr::null_mut(), Ordering::Release);
-        registry[slot] = None;
-    }
-    true
+    REGISTRY.lock().remove(id)
 }
 
 impl Drop for Session {
     fn drop(&mut self) {
         for entry in self.producers.iter() {
-            let producer = entry.swap(ptr::null_mut(), Ordering::AcqRel);
+            let producer = entry.swap(std::ptr::null_mut(), Ordering::AcqRel);
             if !producer.is_null() {
-                // SAFETY: last owner; no callback can reach a released session.
+                // SAFETY: last owner of the session; a released session is unreachable from
+                // callbacks (its tag is FREE and a grace period passed in `halt`).
                 drop(unsafe { Box::from_raw(producer) });
             }
         }
     }
 }
 
-impl Consumer {
-    /// The statistics.
-    pub fn aggregator(&self) -> &Aggregator {
-        &self.aggregator
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{EventKind, Mfa};
-    use crate::quiesce::{thread_index, Active};
+    use crate::event::{Event, EventKind, Mfa};
+    use crate::options::OnLimit;
+    use crate::producer::Admission;
+    use crate::quiesce::with_token;
+    use std::time::Duration;
 
     const F: Mfa = Mfa { module: 11, function: 12, arity: 0 };
 
-    /// What `trace/5` does with an event, minus term decoding.
-    fn emit(session_id: u64, pid: u64, kind: EventKind) -> bool {
-        let thread = thread_index().unwrap();
-        let active = Active::enter(thread);
-        match live_session(session_id, &active) {
-            Some(session) => {
-                let producer = session.producer(thread);
-                let ts = clock::now();
-                unsafe {
-                    if session.admit(producer, pid, ts) == Admission::Take {
-                        producer.push(Event { ts, pid, mfa: F, kind });
-                    }
-                }
-                true
+    #[derive(Debug, PartialEq, Eq)]
+    enum Emitted {
+        NotLive,
+        /// `enabled` answered `discard` (sampled out): the VM makes no event, no return frame.
+        Discarded,
+        Traced,
+    }
+
+    /// What `enabled_call/3` then `trace/5` do with an event, minus term decoding.
+    fn emit(session_id: u64, pid: u64, kind: EventKind) -> Emitted {
+        with_token(|token| {
+            let active = token.enter();
+            let Some(session) = live_session(session_id, &active) else { return Emitted::NotLive };
+            let producer = session.producer(&active);
+            if kind == EventKind::Call && producer.sample_out(pid) {
+                return Emitted::Discarded;
             }
-            None => false,
-        }
+            let ts = clock::now();
+            if producer.admit(pid, ts) == Admission::Take {
+                producer.push(Event { ts, pid, mfa: F, kind });
+            }
+            Emitted::Traced
+        })
+        .unwrap()
     }
 
     fn run_threads(id: u64, threads: u64, calls: u64) {
@@ -581,8 +343,9 @@ mod tests {
                     for i in 0..calls {
                         // Shaped like local pid terms: consecutive numbers << 4 | 3.
                         let pid = (t * 1_000_000 + i) << 4 | 3;
-                        emit(id, pid, EventKind::Call);
-                        emit(id, pid, EventKind::Return);
+                        if emit(id, pid, EventKind::Call) == Emitted::Traced {
+                            emit(id, pid, EventKind::Return);
+                        }
                     }
                 })
             })
@@ -592,10 +355,15 @@ mod tests {
         }
     }
 
+    fn start_test(config: Config) -> Arc<Session> {
+        start(config, 0, None).unwrap()
+    }
+
     #[test]
+    #[cfg_attr(miri, ignore = "thousands of events: too slow under Miri (small_session_is_exact covers the path)")]
     fn max_events_with_drop_counts_the_excess_exactly() {
         let config = Config { max_events: Some(1_001), on_limit: OnLimit::Drop, duration_ms: None, ..Config::default() };
-        let session = start(config, 0).unwrap();
+        let session = start_test(config);
         run_threads(session.id, 3, 5_000);
         session.stop(StopReason::User);
         let accounting = session.with_consumer(|_, a| a);
@@ -606,9 +374,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "thousands of events: too slow under Miri (small_session_is_exact covers the path)")]
     fn max_events_with_stop_stops_the_session() {
         let config = Config { max_events: Some(500), duration_ms: None, ..Config::default() };
-        let session = start(config, 0).unwrap();
+        let session = start_test(config);
         run_threads(session.id, 2, 5_000);
         assert!(!is_live(session.id), "tripped at once, before the collector noticed");
         std::thread::sleep(Duration::from_millis(100));
@@ -625,12 +394,13 @@ mod tests {
     /// Readers of the statistics (the summary NIF reads `elapsed_ms` under the consumer lock)
     /// and a halting collector must not wait on each other: this deadlocked once.
     #[test]
+    #[cfg_attr(miri, ignore = "thousands of events: too slow under Miri (small_session_is_exact covers the path)")]
     fn summaries_during_a_limit_stop_do_not_deadlock() {
         let (done, finished) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             for _ in 0..20 {
                 let config = Config { max_events: Some(2_000), duration_ms: None, ..Config::default() };
-                let session = start(config, 0).unwrap();
+                let session = start_test(config);
                 let reader = {
                     let session = Arc::clone(&session);
                     std::thread::spawn(move || {
@@ -652,30 +422,35 @@ mod tests {
             .expect("summaries and a halting collector deadlocked");
     }
 
+    /// Sampling decided at `enabled`: a sampled-out call is one event, counted there, and
+    /// never has a return; kept processes keep every call with its return.
     #[test]
+    #[cfg_attr(miri, ignore = "thousands of events: too slow under Miri (small_session_is_exact covers the path)")]
     fn sampling_keeps_whole_processes() {
         let config = Config { sample: 4, duration_ms: None, ..Config::default() };
-        let session = start(config, 0).unwrap();
+        let session = start_test(config);
         run_threads(session.id, 2, 10_000);
         session.stop(StopReason::User);
         session.with_consumer(|consumer, a| {
-            assert_eq!(a.seen, 40_000);
             assert_eq!(a.seen, a.aggregated + a.dropped + a.sampled_out);
+            // Kept calls bring two events, sampled-out ones one: 20,000 calls in all.
+            assert_eq!((a.aggregated + a.dropped) / 2 + a.sampled_out, 20_000, "{a:?}");
             // About a quarter kept; every kept call has its return.
-            assert!(a.aggregated > 40_000 / 8 && a.aggregated < 40_000 / 2, "{a:?}");
+            assert!(a.sampled_out > 20_000 / 2 && a.sampled_out < 20_000 * 7 / 8, "{a:?}");
             assert_eq!(consumer.aggregator().counters(), Default::default());
         });
         assert!(release(session.id));
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "thousands of events: too slow under Miri (small_session_is_exact covers the path)")]
     fn events_from_many_threads_are_counted_exactly_and_paired() {
         let config = Config { ring_size: 64, duration_ms: None, ..Config::default() };
-        let session = start(config, 0).unwrap();
+        let session = start_test(config);
         let id = session.id;
         run_threads(id, 4, 10_000);
         session.stop(StopReason::User);
-        assert!(!emit(id, 1, EventKind::Call), "a stopped session takes no events");
+        assert_eq!(emit(id, 1, EventKind::Call), Emitted::NotLive, "a stopped session takes no events");
         session.with_consumer(|consumer, accounting| {
             assert_eq!(accounting.seen, 80_000);
             assert_eq!(accounting.seen, accounting.aggregated + accounting.dropped);
@@ -689,23 +464,116 @@ mod tests {
         assert!(!release(id));
     }
 
+    /// A ring that cannot be allocated (here: a size no allocator can give) never aborts:
+    /// that thread's events are counted as dropped, and allocation is tried once per thread.
     #[test]
-    fn duration_stops_the_session() {
+    #[cfg_attr(miri, ignore = "thousands of events: too slow under Miri (small_session_is_exact covers the path)")]
+    fn a_failed_ring_allocation_drops_and_counts() {
+        let config = Config { ring_size: 1 << 58, duration_ms: None, ..Config::default() };
+        let session = start_test(config);
+        run_threads(session.id, 2, 1_000);
+        assert_eq!(session.ring_alloc_failures(), 2, "one attempt per thread, not per event");
+        assert_eq!(session.ring_bytes(), 0);
+        session.stop(StopReason::User);
+        let a = session.with_consumer(|_, a| a);
+        assert_eq!(a.seen, 4_000);
+        assert_eq!((a.aggregated, a.dropped), (0, 4_000));
+        assert!(release(session.id));
+    }
+
+    /// The whole path (producer creation, push, grace periods, drain, free) at a size Miri
+    /// can run: two threads, a small ring that overflows.
+    #[test]
+    fn small_session_is_exact() {
+        let (threads, calls) = (2, 40);
+        let config = Config { ring_size: 16, duration_ms: None, ..Config::default() };
+        let session = start_test(config);
+        run_threads(session.id, threads, calls);
+        session.stop(StopReason::User);
+        let a = session.with_consumer(|consumer, a| {
+            let f = consumer.aggregator().function(&F);
+            assert_eq!(f.map_or(0, |f| f.calls + f.returns), a.aggregated);
+            a
+        });
+        assert_eq!(a.seen, 2 * threads * calls);
+        assert_eq!(a.seen, a.aggregated + a.dropped);
+        assert!(release(session.id));
+    }
+
+    #[test]
+    fn duration_stops_the_session_and_notifies() {
+        let (tx, rx) = std::sync::mpsc::channel();
         let config = Config { duration_ms: Some(20), ..Config::default() };
-        let session = start(config, 0).unwrap();
-        std::thread::sleep(Duration::from_millis(200));
+        let notify: Notifier = Box::new(move |id, stopped| tx.send((id, stopped.reason)).unwrap());
+        let session = start(config, 0, Some(notify)).unwrap();
+        let (id, reason) = rx.recv_timeout(Duration::from_secs(5)).expect("the collector notified");
+        assert_eq!((id, reason), (session.id, StopReason::Duration));
         assert_eq!(session.stopped().map(|s| s.reason), Some(StopReason::Duration));
         assert!(!is_live(session.id));
+        assert!(release(session.id));
+        assert!(rx.try_recv().is_err(), "notified once");
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "thousands of events: too slow under Miri (small_session_is_exact covers the path)")]
+    fn every_stop_notifies_once_with_its_reason() {
+        for reason in [StopReason::User, StopReason::OwnerDown, StopReason::Unload] {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let notify: Notifier = Box::new(move |_, stopped| tx.send(stopped.reason).unwrap());
+            let session = start(Config { duration_ms: None, ..Config::default() }, 0, Some(notify)).unwrap();
+            session.stop(reason);
+            // `stop` joins the collector, which notified before it ended.
+            assert_eq!(rx.try_recv(), Ok(reason));
+            assert!(release(session.id));
+            assert!(rx.try_recv().is_err(), "notified once");
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let notify: Notifier = Box::new(move |_, stopped| tx.send(stopped.reason).unwrap());
+        let config = Config { max_events: Some(10), duration_ms: None, ..Config::default() };
+        let session = start(config, 0, Some(notify)).unwrap();
+        run_threads(session.id, 1, 100);
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(StopReason::Limit));
+        assert!(release(session.id));
+    }
+
+    /// Our own cost per event on the hot path, minus term decoding and the VM: what `trace/5`
+    /// adds to the no-op floor. A benchmark (`cargo test --release -p ferrotrace_core --lib
+    /// hot_path_cost -- --ignored --nocapture`); prints ns per event.
+    #[test]
+    #[ignore = "a benchmark"]
+    fn hot_path_cost() {
+        const EVENTS: u64 = 1_000_000;
+        let config = Config { ring_size: 1 << 21, duration_ms: None, ..Config::default() };
+        let session = start_test(config);
+        let mut best = f64::MAX;
+        for round in 0..5u64 {
+            let start = std::time::Instant::now();
+            for i in 0..EVENTS / 2 {
+                let pid = (round << 32 | i) << 4 | 3;
+                emit(session.id, pid, EventKind::Call);
+                emit(session.id, pid, EventKind::Return);
+            }
+            best = best.min(start.elapsed().as_nanos() as f64 / EVENTS as f64);
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        session.stop(StopReason::User);
+        let a = session.with_consumer(|_, a| a);
+        assert_eq!(a.seen, 5 * EVENTS);
+        println!("hot path: {best:.1} ns/event (best of 5 rounds of {EVENTS}; dropped {})", a.dropped);
         assert!(release(session.id));
     }
 
     #[test]
     fn stale_ids_are_not_live() {
-        let session = start(Config::default(), 0).unwrap();
+        let session = start_test(Config::default());
         let id = session.id;
         assert!(is_live(id));
-        assert!(!is_live(id + (1 << SLOT_BITS)), "another generation in the same slot");
+        assert!(!is_live(id + (1 << slots::SLOT_BITS)), "another generation in the same slot");
+        assert!(!is_live(u64::MAX), "out of range");
         assert!(release(id));
         assert!(!is_live(id));
+        let next = start_test(Config::default());
+        assert!(next.id > id, "ids grow");
+        assert!(release(next.id));
     }
 }

@@ -12,17 +12,24 @@
 //! `erlang:trace/3` makes with its arguments in another order. Any other state answers `remove`,
 //! so a misuse unhooks the tracer instead of tracing for ever.
 //!
-//! The functions are registered by hand rather than with `#[rustler::nif]`: the generated
-//! wrapper collects the arguments into a `Vec` on every call, and this crate exists to measure
-//! what is left when the tracer does nothing. `trace_call/5` is deliberately not exported: under
-//! meta tracing OTP 25 calls it as the enabled check with only three valid arguments.
+//! The functions are registered by hand rather than with `#[rustler::nif]`, with the same
+//! scaffolding as ferrotrace's own callbacks (`ferrotrace_nif/src/raw.rs`, included below), so
+//! the floor measures what is left when the tracer does nothing. `trace_call/5` is deliberately
+//! not exported: under meta tracing OTP 25 calls it as the enabled check with only three valid
+//! arguments.
 
-use std::panic::catch_unwind;
+#![deny(unsafe_op_in_unsafe_fn)]
+
 use std::sync::OnceLock;
 
-use rustler::codegen_runtime::{c_char, c_int, c_uint};
+use rustler::codegen_runtime::c_int;
 use rustler::sys::{enif_make_badarg, ErlNifEnv, ErlNifTerm};
 use rustler::{Atom, Env, Term};
+
+#[path = "../../ferrotrace_nif/src/raw.rs"]
+mod raw;
+
+use raw::{args, guarded, register_raw_nif};
 
 /// Raw terms of the atoms we compare with and return. Atoms are immediates: the bits of an atom
 /// term never change while the VM runs, so they are made once at load time. Reading them is an
@@ -61,19 +68,17 @@ fn answer(a: &Atoms, tag: ErlNifTerm, state: ErlNifTerm) -> ErlNifTerm {
 /// `env` must be the callback's env and `argv` must point to `argc` valid terms.
 #[inline(always)]
 unsafe fn enabled_body(env: *mut ErlNifEnv, argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
-    let answered = catch_unwind(|| {
+    let answered = guarded(|| {
         let a = ATOMS.get()?;
         if argc != 3 {
             return Some(a.remove);
         }
         // SAFETY: the VM passes `argc` (= 3) valid terms.
-        let (tag, state) = unsafe { (*argv, *argv.add(1)) };
+        let [tag, state, _] = *unsafe { args::<3>(argv) };
         Some(answer(a, tag, state))
-    });
-    match answered {
-        Ok(Some(term)) => term,
-        _ => enif_make_badarg(env),
-    }
+    }, || None);
+    // SAFETY: `env` is the callback's env.
+    answered.unwrap_or_else(|| unsafe { enif_make_badarg(env) })
 }
 
 /// `enabled(TraceTag, TracerState, Tracee) -> trace | discard | remove`.
@@ -82,7 +87,8 @@ unsafe extern "C" fn nif_enabled(
     argc: c_int,
     argv: *const ErlNifTerm,
 ) -> ErlNifTerm {
-    enabled_body(env, argc, argv)
+    // SAFETY: called by the VM with its env and `argc` arguments.
+    unsafe { enabled_body(env, argc, argv) }
 }
 
 /// `enabled_call(TraceTag, TracerState, Tracee) -> trace | discard | remove`.
@@ -91,7 +97,8 @@ unsafe extern "C" fn nif_enabled_call(
     argc: c_int,
     argv: *const ErlNifTerm,
 ) -> ErlNifTerm {
-    enabled_body(env, argc, argv)
+    // SAFETY: called by the VM with its env and `argc` arguments.
+    unsafe { enabled_body(env, argc, argv) }
 }
 
 /// `trace(TraceTag, TracerState, Tracee, TraceTerm, Opts) -> ok`: does nothing.
@@ -100,32 +107,13 @@ unsafe extern "C" fn nif_trace(
     _argc: c_int,
     _argv: *const ErlNifTerm,
 ) -> ErlNifTerm {
-    match catch_unwind(|| ATOMS.get().map(|a| a.ok)) {
-        Ok(Some(ok)) => ok,
-        _ => enif_make_badarg(env),
-    }
+    // SAFETY: `env` is the callback's env.
+    guarded(|| ATOMS.get().map(|a| a.ok), || None).unwrap_or_else(|| unsafe { enif_make_badarg(env) })
 }
 
-rustler::codegen_runtime::inventory::submit!(rustler::Nif {
-    name: c"enabled".as_ptr() as *const c_char,
-    arity: 3 as c_uint,
-    flags: 0,
-    raw_func: nif_enabled,
-});
-
-rustler::codegen_runtime::inventory::submit!(rustler::Nif {
-    name: c"enabled_call".as_ptr() as *const c_char,
-    arity: 3 as c_uint,
-    flags: 0,
-    raw_func: nif_enabled_call,
-});
-
-rustler::codegen_runtime::inventory::submit!(rustler::Nif {
-    name: c"trace".as_ptr() as *const c_char,
-    arity: 5 as c_uint,
-    flags: 0,
-    raw_func: nif_trace,
-});
+register_raw_nif!("enabled", 3, nif_enabled);
+register_raw_nif!("enabled_call", 3, nif_enabled_call);
+register_raw_nif!("trace", 5, nif_trace);
 
 /// Makes the atoms. Returns `false` (the load fails) if one cannot be made.
 fn load(env: Env, _info: Term) -> bool {

@@ -5,11 +5,14 @@
 use rustler::types::map::MapIterator;
 use rustler::{Atom, Encoder, Env, LocalPid, NifResult, Term};
 
+use rustler::OwnedEnv;
+
 use ferrotrace_core::aggregate::{FunctionStats, MfaPattern, PairingCounters};
+use ferrotrace_core::decode;
 use ferrotrace_core::event::Mfa;
 use ferrotrace_core::options::{self, OptionError, OptionValue};
-use ferrotrace_core::session::{self, Accounting, Session, StartError, StopReason};
-use crate::tracer::{term_bits, term_from_bits};
+use ferrotrace_core::session::{self, Accounting, Notifier, Session, StartError, StopReason, Stopped};
+use crate::term::{term_bits, term_from_bits, EnvReader};
 
 mod atoms {
     rustler::atoms! {
@@ -19,9 +22,9 @@ mod atoms {
         id, status, stop_reason, started_at, stopped_at, elapsed_ms, calls, events, pairing, memory,
         seen, aggregated, dropped, ignored, sampled_out, limited,
         unmatched_returns, abandoned_calls, untracked_events, open_calls, processes,
-        ring_bytes, functions,
+        ring_bytes, functions, collector_cpu_ns, ring_alloc_failures, ferrotrace_stopped,
         mfa, count, returns, exceptions, total, mean, p50, p90, p99, p999, max,
-        user, owner_down, duration, loops, foreign_events, bad_spec,
+        user, owner_down, duration, loops, foreign_events, bad_spec, ferrotrace_loops,
     }
 }
 
@@ -45,7 +48,8 @@ fn option_value(term: Term) -> OptionValue {
 /// them), so their slots and statistics cannot leak.
 fn release_orphans(env: Env) {
     for orphan in session::all() {
-        // SAFETY: a local pid is an immediate; the bits came from a pid term.
+        // SAFETY: a local pid is an immediate and the bits came from a pid term
+        // (`new_session`), so they are a valid term in any env.
         let keeper = unsafe { Term::new(env, term_from_bits(orphan.keeper)) };
         if keeper.decode::<LocalPid>().is_ok_and(|pid| !pid.is_alive(env)) {
             session::release(orphan.id);
@@ -79,11 +83,38 @@ fn new_session<'a>(env: Env<'a>, opts: Term<'a>, keeper: LocalPid) -> Term<'a> {
     };
     release_orphans(env);
     let keeper_bits = term_bits(keeper.encode(env).as_c_arg());
-    match session::start(config, keeper_bits) {
+    match session::start(config, keeper_bits, Some(stop_notifier(keeper))).inspect(|s| s.on_loops(loop_notifier(keeper))) {
         Ok(session) => (atoms::ok(), session.id).encode(env),
         Err(StartError::TooManySessions) => error(env, (atoms::too_many_sessions(), session::MAX_SESSIONS)),
         Err(StartError::Thread) => error(env, atoms::thread_spawn_failed()),
     }
+}
+
+/// Tells `keeper` `{ferrotrace_stopped, Id, Reason}` when the session stops, whatever stops
+/// it. Called on the session's collector thread (not an ERTS thread), as its last act, which
+/// is what `OwnedEnv::send_and_clear` requires.
+fn stop_notifier(keeper: LocalPid) -> Notifier {
+    Box::new(move |id: u64, stopped: Stopped| {
+        let mut owned = OwnedEnv::new();
+        // A keeper already gone makes the send fail: nothing to tell.
+        let _ = owned.send_and_clear(&keeper, |env| {
+            let reason = Atom::from_str(env, stopped.reason.name()).map_or_else(|_| atoms::error().encode(env), |a| a.encode(env));
+            (atoms::ferrotrace_stopped(), id, reason).encode(env)
+        });
+    })
+}
+
+/// Tells `keeper` `{ferrotrace_loops, Id, [MFA]}` when the aggregator takes functions for
+/// tail-recursive loops (one process nesting a function 4,096 deep without a return): the
+/// keeper stops return tracing them. Called on the collector thread, like `stop_notifier`.
+fn loop_notifier(keeper: LocalPid) -> session::LoopNotifier {
+    Box::new(move |id: u64, loops: Vec<Mfa>| {
+        let mut owned = OwnedEnv::new();
+        let _ = owned.send_and_clear(&keeper, |env| {
+            let loops: Vec<Term> = loops.iter().map(|mfa| mfa_term(env, mfa)).collect();
+            (atoms::ferrotrace_loops(), id, loops).encode(env)
+        });
+    })
 }
 
 /// Finds a session (running or stopped) by the id term, or says why not.
@@ -133,7 +164,8 @@ fn sessions() -> Vec<u64> {
 }
 
 fn mfa_term<'a>(env: Env<'a>, mfa: &Mfa) -> Term<'a> {
-    // SAFETY: module and function bits were checked to be atoms when the event was decoded.
+    // SAFETY: module and function bits were checked to be atoms (immediates) when the event
+    // was decoded, and atoms are never freed.
     let (m, f) = unsafe {
         (Term::new(env, term_from_bits(mfa.module)), Term::new(env, term_from_bits(mfa.function)))
     };
@@ -219,18 +251,17 @@ fn session_summary<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
             (atoms::memory(), map(env, &[
                 (atoms::ring_bytes(), ring_bytes.encode(env)),
                 (atoms::functions(), agg.functions().count().encode(env)),
+                (atoms::ring_alloc_failures(), session.ring_alloc_failures().encode(env)),
             ])),
+            (atoms::collector_cpu_ns(), session.collector_cpu_ns().encode(env)),
         ]);
         (atoms::ok(), summary).encode(env)
     })
 }
 
-fn decode_mfa(term: Term) -> NifResult<Mfa> {
-    let (m, f, a): (Term, Term, u32) = term.decode()?;
-    if !m.is_atom() || !f.is_atom() || a > 255 {
-        return Err(rustler::Error::BadArg);
-    }
-    Ok(Mfa { module: term_bits(m.as_c_arg()), function: term_bits(f.as_c_arg()), arity: a })
+/// `{M, F, A}` by the same decoder as the hot path's (an arity, or an argument list).
+fn decode_mfa(env: Env, term: Term) -> Option<Mfa> {
+    decode::decode_mfa(&EnvReader(env.as_c_arg()), term.as_c_arg())
 }
 
 /// Power-of-two buckets `[{Low, High, Count}]` of a function's latency, ascending, non-empty.
@@ -255,7 +286,7 @@ fn session_histogram<'a>(env: Env<'a>, id: Term<'a>, mfa: Term<'a>) -> Term<'a> 
         Ok(session) => session,
         Err(e) => return e,
     };
-    let Ok(key) = decode_mfa(mfa) else { return error(env, (atoms::bad_mfa(), mfa)) };
+    let Some(key) = decode_mfa(env, mfa) else { return error(env, (atoms::bad_mfa(), mfa)) };
     session.with_consumer(|consumer, _| match consumer.aggregator().function(&key) {
         Some(stats) => (atoms::ok(), log2_buckets(stats)).encode(env),
         None => error(env, (atoms::no_such_function(), mfa)),
@@ -295,9 +326,9 @@ fn session_set_tracing<'a>(env: Env<'a>, id: Term<'a>, specs: Vec<Term<'a>>, loo
     }
     let mut mfas = Vec::with_capacity(loops.len());
     for mfa in loops {
-        match decode_mfa(mfa) {
-            Ok(mfa) => mfas.push(mfa),
-            Err(_) => return error(env, (atoms::bad_mfa(), mfa)),
+        match decode_mfa(env, mfa) {
+            Some(mfa) => mfas.push(mfa),
+            None => return error(env, (atoms::bad_mfa(), mfa)),
         }
     }
     session.with_aggregator_mut(|aggregator| {
@@ -305,17 +336,4 @@ fn session_set_tracing<'a>(env: Env<'a>, id: Term<'a>, specs: Vec<Term<'a>>, loo
         aggregator.set_loops(&mfas);
     });
     atoms::ok().encode(env)
-}
-
-/// `session_new_loops(Id) -> {ok, [mfa()]} | {error, Reason}`: functions the aggregator took
-/// for tail-recursive loops since the last call (their callers must stop return tracing them).
-#[rustler::nif(schedule = "DirtyCpu")]
-fn session_new_loops<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
-    match find(env, id) {
-        Ok(session) => {
-            let loops = session.with_aggregator_mut(|aggregator| aggregator.take_new_loops());
-            (atoms::ok(), loops.iter().map(|mfa| mfa_term(env, mfa)).collect::<Vec<_>>()).encode(env)
-        }
-        Err(e) => e,
-    }
 }

@@ -1,12 +1,17 @@
 //! # ferrotrace_tracer NIF library
 //!
 //! The NIF library behind the Erlang module `ferrotrace_tracer`: the `erl_tracer` callbacks
-//! ([`tracer`], the hot path) and the management NIFs used by the `ferrotrace` API ([`api`]).
-//! The engine itself (rings, sessions, aggregation) is the `ferrotrace_core` crate.
+//! ([`tracer`], the hot path), reading terms ([`term`]), and the management NIFs used by the
+//! `ferrotrace` API (`api`, which also sends the keeper `{ferrotrace_stopped, Id, Reason}`).
+//! `raw` is the NIF scaffolding shared with the bench floor crate. The engine itself (rings,
+//! sessions, aggregation) is the `ferrotrace_core` crate.
 
 #![warn(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
 
 mod api;
+mod raw;
+pub mod term;
 pub mod tracer;
 
 use ferrotrace_core::{clock, session};
@@ -14,9 +19,9 @@ use ferrotrace_core::{clock, session};
 use rustler::codegen_runtime::{c_int, c_void, inventory, ErlNifEntry, ErlNifEnv, ErlNifTerm};
 
 extern "C" fn load(env: *mut ErlNifEnv, _priv: *mut *mut c_void, _info: ErlNifTerm) -> c_int {
-    let result = std::panic::catch_unwind(|| unsafe {
-        tracer::init_atoms(env);
-        session::set_load_salt(clock::wall_nanos());
+    let result = std::panic::catch_unwind(|| {
+        // SAFETY: `env` is the environment the VM passes to `load`.
+        unsafe { tracer::init_atoms(env) };
         clock::init();
     });
     c_int::from(result.is_err())
@@ -37,10 +42,14 @@ extern "C" fn unload(_env: *mut ErlNifEnv, _priv: *mut c_void) {
 extern "C" fn nif_init() -> *const ErlNifEntry {
     static ENTRY: std::sync::OnceLock<EntryCell> = std::sync::OnceLock::new();
     struct EntryCell(ErlNifEntry);
-    // SAFETY: the entry only holds pointers to 'static data (leaked below).
+    // SAFETY: the entry only holds pointers to 'static data (leaked below) and is never
+    // written after initialisation.
     unsafe impl Send for EntryCell {}
+    // SAFETY: as above: shared read-only.
     unsafe impl Sync for EntryCell {}
     let cell = ENTRY.get_or_init(|| {
+        // SAFETY: rustler's symbol table setup, called once, before any NIF runs (the VM
+        // calls `nif_init` before `load`), as `rustler::init!` does.
         unsafe { rustler::codegen_runtime::internal_write_symbols() };
         let funcs: &'static [_] = Box::leak(
             inventory::iter::<rustler::Nif>().map(rustler::Nif::get_def).collect::<Box<[_]>>(),

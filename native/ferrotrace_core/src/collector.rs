@@ -1,0 +1,235 @@
+//! The collector: drains every producer's ring off the schedulers, orders events by
+//! timestamp, and feeds them to the aggregator. One thread per session, every
+//! [`COLLECT_INTERVAL`]; readers of the statistics bring them up to date the same way.
+//!
+//! # Ordering by timestamp
+//! A process can migrate between schedulers, so its events sit in several rings. Each
+//! collection takes a cutoff timestamp, waits for a grace period, drains every ring, sorts, and
+//! folds in only the events older than the cutoff, keeping the rest for the next round. That
+//! is exact if every event stamped before the cutoff is in a ring once the grace period ends:
+//! - the cutoff is read with [`clock::now_ordered`], whose `lfence` keeps the grace period's
+//!   loads of activity words from executing before the timestamp is taken;
+//! - a callback stamps its event after entering, and entering is a locked `xchg` (a full
+//!   barrier), which completes, store visible, before the timestamp instruction executes
+//!   (`rdtscp` waits for earlier instructions).
+//!
+//! So a callback that entered after the grace period read its (even) activity word stamps a
+//! time after the cutoff; one that entered before is waited for, and its push (Release on the
+//! ring's tail) happens before the drain.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use crate::aggregate::Aggregator;
+use crate::clock;
+use crate::event::{Event, PackedEvent};
+use crate::producer::Producer;
+use crate::quiesce;
+use crate::session::{Accounting, Session, StopReason};
+
+/// How often the collector drains the rings.
+pub const COLLECT_INTERVAL: Duration = Duration::from_millis(1);
+
+/// The consumer side: owned by whoever holds the session's consumer lock (the collector or a
+/// reader).
+pub struct Consumer {
+    /// The statistics.
+    pub aggregator: Aggregator,
+    /// Drained events not yet folded in: newer than the last collection's cutoff.
+    pending: Vec<PackedEvent>,
+    aggregated: u64,
+    /// Counters of producers already freed.
+    retired: Accounting,
+}
+
+impl Consumer {
+    pub(crate) fn new(aggregator: Aggregator) -> Consumer {
+        Consumer { aggregator, pending: Vec::new(), aggregated: 0, retired: Accounting::default() }
+    }
+
+    /// The statistics.
+    pub fn aggregator(&self) -> &Aggregator {
+        &self.aggregator
+    }
+
+    fn drain(&mut self, producer: &Producer) {
+        if let Some(rx) = producer.rx.lock().as_mut() {
+            let pending = &mut self.pending;
+            self.aggregated += rx.drain(|event| pending.push(event));
+        }
+    }
+
+    /// Folds in the pending events stamped before `cutoff`, in timestamp order.
+    fn fold_in(&mut self, cutoff: u64) {
+        let Consumer { pending, aggregator, .. } = self;
+        pending.sort_unstable_by_key(PackedEvent::ts);
+        let ready = pending.partition_point(|event| event.ts() < cutoff);
+        for event in pending.drain(..ready) {
+            let event = event.unpack();
+            aggregator.record(&Event { ts: clock::to_ns(event.ts), ..event });
+        }
+    }
+
+    /// Takes in the last events and the counters of producers being freed (by `halt`, after a
+    /// grace period: nothing pushes any more).
+    pub(crate) fn retire(&mut self, producers: &[Box<Producer>]) {
+        for producer in producers {
+            self.drain(producer);
+            producer.add_counters(&mut self.retired);
+        }
+        self.fold_in(u64::MAX);
+    }
+}
+
+impl Session {
+    /// Drains every ring and folds in the events older than the cutoff (all if `flush`).
+    fn collect(&self, consumer: &mut Consumer, flush: bool) {
+        let cutoff = if flush { u64::MAX } else { clock::now_ordered() };
+        // After this, every event stamped before `cutoff` is in a ring (module docs).
+        quiesce::wait_for_quiescence();
+        for entry in self.producers.iter() {
+            // SAFETY: producers are freed only by `halt` under the consumer lock, which the
+            // caller holds (`consumer` is borrowed from it).
+            if let Some(producer) = unsafe { entry.load(Ordering::Acquire).as_ref() } {
+                consumer.drain(producer);
+            }
+        }
+        consumer.fold_in(cutoff);
+    }
+
+    /// Runs `f` on the aggregation state after bringing it up to date.
+    pub fn with_consumer<R>(&self, f: impl FnOnce(&Consumer, Accounting) -> R) -> R {
+        let mut consumer = self.consumer.lock();
+        let flush = self.stopped().is_some();
+        self.collect(&mut consumer, flush);
+        let accounting = self.accounting(&consumer);
+        f(&consumer, accounting)
+    }
+
+    /// Runs `f` on the aggregator, for configuring it (filter, loops) or taking what it found.
+    pub fn with_aggregator_mut<R>(&self, f: impl FnOnce(&mut Aggregator) -> R) -> R {
+        let mut consumer = self.consumer.lock();
+        let flush = self.stopped().is_some();
+        self.collect(&mut consumer, flush);
+        f(&mut consumer.aggregator)
+    }
+
+    fn accounting(&self, consumer: &Consumer) -> Accounting {
+        let mut total = consumer.retired;
+        for entry in self.producers.iter() {
+            // SAFETY: as in `collect`; the caller holds the consumer lock.
+            if let Some(producer) = unsafe { entry.load(Ordering::Acquire).as_ref() } {
+                producer.add_counters(&mut total);
+            }
+        }
+        total.aggregated = consumer.aggregated;
+        total.seen = total.aggregated + total.dropped + total.sampled_out + total.limited;
+        total
+    }
+
+    /// The collector thread's body: collect until stopped, then notify, as its last act.
+    pub(crate) fn run_collector(&self) {
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.collector_loop()));
+        if run.is_err() {
+            self.halt(StopReason::Error);
+        }
+        self.collector_cpu_ns.store(clock::thread_cpu_ns(), Ordering::Relaxed);
+        let notifier = self.notifier.lock().take();
+        if let (Some(notify), Some(stopped)) = (notifier, self.stopped()) {
+            // The notifier is the NIF layer's; a panic in it must not take the thread's
+            // unwinding anywhere (this thread is ours, but stay quiet and finish).
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| notify(self.id, stopped)));
+        }
+    }
+
+    fn collector_loop(&self) {
+        let deadline = self.config.duration_ms
+            .map(|ms| self.started_ticks.saturating_add(clock::ns_to_ticks(ms * 1_000_000)));
+        while !self.collector_exit.load(Ordering::Acquire) {
+            std::thread::park_timeout(COLLECT_INTERVAL);
+            if self.stopped().is_some() {
+                break;
+            }
+            if self.limit_tripped.load(Ordering::Acquire) {
+                self.halt(StopReason::Limit);
+                break;
+            }
+            if deadline.is_some_and(|d| clock::now() >= d) {
+                self.halt(StopReason::Duration);
+                break;
+            }
+            let mut consumer = self.consumer.lock();
+            self.collect(&mut consumer, false);
+            let loops = consumer.aggregator.take_new_loops();
+            drop(consumer);
+            if !loops.is_empty() {
+                if let Some(notify) = self.loop_notifier.lock().as_mut() {
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| notify(self.id, loops)));
+                }
+            }
+            self.collector_cpu_ns.store(clock::thread_cpu_ns(), Ordering::Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{EventKind, Mfa};
+    use crate::ring;
+    use std::time::Instant;
+
+    /// The collector's ceiling: events per second one thread drains from the rings, orders and
+    /// aggregates (calls paired with returns, HDR histograms), measured alone, with the rings
+    /// filled beforehand as schedulers would between two collections. Run by
+    /// `make collector-ceiling`; prints its figures.
+    #[test]
+    #[ignore = "a benchmark: make collector-ceiling"]
+    fn collector_ceiling() {
+        const THREADS: usize = 4;
+        const PIDS_PER_THREAD: u64 = 256;
+        const FUNCTIONS: u64 = 16;
+        const PER_ROUND: usize = 16_384; // events per ring per collection
+        const ROUNDS: usize = 200;
+        crate::clock::init();
+        let mut consumer = Consumer::new(Aggregator::new(1_000, 100_000));
+        let mut rings: Vec<_> = (0..THREADS).map(|_| ring::channel::<PackedEvent>(PER_ROUND).unwrap()).collect();
+        let mut ts = 0u64;
+        let mut spent = Duration::ZERO;
+        let mut events = 0u64;
+        for round in 0..ROUNDS {
+            for (t, (tx, _)) in rings.iter_mut().enumerate() {
+                for i in 0..PER_ROUND / 2 {
+                    let n = (round * PER_ROUND + i) as u64;
+                    let pid = ((t as u64 * PIDS_PER_THREAD + n % PIDS_PER_THREAD) << 4) | 3;
+                    let function = 0x1_000b + ((n / PIDS_PER_THREAD) % FUNCTIONS) * 64;
+                    let mfa = Mfa { module: 0x1_000b, function, arity: 1 };
+                    for kind in [EventKind::Call, EventKind::Return] {
+                        ts += 7;
+                        let packed = PackedEvent::pack(&Event { ts, pid, mfa, kind }).unwrap();
+                        tx.push(packed).unwrap();
+                    }
+                }
+            }
+            let start = Instant::now();
+            for (_, rx) in rings.iter_mut() {
+                let pending = &mut consumer.pending;
+                consumer.aggregated += rx.drain(|event| pending.push(event));
+            }
+            consumer.fold_in(ts + 1);
+            spent += start.elapsed();
+            events += (THREADS * PER_ROUND) as u64;
+        }
+        assert_eq!(consumer.aggregated, events);
+        assert_eq!(consumer.aggregator.counters(), Default::default(), "every call paired");
+        let rate = events as f64 / spent.as_secs_f64();
+        println!(
+            "collector ceiling: {events} events in {:.1} ms: {:.1} M events/s, {:.1} ns/event \
+             ({THREADS} rings, {} pids, {FUNCTIONS} functions, {PER_ROUND} events per ring per collection)",
+            spent.as_secs_f64() * 1e3,
+            rate / 1e6,
+            1e9 / rate,
+            THREADS as u64 * PIDS_PER_THREAD,
+        );
+    }
+}

@@ -1,0 +1,167 @@
+//! A thread's side of a session: its ring, its counters, admission (sampling and limits).
+//!
+//! Each (thread, session) pair gets one [`Producer`], created on the thread's first event of
+//! the session and reached through a [`ProducerRef`], which can only be made with the thread's
+//! own token (`Session::producer`). Everything a callback writes is on lines that only its
+//! thread writes: the ring's tail and slots, and the counters.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crossbeam_utils::CachePadded;
+use crate::sync::Mutex;
+
+use crate::event::{Event, PackedEvent};
+use crate::limit::Leases;
+use crate::options::OnLimit;
+use crate::ring::{self, RingConsumer, RingProducer};
+use crate::session::{Accounting, Session};
+use crate::slots;
+use crate::sync::UnsafeCell;
+
+/// Counters written by exactly one thread: the producer's own cache line.
+#[derive(Default)]
+pub(crate) struct ProducerCounters {
+    dropped: AtomicU64,
+    ignored: AtomicU64,
+    sampled_out: AtomicU64,
+    limited: AtomicU64,
+    leases: Leases,
+}
+
+/// One thread's side of a session.
+pub(crate) struct Producer {
+    /// `None` when the ring could not be allocated: the thread's events are counted as dropped
+    /// (and allocation is not tried again).
+    tx: Option<UnsafeCell<RingProducer<PackedEvent>>>,
+    /// The consumer end, used by whoever holds the session's consumer lock.
+    pub(crate) rx: CachePadded<Mutex<Option<RingConsumer<PackedEvent>>>>,
+    counters: CachePadded<ProducerCounters>,
+}
+
+// SAFETY: `tx` is the only part that is not `Sync`; it is reached only through a `ProducerRef`,
+// which is made only by `Session::producer` from the token of the thread whose index names this
+// producer, and which (like the token) cannot leave that thread. So `tx` is only ever used by one
+// thread. The counters are atomics, `rx` is behind a mutex.
+unsafe impl Sync for Producer {}
+
+impl Producer {
+    /// A producer with a ring of `ring_size` events, or none if it cannot be allocated.
+    pub(crate) fn new(ring_size: usize) -> Producer {
+        let (tx, rx) = match ring::channel(ring_size) {
+            Ok((tx, rx)) => (Some(UnsafeCell::new(tx)), Some(rx)),
+            Err(ring::AllocError) => (None, None),
+        };
+        Producer { tx, rx: CachePadded::new(Mutex::new(rx)), counters: CachePadded::new(ProducerCounters::default()) }
+    }
+
+    /// True if the ring was allocated.
+    pub(crate) fn has_ring(&self) -> bool {
+        self.tx.is_some()
+    }
+
+    pub(crate) fn add_counters(&self, total: &mut Accounting) {
+        let c = &self.counters;
+        total.dropped += c.dropped.load(Ordering::Acquire);
+        total.ignored += c.ignored.load(Ordering::Acquire);
+        total.sampled_out += c.sampled_out.load(Ordering::Acquire);
+        total.limited += c.limited.load(Ordering::Acquire);
+    }
+}
+
+/// What the session's limits say about one event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// Queue the event.
+    Take,
+    /// Not kept by `sample`.
+    SampledOut,
+    /// Refused by `max_events` or `max_rate`.
+    Limited,
+}
+
+/// A full-avalanche mix of a word (the splitmix64 finalizer): pid terms differ only in a few
+/// middle bits, and a plain multiplication left those out of the bits `sample` reads.
+#[inline]
+fn mix(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^ (x >> 33)
+}
+
+#[inline]
+fn bump(counter: &AtomicU64) {
+    // Single writer: a load and a store, no read-modify-write.
+    counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Release);
+}
+
+/// The current thread's producer for one session, borrowed for one callback. Made only by
+/// `Session::producer` with the thread's token, and `!Send` like it.
+pub struct ProducerRef<'a> {
+    pub(crate) session: &'a Session,
+    pub(crate) producer: &'a Producer,
+    pub(crate) _token: &'a crate::quiesce::ThreadToken,
+}
+
+impl ProducerRef<'_> {
+    /// True if the session keeps the events of `pid` (by `sample`, a hash of the pid, so a
+    /// process is kept or not as a whole). Does not count anything.
+    #[inline]
+    pub fn sampled_in(&self, pid: u64) -> bool {
+        let sample = self.session.config.sample;
+        sample <= 1 || mix(pid).is_multiple_of(sample)
+    }
+
+    /// Counts one event of `pid` refused by `sample` where it is decided (an `enabled`
+    /// callback answering `discard`). Returns true if `pid` is sampled out.
+    #[inline]
+    pub fn sample_out(&self, pid: u64) -> bool {
+        if self.sampled_in(pid) {
+            return false;
+        }
+        bump(&self.producer.counters.sampled_out);
+        true
+    }
+
+    /// Applies `sample`, `max_events` and `max_rate` to an event of `pid` stamped `ts`,
+    /// counting what it refuses. Under `on_limit => stop` the first refusal stops the
+    /// session: from then on callbacks see it as not live and answer `remove`.
+    #[inline]
+    pub fn admit(&self, pid: u64, ts: u64) -> Admission {
+        let session = self.session;
+        if self.sample_out(pid) {
+            return Admission::SampledOut;
+        }
+        if session.limiter.is_limited() && !session.limiter.admit(&self.producer.counters.leases, ts) {
+            bump(&self.producer.counters.limited);
+            if session.config.on_limit == OnLimit::Stop && !session.limit_tripped.load(Ordering::Relaxed) {
+                session.limit_tripped.store(true, Ordering::Release);
+                slots::try_unpublish(session.id);
+            }
+            return Admission::Limited;
+        }
+        Admission::Take
+    }
+
+    /// Pushes an event, counting a drop when the ring is full or missing.
+    #[inline]
+    pub fn push(&self, event: Event) {
+        let counters = &self.producer.counters;
+        let Some(packed) = PackedEvent::pack(&event) else { return bump(&counters.ignored) };
+        let Some(tx) = &self.producer.tx else { return bump(&counters.dropped) };
+        // SAFETY: only the thread owning this producer has a `ProducerRef` to it (see the
+        // `Sync` impl of `Producer`), and no other `&mut` to `tx` is live on this thread: it
+        // is created here and dropped before returning, and `push` does not re-enter.
+        let pushed = tx.with_mut(|tx| unsafe { (*tx).push(packed) });
+        if pushed.is_err() {
+            bump(&counters.dropped);
+        }
+    }
+
+    /// Counts an event of a kind the session does not aggregate.
+    #[inline]
+    pub fn ignore(&self) {
+        bump(&self.producer.counters.ignored);
+    }
+}

@@ -1,0 +1,110 @@
+%%% @doc The engine's promises to the Erlang side, through the raw NIFs of `ferrotrace_tracer':
+%%% whatever stops a session, its keeper gets `{ferrotrace_stopped, Id, Reason}' from the
+%%% engine (the engine owns the `duration' timer), and sampling decided in `enabled_call/3'.
+-module(ferrotrace_engine_SUITE).
+
+-include_lib("stdlib/include/assert.hrl").
+
+-export([all/0, init_per_suite/1, end_per_suite/1]).
+-export([duration_stop_notifies_keeper/1, limit_stop_notifies_keeper/1,
+         user_stop_notifies_keeper/1, ring_allocation_failure_drops_and_counts/1]).
+
+-type config() :: [{atom(), term()}].
+
+-spec all() -> [atom()].
+all() ->
+    [duration_stop_notifies_keeper, limit_stop_notifies_keeper, user_stop_notifies_keeper,
+     ring_allocation_failure_drops_and_counts].
+
+-spec init_per_suite(config()) -> config().
+init_per_suite(Config) ->
+    {module, ferrotrace_tracer} = code:ensure_loaded(ferrotrace_tracer),
+    {module, ft_test_target} = code:ensure_loaded(ft_test_target),
+    Config.
+
+-spec end_per_suite(config()) -> ok.
+end_per_suite(_Config) ->
+    ok.
+
+-spec duration_stop_notifies_keeper(config()) -> ok.
+duration_stop_notifies_keeper(_Config) ->
+    {ok, Id} = ferrotrace_tracer:new_session(#{duration => 50}, self()),
+    T0 = erlang:monotonic_time(millisecond),
+    receive {ferrotrace_stopped, Id, Reason} -> ?assertEqual(duration, Reason)
+    after 5000 -> error(no_stop_message)
+    end,
+    Waited = erlang:monotonic_time(millisecond) - T0,
+    ?assert(Waited >= 40 andalso Waited < 1000),
+    {ok, #{status := stopped, stop_reason := duration}} = ferrotrace_tracer:session_summary(Id),
+    ok = ferrotrace_tracer:release_session(Id),
+    receive Other -> error({unexpected, Other}) after 50 -> ok end.
+
+-spec limit_stop_notifies_keeper(config()) -> ok.
+limit_stop_notifies_keeper(_Config) ->
+    {ok, Id} = ferrotrace_tracer:new_session(#{max_events => 10, duration => infinity}, self()),
+    Self = self(),
+    Worker = spawn_link(fun() -> receive go -> ok end, [ft_test_target:f(I) || I <- lists:seq(1, 100)], Self ! done end),
+    1 = erlang:trace_pattern({ft_test_target, f, 1}, [{'_', [], [{return_trace}]}], [local]),
+    1 = erlang:trace(Worker, true, [call, {tracer, ferrotrace_tracer, Id}]),
+    Worker ! go,
+    receive done -> ok after 5000 -> error(worker_stuck) end,
+    receive {ferrotrace_stopped, Id, Reason} -> ?assertEqual(limit, Reason)
+    after 5000 -> error(no_stop_message)
+    end,
+    erlang:trace_pattern({ft_test_target, f, 1}, false, [local]),
+    ok = ferrotrace_tracer:release_session(Id).
+
+-spec user_stop_notifies_keeper(config()) -> ok.
+user_stop_notifies_keeper(_Config) ->
+    {ok, Id} = ferrotrace_tracer:new_session(#{}, self()),
+    ok = ferrotrace_tracer:stop_session(Id, user),
+    %% The collector sends before it ends, and stop joins it: the message is already here.
+    receive {ferrotrace_stopped, Id, user} -> ok after 1000 -> error(no_stop_message) end,
+    ok = ferrotrace_tracer:release_session(Id),
+    receive Other -> error({unexpected, Other}) after 50 -> ok end.
+
+%% A ring that cannot be allocated (a child VM whose address space is capped just above what
+%% it uses, below the 512 MiB of a `ring_size => 16777216' ring): the node stays up, the
+%% thread's events are counted as dropped, and one failure is recorded. The same child without
+%% the cap allocates the ring and aggregates everything (so the cap is what made it fail).
+-spec ring_allocation_failure_drops_and_counts(config()) -> ok.
+ring_allocation_failure_drops_and_counts(_Config) ->
+    Free = child(""),
+    ?assertMatch({#{seen := 2000, aggregated := 2000, dropped := 0},
+                  #{ring_alloc_failures := 0}}, result(Free)),
+    #{vm_kb := UsedKb} = Free,
+    Capped = child(io_lib:format("ulimit -v ~b; ", [UsedKb + 256 * 1024])),
+    ?assertMatch({#{seen := 2000, aggregated := 0, dropped := 2000},
+                  #{ring_alloc_failures := 1, ring_bytes := 0}}, result(Capped)),
+    ok.
+
+result(#{events := Events, memory := Memory}) -> {Events, Memory}.
+
+%% Runs a fresh VM (after Prefix, a shell command) that traces 1,000 calls with return_trace
+%% into a session with the largest ring; returns what it printed: its summary and its VmSize
+%% before the session started.
+child(Prefix) ->
+    Ebin = filename:dirname(code:which(ferrotrace_tracer)),
+    TestDir = filename:dirname(code:which(ft_test_target)),
+    Erl = filename:join([code:root_dir(), "bin", "erl"]),
+    Eval = "{module, _} = code:ensure_loaded(ft_test_target), "
+        %% The address space in use before the session: the cap is set from it.
+        "[_, Kb | _] = string:lexemes(os:cmd(\"grep VmSize /proc/\" ++ os:getpid() ++ \"/status\"), \" \\t\\n\"), "
+        "{ok, S} = ferrotrace_tracer:new_session(#{ring_size => 16777216, duration => infinity}, self()), "
+        "Self = self(), "
+        "W = spawn(fun() -> receive go -> ok end, [ft_test_target:f(I) || I <- lists:seq(1, 1000)], Self ! done end), "
+        "1 = erlang:trace_pattern({ft_test_target, f, 1}, [{list_to_atom(\"_\"), [], [{return_trace}]}], [local]), "
+        "1 = erlang:trace(W, true, [call, {tracer, ferrotrace_tracer, S}]), "
+        "W ! go, receive done -> ok end, "
+        "{ok, #{events := E, memory := M}} = ferrotrace_tracer:session_summary(S), "
+        "io:format(\"~w.~n\", [#{events => E, memory => M, vm_kb => list_to_integer(Kb)}]), halt().",
+    Cmd = lists:flatten([Prefix, Erl, " -noshell -pa ", Ebin, " -pa ", TestDir, " -eval '", Eval, "' 2>&1"]),
+    Out = os:cmd(Cmd),
+    case erl_scan:string(lists:last(string:lexemes(Out, "\n"))) of
+        {ok, Tokens, _} ->
+            case erl_parse:parse_term(Tokens) of
+                {ok, Term} -> Term;
+                _ -> error({child_output, Out})
+            end;
+        _ -> error({child_output, Out})
+    end.
