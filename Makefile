@@ -43,6 +43,11 @@ test-release: compile
 test-otp: compile
 	bash test/otp/run.sh
 
+# A mix project (test/elixir/shop) with ferrotrace as a path dependency, built with Debian's
+# rebar3; traces an Elixir function (installs Debian's elixir if missing; about 10 s).
+test-elixir: compile
+	bash test/elixir/run.sh
+
 bench: compile
 	sh bench/run.sh
 
