@@ -20,7 +20,7 @@ compile: setup
 demo: compile
 	sh examples/demo.sh
 
-test: compile test-rust test-erlang dialyzer
+test: compile test-rust test-erlang dialyzer test-elixir
 
 test-rust:
 	cargo test --workspace --release
