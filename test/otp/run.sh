@@ -175,10 +175,17 @@ EOF
 }
 
 total=$SECONDS
+# The chroots are built at the same time (mostly downloads and dpkg); each builder has its
+# own mounts and its own trap.
+builders=()
 for release in "${releases[@]}"; do
     case $release in trixie | sid) ;; *) die "unknown release '$release' (trixie or sid)";; esac
-    prepare "$release"
+    ( trap cleanup EXIT; prepare "$release" ) &
+    builders+=($!)
 done
+failed=0
+for pid in "${builders[@]}"; do wait "$pid" || failed=1; done
+((failed == 0)) || die "building a chroot failed"
 [ -n "${FERROTRACE_OTP_PREPARE_ONLY:-}" ] && exit 0
 for release in "${releases[@]}"; do
     check "$release"
