@@ -12,7 +12,8 @@
 #      then, in a second shell, closing the terminal): the session must be stopped and its
 #      trace pattern gone (checked with `bin/relapp eval`);
 #   4. scripted use: `bin/relapp eval` creates a session with `owner => none` bounded by
-#      `duration`, a later `eval` reads `ferrotrace:format/1`, the session stops by itself.
+#      `duration`, the session stops by itself, a later `eval` writes `ferrotrace:format/1`
+#      to a file.
 #
 # Every wait is bounded; the node, the tmux server and the temporary directory are cleaned up
 # on exit (FERROTRACE_KEEP=1 keeps the directory). Cargo's output is cached in
@@ -206,8 +207,12 @@ sleep 1
     || fail "eval: session $sid (owner => none) did not outlive the eval that created it"
 wait_node "$(status_of "$sid")" stopped 10 "eval: duration 3000"
 wait_node "$traced" "{traced,false}" 10 "eval: after the duration"
-text=$(ev "ferrotrace:format($sid).")
-echo "$text" | grep -Eq 'relapp_work:handle/1 +[0-9]+ ' || fail "eval: ferrotrace:format/1 gave: $text"
+# eval prints its value with erl_call's printer: a binary comes out as #Bin<102,101,...>,
+# so the README has the node write the text to a file (the node runs on this host).
+[ "$(evs "file:write_file(\"$work/report.txt\", ferrotrace:format($sid)).")" = ok ] \
+    || fail "eval: file:write_file/2 of ferrotrace:format/1"
+grep -Eq '^relapp_work:handle/1 +[0-9]+ ' "$work/report.txt" \
+    || fail "eval: ferrotrace:format/1 gave: $(cat "$work/report.txt")"
 [ "$(evs "ferrotrace:release($sid).")" = ok ] || fail "eval: release/1"
 say "bin/relapp eval: owner => none session ran 3 s, stopped by itself, format/1 read back"
 
