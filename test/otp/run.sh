@@ -6,8 +6,8 @@
 #
 # In each chroot it compiles erl_src/*.erl with the project's erl_opts (warnings are errors),
 # loads the NIF built on the host (priv/libferrotrace_nif.so, nif_version_2_16), runs the
-# EUnit module test/ferrotrace_bad_input_tests.erl and the Common Test suites of test/
-# (FERROTRACE_OTP_SUITES, default: all of them), less the cases in FERROTRACE_OTP_SKIP
+# EUnit modules test/*_tests.erl and the Common Test suites test/*_SUITE.erl
+# (FERROTRACE_OTP_SUITES: a list of suites instead), less the cases in FERROTRACE_OTP_SKIP
 # (Suite:case, reported as skipped with the reason below).
 #
 # The chroots are cached in $FERROTRACE_CHROOTS (default .chroots/, gitignored): the first
@@ -19,7 +19,8 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
 chroots=${FERROTRACE_CHROOTS:-$repo/.chroots}
 mirror=${FERROTRACE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-suites_to_run=${FERROTRACE_OTP_SUITES:-ferrotrace_SUITE ferrotrace_limits_SUITE ferrotrace_overload_SUITE}
+suites_to_run=${FERROTRACE_OTP_SUITES:-$(cd test && ls *_SUITE.erl | sed 's/\.erl$//' | tr '\n' ' ')}
+eunit_modules=$(cd test && ls *_tests.erl 2>/dev/null | sed 's/\.erl$//' | tr '\n' ' ')
 # OTP 27 and 29 send no exception_from for a process killed inside a traced call (OTP 25
 # does; checked with a plain process tracer): spawn_storm asserts OTP 25's count.
 skip_cases=${FERROTRACE_OTP_SKIP-ferrotrace_overload_SUITE:spawn_storm}
@@ -146,7 +147,7 @@ set -eu
 cd /ferrotrace
 echo "test-otp: $release: OTP \$(erl -noshell -eval 'io:put_chars(erlang:system_info(otp_release)), halt().')"
 erlc $erl_opts -o ferrotrace/ebin ferrotrace/*.erl
-erlc $erl_opts -o test test/ferrotrace_bad_input_tests.erl test/ft_test_target.erl
+for f in test/*.erl; do case \$f in *_SUITE.erl) ;; *) erlc $erl_opts -pa ferrotrace/ebin -o test \$f;; esac; done
 erl -noshell -pa ferrotrace/ebin -eval '
     {module, ferrotrace_tracer} = code:ensure_loaded(ferrotrace_tracer),
     {ok, S} = ferrotrace:session(#{duration => 1000}),
@@ -155,7 +156,7 @@ erl -noshell -pa ferrotrace/ebin -eval '
     io:format("test-otp: NIF loaded: ~s~n", [code:priv_dir(ferrotrace)]),
     halt().'
 erl -noshell -pa ferrotrace/ebin -pa test -eval '
-    case eunit:test(ferrotrace_bad_input_tests, []) of
+    case eunit:test([$(echo $eunit_modules | tr ' ' ',')], []) of
         ok -> halt(0);
         _ -> halt(1)
     end.'
@@ -166,7 +167,7 @@ if [ -n "$suites_to_run" ]; then
 fi
 EOF
 )
-    say "$release: compile, load the NIF, EUnit, Common Test ($suites_to_run)"
+    say "$release: compile, load the NIF, EUnit ($eunit_modules), Common Test ($suites_to_run)"
     timeout "$step_timeout" chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
         HOME=/root LANG=C.UTF-8 sh -c "$script" \
         || die "$release: checks failed (Common Test logs: $work/logs)"
