@@ -7,7 +7,7 @@
 # In each chroot it compiles erl_src/*.erl with the project's erl_opts (warnings are errors),
 # loads the NIF built on the host (priv/libferrotrace_nif.so, nif_version_2_16), runs the
 # EUnit modules test/*_tests.erl and the Common Test suites test/*_SUITE.erl
-# (FERROTRACE_OTP_SUITES: a list of suites instead), less the cases in FERROTRACE_OTP_SKIP
+# (FERROTRACE_OTP_SUITES: a list of suites instead, or none), less the cases in FERROTRACE_OTP_SKIP
 # (Suite:case, reported as skipped with the reason below).
 #
 # The chroots are cached in $FERROTRACE_CHROOTS (default .chroots/, gitignored): the first
@@ -20,6 +20,7 @@ cd "$repo"
 chroots=${FERROTRACE_CHROOTS:-$repo/.chroots}
 mirror=${FERROTRACE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 suites_to_run=${FERROTRACE_OTP_SUITES:-$(cd test && ls *_SUITE.erl | sed 's/\.erl$//' | tr '\n' ' ')}
+[ "$suites_to_run" != none ] || suites_to_run=   # EUnit only
 eunit_modules=$(cd test && ls *_tests.erl 2>/dev/null | sed 's/\.erl$//' | tr '\n' ' ')
 # OTP 27 and 29 send no exception_from for a process killed inside a traced call (OTP 25
 # does; checked with a plain process tracer): spawn_storm asserts OTP 25's count.
@@ -155,22 +156,25 @@ erl -noshell -pa ferrotrace/ebin -eval '
     ok = ferrotrace:release(S),
     io:format("test-otp: NIF loaded: ~s~n", [code:priv_dir(ferrotrace)]),
     halt().'
+status=0
 erl -noshell -pa ferrotrace/ebin -pa test -eval '
     case eunit:test([$(echo $eunit_modules | tr ' ' ',')], []) of
         ok -> halt(0);
         _ -> halt(1)
-    end.'
+    end.' || { echo "test-otp: $release: EUnit failed"; status=1; }
 if [ -n "$suites_to_run" ]; then
     ct_run -noshell -pa /ferrotrace/ferrotrace/ebin -spec ferrotrace.spec >ct_output.txt 2>&1 \
-        || { tail -40 ct_output.txt; grep -h -B2 -A15 "=result *failed" logs/ct_run.*/*/run.*/suite.log 2>/dev/null | head -80; exit 1; }
+        || { tail -40 ct_output.txt; grep -h -B2 -A15 "=result *failed" logs/ct_run.*/*/run.*/suite.log 2>/dev/null | head -80;
+             echo "test-otp: $release: Common Test failed"; status=1; }
     grep -E "^TEST COMPLETE" ct_output.txt | tail -1
 fi
+exit \$status
 EOF
 )
     say "$release: compile, load the NIF, EUnit ($eunit_modules), Common Test ($suites_to_run)"
     timeout "$step_timeout" chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
         HOME=/root LANG=C.UTF-8 sh -c "$script" \
-        || die "$release: checks failed (Common Test logs: $work/logs)"
+        || { umount_all; say "$release: FAILED in $((SECONDS - started)) s (Common Test logs: $work/logs)"; return 1; }
     umount_all
     say "$release: passed in $((SECONDS - started)) s"
 }
@@ -188,7 +192,9 @@ failed=0
 for pid in "${builders[@]}"; do wait "$pid" || failed=1; done
 ((failed == 0)) || die "building a chroot failed"
 [ -n "${FERROTRACE_OTP_PREPARE_ONLY:-}" ] && exit 0
+failed=()
 for release in "${releases[@]}"; do
-    check "$release"
+    check "$release" || failed+=("$release")
 done
+((${#failed[@]} == 0)) || die "${failed[*]} failed (after $((SECONDS - total)) s)"
 say "all passed (${releases[*]}) in $((SECONDS - total)) s"
