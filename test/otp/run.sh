@@ -126,9 +126,13 @@ check() { # check RELEASE: compile, load the NIF, EUnit, Common Test, inside the
     local started=$SECONDS
     [ -f priv/libferrotrace_nif.so ] || die "priv/libferrotrace_nif.so is missing: run 'make compile' first"
     rm -rf "$work"
-    mkdir -p "$work/ferrotrace/ebin" "$work/ferrotrace/priv" "$work/test" "$work/logs"
-    cp erl_src/*.erl "$work/ferrotrace/"
-    sed 's/{modules, \[\]}/{modules, [ferrotrace, ferrotrace_tracer, ferrotrace_session, ferrotrace_report]}/' \
+    mkdir -p "$work/ferrotrace/ebin" "$work/ferrotrace/priv" "$work/ferrotrace/erl_src" "$work/test" "$work/logs"
+    cp erl_src/*.erl "$work/ferrotrace/erl_src/"
+    # Shell docs (EEP-48 chunks), where the project builds them in a rebar3 post-hook.
+    if [ -f native/doc_chunks.escript ]; then cp native/doc_chunks.escript "$work/"; fi
+    local modules
+    modules=$(cd erl_src && ls *.erl | sed 's/\.erl$//' | paste -sd, -)
+    sed "s/{modules, \[\]}/{modules, [$modules]}/" \
         erl_src/ferrotrace.app.src >"$work/ferrotrace/ebin/ferrotrace.app"
     cp priv/libferrotrace_nif.so "$work/ferrotrace/priv/"
     cp test/*.erl "$work/test/"
@@ -147,7 +151,8 @@ check() { # check RELEASE: compile, load the NIF, EUnit, Common Test, inside the
 set -eu
 cd /ferrotrace
 echo "test-otp: $release: OTP \$(erl -noshell -eval 'io:put_chars(erlang:system_info(otp_release)), halt().')"
-erlc $erl_opts -o ferrotrace/ebin ferrotrace/*.erl
+erlc $erl_opts -o ferrotrace/ebin ferrotrace/erl_src/*.erl
+if [ -f doc_chunks.escript ]; then (cd ferrotrace && REBAR_DEPS_DIR=/ferrotrace escript ../doc_chunks.escript); fi
 for f in test/*.erl; do case \$f in *_SUITE.erl) ;; *) erlc $erl_opts -pa ferrotrace/ebin -o test \$f;; esac; done
 erl -noshell -pa ferrotrace/ebin -eval '
     {module, ferrotrace_tracer} = code:ensure_loaded(ferrotrace_tracer),
