@@ -64,7 +64,8 @@ mount_in() { # mount_in ROOT: /proc and /dev for apt and erl, where mounting is 
         mounts+=("$root/proc")
         mount --bind /dev "$root/dev" && mounts+=("$root/dev")
     else
-        # An unprivileged container: apt, dpkg and erl work without them (tried), slower.
+        # An unprivileged container: erl runs without them (tried); ct_run, apt and
+        # dpkg inside the chroot and debootstrap there are untested.
         say "cannot mount /proc in $root (no privilege?): going on without /proc and /dev"
     fi
     # /dev/pts is not needed: nothing here uses a terminal.
