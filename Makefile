@@ -1,5 +1,5 @@
 # ferrotrace: the README's two commands are `make demo` and `make test`.
-.PHONY: all setup compile demo test test-rust test-erlang dialyzer bench loom miri collector-ceiling clean
+.PHONY: all setup compile demo test test-rust test-erlang dialyzer test-release test-otp test-elixir bench loom miri collector-ceiling clean
 
 DEBIAN_PACKAGES = erlang-nox erlang-dev rebar3 erlang-common-test erlang-eunit erlang-dialyzer erlang-tools
 
@@ -20,7 +20,7 @@ compile: setup
 demo: compile
 	sh examples/demo.sh
 
-test: compile test-rust test-erlang dialyzer
+test: compile test-rust test-erlang dialyzer test-elixir test-release
 
 test-rust:
 	cargo test --workspace --release
@@ -32,6 +32,21 @@ test-erlang: compile
 
 dialyzer: compile
 	rebar3 dialyzer
+
+# A relx release of examples/relapp with ferrotrace as a _checkouts dependency: daemon,
+# remote_console through tmux, bin/relapp eval (about 1 minute).
+test-release: compile
+	bash test/release/run.sh
+
+# The Erlang checks on OTP 27 (Debian trixie) and OTP 29 (sid) in debootstrap chroots cached
+# in .chroots/ (needs root; first run about 2 minutes more for the chroots).
+test-otp: compile
+	bash test/otp/run.sh
+
+# A mix project (test/elixir/shop) with ferrotrace as a path dependency, built with Debian's
+# rebar3; traces an Elixir function (installs Debian's elixir if missing; about 10 s).
+test-elixir: compile
+	bash test/elixir/run.sh
 
 bench: compile
 	sh bench/run.sh
