@@ -160,8 +160,13 @@ handle_info({'DOWN', Monitor, process, _, _}, State = #state{id = Id, owner = Mo
         infinity -> {noreply, Stopped};
         Keep -> _ = erlang:send_after(Keep, self(), expire), {noreply, Stopped}
     end;
-handle_info({ferrotrace_stopped, Id, Reason}, State = #state{id = Id}) ->
-    {noreply, end_session(Reason, State)};
+handle_info({ferrotrace_stopped, Id, _Reason}, State = #state{id = Id, stopped = false,
+                                                            backend = Backend}) ->
+    %% The engine stopped the session itself (duration, a limit, unload, an error): only the
+    %% patterns and flags are left to undo. No call into ferrotrace_tracer here: after an
+    %% unload the module may be gone, and calling it would load it again mid-purge.
+    stop_tracing(Id, Backend),
+    {noreply, State#state{stopped = true}};
 handle_info({ferrotrace_loops, Id, Loops}, State = #state{id = Id, stopped = false,
                                                          backend = Backend}) ->
     %% Loops the code did not show (cycles through funs or apply): stop return tracing them.
@@ -182,16 +187,14 @@ terminate(_Reason, State = #state{id = Id}) ->
     ok = ferrotrace_registry:unregister(Id).
 
 %% Stops the engine session and removes the patterns and flags this keeper set. Idempotent:
-%% the first reason is the one the summary shows.
+%% the first reason is the one the summary shows (`user' or `owner_down' here; the engine
+%% keeps its own when it stopped first).
 end_session(_Reason, State = #state{stopped = true}) ->
     State;
 end_session(Reason, State = #state{id = Id, backend = Backend}) ->
-    ok = ferrotrace_tracer:stop_session(Id, engine_reason(Reason)),
+    ok = ferrotrace_tracer:stop_session(Id, Reason),
     stop_tracing(Id, Backend),
     State#state{stopped = true}.
-
-engine_reason(Reason) when Reason =:= user; Reason =:= owner_down -> Reason;
-engine_reason(_) -> user. % already stopped by the engine: the engine keeps its own reason
 
 %%% Tracing
 
