@@ -36,7 +36,7 @@
 
 %% OTP 25's spec of erlang:trace_info/2 omits the `{tracer, {Module, State}}' answer that a
 %% tracer module gets, so dialyzer believes our comparisons can never succeed.
--dialyzer({no_match, [untrace_processes/1, already_traced/2]}).
+-dialyzer({no_match, [untrace_processes/1, already_traced/2, holder/1]}).
 
 -record(state, {id :: ferrotrace_tracer:session_id(),
                 owner :: reference() | none,
@@ -243,6 +243,7 @@ start_trace_session(Id, Patterns, Targets) ->
 %% OTP 25 and 26: the node's one (legacy) session. Everything is checked before anything
 %% changes, so a refused start changes nothing.
 start_legacy(Id, Patterns, Targets) ->
+    Specs = [MFA || #{mfa := MFA} <- Patterns],
     case already_traced(Targets, Id) of
         {error, _} = Error ->
             Error;
@@ -250,7 +251,7 @@ start_legacy(Id, Patterns, Targets) ->
             case ferrotrace_registry:set_patterns(Id, Patterns) of
                 {ok, 0} ->
                     ok = ferrotrace_registry:remove_patterns(Id),
-                    {error, {no_matching_functions, [MFA || #{mfa := MFA} <- Patterns]}};
+                    {error, {no_matching_functions, Specs}};
                 {ok, _} ->
                     %% `procs' brings each process's exit, which lets the engine forget calls
                     %% left open by a process that died inside them.
