@@ -66,7 +66,7 @@ server_loop_module(_Config) ->
 %% The same with every function of every module traced.
 -spec server_loop_everything(config()) -> ok.
 server_loop_everything(_Config) ->
-    loop_stays_flat({'_', '_', '_'}, fun ft_loop_target:server/0, 200000,
+    loop_stays_flat({'_', '_', '_'}, fun ft_loop_target:server/0, 1000000,
                     {ft_loop_target, server, 0}, #{max_functions => 100000}).
 
 %% A loop through two functions (one an external `?MODULE:' call) is found too.
@@ -143,7 +143,7 @@ gen_server_everything(_Config) ->
     ok = ft_loop_target:ping(Server, 10),
     {stack_size, Before} = erlang:process_info(Server, stack_size),
     {ok, S} = ferrotrace:calls({'_', '_', '_'}, #{duration => ?LONG}),
-    ok = ft_loop_target:ping(Server, 100000),
+    ok = ft_loop_target:ping(Server, 1000000),
     {stack_size, During} = erlang:process_info(Server, stack_size),
     {memory, Memory} = erlang:process_info(Server, memory),
     ok = ferrotrace:stop(S),
