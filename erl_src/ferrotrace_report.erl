@@ -244,7 +244,11 @@ column(Header, Key, count, Calls) ->
     Cells = [integer_to_list(maps:get(Key, C, 0)) || C <- Calls],
     finish(Key, Header, Cells);
 column(Header, Key, time, Calls) ->
-    Values = [maps:get(Key, C, undefined) || C <- Calls],
+    %% A function counted only (a loop) has no time at all, not a total of zero.
+    Values = [case C of
+                  #{returns := 0, exceptions := 0} -> undefined;
+                  _ -> maps:get(Key, C, undefined)
+              end || C <- Calls],
     Max = lists:max([0 | [V || V <- Values, is_integer(V)]]),
     {Unit, Divisor} = unit_for(Max),
     Cells = [in_unit(V, Divisor) || V <- Values],

@@ -241,10 +241,10 @@ impl Aggregator {
             dropped += before - stack.len();
             emptied += usize::from(stack.is_empty());
         }
+        // Not abandoned: a loop's frames are just not timed (those the VM already holds may
+        // still return; their returns are counted, not paired).
         self.open_calls -= dropped;
         self.nonempty_stacks -= emptied;
-        // Frames of a loop never return: they were calls without a return.
-        self.counters.abandoned_calls += dropped as u64;
     }
 
     /// Folds one event in. Events of one process must arrive in the order they happened.
@@ -366,6 +366,7 @@ impl Aggregator {
         }
         match frame {
             Some(frame) => stats.record_latency(event.ts.saturating_sub(frame.ts)),
+            None if stats.loop_only => {}
             None => self.counters.unmatched_returns += 1,
         }
     }
@@ -488,10 +489,12 @@ mod tests {
         assert_eq!(agg.take_new_loops(), vec![G]);
         assert!(agg.take_new_loops().is_empty());
         assert!(agg.function(&G).unwrap().loop_only);
-        // Only F's frame is left open; G's frames were dropped as abandoned.
+        // Only F's frame is left open; G's frames were dropped.
         assert_eq!(agg.open_calls(), 1);
-        let dropped = agg.counters().abandoned_calls;
-        assert!((LOOP_DEPTH as u64..=(LOOP_DEPTH + LOOP_CHECK_EVERY) as u64).contains(&dropped));
+        // The dropped frames are not abandoned calls, and their returns are not unmatched.
+        assert_eq!(agg.counters().abandoned_calls, 0);
+        agg.record(&ev(EventKind::Return, 1, G, 99_000));
+        assert_eq!(agg.counters().unmatched_returns, 0);
         agg.record(&ev(EventKind::Return, 1, F, 100_000));
         assert_eq!(agg.function(&F).unwrap().latency.len(), 1);
         // Body recursion below the depth is paired as before.
