@@ -289,8 +289,15 @@ erlang_string(Original, Chars, Lead, Shift) ->
                 {error, Pos, Why} -> string_error(Original, Fix(Pos), Why)
             end;
         {error, {Pos, Mod, Code}, _} ->
-            string_error(Original, Fix(Pos), Mod:format_error(Code))
+            string_error(Original, Fix(scan_error_pos(Pos, Code)), Mod:format_error(Code))
     end.
+
+%% An unterminated quoted atom or string is the user's error at its opening quote. OTP 25
+%% reports it there (`{string, Quote, Text}'); OTP 27 and later report
+%% `{unterminated, atom | string, Text}' one column further, on the first character inside
+%% the quotes.
+scan_error_pos({Line, Column}, {unterminated, _, _}) when Column > 1 -> {Line, Column - 1};
+scan_error_pos(Pos, _Code) -> Pos.
 
 user_column(C, {From, Delta}) when C > From -> max(1, C - Delta);
 user_column(C, _) -> C.

@@ -73,10 +73,10 @@ exact_counts(_Config) ->
                    events := #{seen := Seen0}} when Seen0 =:= 2 * N, ferrotrace:summary(S)),
     ok = ferrotrace:stop(S),
     %% stop/1 undid what calls/2 set: the pattern, the flags of existing and new processes.
-    ?assertEqual({traced, false}, erlang:trace_info(?F, traced)),
-    ?assertEqual({flags, []}, erlang:trace_info(new, flags)),
-    ?assertEqual({flags, []}, erlang:trace_info(self(), flags)),
-    [?assertEqual({flags, []}, erlang:trace_info(Pid, flags)) || {Pid, _} <- Workers],
+    ?assertNot(ft_trace_state:traced(?F)),
+    ?assertEqual([], ft_trace_state:flags(new)),
+    ?assertEqual([], ft_trace_state:flags(self())),
+    [?assertEqual([], ft_trace_state:flags(Pid)) || {Pid, _} <- Workers],
     ok = end_workers(Workers),
     Summary = ferrotrace:summary(S),
     #{status := stopped, calls := Calls,
@@ -321,7 +321,7 @@ stop_and_release(_Config) ->
     ?assertEqual(maps:get(calls, Stopped), maps:get(calls, AfterCalls)),
     ?assertEqual(maps:get(events, Stopped), maps:get(events, AfterCalls)),
     ok = assert_not_traced_by(Caller, S),
-    ?assertEqual({traced, false}, erlang:trace_info(?F, traced)),
+    ?assertNot(ft_trace_state:traced(?F)),
     %% Stopping twice is fine and changes nothing.
     ok = ferrotrace:stop(S),
     ?assertMatch(#{status := stopped, stop_reason := user}, ferrotrace:summary(S)),
@@ -372,13 +372,13 @@ duration_stops(_Config) ->
     {ok, S} = ferrotrace:calls(?F, #{duration => 200}),
     %% Normally done after 200 ms; poll for 5 s on a loaded machine.
     Done = fun() ->
-                   case {ferrotrace:summary(S), erlang:trace_info(?F, traced)} of
-                       {#{status := stopped}, {traced, false}} -> true;
+                   case {ferrotrace:summary(S), ft_trace_state:traced(?F)} of
+                       {#{status := stopped}, false} -> true;
                        _ -> false
                    end
            end,
     ?assert(wait_until(Done, 5000), {not_stopped, ferrotrace:summary(S),
-                                       erlang:trace_info(?F, traced)}),
+                                       ft_trace_state:sessions(?F)}),
     #{status := stopped, stop_reason := Reason, elapsed_ms := Elapsed,
       memory := #{ring_bytes := RingBytes}} = ferrotrace:summary(S),
     ?assertEqual(duration, Reason),
@@ -404,7 +404,7 @@ owner_death(_Config) ->
     {Owner2, S2} = start_owner(fun() -> ferrotrace:calls(?F, #{duration => ?LONG}) end),
     ?assertMatch(#{status := running}, ferrotrace:summary(S1)),
     ?assertMatch(#{status := running}, ferrotrace:summary(S2)),
-    ?assertEqual({traced, local}, erlang:trace_info(?F, traced)),
+    ?assert(ft_trace_state:traced_by_ferrotrace(?F)),
     Owner1 ! exit,
     exit(Owner2, kill),
     %% Tracing stops at once; the figures stay readable (`keep', ten minutes by default).
@@ -413,7 +413,7 @@ owner_death(_Config) ->
     ?assert(wait_until(Stopped(S2), 2000), {still_running, S2, ferrotrace:summary(S2)}),
     ?assertMatch(#{stop_reason := owner_down}, ferrotrace:summary(S1)),
     ?assertMatch(#{stop_reason := owner_down}, ferrotrace:summary(S2)),
-    ?assert(wait_until(fun() -> erlang:trace_info(?F, traced) =:= {traced, false} end, 2000)),
+    ?assert(wait_until(fun() -> not ft_trace_state:traced(?F) end, 2000)),
     ok.
 
 start_owner(Start) ->
@@ -435,8 +435,19 @@ two_sessions(_Config) ->
     {P1, P2, P3} = {start_caller(), start_caller(), start_caller()},
     {ok, S1} = ferrotrace:calls(?F, #{duration => ?LONG, pids => [P1]}),
     {ok, S2} = ferrotrace:calls(?G, #{duration => ?LONG, pids => [P2]}),
-    ?assertEqual({tracer, {ferrotrace_tracer, S1}}, erlang:trace_info(P1, tracer)),
-    ?assertEqual({tracer, {ferrotrace_tracer, S2}}, erlang:trace_info(P2, tracer)),
+    ?assert(ft_trace_state:traced_by_ferrotrace(P1)),
+    ?assert(ft_trace_state:traced_by_ferrotrace(P2)),
+    ?assertNot(ft_trace_state:traced_by_ferrotrace(P3)),
+    case ft_trace_state:trace_sessions() of
+        false ->
+            ?assertEqual({tracer, {ferrotrace_tracer, S1}}, erlang:trace_info(P1, tracer)),
+            ?assertEqual({tracer, {ferrotrace_tracer, S2}}, erlang:trace_info(P2, tracer));
+        true ->
+            %% Two trace sessions of their own, one process each.
+            [R1] = [R || R = {ferrotrace, _} <- ft_trace_state:sessions(P1)],
+            [R2] = [R || R = {ferrotrace, _} <- ft_trace_state:sessions(P2)],
+            ?assertNotEqual(R1, R2)
+    end,
     %% All three at once; P3 is traced by neither and calls both functions.
     ok = run_in_parallel([{P1, fun() -> paced(fun ft_test_target:call_f/1, 30000) end},
                           {P2, fun() -> paced(fun ft_test_target:call_g/1, 20000) end},
@@ -523,7 +534,9 @@ io_request(_Other, Acc) ->
 
 %% `pids => [Pid]' where erlang:trace/3 refuses Pid: a process that is gone, and one that
 %% another tracer already traces. Expected: `{error, Reason}' naming the pid (not a crash
-%% with a stack trace), no session left in the engine, the trace pattern removed.
+%% with a stack trace), no session left in the engine, the trace pattern removed. On OTP
+%% 27+ another tracer is no reason to refuse (ferrotrace has a trace session of its own):
+%% the session starts and the other tracer keeps its process.
 -spec bad_pids(config()) -> ok.
 bad_pids(_Config) ->
     {Dead, Ref} = spawn_monitor(fun() -> ok end),
@@ -537,7 +550,7 @@ bad_pids(_Config) ->
                 Result = ferrotrace:calls(?F, #{duration => ?LONG, pids => [Pid]}),
                 ct:pal("calls/2 with pids => [~p]: ~p", [Pid, Result]),
                 Leaked = ferrotrace_tracer:sessions() -- Before,
-                Pattern = erlang:trace_info(?F, traced),
+                Pattern = {traced, ft_trace_state:traced(?F)},
                 %% Clean up for the next case whatever happened.
                 [ok = ferrotrace:release(S) || S <- Leaked],
                 _ = erlang:trace_pattern(?F, false, [local]),
@@ -559,8 +572,15 @@ bad_pids(_Config) ->
     stop_caller(OtherTracer),
     stop_caller(Taken),
     Expected = {clear_error, {leaked_sessions, []}, {traced, false}},
-    ?assertEqual([{dead_pid, Expected}, {pid_traced_by_another_tracer, Expected}],
-                 [{dead_pid, DeadObserved}, {pid_traced_by_another_tracer, TakenObserved}]),
+    case ft_trace_state:trace_sessions() of
+        false ->
+            ?assertEqual([{dead_pid, Expected}, {pid_traced_by_another_tracer, Expected}],
+                         [{dead_pid, DeadObserved}, {pid_traced_by_another_tracer, TakenObserved}]);
+        true ->
+            ?assertEqual({dead_pid, Expected}, {dead_pid, DeadObserved}),
+            ?assertMatch({{not_an_error, {ok, S}}, {leaked_sessions, [S]}, {traced, true}},
+                         TakenObserved)
+    end,
     ok.
 
 contains(Term, Term) -> true;
@@ -595,7 +615,7 @@ scope_global(_Config) ->
     ?assertMatch([#{mfa := Rec, count := K, returns := K, exceptions := 0}], Calls),
     ?assertMatch(#{seen := 200, dropped := 0}, Events),
     ?assertMatch(#{unmatched_returns := 0, abandoned_calls := 0}, Pairing),
-    ?assertEqual({traced, false}, erlang:trace_info(Rec, traced)),
+    ?assertNot(ft_trace_state:traced(Rec)),
     ok.
 
 %%--------------------------------------------------------------------------------------
@@ -726,6 +746,7 @@ stop_caller(Caller) ->
     ok.
 
 assert_not_traced_by(Pid, S) ->
+    ?assertNot(ft_trace_state:traced_by_ferrotrace(Pid)),
     Flags = erlang:trace_info(Pid, flags),
     Tracer = erlang:trace_info(Pid, tracer),
     Ours = {tracer, {ferrotrace_tracer, S}},

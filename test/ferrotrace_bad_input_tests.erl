@@ -24,7 +24,7 @@ setup() ->
 %% Every case checks the result and that no session and no pattern was left behind.
 no_leak(Before) ->
     ?assertEqual(Before, ferrotrace_tracer:sessions()),
-    ?assertEqual({traced, false}, erlang:trace_info(?F, traced)).
+    ?assertNot(ft_trace_state:traced(?F)).
 
 -spec session_options_test_() -> tests().
 session_options_test_() ->

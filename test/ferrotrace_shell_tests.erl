@@ -132,7 +132,14 @@ spec_errors_test_() ->
          {"m:'_'/1", {bad_spec, "m:'_'/1", {1, 7, '_'}}},
          {"   ", {bad_spec, "   ", {1, 1, '_'}}},
          {"MyApp.Cart.add(X) when", {bad_spec, "MyApp.Cart.add(X) when", {1, 23, '_'}}},
-         {"MyApp.Cart.add/2x", {bad_spec, "MyApp.Cart.add/2x", {1, 17, '_'}}},
+         %% OTP 29's scanner rejects "2x" as an illegal integer and points at the integer
+         %% (16); earlier OTPs scan 2 then x, and the x is the unexpected token (17). Both
+         %% point at the user's typo: the test takes the scanner's answer.
+         {"MyApp.Cart.add/2x", {bad_spec, "MyApp.Cart.add/2x",
+                                {1, case erl_scan:string("2x") of
+                                        {ok, _, _} -> 17;
+                                        {error, _, _} -> 16
+                                    end, '_'}}},
          {<<"m:f/x">>, {bad_spec, <<"m:f/x">>, {1, 5, '_'}}},
          {["m:f/1", "m:f/x"], {bad_spec, "m:f/x", {1, 5, '_'}}}],
     [{lists:flatten(io_lib:format("parse(~tp)", [Spec])),
