@@ -41,7 +41,7 @@ find(Specs, Exclude) ->
     Receivers = maps:from_list([{MFA, true} || {_, Receive} <- maps:values(Modules1),
                                                MFA <- Receive]),
     Cyclic = cyclic(maps:map(fun(_, {Calls, _}) -> Calls end, Modules1), Receivers),
-    lists:sort([MFA || MFA <- maps:keys(Cyclic), lists:any(fun(S) -> matches(S, MFA) end, Specs),
+    lists:sort([MFA || MFA <- maps:keys(Cyclic), lists:any(fun(S) -> ferrotrace_spec:matches(S, MFA) end, Specs),
                        not lists:member(element(1, MFA), Exclude)]).
 
 %% The modules whose code live processes are running now.
@@ -153,10 +153,6 @@ strongconnect(V, Graph, S0 = #{n := N, index := Index, low := Low, stack := Stac
 
 pop_component(V, [V | Rest], Acc) -> {[V | Acc], Rest};
 pop_component(V, [W | Rest], Acc) -> pop_component(V, Rest, [W | Acc]).
-
-matches({M, F, A}, {M2, F2, A2}) ->
-    (M =:= '_' orelse M =:= M2) andalso (F =:= '_' orelse F =:= F2)
-        andalso (A =:= '_' orelse A =:= A2).
 
 %% A public table owned by the registry, so the cache outlives the callers.
 ensure_cache() ->

@@ -156,7 +156,7 @@ handle_call({set_patterns, Id, Patterns}, _From, Monitors) ->
 handle_call({add_loops, Id, Loops}, _From, Monitors) ->
     lists:foreach(
       fun({Key, P = #{mfa := Spec, scope := Scope}}) ->
-              New = [L || L = {MFA, _} <- Loops, matches(Spec, MFA)],
+              New = [L || L = {MFA, _} <- Loops, ferrotrace_spec:matches(Spec, MFA)],
               _ = [erlang:trace_pattern(MFA, MS, [Scope]) || {MFA, MS} <- New],
               true = ets:insert(?CLAIMS, {Key, P#{loops => maps:get(loops, P, []) ++ New}})
       end, ets:match_object(?CLAIMS, {{Id, '_'}, '_'})),
@@ -231,9 +231,6 @@ exclude_own_modules() ->
     _ = [erlang:trace_pattern({M, '_', '_'}, false, [Scope])
          || M <- ferrotrace_session:own_modules(), Scope <- [local, global]],
     ok.
-
-matches({M, F, A}, {M2, F2, A2}) ->
-    same(M, M2) andalso same(F, F2) andalso same(A, A2).
 
 %% Two patterns that can match the same function.
 overlaps(#{mfa := {M1, F1, A1}}, #{mfa := {M2, F2, A2}}) ->

@@ -118,11 +118,7 @@ render(Summary = #{calls := Calls0}, Histogram,
          R + E > 0]].
 
 matches(all, _) -> true;
-matches(Patterns, MFA) -> lists:any(fun(P) -> match_mfa(P, MFA) end, Patterns).
-
-match_mfa({PM, PF, PA}, {M, F, A}) ->
-    (PM =:= '_' orelse PM =:= M) andalso (PF =:= '_' orelse PF =:= F)
-        andalso (PA =:= '_' orelse PA =:= A).
+matches(Patterns, MFA) -> lists:any(fun(P) -> ferrotrace_spec:matches(P, MFA) end, Patterns).
 
 sort(Key, Calls) ->
     Value = fun(C) -> case maps:get(Key, C, undefined) of

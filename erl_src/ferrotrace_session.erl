@@ -203,7 +203,7 @@ start_tracing(_Id, none) ->
 start_tracing(Id, #{specs := Specs, heads := Heads, pids := Pids, scope := Scope}) ->
     Loops = ferrotrace_loops:find(Specs, own_modules()),
     Patterns = [#{mfa => Spec, match_spec => match_spec(H, [{exception_trace}]), scope => Scope,
-                  loops => [{Loop, match_spec(H, [])} || Loop <- Loops, matches(Spec, Loop)]}
+                  loops => [{Loop, match_spec(H, [])} || Loop <- Loops, ferrotrace_spec:matches(Spec, Loop)]}
                 || {Spec, H} <- lists:zip(Specs, Heads)],
     ok = ferrotrace_tracer:session_set_tracing(Id, Specs, Loops),
     ok = ferrotrace_registry:update(Id, #{loops => Loops}),
@@ -282,10 +282,6 @@ trace_call(Function, Args) ->
 %% `return_trace'); loops get none.
 match_spec(default, Actions) -> [{'_', [], Actions}];
 match_spec(Clauses, Actions) -> [{Head, Guards, Body ++ Actions} || {Head, Guards, Body} <- Clauses].
-
-matches({M, F, A}, {M2, F2, A2}) ->
-    (M =:= '_' orelse M =:= M2) andalso (F =:= '_' orelse F =:= F2)
-        andalso (A =:= '_' orelse A =:= A2).
 
 %% On OTP 25 a process has one tracer: refuse, naming the holder, instead of accepting a
 %% session that would collect nothing.

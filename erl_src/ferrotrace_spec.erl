@@ -26,7 +26,7 @@
 %%% Names are resolved, modules are not loaded: that is the caller's job.
 -module(ferrotrace_spec).
 
--export([parse/1]).
+-export([parse/1, matches/2]).
 
 -type wild(T) :: T | '_'.
 -type clause() :: {Head :: '_' | atom() | [term()], Guards :: [term()], Body :: [term()]}.
@@ -468,3 +468,10 @@ rewrite(Mod, F, Module, Function, Rest) ->
 
 elixir_module(Alias) ->
     list_to_atom("Elixir." ++ Alias).
+
+%% @doc True if the function `MFA' is one that the `{M, F, A}' spec (with `` '_' ''
+%% wildcards) names.
+-spec matches({wild(module()), wild(atom()), wild(arity())}, mfa()) -> boolean().
+matches({M, F, A}, {M2, F2, A2}) ->
+    (M =:= '_' orelse M =:= M2) andalso (F =:= '_' orelse F =:= F2)
+        andalso (A =:= '_' orelse A =:= A2).
