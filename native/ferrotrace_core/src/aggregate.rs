@@ -766,6 +766,39 @@ mod tests {
     }
 
     proptest! {
+        /// Whatever the events and wherever the interval reads fall, the intervals' figures
+        /// add up to the cumulative ones, per function.
+        #[test]
+        fn intervals_sum_to_the_cumulative_figures(
+            steps in prop::collection::vec((0u8..4, 0u64..3, any::<bool>(), 1u64..10_000), 0..300),
+        ) {
+            let mut agg = Aggregator::new(10, 1 << 20);
+            let mut sums: HashMap<Mfa, (u64, u64, u64, u64, u64)> = HashMap::new();
+            let mut take = |agg: &mut Aggregator, now: u64| {
+                for (mfa, i) in agg.interval() {
+                    let s = sums.entry(*mfa).or_default();
+                    *s = (s.0 + i.calls, s.1 + i.returns, s.2 + i.exceptions, s.3 + i.total_ns, s.4 + i.latency.len());
+                }
+                agg.reset_interval(now);
+            };
+            let mut ts = 0;
+            for (what, pid, use_g, dt) in steps {
+                ts += dt;
+                let mfa = if use_g { G } else { F };
+                match what {
+                    0 => agg.record(&ev(EventKind::Call, pid, mfa, ts)),
+                    1 => agg.record(&ev(EventKind::Return, pid, mfa, ts)),
+                    2 => agg.record(&ev(EventKind::Exception, pid, mfa, ts)),
+                    _ => take(&mut agg, ts),
+                }
+            }
+            take(&mut agg, ts + 1);
+            for (mfa, f) in agg.functions() {
+                let s = sums.get(mfa).copied().unwrap_or_default();
+                prop_assert_eq!(s, (f.calls, f.returns, f.exceptions, f.total_ns, f.latency.len()));
+            }
+        }
+
         /// Whatever the interleaving of several processes' events, as long as each process's
         /// own events keep their order, every call pairs with its own return and the recorded
         /// latencies equal the true ones (to HDR precision).
