@@ -394,12 +394,12 @@ watch(Session) ->
 %% of one session split the calls between them.
 -spec watch(session(), ferrotrace_report:watch_options() | [{atom(), term()}]) ->
           ok | {error, term()}.
-watch(Session, Options0) ->
-    case ferrotrace_report:check_watch_options(Options0) of
-        {ok, Options} ->
+watch(Session, Options) ->
+    case ferrotrace_report:check_watch_options(Options) of
+        {ok, Checked} ->
             with_id(Session, fun(Id, Info) ->
                 Who = #{id => Id, name => maps:get(name, Info, undefined)},
-                watch_start(Who, Options)
+                watch_start(Who, Checked)
             end);
         {error, _} = Error ->
             Error

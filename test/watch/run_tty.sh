@@ -13,6 +13,8 @@
 #
 # Every wait is bounded; the node, the tmux server and the temporary directory are removed
 # on exit. Needs `rebar3 compile` first (make test-watch-tty does it). About 5 s.
+# 4. types an endless watch, interrupts it as an operator does (Ctrl-G, i, c): no screen
+#    after that, and the session still runs.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -110,4 +112,22 @@ out=$(sed -n '/^ferrotrace watch #1 /,/^ok$/p' <<<"$text")
 long=$(awk -v w="$width" 'length($0) > w' <<<"$out")
 [ -z "$long" ] || fail "lines longer than $width columns (wrapped): $long"
 if LC_ALL=C grep -q '[^ -~]' <<<"$out"; then fail "non-ASCII characters in watch's output"; fi
-say "2 screens, every line within $width columns, ASCII only ($((SECONDS - started)) s)"
+say "2 screens, every line within $width columns, ASCII only"
+
+# --- 4. the operator interrupts a watch without a count: Ctrl-G, i, c ---------------------
+tmux -L "$sock" send-keys -t w -l 'ferrotrace:watch(wtty, #{interval => 200}).'
+tmux -L "$sock" send-keys -t w Enter
+wait_for '^ferrotrace watch #3 ' 15 "an endless watch"
+tmux -L "$sock" send-keys -t w C-g
+wait_for 'User switch command' 10 "Ctrl-G"
+tmux -L "$sock" send-keys -t w i Enter
+sleep 0.3
+tmux -L "$sock" send-keys -t w c Enter
+wait_for "\\($node@$host\\)[0-9]+> \$" 15 "the shell back after Ctrl-G i c"
+screens=$(pane | grep -c '^ferrotrace watch #')
+sleep 1
+[ "$(pane | grep -c '^ferrotrace watch #')" = "$screens" ] || fail "screens still printed after the interrupt"
+tmux -L "$sock" send-keys -t w -l 'maps:get(status, ferrotrace:summary(wtty)).'
+tmux -L "$sock" send-keys -t w Enter
+wait_for '^running$' 10 "the session after the interrupt"
+say "Ctrl-G i c ended the watch; the session runs on ($((SECONDS - started)) s)"
