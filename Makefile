@@ -44,7 +44,7 @@ test-otp: compile
 	bash test/otp/run.sh
 
 # ferrotrace:watch/2 typed in `erl -remsh` inside an 80-column tmux pane: renders without
-# wrapping (installs Debian's tmux if missing; about 3 s).
+# wrapping, and Ctrl-G i c ends it (installs Debian's tmux if missing; about 5 s).
 test-watch-tty: compile
 	bash test/watch/run_tty.sh
 

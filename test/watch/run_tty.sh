@@ -9,12 +9,12 @@
 # 3. captures the pane with wrapped lines joined (capture-pane -J) and checks: two screens
 #    (#1 and #2) with a row for ft_test_target:f/1, the call returned ok, and no line that
 #    watch printed is longer than 80 columns (a wrapped line is joined into a longer one)
-#    or has a character outside printable ASCII.
+#    or has a character outside printable ASCII;
+# 4. types an endless watch, interrupts it as an operator does (Ctrl-G, i, c): no screen
+#    after that, and the session still runs.
 #
 # Every wait is bounded; the node, the tmux server and the temporary directory are removed
 # on exit. Needs `rebar3 compile` first (make test-watch-tty does it). About 5 s.
-# 4. types an endless watch, interrupts it as an operator does (Ctrl-G, i, c): no screen
-#    after that, and the session still runs.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
