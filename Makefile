@@ -1,5 +1,5 @@
 # ferrotrace: the README's two commands are `make demo` and `make test`.
-.PHONY: all setup compile demo test test-rust test-erlang dialyzer test-release test-otp test-elixir bench loom miri collector-ceiling clean
+.PHONY: all setup compile demo test test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty bench loom miri collector-ceiling clean
 
 DEBIAN_PACKAGES = erlang-nox erlang-dev rebar3 erlang-common-test erlang-eunit erlang-dialyzer erlang-tools
 
@@ -20,7 +20,7 @@ compile: setup
 demo: compile
 	sh examples/demo.sh
 
-test: compile test-rust test-erlang dialyzer test-elixir test-release
+test: compile test-rust test-erlang dialyzer test-elixir test-release test-watch-tty
 
 test-rust:
 	cargo test --workspace --release
@@ -42,6 +42,11 @@ test-release: compile
 # in .chroots/ (needs root; first run about 2 minutes more for the chroots).
 test-otp: compile
 	bash test/otp/run.sh
+
+# ferrotrace:watch/2 typed in `erl -remsh` inside an 80-column tmux pane: renders without
+# wrapping, and Ctrl-G i c ends it (installs Debian's tmux if missing; about 5 s).
+test-watch-tty: compile
+	bash test/watch/run_tty.sh
 
 # A mix project (test/elixir/shop) with ferrotrace as a path dependency, built with Debian's
 # rebar3; traces an Elixir function (installs Debian's elixir if missing; about 10 s).

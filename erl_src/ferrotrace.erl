@@ -56,7 +56,7 @@
 
 -export([session/1, calls/2, summary/1, histogram/2, report/1, format/1, stop/1, release/1,
          list/0]).
--export([report/2, help/0]).  % the shell surface, at the end of the file
+-export([report/2, help/0, watch/1, watch/2]).  % the shell surface, at the end of the file
 
 -type session() :: ferrotrace_tracer:session_id() | atom().
 -type mfa_spec() :: {module() | '_', atom() | '_', arity() | '_'}.
@@ -366,3 +366,80 @@ report(Session, Options) ->
 -spec help() -> ok.
 help() ->
     io:put_chars(ferrotrace_report:help()).
+
+%% @doc A live view of `Session' (an id or a name) with the default options: see
+%% {@link watch/2}.
+-spec watch(session()) -> ok | {error, term()}.
+watch(Session) ->
+    watch(Session, #{}).
+
+%% @doc A live view of `Session' (an id or a name): every `interval' it prints one screen,
+%% a header line (session, interval number, local time, the interval's length) and, for the
+%% top functions of that interval only, COUNT, RATE/s, P50, P99 and MAX (each time column
+%% in one unit, shown in its header). Every line is cut to the width; ASCII only. The
+%% first interval begins when `watch' is called, so the first screen covers exactly one
+%% interval. `Options' (a map or a proplist):
+%% <ul>
+%% <li>`interval => Ms': the length of an interval (default 1000; 10 to 3600000);</li>
+%% <li>`top => N': functions per screen (default 10); a line says how many were left out;</li>
+%% <li>`sort => count | total | p99 | max': the order, largest first (default `count');</li>
+%% <li>`count => N | infinity': screens to print (default `infinity');</li>
+%% <li>`width => Columns': the width to fit (default `io:columns()', else 80; 40 to 1000).</li>
+%% </ul>
+%% It returns `ok' when `count' screens were printed, or after a last line saying why when
+%% the session stops or is released. To end it earlier, interrupt the shell's job (Ctrl-G,
+%% then `i' and `c'); the session itself keeps running. Answers `{error, Reason}' for a
+%% session that does not exist, or a bad option, naming it and what is accepted
+%% (`{bad_option, {interval, 0, <<"...">>}}'). Reading an interval resets it: two watches
+%% of one session split the calls between them.
+-spec watch(session(), ferrotrace_report:watch_options() | [{atom(), term()}]) ->
+          ok | {error, term()}.
+watch(Session, Options) ->
+    case ferrotrace_report:check_watch_options(Options) of
+        {ok, Checked} ->
+            with_id(Session, fun(Id, Info) ->
+                Who = #{id => Id, name => maps:get(name, Info, undefined)},
+                watch_start(Who, Checked)
+            end);
+        {error, _} = Error ->
+            Error
+    end.
+
+watch_start(Who = #{id := Id}, Options = #{interval := Interval}) ->
+    %% This read ends whatever interval was open: the first screen covers one interval.
+    case ferrotrace_tracer:session_interval(Id) of
+        {ok, #{status := stopped, stop_reason := Reason}} ->
+            io:put_chars(ferrotrace_report:watch_end(Who, {stopped, Reason}, Options));
+        {ok, _} ->
+            watch_loop(Who, Options, 1, erlang:monotonic_time(millisecond) + Interval);
+        {error, _} = Error ->
+            Error
+    end.
+
+watch_loop(Who = #{id := Id}, Options = #{interval := Interval, count := Count}, N, Next) ->
+    watch_sleep(Next - erlang:monotonic_time(millisecond)),
+    case ferrotrace_tracer:session_interval(Id) of
+        {ok, Figures = #{status := Status}} ->
+            io:put_chars(ferrotrace_report:watch_screen(Who#{number => N}, Figures, Options)),
+            case {Status, Count} of
+                {stopped, _} ->
+                    Why = {stopped, maps:get(stop_reason, Figures, undefined)},
+                    io:put_chars(ferrotrace_report:watch_end(Who, Why, Options));
+                {running, N} ->
+                    ok;
+                {running, _} ->
+                    %% Ticks keep to the schedule; one that is already past is skipped.
+                    Now = erlang:monotonic_time(millisecond),
+                    watch_loop(Who, Options, N + 1, max(Next + Interval, Now))
+            end;
+        {error, {no_such_session, _}} ->
+            io:put_chars(ferrotrace_report:watch_end(Who, released, Options));
+        {error, _} = Error ->
+            Error
+    end.
+
+%% Sleeps without taking any message: the caller is often the shell's evaluator.
+watch_sleep(Ms) when Ms > 0 ->
+    receive after Ms -> ok end;
+watch_sleep(_) ->
+    ok.

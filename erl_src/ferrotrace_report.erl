@@ -11,6 +11,7 @@
 -module(ferrotrace_report).
 
 -export([format/2, format/3, check_options/1, format_ns/1, help/0]).
+-export([check_watch_options/1, watch_screen/3, watch_end/3]).
 
 -define(TOP_HISTOGRAMS, 3).
 -define(DEFAULT_TOP, 20).
@@ -23,7 +24,12 @@
                      mfa => term(),
                      width => pos_integer(),
                      histograms => non_neg_integer()}.
--export_type([options/0]).
+-type watch_options() :: #{interval => pos_integer(),
+                           top => pos_integer(),
+                           sort => count | total | p99 | max,
+                           count => pos_integer() | infinity,
+                           width => pos_integer()}.
+-export_type([options/0, watch_options/0]).
 
 %% @doc The report for `Summary' with the default options; `Histogram(MFA)' gives a
 %% function's buckets.
@@ -77,6 +83,11 @@ check_each([{Key, Value} | Rest], Acc) ->
         {error, Accepted} -> {error, {bad_option, {Key, Value, Accepted}}}
     end.
 
+check(interval, Ms) when is_integer(Ms), Ms >= 10, Ms =< 3600000 -> {ok, Ms};
+check(interval, _) -> {error, <<"milliseconds, an integer from 10 to 3600000">>};
+check(count, infinity) -> {ok, infinity};
+check(count, N) when is_integer(N), N > 0 -> {ok, N};
+check(count, _) -> {error, <<"a positive integer or infinity">>};
 check(top, all) -> {ok, all};
 check(top, N) when is_integer(N), N > 0 -> {ok, N};
 check(top, _) -> {error, <<"a positive integer or all">>};
@@ -372,6 +383,7 @@ help() ->
       "  {ok, S} = ferrotrace:calls(Spec, #{duration => 30000})  trace calls of Spec\n"
       "  ferrotrace:report(S)  report(S, #{top => 10, sort => p99})  print the table\n"
       "  ferrotrace:summary(S)  format(S)  histogram(S, {M, F, A})  figures, as terms\n"
+      "  ferrotrace:watch(S)  watch(S, #{interval => 1000, count => 5})  live view\n"
       "  ferrotrace:stop(S)  release(S)  list()  stop tracing; free; all sessions\n"
       "Spec (one, or a list):\n"
       "  {M, '_', '_'}  {M, F, '_'}  {M, F, Arity}          functions\n"
@@ -387,3 +399,108 @@ help() ->
       "Safe by default: limits, one bounded ring per scheduler, no mailbox; the\n"
       "session stops when the shell that started it goes away.\n"
       "Docs: h(ferrotrace). h(ferrotrace, calls).\n">>.
+
+%%--------------------------------------------------------------------------------------
+%% The live view (ferrotrace:watch/2)
+
+%% @doc Checks the options of `ferrotrace:watch/2' (a map or a proplist) and fills in the
+%% defaults: `interval' 1000 ms, `top' 10, `sort' `count', `count' `infinity', `width' the
+%% terminal's (else 80).
+-spec check_watch_options(term()) -> {ok, map()} | {error, term()}.
+check_watch_options(Options) when is_list(Options) ->
+    case lists:all(fun({K, _}) -> is_atom(K); (_) -> false end, Options) of
+        true -> check_watch_options(maps:from_list(lists:reverse(Options)));
+        false -> {error, {bad_options, Options, <<"a map or a list of {Key, Value} pairs">>}}
+    end;
+check_watch_options(Options) when is_map(Options) ->
+    Defaults = #{interval => 1000, top => 10, sort => count, count => infinity,
+                 width => default_width()},
+    case [K || K <- maps:keys(Options), not maps:is_key(K, Defaults)] of
+        [Unknown | _] ->
+            {error, {unknown_option, Unknown, <<"interval, top, sort, count or width">>}};
+        [] ->
+            case check_each(maps:to_list(maps:merge(Defaults, Options)), #{}) of
+                {ok, #{top := all}} ->
+                    {error, {bad_option, {top, all, <<"a positive integer">>}}};
+                Checked ->
+                    Checked
+            end
+    end;
+check_watch_options(Options) ->
+    {error, {bad_options, Options, <<"a map or a list of {Key, Value} pairs">>}}.
+
+%% {Header, Key, Kind} of the live view's columns, and the order they go in when the width
+%% is too small (never the sort column).
+-define(WATCH_COLUMNS, [{"COUNT", count, count}, {"RATE/s", rate, count}, {"P50", p50, time},
+                        {"P99", p99, time}, {"MAX", max, time}, {"TOTAL", total, time}]).
+-define(WATCH_DROP, [p50, rate, total, p99, max]).
+
+%% @doc One screen of `ferrotrace:watch/2': `Who' is `#{id, name, number}' (the interval's
+%% number, from 1), `Figures' what `ferrotrace_tracer:session_interval/1' answered, `Options'
+%% checked by {@link check_watch_options/1}. Every line is at most `width' columns, ASCII.
+-spec watch_screen(#{id := integer(), name := atom(), number := pos_integer()},
+                   #{elapsed_ms := non_neg_integer(), calls := [map()], atom() => term()},
+                   map()) -> iolist().
+watch_screen(Who = #{number := N}, #{elapsed_ms := Elapsed, calls := Calls0},
+             #{top := Top, sort := Sort, width := Width}) ->
+    {{_, _, _}, {H, Mi, S}} = calendar:local_time(),
+    Total = lists:sum([C || #{count := C} <- Calls0]),
+    %% What changes each screen first: a long session id may be cut off at the end.
+    Header = io_lib:format("ferrotrace watch #~b ~2..0b:~2..0b:~2..0b ~ts, ~b calls; session ~ts",
+                           [N, H, Mi, S, format_ms(Elapsed), Total, session_name(Who)]),
+    Calls = [C#{rate => C0 * 1000 div max(Elapsed, 1)} || C = #{count := C0} <- Calls0],
+    Shown = lists:sublist(sort(Sort, Calls), Top),
+    Body = case Shown of
+               [] -> ["  no calls in this interval"];
+               _ -> watch_table(Shown, Sort, Width)
+           end,
+    More = case length(Calls) - length(Shown) of
+               0 -> [];
+               Left -> [io_lib:format("  ... ~b more functions (top => N shows more)", [Left])]
+           end,
+    [[clip(Line, Width), "\n"] || Line <- [Header | Body] ++ More].
+
+%% @doc The last line of `ferrotrace:watch/2' when the session stopped or was released.
+-spec watch_end(#{id := integer(), name := atom(), atom() => term()},
+                {stopped, atom()} | released, map()) -> iolist().
+watch_end(Who, {stopped, Reason}, #{width := Width}) ->
+    Line = io_lib:format("ferrotrace watch: session ~ts stopped (~tp), watch ends",
+                         [session_name(Who), Reason]),
+    [clip(Line, Width), "\n"];
+watch_end(Who, released, #{width := Width}) ->
+    Line = io_lib:format("ferrotrace watch: session ~ts was released, watch ends",
+                         [session_name(Who)]),
+    [clip(Line, Width), "\n"].
+
+session_name(#{id := Id, name := Name}) when Name =/= undefined ->
+    io_lib:format("~tp (id ~b)", [Name, Id]);
+session_name(#{id := Id}) ->
+    io_lib:format("~b", [Id]).
+
+format_ms(Ms) ->
+    io_lib:format("~.2f s", [Ms / 1000]).
+
+watch_table(Calls, Sort, Width) ->
+    Wanted = [C || C = {_, Key, _} <- ?WATCH_COLUMNS, Key =/= total orelse Sort =:= total],
+    Columns0 = [column(Header, Key, Kind, Calls) || {Header, Key, Kind} <- Wanted],
+    Names = [unicode:characters_to_list(ferrotrace_names:mfa(MFA)) || #{mfa := MFA} <- Calls],
+    NameWidth = lists:max([length("FUNCTION") | [string:length(Nm) || Nm <- Names]]),
+    Columns = fit(Columns0, ?WATCH_DROP, Sort, NameWidth, Width),
+    Numbers = lists:sum([W + ?GAP || {_, _, W, _} <- Columns]),
+    NameCol = max(min(NameWidth, Width - Numbers), length("FUNCTION")),
+    Gap = lists:duplicate(?GAP, $\s),
+    HeaderLine = [string:pad("FUNCTION", NameCol),
+                  [[Gap, string:pad(H, W, leading)] || {_, H, W, _} <- Columns]],
+    Rows = [[string:pad(shorten(Name, NameCol), NameCol),
+             [[Gap, string:pad(lists:nth(I, Cells), W, leading)] || {_, _, W, Cells} <- Columns]]
+            || {I, Name} <- lists:zip(lists:seq(1, length(Names)), Names)],
+    [HeaderLine | Rows].
+
+%% A line cut to `Width' columns, anything outside printable ASCII shown as `?'.
+clip(Line, Width) ->
+    Chars = case unicode:characters_to_list(Line) of
+                L when is_list(L) -> L;
+                _ -> "?"
+            end,
+    Ascii = [if C >= $\s, C =< $~ -> C; true -> $? end || C <- Chars],
+    lists:sublist(string:trim(Ascii, trailing), Width).

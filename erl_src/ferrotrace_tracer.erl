@@ -23,7 +23,8 @@
 
 -export([enabled/3, enabled_call/3, enabled_procs/3, trace/5]).
 -export([new_session/2, stop_session/2, release_session/1, sessions/0,
-         session_summary/1, session_histogram/2, session_set_tracing/3]).
+         session_summary/1, session_histogram/2, session_set_tracing/3,
+         session_interval/1]).
 
 -on_load(load_nif/0).
 
@@ -92,3 +93,10 @@ session_histogram(_Id, _MFA) -> ?NOT_LOADED.
 %% @private
 -spec session_set_tracing(session_id(), [ferrotrace:mfa_spec()], [mfa()]) -> ok | {error, term()}.
 session_set_tracing(_Id, _Specs, _Loops) -> ?NOT_LOADED.
+
+%% @private
+%% @doc The figures since the previous call (or the session's start), then a new interval.
+-spec session_interval(session_id()) ->
+          {ok, #{elapsed_ms := non_neg_integer(), calls := [map()],
+                 status := running | stopped, stop_reason := atom()}} | {error, term()}.
+session_interval(_Id) -> ?NOT_LOADED.

@@ -96,6 +96,49 @@ impl Hasher for WordHasher {
 
 type WordMap<K, V> = HashMap<K, V, BuildHasherDefault<WordHasher>>;
 
+/// The figures of one function over the current interval: since the last
+/// [`Aggregator::reset_interval`]. Kept beside the cumulative ones by the collector (never on
+/// the schedulers); reset in place at each read, so its memory is allocated once.
+pub struct IntervalStats {
+    /// Calls seen in the interval.
+    pub calls: u64,
+    /// Returns seen in the interval.
+    pub returns: u64,
+    /// Exceptions seen in the interval.
+    pub exceptions: u64,
+    /// Sum of the latencies recorded in the interval, ns (saturating).
+    pub total_ns: u64,
+    /// Latencies recorded in the interval (auto-resizing, like the cumulative one).
+    pub latency: Histogram<u64>,
+}
+
+impl IntervalStats {
+    fn new() -> Self {
+        IntervalStats { calls: 0, returns: 0, exceptions: 0, total_ns: 0, latency: small_histogram() }
+    }
+
+    /// True if nothing happened in the interval.
+    pub fn is_empty(&self) -> bool {
+        self.calls == 0 && self.returns == 0 && self.exceptions == 0
+    }
+
+    fn reset(&mut self) {
+        self.calls = 0;
+        self.returns = 0;
+        self.exceptions = 0;
+        self.total_ns = 0;
+        // Zeroes the counts; keeps the buckets allocated.
+        self.latency.reset();
+    }
+}
+
+/// An empty histogram that grows to the values recorded (tens of KiB for short calls).
+fn small_histogram() -> Histogram<u64> {
+    let mut latency = Histogram::new_with_bounds(1, 2, SIGNIFICANT_DIGITS).expect("static histogram bounds are valid");
+    latency.auto(true);
+    latency
+}
+
 /// Statistics of one function.
 pub struct FunctionStats {
     /// Calls seen.
@@ -110,22 +153,46 @@ pub struct FunctionStats {
     pub latency: Histogram<u64>,
     /// Traced count-only: a tail-recursive loop (calls counted, never paired).
     pub loop_only: bool,
+    /// The same figures since the last interval read (`ferrotrace:watch/2`).
+    pub interval: IntervalStats,
 }
 
 impl FunctionStats {
     fn new() -> Self {
         // Auto-resizing keeps a function with short calls small (tens of KiB).
-        let mut latency = Histogram::new_with_bounds(1, 2, SIGNIFICANT_DIGITS)
-            .expect("static histogram bounds are valid");
-        latency.auto(true);
-        FunctionStats { calls: 0, returns: 0, exceptions: 0, total_ns: 0, latency, loop_only: false }
+        FunctionStats {
+            calls: 0,
+            returns: 0,
+            exceptions: 0,
+            total_ns: 0,
+            latency: small_histogram(),
+            loop_only: false,
+            interval: IntervalStats::new(),
+        }
+    }
+
+    fn count_call(&mut self) {
+        self.calls += 1;
+        self.interval.calls += 1;
+    }
+
+    fn count_return(&mut self, kind: EventKind) {
+        if kind == EventKind::Return {
+            self.returns += 1;
+            self.interval.returns += 1;
+        } else {
+            self.exceptions += 1;
+            self.interval.exceptions += 1;
+        }
     }
 
     fn record_latency(&mut self, ns: u64) {
         let ns = ns.clamp(1, MAX_LATENCY_NS);
         self.total_ns = self.total_ns.saturating_add(ns);
+        self.interval.total_ns = self.interval.total_ns.saturating_add(ns);
         // Cannot fail: auto-resize is on and the value is within the one-hour bound.
         let _ = self.latency.record(ns);
+        let _ = self.interval.latency.record(ns);
     }
 }
 
@@ -172,6 +239,9 @@ pub struct Aggregator {
     loops: WordMap<Mfa, ()>,
     /// Loops found at run time and not yet taken by `take_new_loops`.
     new_loops: Vec<Mfa>,
+    /// When the current interval began (ms, the caller's clock); `None` before the first
+    /// [`Aggregator::reset_interval`].
+    interval_started_ms: Option<u64>,
 }
 
 /// Empty stacks tolerated beyond the non-empty ones before a sweep.
@@ -195,7 +265,30 @@ impl Aggregator {
             foreign: 0,
             loops: WordMap::default(),
             new_loops: Vec::new(),
+            interval_started_ms: None,
         }
+    }
+
+    /// The figures of the current interval per function, for the functions with something
+    /// in it, in the order functions were first seen.
+    pub fn interval(&self) -> impl Iterator<Item = (&Mfa, &IntervalStats)> {
+        self.stats.iter().filter(|(_, stats)| !stats.interval.is_empty()).map(|(mfa, stats)| (mfa, &stats.interval))
+    }
+
+    /// When the current interval began (ms), if an interval was ever read.
+    pub fn interval_started_ms(&self) -> Option<u64> {
+        self.interval_started_ms
+    }
+
+    /// Ends the current interval at `now_ms`: every function's interval figures go back to
+    /// zero (in place: no allocation), and a new interval begins.
+    pub fn reset_interval(&mut self, now_ms: u64) {
+        for (_, stats) in self.stats.iter_mut() {
+            if !stats.interval.is_empty() {
+                stats.interval.reset();
+            }
+        }
+        self.interval_started_ms = Some(now_ms);
     }
 
     /// Aggregates only the functions `patterns` match from now on; others are counted in
@@ -308,10 +401,10 @@ impl Aggregator {
     fn record_call(&mut self, event: &Event) {
         match self.stats_for(event.mfa) {
             Some(stats) if stats.loop_only => {
-                stats.calls += 1;
+                stats.count_call();
                 return;
             }
-            Some(stats) => stats.calls += 1,
+            Some(stats) => stats.count_call(),
             None => {
                 self.count_untracked(event.mfa);
                 return;
@@ -359,11 +452,7 @@ impl Aggregator {
             self.count_untracked(event.mfa);
             return;
         };
-        if event.kind == EventKind::Return {
-            stats.returns += 1;
-        } else {
-            stats.exceptions += 1;
-        }
+        stats.count_return(event.kind);
         match frame {
             Some(frame) => stats.record_latency(event.ts.saturating_sub(frame.ts)),
             None if stats.loop_only => {}
@@ -613,6 +702,66 @@ mod tests {
         assert!((MAX_LATENCY_NS..=MAX_LATENCY_NS + MAX_LATENCY_NS / 1000).contains(&max));
     }
 
+    #[test]
+    fn interval_figures_reset_when_read_and_sum_to_the_cumulative_ones() {
+        let mut agg = Aggregator::new(100, 1000);
+        assert_eq!(agg.interval_started_ms(), None);
+        let mut sums = (0u64, 0u64, 0u64, 0u64, 0u64);
+        let mut ts = 0;
+        for (round, n) in [3u64, 0, 5, 1].into_iter().enumerate() {
+            for i in 0..n {
+                ts += 10;
+                agg.record(&ev(EventKind::Call, 1, F, ts));
+                ts += 100 * (i + 1);
+                let kind = if i % 2 == 0 { EventKind::Return } else { EventKind::Exception };
+                agg.record(&ev(kind, 1, F, ts));
+            }
+            // G only in the first round: it must be left out of the later intervals.
+            if round == 0 {
+                agg.record(&ev(EventKind::Call, 2, G, ts));
+                agg.record(&ev(EventKind::Return, 2, G, ts + 7));
+            }
+            let shown: Vec<Mfa> = agg.interval().map(|(mfa, _)| *mfa).collect();
+            match round {
+                0 => assert_eq!(shown, vec![F, G]),
+                1 => assert!(shown.is_empty(), "nothing happened: {shown:?}"),
+                _ => assert_eq!(shown, vec![F]),
+            }
+            if let Some((_, f)) = agg.interval().find(|(mfa, _)| **mfa == F) {
+                assert_eq!(f.calls, n);
+                assert_eq!(f.returns + f.exceptions, n);
+                assert_eq!(f.latency.len(), n);
+                // The interval's max is this round's longest call, not an earlier one's.
+                assert!(f.latency.equivalent(f.latency.max(), 100 * n));
+                sums = (sums.0 + f.calls, sums.1 + f.returns, sums.2 + f.exceptions,
+                        sums.3 + f.total_ns, sums.4 + f.latency.len());
+            }
+            agg.reset_interval(1000 * (round as u64 + 1));
+            assert_eq!(agg.interval_started_ms(), Some(1000 * (round as u64 + 1)));
+            assert_eq!(agg.interval().count(), 0, "reset empties every interval");
+        }
+        let f = agg.function(&F).unwrap();
+        assert_eq!(sums, (f.calls, f.returns, f.exceptions, f.total_ns, f.latency.len()));
+        assert_eq!(f.calls, 9);
+        // The cumulative figures were not reset.
+        assert_eq!(agg.function(&G).unwrap().calls, 1);
+    }
+
+    #[test]
+    fn loop_calls_count_in_the_interval() {
+        let mut agg = Aggregator::new(100, 1000);
+        agg.set_loops(&[G]);
+        for ts in 0..4 {
+            agg.record(&ev(EventKind::Call, 1, G, ts));
+        }
+        let (_, g) = agg.interval().next().unwrap();
+        assert_eq!((g.calls, g.returns, g.latency.len()), (4, 0, 0));
+        agg.reset_interval(1);
+        agg.record(&ev(EventKind::Call, 1, G, 9));
+        assert_eq!(agg.interval().next().unwrap().1.calls, 1);
+        assert_eq!(agg.function(&G).unwrap().calls, 5);
+    }
+
     /// A call tree generated as nested calls per process, each either returning or raising.
     fn call_tree() -> impl Strategy<Value = Vec<(u64, bool)>> {
         // (depth-first list of durations, raises?) flattened below.
@@ -620,6 +769,39 @@ mod tests {
     }
 
     proptest! {
+        /// Whatever the events and wherever the interval reads fall, the intervals' figures
+        /// add up to the cumulative ones, per function.
+        #[test]
+        fn intervals_sum_to_the_cumulative_figures(
+            steps in prop::collection::vec((0u8..4, 0u64..3, any::<bool>(), 1u64..10_000), 0..300),
+        ) {
+            let mut agg = Aggregator::new(10, 1 << 20);
+            let mut sums: HashMap<Mfa, (u64, u64, u64, u64, u64)> = HashMap::new();
+            let mut take = |agg: &mut Aggregator, now: u64| {
+                for (mfa, i) in agg.interval() {
+                    let s = sums.entry(*mfa).or_default();
+                    *s = (s.0 + i.calls, s.1 + i.returns, s.2 + i.exceptions, s.3 + i.total_ns, s.4 + i.latency.len());
+                }
+                agg.reset_interval(now);
+            };
+            let mut ts = 0;
+            for (what, pid, use_g, dt) in steps {
+                ts += dt;
+                let mfa = if use_g { G } else { F };
+                match what {
+                    0 => agg.record(&ev(EventKind::Call, pid, mfa, ts)),
+                    1 => agg.record(&ev(EventKind::Return, pid, mfa, ts)),
+                    2 => agg.record(&ev(EventKind::Exception, pid, mfa, ts)),
+                    _ => take(&mut agg, ts),
+                }
+            }
+            take(&mut agg, ts + 1);
+            for (mfa, f) in agg.functions() {
+                let s = sums.get(mfa).copied().unwrap_or_default();
+                prop_assert_eq!(s, (f.calls, f.returns, f.exceptions, f.total_ns, f.latency.len()));
+            }
+        }
+
         /// Whatever the interleaving of several processes' events, as long as each process's
         /// own events keep their order, every call pairs with its own return and the recorded
         /// latencies equal the true ones (to HDR precision).

@@ -8,6 +8,7 @@ use rustler::{Atom, Encoder, Env, LocalPid, NifResult, Term};
 use rustler::OwnedEnv;
 
 use ferrotrace_core::aggregate::{FunctionStats, MfaPattern, PairingCounters};
+use hdrhistogram::Histogram;
 use ferrotrace_core::decode;
 use ferrotrace_core::event::Mfa;
 use ferrotrace_core::options::{self, OptionError, OptionValue};
@@ -177,7 +178,13 @@ fn map<'a>(env: Env<'a>, pairs: &[(Atom, Term<'a>)]) -> Term<'a> {
 }
 
 fn function_term<'a>(env: Env<'a>, mfa: &Mfa, stats: &FunctionStats) -> Term<'a> {
-    let h = &stats.latency;
+    figures_term(env, mfa, (stats.calls, stats.returns, stats.exceptions, stats.total_ns), &stats.latency)
+}
+
+/// The map of one function's figures: `(calls, returns, exceptions, total_ns)` and the
+/// latency histogram they go with (cumulative, or of one interval).
+fn figures_term<'a>(env: Env<'a>, mfa: &Mfa, counts: (u64, u64, u64, u64), h: &Histogram<u64>) -> Term<'a> {
+    let (calls, returns, exceptions, total_ns) = counts;
     let latency = |v: Option<u64>| match v {
         Some(v) => v.encode(env),
         None => atoms::undefined().encode(env),
@@ -186,10 +193,10 @@ fn function_term<'a>(env: Env<'a>, mfa: &Mfa, stats: &FunctionStats) -> Term<'a>
     let q = |quantile: f64| latency(has.then(|| h.value_at_quantile(quantile)));
     map(env, &[
         (atoms::mfa(), mfa_term(env, mfa)),
-        (atoms::count(), stats.calls.encode(env)),
-        (atoms::returns(), stats.returns.encode(env)),
-        (atoms::exceptions(), stats.exceptions.encode(env)),
-        (atoms::total(), stats.total_ns.encode(env)),
+        (atoms::count(), calls.encode(env)),
+        (atoms::returns(), returns.encode(env)),
+        (atoms::exceptions(), exceptions.encode(env)),
+        (atoms::total(), total_ns.encode(env)),
         (atoms::mean(), latency(has.then(|| h.mean().round() as u64))),
         (atoms::p50(), q(0.5)),
         (atoms::p90(), q(0.9)),
@@ -256,6 +263,40 @@ fn session_summary<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
             (atoms::collector_cpu_ns(), session.collector_cpu_ns().encode(env)),
         ]);
         (atoms::ok(), summary).encode(env)
+    })
+}
+
+/// `session_interval(Id) -> {ok, #{elapsed_ms, calls, status, stop_reason}} | {error, Reason}`:
+/// the figures of the interval since the previous call (or since the session started), one
+/// map per function with something in it (keys as in `session_summary`'s `calls`), then a
+/// new interval begins. `elapsed_ms` is the interval's length, up to the stop of a stopped
+/// session. See `ferrotrace:watch/2`.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn session_interval<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
+    let session = match find(env, id) {
+        Ok(session) => session,
+        Err(e) => return e,
+    };
+    let (status, reason) = match session.stopped() {
+        Some(s) => (atoms::stopped(), Atom::from_str(env, s.reason.name()).expect("atom").encode(env)),
+        None => (atoms::running(), atoms::undefined().encode(env)),
+    };
+    session.with_aggregator_mut(|agg| {
+        // Read under the consumer lock, after the collection: the session's own clock.
+        let now_ms = session.started_ms + session.elapsed_ms();
+        let since = agg.interval_started_ms().unwrap_or(session.started_ms);
+        let calls: Vec<Term> = agg
+            .interval()
+            .map(|(mfa, i)| figures_term(env, mfa, (i.calls, i.returns, i.exceptions, i.total_ns), &i.latency))
+            .collect();
+        agg.reset_interval(now_ms);
+        let figures = map(env, &[
+            (atoms::elapsed_ms(), now_ms.saturating_sub(since).encode(env)),
+            (atoms::calls(), calls.encode(env)),
+            (atoms::status(), status.encode(env)),
+            (atoms::stop_reason(), reason),
+        ]);
+        (atoms::ok(), figures).encode(env)
     })
 }
 
