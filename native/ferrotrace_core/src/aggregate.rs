@@ -569,6 +569,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "13,000 events and depth scans: minutes under Miri; the paths are the loop tests above")]
     fn a_function_nested_past_loop_depth_becomes_a_loop() {
         let mut agg = Aggregator::new(100, 1_000_000);
         agg.record(&ev(EventKind::Call, 1, F, 0));
