@@ -21,7 +21,7 @@
 %%% caught by the engine at run time (one function nested 4,096 deep in one process).
 -module(ferrotrace_loops).
 
--export([find/2, module_tail_calls/1]).
+-export([find/2]).
 
 -define(CACHE, ferrotrace_loops_cache).
 
@@ -54,19 +54,12 @@ waiting_in() ->
 edges(Modules) ->
     %% One call to the code server for every path: on a busy node each call waits its turn.
     Files = maps:from_list([{M, F} || {M, F} <- code:all_loaded(), is_list(F)]),
+    ensure_cache(),
     maps:from_list([{M, module_tail_calls(M, maps:get(M, Files, none))} || M <- Modules]).
 
-%% @doc The tail calls `{Caller, Callee}' made by the loaded code of `Module', and the
-%% functions that wait for messages; empty when its object code cannot be read.
--spec module_tail_calls(module()) -> {[{mfa(), mfa()}], [mfa()]}.
-module_tail_calls(Module) ->
-    module_tail_calls(Module, case code:is_loaded(Module) of
-                                  {file, File} when is_list(File) -> File;
-                                  _ -> none
-                              end).
-
+%% The tail calls `{Caller, Callee}' made by the loaded code of `Module' (read from `File'),
+%% and the functions that wait for messages; empty when its object code cannot be read.
 module_tail_calls(Module, File) ->
-    ensure_cache(),
     MD5 = try erlang:get_module_info(Module, md5) catch error:badarg -> none end,
     case ets:lookup(?CACHE, {Module, MD5}) of
         [{_, Analysis}] ->
