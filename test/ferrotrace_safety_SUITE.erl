@@ -98,11 +98,15 @@ loop_stays_flat(Spec, Loop, Iterations, LoopMFA, Options) ->
     ct:pal("stack words: before ~b, during ~b, after ~b", [Before, During, After]),
     ?assert(During =< Before + ?STACK_SLACK, {During, Before}),
     ?assert(After =< Before + ?STACK_SLACK, {After, Before}),
-    #{loops := Loops, calls := Calls} = ferrotrace:summary(S),
+    #{loops := Loops, calls := Calls, events := #{dropped := Dropped}} = ferrotrace:summary(S),
     ?assert(lists:member(LoopMFA, Loops), Loops),
-    %% Counted, not timed.
+    %% Counted, not timed; exactly when no event was dropped (a collector starved of CPU
+    %% drops events, and says how many).
     #{count := Count, returns := 0} = hd([C || C = #{mfa := M} <- Calls, M =:= LoopMFA]),
-    ?assert(Count >= Iterations, Count),
+    case Dropped of
+        0 -> ?assert(Count >= Iterations, Count);
+        _ -> ?assert(Count > 0 andalso Count + Dropped >= Iterations, {Count, Dropped})
+    end,
     Server ! stop,
     ok.
 
@@ -185,7 +189,8 @@ stopped_by_duration(_Config) ->
     ok = poll(fun() -> ft_trace_state:idle(?F, Worker) end, 2000),
     Took = erlang:monotonic_time(millisecond) - T0,
     ct:pal("patterns and flags gone ~b ms after the engine stopped the session", [Took]),
-    ?assert(Took < 100),
+    %% Promptly (12 ms here), not at the keeper's next poll; generous for a loaded machine.
+    ?assert(Took < 1000, Took),
     ?assertMatch(#{stop_reason := duration}, ferrotrace:summary(S)),
     ok.
 
@@ -249,12 +254,11 @@ owner_none(_Config) ->
                  ferrotrace:calls(?F, #{owner => none, duration => infinity})),
     ?assertMatch({error, {bad_option, {owner, "me", _}}}, ferrotrace:calls(?F, #{owner => "me"})),
     Self = self(),
-    Caller = spawn(fun() -> Self ! {session, ferrotrace:calls(?F, #{owner => none, duration => 500})} end),
+    Caller = spawn(fun() -> Self ! {session, ferrotrace:calls(?F, #{owner => none, duration => 2000})} end),
     {ok, S} = receive {session, R} -> R end,
-    false = is_process_alive(Caller),
-    timer:sleep(50),
+    ok = poll(fun() -> not is_process_alive(Caller) end, 1000),
     ?assertMatch(#{status := running}, ferrotrace:summary(S)),
-    ok = poll(fun() -> maps:get(status, ferrotrace:summary(S)) =:= stopped end, 3000),
+    ok = poll(fun() -> maps:get(status, ferrotrace:summary(S)) =:= stopped end, 10000),
     ?assertMatch(#{stop_reason := duration}, ferrotrace:summary(S)),
     ok.
 
