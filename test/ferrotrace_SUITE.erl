@@ -409,11 +409,11 @@ owner_death(_Config) ->
     exit(Owner2, kill),
     %% Tracing stops at once; the figures stay readable (`keep', ten minutes by default).
     Stopped = fun(S) -> fun() -> maps:get(status, ferrotrace:summary(S)) =:= stopped end end,
-    ?assert(wait_until(Stopped(S1), 2000), {still_running, S1, ferrotrace:summary(S1)}),
-    ?assert(wait_until(Stopped(S2), 2000), {still_running, S2, ferrotrace:summary(S2)}),
+    ?assert(wait_until(Stopped(S1), 10000), {still_running, S1, ferrotrace:summary(S1)}),
+    ?assert(wait_until(Stopped(S2), 10000), {still_running, S2, ferrotrace:summary(S2)}),
     ?assertMatch(#{stop_reason := owner_down}, ferrotrace:summary(S1)),
     ?assertMatch(#{stop_reason := owner_down}, ferrotrace:summary(S2)),
-    ?assert(wait_until(fun() -> not ft_trace_state:traced(?F) end, 2000)),
+    ?assert(wait_until(fun() -> not ft_trace_state:traced(?F) end, 10000)),
     ok.
 
 start_owner(Start) ->

@@ -59,7 +59,7 @@ user_stop_notifies_keeper(_Config) ->
     {ok, Id} = ferrotrace_tracer:new_session(#{}, self()),
     ok = ferrotrace_tracer:stop_session(Id, user),
     %% The collector sends before it ends, and stop joins it: the message is already here.
-    receive {ferrotrace_stopped, Id, user} -> ok after 1000 -> error(no_stop_message) end,
+    receive {ferrotrace_stopped, Id, user} -> ok after 10000 -> error(no_stop_message) end,
     ok = ferrotrace_tracer:release_session(Id),
     receive Other -> error({unexpected, Other}) after 50 -> ok end.
 

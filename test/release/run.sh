@@ -111,12 +111,13 @@ pane() { tmux -L "$sock" capture-pane -p -J -S -500 -t rel; }
 type_line() { tmux -L "$sock" send-keys -t rel -l "$1"; tmux -L "$sock" send-keys -t rel Enter; }
 # wait_for REGEX SECONDS WHAT: until the pane shows REGEX (extended grep)
 wait_for() {
-    local deadline=$((SECONDS + $2))
+    # Three times the stated seconds: a loaded CI machine is slow, and success returns at once.
+    local deadline=$((SECONDS + 3 * $2))
     while ((SECONDS < deadline)); do
         pane | grep -Eq -- "$1" && return 0
         sleep 0.2
     done
-    fail "$3: '$1' did not appear within $2 s"
+    fail "$3: '$1' did not appear within $((3 * $2)) s"
 }
 open_shell() {
     tmux -L "$sock" new-session -d -s rel -x 220 -y 80 "$rel/bin/relapp remote_console"

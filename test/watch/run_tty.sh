@@ -84,12 +84,13 @@ say "node $node@$host traces ft_test_target:f/1 in session wtty"
 tmux -L "$sock" new-session -d -s w -x "$width" -y 60 \
     "erl -sname sh$node -setcookie $cookie -remsh $node@$host"
 wait_for() { # wait_for REGEX SECONDS WHAT
-    local deadline=$((SECONDS + $2))
+    # Three times the stated seconds: a loaded CI machine is slow, and success returns at once.
+    local deadline=$((SECONDS + 3 * $2))
     while ((SECONDS < deadline)); do
         pane | grep -Eq -- "$1" && return 0
         sleep 0.2
     done
-    fail "$3: '$1' did not appear within $2 s"
+    fail "$3: '$1' did not appear within $((3 * $2)) s"
 }
 wait_for "\\($node@$host\\)1> " 30 "remote shell prompt"
 [ "$(tmux -L "$sock" display -p -t w '#{pane_width}')" = "$width" ] || fail "the pane is not $width columns wide"
