@@ -29,8 +29,7 @@ all() ->
 
 -spec init_per_suite(config()) -> config().
 init_per_suite(Config) ->
-    {module, ferrotrace_tracer} = code:ensure_loaded(ferrotrace_tracer),
-    {module, ft_test_target} = code:ensure_loaded(ft_test_target),
+    ok = ft_ct:load([ft_test_target]),
     Config.
 
 -spec end_per_suite(config()) -> ok.
@@ -46,13 +45,8 @@ init_per_testcase(_Case, Config) ->
 end_per_testcase(_Case, _Config) ->
     cleanup().
 
-%% Releases every session and removes every trace pattern and flag a test may have left.
 cleanup() ->
-    [ok = ferrotrace:release(S) || S <- ferrotrace_tracer:sessions()],
-    _ = erlang:trace_pattern({ft_test_target, '_', '_'}, false, [local]),
-    _ = erlang:trace_pattern({ft_test_target, '_', '_'}, false, [global]),
-    _ = erlang:trace(all, false, [all]),
-    ok.
+    ft_ct:cleanup([ft_test_target]).
 
 %%--------------------------------------------------------------------------------------
 %% 1. Exact counts
@@ -472,12 +466,12 @@ two_sessions(_Config) ->
 -spec report(config()) -> ok.
 report(_Config) ->
     {ok, S} = ferrotrace:calls(?F, #{duration => ?LONG}),
-    {ok, Empty} = capture_with_result(fun() -> ferrotrace:report(S) end),
+    {ok, Empty} = ft_ct:capture(fun() -> ferrotrace:report(S) end),
     ?assertNotEqual(nomatch, string:find(Empty, "no traced calls yet"), Empty),
     Workers = run_workers(1, fun() -> ft_test_target:call_f(1234) end),
     ok = ferrotrace:stop(S),
     ok = end_workers(Workers),
-    {ok, Text} = capture_with_result(fun() -> ferrotrace:report(S) end),
+    {ok, Text} = ft_ct:capture(fun() -> ferrotrace:report(S) end),
     ct:pal("report:~n~ts", [Text]),
     %% 2 x 1234 events of f/1, and the exits of processes that ended during the session
     %% (calls/2 may trace `procs'), such as the capturing group leader above.
@@ -493,41 +487,9 @@ report(_Config) ->
     ?assertMatch(["ft_test_target:f/1", "1234", "0" | _], string:lexemes(Row, " ")),
     %% An unknown session: an error, nothing printed.
     {{error, {no_such_session, 12345}}, ""} =
-        capture_with_result(fun() -> ferrotrace:report(12345) end),
+        ft_ct:capture(fun() -> ferrotrace:report(12345) end),
     ok = ferrotrace:release(S),
     ok.
-
-%% Runs Fun with a group leader that records what is written, returns {Result, Text}.
-capture_with_result(Fun) ->
-    Old = group_leader(),
-    Capture = spawn(fun() -> capture_loop([]) end),
-    group_leader(Capture, self()),
-    Result = try Fun() after group_leader(Old, self()) end,
-    Capture ! {get, self()},
-    receive {captured, Capture, Text} -> {Result, Text}
-    after 5000 -> error(capture_timeout)
-    end.
-
-capture_loop(Acc) ->
-    receive
-        {io_request, From, ReplyAs, Request} ->
-            {Reply, Acc1} = io_request(Request, Acc),
-            From ! {io_reply, ReplyAs, Reply},
-            capture_loop(Acc1);
-        {get, From} ->
-            From ! {captured, self(), lists:flatten(lists:reverse(Acc))}
-    end.
-
-io_request({put_chars, Encoding, Chars}, Acc) ->
-    {ok, [unicode:characters_to_list(Chars, Encoding) | Acc]};
-io_request({put_chars, Encoding, M, F, A}, Acc) ->
-    io_request({put_chars, Encoding, apply(M, F, A)}, Acc);
-io_request({put_chars, Chars}, Acc) ->
-    io_request({put_chars, latin1, Chars}, Acc);
-io_request({put_chars, M, F, A}, Acc) ->
-    io_request({put_chars, latin1, M, F, A}, Acc);
-io_request(_Other, Acc) ->
-    {{error, enotsup}, Acc}.
 
 %%--------------------------------------------------------------------------------------
 %% calls/2 with a pid it cannot trace: a clear error, nothing left behind
@@ -755,10 +717,5 @@ assert_not_traced_by(Pid, S) ->
         _ -> ok
     end.
 
-wait_until(Pred, TimeoutMs) when TimeoutMs =< 0 ->
-    Pred();
 wait_until(Pred, TimeoutMs) ->
-    case Pred() of
-        true -> true;
-        false -> timer:sleep(20), wait_until(Pred, TimeoutMs - 20)
-    end.
+    ft_ct:poll(Pred, TimeoutMs) =:= ok.

@@ -18,8 +18,7 @@ all() ->
 
 -spec init_per_suite(config()) -> config().
 init_per_suite(Config) ->
-    {module, ferrotrace_tracer} = code:ensure_loaded(ferrotrace_tracer),
-    {module, ft_test_target} = code:ensure_loaded(ft_test_target),
+    ok = ft_ct:load([ft_test_target]),
     Config.
 
 -spec end_per_suite(config()) -> ok.

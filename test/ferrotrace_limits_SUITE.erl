@@ -27,8 +27,7 @@ all() ->
 
 -spec init_per_testcase(atom(), config()) -> config().
 init_per_testcase(_Case, Config) ->
-    {module, ferrotrace_tracer} = code:ensure_loaded(ferrotrace_tracer),
-    {module, ft_test_target} = code:ensure_loaded(ft_test_target),
+    ok = ft_ct:load([ft_test_target]),
     Config.
 
 -spec end_per_testcase(atom(), config()) -> ok.
@@ -138,7 +137,7 @@ owner_down_within_100ms(_Config) ->
     ?assert(ft_trace_state:traced_by_ferrotrace(?F)),
     T0 = erlang:monotonic_time(millisecond),
     Owner ! die,
-    ok = poll(fun() -> not ft_trace_state:traced(?F) end, 10000),
+    ok = ft_ct:poll(fun() -> not ft_trace_state:traced(?F) end, 10000),
     Took = erlang:monotonic_time(millisecond) - T0,
     ct:pal("session stopped and its pattern removed ~p ms after its owner died", [Took]),
     ?assert(Took < 100),
@@ -152,7 +151,7 @@ owner_down_within_100ms(_Config) ->
                    end),
     {ok, S2} = receive {session, Result2} -> Result2 end,
     Owner2 ! die,
-    ok = poll(fun() -> ferrotrace:summary(S2) =:= {error, {no_such_session, S2}} end, 10000),
+    ok = ft_ct:poll(fun() -> ferrotrace:summary(S2) =:= {error, {no_such_session, S2}} end, 10000),
     ok.
 
 %% A keeper killed before it could release its session leaves an orphan; the next session
@@ -165,7 +164,7 @@ killed_keeper(_Config) ->
     exit(Keeper, kill),
     receive {'DOWN', Monitor, process, Keeper, killed} -> ok end,
     %% The registry watches keepers: it releases the orphan and removes its pattern.
-    ok = poll(fun() -> not lists:member(Orphan, ferrotrace_tracer:sessions()) end, 10000),
+    ok = ft_ct:poll(fun() -> not lists:member(Orphan, ferrotrace_tracer:sessions()) end, 10000),
     ?assertNot(ft_trace_state:traced(?F)),
     ?assertEqual({error, {no_such_session, Orphan}}, ferrotrace:summary(Orphan)),
     ok.
@@ -241,13 +240,6 @@ busy_run(Worker) ->
     busy_run(Worker).
 
 wait_stopped(S) ->
-    ok = poll(fun() -> maps:get(status, ferrotrace:summary(S)) =:= stopped end, 5000),
+    ok = ft_ct:poll(fun() -> maps:get(status, ferrotrace:summary(S)) =:= stopped end, 5000),
     ferrotrace:summary(S).
 
-poll(Check, Ms) when Ms =< 0 ->
-    case Check() of true -> ok; false -> {error, timeout} end;
-poll(Check, Ms) ->
-    case Check() of
-        true -> ok;
-        false -> timer:sleep(5), poll(Check, Ms - 5)
-    end.

@@ -46,7 +46,7 @@ all() ->
 
 -spec init_per_suite(config()) -> config().
 init_per_suite(Config) ->
-    {module, ferrotrace_tracer} = code:ensure_loaded(ferrotrace_tracer),
+    ok = ft_ct:load([]),
     Config.
 
 -spec end_per_suite(config()) -> ok.

@@ -32,7 +32,7 @@ all() ->
 
 -spec init_per_suite(config()) -> config().
 init_per_suite(Config) ->
-    [{module, M} = code:ensure_loaded(M) || M <- [ferrotrace_tracer, ft_test_target, ft_loop_target]],
+    ok = ft_ct:load([ft_test_target, ft_loop_target]),
     Config.
 
 -spec end_per_suite(config()) -> ok.
@@ -49,12 +49,7 @@ end_per_testcase(_Case, _Config) ->
     cleanup().
 
 cleanup() ->
-    [_ = ferrotrace:release(S) || S <- ferrotrace_tracer:sessions()],
-    _ = [erlang:trace_pattern({M, '_', '_'}, false, [Scope])
-         || M <- [ft_test_target, ft_loop_target], Scope <- [local, global]],
-    _ = erlang:trace_pattern({'_', '_', '_'}, false, [local]),
-    _ = erlang:trace(all, false, [all]),
-    ok.
+    ft_ct:cleanup([ft_test_target, ft_loop_target]).
 
 %%--------------------------------------------------------------------------------------
 %% Loops
@@ -174,7 +169,7 @@ stopped_by_max_events(_Config) ->
     ?assert(ft_trace_state:traced_by_ferrotrace(Worker)),
     run_in(Worker, fun() -> [ft_test_target:f(I) || I <- lists:seq(1, 1000)] end),
     T0 = erlang:monotonic_time(millisecond),
-    ok = poll(fun() -> ft_trace_state:idle(?F, Worker) end, 10000),
+    ok = ft_ct:poll(fun() -> ft_trace_state:idle(?F, Worker) end, 10000),
     ct:pal("patterns and flags gone ~b ms after the limit",
            [erlang:monotonic_time(millisecond) - T0]),
     ?assertMatch(#{status := stopped, stop_reason := limit}, ferrotrace:summary(S)),
@@ -184,11 +179,11 @@ stopped_by_max_events(_Config) ->
 stopped_by_duration(_Config) ->
     Worker = spawn_worker(),
     {ok, S} = ferrotrace:calls(?F, #{duration => 300, pids => [Worker]}),
-    ok = poll(fun() -> maps:get(status, ferrotrace:summary(S)) =:= stopped end, 10000),
+    ok = ft_ct:poll(fun() -> maps:get(status, ferrotrace:summary(S)) =:= stopped end, 10000),
     T0 = erlang:monotonic_time(millisecond),
     %% The keeper has no timer of its own: only the engine's notice can undo them (12 ms
     %% here; the deadline is for a loaded machine, where 1.6 s was seen).
-    ok = poll(fun() -> ft_trace_state:idle(?F, Worker) end, 10000),
+    ok = ft_ct:poll(fun() -> ft_trace_state:idle(?F, Worker) end, 10000),
     Took = erlang:monotonic_time(millisecond) - T0,
     ct:pal("patterns and flags gone ~b ms after the engine stopped the session", [Took]),
     ?assertMatch(#{stop_reason := duration}, ferrotrace:summary(S)),
@@ -201,7 +196,7 @@ stopped_by_unload(_Config) ->
     true = code:delete(ferrotrace_tracer),
     _ = code:purge(ferrotrace_tracer),
     try
-        ok = poll(fun() -> ft_trace_state:idle(?F, Worker) end, 10000)
+        ok = ft_ct:poll(fun() -> ft_trace_state:idle(?F, Worker) end, 10000)
     after
         %% The keepers' next call may have loaded it again already (interactive mode).
         {module, ferrotrace_tracer} = code:ensure_loaded(ferrotrace_tracer)
@@ -240,7 +235,7 @@ shell_evaluator_crash(_Config) ->
     ?assert(ft_trace_state:traced_by_ferrotrace(?F)),
     [ft_test_target:f(I) || I <- lists:seq(1, 10)],
     GroupLeader ! leave,
-    ok = poll(fun() -> maps:get(status, ferrotrace:summary(S)) =:= stopped end, 10000),
+    ok = ft_ct:poll(fun() -> maps:get(status, ferrotrace:summary(S)) =:= stopped end, 10000),
     #{stop_reason := owner_down, calls := [#{count := Count}]} = ferrotrace:summary(S),
     ?assert(Count >= 10),
     ?assertNot(ft_trace_state:traced(?F)),
@@ -256,9 +251,9 @@ owner_none(_Config) ->
     Self = self(),
     Caller = spawn(fun() -> Self ! {session, ferrotrace:calls(?F, #{owner => none, duration => 2000})} end),
     {ok, S} = receive {session, R} -> R end,
-    ok = poll(fun() -> not is_process_alive(Caller) end, 10000),
+    ok = ft_ct:poll(fun() -> not is_process_alive(Caller) end, 10000),
     ?assertMatch(#{status := running}, ferrotrace:summary(S)),
-    ok = poll(fun() -> maps:get(status, ferrotrace:summary(S)) =:= stopped end, 10000),
+    ok = ft_ct:poll(fun() -> maps:get(status, ferrotrace:summary(S)) =:= stopped end, 10000),
     ?assertMatch(#{stop_reason := duration}, ferrotrace:summary(S)),
     ok.
 
@@ -431,7 +426,7 @@ tracer_counts(Tracer, Expected) ->
                   Tracer ! {get, self()},
                   receive {counts, Tracer, Counts} -> Counts after 5000 -> error(tracer_stuck) end
           end,
-    _ = poll(fun() -> Get() =:= Expected end, 2000),
+    _ = ft_ct:poll(fun() -> Get() =:= Expected end, 2000),
     timer:sleep(20), % and nothing more comes
     Get().
 
@@ -453,7 +448,7 @@ keeper_holds_the_handle() ->
     Monitor = erlang:monitor(process, Keeper),
     exit(Keeper, kill),
     receive {'DOWN', Monitor, process, Keeper, killed} -> ok end,
-    ok = poll(fun() -> not lists:member(Session, ft_trace_state:sessions(all)) end, 10000),
+    ok = ft_ct:poll(fun() -> not lists:member(Session, ft_trace_state:sessions(all)) end, 10000),
     ?assert(ft_trace_state:idle(?F, Worker)),
     ok.
 
@@ -467,10 +462,3 @@ run_in(Worker, Fun) ->
     Worker ! {run, self(), Fun},
     receive done -> ok after 10000 -> error(worker_stuck) end.
 
-poll(Fun, Ms) when Ms =< 0 ->
-    case Fun() of true -> ok; false -> {error, timeout} end;
-poll(Fun, Ms) ->
-    case Fun() of
-        true -> ok;
-        false -> timer:sleep(5), poll(Fun, Ms - 5)
-    end.

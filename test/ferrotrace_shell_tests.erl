@@ -439,16 +439,16 @@ report_live_session_test() ->
         _ = ft_test_target:call_f(100),
         _ = ft_test_target:call_g(7),
         ok = ferrotrace:stop(S),
-        {ok, Text} = capture(fun() -> ferrotrace:report(S, #{mfa => "ft_test_target:f/1",
+        {ok, Text} = ft_ct:capture(fun() -> ferrotrace:report(S, #{mfa => "ft_test_target:f/1",
                                                              width => 60}) end),
         [Row] = table_rows(Text),
         ?assertMatch(["ft_test_target:f/1", "100" | _], string:lexemes(Row, " ")),
         [?assert(string:length(L) =< 60) || L <- lines(Text)],
-        {ok, Top1} = capture(fun() -> ferrotrace:report(S, [{top, 1}, {width, 60}]) end),
+        {ok, Top1} = ft_ct:capture(fun() -> ferrotrace:report(S, [{top, 1}, {width, 60}]) end),
         ?assertEqual(1, length(table_rows(Top1))),
         ?assertNotEqual(nomatch, string:find(Top1, "more functions not shown")),
         {{error, {bad_option, {sort, x, _}}}, ""} =
-            capture(fun() -> ferrotrace:report(S, #{sort => x}) end)
+            ft_ct:capture(fun() -> ferrotrace:report(S, #{sort => x}) end)
     after
         ok = ferrotrace:release(S)
     end,
@@ -459,7 +459,7 @@ report_live_session_test() ->
 
 -spec help_test() -> ok.
 help_test() ->
-    {ok, Text} = capture(fun ferrotrace:help/0),
+    {ok, Text} = ft_ct:capture(fun ferrotrace:help/0),
     ?assertEqual(flat(ferrotrace_report:help()), Text),
     Lines = [L || L <- lines(Text), L =/= ""],
     ?assert(length(Lines) =< 24, length(Lines)),
@@ -494,7 +494,7 @@ docs_test() ->
     [?assertMatch({ok, {M, [{"Docs", _}]}}, beam_lib:chunks(code:which(M), ["Docs"]))
      || M <- [ferrotrace, ferrotrace_spec, ferrotrace_names]],
     %% And the shell renders it.
-    {ok, Rendered} = capture(fun() -> c:h(ferrotrace, calls) end),
+    {ok, Rendered} = ft_ct:capture(fun() -> c:h(ferrotrace, calls) end),
     ?assertNotEqual(nomatch, string:find(Rendered, "Traces calls matching")),
     ?assertEqual(nomatch, string:find(Rendered, "no documentation")),
     ok.
@@ -532,32 +532,3 @@ wild(E, G) when is_tuple(E), is_tuple(G), tuple_size(E) =:= tuple_size(G) ->
 wild(_, G) -> G.
 
 %% Runs Fun with a group leader that records what is written: {Result, Text}.
-capture(Fun) ->
-    Old = group_leader(),
-    Capture = spawn(fun() -> capture_loop([]) end),
-    group_leader(Capture, self()),
-    Result = try Fun() after group_leader(Old, self()) end,
-    Capture ! {get, self()},
-    receive {captured, Capture, Text} -> {Result, Text}
-    after 5000 -> error(capture_timeout)
-    end.
-
-capture_loop(Acc) ->
-    receive
-        {io_request, From, Ref, Request} ->
-            {Reply, Text} = io_reply(Request),
-            From ! {io_reply, Ref, Reply},
-            capture_loop([Text | Acc]);
-        {get, From} ->
-            From ! {captured, self(), unicode:characters_to_list(lists:reverse(Acc))}
-    end.
-
-io_reply({put_chars, unicode, Chars}) -> {ok, Chars};
-io_reply({put_chars, latin1, Chars}) -> {ok, Chars};
-io_reply({put_chars, Enc, M, F, A}) -> io_reply({put_chars, Enc, apply(M, F, A)});
-io_reply({get_geometry, _}) -> {{error, enotsup}, []};
-io_reply(getopts) -> {[{encoding, unicode}], []};
-io_reply({requests, Rs}) ->
-    Replies = [io_reply(R) || R <- Rs],
-    {ok, [T || {_, T} <- Replies]};
-io_reply(_) -> {{error, enotsup}, []}.

@@ -26,8 +26,7 @@ all() ->
 
 -spec init_per_suite(config()) -> config().
 init_per_suite(Config) ->
-    {module, ferrotrace_tracer} = code:ensure_loaded(ferrotrace_tracer),
-    {module, ft_test_target} = code:ensure_loaded(ft_test_target),
+    ok = ft_ct:load([ft_test_target]),
     Config.
 
 -spec end_per_suite(config()) -> ok.
@@ -44,10 +43,7 @@ end_per_testcase(_Case, _Config) ->
     cleanup().
 
 cleanup() ->
-    [ok = ferrotrace:release(S) || S <- ferrotrace_tracer:sessions()],
-    _ = erlang:trace_pattern({ft_test_target, '_', '_'}, false, [local]),
-    _ = erlang:trace(all, false, [all]),
-    ok.
+    ft_ct:cleanup([ft_test_target]).
 
 %%--------------------------------------------------------------------------------------
 
@@ -64,7 +60,7 @@ three_intervals(_Config) ->
                 fun({K, N}) ->
                         %% In interval K: the read of screen K-1 was made, and the watch
                         %% sleeps until the end of interval K.
-                        ok = wait_until(fun() -> where(Watcher) =:= sleeping end, 5000),
+                        ok = ft_ct:poll(fun() -> where(Watcher) =:= sleeping end, 5000),
                         ok = ft_test_target:call_f(N),
                         ok = ft_test_target:call_g(2),
                         ?assertEqual({sleeping, 0}, {where(Watcher), pending_output(GL)},
@@ -152,7 +148,7 @@ start_watch(Session, Options) ->
                                  group_leader(GL, self()),
                                  Self ! {watch_done, self(), ferrotrace:watch(Session, Options)}
                          end),
-    ok = wait_until(fun() -> where(Watcher) =/= starting end, 5000),
+    ok = ft_ct:poll(fun() -> where(Watcher) =/= starting end, 5000),
     {Watcher, GL}.
 
 %% sleeping: waiting for the end of an interval; done: returned.
@@ -163,13 +159,6 @@ where(Pid) ->
         _ -> starting
     end.
 
-wait_until(Fun, Ms) when Ms > 0 ->
-    case Fun() of
-        true -> ok;
-        false -> timer:sleep(5), wait_until(Fun, Ms - 5)
-    end;
-wait_until(_Fun, _Ms) ->
-    {error, timeout}.
 
 watch_result(Watcher, Ms) ->
     receive {watch_done, Watcher, Result} -> Result

@@ -10,9 +10,9 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/ferrotrace-elixir.XXXXXX")
 started=$SECONDS
-
-say() { printf 'test-elixir: %s\n' "$*"; }
-fail() { printf 'test-elixir: FAILED: %s\n' "$*" >&2; exit 1; }
+test_name=test-elixir
+# shellcheck source=test/lib.sh
+. "$repo/test/lib.sh"
 cleanup() {
     local status=$?
     if [ -n "${FERROTRACE_KEEP:-}" ]; then say "kept $work"; else rm -rf "$work"; fi
@@ -21,18 +21,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-if ! command -v mix >/dev/null 2>&1; then
-    say "installing Debian's elixir"
-    { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq elixir >/dev/null 2>&1 \
-        || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq elixir >/dev/null; }; } \
-        || fail "elixir is missing and could not be installed"
-fi
+need mix elixir
 command -v rebar3 >/dev/null || fail "rebar3 is missing (make setup installs it)"
 
 cp -r "$repo/test/elixir/shop" "$work/shop"
-mkdir -p "$work/ferrotrace"
-(cd "$repo" && git ls-files -co --exclude-standard -z \
-     | tar --null --ignore-failed-read -T - -cf - 2>/dev/null) | tar -xf - -C "$work/ferrotrace"
+copy_tree "$repo" "$work/ferrotrace"
 export CARGO_TARGET_DIR=$repo/target/release-test
 unset MIX_REBAR3
 export MIX_HOME=$work/mix_home HEX_OFFLINE=1 FERROTRACE_PATH=$work/ferrotrace

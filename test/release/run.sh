@@ -25,22 +25,17 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/ferrotrace-release.XXXXXX")
 app=$work/relapp
 rel=$app/_build/default/rel/relapp
 node=ftrel$$
-sock=ferrotrace-release-$$
+test_name=test-release
+tmux_sock=ferrotrace-release-$$
+tmux_target=rel
 started=$SECONDS
 
-say() { printf 'test-release: %s\n' "$*"; }
-fail() {
-    printf 'test-release: FAILED: %s\n' "$*" >&2
-    if tmux -L "$sock" has-session 2>/dev/null; then
-        echo "--- remote shell pane:" >&2
-        tmux -L "$sock" capture-pane -p -S -200 -t rel >&2 || true
-    fi
-    exit 1
-}
+# shellcheck source=test/lib.sh
+. "$repo/test/lib.sh"
 
 cleanup() {
     local status=$?
-    tmux -L "$sock" kill-server 2>/dev/null || true
+    tmux -L "$tmux_sock" kill-server 2>/dev/null || true
     if [ -x "$rel/bin/relapp" ]; then
         local pid
         pid=$(timeout 10 "$rel/bin/relapp" pid 2>/dev/null) || pid=
@@ -54,19 +49,11 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 command -v rebar3 >/dev/null || fail "rebar3 is missing (make setup installs it)"
-if ! command -v tmux >/dev/null 2>&1; then
-    say "installing tmux"
-    { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null 2>&1 \
-        || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null; }; } \
-        || fail "tmux is missing and could not be installed"
-fi
+need tmux tmux
 
 # --- 1. build -----------------------------------------------------------------------------
 cp -r "$repo/examples/relapp" "$app"
-mkdir -p "$app/_checkouts/ferrotrace"
-# The working tree as git sees it (tracked and untracked, not ignored), symlinks kept.
-(cd "$repo" && git ls-files -co --exclude-standard -z \
-     | tar --null --ignore-failed-read -T - -cf - 2>/dev/null) | tar -xf - -C "$app/_checkouts/ferrotrace"
+copy_tree "$repo" "$app/_checkouts/ferrotrace"
 export CARGO_TARGET_DIR=$repo/target/release-test
 
 build() { # build LOG [rebar3 release options]
@@ -107,20 +94,8 @@ done
 [ "$(relapp ping 2>/dev/null)" = pong ] || fail "the node did not answer ping within 30 s"
 say "node $node is up"
 
-pane() { tmux -L "$sock" capture-pane -p -J -S -500 -t rel; }
-type_line() { tmux -L "$sock" send-keys -t rel -l "$1"; tmux -L "$sock" send-keys -t rel Enter; }
-# wait_for REGEX SECONDS WHAT: until the pane shows REGEX (extended grep)
-wait_for() {
-    # Three times the stated seconds: a loaded CI machine is slow, and success returns at once.
-    local deadline=$((SECONDS + 3 * $2))
-    while ((SECONDS < deadline)); do
-        pane | grep -Eq -- "$1" && return 0
-        sleep 0.2
-    done
-    fail "$3: '$1' did not appear within $((3 * $2)) s"
-}
 open_shell() {
-    tmux -L "$sock" new-session -d -s rel -x 220 -y 80 "$rel/bin/relapp remote_console"
+    tmux -L "$tmux_sock" new-session -d -s rel -x 220 -y 80 "$rel/bin/relapp remote_console"
     wait_for "\\($node@[^)]*\\)1> " 30 "remote_console prompt"
 }
 # wait_node EXPR EXPECTED SECONDS WHAT: until `eval EXPR` prints EXPECTED
@@ -169,7 +144,7 @@ session_in_shell() {
 shell_gone() {
     local deadline=$((SECONDS + 15))
     while ((SECONDS < deadline)); do
-        tmux -L "$sock" has-session -t rel 2>/dev/null || return 0
+        tmux -L "$tmux_sock" has-session -t rel 2>/dev/null || return 0
         sleep 0.2
     done
     fail "$1: the remote shell is still there after 15 s"
@@ -184,7 +159,7 @@ after_leaving() {
 }
 
 session_in_shell
-tmux -L "$sock" send-keys -t rel C-g
+tmux -L "$tmux_sock" send-keys -t rel C-g
 wait_for 'User switch command' 10 "Ctrl-G"
 type_line "q"
 shell_gone "Ctrl-G q"
@@ -192,7 +167,7 @@ after_leaving "Ctrl-G q"
 
 open_shell
 session_in_shell
-tmux -L "$sock" kill-session -t rel # the operator closes the terminal: SIGHUP
+tmux -L "$tmux_sock" kill-session -t rel # the operator closes the terminal: SIGHUP
 shell_gone "closing the terminal"
 after_leaving "closing the terminal"
 

@@ -24,24 +24,18 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/ftwatch.XXXXXX")
 export ERL_CRASH_DUMP=$work/erl_crash.dump
 node=fw$$
 cookie=ferrotrace_watch_$$
-sock=ferrotrace-watch-$$
+test_name=test-watch-tty
+tmux_sock=ferrotrace-watch-$$
+tmux_target=w
 host=$(hostname -s)
 width=80
 started=$SECONDS
 
-say() { printf 'test-watch-tty: %s\n' "$*"; }
-pane() { tmux -L "$sock" capture-pane -p -J -S -200 -t w; }
-fail() {
-    printf 'test-watch-tty: FAILED: %s\n' "$*" >&2
-    if tmux -L "$sock" has-session 2>/dev/null; then
-        echo "--- remote shell pane:" >&2
-        pane >&2 || true
-    fi
-    exit 1
-}
+# shellcheck source=test/lib.sh
+. "$repo/test/lib.sh"
 cleanup() {
     local status=$?
-    tmux -L "$sock" kill-server 2>/dev/null || true
+    tmux -L "$tmux_sock" kill-server 2>/dev/null || true
     if [ -s "$work/node.pid" ]; then
         local pid
         pid=$(cat "$work/node.pid")
@@ -55,12 +49,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-if ! command -v tmux >/dev/null 2>&1; then
-    say "installing tmux"
-    { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null 2>&1 \
-        || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null; }; } \
-        || fail "tmux is missing and could not be installed"
-fi
+need tmux tmux
 ebin=$repo/_build/default/lib/ferrotrace/ebin
 [ -f "$ebin/ferrotrace.beam" ] || fail "no $ebin/ferrotrace.beam: run rebar3 compile first"
 erlc -o "$work" "$repo/test/ft_test_target.erl" || fail "erlc ft_test_target.erl"
@@ -81,21 +70,12 @@ done
 say "node $node@$host traces ft_test_target:f/1 in session wtty"
 
 # --- 2. the remote shell in an 80-column pane ---------------------------------------------
-tmux -L "$sock" new-session -d -s w -x "$width" -y 60 \
+tmux -L "$tmux_sock" new-session -d -s w -x "$width" -y 60 \
     "erl -sname sh$node -setcookie $cookie -remsh $node@$host"
-wait_for() { # wait_for REGEX SECONDS WHAT
-    # Three times the stated seconds: a loaded CI machine is slow, and success returns at once.
-    local deadline=$((SECONDS + 3 * $2))
-    while ((SECONDS < deadline)); do
-        pane | grep -Eq -- "$1" && return 0
-        sleep 0.2
-    done
-    fail "$3: '$1' did not appear within $((3 * $2)) s"
-}
 wait_for "\\($node@$host\\)1> " 30 "remote shell prompt"
-[ "$(tmux -L "$sock" display -p -t w '#{pane_width}')" = "$width" ] || fail "the pane is not $width columns wide"
-tmux -L "$sock" send-keys -t w -l 'ferrotrace:watch(wtty, #{count => 2, interval => 500}).'
-tmux -L "$sock" send-keys -t w Enter
+[ "$(tmux -L "$tmux_sock" display -p -t w '#{pane_width}')" = "$width" ] || fail "the pane is not $width columns wide"
+tmux -L "$tmux_sock" send-keys -t w -l 'ferrotrace:watch(wtty, #{count => 2, interval => 500}).'
+tmux -L "$tmux_sock" send-keys -t w Enter
 wait_for "\\($node@$host\\)2> " 15 "watch/2 returning"
 
 # --- 3. what the terminal shows -----------------------------------------------------------
@@ -116,19 +96,19 @@ if LC_ALL=C grep -q '[^ -~]' <<<"$out"; then fail "non-ASCII characters in watch
 say "2 screens, every line within $width columns, ASCII only"
 
 # --- 4. the operator interrupts a watch without a count: Ctrl-G, i, c ---------------------
-tmux -L "$sock" send-keys -t w -l 'ferrotrace:watch(wtty, #{interval => 200}).'
-tmux -L "$sock" send-keys -t w Enter
+tmux -L "$tmux_sock" send-keys -t w -l 'ferrotrace:watch(wtty, #{interval => 200}).'
+tmux -L "$tmux_sock" send-keys -t w Enter
 wait_for '^ferrotrace watch #3 ' 15 "an endless watch"
-tmux -L "$sock" send-keys -t w C-g
+tmux -L "$tmux_sock" send-keys -t w C-g
 wait_for 'User switch command' 10 "Ctrl-G"
-tmux -L "$sock" send-keys -t w i Enter
+tmux -L "$tmux_sock" send-keys -t w i Enter
 sleep 0.3
-tmux -L "$sock" send-keys -t w c Enter
+tmux -L "$tmux_sock" send-keys -t w c Enter
 wait_for "\\($node@$host\\)[0-9]+> \$" 15 "the shell back after Ctrl-G i c"
 screens=$(pane | grep -c '^ferrotrace watch #')
 sleep 1
 [ "$(pane | grep -c '^ferrotrace watch #')" = "$screens" ] || fail "screens still printed after the interrupt"
-tmux -L "$sock" send-keys -t w -l 'maps:get(status, ferrotrace:summary(wtty)).'
-tmux -L "$sock" send-keys -t w Enter
+tmux -L "$tmux_sock" send-keys -t w -l 'maps:get(status, ferrotrace:summary(wtty)).'
+tmux -L "$tmux_sock" send-keys -t w Enter
 wait_for '^running$' 10 "the session after the interrupt"
 say "Ctrl-G i c ended the watch; the session runs on ($((SECONDS - started)) s)"
