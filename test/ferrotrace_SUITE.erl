@@ -9,7 +9,7 @@
 
 -include_lib("stdlib/include/assert.hrl").
 
--export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
+-export([all/0, suite/0]).
 -export([exact_counts/1, exact_counts_burst/1, exact_counts_small_ring/1, sleep_latency/1,
          recursion/1, exceptions/1, raw_session/1, stop_and_release/1, stop_unhooks_raw_tracee/1,
          duration_stops/1, owner_death/1, two_sessions/1, report/1, bad_pids/1,
@@ -21,32 +21,15 @@
 
 -type config() :: [{atom(), term()}].
 
+-spec suite() -> [tuple()].
+suite() ->
+    [{ct_hooks, [{ft_ct, [ft_test_target]}]}].
+
 -spec all() -> [atom()].
 all() ->
     [exact_counts, exact_counts_burst, exact_counts_small_ring, sleep_latency, recursion,
      exceptions, raw_session, stop_and_release, stop_unhooks_raw_tracee, duration_stops,
      owner_death, two_sessions, report, bad_pids, scope_global, max_functions, list_sessions].
-
--spec init_per_suite(config()) -> config().
-init_per_suite(Config) ->
-    ok = ft_ct:load([ft_test_target]),
-    Config.
-
--spec end_per_suite(config()) -> ok.
-end_per_suite(_Config) ->
-    cleanup().
-
--spec init_per_testcase(atom(), config()) -> config().
-init_per_testcase(_Case, Config) ->
-    ok = cleanup(),
-    Config.
-
--spec end_per_testcase(atom(), config()) -> ok.
-end_per_testcase(_Case, _Config) ->
-    cleanup().
-
-cleanup() ->
-    ft_ct:cleanup([ft_test_target]).
 
 %%--------------------------------------------------------------------------------------
 %% 1. Exact counts

@@ -5,25 +5,20 @@
 
 -include_lib("stdlib/include/assert.hrl").
 
--export([all/0, init_per_suite/1, end_per_suite/1]).
+-export([all/0, suite/0]).
 -export([duration_stop_notifies_keeper/1, limit_stop_notifies_keeper/1,
          user_stop_notifies_keeper/1, ring_allocation_failure_drops_and_counts/1]).
 
 -type config() :: [{atom(), term()}].
 
+-spec suite() -> [tuple()].
+suite() ->
+    [{ct_hooks, [{ft_ct, [ft_test_target]}]}].
+
 -spec all() -> [atom()].
 all() ->
     [duration_stop_notifies_keeper, limit_stop_notifies_keeper, user_stop_notifies_keeper,
      ring_allocation_failure_drops_and_counts].
-
--spec init_per_suite(config()) -> config().
-init_per_suite(Config) ->
-    ok = ft_ct:load([ft_test_target]),
-    Config.
-
--spec end_per_suite(config()) -> ok.
-end_per_suite(_Config) ->
-    ok.
 
 -spec duration_stop_notifies_keeper(config()) -> ok.
 duration_stop_notifies_keeper(_Config) ->

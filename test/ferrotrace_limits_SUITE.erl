@@ -8,7 +8,7 @@
 
 -include_lib("stdlib/include/assert.hrl").
 
--export([all/0, suite/0, init_per_testcase/2, end_per_testcase/2]).
+-export([all/0, suite/0]).
 -export([max_events_stop/1, max_events_drop/1, max_rate_drop/1, max_rate_stop/1, sample/1,
          stop_reasons/1, owner_down_within_100ms/1, killed_keeper/1, purge_and_reload/1]).
 
@@ -16,25 +16,14 @@
 
 -define(F, {ft_test_target, f, 1}).
 
--spec suite() -> [{timetrap, {minutes, pos_integer()}}].
+-spec suite() -> [tuple()].
 suite() ->
-    [{timetrap, {minutes, 2}}].
+    [{timetrap, {minutes, 2}}, {ct_hooks, [{ft_ct, [ft_test_target]}]}].
 
 -spec all() -> [atom()].
 all() ->
     [max_events_stop, max_events_drop, max_rate_drop, max_rate_stop, sample, stop_reasons,
      owner_down_within_100ms, killed_keeper, purge_and_reload].
-
--spec init_per_testcase(atom(), config()) -> config().
-init_per_testcase(_Case, Config) ->
-    ok = ft_ct:load([ft_test_target]),
-    Config.
-
--spec end_per_testcase(atom(), config()) -> ok.
-end_per_testcase(_Case, _Config) ->
-    [ferrotrace:release(Id) || Id <- ferrotrace_tracer:sessions()],
-    _ = erlang:trace_pattern(?F, false, [local]),
-    ok.
 
 %%--------------------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@
 
 -include_lib("stdlib/include/assert.hrl").
 
--export([all/0, suite/0, init_per_suite/1, end_per_suite/1]).
+-export([all/0, suite/0]).
 -export([tsunami/1, tsunami_with_competition/1, spawn_storm/1, soak/1]).
 -export([work/1]).
 
@@ -36,25 +36,13 @@
 %% growing to their final size).
 -define(SOAK_RSS_TOLERANCE, 20 * 1024 * 1024).
 
--spec suite() -> [{timetrap, {minutes, pos_integer()}}].
+-spec suite() -> [tuple()].
 suite() ->
-    [{timetrap, {minutes, 5}}].
+    [{timetrap, {minutes, 5}}, {ct_hooks, [{ft_ct, []}]}].
 
 -spec all() -> [atom()].
 all() ->
     [tsunami, tsunami_with_competition, spawn_storm, soak].
-
--spec init_per_suite(config()) -> config().
-init_per_suite(Config) ->
-    ok = ft_ct:load([]),
-    Config.
-
--spec end_per_suite(config()) -> ok.
-end_per_suite(_Config) ->
-    [ferrotrace:release(Id) || Id <- ferrotrace_tracer:sessions()],
-    _ = erlang:trace_pattern({'_', '_', '_'}, false, [local]),
-    _ = erlang:trace(all, false, [all]),
-    ok.
 
 %%--------------------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@
 
 -include_lib("stdlib/include/assert.hrl").
 
--export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
+-export([all/0, suite/0]).
 -export([server_loop_module/1, server_loop_everything/1, mutual_loop/1, fun_loop_found_at_run_time/1,
          gen_server_everything/1, stopped_by_max_events/1, stopped_by_duration/1,
          stopped_by_unload/1, shell_evaluator_crash/1, owner_none/1, names/1,
@@ -22,6 +22,10 @@
 
 -type config() :: [{atom(), term()}].
 
+-spec suite() -> [tuple()].
+suite() ->
+    [{ct_hooks, [{ft_ct, [ft_test_target, ft_loop_target]}]}].
+
 -spec all() -> [atom()].
 all() ->
     [server_loop_module, server_loop_everything, mutual_loop, fun_loop_found_at_run_time,
@@ -29,27 +33,6 @@ all() ->
      shell_evaluator_crash, owner_none, names, second_session_all_refused,
      refused_start_changes_nothing, foreign_patterns_not_reported, shared_pattern_survives,
      coexists_with_process_tracer, keeper_holds_the_handle].
-
--spec init_per_suite(config()) -> config().
-init_per_suite(Config) ->
-    ok = ft_ct:load([ft_test_target, ft_loop_target]),
-    Config.
-
--spec end_per_suite(config()) -> ok.
-end_per_suite(_Config) ->
-    cleanup().
-
--spec init_per_testcase(atom(), config()) -> config().
-init_per_testcase(_Case, Config) ->
-    ok = cleanup(),
-    Config.
-
--spec end_per_testcase(atom(), config()) -> ok.
-end_per_testcase(_Case, _Config) ->
-    cleanup().
-
-cleanup() ->
-    ft_ct:cleanup([ft_test_target, ft_loop_target]).
 
 %%--------------------------------------------------------------------------------------
 %% Loops

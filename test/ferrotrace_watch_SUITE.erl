@@ -9,7 +9,7 @@
 
 -include_lib("stdlib/include/assert.hrl").
 
--export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
+-export([all/0, suite/0]).
 -export([three_intervals/1, ends_when_the_session_stops/1, bad_sessions_and_options/1,
          narrow_width/1]).
 
@@ -20,30 +20,13 @@
 
 -type config() :: [{atom(), term()}].
 
+-spec suite() -> [tuple()].
+suite() ->
+    [{ct_hooks, [{ft_ct, [ft_test_target]}]}].
+
 -spec all() -> [atom()].
 all() ->
     [three_intervals, ends_when_the_session_stops, bad_sessions_and_options, narrow_width].
-
--spec init_per_suite(config()) -> config().
-init_per_suite(Config) ->
-    ok = ft_ct:load([ft_test_target]),
-    Config.
-
--spec end_per_suite(config()) -> ok.
-end_per_suite(_Config) ->
-    cleanup().
-
--spec init_per_testcase(atom(), config()) -> config().
-init_per_testcase(_Case, Config) ->
-    ok = cleanup(),
-    Config.
-
--spec end_per_testcase(atom(), config()) -> ok.
-end_per_testcase(_Case, _Config) ->
-    cleanup().
-
-cleanup() ->
-    ft_ct:cleanup([ft_test_target]).
 
 %%--------------------------------------------------------------------------------------
 

@@ -1,9 +1,40 @@
 %%% @doc What every ferrotrace test suite does around its cases: load the modules a suite
 %%% traces, leave nothing traced behind (also after a failed case), wait for a condition
 %%% with a deadline, and capture what a function prints.
+%%%
+%%% It is also a Common Test hook doing the first two for a suite:
+%%% `suite() -> [{ct_hooks, [{ft_ct, [ft_test_target]}]}]' loads the tracer and the listed
+%%% modules and cleans up before and after every case.
 -module(ft_ct).
 
 -export([load/1, cleanup/1, poll/2, capture/1]).
+-export([init/2, pre_init_per_testcase/4, post_end_per_testcase/5,
+         post_end_per_suite/4]).
+
+%% @doc CT hook: the hook's state is the list of modules the suite traces.
+-spec init(term(), [module()]) -> {ok, [module()]}.
+init(_Id, Modules) ->
+    {ok, Modules}.
+
+%% @doc CT hook: every case starts with its modules loaded (a case may purge one) and
+%% nothing traced.
+-spec pre_init_per_testcase(module(), atom(), Config, [module()]) -> {Config, [module()]}.
+pre_init_per_testcase(_Suite, _Case, Config, Modules) ->
+    ok = load(Modules),
+    ok = cleanup(Modules),
+    {Config, Modules}.
+
+%% @doc CT hook: a case leaves nothing traced, also when it failed.
+-spec post_end_per_testcase(module(), atom(), term(), Return, [module()]) -> {Return, [module()]}.
+post_end_per_testcase(_Suite, _Case, _Config, Return, Modules) ->
+    ok = cleanup(Modules),
+    {Return, Modules}.
+
+%% @doc CT hook: the suite leaves nothing traced.
+-spec post_end_per_suite(module(), term(), Return, [module()]) -> {Return, [module()]}.
+post_end_per_suite(_Suite, _Config, Return, Modules) ->
+    ok = cleanup(Modules),
+    {Return, Modules}.
 
 %% @doc Loads the tracer module and `Modules' (a trace pattern on an unloaded module
 %% matches nothing).
