@@ -80,10 +80,10 @@
 %% for latencies). The session belongs to the caller (see `owner' in the module doc).
 -spec session(options()) -> {ok, ferrotrace_tracer:session_id()} | {error, term()}.
 session(Options0) ->
-    case options_map(Options0) of
-        {ok, Options} -> start(Options, none);
-        {error, _} = Error -> Error
-    end.
+    explain(case options_map(Options0) of
+                {ok, Options} -> start(Options, none);
+                {error, _} = Error -> Error
+            end, ?SESSION_OPTIONS).
 
 %% @doc Traces calls matching `Spec' with return and exception tracing. `Spec' is an
 %% `{M, F, A}' with `` '_' '' wildcards, `{M, F, MatchSpec}' (heads and guards; ferrotrace
@@ -95,10 +95,48 @@ session(Options0) ->
 -spec calls(spec() | [spec()], options()) ->
           {ok, ferrotrace_tracer:session_id()} | {error, term()}.
 calls(Spec, Options0) ->
-    case options_map(Options0) of
-        {ok, Options} -> calls_with(Spec, Options);
-        {error, _} = Error -> Error
-    end.
+    explain(case options_map(Options0) of
+                {ok, Options} -> calls_with(Spec, Options);
+                {error, _} = Error -> Error
+            end, ?CALL_OPTIONS ++ ?SESSION_OPTIONS).
+
+%% An unknown option is answered with every option the entry takes (the engine's and the
+%% entry's own), and the nearest one when the key looks like a typo of it.
+explain({error, {unknown_option, Key, Engine}}, Own) when is_list(Engine) ->
+    Names = lists:usort(Own ++ Engine),
+    Accepted = lists:join(", ", [atom_to_list(N) || N <- Names]),
+    Hint = case nearest(Key, Names) of
+               none -> "";
+               Name -> ["; did you mean ", atom_to_list(Name), "?"]
+           end,
+    {error, {unknown_option, Key, iolist_to_binary(["one of ", Accepted, Hint])}};
+explain(Result, _Own) ->
+    Result.
+
+nearest(Key, Names) when is_atom(Key) ->
+    nearest(atom_to_list(Key), Names);
+nearest(Key, Names) when is_binary(Key) ->
+    nearest(binary_to_list(Key), Names);
+nearest(Key, Names) when is_list(Key) ->
+    case lists:sort([{distance(Key, atom_to_list(N)), N} || N <- Names]) of
+        [{D, Name} | _] when D =< 2 -> Name;
+        _ -> none
+    end;
+nearest(_Key, _Names) ->
+    none.
+
+%% Levenshtein distance, for option names (a few letters long).
+distance(A, B) ->
+    First = lists:seq(0, length(B)),
+    {Last, _} = lists:foldl(fun(CharA, {Prev, I}) -> {distance_row(CharA, B, Prev, [I]), I + 1} end,
+                            {First, 1}, A),
+    lists:last(Last).
+
+distance_row(_CharA, [], _Prev, Acc) ->
+    lists:reverse(Acc);
+distance_row(CharA, [CharB | B], [Diag, Up | Prev], [Left | _] = Acc) ->
+    Cost = case CharA =:= CharB of true -> 0; false -> 1 end,
+    distance_row(CharA, B, [Up | Prev], [min(min(Left, Up) + 1, Diag + Cost) | Acc]).
 
 calls_with(Spec, Options) ->
     case ferrotrace_spec:parse(Spec) of

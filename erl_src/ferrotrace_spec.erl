@@ -2,6 +2,7 @@
 %%%
 %%% {@link parse/1} accepts, alone or in a list:
 %%% <ul>
+%%% <li>a module name, for every function of the module (`shop_api');</li>
 %%% <li>`{M, F, A}' with `` '_' '' wildcards, as `erlang:trace_pattern/3' takes it
 %%%     (`` {'_', '_', '_'} '', `` {M, '_', '_'} '', `` {M, F, '_'} '', `{M, F, Arity}');</li>
 %%% <li>`{M, F, MatchSpec}': a list of trace match-spec clauses `{Head, Guards, Body}',
@@ -125,6 +126,9 @@ one({M, F, A} = Spec) ->
         true -> {ok, [{M, F, A, default}]};
         false -> {error, {bad_spec, Spec}}
     end;
+one(Module) when is_atom(Module) ->
+    %% A module name alone, as redbug's "shop_api": every function of it.
+    {ok, [{Module, '_', '_', default}]};
 one(Spec) ->
     {error, {bad_spec, Spec}}.
 

@@ -8,7 +8,7 @@
 %% eunit finds the exported *_test/0 and *_test_/0 functions by name.
 -include_lib("stdlib/include/assert.hrl").
 
--export([session_options_test_/0, calls_arguments_test_/0, bad_session_ids_test_/0,
+-export([session_options_test_/0, unknown_option_explained_test/0, calls_arguments_test_/0, bad_session_ids_test_/0,
          histogram_bad_mfa_test/0, callbacks_with_junk_test/0,
          callbacks_with_live_session_test/0, enabled_answers_by_tag_test/0]).
 
@@ -32,8 +32,8 @@ session_options_test_() ->
         [{not_a_map, {bad_options, not_a_map, '_'}},
          {[duration], {bad_options, [duration], '_'}},
          {[{duration, 0}], {bad_option, {duration, 0, '_'}}},
-         {#{bogus => 1}, {unknown_option, bogus}},
-         {#{<<"duration">> => 1}, {unknown_option, <<"duration">>}},
+         {#{bogus => 1}, {unknown_option, bogus, '_'}},
+         {#{<<"duration">> => 1}, {unknown_option, <<"duration">>, '_'}},
          {#{duration => 0}, {bad_option, {duration, 0, '_'}}},
          {#{duration => -1}, {bad_option, {duration, -1, '_'}}},
          {#{duration => foo}, {bad_option, {duration, foo, '_'}}},
@@ -58,7 +58,7 @@ session_options_test_() ->
          {#{on_limit => explode}, {bad_option, {on_limit, explode, '_'}}},
          {#{on_limit => "stop"}, {bad_option, {on_limit, "stop", '_'}}},
          %% calls/2's own options mean nothing to a raw session.
-         {#{pids => all}, {unknown_option, pids}}],
+         {#{pids => all}, {unknown_option, pids, '_'}}],
     [{lists:flatten(io_lib:format("session(~p)", [Options])),
       fun() ->
               Before = setup(),
@@ -69,7 +69,8 @@ session_options_test_() ->
 -spec calls_arguments_test_() -> tests().
 calls_arguments_test_() ->
     Cases =
-        [{foo, #{}, {bad_spec, foo}},
+        [{no_such_module_xyz, #{}, {no_such_module, no_such_module_xyz}},
+         {42, #{}, {bad_spec, 42}},
          {{m}, #{}, {bad_spec, {m}}},
          {{'_', f, 1}, #{}, {bad_spec, {'_', f, 1}}},
          {{m, '_', 1}, #{}, {bad_spec, {m, '_', 1}}},
@@ -77,7 +78,7 @@ calls_arguments_test_() ->
          {{ft_test_target, f, -1}, #{}, {bad_spec, {ft_test_target, f, -1}}},
          {{"ft_test_target", f, 1}, #{}, {bad_spec, {"ft_test_target", f, 1}}},
          {[], #{}, {bad_spec, []}},
-         {[?F, bad], #{}, {bad_spec, bad}},
+         {[?F, 42], #{}, {bad_spec, 42}},
          {{no_such_module_xyz, f, 1}, #{}, {no_such_module, no_such_module_xyz}},
          {{ft_test_target, nope, 0}, #{}, {no_matching_functions, [{ft_test_target, nope, 0}]}},
          {?F, not_a_map, {bad_options, not_a_map, '_'}},
@@ -86,7 +87,8 @@ calls_arguments_test_() ->
          {?F, #{pids => []}, {bad_option, {pids, [], '_'}}},
          {?F, #{pids => [self(), foo]}, {bad_option, {pids, [self(), foo], '_'}}},
          {?F, #{scope => both}, {bad_option, {scope, both, '_'}}},
-         {?F, #{bogus => 1}, {unknown_option, bogus}},
+         {?F, #{bogus => 1}, {unknown_option, bogus, '_'}},
+         {?F, #{duraton => 1}, {unknown_option, duraton, '_'}},
          {?F, #{duration => 0}, {bad_option, {duration, 0, '_'}}},
          {?F, #{ring_size => 3}, {bad_option, {ring_size, 3, '_'}}}],
     [{lists:flatten(io_lib:format("calls(~p, ~p)", [Spec, Options])),
@@ -231,5 +233,22 @@ wildcard({bad_option, {Key, Value, '_'}}, {error, {bad_option, {Key, Value, Desc
 wildcard({bad_options, Value, '_'}, {error, {bad_options, Value, Description}}) ->
     ?assert(is_binary(Description), Description),
     {error, {bad_options, Value, '_'}};
+wildcard({unknown_option, Key, '_'}, {error, {unknown_option, Key, Description}}) ->
+    ?assertMatch(<<"one of ", _/binary>>, Description),
+    {error, {unknown_option, Key, '_'}};
 wildcard(_Expected, Actual) ->
     Actual.
+
+%% An unknown option is answered with every option the entry takes, and the nearest one.
+-spec unknown_option_explained_test() -> ok.
+unknown_option_explained_test() ->
+    {error, {unknown_option, duraton, Calls}} = ferrotrace:calls(?F, #{duraton => 1}),
+    ?assertMatch({match, _}, re:run(Calls, "did you mean duration\\?$"), Calls),
+    [?assertMatch({match, _}, re:run(Calls, ["\\b", Name, "\\b"]), {Name, Calls})
+     || Name <- ["pids", "scope", "owner", "keep", "name", "duration", "max_events", "ring_size"]],
+    {error, {unknown_option, pids, Raw}} = ferrotrace:session(#{pids => all}),
+    ?assertEqual(nomatch, re:run(Raw, "pids|scope|did you mean"), Raw),
+    {error, {unknown_option, <<"sample">>, Binary}} = ferrotrace:session(#{<<"sample">> => 1}),
+    ?assertMatch({match, _}, re:run(Binary, "did you mean sample\\?$"), Binary),
+    ?assertEqual([], ferrotrace_tracer:sessions()),
+    ok.

@@ -62,6 +62,9 @@ spec_forms_test_() ->
          {["m:f/1", {a, b, '_'}, "MyApp.Cart"],
           [{m, f, 1, default}, {a, b, '_', default}, {'Elixir.MyApp.Cart', '_', '_', default}]},
          {[{a, '_', '_'}], [{a, '_', '_', default}]},
+         %% A module name alone.
+         {shop_api, [{shop_api, '_', '_', default}]},
+         {[shop_api, {m, f, 1}], [{shop_api, '_', '_', default}, {m, f, 1, default}]},
          {[<<"m:f/1">>], [{m, f, 1, default}]}],
     [{lists:flatten(io_lib:format("parse(~tp)", [Spec])),
       fun() -> ?assertEqual({ok, Expected}, ferrotrace_spec:parse(Spec)) end}
@@ -72,7 +75,7 @@ spec_errors_test_() ->
     Return = <<"ferrotrace adds its own exception_trace to every clause">>,
     Cases =
         [%% Terms and {M, F, A}, at each position.
-         {foo, {bad_spec, foo}},
+         {42, {bad_spec, 42}},
          {[], {bad_spec, []}},
          {<<>>, {bad_spec, <<>>}},
          {{m}, {bad_spec, {m}}},
@@ -85,7 +88,7 @@ spec_errors_test_() ->
          {{'_', f, '_'}, {bad_spec, {'_', f, '_'}}},
          {{'_', '_', 1}, {bad_spec, {'_', '_', 1}}},
          {{m, '_', 1}, {bad_spec, {m, '_', 1}}},
-         {[{m, f, 1}, bad], {bad_spec, bad}},
+         {[{m, f, 1}, 42], {bad_spec, 42}},
          {[{m, f, 1} | bad], {bad_spec, bad}},
          {[[{m, f, 1}]], {bad_spec, [{m, f, 1}]}},
          %% Match specs: each malformed clause named, with why.

@@ -60,6 +60,11 @@ impl Default for Config {
     }
 }
 
+/// Every option `parse` takes, for the error that names an unknown one (a test checks that
+/// each is parsed).
+pub const NAMES: &[&str] =
+    &["duration", "max_events", "max_rate", "sample", "on_limit", "ring_size", "max_functions", "max_open_calls"];
+
 /// Accepted `ring_size`, inclusive.
 pub const RING_SIZE_RANGE: (i64, i64) = (64, 1 << 24);
 /// Accepted `max_functions`, inclusive.
@@ -189,6 +194,15 @@ mod tests {
 
     fn pair(key: &str, value: OptionValue) -> (String, OptionValue) {
         (key.to_string(), value)
+    }
+
+    #[test]
+    fn every_name_is_an_option() {
+        for name in NAMES {
+            let refused = parse(&[pair(name, OptionValue::Other)]);
+            assert!(matches!(refused, Err(OptionError::BadValue { .. })), "{name}: {refused:?}");
+        }
+        assert_eq!(parse(&[pair("duraton", OptionValue::Integer(5))]), Err(OptionError::Unknown { index: 0 }));
     }
 
     #[test]

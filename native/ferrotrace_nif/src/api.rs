@@ -58,6 +58,13 @@ fn release_orphans(env: Env) {
     }
 }
 
+/// `{error, {unknown_option, Key, Names}}`: `Names` are the engine's options, as atoms, to
+/// which the Erlang API adds its own when it explains the error.
+fn unknown_option<'a>(env: Env<'a>, key: Term<'a>) -> Term<'a> {
+    let names: Vec<Atom> = options::NAMES.iter().filter_map(|name| Atom::from_str(env, name).ok()).collect();
+    error(env, (atoms::unknown_option(), key, names))
+}
+
 /// `new_session(Options :: map(), Keeper :: pid()) -> {ok, Id} | {error, Reason}`.
 /// Dirty: it may first release orphaned sessions, which joins their collector threads.
 #[rustler::nif(schedule = "DirtyCpu")]
@@ -69,14 +76,14 @@ fn new_session<'a>(env: Env<'a>, opts: Term<'a>, keeper: LocalPid) -> Term<'a> {
     let mut terms = Vec::new();
     for (key, value) in iter {
         if !key.is_atom() {
-            return error(env, (atoms::unknown_option(), key));
+            return unknown_option(env, key);
         }
         pairs.push((key.atom_to_string().unwrap_or_default(), option_value(value)));
         terms.push((key, value));
     }
     let config = match options::parse(&pairs) {
         Ok(config) => config,
-        Err(OptionError::Unknown { index }) => return error(env, (atoms::unknown_option(), terms[index].0)),
+        Err(OptionError::Unknown { index }) => return unknown_option(env, terms[index].0),
         Err(OptionError::BadValue { index, expected }) => {
             let (key, value) = terms[index];
             return error(env, (atoms::bad_option(), (key, value, expected)));
