@@ -10,7 +10,10 @@
 %%%
 %%% A function is a server loop when it lies on a cycle of tail calls (a chain of
 %%% `call_last', `call_only', `call_ext_last' or `call_ext_only' instructions that leads
-%%% back to it) and a function of that cycle waits for messages (`receive'). The cycle may
+%%% back to it) and a function of that cycle waits: it has a `receive', or calls a function
+%%% of its module that waits, or calls one of the OTP functions that wait for a reply or a
+%%% timer (`gen_server:call/2,3', `timer:sleep/1', ...: a client loop or a periodic worker
+%%% has no `receive' of its own). The cycle may
 %%% run through functions that are not traced (`?MODULE:loop(S)' for code upgrade is an
 %%% external tail call) and through other modules the spec names. The analysis reads the loaded code with
 %%% `beam_disasm'; results are cached per module version.
@@ -82,16 +85,46 @@ disassemble(Module, File, MD5) ->
         {[{{Module, F, A}, Callee} || {function, F, A, _Entry, Code} <- Functions,
                                       Instruction <- Code,
                                       Callee <- tail_callee(Instruction)],
-         [{Module, F, A} || {function, F, A, _Entry, Code} <- Functions,
-                            lists:any(fun receives/1, Code)]}
+         waiting(Module, Functions)}
     catch
         _:_ -> {[], []}
     end.
 
-receives({loop_rec, _, _}) -> true;
-receives({wait, _}) -> true;
-receives({wait_timeout, _, _}) -> true;
-receives(_) -> false.
+%% The functions of the module that may wait for a message: those with a `receive' or a
+%% call to an OTP function that waits, and those calling one of these in the module (one
+%% level: following calls further makes most of a module's recursive helpers look like
+%% loops, and takes their timing).
+waiting(Module, Functions) ->
+    Calls = [{{Module, F, A}, lists:usort([Callee || I <- Code, Callee <- callee(I)]),
+              lists:any(fun waits/1, Code)}
+             || {function, F, A, _Entry, Code} <- Functions],
+    Direct = maps:from_list([{MFA, true} || {MFA, Callees, Receives} <- Calls,
+                                            Receives orelse lists:any(fun blocking/1, Callees)]),
+    lists:usort(maps:keys(Direct)
+                ++ [MFA || {MFA, Callees, _} <- Calls, lists:any(fun(C) -> is_map_key(C, Direct) end, Callees)]).
+
+waits({loop_rec, _, _}) -> true;
+waits({wait, _}) -> true;
+waits({wait_timeout, _, _}) -> true;
+waits(_) -> false.
+
+%% OTP functions that wait for a reply or a timer.
+blocking({gen_server, call, A}) -> A =:= 2 orelse A =:= 3;
+blocking({gen_statem, call, A}) -> A =:= 2 orelse A =:= 3;
+blocking({gen_event, call, A}) -> A =:= 3 orelse A =:= 4;
+blocking({gen, call, A}) -> A =:= 3 orelse A =:= 4;
+blocking({timer, sleep, 1}) -> true;
+blocking({erlang, hibernate, 3}) -> true;
+blocking({proc_lib, hibernate, 3}) -> true;
+blocking({rpc, call, A}) -> A =:= 4 orelse A =:= 5;
+blocking({erpc, call, A}) -> A >= 2 andalso A =< 5;
+blocking({erpc, receive_response, _}) -> true;
+blocking(_) -> false.
+
+%% Every function an instruction calls (tail or not).
+callee({call, _, {M, F, A}}) -> [{M, F, A}];
+callee({call_ext, _, {extfunc, M, F, A}}) -> [{M, F, A}];
+callee(Instruction) -> tail_callee(Instruction).
 
 tail_callee({call_last, _, {M, F, A}, _}) -> [{M, F, A}];
 tail_callee({call_only, _, {M, F, A}}) -> [{M, F, A}];

@@ -7,6 +7,7 @@
 
 -export([all/0, suite/0]).
 -export([server_loop_module/1, server_loop_everything/1, mutual_loop/1, fun_loop_found_at_run_time/1,
+         client_loops/1,
          gen_server_everything/1, stopped_by_max_events/1, stopped_by_duration/1,
          stopped_by_unload/1, shell_evaluator_crash/1, owner_none/1, names/1,
          second_session_all_refused/1, refused_start_changes_nothing/1,
@@ -28,7 +29,7 @@ suite() ->
 
 -spec all() -> [atom()].
 all() ->
-    [server_loop_module, server_loop_everything, mutual_loop, fun_loop_found_at_run_time,
+    [server_loop_module, server_loop_everything, mutual_loop, fun_loop_found_at_run_time, client_loops,
      gen_server_everything, stopped_by_max_events, stopped_by_duration, stopped_by_unload,
      shell_evaluator_crash, owner_none, names, second_session_all_refused,
      refused_start_changes_nothing, foreign_patterns_not_reported, shared_pattern_survives,
@@ -118,6 +119,29 @@ fun_loop_found_at_run_time(_Config) ->
     %% the keeper switched the pattern (it polls every 200 ms): 3 words a frame.
     ?assert(During - Before < 3 * 20000, {During, Before}),
     Server ! stop,
+    ok.
+
+%% Loops that wait without a receive of their own, in gen_server:call/3 (a client) or in
+%% timer:sleep/1 through a helper (a periodic worker), are found in the code too: their
+%% stacks stay flat from the first iteration (caught at run time instead, each would keep
+%% 4,096 or more frames).
+-spec client_loops(config()) -> ok.
+client_loops(_Config) ->
+    {ok, Server} = ft_loop_target:start_server(),
+    {ok, S} = ferrotrace:calls({ft_loop_target, '_', '_'}, #{duration => ?LONG}),
+    #{loops := Loops} = ferrotrace:summary(S),
+    ?assert(lists:member({ft_loop_target, client, 3}, Loops), Loops),
+    ?assert(lists:member({ft_loop_target, tick, 2}, Loops), Loops),
+    Self = self(),
+    Stacks = [begin
+                  Pid = spawn(fun() -> Run(Self) end),
+                  receive {stack, Pid, Words} -> Words after 60000 -> error({stuck, Pid}) end
+              end || Run <- [fun(To) -> ft_loop_target:client(Server, 20000, To) end,
+                             fun(To) -> ft_loop_target:tick(5000, To) end]],
+    ok = ferrotrace:stop(S),
+    ct:pal("stack words after 20,000 client calls and 5,000 ticks: ~p", [Stacks]),
+    [?assert(Words =< ?STACK_SLACK, {Words, Stacks}) || Words <- Stacks],
+    gen_server:stop(Server),
     ok.
 
 %% A gen_server handling calls while every function is traced: its stack and memory stay flat.

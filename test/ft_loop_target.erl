@@ -4,7 +4,8 @@
 -module(ft_loop_target).
 -behaviour(gen_server).
 
--export([server/0, mutual/1, handle/2, fun_loop/1, work/1, start_server/0, ping/2]).
+-export([server/0, mutual/1, handle/2, fun_loop/1, work/1, start_server/0, ping/2,
+         client/3, tick/2]).
 -export([init/1, handle_call/3, handle_cast/2]).
 
 %% @doc `server() -> receive {go, From} -> From ! ok, server() end.'
@@ -49,6 +50,28 @@ start_server() -> gen_server:start(?MODULE, [], []).
 -spec ping(pid(), non_neg_integer()) -> ok.
 ping(_Server, 0) -> ok;
 ping(Server, N) -> pong = gen_server:call(Server, ping, infinity), ping(Server, N - 1).
+
+%% @doc A client loop with no `receive' of its own: it waits in gen_server:call/3. After
+%% `N' calls it sends its stack size (every frame a traced iteration kept) to `To'.
+-spec client(pid(), non_neg_integer(), pid()) -> ok.
+client(_Server, 0, To) ->
+    To ! {stack, self(), element(2, erlang:process_info(self(), stack_size))},
+    ok;
+client(Server, N, To) ->
+    pong = gen_server:call(Server, ping, infinity),
+    client(Server, N - 1, To).
+
+%% @doc A periodic worker: it waits in timer:sleep/1 between iterations (through a helper
+%% of its module), then sends its stack size to `To'.
+-spec tick(non_neg_integer(), pid()) -> ok.
+tick(0, To) ->
+    To ! {stack, self(), element(2, erlang:process_info(self(), stack_size))},
+    ok;
+tick(N, To) ->
+    pause(),
+    tick(N - 1, To).
+
+pause() -> timer:sleep(0).
 
 %% @private
 -spec init([]) -> {ok, []}.
