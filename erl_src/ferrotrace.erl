@@ -42,6 +42,9 @@
 %%% <li>`on_limit => stop | drop': at `max_events' or `max_rate', `stop' (default) ends the
 %%% session (`stop_reason' `limit'; the VM unhooks every tracee at its next event), `drop'
 %%% keeps the session and counts the excess as `limited'.</li>
+%%% <li>`slowest => K': the K slowest calls kept per function (default 10; 0 off), see
+%%% {@link slowest/2}; `threshold => Ns | infinity': every call slower than Ns kept, up to
+%%% `max_slow_calls => N' per function (default 1000), see {@link slow_calls/2}.</li>
 %%% <li>`sample => N': keep the events of 1 process in N (by pid hash; default 1, all), so
 %%% calls and returns stay paired; the rest are counted as `sampled_out'.</li>
 %%% <li>`calls/2' only: `pids => all | new | existing | [pid()]' (default `all'),
@@ -57,6 +60,7 @@
 -export([session/1, calls/2, summary/1, histogram/2, report/1, format/1, stop/1, release/1,
          list/0]).
 -export([report/2, help/0, watch/1, watch/2]).  % the shell surface, at the end of the file
+-export([slowest/2, slow_calls/2]).  % the slow calls kept, after histogram/2
 
 -type session() :: ferrotrace_tracer:session_id() | atom().
 -type mfa_spec() :: {module() | '_', atom() | '_', arity() | '_'}.
@@ -163,6 +167,20 @@ histogram(Session, MFA) ->
             {error, _} = Error -> Error
         end
     end).
+
+%% @doc The slowest calls of `MFA' the session kept (`slowest => K' calls per function,
+%% default 10), slowest first: maps `#{pid, started_at, duration, result}' with
+%% `started_at' in system time (us), `duration' in ns and `result' `return' or `exception'.
+-spec slowest(session(), mfa()) -> [ferrotrace_slow:slow_call()] | {error, term()}.
+slowest(Session, MFA) ->
+    with_id(Session, fun(Id, _) -> ferrotrace_slow:calls(Id, MFA, slowest) end).
+
+%% @doc The calls of `MFA' slower than the session's `threshold => Ns', in the order they
+%% began (at most `max_slow_calls' per function, default 1000; the excess is counted in the
+%% call entry's `slow_calls_dropped'); maps as {@link slowest/2}'s.
+-spec slow_calls(session(), mfa()) -> [ferrotrace_slow:slow_call()] | {error, term()}.
+slow_calls(Session, MFA) ->
+    with_id(Session, fun(Id, _) -> ferrotrace_slow:calls(Id, MFA, threshold) end).
 
 %% @doc Prints the table sorted by total time and, for the top functions, a histogram drawn
 %% like DTrace's `quantize'.

@@ -27,6 +27,9 @@ use hdrhistogram::Histogram;
 
 use crate::event::{Event, EventKind, Mfa};
 
+pub mod slowest;
+use slowest::{SlowCall, SlowCalls, SlowestConfig};
+
 /// Largest latency recorded, in ns (one hour); longer calls are recorded as one hour.
 pub const MAX_LATENCY_NS: u64 = 3_600_000_000_000;
 /// HDR precision: 3 significant digits.
@@ -155,6 +158,8 @@ pub struct FunctionStats {
     pub loop_only: bool,
     /// The same figures since the last interval read (`ferrotrace:watch/2`).
     pub interval: IntervalStats,
+    /// The slowest calls and those over the threshold (`slowest`).
+    pub slow: SlowCalls,
 }
 
 impl FunctionStats {
@@ -168,6 +173,7 @@ impl FunctionStats {
             latency: small_histogram(),
             loop_only: false,
             interval: IntervalStats::new(),
+            slow: SlowCalls::new(SlowestConfig::default()),
         }
     }
 
@@ -242,6 +248,8 @@ pub struct Aggregator {
     /// When the current interval began (ms, the caller's clock); `None` before the first
     /// [`Aggregator::reset_interval`].
     interval_started_ms: Option<u64>,
+    /// What each function keeps of its slow calls.
+    slowest: SlowestConfig,
 }
 
 /// Empty stacks tolerated beyond the non-empty ones before a sweep.
@@ -266,6 +274,7 @@ impl Aggregator {
             loops: WordMap::default(),
             new_loops: Vec::new(),
             interval_started_ms: None,
+            slowest: SlowestConfig::default(),
         }
     }
 
@@ -374,6 +383,7 @@ impl Aggregator {
                     None if self.stats.len() < self.max_functions => {
                         let mut stats = FunctionStats::new();
                         stats.loop_only = self.loops.contains_key(&mfa);
+                        stats.slow = SlowCalls::new(self.slowest);
                         self.stats.push((mfa, stats));
                         self.functions.insert(mfa, self.stats.len() - 1);
                         self.stats.len() - 1
@@ -454,7 +464,16 @@ impl Aggregator {
         };
         stats.count_return(event.kind);
         match frame {
-            Some(frame) => stats.record_latency(event.ts.saturating_sub(frame.ts)),
+            Some(frame) => {
+                let duration_ns = event.ts.saturating_sub(frame.ts);
+                stats.record_latency(duration_ns);
+                stats.slow.offer(SlowCall {
+                    duration_ns,
+                    start_ns: frame.ts,
+                    pid: event.pid,
+                    exception: event.kind == EventKind::Exception,
+                });
+            }
             None if stats.loop_only => {}
             None => self.counters.unmatched_returns += 1,
         }

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::aggregate::slowest::{self, SlowestConfig};
+
 /// An option value as the NIF layer saw it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum OptionValue {
@@ -34,6 +36,8 @@ pub struct Config {
     pub sample: u64,
     /// What happens when `max_events` or `max_rate` is reached.
     pub on_limit: OnLimit,
+    /// The slow calls kept per function (`slowest`, `threshold`, `max_slow_calls`).
+    pub slowest: SlowestConfig,
 }
 
 /// The action at a limit.
@@ -56,6 +60,7 @@ impl Default for Config {
             max_rate: None,
             sample: 1,
             on_limit: OnLimit::Stop,
+            slowest: SlowestConfig::default(),
         }
     }
 }
@@ -176,6 +181,7 @@ pub fn parse(pairs: &[(String, OptionValue)]) -> Result<Config, OptionError> {
                     _ => return Err(bad("stop or drop".into())),
                 };
             }
+            key if slowest::OPTIONS.contains(&key) => slowest::parse_option(key, value, index, &mut config.slowest)?,
             _ => return Err(OptionError::Unknown { index }),
         }
     }
