@@ -143,6 +143,9 @@ calls_with(Specs, Parsed, Options) ->
 %% (`open_calls' still awaiting their return, `abandoned_calls', `unmatched_returns', ...),
 %% `status' (`running' | `stopped'), `stop_reason' (`user', `duration', `limit',
 %% `owner_down', `unload', `error', or `undefined' while running) and `stopped_at' (ms).
+%% Each call entry also has `slowest' and `slow_calls_dropped' (see {@link slowest/2}) and
+%% `own' (`#{total, mean, p50, p90, p99, p999, max}': own time, the latency less the time in
+%% traced callees of the same process).
 -spec summary(session()) -> map() | {error, term()}.
 summary(Session) ->
     with_id(Session, fun(Id, Info) ->

@@ -11,7 +11,7 @@
 
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([slowest_are_the_largest/1, exceptions_kept/1, threshold_bound/1, off/1,
-         bad_options/1, report_lines/1]).
+         bad_options/1, report_lines/1, own_time/1]).
 
 -type config() :: [{atom(), term()}].
 
@@ -23,7 +23,8 @@
 
 -spec all() -> [atom()].
 all() ->
-    [slowest_are_the_largest, exceptions_kept, threshold_bound, off, bad_options, report_lines].
+    [slowest_are_the_largest, exceptions_kept, threshold_bound, off, bad_options, report_lines,
+     own_time].
 
 -spec init_per_suite(config()) -> config().
 init_per_suite(Config) ->
@@ -196,6 +197,29 @@ report_lines(_Config) ->
     after
         Named ! stop
     end,
+    ok.
+
+%% caller(20, 60) sleeps 20 ms and calls callee(60), which sleeps 60 ms: the caller's own
+%% time is its latency less the callee's, exactly, and at least its own sleep.
+-spec own_time(config()) -> ok.
+own_time(_Config) ->
+    Caller = {ft_slow_target, caller, 2},
+    Callee = {ft_slow_target, callee, 1},
+    {ok, S} = ferrotrace:calls([Caller, Callee], #{duration => ?LONG}),
+    Truth = [call_in_process(fun() -> ft_slow_target:caller(20, 60) end, 80) || _ <- lists:seq(1, 5)],
+    ok = ferrotrace:stop(S),
+    #{calls := Calls} = ferrotrace:summary(S),
+    [F] = [C || C = #{mfa := M} <- Calls, M =:= Caller],
+    [G] = [C || C = #{mfa := M} <- Calls, M =:= Callee],
+    ct:pal("caller: ~p~ncallee: ~p", [F, G]),
+    #{count := 5, total := FTotal, own := #{total := FOwn, p50 := FOwn50, max := FOwnMax}} = F,
+    #{count := 5, total := GTotal, own := #{total := GOwn}} = G,
+    ?assertEqual(FTotal - GTotal, FOwn),
+    ?assertEqual(GTotal, GOwn),
+    ?assert(FOwn >= 5 * low(20), FOwn),
+    ?assert(GTotal >= 5 * low(60), GTotal),
+    ?assert(FOwn50 >= low(20) andalso FOwnMax =< up(lists:max([O || {_, _, O, _} <- Truth])) - low(60),
+            {own, FOwn50, FOwnMax}),
     ok.
 
 %%--------------------------------------------------------------------------------------

@@ -27,7 +27,9 @@ use hdrhistogram::Histogram;
 
 use crate::event::{Event, EventKind, Mfa};
 
+pub mod own;
 pub mod slowest;
+use own::OwnTime;
 use slowest::{SlowCall, SlowCalls, SlowestConfig};
 
 /// Largest latency recorded, in ns (one hour); longer calls are recorded as one hour.
@@ -160,6 +162,8 @@ pub struct FunctionStats {
     pub interval: IntervalStats,
     /// The slowest calls and those over the threshold (`slowest`).
     pub slow: SlowCalls,
+    /// Own time: latency less the time in traced callees of the same process.
+    pub own: OwnTime,
 }
 
 impl FunctionStats {
@@ -174,6 +178,7 @@ impl FunctionStats {
             loop_only: false,
             interval: IntervalStats::new(),
             slow: SlowCalls::new(SlowestConfig::default()),
+            own: OwnTime::new(),
         }
     }
 
@@ -206,6 +211,8 @@ impl FunctionStats {
 struct Frame {
     mfa: Mfa,
     ts: u64,
+    /// Time spent in this call's paired traced callees (own time), ns.
+    callees_ns: u64,
 }
 
 /// Counters describing how well the stream paired up.
@@ -433,7 +440,7 @@ impl Aggregator {
             self.open_calls -= 1;
             self.counters.abandoned_calls += 1;
         }
-        stack.push_back(Frame { mfa: event.mfa, ts: event.ts });
+        stack.push_back(Frame { mfa: event.mfa, ts: event.ts, callees_ns: 0 });
         self.open_calls += 1;
         if stack.len() >= LOOP_DEPTH && stack.len().is_multiple_of(LOOP_CHECK_EVERY) {
             let nested = stack.iter().filter(|frame| frame.mfa == event.mfa).count();
@@ -467,6 +474,7 @@ impl Aggregator {
             Some(frame) => {
                 let duration_ns = event.ts.saturating_sub(frame.ts);
                 stats.record_latency(duration_ns);
+                stats.own.record(duration_ns, frame.callees_ns);
                 stats.slow.offer(SlowCall {
                     duration_ns,
                     start_ns: frame.ts,
@@ -476,6 +484,12 @@ impl Aggregator {
             }
             None if stats.loop_only => {}
             None => self.counters.unmatched_returns += 1,
+        }
+        if let Some(frame) = frame {
+            let duration_ns = event.ts.saturating_sub(frame.ts);
+            if let Some(caller) = self.stacks.get_mut(&event.pid).and_then(|stack| stack.back_mut()) {
+                caller.callees_ns = caller.callees_ns.saturating_add(duration_ns);
+            }
         }
     }
 

@@ -15,6 +15,7 @@ use ferrotrace_core::options::{self, OptionError, OptionValue};
 use ferrotrace_core::session::{self, Accounting, Notifier, Session, StartError, StopReason, Stopped};
 use crate::term::{term_bits, term_from_bits, EnvReader};
 
+mod own;
 mod slow;
 
 mod atoms {
@@ -181,7 +182,8 @@ fn map<'a>(env: Env<'a>, pairs: &[(Atom, Term<'a>)]) -> Term<'a> {
 
 fn function_term<'a>(env: Env<'a>, mfa: &Mfa, stats: &FunctionStats) -> Term<'a> {
     let entry = figures_term(env, mfa, (stats.calls, stats.returns, stats.exceptions, stats.total_ns), &stats.latency);
-    slow::add_keys(env, entry, stats)
+    let entry = slow::add_keys(env, entry, stats);
+    own::add_keys(env, entry, stats)
 }
 
 /// The map of one function's figures: `(calls, returns, exceptions, total_ns)` and the

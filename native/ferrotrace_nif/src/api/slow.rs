@@ -21,11 +21,17 @@ mod atoms {
 }
 
 /// Nanoseconds to add to a time on the session's clock (`clock::to_ns`) to get system time.
+/// Taken once, so that a call reads the same `started_at` every time it is asked for (the
+/// two clocks read one after the other differ by a few hundred ns of jitter each time); the
+/// system clock's later adjustments are not followed.
 fn system_offset_ns() -> i128 {
-    let system = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i128);
-    system - clock::to_ns(clock::now()) as i128
+    static OFFSET: std::sync::OnceLock<i128> = std::sync::OnceLock::new();
+    *OFFSET.get_or_init(|| {
+        let system = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i128);
+        system - clock::to_ns(clock::now()) as i128
+    })
 }
 
 /// One kept call as `#{pid, started_at, duration, result}`: `started_at` in system time µs,
