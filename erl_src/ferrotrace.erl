@@ -45,6 +45,8 @@
 %%% <li>`slowest => K': the K slowest calls kept per function (default 10; 0 off), see
 %%% {@link slowest/2}; `threshold => Ns | infinity': every call slower than Ns kept, up to
 %%% `max_slow_calls => N' per function (default 1000), see {@link slow_calls/2}.</li>
+%%% <li>`recent => N': the flight recorder keeps the last N events (default 0, off), see
+%%% {@link recent/1}.</li>
 %%% <li>`sample => N': keep the events of 1 process in N (by pid hash; default 1, all), so
 %%% calls and returns stay paired; the rest are counted as `sampled_out'.</li>
 %%% <li>`calls/2' only: `pids => all | new | existing | [pid()]' (default `all'),
@@ -61,6 +63,7 @@
          list/0]).
 -export([report/2, help/0, watch/1, watch/2]).  % the shell surface, at the end of the file
 -export([slowest/2, slow_calls/2]).  % the slow calls kept, after histogram/2
+-export([recent/1, print_recent/1]).  % the flight recorder, after slow_calls/2
 
 -type session() :: ferrotrace_tracer:session_id() | atom().
 -type mfa_spec() :: {module() | '_', atom() | '_', arity() | '_'}.
@@ -184,6 +187,22 @@ slowest(Session, MFA) ->
 -spec slow_calls(session(), mfa()) -> [ferrotrace_slow:slow_call()] | {error, term()}.
 slow_calls(Session, MFA) ->
     with_id(Session, fun(Id, _) -> ferrotrace_slow:calls(Id, MFA, threshold) end).
+
+%% @doc The last events the session recorded (`recent => N'), oldest first: maps
+%% `#{at, pid, mfa, event, duration}' with `at' in system time (us), `event' `call',
+%% `return' or `exception', `duration' the paired call's (ns) or `undefined'.
+-spec recent(session()) -> [ferrotrace_recent:event()] | {error, term()}.
+recent(Session) ->
+    with_id(Session, fun(Id, _) -> ferrotrace_recent:events(Id) end).
+
+%% @doc Prints {@link recent/1}'s events as recon_trace-like lines
+%% (`13:55:09.123456 <0.123.0> m:f/1', `... m:f/1 --> return (12.0 ms)').
+-spec print_recent(session()) -> ok | {error, term()}.
+print_recent(Session) ->
+    case recent(Session) of
+        {error, _} = Error -> Error;
+        Events -> io:put_chars(ferrotrace_recent:lines(Events))
+    end.
 
 %% @doc Prints the table sorted by total time and, for the top functions, a histogram drawn
 %% like DTrace's `quantize'.

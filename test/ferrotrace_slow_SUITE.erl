@@ -11,7 +11,7 @@
 
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([slowest_are_the_largest/1, exceptions_kept/1, threshold_bound/1, off/1,
-         bad_options/1, report_lines/1, own_time/1]).
+         bad_options/1, report_lines/1, own_time/1, recorder/1]).
 
 -type config() :: [{atom(), term()}].
 
@@ -24,7 +24,7 @@
 -spec all() -> [atom()].
 all() ->
     [slowest_are_the_largest, exceptions_kept, threshold_bound, off, bad_options, report_lines,
-     own_time].
+     own_time, recorder].
 
 -spec init_per_suite(config()) -> config().
 init_per_suite(Config) ->
@@ -222,7 +222,66 @@ own_time(_Config) ->
             {own, FOwn50, FOwnMax}),
     ok.
 
+%% `recent => 6': 10 calls of fast/1, each in its own process, leave exactly the call and
+%% return of the last three, in order; the printed lines read like recon_trace's.
+-spec recorder(config()) -> ok.
+recorder(_Config) ->
+    {ok, S} = ferrotrace:calls(?FAST, #{duration => ?LONG, recent => 6}),
+    Truth = [call_in_process(fun() -> ft_slow_target:fast(X) end, 0) || X <- lists:seq(1, 10)],
+    ok = ferrotrace:stop(S),
+    Events = ferrotrace:recent(S),
+    ct:pal("recent: ~p", [Events]),
+    LastPids = [P || {P, _, _, _} <- lists:nthtail(7, Truth)],
+    ?assertEqual(lists:append([[{P, call}, {P, return}] || P <- LastPids]),
+                 [{P, K} || #{pid := P, event := K} <- Events]),
+    Ats = [At || #{at := At} <- Events],
+    ?assertEqual(lists:sort(Ats), Ats),
+    [?assertMatch(#{mfa := ?FAST, duration := D} when is_integer(D), E)
+     || E = #{event := return} <- Events],
+    {ok, Text} = capture(fun() -> ferrotrace:print_recent(S) end),
+    ct:pal("printed:~n~ts", [Text]),
+    Lines = string:split(string:trim(Text, trailing), "\n", all),
+    ?assertEqual(6, length(Lines)),
+    Call = "^\\d\\d:\\d\\d:\\d\\d\\.\\d{6} <\\d+\\.\\d+\\.\\d+> ft_slow_target:fast/1",
+    [?assertMatch({match, _}, re:run(L, Call ++ "$"), L) || L <- Lines,
+                                                        string:find(L, "-->") =:= nomatch],
+    Returns = [L || L <- Lines, string:find(L, "-->") =/= nomatch],
+    ?assertEqual(3, length(Returns)),
+    [?assertMatch({match, _}, re:run(L, Call ++ " --> return \\(.+\\)$"), L) || L <- Returns],
+    %% Off by default: a clear error.
+    {ok, S2} = ferrotrace:calls(?FAST, #{duration => ?LONG}),
+    ?assertMatch({error, {no_recorder, _}}, ferrotrace:recent(S2)),
+    ?assertMatch({error, {bad_option, {recent, -1, _}}}, ferrotrace:calls(?FAST, #{recent => -1})),
+    ok.
+
 %%--------------------------------------------------------------------------------------
+
+%% Runs Fun with a group leader that records what is written: {Result, Text}.
+capture(Fun) ->
+    Old = group_leader(),
+    Self = self(),
+    Capture = spawn(fun() -> capture_loop(Self, []) end),
+    group_leader(Capture, self()),
+    Result = try Fun() after group_leader(Old, self()) end,
+    Capture ! {get, self()},
+    receive {captured, Capture, Text} -> {Result, Text}
+    after 5000 -> error(capture_timeout)
+    end.
+
+capture_loop(Owner, Acc) ->
+    receive
+        {io_request, From, ReplyAs, {put_chars, Encoding, Chars}} ->
+            From ! {io_reply, ReplyAs, ok},
+            capture_loop(Owner, [unicode:characters_to_list(Chars, Encoding) | Acc]);
+        {io_request, From, ReplyAs, {put_chars, Encoding, M, F, A}} ->
+            From ! {io_reply, ReplyAs, ok},
+            capture_loop(Owner, [unicode:characters_to_list(apply(M, F, A), Encoding) | Acc]);
+        {io_request, From, ReplyAs, _} ->
+            From ! {io_reply, ReplyAs, {error, enotsup}},
+            capture_loop(Owner, Acc);
+        {get, Owner} ->
+            Owner ! {captured, self(), lists:flatten(lists:reverse(Acc))}
+    end.
 
 %% Runs Fun in a new process; {Pid, Ms, OuterNs, Result}: the span the caller measured.
 call_in_process(Fun, Ms) ->

@@ -28,6 +28,8 @@ use hdrhistogram::Histogram;
 use crate::event::{Event, EventKind, Mfa};
 
 pub mod own;
+pub mod recorder;
+use recorder::{Recorded, Recorder};
 pub mod slowest;
 use own::OwnTime;
 use slowest::{SlowCall, SlowCalls, SlowestConfig};
@@ -257,6 +259,8 @@ pub struct Aggregator {
     interval_started_ms: Option<u64>,
     /// What each function keeps of its slow calls.
     slowest: SlowestConfig,
+    /// The last events (`recent`), if kept.
+    recorder: Option<Recorder>,
 }
 
 /// Empty stacks tolerated beyond the non-empty ones before a sweep.
@@ -282,6 +286,7 @@ impl Aggregator {
             new_loops: Vec::new(),
             interval_started_ms: None,
             slowest: SlowestConfig::default(),
+            recorder: None,
         }
     }
 
@@ -427,6 +432,9 @@ impl Aggregator {
                 return;
             }
         }
+        if let Some(recorder) = &mut self.recorder {
+            recorder.push(Recorded { ts_ns: event.ts, pid: event.pid, mfa: event.mfa, kind: event.kind, duration_ns: None });
+        }
         if self.open_calls >= self.max_open_calls {
             self.counters.abandoned_calls += 1;
             return;
@@ -484,6 +492,10 @@ impl Aggregator {
             }
             None if stats.loop_only => {}
             None => self.counters.unmatched_returns += 1,
+        }
+        if let Some(recorder) = &mut self.recorder {
+            let duration_ns = frame.map(|frame| event.ts.saturating_sub(frame.ts));
+            recorder.push(Recorded { ts_ns: event.ts, pid: event.pid, mfa: event.mfa, kind: event.kind, duration_ns });
         }
         if let Some(frame) = frame {
             let duration_ns = event.ts.saturating_sub(frame.ts);

@@ -16,6 +16,7 @@ use ferrotrace_core::session::{self, Accounting, Notifier, Session, StartError, 
 use crate::term::{term_bits, term_from_bits, EnvReader};
 
 mod own;
+mod recent;
 mod slow;
 
 mod atoms {

@@ -24,7 +24,7 @@ mod atoms {
 /// Taken once, so that a call reads the same `started_at` every time it is asked for (the
 /// two clocks read one after the other differ by a few hundred ns of jitter each time); the
 /// system clock's later adjustments are not followed.
-fn system_offset_ns() -> i128 {
+pub(super) fn system_offset_ns() -> i128 {
     static OFFSET: std::sync::OnceLock<i128> = std::sync::OnceLock::new();
     *OFFSET.get_or_init(|| {
         let system = std::time::SystemTime::now()
