@@ -472,7 +472,7 @@ impl Aggregator {
     }
 
     fn record_return(&mut self, event: &Event) {
-        let frame = self.pop_matching(event.pid, event.mfa);
+        let frame = self.pop_matching(event.pid, event.mfa, event.ts);
         let Some(stats) = self.stats_for(event.mfa) else {
             self.count_untracked(event.mfa);
             return;
@@ -497,21 +497,19 @@ impl Aggregator {
             let duration_ns = frame.map(|frame| event.ts.saturating_sub(frame.ts));
             recorder.push(Recorded { ts_ns: event.ts, pid: event.pid, mfa: event.mfa, kind: event.kind, duration_ns });
         }
-        if let Some(frame) = frame {
-            let duration_ns = event.ts.saturating_sub(frame.ts);
-            if let Some(caller) = self.stacks.get_mut(&event.pid).and_then(|stack| stack.back_mut()) {
-                caller.callees_ns = caller.callees_ns.saturating_add(duration_ns);
-            }
-        }
     }
 
-    /// Pops the innermost open call of `mfa` in `pid`, discarding the frames above it.
-    fn pop_matching(&mut self, pid: u64, mfa: Mfa) -> Option<Frame> {
+    /// Pops the innermost open call of `mfa` in `pid`, discarding the frames above it; the
+    /// call it returns to (the frame below) is credited with its time (own time).
+    fn pop_matching(&mut self, pid: u64, mfa: Mfa, ts: u64) -> Option<Frame> {
         let stack = self.stacks.get_mut(&pid)?;
         let position = stack.iter().rposition(|frame| frame.mfa == mfa)?;
         let abandoned = stack.len() - position - 1;
         let frame = stack[position];
         stack.truncate(position);
+        if let Some(caller) = stack.back_mut() {
+            caller.callees_ns = caller.callees_ns.saturating_add(ts.saturating_sub(frame.ts));
+        }
         self.open_calls -= abandoned + 1;
         self.counters.abandoned_calls += abandoned as u64;
         if stack.is_empty() {
