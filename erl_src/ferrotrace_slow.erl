@@ -56,7 +56,9 @@ fit(Line, Width) ->
 %% @doc A pid as `<0.123.0>', followed by its registered name if it has one now.
 -spec process_name(pid()) -> string().
 process_name(Pid) ->
-    Name = case is_process_alive(Pid) andalso erlang:process_info(Pid, registered_name) of
+    %% A merged summary may hold other nodes' pids: only local ones are looked up.
+    Local = node(Pid) =:= node(),
+    Name = case Local andalso is_process_alive(Pid) andalso erlang:process_info(Pid, registered_name) of
                {registered_name, N} -> " " ++ atom_to_list(N);
                _ -> ""
            end,
