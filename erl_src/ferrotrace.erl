@@ -42,6 +42,11 @@
 %%% <li>`on_limit => stop | drop': at `max_events' or `max_rate', `stop' (default) ends the
 %%% session (`stop_reason' `limit'; the VM unhooks every tracee at its next event), `drop'
 %%% keeps the session and counts the excess as `limited'.</li>
+%%% <li>`slowest => K': the K slowest calls kept per function (default 10; 0 off), see
+%%% {@link slowest/2}; `threshold => Ns | infinity': every call slower than Ns kept, up to
+%%% `max_slow_calls => N' per function (default 1000), see {@link slow_calls/2}.</li>
+%%% <li>`recent => N': the flight recorder keeps the last N events (default 0, off), see
+%%% {@link recent/1}.</li>
 %%% <li>`sample => N': keep the events of 1 process in N (by pid hash; default 1, all), so
 %%% calls and returns stay paired; the rest are counted as `sampled_out'.</li>
 %%% <li>`calls/2' only: `pids => all | new | existing | [pid()]' (default `all'),
@@ -57,6 +62,8 @@
 -export([session/1, calls/2, summary/1, histogram/2, report/1, format/1, stop/1, release/1,
          list/0]).
 -export([report/2, help/0, watch/1, watch/2]).  % the shell surface, at the end of the file
+-export([slowest/2, slow_calls/2]).  % the slow calls kept, after histogram/2
+-export([recent/1, print_recent/1]).  % the flight recorder, after slow_calls/2
 
 -type session() :: ferrotrace_tracer:session_id() | atom().
 -type mfa_spec() :: {module() | '_', atom() | '_', arity() | '_'}.
@@ -177,6 +184,9 @@ calls_with(Specs, Parsed, Options) ->
 %% (`open_calls' still awaiting their return, `abandoned_calls', `unmatched_returns', ...),
 %% `status' (`running' | `stopped'), `stop_reason' (`user', `duration', `limit',
 %% `owner_down', `unload', `error', or `undefined' while running) and `stopped_at' (ms).
+%% Each call entry also has `slowest' and `slow_calls_dropped' (see {@link slowest/2}) and
+%% `own' (`#{total, mean, p50, p90, p99, p999, max}': own time, the latency less the time in
+%% traced callees of the same process).
 -spec summary(session()) -> map() | {error, term()}.
 summary(Session) ->
     with_id(Session, fun(Id, Info) ->
@@ -201,6 +211,36 @@ histogram(Session, MFA) ->
             {error, _} = Error -> Error
         end
     end).
+
+%% @doc The slowest calls of `MFA' the session kept (`slowest => K' calls per function,
+%% default 10), slowest first: maps `#{pid, started_at, duration, result}' with
+%% `started_at' in system time (us), `duration' in ns and `result' `return' or `exception'.
+-spec slowest(session(), mfa()) -> [ferrotrace_slow:slow_call()] | {error, term()}.
+slowest(Session, MFA) ->
+    with_id(Session, fun(Id, _) -> ferrotrace_slow:calls(Id, MFA, slowest) end).
+
+%% @doc The calls of `MFA' slower than the session's `threshold => Ns', in the order they
+%% began (at most `max_slow_calls' per function, default 1000; the excess is counted in the
+%% call entry's `slow_calls_dropped'); maps as {@link slowest/2}'s.
+-spec slow_calls(session(), mfa()) -> [ferrotrace_slow:slow_call()] | {error, term()}.
+slow_calls(Session, MFA) ->
+    with_id(Session, fun(Id, _) -> ferrotrace_slow:calls(Id, MFA, threshold) end).
+
+%% @doc The last events the session recorded (`recent => N'), oldest first: maps
+%% `#{at, pid, mfa, event, duration}' with `at' in system time (us), `event' `call',
+%% `return' or `exception', `duration' the paired call's (ns) or `undefined'.
+-spec recent(session()) -> [ferrotrace_recent:event()] | {error, term()}.
+recent(Session) ->
+    with_id(Session, fun(Id, _) -> ferrotrace_recent:events(Id) end).
+
+%% @doc Prints {@link recent/1}'s events as recon_trace-like lines
+%% (`13:55:09.123456 <0.123.0> m:f/1', `... m:f/1 --> return (12.0 ms)').
+-spec print_recent(session()) -> ok | {error, term()}.
+print_recent(Session) ->
+    case recent(Session) of
+        {error, _} = Error -> Error;
+        Events -> io:put_chars(ferrotrace_recent:lines(Events))
+    end.
 
 %% @doc Prints the table sorted by total time and, for the top functions, a histogram drawn
 %% like DTrace's `quantize'.

@@ -124,8 +124,8 @@ render(Summary = #{calls := Calls0}, Histogram,
     [header(Summary, Width), "\n",
      table(Shown, Sort, Width, Calls0 =:= []),
      left_out(length(Calls0), length(Matching), length(Shown), Filter, Width),
-     [quantize(MFA, Histogram(MFA), Width)
-      || #{mfa := MFA, returns := R, exceptions := E} <- lists:sublist(Shown, NHist),
+     [[quantize(MFA, Histogram(MFA), Width), ferrotrace_slow:lines(Entry, Width)]
+      || Entry = #{mfa := MFA, returns := R, exceptions := E} <- lists:sublist(Shown, NHist),
          R + E > 0]].
 
 matches(all, _) -> true;

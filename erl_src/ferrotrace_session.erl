@@ -72,7 +72,8 @@ release(Keeper) -> gen_server:call(Keeper, release, infinity).
 -spec own_modules() -> [module()].
 own_modules() ->
     [ferrotrace, ferrotrace_tracer, ferrotrace_session, ferrotrace_report, ferrotrace_registry,
-     ferrotrace_loops, ferrotrace_spec, ferrotrace_names].
+     ferrotrace_loops, ferrotrace_spec, ferrotrace_names, ferrotrace_slow,
+     ferrotrace_recent].
 
 %% @private
 %% A refused start is acknowledged as `{error, Reason}' and the process exits `normal': a

@@ -25,6 +25,7 @@
 -export([new_session/2, stop_session/2, release_session/1, sessions/0,
          session_summary/1, session_histogram/2, session_set_tracing/3,
          session_interval/1]).
+-export([session_slow_calls/3, session_recent/1]).
 
 -on_load(load_nif/0).
 
@@ -100,3 +101,14 @@ session_set_tracing(_Id, _Specs, _Loops) -> ?NOT_LOADED.
           {ok, #{elapsed_ms := non_neg_integer(), calls := [map()],
                  status := running | stopped, stop_reason := atom()}} | {error, term()}.
 session_interval(_Id) -> ?NOT_LOADED.
+
+%% @private
+%% @doc The slowest calls of a function kept by the session, or those over its threshold.
+-spec session_slow_calls(session_id(), mfa(), slowest | threshold) -> {ok, [map()]} | {error, term()}.
+session_slow_calls(_Id, _MFA, _Which) -> ?NOT_LOADED.
+
+%% @private
+%% @doc The flight recorder's events, oldest first, and how many were recorded in all.
+-spec session_recent(session_id()) ->
+          {ok, #{events := [map()], total := non_neg_integer()}} | {error, term()}.
+session_recent(_Id) -> ?NOT_LOADED.

@@ -27,6 +27,13 @@ use hdrhistogram::Histogram;
 
 use crate::event::{Event, EventKind, Mfa};
 
+pub mod own;
+pub mod recorder;
+use recorder::{Recorded, Recorder};
+pub mod slowest;
+use own::OwnTime;
+use slowest::{SlowCall, SlowCalls, SlowestConfig};
+
 /// Largest latency recorded, in ns (one hour); longer calls are recorded as one hour.
 pub const MAX_LATENCY_NS: u64 = 3_600_000_000_000;
 /// HDR precision: 3 significant digits.
@@ -155,6 +162,10 @@ pub struct FunctionStats {
     pub loop_only: bool,
     /// The same figures since the last interval read (`ferrotrace:watch/2`).
     pub interval: IntervalStats,
+    /// The slowest calls and those over the threshold (`slowest`).
+    pub slow: SlowCalls,
+    /// Own time: latency less the time in traced callees of the same process.
+    pub own: OwnTime,
 }
 
 impl FunctionStats {
@@ -168,6 +179,8 @@ impl FunctionStats {
             latency: small_histogram(),
             loop_only: false,
             interval: IntervalStats::new(),
+            slow: SlowCalls::new(SlowestConfig::default()),
+            own: OwnTime::new(),
         }
     }
 
@@ -200,6 +213,8 @@ impl FunctionStats {
 struct Frame {
     mfa: Mfa,
     ts: u64,
+    /// Time spent in this call's paired traced callees (own time), ns.
+    callees_ns: u64,
 }
 
 /// Counters describing how well the stream paired up.
@@ -242,6 +257,10 @@ pub struct Aggregator {
     /// When the current interval began (ms, the caller's clock); `None` before the first
     /// [`Aggregator::reset_interval`].
     interval_started_ms: Option<u64>,
+    /// What each function keeps of its slow calls.
+    slowest: SlowestConfig,
+    /// The last events (`recent`), if kept.
+    recorder: Option<Recorder>,
 }
 
 /// Empty stacks tolerated beyond the non-empty ones before a sweep.
@@ -266,6 +285,8 @@ impl Aggregator {
             loops: WordMap::default(),
             new_loops: Vec::new(),
             interval_started_ms: None,
+            slowest: SlowestConfig::default(),
+            recorder: None,
         }
     }
 
@@ -374,6 +395,7 @@ impl Aggregator {
                     None if self.stats.len() < self.max_functions => {
                         let mut stats = FunctionStats::new();
                         stats.loop_only = self.loops.contains_key(&mfa);
+                        stats.slow = SlowCalls::new(self.slowest);
                         self.stats.push((mfa, stats));
                         self.functions.insert(mfa, self.stats.len() - 1);
                         self.stats.len() - 1
@@ -410,6 +432,9 @@ impl Aggregator {
                 return;
             }
         }
+        if let Some(recorder) = &mut self.recorder {
+            recorder.push(Recorded { ts_ns: event.ts, pid: event.pid, mfa: event.mfa, kind: event.kind, duration_ns: None });
+        }
         if self.open_calls >= self.max_open_calls {
             self.counters.abandoned_calls += 1;
             return;
@@ -423,7 +448,7 @@ impl Aggregator {
             self.open_calls -= 1;
             self.counters.abandoned_calls += 1;
         }
-        stack.push_back(Frame { mfa: event.mfa, ts: event.ts });
+        stack.push_back(Frame { mfa: event.mfa, ts: event.ts, callees_ns: 0 });
         self.open_calls += 1;
         if stack.len() >= LOOP_DEPTH && stack.len().is_multiple_of(LOOP_CHECK_EVERY) {
             let nested = stack.iter().filter(|frame| frame.mfa == event.mfa).count();
@@ -447,26 +472,44 @@ impl Aggregator {
     }
 
     fn record_return(&mut self, event: &Event) {
-        let frame = self.pop_matching(event.pid, event.mfa);
+        let frame = self.pop_matching(event.pid, event.mfa, event.ts);
         let Some(stats) = self.stats_for(event.mfa) else {
             self.count_untracked(event.mfa);
             return;
         };
         stats.count_return(event.kind);
         match frame {
-            Some(frame) => stats.record_latency(event.ts.saturating_sub(frame.ts)),
+            Some(frame) => {
+                let duration_ns = event.ts.saturating_sub(frame.ts);
+                stats.record_latency(duration_ns);
+                stats.own.record(duration_ns, frame.callees_ns);
+                stats.slow.offer(SlowCall {
+                    duration_ns,
+                    start_ns: frame.ts,
+                    pid: event.pid,
+                    exception: event.kind == EventKind::Exception,
+                });
+            }
             None if stats.loop_only => {}
             None => self.counters.unmatched_returns += 1,
         }
+        if let Some(recorder) = &mut self.recorder {
+            let duration_ns = frame.map(|frame| event.ts.saturating_sub(frame.ts));
+            recorder.push(Recorded { ts_ns: event.ts, pid: event.pid, mfa: event.mfa, kind: event.kind, duration_ns });
+        }
     }
 
-    /// Pops the innermost open call of `mfa` in `pid`, discarding the frames above it.
-    fn pop_matching(&mut self, pid: u64, mfa: Mfa) -> Option<Frame> {
+    /// Pops the innermost open call of `mfa` in `pid`, discarding the frames above it; the
+    /// call it returns to (the frame below) is credited with its time (own time).
+    fn pop_matching(&mut self, pid: u64, mfa: Mfa, ts: u64) -> Option<Frame> {
         let stack = self.stacks.get_mut(&pid)?;
         let position = stack.iter().rposition(|frame| frame.mfa == mfa)?;
         let abandoned = stack.len() - position - 1;
         let frame = stack[position];
         stack.truncate(position);
+        if let Some(caller) = stack.back_mut() {
+            caller.callees_ns = caller.callees_ns.saturating_add(ts.saturating_sub(frame.ts));
+        }
         self.open_calls -= abandoned + 1;
         self.counters.abandoned_calls += abandoned as u64;
         if stack.is_empty() {

@@ -2,6 +2,9 @@
 
 use std::fmt;
 
+use crate::aggregate::recorder;
+use crate::aggregate::slowest::{self, SlowestConfig};
+
 /// An option value as the NIF layer saw it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum OptionValue {
@@ -34,6 +37,10 @@ pub struct Config {
     pub sample: u64,
     /// What happens when `max_events` or `max_rate` is reached.
     pub on_limit: OnLimit,
+    /// The slow calls kept per function (`slowest`, `threshold`, `max_slow_calls`).
+    pub slowest: SlowestConfig,
+    /// Events kept by the flight recorder (`recent`); 0: none.
+    pub recent: usize,
 }
 
 /// The action at a limit.
@@ -56,6 +63,8 @@ impl Default for Config {
             max_rate: None,
             sample: 1,
             on_limit: OnLimit::Stop,
+            slowest: SlowestConfig::default(),
+            recent: 0,
         }
     }
 }
@@ -181,6 +190,8 @@ pub fn parse(pairs: &[(String, OptionValue)]) -> Result<Config, OptionError> {
                     _ => return Err(bad("stop or drop".into())),
                 };
             }
+            key if recorder::OPTIONS.contains(&key) => recorder::parse_option(value, index, &mut config.recent)?,
+            key if slowest::OPTIONS.contains(&key) => slowest::parse_option(key, value, index, &mut config.slowest)?,
             _ => return Err(OptionError::Unknown { index }),
         }
     }

@@ -147,7 +147,7 @@ pub fn start(config: Config, keeper: u64, notifier: Option<Notifier>) -> Result<
         started_ms: wall_ms(),
         started_ticks: clock::now(),
         producers: (0..MAX_THREADS).map(|_| AtomicPtr::new(std::ptr::null_mut())).collect(),
-        consumer: Mutex::new(Consumer::new(Aggregator::new(config.max_functions, config.max_open_calls))),
+        consumer: Mutex::new(Consumer::new(Aggregator::new(config.max_functions, config.max_open_calls).with_slowest(config.slowest).with_recent(config.recent))),
         limiter: Limiter::new(config.max_events, config.max_rate.map(|(n, ms)| (n, clock::ns_to_ticks(ms * 1_000_000)))),
         limit_tripped: AtomicBool::new(false),
         config,

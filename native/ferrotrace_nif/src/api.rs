@@ -15,6 +15,10 @@ use ferrotrace_core::options::{self, OptionError, OptionValue};
 use ferrotrace_core::session::{self, Accounting, Notifier, Session, StartError, StopReason, Stopped};
 use crate::term::{term_bits, term_from_bits, EnvReader};
 
+mod own;
+mod recent;
+mod slow;
+
 mod atoms {
     rustler::atoms! {
         ok, error, undefined, running, stopped,
@@ -185,7 +189,9 @@ fn map<'a>(env: Env<'a>, pairs: &[(Atom, Term<'a>)]) -> Term<'a> {
 }
 
 fn function_term<'a>(env: Env<'a>, mfa: &Mfa, stats: &FunctionStats) -> Term<'a> {
-    figures_term(env, mfa, (stats.calls, stats.returns, stats.exceptions, stats.total_ns), &stats.latency)
+    let entry = figures_term(env, mfa, (stats.calls, stats.returns, stats.exceptions, stats.total_ns), &stats.latency);
+    let entry = slow::add_keys(env, entry, stats);
+    own::add_keys(env, entry, stats)
 }
 
 /// The map of one function's figures: `(calls, returns, exceptions, total_ns)` and the

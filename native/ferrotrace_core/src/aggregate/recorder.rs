@@ -1,0 +1,132 @@
+//! The flight recorder (`recent => N`): the last N events of the session's traced functions,
+//! in the order they happened, with each return's or exception's duration when it paired.
+//! A ring of N entries allocated once, on the collector thread; older entries are overwritten.
+
+use std::collections::VecDeque;
+
+use super::Aggregator;
+use crate::event::{EventKind, Mfa};
+use crate::options::{OptionError, OptionValue};
+
+/// Accepted `recent`, inclusive (0, the default, turns the recorder off).
+pub const RECENT_RANGE: (i64, i64) = (0, 100_000);
+
+/// The option keys this module parses.
+pub const OPTIONS: [&str; 1] = ["recent"];
+
+/// Parses `recent => N`; `index` is the pair's position, for the error.
+pub fn parse_option(value: &OptionValue, index: usize, recent: &mut usize) -> Result<(), OptionError> {
+    match value {
+        OptionValue::Integer(i) if (RECENT_RANGE.0..=RECENT_RANGE.1).contains(i) => {
+            *recent = *i as usize;
+            Ok(())
+        }
+        _ => Err(OptionError::BadValue {
+            index,
+            expected: format!("an integer from {} to {}", RECENT_RANGE.0, RECENT_RANGE.1),
+        }),
+    }
+}
+
+/// One recorded event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Recorded {
+    /// When, ns on the session's clock (`clock::to_ns`).
+    pub ts_ns: u64,
+    /// The process, raw pid bits.
+    pub pid: u64,
+    /// The function.
+    pub mfa: Mfa,
+    /// `Call`, `Return` or `Exception`.
+    pub kind: EventKind,
+    /// For a return or exception paired with its call: the call's duration, ns.
+    pub duration_ns: Option<u64>,
+}
+
+/// The last `capacity` events.
+#[derive(Debug)]
+pub struct Recorder {
+    capacity: usize,
+    events: VecDeque<Recorded>,
+    /// Events recorded in all (those overwritten included).
+    total: u64,
+}
+
+impl Recorder {
+    /// An empty recorder of `capacity` (> 0) events, allocated now.
+    pub fn new(capacity: usize) -> Self {
+        Recorder { capacity, events: VecDeque::with_capacity(capacity), total: 0 }
+    }
+
+    /// Records one event, forgetting the oldest when full.
+    #[inline]
+    pub fn push(&mut self, event: Recorded) {
+        if self.events.len() == self.capacity {
+            self.events.pop_front();
+        }
+        self.events.push_back(event);
+        self.total += 1;
+    }
+
+    /// The events kept, oldest first.
+    pub fn events(&self) -> impl Iterator<Item = &Recorded> {
+        self.events.iter()
+    }
+
+    /// Events recorded in all, those overwritten included.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+}
+
+impl Aggregator {
+    /// Keeps the last `capacity` events of the traced functions; 0: none.
+    pub fn with_recent(mut self, capacity: usize) -> Self {
+        self.recorder = (capacity > 0).then(|| Recorder::new(capacity));
+        self
+    }
+
+    /// The flight recorder, if the session has one.
+    pub fn recorder(&self) -> Option<&Recorder> {
+        self.recorder.as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::Event;
+
+    const F: Mfa = Mfa { module: 1, function: 2, arity: 0 };
+    const OTHER: Mfa = Mfa { module: 9, function: 9, arity: 0 };
+
+    #[test]
+    fn keeps_exactly_the_last_n_in_order() {
+        let mut agg = Aggregator::new(10, 100).with_recent(3);
+        agg.set_filter(vec![crate::aggregate::MfaPattern { module: Some(1), function: None, arity: None }]);
+        for i in 0..5u64 {
+            agg.record(&Event { ts: 10 * i, pid: i, mfa: F, kind: EventKind::Call });
+            agg.record(&Event { ts: 10 * i + 1, pid: i, mfa: OTHER, kind: EventKind::Call });
+            agg.record(&Event { ts: 10 * i + 4, pid: i, mfa: F, kind: EventKind::Return });
+        }
+        let recorder = agg.recorder().unwrap();
+        let kept: Vec<(u64, u64, EventKind, Option<u64>)> =
+            recorder.events().map(|e| (e.ts_ns, e.pid, e.kind, e.duration_ns)).collect();
+        assert_eq!(kept, vec![
+            (34, 3, EventKind::Return, Some(4)),
+            (40, 4, EventKind::Call, None),
+            (44, 4, EventKind::Return, Some(4)),
+        ], "foreign events are not recorded");
+        assert_eq!(recorder.total(), 10);
+        assert!(Aggregator::new(1, 1).with_recent(0).recorder().is_none());
+    }
+
+    #[test]
+    fn options() {
+        let mut n = 0;
+        parse_option(&OptionValue::Integer(50), 0, &mut n).unwrap();
+        assert_eq!(n, 50);
+        assert!(parse_option(&OptionValue::Integer(-1), 0, &mut n).is_err());
+        assert!(parse_option(&OptionValue::Atom("all".into()), 0, &mut n).is_err());
+    }
+}

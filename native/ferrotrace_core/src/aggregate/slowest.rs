@@ -1,0 +1,255 @@
+//! Which calls were slow: per function, the K slowest calls (a min-heap of K, so a call that
+//! is not among them costs one comparison), and, with a threshold, every call slower than it
+//! up to a bound, the excess counted. Fed by the aggregator when a call pairs with its return
+//! or exception, on the collector thread; nothing here runs on a scheduler.
+//!
+//! Memory is bounded per function: `keep` entries in the heap and `max_slow_calls` in the
+//! threshold list, 40 bytes each; with `max_functions` functions that is the session's bound.
+
+use std::collections::BinaryHeap;
+use std::cmp::Reverse;
+
+use super::Aggregator;
+use crate::options::{OptionError, OptionValue};
+
+/// Default number of slowest calls kept per function.
+pub const DEFAULT_KEEP: usize = 10;
+/// Accepted `slowest`, inclusive (0 turns it off).
+pub const KEEP_RANGE: (i64, i64) = (0, 1_000);
+/// Accepted `threshold` in ns, inclusive (up to the one-hour latency bound).
+pub const THRESHOLD_RANGE: (i64, i64) = (1, super::MAX_LATENCY_NS as i64);
+/// Default bound of the calls kept over the threshold, per function.
+pub const DEFAULT_MAX_SLOW_CALLS: usize = 1_000;
+/// Accepted `max_slow_calls`, inclusive.
+pub const MAX_SLOW_CALLS_RANGE: (i64, i64) = (1, 100_000);
+
+/// What a session keeps of its slow calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlowestConfig {
+    /// The K slowest calls kept per function; 0: none.
+    pub keep: usize,
+    /// Every call slower than this (ns) is kept, up to `max_slow_calls` per function.
+    pub threshold_ns: Option<u64>,
+    /// Bound of the calls kept over the threshold, per function; the excess is counted.
+    pub max_slow_calls: usize,
+}
+
+impl Default for SlowestConfig {
+    fn default() -> Self {
+        SlowestConfig { keep: DEFAULT_KEEP, threshold_ns: None, max_slow_calls: DEFAULT_MAX_SLOW_CALLS }
+    }
+}
+
+/// The option keys this module parses.
+pub const OPTIONS: [&str; 3] = ["slowest", "threshold", "max_slow_calls"];
+
+fn range_text((low, high): (i64, i64)) -> String {
+    format!("an integer from {low} to {high}")
+}
+
+fn in_range(value: &OptionValue, (low, high): (i64, i64)) -> Option<i64> {
+    match value {
+        OptionValue::Integer(i) if (low..=high).contains(i) => Some(*i),
+        _ => None,
+    }
+}
+
+/// Parses one of [`OPTIONS`] into `config`; `index` is the pair's position, for the error.
+pub fn parse_option(key: &str, value: &OptionValue, index: usize, config: &mut SlowestConfig) -> Result<(), OptionError> {
+    let bad = |expected: String| OptionError::BadValue { index, expected };
+    match key {
+        "slowest" => config.keep = in_range(value, KEEP_RANGE).ok_or_else(|| bad(range_text(KEEP_RANGE)))? as usize,
+        "threshold" => {
+            config.threshold_ns = match value {
+                OptionValue::Atom(a) if a == "infinity" => None,
+                v => Some(in_range(v, THRESHOLD_RANGE)
+                    .ok_or_else(|| bad(format!("nanoseconds, {}, or infinity", range_text(THRESHOLD_RANGE))))? as u64),
+            }
+        }
+        "max_slow_calls" => {
+            config.max_slow_calls =
+                in_range(value, MAX_SLOW_CALLS_RANGE).ok_or_else(|| bad(range_text(MAX_SLOW_CALLS_RANGE)))? as usize
+        }
+        _ => return Err(OptionError::Unknown { index }),
+    }
+    Ok(())
+}
+
+/// One kept call. Ordered by duration first (then start, pid), which is the heap's order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SlowCall {
+    /// Call to return or exception, ns.
+    pub duration_ns: u64,
+    /// When the call began: ns on the session's clock (`clock::to_ns`).
+    pub start_ns: u64,
+    /// The caller's pid, raw term bits (an immediate).
+    pub pid: u64,
+    /// True if the call ended with an exception.
+    pub exception: bool,
+}
+
+/// The slow calls of one function.
+#[derive(Debug)]
+pub struct SlowCalls {
+    config: SlowestConfig,
+    /// The `keep` slowest so far; the root is the fastest of them.
+    top: BinaryHeap<Reverse<SlowCall>>,
+    /// Calls over the threshold, in the order they ended.
+    over: Vec<SlowCall>,
+    /// Calls over the threshold not kept (the bound was reached).
+    over_dropped: u64,
+}
+
+impl SlowCalls {
+    /// Nothing kept yet, keeping what `config` says.
+    pub fn new(config: SlowestConfig) -> Self {
+        SlowCalls { config, top: BinaryHeap::new(), over: Vec::new(), over_dropped: 0 }
+    }
+
+    /// Considers one finished call.
+    #[inline]
+    pub fn offer(&mut self, call: SlowCall) {
+        let keep = self.config.keep;
+        if keep > 0 {
+            if self.top.len() < keep {
+                self.top.push(Reverse(call));
+            } else if let Some(mut fastest) = self.top.peek_mut() {
+                if call > fastest.0 {
+                    // Replaces the root and sifts it down: no allocation.
+                    *fastest = Reverse(call);
+                }
+            }
+        }
+        if let Some(threshold) = self.config.threshold_ns {
+            if call.duration_ns > threshold {
+                if self.over.len() < self.config.max_slow_calls {
+                    self.over.push(call);
+                } else {
+                    self.over_dropped += 1;
+                }
+            }
+        }
+    }
+
+    /// The K slowest calls, slowest first.
+    pub fn slowest(&self) -> Vec<SlowCall> {
+        let mut calls: Vec<SlowCall> = self.top.iter().map(|r| r.0).collect();
+        calls.sort_unstable_by(|a, b| b.cmp(a));
+        calls
+    }
+
+    /// The calls kept over the threshold, in the order they began.
+    pub fn over_threshold(&self) -> Vec<SlowCall> {
+        let mut calls = self.over.clone();
+        calls.sort_by_key(|c| (c.start_ns, c.pid));
+        calls
+    }
+
+    /// Calls over the threshold that were not kept.
+    pub fn over_dropped(&self) -> u64 {
+        self.over_dropped
+    }
+
+    /// What this keeps.
+    pub fn config(&self) -> SlowestConfig {
+        self.config
+    }
+}
+
+impl Aggregator {
+    /// Keeps slow calls as `config` says, for the functions seen from now on (set it before
+    /// the first event; the session does at start).
+    pub fn with_slowest(mut self, config: SlowestConfig) -> Self {
+        self.slowest = config;
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{Event, EventKind, Mfa};
+    use proptest::prelude::*;
+
+    fn call(duration_ns: u64, start_ns: u64) -> SlowCall {
+        SlowCall { duration_ns, start_ns, pid: 1, exception: false }
+    }
+
+    #[test]
+    fn keeps_nothing_when_off() {
+        let mut slow = SlowCalls::new(SlowestConfig { keep: 0, threshold_ns: None, max_slow_calls: 1 });
+        slow.offer(call(5, 0));
+        assert!(slow.slowest().is_empty());
+        assert!(slow.over_threshold().is_empty());
+    }
+
+    #[test]
+    fn threshold_keeps_every_slower_call_up_to_the_bound() {
+        let mut slow = SlowCalls::new(SlowestConfig { keep: 1, threshold_ns: Some(100), max_slow_calls: 3 });
+        for (i, d) in [50u64, 101, 100, 500, 200, 300, 7].into_iter().enumerate() {
+            // Ending in an order other than the start order.
+            slow.offer(call(d, 1000 - i as u64));
+        }
+        let over: Vec<u64> = slow.over_threshold().iter().map(|c| c.duration_ns).collect();
+        assert_eq!(over, vec![200, 500, 101], "in start order");
+        assert_eq!(slow.over_dropped(), 1);
+        assert_eq!(slow.slowest(), vec![call(500, 997)]);
+    }
+
+    #[test]
+    fn options_parse_and_refuse() {
+        let mut c = SlowestConfig::default();
+        parse_option("slowest", &OptionValue::Integer(3), 0, &mut c).unwrap();
+        parse_option("threshold", &OptionValue::Integer(1_000_000), 1, &mut c).unwrap();
+        assert_eq!((c.keep, c.threshold_ns), (3, Some(1_000_000)));
+        parse_option("threshold", &OptionValue::Atom("infinity".into()), 1, &mut c).unwrap();
+        assert_eq!(c.threshold_ns, None);
+        assert!(parse_option("slowest", &OptionValue::Integer(-1), 4, &mut c)
+            .is_err_and(|e| e == OptionError::BadValue { index: 4, expected: "an integer from 0 to 1000".into() }));
+        assert!(parse_option("max_slow_calls", &OptionValue::Integer(0), 0, &mut c).is_err());
+        assert!(parse_option("threshold", &OptionValue::Other, 0, &mut c).is_err());
+    }
+
+    #[test]
+    fn the_aggregator_keeps_the_slowest_paired_calls() {
+        const F: Mfa = Mfa { module: 1, function: 2, arity: 1 };
+        let config = SlowestConfig { keep: 2, threshold_ns: Some(25), max_slow_calls: 10 };
+        let mut agg = Aggregator::new(10, 100).with_slowest(config);
+        let ev = |kind, pid, ts| Event { ts, pid, mfa: F, kind };
+        for (pid, start, end, kind) in [(1, 0, 10, EventKind::Return), (2, 5, 45, EventKind::Exception),
+                                         (3, 6, 36, EventKind::Return), (1, 20, 40, EventKind::Return)] {
+            agg.record(&ev(EventKind::Call, pid, start));
+            agg.record(&ev(kind, pid, end));
+        }
+        let slow = &agg.function(&F).unwrap().slow;
+        assert_eq!(slow.slowest(), vec![
+            SlowCall { duration_ns: 40, start_ns: 5, pid: 2, exception: true },
+            SlowCall { duration_ns: 30, start_ns: 6, pid: 3, exception: false },
+        ]);
+        assert_eq!(slow.over_threshold().len(), 2);
+        assert_eq!(slow.config(), config);
+    }
+
+    proptest! {
+        /// The heap keeps exactly the K largest of any sequence (as a sort of it says), and
+        /// the threshold list exactly the calls over it, up to the bound, the rest counted.
+        #[test]
+        fn top_k_matches_a_sort(durations in prop::collection::vec(0u64..1_000, 0..300),
+                                keep in 0usize..20, threshold in 0u64..1_000, bound in 1usize..50) {
+            let config = SlowestConfig { keep, threshold_ns: Some(threshold), max_slow_calls: bound };
+            let mut slow = SlowCalls::new(config);
+            let calls: Vec<SlowCall> = durations.iter().enumerate().map(|(i, d)| call(*d, i as u64)).collect();
+            for c in &calls {
+                slow.offer(*c);
+            }
+            let mut sorted = calls.clone();
+            sorted.sort_by(|a, b| b.cmp(a));
+            sorted.truncate(keep);
+            prop_assert_eq!(slow.slowest(), sorted);
+            let over: Vec<SlowCall> = calls.iter().copied().filter(|c| c.duration_ns > threshold).collect();
+            let kept: Vec<SlowCall> = over.iter().copied().take(bound).collect();
+            prop_assert_eq!(slow.over_threshold(), kept);
+            prop_assert_eq!(slow.over_dropped(), over.len().saturating_sub(bound) as u64);
+        }
+    }
+}

@@ -1,0 +1,55 @@
+//! `session_recent/1`, behind `ferrotrace:recent/1`: the flight recorder's events.
+
+use rustler::{Atom, Encoder, Env, Term};
+
+use ferrotrace_core::event::EventKind;
+
+use super::slow::system_offset_ns;
+use super::{error, find, map, mfa_term};
+use crate::term::term_from_bits;
+
+mod atoms {
+    rustler::atoms! {
+        ok, at, pid, mfa, event, duration, call, exception, undefined, no_recorder, events, total,
+        return_ = "return",
+    }
+}
+
+/// `session_recent(Id) -> {ok, #{events => [map()], total => N}} | {error, Reason}`: the
+/// events the recorder kept, oldest first, each `#{at, pid, mfa, event, duration}` (`at` in
+/// system time µs; `event` `call`, `return` or `exception`; `duration` the paired call's, ns,
+/// or `undefined`), and `total`, the events recorded in all.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn session_recent<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
+    let session = match find(env, id) {
+        Ok(session) => session,
+        Err(e) => return e,
+    };
+    let offset = system_offset_ns();
+    session.with_consumer(|consumer, _| {
+        let Some(recorder) = consumer.aggregator().recorder() else { return error(env, atoms::no_recorder()) };
+        let events: Vec<Term> = recorder
+            .events()
+            .map(|e| {
+                // SAFETY: a tracee's local pid bits, an immediate taken from a pid term on the
+                // hot path: valid in any env for as long as the VM runs.
+                let pid = unsafe { Term::new(env, term_from_bits(e.pid)) };
+                let kind: Atom = match e.kind {
+                    EventKind::Call => atoms::call(),
+                    EventKind::Exception => atoms::exception(),
+                    _ => atoms::return_(),
+                };
+                let duration = e.duration_ns.map_or_else(|| atoms::undefined().encode(env), |d| d.encode(env));
+                map(env, &[
+                    (atoms::at(), (((e.ts_ns as i128 + offset) / 1000) as i64).encode(env)),
+                    (atoms::pid(), pid),
+                    (atoms::mfa(), mfa_term(env, &e.mfa)),
+                    (atoms::event(), kind.encode(env)),
+                    (atoms::duration(), duration),
+                ])
+            })
+            .collect();
+        let result = map(env, &[(atoms::events(), events.encode(env)), (atoms::total(), recorder.total().encode(env))]);
+        (atoms::ok(), result).encode(env)
+    })
+}

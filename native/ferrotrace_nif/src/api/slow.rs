@@ -1,0 +1,90 @@
+//! The slow calls a session kept (`slowest`, `threshold`): the `slowest` key of each call
+//! entry in the summary, and `session_slow_calls/3` behind `ferrotrace:slowest/2` and
+//! `ferrotrace:slow_calls/2`.
+
+use rustler::{Atom, Encoder, Env, Term};
+
+use ferrotrace_core::aggregate::slowest::SlowCall;
+use ferrotrace_core::aggregate::FunctionStats;
+use ferrotrace_core::clock;
+
+use super::{decode_mfa, error, find, map};
+use crate::term::term_from_bits;
+
+mod atoms {
+    rustler::atoms! {
+        ok, pid, started_at, duration, result, exception, slowest, slow_calls_dropped,
+        threshold, bad_mfa, no_such_function, bad_which,
+        // `return` is a Rust keyword.
+        return_ = "return",
+    }
+}
+
+/// Nanoseconds to add to a time on the session's clock (`clock::to_ns`) to get system time.
+/// Taken once, so that a call reads the same `started_at` every time it is asked for (the
+/// two clocks read one after the other differ by a few hundred ns of jitter each time); the
+/// system clock's later adjustments are not followed.
+pub(super) fn system_offset_ns() -> i128 {
+    static OFFSET: std::sync::OnceLock<i128> = std::sync::OnceLock::new();
+    *OFFSET.get_or_init(|| {
+        let system = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i128);
+        system - clock::to_ns(clock::now()) as i128
+    })
+}
+
+/// One kept call as `#{pid, started_at, duration, result}`: `started_at` in system time µs,
+/// `duration` in ns, `result` `return` or `exception` (values are not kept).
+fn call_term<'a>(env: Env<'a>, call: &SlowCall, offset_ns: i128) -> Term<'a> {
+    // SAFETY: the bits are a tracee's local pid, an immediate, taken from a pid term by the
+    // hot path: valid in any env for as long as the VM runs (a dead process's pid included).
+    let pid = unsafe { Term::new(env, term_from_bits(call.pid)) };
+    let started_us = ((call.start_ns as i128 + offset_ns) / 1000) as i64;
+    let result: Atom = if call.exception { atoms::exception() } else { atoms::return_() };
+    map(env, &[
+        (atoms::pid(), pid),
+        (atoms::started_at(), started_us.encode(env)),
+        (atoms::duration(), call.duration_ns.encode(env)),
+        (atoms::result(), result.encode(env)),
+    ])
+}
+
+/// Adds `slowest` (the kept slowest calls, slowest first) and `slow_calls_dropped` (calls
+/// over the threshold past its bound) to a function's summary entry.
+pub(super) fn add_keys<'a>(env: Env<'a>, entry: Term<'a>, stats: &FunctionStats) -> Term<'a> {
+    let offset = system_offset_ns();
+    let slowest: Vec<Term> = stats.slow.slowest().iter().map(|c| call_term(env, c, offset)).collect();
+    entry
+        .map_put(atoms::slowest().encode(env), slowest.encode(env))
+        .and_then(|e| e.map_put(atoms::slow_calls_dropped().encode(env), stats.slow.over_dropped().encode(env)))
+        .unwrap_or(entry)
+}
+
+/// `session_slow_calls(Id, MFA, slowest | threshold) -> {ok, [map()]} | {error, Reason}`:
+/// the K slowest calls of a function, slowest first, or those kept over the threshold, in
+/// the order they began.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn session_slow_calls<'a>(env: Env<'a>, id: Term<'a>, mfa: Term<'a>, which: Term<'a>) -> Term<'a> {
+    let session = match find(env, id) {
+        Ok(session) => session,
+        Err(e) => return e,
+    };
+    let Some(key) = decode_mfa(env, mfa) else { return error(env, (atoms::bad_mfa(), mfa)) };
+    let threshold = if which.decode::<Atom>().is_ok_and(|a| a == atoms::threshold()) {
+        true
+    } else if which.decode::<Atom>().is_ok_and(|a| a == atoms::slowest()) {
+        false
+    } else {
+        return error(env, (atoms::bad_which(), which));
+    };
+    let offset = system_offset_ns();
+    session.with_consumer(|consumer, _| match consumer.aggregator().function(&key) {
+        Some(stats) => {
+            let calls = if threshold { stats.slow.over_threshold() } else { stats.slow.slowest() };
+            let terms: Vec<Term> = calls.iter().map(|c| call_term(env, c, offset)).collect();
+            (atoms::ok(), terms).encode(env)
+        }
+        None => error(env, (atoms::no_such_function(), mfa)),
+    })
+}
