@@ -9,7 +9,7 @@
 
 -include_lib("stdlib/include/assert.hrl").
 
--export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
+-export([all/0, suite/0]).
 -export([slowest_are_the_largest/1, exceptions_kept/1, threshold_bound/1, off/1,
          bad_options/1, report_lines/1, own_time/1, recorder/1]).
 
@@ -21,36 +21,14 @@
 -define(LONG, 120000).
 -define(MS, 1000000).
 
+-spec suite() -> [tuple()].
+suite() ->
+    [{ct_hooks, [{ft_ct, [ft_slow_target]}]}].
+
 -spec all() -> [atom()].
 all() ->
     [slowest_are_the_largest, exceptions_kept, threshold_bound, off, bad_options, report_lines,
      own_time, recorder].
-
--spec init_per_suite(config()) -> config().
-init_per_suite(Config) ->
-    {module, ferrotrace_tracer} = code:ensure_loaded(ferrotrace_tracer),
-    {module, ft_slow_target} = code:ensure_loaded(ft_slow_target),
-    Config.
-
--spec end_per_suite(config()) -> ok.
-end_per_suite(_Config) ->
-    cleanup().
-
--spec init_per_testcase(atom(), config()) -> config().
-init_per_testcase(_Case, Config) ->
-    ok = cleanup(),
-    Config.
-
--spec end_per_testcase(atom(), config()) -> ok.
-end_per_testcase(_Case, _Config) ->
-    cleanup().
-
-cleanup() ->
-    [ok = ferrotrace:release(S) || S <- ferrotrace_tracer:sessions()],
-    _ = erlang:trace_pattern({ft_slow_target, '_', '_'}, false, [local]),
-    _ = erlang:trace_pattern({ft_slow_target, '_', '_'}, false, [global]),
-    _ = erlang:trace(all, false, [all]),
-    ok.
 
 %%--------------------------------------------------------------------------------------
 

@@ -69,10 +69,15 @@ impl Default for Config {
     }
 }
 
+/// The options `parse` reads itself; aggregates that take options list theirs beside them.
+const OWN_NAMES: [&str; 8] =
+    ["duration", "max_events", "max_rate", "sample", "on_limit", "ring_size", "max_functions", "max_open_calls"];
+
 /// Every option `parse` takes, for the error that names an unknown one (a test checks that
 /// each is parsed).
-pub const NAMES: &[&str] =
-    &["duration", "max_events", "max_rate", "sample", "on_limit", "ring_size", "max_functions", "max_open_calls"];
+pub fn names() -> impl Iterator<Item = &'static str> {
+    OWN_NAMES.into_iter().chain(recorder::OPTIONS).chain(slowest::OPTIONS)
+}
 
 /// Accepted `ring_size`, inclusive.
 pub const RING_SIZE_RANGE: (i64, i64) = (64, 1 << 24);
@@ -209,7 +214,7 @@ mod tests {
 
     #[test]
     fn every_name_is_an_option() {
-        for name in NAMES {
+        for name in names() {
             let refused = parse(&[pair(name, OptionValue::Other)]);
             assert!(matches!(refused, Err(OptionError::BadValue { .. })), "{name}: {refused:?}");
         }

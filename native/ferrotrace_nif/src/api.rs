@@ -65,7 +65,7 @@ fn release_orphans(env: Env) {
 /// `{error, {unknown_option, Key, Names}}`: `Names` are the engine's options, as atoms, to
 /// which the Erlang API adds its own when it explains the error.
 fn unknown_option<'a>(env: Env<'a>, key: Term<'a>) -> Term<'a> {
-    let names: Vec<Atom> = options::NAMES.iter().filter_map(|name| Atom::from_str(env, name).ok()).collect();
+    let names: Vec<Atom> = options::names().filter_map(|name| Atom::from_str(env, name).ok()).collect();
     error(env, (atoms::unknown_option(), key, names))
 }
 
