@@ -57,6 +57,7 @@
 -export([session/1, calls/2, summary/1, histogram/2, report/1, format/1, stop/1, release/1,
          list/0]).
 -export([report/2, help/0, watch/1, watch/2]).  % the shell surface, at the end of the file
+-export([export/2, export/3]).  % exports and cluster sessions, at the end of the file
 
 -type session() :: ferrotrace_tracer:session_id() | atom().
 -type mfa_spec() :: {module() | '_', atom() | '_', arity() | '_'}.
@@ -443,3 +444,43 @@ watch_sleep(Ms) when Ms > 0 ->
     receive after Ms -> ok end;
 watch_sleep(_) ->
     ok.
+
+%%--------------------------------------------------------------------------------------
+%% Exports (ferrotrace_export) and cluster sessions (ferrotrace_cluster).
+
+%% @doc The figures of `Session' in a format other tools read, as bytes. `Format' is
+%% `hdr_log' (HdrHistogram interval log, V2 compressed, one histogram per function tagged
+%% `m:f/a', in ns), `json' (the summary; field names as in {@link summary/1}), `collapsed'
+%% (folded stacks `a;b;c Ns' of the traced functions for flamegraph.pl, inferno and
+%% speedscope), or `{collapsed, #{weight => inclusive | exclusive}}' (default exclusive:
+%% the time in a function less the traced calls it made); `chrome_trace' answers
+%% `{error, {needs, recent}}' (it needs recorded spans). A cluster session's export is its
+%% merged figures. See {@link ferrotrace_export}.
+-spec export(session() | pid(), ferrotrace_export:format() | {ferrotrace_export:format(), map()}) ->
+          binary() | {error, term()}.
+export(Session, {Format, Options}) ->
+    export_with(Session, Format, Options);
+export(Session, Format) ->
+    export_with(Session, Format, #{}).
+
+%% @doc As {@link export/2}, written to `File'.
+-spec export(session() | pid(), ferrotrace_export:format() | {ferrotrace_export:format(), map()},
+             file:name_all()) -> ok | {error, term()}.
+export(Session, Format, File) ->
+    case export(Session, Format) of
+        {error, _} = Error -> Error;
+        Bytes -> file:write_file(File, Bytes)
+    end.
+
+export_with(Session, Format, Options0) ->
+    case ferrotrace_export:check(Format, Options0) of
+        {ok, Options} when is_pid(Session) ->
+            unwrap(ferrotrace_cluster:export(Session, Format, Options));
+        {ok, Options} ->
+            with_id(Session, fun(Id, _) -> unwrap(ferrotrace_export:local(Id, Format, Options)) end);
+        {error, _} = Error ->
+            Error
+    end.
+
+unwrap({ok, Bytes}) -> Bytes;
+unwrap({error, _} = Error) -> Error.

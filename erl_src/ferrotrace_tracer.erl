@@ -25,6 +25,8 @@
 -export([new_session/2, stop_session/2, release_session/1, sessions/0,
          session_summary/1, session_histogram/2, session_set_tracing/3,
          session_interval/1]).
+-export([session_histograms_bytes/1, session_tagged_histograms/1, session_collapsed/2,
+         histogram_merge/1, histogram_figures/1, hdr_log/2, to_json/1]).
 
 -on_load(load_nif/0).
 
@@ -100,3 +102,44 @@ session_set_tracing(_Id, _Specs, _Loops) -> ?NOT_LOADED.
           {ok, #{elapsed_ms := non_neg_integer(), calls := [map()],
                  status := running | stopped, stop_reason := atom()}} | {error, term()}.
 session_interval(_Id) -> ?NOT_LOADED.
+
+%% Exports and cluster merges (internal; see ferrotrace_export and ferrotrace_cluster)
+
+%% @private
+%% @doc Every function's latency histogram, HdrHistogram V2 compressed.
+-spec session_histograms_bytes(session_id()) -> {ok, [{mfa(), binary()}]} | {error, term()}.
+session_histograms_bytes(_Id) -> ?NOT_LOADED.
+
+%% @private
+%% @doc Every function's latency histogram, V2 compressed, tagged `m:f/a'.
+-spec session_tagged_histograms(session_id()) -> {ok, [{binary(), binary()}]} | {error, term()}.
+session_tagged_histograms(_Id) -> ?NOT_LOADED.
+
+%% @private
+%% @doc Folded stacks of the traced functions, weighted by inclusive or exclusive ns.
+-spec session_collapsed(session_id(), inclusive | exclusive) ->
+          {ok, binary(), #{stacks := non_neg_integer(), overflow := non_neg_integer(),
+                           too_deep := non_neg_integer()}} | {error, term()}.
+session_collapsed(_Id, _Weight) -> ?NOT_LOADED.
+
+%% @private
+%% @doc The exact sum of V2 compressed histograms, V2 compressed.
+-spec histogram_merge([binary()]) -> {ok, binary()} | {error, term()}.
+histogram_merge(_Parts) -> ?NOT_LOADED.
+
+%% @private
+%% @doc count, mean, p50, p90, p99, p999, max, min and power-of-two buckets of a histogram.
+-spec histogram_figures(binary()) -> {ok, map()} | {error, term()}.
+histogram_figures(_Bytes) -> ?NOT_LOADED.
+
+%% @private
+%% @doc An HdrHistogram interval log: start (ms since the epoch) and intervals of tagged
+%% histograms `{OffsetMs, LengthMs, [{Tag, Bytes}]}'.
+-spec hdr_log(non_neg_integer(), [{non_neg_integer(), non_neg_integer(), [{binary(), binary()}]}]) ->
+          {ok, binary()} | {error, term()}.
+hdr_log(_StartMs, _Intervals) -> ?NOT_LOADED.
+
+%% @private
+%% @doc A term of maps, lists, numbers, atoms and UTF-8 binaries as JSON text.
+-spec to_json(term()) -> {ok, binary()} | {error, term()}.
+to_json(_Term) -> ?NOT_LOADED.

@@ -27,6 +27,8 @@ use hdrhistogram::Histogram;
 
 use crate::event::{Event, EventKind, Mfa};
 
+pub mod stacks;
+
 /// Largest latency recorded, in ns (one hour); longer calls are recorded as one hour.
 pub const MAX_LATENCY_NS: u64 = 3_600_000_000_000;
 /// HDR precision: 3 significant digits.
@@ -242,6 +244,8 @@ pub struct Aggregator {
     /// When the current interval began (ms, the caller's clock); `None` before the first
     /// [`Aggregator::reset_interval`].
     interval_started_ms: Option<u64>,
+    /// Time per call path, for folded-stack exports (`stacks.rs`).
+    stack_paths: stacks::StackPaths,
 }
 
 /// Empty stacks tolerated beyond the non-empty ones before a sweep.
@@ -266,7 +270,13 @@ impl Aggregator {
             loops: WordMap::default(),
             new_loops: Vec::new(),
             interval_started_ms: None,
+            stack_paths: stacks::StackPaths::new(stacks::DEFAULT_MAX_PATHS),
         }
+    }
+
+    /// Time per call path of the traced functions (folded stacks).
+    pub fn stack_paths(&self) -> &stacks::StackPaths {
+        &self.stack_paths
     }
 
     /// The figures of the current interval per function, for the functions with something
@@ -447,7 +457,7 @@ impl Aggregator {
     }
 
     fn record_return(&mut self, event: &Event) {
-        let frame = self.pop_matching(event.pid, event.mfa);
+        let frame = self.pop_matching(event.pid, event.mfa, event.ts);
         let Some(stats) = self.stats_for(event.mfa) else {
             self.count_untracked(event.mfa);
             return;
@@ -461,11 +471,14 @@ impl Aggregator {
     }
 
     /// Pops the innermost open call of `mfa` in `pid`, discarding the frames above it.
-    fn pop_matching(&mut self, pid: u64, mfa: Mfa) -> Option<Frame> {
+    /// The path down to it gets the call's latency (`ts` is the return's) in `stack_paths`.
+    fn pop_matching(&mut self, pid: u64, mfa: Mfa, ts: u64) -> Option<Frame> {
         let stack = self.stacks.get_mut(&pid)?;
         let position = stack.iter().rposition(|frame| frame.mfa == mfa)?;
         let abandoned = stack.len() - position - 1;
         let frame = stack[position];
+        let ns = ts.saturating_sub(frame.ts).clamp(1, MAX_LATENCY_NS);
+        self.stack_paths.record(stack.range(..=position).map(|frame| frame.mfa), ns);
         stack.truncate(position);
         self.open_calls -= abandoned + 1;
         self.counters.abandoned_calls += abandoned as u64;
