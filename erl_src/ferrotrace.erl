@@ -97,6 +97,7 @@ session(Options0) ->
           {ok, ferrotrace_tracer:session_id()} | {error, term()}.
 calls(Spec, Options0) ->
     case options_map(Options0) of
+        {ok, #{nodes := _} = Options} -> cluster_calls(Spec, Options);
         {ok, Options} -> calls_with(Spec, Options);
         {error, _} = Error -> Error
     end.
@@ -140,7 +141,9 @@ calls_with(Specs, Parsed, Options) ->
 %% (`open_calls' still awaiting their return, `abandoned_calls', `unmatched_returns', ...),
 %% `status' (`running' | `stopped'), `stop_reason' (`user', `duration', `limit',
 %% `owner_down', `unload', `error', or `undefined' while running) and `stopped_at' (ms).
--spec summary(session()) -> map() | {error, term()}.
+-spec summary(session() | pid()) -> map() | {error, term()}.
+summary(Cluster) when is_pid(Cluster) ->
+    ferrotrace_cluster:summary(Cluster);
 summary(Session) ->
     with_id(Session, fun(Id, Info) ->
         case ferrotrace_tracer:session_summary(Id) of
@@ -156,7 +159,9 @@ summary(Session) ->
     end).
 
 %% @doc The latency distribution of one function in power-of-two buckets, ascending.
--spec histogram(session(), mfa()) -> [bucket()] | {error, term()}.
+-spec histogram(session() | pid(), mfa()) -> [bucket()] | {error, term()}.
+histogram(Cluster, MFA) when is_pid(Cluster) ->
+    ferrotrace_cluster:histogram(Cluster, MFA);
 histogram(Session, MFA) ->
     with_id(Session, fun(Id, _) ->
         case ferrotrace_tracer:session_histogram(Id, MFA) of
@@ -167,7 +172,7 @@ histogram(Session, MFA) ->
 
 %% @doc Prints the table sorted by total time and, for the top functions, a histogram drawn
 %% like DTrace's `quantize'.
--spec report(session()) -> ok | {error, term()}.
+-spec report(session() | pid()) -> ok | {error, term()}.
 report(Session) ->
     case format(Session) of
         {error, _} = Error -> Error;
@@ -176,7 +181,12 @@ report(Session) ->
 
 %% @doc The text that {@link report/1} prints, as a flat binary: for `bin/rel eval', `rpc'
 %% and scripts, whose output would otherwise go to the node's console.
--spec format(session()) -> binary() | {error, term()}.
+-spec format(session() | pid()) -> binary() | {error, term()}.
+format(Cluster) when is_pid(Cluster) ->
+    case ferrotrace_cluster:format(Cluster, #{}) of
+        {error, _} = Error -> Error;
+        Text -> unicode:characters_to_binary(Text)
+    end;
 format(Session) ->
     case summary(Session) of
         {error, _} = Error ->
@@ -188,13 +198,17 @@ format(Session) ->
 
 %% @doc Stops the session: tracing ends, the patterns and flags it set are removed. The
 %% figures stay readable until {@link release/1}. Stopping a stopped session is `ok'.
--spec stop(session()) -> ok | {error, term()}.
+-spec stop(session() | pid()) -> ok | {error, term()}.
+stop(Cluster) when is_pid(Cluster) ->
+    ferrotrace_cluster:stop(Cluster);
 stop(Session) ->
     with_keeper(Session, fun ferrotrace_session:stop/1,
                 fun(Id) -> ferrotrace_tracer:stop_session(Id, user) end).
 
 %% @doc Stops the session and frees everything it holds; its id is dead afterwards.
--spec release(session()) -> ok | {error, term()}.
+-spec release(session() | pid()) -> ok | {error, term()}.
+release(Cluster) when is_pid(Cluster) ->
+    ferrotrace_cluster:release(Cluster);
 release(Session) ->
     with_keeper(Session, fun ferrotrace_session:release/1,
                 fun(Id) -> ferrotrace_tracer:release_session(Id) end).
@@ -347,8 +361,23 @@ valid_pids(_) -> false.
 %% `"MyApp.Cart"'), `width => Columns' (default the terminal's, else 80) and
 %% `histograms => N' (drawn for the first N rows, default 3). Names print as Erlang or
 %% Elixir writes them; each time column has one unit, shown in its header.
--spec report(session(), ferrotrace_report:options() | [{atom(), term()}]) ->
+-spec report(session() | pid(), ferrotrace_report:options() | [{atom(), term()}]) ->
           ok | {error, term()}.
+report(Cluster, Options0) when is_pid(Cluster) ->
+    %% `by_node => true' (cluster sessions): one more table, a line per function and node.
+    Options = case options_map(Options0) of {ok, M} -> M; _ -> Options0 end,
+    ByNode = is_map(Options) andalso maps:get(by_node, Options, false),
+    case ferrotrace_report:check_options(maybe_without(by_node, Options)) of
+        {ok, _} when is_boolean(ByNode) ->
+            case ferrotrace_cluster:format(Cluster, (maybe_without(by_node, Options))#{by_node => ByNode}) of
+                {error, _} = Error -> Error;
+                Text -> io:put_chars(Text)
+            end;
+        {ok, _} ->
+            {error, {bad_option, {by_node, ByNode, <<"true or false">>}}};
+        {error, _} = Error ->
+            Error
+    end;
 report(Session, Options) ->
     case ferrotrace_report:check_options(Options) of
         {ok, _} ->
@@ -484,3 +513,24 @@ export_with(Session, Format, Options0) ->
 
 unwrap({ok, Bytes}) -> Bytes;
 unwrap({error, _} = Error) -> Error.
+
+%% A cluster session: `nodes => [Node]' (see ferrotrace_cluster). `[node()]' alone is a
+%% local session, as without the option.
+cluster_calls(Spec, Options = #{nodes := Nodes}) ->
+    Rest = maps:remove(nodes, Options),
+    case is_list(Nodes) andalso Nodes =/= [] andalso lists:all(fun is_atom/1, Nodes) of
+        false ->
+            {error, {bad_option, {nodes, Nodes, <<"a non-empty list of node names">>}}};
+        true when Nodes =:= [node()] ->
+            calls_with(Spec, Rest);
+        true ->
+            case owner(maps:get(owner, Rest, self()), maps:get(duration, Rest, 10000)) of
+                {ok, Owner} ->
+                    ferrotrace_cluster:calls(Spec, maps:remove(owner, Rest), lists:usort(Nodes), Owner);
+                {error, _} = Error ->
+                    Error
+            end
+    end.
+
+maybe_without(Key, Options) when is_map(Options) -> maps:remove(Key, Options);
+maybe_without(_Key, Options) -> Options.
