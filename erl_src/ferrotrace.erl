@@ -46,6 +46,11 @@
 %%% calls and returns stay paired; the rest are counted as `sampled_out'.</li>
 %%% <li>`calls/2' only: `pids => all | new | existing | [pid()]' (default `all'),
 %%% `scope => local | global' (default `local': local calls are traced too).</li>
+%%% <li>`calls/2' only: `nodes => [Node]' (default the local node only): one session on
+%%% each node through `erpc', read as one; answers `{ok, Cluster}' (a pid that every
+%%% function here takes like a session id) or `{error, {node, Node, Reason}}' with no
+%%% session left behind. Counts add and HDR histograms are added, so percentiles are
+%%% those of all the calls; see {@link ferrotrace_cluster}.</li>
 %%% </ul>
 %%%
 %%% Figures are nanoseconds. A traced call's latency runs from the call event to its

@@ -141,7 +141,7 @@ export(Cluster, collapsed, Options) ->
 coordinator_init(Caller, Ref, Spec, Options, Nodes, Owner) ->
     case start_parts(Spec, Options, Nodes, []) of
         {ok, Parts} ->
-            [monitor_node(N, true) || {N, _} <- Parts, N =/= node()],
+            _ = [monitor_node(N, true) || {N, _} <- Parts, N =/= node()],
             OwnerRef = case Owner of
                            none -> none;
                            {_, Pid} -> monitor(process, Pid)
@@ -165,7 +165,7 @@ start_parts(Spec, Options, [Node | Rest], Acc) ->
         {ok, Part, Id} ->
             start_parts(Spec, Options, Rest, [{Node, {Part, Id}} | Acc]);
         {error, Reason2} ->
-            [control(N, P, release) || {N, {P, _}} <- Acc],
+            _ = [control(N, P, release) || {N, {P, _}} <- Acc],
             {error, {node, Node, Reason2}}
     end.
 
@@ -182,7 +182,7 @@ coordinator(State = #c{owner = OwnerRef, parts = Parts}) ->
             From ! {Tag, ok},
             coordinator(State1);
         {call, From, Tag, release} ->
-            [control(N, P, release) || {N, {P, _}} <- Parts, not lists:member(N, State#c.down)],
+            _ = [control(N, P, release) || {N, {P, _}} <- Parts, not lists:member(N, State#c.down)],
             From ! {Tag, ok};
         {part_stopped, Node, Reason} ->
             coordinator(stop_all(Reason, State, Node));
@@ -196,7 +196,7 @@ coordinator(State = #c{owner = OwnerRef, parts = Parts}) ->
                 Keep -> erlang:send_after(Keep, self(), keep_expired), coordinator(State1)
             end;
         keep_expired ->
-            [control(N, P, release) || {N, {P, _}} <- Parts, not lists:member(N, State#c.down)],
+            _ = [control(N, P, release) || {N, {P, _}} <- Parts, not lists:member(N, State#c.down)],
             ok;
         _ ->
             coordinator(State)
@@ -206,7 +206,7 @@ stop_all(Reason, State) ->
     stop_all(Reason, State, none).
 
 stop_all(Reason, State = #c{parts = Parts, down = Down}, Except) ->
-    [control(N, P, stop) || {N, {P, _}} <- Parts, N =/= Except, not lists:member(N, Down)],
+    _ = [control(N, P, stop) || {N, {P, _}} <- Parts, N =/= Except, not lists:member(N, Down)],
     case State#c.stop_reason of
         undefined -> State#c{stop_reason = Reason};
         _ -> State

@@ -146,12 +146,15 @@ fn tag_text(text: &str) -> String {
     text.chars().map(|c| if c == ',' || c.is_whitespace() { '_' } else { c }).collect()
 }
 
+/// One interval of the log: offset and length (ms), and its tagged histograms.
+type Interval<'a> = (u64, u64, Vec<(String, Binary<'a>)>);
+
 /// `hdr_log(StartMs, [{OffsetMs, LengthMs, [{Tag, Bin}]}]) ->
 /// {ok, Binary} | {error, ...}`: an HdrHistogram interval log whose start time is `StartMs`
 /// (ms since the epoch) holding each interval's tagged histograms; timestamps are seconds
 /// relative to the start (a BaseTime header says so).
 #[rustler::nif(schedule = "DirtyCpu")]
-fn hdr_log<'a>(env: Env<'a>, start_ms: u64, intervals: Vec<(u64, u64, Vec<(String, Binary<'a>)>)>) -> Term<'a> {
+fn hdr_log<'a>(env: Env<'a>, start_ms: u64, intervals: Vec<Interval<'a>>) -> Term<'a> {
     let start = UNIX_EPOCH + Duration::from_millis(start_ms);
     let mut out: Vec<u8> = Vec::new();
     let mut serializer = V2DeflateSerializer::new();
