@@ -202,6 +202,8 @@ impl FunctionStats {
 struct Frame {
     mfa: Mfa,
     ts: u64,
+    /// This call's path in `stack_paths` (`stacks.rs`).
+    node: u32,
 }
 
 /// Counters describing how well the stream paired up.
@@ -433,7 +435,9 @@ impl Aggregator {
             self.open_calls -= 1;
             self.counters.abandoned_calls += 1;
         }
-        stack.push_back(Frame { mfa: event.mfa, ts: event.ts });
+        let parent = stack.back().map_or(stacks::ROOT, |frame| frame.node);
+        let node = self.stack_paths.enter(parent, event.mfa);
+        stack.push_back(Frame { mfa: event.mfa, ts: event.ts, node });
         self.open_calls += 1;
         if stack.len() >= LOOP_DEPTH && stack.len().is_multiple_of(LOOP_CHECK_EVERY) {
             let nested = stack.iter().filter(|frame| frame.mfa == event.mfa).count();
@@ -471,14 +475,14 @@ impl Aggregator {
     }
 
     /// Pops the innermost open call of `mfa` in `pid`, discarding the frames above it.
-    /// The path down to it gets the call's latency (`ts` is the return's) in `stack_paths`.
+    /// Its path in `stack_paths` gets the call's latency (`ts` is the return's).
     fn pop_matching(&mut self, pid: u64, mfa: Mfa, ts: u64) -> Option<Frame> {
         let stack = self.stacks.get_mut(&pid)?;
         let position = stack.iter().rposition(|frame| frame.mfa == mfa)?;
         let abandoned = stack.len() - position - 1;
         let frame = stack[position];
         let ns = ts.saturating_sub(frame.ts).clamp(1, MAX_LATENCY_NS);
-        self.stack_paths.record(stack.range(..=position).map(|frame| frame.mfa), ns);
+        self.stack_paths.record(frame.node, ns);
         stack.truncate(position);
         self.open_calls -= abandoned + 1;
         self.counters.abandoned_calls += abandoned as u64;
