@@ -35,6 +35,7 @@
 -define(CALL_TIMEOUT, 15000).
 %% How often a part looks whether its session stopped by itself.
 -define(POLL_MS, 200).
+-define(MARK, '$ferrotrace_cluster').
 
 %% @doc Starts the parts on `Nodes' (called by {@link ferrotrace:calls/2}).
 %% `Owner' is `{shell, GroupLeader}', `{process, Pid}' or `none'.
@@ -139,6 +140,8 @@ export(Cluster, collapsed, Options) ->
             down = [] :: [node()], stop_reason = undefined :: atom(), keep :: timeout()}).
 
 coordinator_init(Caller, Ref, Spec, Options, Nodes, Owner) ->
+    %% Marks this process as a cluster session for call/2's check.
+    put(?MARK, true),
     case start_parts(Spec, Options, Nodes, []) of
         {ok, Parts} ->
             _ = [monitor_node(N, true) || {N, _} <- Parts, N =/= node()],
@@ -218,6 +221,17 @@ control(Node, Part, What) ->
     end.
 
 call(Cluster, Request) ->
+    IsCluster = node(Cluster) =:= node() andalso
+        case erlang:process_info(Cluster, dictionary) of
+            {dictionary, Dict} -> lists:member({?MARK, true}, Dict);
+            undefined -> false
+        end,
+    case IsCluster of
+        true -> call_cluster(Cluster, Request);
+        false -> {error, {no_such_session, Cluster}}
+    end.
+
+call_cluster(Cluster, Request) ->
     Monitor = monitor(process, Cluster),
     Cluster ! {call, self(), Monitor, Request},
     receive

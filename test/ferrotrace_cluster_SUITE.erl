@@ -8,7 +8,7 @@
 
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([merged_exactly/1, owner_death_stops_every_part/1, node_death_reported/1,
-         stop_and_duration/1, node_without_ferrotrace/1, bad_nodes/1, report_by_node/1]).
+         stop_and_duration/1, limit_stops_every_part/1, node_without_ferrotrace/1, bad_nodes/1, report_by_node/1]).
 
 -type config() :: [{atom(), term()}].
 
@@ -18,7 +18,7 @@
 -spec all() -> [atom()].
 all() ->
     [merged_exactly, owner_death_stops_every_part, node_death_reported, stop_and_duration,
-     node_without_ferrotrace, bad_nodes, report_by_node].
+     limit_stops_every_part, node_without_ferrotrace, bad_nodes, report_by_node].
 
 -spec init_per_suite(config()) -> config().
 init_per_suite(Config) ->
@@ -134,6 +134,11 @@ merged_exactly(Config) ->
     Folded = ferrotrace:export(C, {collapsed, #{weight => inclusive}}),
     ?assertMatch({_, _}, binary:match(Folded, <<"ft_export_target:outer/1;ft_export_target:mid/1 ">>)),
     ?assertMatch(<<"{", _/binary>>, ferrotrace:export(C, json)),
+    %% The merged hdr_log, decoded by the Python package, has the merged figures.
+    Merged = filename:join(?config(priv_dir, Config), "merged.hlog"),
+    ok = ferrotrace:export(C, hdr_log, Merged),
+    MergedOut = os:cmd(Python ++ " " ++ Check ++ " hdr_sum " ++ Merged),
+    ?assertEqual(lists:sort(Theirs), lists:sort([string:lexemes(L, " ") || L <- string:split(string:trim(MergedOut), "\n", all)])),
     ok = ferrotrace:release(C),
     [wait_until(fun() -> remote(N, ferrotrace, list, []) =:= [] end) || N <- Nodes],
     ok.
@@ -190,6 +195,18 @@ stop_and_duration(_Config) ->
     ?assertMatch({error, {no_such_session, _}}, ferrotrace:summary(C2)),
     ok.
 
+-spec limit_stops_every_part(config()) -> ok.
+limit_stops_every_part(_Config) ->
+    [A, B] = [N || {_, N} <- peers(2)],
+    {ok, C} = ferrotrace:calls(?SPEC, #{nodes => [A, B], duration => 120000, max_events => 10}),
+    %% Only A's part reaches its limit; the coordinator stops B's.
+    ok = remote(A, ft_export_target, run, [20, 0]),
+    wait_until(fun() -> maps:get(status, ferrotrace:summary(C)) =:= stopped end),
+    ?assertEqual(limit, maps:get(stop_reason, ferrotrace:summary(C))),
+    ?assertMatch([#{status := stopped, stop_reason := limit}], remote(A, ferrotrace, list, [])),
+    ?assertMatch([#{status := stopped, stop_reason := user}], remote(B, ferrotrace, list, [])),
+    ok = ferrotrace:release(C).
+
 -spec node_without_ferrotrace(config()) -> ok.
 node_without_ferrotrace(_Config) ->
     [{_, A}, {_, B}] = peers(2),
@@ -208,6 +225,10 @@ node_without_ferrotrace(_Config) ->
 bad_nodes(_Config) ->
     ?assertMatch({error, {bad_option, {nodes, [], _}}}, ferrotrace:calls(?SPEC, #{nodes => []})),
     ?assertMatch({error, {bad_option, {nodes, x, _}}}, ferrotrace:calls(?SPEC, #{nodes => x})),
+    ?assertMatch({error, {bad_option, {nodes, [a, "b"], _}}}, ferrotrace:calls(?SPEC, #{nodes => [a, "b"]})),
+    %% A pid that is not a cluster session is refused at once.
+    ?assertEqual({error, {no_such_session, self()}}, ferrotrace:summary(self())),
+    ?assertEqual({error, {no_such_session, self()}}, ferrotrace:stop(self())),
     %% The local node alone is a local session.
     {ok, Id} = ferrotrace:calls(?SPEC, #{nodes => [node()]}),
     ?assert(is_integer(Id)),
