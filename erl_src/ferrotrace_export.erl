@@ -104,7 +104,8 @@ merge_folded(Texts) ->
 %% (stable: new fields may be added, existing ones keep their name and meaning), plus
 %% `"format": "ferrotrace.summary"' and `"version": 1'. Values: times in ns (ms where the
 %% key ends in `_ms' or `_at'), `null' for `undefined'; a function is written `"m:f/a"'
-%% (in `calls[].mfa' and `loops'), pids and other terms as Erlang prints them.
+%% (in `calls[].mfa' and `loops'), pids and other terms as Erlang prints them (a cluster
+%% session's `id' is its pid, so a string; its `by_node' is an object keyed by node name).
 -spec json_document(map()) -> map().
 json_document(Summary) ->
     (jsonable(Summary))#{format => <<"ferrotrace.summary">>, version => 1}.

@@ -35,9 +35,11 @@ init_per_suite(Config) ->
     Source = proplists:get_value(source, ?MODULE:module_info(compile)),
     TestDir = filename:dirname(Source),
     Out = os:cmd("sh " ++ filename:join([TestDir, "export", "setup.sh"]) ++ " 2>&1; echo \"rc=$?\""),
+    %% `make test' installs them first (make export-tools) and fails loudly there; elsewhere
+    %% (the OTP 27/29 chroots) the case that needs them is skipped.
     Tools = case lists:reverse(string:split(string:trim(Out), "\n", all)) of
                 ["rc=0", T | _] -> T;
-                _ -> ct:fail({export_tools_setup, Out})
+                _ -> {unavailable, Out}
             end,
     [{started_net, Started}, {tools, Tools}, {test_dir, TestDir} | Config].
 
@@ -46,7 +48,12 @@ end_per_suite(Config) ->
     _ = [net_kernel:stop() || ?config(started_net, Config)],
     ok.
 
--spec init_per_testcase(atom(), config()) -> config().
+-spec init_per_testcase(atom(), config()) -> config() | {skip, term()}.
+init_per_testcase(Case, Config) when Case =:= merged_exactly ->
+    case ?config(tools, Config) of
+        {unavailable, Why} -> {skip, {export_tools_unavailable, Why}};
+        _ -> init_per_testcase(any, Config)
+    end;
 init_per_testcase(_Case, Config) ->
     [{peers, []} | Config].
 

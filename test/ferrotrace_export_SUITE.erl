@@ -32,17 +32,23 @@ init_per_suite(Config) ->
     case string:split(string:trim(Out), "\n", trailing) of
         [Tools, "rc=0"] ->
             [{tools, lists:last(string:split(Tools, "\n", all))}, {test_dir, TestDir} | Config];
-        ["rc=0"] ->
-            [{tools, ""}, {test_dir, TestDir} | Config];
         _ ->
-            ct:fail({export_tools_setup, Out})
+            %% `make test' installs them first (make export-tools) and fails loudly there;
+            %% elsewhere (the OTP 27/29 chroots) the cases that need them are skipped.
+            [{tools, {unavailable, Out}}, {test_dir, TestDir} | Config]
     end.
 
 -spec end_per_suite(config()) -> ok.
 end_per_suite(_Config) ->
     cleanup().
 
--spec init_per_testcase(atom(), config()) -> config().
+-spec init_per_testcase(atom(), config()) -> config() | {skip, term()}.
+init_per_testcase(Case, Config) when Case =:= hdr_log_read_by_python; Case =:= json_read_by_python;
+                                    Case =:= collapsed_drawn_by_inferno ->
+    case ?config(tools, Config) of
+        {unavailable, Why} -> {skip, {export_tools_unavailable, Why}};
+        _ -> init_per_testcase(any, Config)
+    end;
 init_per_testcase(_Case, Config) ->
     ok = cleanup(),
     Config.
