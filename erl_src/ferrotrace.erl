@@ -145,7 +145,9 @@ calls_with(Specs, Parsed, Options) ->
 %% `limited': seen = aggregated + dropped + sampled_out + limited, exactly), `pairing'
 %% (`open_calls' still awaiting their return, `abandoned_calls', `unmatched_returns', ...),
 %% `status' (`running' | `stopped'), `stop_reason' (`user', `duration', `limit',
-%% `owner_down', `unload', `error', or `undefined' while running) and `stopped_at' (ms).
+%% `owner_down', `unload', `error', or `undefined' while running) and `stopped_at' (ms);
+%% `stacks' (`paths' kept for the `collapsed' export, returned calls not kept: `overflow'
+%% past 10,000 paths, `too_deep' past 64 frames).
 -spec summary(session() | pid()) -> map() | {error, term()}.
 summary(Cluster) when is_pid(Cluster) ->
     ferrotrace_cluster:summary(Cluster);
@@ -155,6 +157,7 @@ summary(Session) ->
             {ok, Summary = #{calls := Calls}} ->
                 ByTotal = fun(#{total := A}, #{total := B}) -> A >= B end,
                 Summary#{calls := lists:sort(ByTotal, Calls),
+                         stacks => stack_counts(Id),
                          name => maps:get(name, Info, undefined),
                          loops => lists:usort(maps:get(loops, Info, []) ++
                                                   maps:get(loops, Summary, []))};
@@ -539,3 +542,9 @@ cluster_calls(Spec, Options = #{nodes := Nodes}) ->
 
 maybe_without(Key, Options) when is_map(Options) -> maps:remove(Key, Options);
 maybe_without(_Key, Options) -> Options.
+
+stack_counts(Id) ->
+    case ferrotrace_tracer:session_stack_counts(Id) of
+        {ok, Counts} -> Counts;
+        {error, _} -> #{paths => 0, overflow => 0, too_deep => 0}
+    end.

@@ -26,7 +26,7 @@
          session_summary/1, session_histogram/2, session_set_tracing/3,
          session_interval/1]).
 -export([session_histograms_bytes/1, session_tagged_histograms/1, session_collapsed/2,
-         histogram_merge/1, histogram_figures/1, hdr_log/2, to_json/1]).
+         histogram_merge/1, histogram_figures/1, hdr_log/2, to_json/1, session_stack_counts/1]).
 
 -on_load(load_nif/0).
 
@@ -143,3 +143,10 @@ hdr_log(_StartMs, _Intervals) -> ?NOT_LOADED.
 %% @doc A term of maps, lists, numbers, atoms and UTF-8 binaries as JSON text.
 -spec to_json(term()) -> {ok, binary()} | {error, term()}.
 to_json(_Term) -> ?NOT_LOADED.
+
+%% @private
+%% @doc Call paths kept for the collapsed export, and returned calls past the path bounds.
+-spec session_stack_counts(session_id()) ->
+          {ok, #{paths := non_neg_integer(), overflow := non_neg_integer(),
+                 too_deep := non_neg_integer()}} | {error, term()}.
+session_stack_counts(_Id) -> ?NOT_LOADED.

@@ -159,6 +159,7 @@ collapsed_weights(_Config) ->
     ?assertEqual(Total(outer) - Total(mid), maps:get(Outer, Exclusive)),
     ?assertEqual(Total(leaf), maps:get(Leaf, Exclusive)),
     ?assertEqual(Total(outer), lists:sum(maps:values(Exclusive))),
+    ?assertEqual(#{paths => 3, overflow => 0, too_deep => 0}, maps:get(stacks, ferrotrace:summary(S))),
     ok.
 
 folded(Text) when is_binary(Text) ->

@@ -70,6 +70,7 @@ SCHEMA = {
     "format": str, "version": int, "id": int, "status": str, "stop_reason": (str, type(None)),
     "started_at": int, "stopped_at": OPT_INT, "elapsed_ms": int, "loops": list,
     "calls": list, "events": dict, "pairing": dict, "memory": dict, "collector_cpu_ns": int,
+    "stacks": dict,
 }
 CALL = {"mfa": str, "count": INT, "returns": INT, "exceptions": INT, "total": INT,
         "mean": OPT_INT, "p50": OPT_INT, "p90": OPT_INT, "p99": OPT_INT, "p999": OPT_INT,
@@ -96,6 +97,7 @@ def json_summary(path):
         if ":" not in call["mfa"] or "/" not in call["mfa"]:
             raise SystemExit(f"calls[{i}].mfa: {call['mfa']!r} is not m:f/a")
     check(doc["events"], EVENTS, "events")
+    check(doc["stacks"], {"paths": INT, "overflow": INT, "too_deep": INT}, "stacks")
     e = doc["events"]
     if e["seen"] != e["aggregated"] + e["dropped"] + e["sampled_out"] + e["limited"]:
         raise SystemExit("events do not add up")

@@ -26,7 +26,7 @@ mod atoms {
     rustler::atoms! {
         ok, error, undefined, no_such_session, bad_session,
         bad_histogram, not_json, inclusive, exclusive, serialize,
-        count, mean, p50, p90, p99, p999, max, min, buckets, stacks, overflow, too_deep,
+        count, mean, p50, p90, p99, p999, max, min, buckets, stacks, overflow, too_deep, paths,
     }
 }
 
@@ -230,6 +230,25 @@ fn session_collapsed<'a>(env: Env<'a>, id: Term<'a>, weight: Term<'a>) -> Term<'
             (atoms::too_deep().encode(env), paths.too_deep().encode(env)),
         ]).expect("distinct keys");
         (atoms::ok(), binary(env, text.as_bytes()), info).encode(env)
+    })
+}
+
+/// `session_stack_counts(Id) -> {ok, #{paths, overflow, too_deep}}`: the call paths kept for
+/// the `collapsed` export, and the returned calls not kept (past the path bounds).
+#[rustler::nif(schedule = "DirtyCpu")]
+fn session_stack_counts<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
+    let session = match find(env, id) {
+        Ok(session) => session,
+        Err(e) => return e,
+    };
+    session.with_consumer(|consumer, _| {
+        let paths = consumer.aggregator().stack_paths();
+        let counts = Term::map_from_pairs(env, &[
+            (atoms::paths().encode(env), paths.len().encode(env)),
+            (atoms::overflow().encode(env), paths.overflow().encode(env)),
+            (atoms::too_deep().encode(env), paths.too_deep().encode(env)),
+        ]).expect("distinct keys");
+        (atoms::ok(), counts).encode(env)
     })
 }
 
