@@ -368,7 +368,9 @@ valid_pids(_) -> false.
 %% functions matching an `{M, F, A}' with `` '_' '' wildcards or a spec string such as
 %% `"MyApp.Cart"'), `width => Columns' (default the terminal's, else 80) and
 %% `histograms => N' (drawn for the first N rows, default 3). Names print as Erlang or
-%% Elixir writes them; each time column has one unit, shown in its header.
+%% Elixir writes them; each time column has one unit, shown in its header. For a cluster
+%% session (see `nodes' in {@link calls/2}), `by_node => true' adds a table with one line
+%% per function and node, and the nodes that went down are named.
 -spec report(session() | pid(), ferrotrace_report:options() | [{atom(), term()}]) ->
           ok | {error, term()}.
 report(Cluster, Options0) when is_pid(Cluster) ->
