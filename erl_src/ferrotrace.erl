@@ -51,6 +51,11 @@
 %%% calls and returns stay paired; the rest are counted as `sampled_out'.</li>
 %%% <li>`calls/2' only: `pids => all | new | existing | [pid()]' (default `all'),
 %%% `scope => local | global' (default `local': local calls are traced too).</li>
+%%% <li>`calls/2' only: `nodes => [Node]' (default the local node only): one session on
+%%% each node through `erpc', read as one; answers `{ok, Cluster}' (a pid that every
+%%% function here takes like a session id) or `{error, {node, Node, Reason}}' with no
+%%% session left behind. Counts add and HDR histograms are added, so percentiles are
+%%% those of all the calls; see {@link ferrotrace_cluster}.</li>
 %%% </ul>
 %%%
 %%% Figures are nanoseconds. A traced call's latency runs from the call event to its
@@ -64,6 +69,7 @@
 -export([report/2, help/0, watch/1, watch/2]).  % the shell surface, at the end of the file
 -export([slowest/2, slow_calls/2]).  % the slow calls kept, after histogram/2
 -export([recent/1, print_recent/1]).  % the flight recorder, after slow_calls/2
+-export([export/2, export/3]).  % exports and cluster sessions, at the end of the file
 
 -type session() :: ferrotrace_tracer:session_id() | atom().
 -type mfa_spec() :: {module() | '_', atom() | '_', arity() | '_'}.
@@ -103,9 +109,10 @@ session(Options0) ->
           {ok, ferrotrace_tracer:session_id()} | {error, term()}.
 calls(Spec, Options0) ->
     explain(case options_map(Options0) of
+                {ok, #{nodes := _} = Options} -> cluster_calls(Spec, Options);
                 {ok, Options} -> calls_with(Spec, Options);
                 {error, _} = Error -> Error
-            end, ?CALL_OPTIONS ++ ?SESSION_OPTIONS).
+            end, [nodes | ?CALL_OPTIONS ++ ?SESSION_OPTIONS]).
 
 %% An unknown option is answered with every option the entry takes (the engine's and the
 %% entry's own), and the nearest one when the key looks like a typo of it.
@@ -183,17 +190,22 @@ calls_with(Specs, Parsed, Options) ->
 %% `limited': seen = aggregated + dropped + sampled_out + limited, exactly), `pairing'
 %% (`open_calls' still awaiting their return, `abandoned_calls', `unmatched_returns', ...),
 %% `status' (`running' | `stopped'), `stop_reason' (`user', `duration', `limit',
-%% `owner_down', `unload', `error', or `undefined' while running) and `stopped_at' (ms).
+%% `owner_down', `unload', `error', or `undefined' while running) and `stopped_at' (ms);
+%% `stacks' (`paths' kept for the `collapsed' export, returned calls not kept: `overflow'
+%% past 10,000 paths, `too_deep' past 64 frames).
 %% Each call entry also has `slowest' and `slow_calls_dropped' (see {@link slowest/2}) and
 %% `own' (`#{total, mean, p50, p90, p99, p999, max}': own time, the latency less the time in
 %% traced callees of the same process).
--spec summary(session()) -> map() | {error, term()}.
+-spec summary(session() | pid()) -> map() | {error, term()}.
+summary(Cluster) when is_pid(Cluster) ->
+    ferrotrace_cluster:summary(Cluster);
 summary(Session) ->
     with_id(Session, fun(Id, Info) ->
         case ferrotrace_tracer:session_summary(Id) of
             {ok, Summary = #{calls := Calls}} ->
                 ByTotal = fun(#{total := A}, #{total := B}) -> A >= B end,
                 Summary#{calls := lists:sort(ByTotal, Calls),
+                         stacks => stack_counts(Id),
                          name => maps:get(name, Info, undefined),
                          loops => lists:usort(maps:get(loops, Info, []) ++
                                                   maps:get(loops, Summary, []))};
@@ -203,7 +215,9 @@ summary(Session) ->
     end).
 
 %% @doc The latency distribution of one function in power-of-two buckets, ascending.
--spec histogram(session(), mfa()) -> [bucket()] | {error, term()}.
+-spec histogram(session() | pid(), mfa()) -> [bucket()] | {error, term()}.
+histogram(Cluster, MFA) when is_pid(Cluster) ->
+    ferrotrace_cluster:histogram(Cluster, MFA);
 histogram(Session, MFA) ->
     with_id(Session, fun(Id, _) ->
         case ferrotrace_tracer:session_histogram(Id, MFA) of
@@ -244,7 +258,7 @@ print_recent(Session) ->
 
 %% @doc Prints the table sorted by total time and, for the top functions, a histogram drawn
 %% like DTrace's `quantize'.
--spec report(session()) -> ok | {error, term()}.
+-spec report(session() | pid()) -> ok | {error, term()}.
 report(Session) ->
     case format(Session) of
         {error, _} = Error -> Error;
@@ -253,7 +267,12 @@ report(Session) ->
 
 %% @doc The text that {@link report/1} prints, as a flat binary: for `bin/rel eval', `rpc'
 %% and scripts, whose output would otherwise go to the node's console.
--spec format(session()) -> binary() | {error, term()}.
+-spec format(session() | pid()) -> binary() | {error, term()}.
+format(Cluster) when is_pid(Cluster) ->
+    case ferrotrace_cluster:format(Cluster, #{}) of
+        {error, _} = Error -> Error;
+        Text -> unicode:characters_to_binary(Text)
+    end;
 format(Session) ->
     case summary(Session) of
         {error, _} = Error ->
@@ -265,13 +284,17 @@ format(Session) ->
 
 %% @doc Stops the session: tracing ends, the patterns and flags it set are removed. The
 %% figures stay readable until {@link release/1}. Stopping a stopped session is `ok'.
--spec stop(session()) -> ok | {error, term()}.
+-spec stop(session() | pid()) -> ok | {error, term()}.
+stop(Cluster) when is_pid(Cluster) ->
+    ferrotrace_cluster:stop(Cluster);
 stop(Session) ->
     with_keeper(Session, fun ferrotrace_session:stop/1,
                 fun(Id) -> ferrotrace_tracer:stop_session(Id, user) end).
 
 %% @doc Stops the session and frees everything it holds; its id is dead afterwards.
--spec release(session()) -> ok | {error, term()}.
+-spec release(session() | pid()) -> ok | {error, term()}.
+release(Cluster) when is_pid(Cluster) ->
+    ferrotrace_cluster:release(Cluster);
 release(Session) ->
     with_keeper(Session, fun ferrotrace_session:release/1,
                 fun(Id) -> ferrotrace_tracer:release_session(Id) end).
@@ -423,9 +446,26 @@ valid_pids(_) -> false.
 %% functions matching an `{M, F, A}' with `` '_' '' wildcards or a spec string such as
 %% `"MyApp.Cart"'), `width => Columns' (default the terminal's, else 80) and
 %% `histograms => N' (drawn for the first N rows, default 3). Names print as Erlang or
-%% Elixir writes them; each time column has one unit, shown in its header.
--spec report(session(), ferrotrace_report:options() | [{atom(), term()}]) ->
+%% Elixir writes them; each time column has one unit, shown in its header. For a cluster
+%% session (see `nodes' in {@link calls/2}), `by_node => true' adds a table with one line
+%% per function and node, and the nodes that went down are named.
+-spec report(session() | pid(), ferrotrace_report:options() | [{atom(), term()}]) ->
           ok | {error, term()}.
+report(Cluster, Options0) when is_pid(Cluster) ->
+    %% `by_node => true' (cluster sessions): one more table, a line per function and node.
+    Options = case options_map(Options0) of {ok, M} -> M; _ -> Options0 end,
+    ByNode = is_map(Options) andalso maps:get(by_node, Options, false),
+    case ferrotrace_report:check_options(maybe_without(by_node, Options)) of
+        {ok, _} when is_boolean(ByNode) ->
+            case ferrotrace_cluster:format(Cluster, (maybe_without(by_node, Options))#{by_node => ByNode}) of
+                {error, _} = Error -> Error;
+                Text -> io:put_chars(Text)
+            end;
+        {ok, _} ->
+            {error, {bad_option, {by_node, ByNode, <<"true or false">>}}};
+        {error, _} = Error ->
+            Error
+    end;
 report(Session, Options) ->
     case ferrotrace_report:check_options(Options) of
         {ok, _} ->
@@ -521,3 +561,70 @@ watch_sleep(Ms) when Ms > 0 ->
     receive after Ms -> ok end;
 watch_sleep(_) ->
     ok.
+
+%%--------------------------------------------------------------------------------------
+%% Exports (ferrotrace_export) and cluster sessions (ferrotrace_cluster).
+
+%% @doc The figures of `Session' in a format other tools read, as bytes. `Format' is
+%% `hdr_log' (HdrHistogram interval log, V2 compressed, one histogram per function tagged
+%% `m:f/a', in ns), `json' (the summary; field names as in {@link summary/1}), `collapsed'
+%% (folded stacks `a;b;c Ns' of the traced functions for flamegraph.pl, inferno and
+%% speedscope), or `{collapsed, #{weight => inclusive | exclusive}}' (default exclusive:
+%% the time in a function less the traced calls it made); `chrome_trace' answers
+%% `{error, {needs, recent}}' (it needs recorded spans). A cluster session's export is its
+%% merged figures. See {@link ferrotrace_export}.
+-spec export(session() | pid(), ferrotrace_export:format() | {ferrotrace_export:format(), map()}) ->
+          binary() | {error, term()}.
+export(Session, {Format, Options}) ->
+    export_with(Session, Format, Options);
+export(Session, Format) ->
+    export_with(Session, Format, #{}).
+
+%% @doc As {@link export/2}, written to `File'.
+-spec export(session() | pid(), ferrotrace_export:format() | {ferrotrace_export:format(), map()},
+             file:name_all()) -> ok | {error, term()}.
+export(Session, Format, File) ->
+    case export(Session, Format) of
+        {error, _} = Error -> Error;
+        Bytes -> file:write_file(File, Bytes)
+    end.
+
+export_with(Session, Format, Options0) ->
+    case ferrotrace_export:check(Format, Options0) of
+        {ok, Options} when is_pid(Session) ->
+            unwrap(ferrotrace_cluster:export(Session, Format, Options));
+        {ok, Options} ->
+            with_id(Session, fun(Id, _) -> unwrap(ferrotrace_export:local(Id, Format, Options)) end);
+        {error, _} = Error ->
+            Error
+    end.
+
+unwrap({ok, Bytes}) -> Bytes;
+unwrap({error, _} = Error) -> Error.
+
+%% A cluster session: `nodes => [Node]' (see ferrotrace_cluster). `[node()]' alone is a
+%% local session, as without the option.
+cluster_calls(Spec, Options = #{nodes := Nodes}) ->
+    Rest = maps:remove(nodes, Options),
+    case is_list(Nodes) andalso Nodes =/= [] andalso lists:all(fun is_atom/1, Nodes) of
+        false ->
+            {error, {bad_option, {nodes, Nodes, <<"a non-empty list of node names">>}}};
+        true when Nodes =:= [node()] ->
+            calls_with(Spec, Rest);
+        true ->
+            case owner(maps:get(owner, Rest, self()), maps:get(duration, Rest, 10000)) of
+                {ok, Owner} ->
+                    ferrotrace_cluster:calls(Spec, maps:remove(owner, Rest), lists:usort(Nodes), Owner);
+                {error, _} = Error ->
+                    Error
+            end
+    end.
+
+maybe_without(Key, Options) when is_map(Options) -> maps:remove(Key, Options);
+maybe_without(_Key, Options) -> Options.
+
+stack_counts(Id) ->
+    case ferrotrace_tracer:session_stack_counts(Id) of
+        {ok, Counts} -> Counts;
+        {error, _} -> #{paths => 0, overflow => 0, too_deep => 0}
+    end.

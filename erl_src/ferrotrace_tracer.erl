@@ -26,6 +26,8 @@
          session_summary/1, session_histogram/2, session_set_tracing/3,
          session_interval/1]).
 -export([session_slow_calls/3, session_recent/1]).
+-export([session_histograms_bytes/1, session_tagged_histograms/1, session_collapsed/2,
+         histogram_merge/1, histogram_figures/1, hdr_log/2, to_json/1, session_stack_counts/1]).
 
 -on_load(load_nif/0).
 
@@ -112,3 +114,51 @@ session_slow_calls(_Id, _MFA, _Which) -> ?NOT_LOADED.
 -spec session_recent(session_id()) ->
           {ok, #{events := [map()], total := non_neg_integer()}} | {error, term()}.
 session_recent(_Id) -> ?NOT_LOADED.
+
+%% Exports and cluster merges (internal; see ferrotrace_export and ferrotrace_cluster)
+
+%% @private
+%% @doc Every function's latency histogram, HdrHistogram V2 compressed.
+-spec session_histograms_bytes(session_id()) -> {ok, [{mfa(), binary()}]} | {error, term()}.
+session_histograms_bytes(_Id) -> ?NOT_LOADED.
+
+%% @private
+%% @doc Every function's latency histogram, V2 compressed, tagged `m:f/a'.
+-spec session_tagged_histograms(session_id()) -> {ok, [{binary(), binary()}]} | {error, term()}.
+session_tagged_histograms(_Id) -> ?NOT_LOADED.
+
+%% @private
+%% @doc Folded stacks of the traced functions, weighted by inclusive or exclusive ns.
+-spec session_collapsed(session_id(), inclusive | exclusive) ->
+          {ok, binary(), #{stacks := non_neg_integer(), overflow := non_neg_integer(),
+                           too_deep := non_neg_integer()}} | {error, term()}.
+session_collapsed(_Id, _Weight) -> ?NOT_LOADED.
+
+%% @private
+%% @doc The exact sum of V2 compressed histograms, V2 compressed.
+-spec histogram_merge([binary()]) -> {ok, binary()} | {error, term()}.
+histogram_merge(_Parts) -> ?NOT_LOADED.
+
+%% @private
+%% @doc count, mean, p50, p90, p99, p999, max, min and power-of-two buckets of a histogram.
+-spec histogram_figures(binary()) -> {ok, map()} | {error, term()}.
+histogram_figures(_Bytes) -> ?NOT_LOADED.
+
+%% @private
+%% @doc An HdrHistogram interval log: start (ms since the epoch) and intervals of tagged
+%% histograms `{OffsetMs, LengthMs, [{Tag, Bytes}]}'.
+-spec hdr_log(non_neg_integer(), [{non_neg_integer(), non_neg_integer(), [{binary(), binary()}]}]) ->
+          {ok, binary()} | {error, term()}.
+hdr_log(_StartMs, _Intervals) -> ?NOT_LOADED.
+
+%% @private
+%% @doc A term of maps, lists, numbers, atoms and UTF-8 binaries as JSON text.
+-spec to_json(term()) -> {ok, binary()} | {error, term()}.
+to_json(_Term) -> ?NOT_LOADED.
+
+%% @private
+%% @doc Call paths kept for the collapsed export, and returned calls past the path bounds.
+-spec session_stack_counts(session_id()) ->
+          {ok, #{paths := non_neg_integer(), overflow := non_neg_integer(),
+                 too_deep := non_neg_integer()}} | {error, term()}.
+session_stack_counts(_Id) -> ?NOT_LOADED.

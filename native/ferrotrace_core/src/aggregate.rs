@@ -33,6 +33,7 @@ use recorder::{Recorded, Recorder};
 pub mod slowest;
 use own::OwnTime;
 use slowest::{SlowCall, SlowCalls, SlowestConfig};
+pub mod stacks;
 
 /// Largest latency recorded, in ns (one hour); longer calls are recorded as one hour.
 pub const MAX_LATENCY_NS: u64 = 3_600_000_000_000;
@@ -215,6 +216,8 @@ struct Frame {
     ts: u64,
     /// Time spent in this call's paired traced callees (own time), ns.
     callees_ns: u64,
+    /// This call's path in `stack_paths` (`stacks.rs`).
+    node: u32,
 }
 
 /// Counters describing how well the stream paired up.
@@ -261,6 +264,8 @@ pub struct Aggregator {
     slowest: SlowestConfig,
     /// The last events (`recent`), if kept.
     recorder: Option<Recorder>,
+    /// Time per call path, for folded-stack exports (`stacks.rs`).
+    stack_paths: stacks::StackPaths,
 }
 
 /// Empty stacks tolerated beyond the non-empty ones before a sweep.
@@ -287,7 +292,13 @@ impl Aggregator {
             interval_started_ms: None,
             slowest: SlowestConfig::default(),
             recorder: None,
+            stack_paths: stacks::StackPaths::new(stacks::DEFAULT_MAX_PATHS),
         }
+    }
+
+    /// Time per call path of the traced functions (folded stacks).
+    pub fn stack_paths(&self) -> &stacks::StackPaths {
+        &self.stack_paths
     }
 
     /// The figures of the current interval per function, for the functions with something
@@ -448,7 +459,9 @@ impl Aggregator {
             self.open_calls -= 1;
             self.counters.abandoned_calls += 1;
         }
-        stack.push_back(Frame { mfa: event.mfa, ts: event.ts, callees_ns: 0 });
+        let parent = stack.back().map_or(stacks::ROOT, |frame| frame.node);
+        let node = self.stack_paths.enter(parent, event.mfa);
+        stack.push_back(Frame { mfa: event.mfa, ts: event.ts, callees_ns: 0, node });
         self.open_calls += 1;
         if stack.len() >= LOOP_DEPTH && stack.len().is_multiple_of(LOOP_CHECK_EVERY) {
             let nested = stack.iter().filter(|frame| frame.mfa == event.mfa).count();
@@ -500,12 +513,15 @@ impl Aggregator {
     }
 
     /// Pops the innermost open call of `mfa` in `pid`, discarding the frames above it; the
-    /// call it returns to (the frame below) is credited with its time (own time).
+    /// call it returns to (the frame below) is credited with its time (own time), and its
+    /// path in `stack_paths` gets the call's latency (`ts` is the return's).
     fn pop_matching(&mut self, pid: u64, mfa: Mfa, ts: u64) -> Option<Frame> {
         let stack = self.stacks.get_mut(&pid)?;
         let position = stack.iter().rposition(|frame| frame.mfa == mfa)?;
         let abandoned = stack.len() - position - 1;
         let frame = stack[position];
+        let ns = ts.saturating_sub(frame.ts).clamp(1, MAX_LATENCY_NS);
+        self.stack_paths.record(frame.node, ns);
         stack.truncate(position);
         if let Some(caller) = stack.back_mut() {
             caller.callees_ns = caller.callees_ns.saturating_add(ts.saturating_sub(frame.ts));

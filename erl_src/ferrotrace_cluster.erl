@@ -1,0 +1,413 @@
+%%% @doc Cluster sessions: one `calls/2' session on several nodes, read as one.
+%%%
+%%% `ferrotrace:calls(Spec, #{nodes => [Node]})' starts a session on each node through
+%%% `erpc' (ferrotrace must be in every node's code path, as in a release) and answers
+%%% `{ok, Cluster}', a pid that every `ferrotrace' reading function takes like a session id.
+%%%
+%%% == Shape ==
+%%% <ul>
+%%% <li>A coordinator process on the calling node watches the owner (as a local session
+%%% does) and every node (`monitor_node/2').</li>
+%%% <li>On each node a part process owns that node's session (`owner => Part') and
+%%% monitors the coordinator: if the coordinator dies, or the node loses contact with it
+%%% (net split), the part exits and the node's keeper stops its session (`owner_down'),
+%%% as for any owner. Each node's session also has its own `duration', so no remote part
+%%% outlives it, whatever the network does.</li>
+%%% <li>A part tells the coordinator when its session stopped by itself (duration or a
+%%% limit); the coordinator then stops every other part.</li>
+%%% <li>A node that cannot start its part gives `{error, {node, Node, Reason}}'; the parts
+%%% already started are released first, so no session is left behind.</li>
+%%% </ul>
+%%%
+%%% == Merging ==
+%%% Counts add. Latencies merge exactly: each node ships its HDR histograms in
+%%% HdrHistogram's V2 compressed encoding, the coordinator's node adds them bucket by bucket
+%%% and reads the percentiles from the sum (never averaging percentiles), so the cluster p99
+%%% is the p99 of all calls to HDR precision. `summary/1' adds `nodes', `nodes_down' and
+%%% `by_node => #{Node => Summary}'. A node that went down is listed in `nodes_down' and left
+%%% out of the merged figures; the others carry on.
+-module(ferrotrace_cluster).
+
+-export([calls/4, summary/1, histogram/2, stop/1, release/1, export/3, format/2]).
+%% Called on each node through erpc.
+-export([start_part/4, part_figures/2, part_control/2]).
+
+-define(CALL_TIMEOUT, 15000).
+%% How often a part looks whether its session stopped by itself.
+-define(POLL_MS, 200).
+-define(MARK, '$ferrotrace_cluster').
+
+%% @doc Starts the parts on `Nodes' (called by {@link ferrotrace:calls/2}).
+%% `Owner' is `{shell, GroupLeader}', `{process, Pid}' or `none'.
+-spec calls(term(), map(), [node()], {shell | process, pid()} | none) ->
+          {ok, pid()} | {error, term()}.
+calls(Spec, Options, Nodes, Owner) ->
+    Caller = self(),
+    Ref = make_ref(),
+    Coordinator = spawn(fun() -> coordinator_init(Caller, Ref, Spec, Options, Nodes, Owner) end),
+    Monitor = monitor(process, Coordinator),
+    receive
+        {Ref, Result} ->
+            demonitor(Monitor, [flush]),
+            Result;
+        {'DOWN', Monitor, process, _, Reason} ->
+            {error, {coordinator, Reason}}
+    end.
+
+%% @doc The merged summary, with `nodes', `nodes_down' and `by_node'.
+-spec summary(pid()) -> map() | {error, term()}.
+summary(Cluster) ->
+    case gather(Cluster) of
+        {error, _} = Error -> Error;
+        {Info, Figures} -> merge(Info, Figures)
+    end.
+
+%% @doc One function's merged latency in power-of-two buckets.
+-spec histogram(pid(), mfa()) -> [ferrotrace:bucket()] | {error, term()}.
+histogram(Cluster, MFA) ->
+    case gather(Cluster) of
+        {error, _} = Error ->
+            Error;
+        {_Info, Figures} ->
+            case [B || {_Node, {_Summary, Hs}} <- Figures, {M, B} <- Hs, M =:= MFA] of
+                [] -> {error, {no_such_function, MFA}};
+                Parts -> maps:get(buckets, figures(Parts))
+            end
+    end.
+
+%% @doc Stops every node's part; figures stay readable.
+-spec stop(pid()) -> ok | {error, term()}.
+stop(Cluster) ->
+    call(Cluster, stop).
+
+%% @doc Stops and frees every node's part; the cluster session ends.
+-spec release(pid()) -> ok | {error, term()}.
+release(Cluster) ->
+    call(Cluster, release).
+
+%% @doc The report text; `by_node => true' adds one line per function and node.
+-spec format(pid(), map()) -> iolist() | {error, term()}.
+format(Cluster, Options) ->
+    case summary(Cluster) of
+        {error, _} = Error ->
+            Error;
+        Summary ->
+            Histogram = fun(MFA) -> histogram(Cluster, MFA) end,
+            Main = ferrotrace_report:format(Summary, Histogram, maps:remove(by_node, Options)),
+            Down = case maps:get(nodes_down, Summary) of
+                       [] -> [];
+                       DownNodes -> io_lib:format("nodes down (left out): ~p~n", [DownNodes])
+                   end,
+            case maps:get(by_node, Options, false) of
+                true -> [Main, Down, by_node_table(Summary)];
+                false -> [Main, Down]
+            end
+    end.
+
+%% @doc The merged figures as an export (see {@link ferrotrace_export}).
+-spec export(pid(), ferrotrace_export:format(), map()) -> {ok, binary()} | {error, term()}.
+export(Cluster, json, _Options) ->
+    case summary(Cluster) of
+        {error, _} = Error -> Error;
+        Summary -> ferrotrace_tracer:to_json(ferrotrace_export:json_document(Summary))
+    end;
+export(Cluster, hdr_log, _Options) ->
+    case gather(Cluster) of
+        {error, _} = Error ->
+            Error;
+        {_Info, Figures} ->
+            Merged = merge_histograms(Figures),
+            Summaries = [S || {_, {S, _}} <- Figures],
+            Start = lists:min([T || #{started_at := T} <- Summaries] ++ [erlang:system_time(millisecond)]),
+            Elapsed = lists:max([0 | [E || #{elapsed_ms := E} <- Summaries]]),
+            ferrotrace_export:hdr_log(Start, Elapsed, [{MFA, Bin} || {MFA, {Bin, _}} <- Merged])
+    end;
+export(Cluster, collapsed, Options) ->
+    case call(Cluster, parts) of
+        {ok, Parts, _Down} ->
+            Texts = [T || {Node, {_Pid, Id}} <- Parts,
+                          {ok, T} <- [catch erpc:call(Node, ferrotrace_export, local,
+                                                      [Id, collapsed, Options], ?CALL_TIMEOUT)]],
+            {ok, ferrotrace_export:merge_folded(Texts)};
+        {error, _} = Error ->
+            Error
+    end.
+
+%%--------------------------------------------------------------------------------------
+%% The coordinator.
+
+-record(c, {owner :: reference() | none, parts :: [{node(), {pid(), pos_integer()}}],
+            down = [] :: [node()], stop_reason = undefined :: atom(), keep :: timeout()}).
+
+coordinator_init(Caller, Ref, Spec, Options, Nodes, Owner) ->
+    %% Marks this process as a cluster session for call/2's check.
+    put(?MARK, true),
+    case start_parts(Spec, Options, Nodes, []) of
+        {ok, Parts} ->
+            _ = [monitor_node(N, true) || {N, _} <- Parts, N =/= node()],
+            OwnerRef = case Owner of
+                           none -> none;
+                           {_, Pid} -> monitor(process, Pid)
+                       end,
+            Caller ! {Ref, {ok, self()}},
+            coordinator(#c{owner = OwnerRef, parts = Parts,
+                           keep = maps:get(keep, Options, 600000)});
+        {error, _} = Error ->
+            Caller ! {Ref, Error}
+    end.
+
+start_parts(_Spec, _Options, [], Acc) ->
+    {ok, lists:reverse(Acc)};
+start_parts(Spec, Options, [Node | Rest], Acc) ->
+    Result = try erpc:call(Node, ?MODULE, start_part, [self(), Spec, Options, node()], ?CALL_TIMEOUT)
+             catch error:{exception, undef, _} -> {error, ferrotrace_not_loaded};
+                   error:{erpc, Why} -> {error, Why};
+                   Class:Reason -> {error, {Class, Reason}}
+             end,
+    case Result of
+        {ok, Part, Id} ->
+            start_parts(Spec, Options, Rest, [{Node, {Part, Id}} | Acc]);
+        {error, Reason2} ->
+            _ = [control(N, P, release) || {N, {P, _}} <- Acc],
+            {error, {node, Node, Reason2}}
+    end.
+
+coordinator(State = #c{owner = OwnerRef, parts = Parts}) ->
+    receive
+        {call, From, Tag, parts} ->
+            From ! {Tag, {ok, Parts, State#c.down}},
+            coordinator(State);
+        {call, From, Tag, info} ->
+            From ! {Tag, {ok, Parts, State#c.down, State#c.stop_reason}},
+            coordinator(State);
+        {call, From, Tag, stop} ->
+            State1 = stop_all(user, State),
+            From ! {Tag, ok},
+            coordinator(State1);
+        {call, From, Tag, release} ->
+            _ = [control(N, P, release) || {N, {P, _}} <- Parts, not lists:member(N, State#c.down)],
+            From ! {Tag, ok};
+        {part_stopped, Node, Reason} ->
+            coordinator(stop_all(Reason, State, Node));
+        {nodedown, Node} ->
+            coordinator(State#c{down = lists:usort([Node | State#c.down])});
+        {'DOWN', OwnerRef, process, _, _} ->
+            %% The owner left: every part stops; figures stay readable for `keep'.
+            State1 = stop_all(owner_down, State#c{owner = none}),
+            case State#c.keep of
+                infinity -> coordinator(State1);
+                Keep -> erlang:send_after(Keep, self(), keep_expired), coordinator(State1)
+            end;
+        keep_expired ->
+            _ = [control(N, P, release) || {N, {P, _}} <- Parts, not lists:member(N, State#c.down)],
+            ok;
+        _ ->
+            coordinator(State)
+    end.
+
+stop_all(Reason, State) ->
+    stop_all(Reason, State, none).
+
+stop_all(Reason, State = #c{parts = Parts, down = Down}, Except) ->
+    _ = [control(N, P, stop) || {N, {P, _}} <- Parts, N =/= Except, not lists:member(N, Down)],
+    case State#c.stop_reason of
+        undefined -> State#c{stop_reason = Reason};
+        _ -> State
+    end.
+
+control(Node, Part, What) ->
+    try erpc:call(Node, ?MODULE, part_control, [Part, What], ?CALL_TIMEOUT)
+    catch _:_ -> {error, {node, Node, unreachable}}
+    end.
+
+call(Cluster, Request) ->
+    IsCluster = node(Cluster) =:= node() andalso
+        case erlang:process_info(Cluster, dictionary) of
+            {dictionary, Dict} -> lists:member({?MARK, true}, Dict);
+            undefined -> false
+        end,
+    case IsCluster of
+        true -> call_cluster(Cluster, Request);
+        false -> {error, {no_such_session, Cluster}}
+    end.
+
+call_cluster(Cluster, Request) ->
+    Monitor = monitor(process, Cluster),
+    Cluster ! {call, self(), Monitor, Request},
+    receive
+        {Monitor, Reply} ->
+            demonitor(Monitor, [flush]),
+            Reply;
+        {'DOWN', Monitor, process, _, _} ->
+            {error, {no_such_session, Cluster}}
+    after ?CALL_TIMEOUT ->
+            demonitor(Monitor, [flush]),
+            {error, timeout}
+    end.
+
+%%--------------------------------------------------------------------------------------
+%% Parts (on each node).
+
+%% @private
+%% @doc Runs on `Node' through erpc: starts this node's part and its session.
+-spec start_part(pid(), term(), map(), node()) -> {ok, pid(), pos_integer()} | {error, term()}.
+start_part(Coordinator, Spec, Options, _From) ->
+    Caller = self(),
+    Ref = make_ref(),
+    Part = spawn(fun() ->
+                         Monitor = monitor(process, Coordinator),
+                         case ferrotrace:calls(Spec, (maps:remove(name, Options))#{owner => self()}) of
+                             {ok, Id} ->
+                                 Caller ! {Ref, {ok, self(), Id}},
+                                 part(Coordinator, Monitor, Id, running);
+                             {error, _} = Error ->
+                                 Caller ! {Ref, Error}
+                         end
+                 end),
+    Monitor = monitor(process, Part),
+    receive
+        {Ref, Result} -> demonitor(Monitor, [flush]), Result;
+        {'DOWN', Monitor, process, _, Reason} -> {error, {part, Reason}}
+    end.
+
+part(Coordinator, Monitor, Id, Status) ->
+    receive
+        {'DOWN', Monitor, process, _, _} ->
+            %% Coordinator gone or unreachable: leaving stops the session (owner_down).
+            ok;
+        {control, From, Tag, stop} ->
+            From ! {Tag, ferrotrace:stop(Id)},
+            part(Coordinator, Monitor, Id, stopped);
+        {control, From, Tag, release} ->
+            From ! {Tag, ferrotrace:release(Id)}
+    after ?POLL_MS ->
+            case Status =:= running andalso ferrotrace_tracer:session_summary(Id) of
+                {ok, #{status := stopped, stop_reason := Reason}} ->
+                    Coordinator ! {part_stopped, node(), Reason},
+                    part(Coordinator, Monitor, Id, stopped);
+                _ ->
+                    part(Coordinator, Monitor, Id, Status)
+            end
+    end.
+
+%% @private
+%% @doc Runs on a part's node: `stop' or `release' its session.
+-spec part_control(pid(), stop | release) -> ok | {error, term()}.
+part_control(Part, What) ->
+    Monitor = monitor(process, Part),
+    Part ! {control, self(), Monitor, What},
+    receive
+        {Monitor, Reply} -> demonitor(Monitor, [flush]), Reply;
+        {'DOWN', Monitor, process, _, _} -> ok
+    end.
+
+%% @private
+%% @doc Runs on a part's node: its summary and histograms (V2 compressed).
+-spec part_figures(pos_integer(), [mfa()] | all) -> {ok, map(), [{mfa(), binary()}]} | {error, term()}.
+part_figures(Id, _Which) ->
+    case {ferrotrace:summary(Id), ferrotrace_tracer:session_histograms_bytes(Id)} of
+        {{error, _} = Error, _} -> Error;
+        {_, {error, _} = Error} -> Error;
+        {Summary, {ok, Histograms}} -> {ok, Summary, Histograms}
+    end.
+
+%%--------------------------------------------------------------------------------------
+%% Merging.
+
+gather(Cluster) ->
+    case call(Cluster, info) of
+        {ok, Parts, Down0, StopReason} ->
+            Replies = [{Node, catch erpc:call(Node, ?MODULE, part_figures, [Id, all], ?CALL_TIMEOUT)}
+                       || {Node, {_Pid, Id}} <- Parts, not lists:member(Node, Down0)],
+            Figures = [{Node, {S, H}} || {Node, {ok, S, H}} <- Replies],
+            Down = lists:usort(Down0 ++ [Node || {Node, R} <- Replies, element(1, R) =/= ok]),
+            {#{cluster => Cluster, nodes => [N || {N, _} <- Parts], nodes_down => Down,
+               stop_reason => StopReason}, Figures};
+        {error, _} = Error ->
+            Error
+    end.
+
+merge(Info = #{cluster := Cluster, stop_reason := Reason0}, Figures) ->
+    Summaries = [S || {_, {S, _}} <- Figures],
+    Calls = [Call#{mfa => MFA} || {MFA, {_Bin, Call}} <- merge_histograms(Figures)],
+    ByTotal = fun(#{total := A}, #{total := B}) -> A >= B end,
+    Status = case lists:any(fun(#{status := S}) -> S =:= running end, Summaries) of
+                 true -> running;
+                 false -> stopped
+             end,
+    Reason = case {Status, Reason0} of
+                 {running, _} -> undefined;
+                 {stopped, undefined} -> first([R || #{stop_reason := R} <- Summaries]);
+                 {stopped, R} -> R
+             end,
+    #{id => Cluster, name => undefined, status => Status, stop_reason => Reason,
+      started_at => min_of([T || #{started_at := T} <- Summaries]),
+      stopped_at => case Status of
+                        running -> undefined;
+                        stopped -> max_of([T || #{stopped_at := T} <- Summaries, is_integer(T)])
+                    end,
+      elapsed_ms => max_of([E || #{elapsed_ms := E} <- Summaries]),
+      calls => lists:sort(ByTotal, Calls),
+      loops => lists:usort(lists:append([L || #{loops := L} <- Summaries])),
+      events => add_maps([E || #{events := E} <- Summaries]),
+      pairing => add_maps([P || #{pairing := P} <- Summaries]),
+      memory => add_maps([M || #{memory := M} <- Summaries]),
+      stacks => add_maps([M || #{stacks := M} <- Summaries]),
+      collector_cpu_ns => lists:sum([C || #{collector_cpu_ns := C} <- Summaries]),
+      nodes => maps:get(nodes, Info), nodes_down => maps:get(nodes_down, Info),
+      by_node => maps:from_list([{Node, S} || {Node, {S, _}} <- Figures])}.
+
+%% [{MFA, {MergedBin, CallFigures}}]: counts added, latency read from the summed histogram.
+merge_histograms(Figures) ->
+    Bins = lists:foldl(fun({MFA, Bin}, Acc) -> maps:update_with(MFA, fun(L) -> [Bin | L] end, [Bin], Acc) end,
+                       #{}, [H || {_, {_, Hs}} <- Figures, H <- Hs]),
+    Counts = lists:foldl(
+               fun(#{mfa := MFA} = C, Acc) ->
+                       Add = maps:with([count, returns, exceptions, total], C),
+                       maps:update_with(MFA, fun(Old) -> add_maps([Old, Add]) end, Add, Acc)
+               end, #{}, [C || {_, {#{calls := Cs}, _}} <- Figures, C <- Cs]),
+    [begin
+         {ok, Merged} = ferrotrace_tracer:histogram_merge(Parts),
+         {ok, F} = ferrotrace_tracer:histogram_figures(Merged),
+         {MFA, {Merged, maps:merge(maps:with([mean, p50, p90, p99, p999, max], F),
+                                   maps:get(MFA, Counts, #{}))}}
+     end || {MFA, Parts} <- maps:to_list(Bins)].
+
+figures(Parts) ->
+    {ok, Merged} = ferrotrace_tracer:histogram_merge(Parts),
+    {ok, F} = ferrotrace_tracer:histogram_figures(Merged),
+    F.
+
+add_maps(Maps) ->
+    lists:foldl(fun(M, Acc) ->
+                        maps:fold(fun(K, V, A) when is_integer(V) ->
+                                          maps:update_with(K, fun(Old) -> Old + V end, V, A);
+                                     (K, V, A) -> A#{K => V}
+                                  end, Acc, M)
+                end, #{}, Maps).
+
+first([]) -> undefined;
+first([X | _]) -> X.
+
+min_of([]) -> undefined;
+min_of(L) -> lists:min(L).
+
+max_of([]) -> undefined;
+max_of(L) -> lists:max(L).
+
+%% One line per function and node: COUNT, P50, P99, MAX (µs).
+by_node_table(#{calls := Calls, by_node := ByNode}) ->
+    Header = io_lib:format("~nby node~n~-40s ~-24s ~10s ~10s ~10s ~10s~n",
+                           ["FUNCTION", "NODE", "COUNT", "P50(us)", "P99(us)", "MAX(us)"]),
+    Rows = [[io_lib:format("~-40ts ~-24s ~10b ~10s ~10s ~10s~n",
+                           [mfa_text(MFA), atom_to_list(Node), Count, us(P50), us(P99), us(Max)])
+             || {Node, #{calls := NodeCalls}} <- lists:sort(maps:to_list(ByNode)),
+                #{mfa := M, count := Count, p50 := P50, p99 := P99, max := Max} <- NodeCalls,
+                M =:= MFA]
+            || #{mfa := MFA} <- Calls],
+    [Header | Rows].
+
+us(undefined) -> "-";
+us(Ns) -> float_to_list(Ns / 1000, [{decimals, 1}]).
+
+mfa_text({M, F, A}) -> io_lib:format("~ts:~ts/~b", [M, F, A]).

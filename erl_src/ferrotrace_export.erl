@@ -1,0 +1,137 @@
+%%% @doc Exports: a session's figures in formats that other tools read.
+%%%
+%%% Called through {@link ferrotrace:export/2} and {@link ferrotrace:export/3}; works on a
+%%% local session id and, through {@link ferrotrace_cluster}, on a cluster session. Formats:
+%%% <ul>
+%%% <li>`hdr_log': an HdrHistogram interval log (V2 compressed histograms), one histogram
+%%% per function tagged `m:f/a' (values in ns), covering the session from its start; read by
+%%% HistogramLogProcessor, the Python `hdrhistogram' package, HdrHistogram.js.</li>
+%%% <li>`json': the summary of {@link ferrotrace:summary/1} as one JSON object; see
+%%% {@link json_document/1} for the field names.</li>
+%%% <li>`collapsed': folded stacks of the traced functions (`a;b;c Weight' per line), for
+%%% flamegraph.pl, inferno and speedscope; `weight => exclusive' (default: time in the
+%%% function itself, less the traced calls it made) or `inclusive'.</li>
+%%% <li>`chrome_trace': needs recorded spans (a flight recorder, `recent => N'); answers
+%%% `{error, {needs, recent}}' until one exists.</li>
+%%% </ul>
+-module(ferrotrace_export).
+
+-export([formats/0, check/2, local/3, json_document/1, jsonable/1, hdr_log/3, merge_folded/1]).
+
+-type format() :: hdr_log | json | collapsed | chrome_trace.
+-export_type([format/0]).
+
+-define(FORMATS, <<"hdr_log, json, collapsed or chrome_trace">>).
+
+%% @doc The formats `export' takes.
+-spec formats() -> [format()].
+formats() -> [hdr_log, json, collapsed, chrome_trace].
+
+%% @doc Checks a format and its options: `{ok, Options}' with defaults filled in.
+-spec check(term(), term()) -> {ok, map()} | {error, term()}.
+check(Format, Options) when is_list(Options) ->
+    case lists:all(fun({K, _}) -> is_atom(K); (_) -> false end, Options) of
+        true -> check(Format, maps:from_list(Options));
+        false -> {error, {bad_options, Options, <<"a map or a list of {Key, Value} pairs">>}}
+    end;
+check(chrome_trace, _Options) ->
+    {error, {needs, recent}};
+check(Format, Options) when is_map(Options) ->
+    case lists:member(Format, formats()) of
+        false -> {error, {bad_format, Format, ?FORMATS}};
+        true -> check_options(Format, maps:to_list(Options), #{})
+    end;
+check(_Format, Options) ->
+    {error, {bad_options, Options, <<"a map or a list of {Key, Value} pairs">>}}.
+
+check_options(collapsed, [], Acc) ->
+    {ok, maps:merge(#{weight => exclusive}, Acc)};
+check_options(_, [], Acc) ->
+    {ok, Acc};
+check_options(collapsed, [{weight, W} | Rest], Acc) when W =:= inclusive; W =:= exclusive ->
+    check_options(collapsed, Rest, Acc#{weight => W});
+check_options(collapsed, [{weight, W} | _], _) ->
+    {error, {bad_option, {weight, W, <<"inclusive or exclusive">>}}};
+check_options(hdr_log, [{interval, Ms} | _], _) ->
+    %% Per-interval snapshots are not kept by the engine (yet): one interval, the session.
+    {error, {bad_option, {interval, Ms, <<"not supported: the log holds one interval, the whole session">>}}};
+check_options(Format, [{Key, Value} | _], _) ->
+    {error, {bad_option, {Key, Value, accepted(Format)}}}.
+
+accepted(collapsed) -> <<"weight => inclusive | exclusive">>;
+accepted(_) -> <<"no options">>.
+
+%% @doc The export of a local session (an engine id), options checked by {@link check/2}.
+-spec local(ferrotrace_tracer:session_id(), format(), map()) -> {ok, binary()} | {error, term()}.
+local(Id, json, _Options) ->
+    case ferrotrace:summary(Id) of
+        {error, _} = Error -> Error;
+        Summary -> ferrotrace_tracer:to_json(json_document(Summary))
+    end;
+local(Id, hdr_log, _Options) ->
+    case {ferrotrace_tracer:session_summary(Id), ferrotrace_tracer:session_tagged_histograms(Id)} of
+        {{ok, #{started_at := Start, elapsed_ms := Elapsed}}, {ok, Tagged}} ->
+            ferrotrace_tracer:hdr_log(Start, [{0, Elapsed, Tagged}]);
+        {{error, _} = Error, _} -> Error;
+        {_, {error, _} = Error} -> Error
+    end;
+local(Id, collapsed, #{weight := Weight}) ->
+    case ferrotrace_tracer:session_collapsed(Id, Weight) of
+        {ok, Text, _Info} -> {ok, Text};
+        {error, _} = Error -> Error
+    end.
+
+%% @doc An interval log of merged histograms `[{MFA, Bytes}]' over one interval.
+-spec hdr_log(non_neg_integer(), non_neg_integer(), [{mfa(), binary()}]) -> {ok, binary()} | {error, term()}.
+hdr_log(StartMs, ElapsedMs, Histograms) ->
+    Tagged = [{iolist_to_binary(mfa_text(MFA)), Bytes} || {MFA, Bytes} <- Histograms],
+    ferrotrace_tracer:hdr_log(StartMs, [{0, ElapsedMs, Tagged}]).
+
+%% @doc Sums the folded lines of several exports (a cluster's nodes): equal paths add.
+-spec merge_folded([binary()]) -> binary().
+merge_folded(Texts) ->
+    Sums = lists:foldl(
+             fun(Line, Acc) ->
+                     case string:split(Line, <<" ">>, trailing) of
+                         [Path, N] -> maps:update_with(Path, fun(V) -> V + binary_to_integer(N) end,
+                                                       binary_to_integer(N), Acc);
+                         _ -> Acc
+                     end
+             end, #{}, [L || T <- Texts, L <- binary:split(T, <<"\n">>, [global]), L =/= <<>>]),
+    iolist_to_binary([[Path, $\s, integer_to_binary(N), $\n] || {Path, N} <- lists:sort(maps:to_list(Sums))]).
+
+%% @doc The JSON document of a summary. Field names are those of {@link ferrotrace:summary/1}
+%% (stable: new fields may be added, existing ones keep their name and meaning), plus
+%% `"format": "ferrotrace.summary"' and `"version": 1'. Values: times in ns (ms where the
+%% key ends in `_ms' or `_at'), `null' for `undefined'; a function is written `"m:f/a"'
+%% (in `calls[].mfa' and `loops'), pids and other terms as Erlang prints them (a cluster
+%% session's `id' is its pid, so a string; its `by_node' is an object keyed by node name).
+-spec json_document(map()) -> map().
+json_document(Summary) ->
+    (jsonable(Summary))#{format => <<"ferrotrace.summary">>, version => 1}.
+
+%% @doc A term with only maps, lists, numbers, atoms and binaries: `{M, F, A}' becomes
+%% `<<"m:f/a">>', a pid or another term its printed form, a string-like list stays a list
+%% of integers.
+-spec jsonable(term()) -> term().
+jsonable(Map) when is_map(Map) ->
+    maps:from_list([{json_key(K), jsonable(V)} || {K, V} <- maps:to_list(Map)]);
+jsonable(List) when is_list(List) ->
+    [jsonable(E) || E <- List];
+jsonable({M, F, A} = MFA) when is_atom(M), is_atom(F), is_integer(A) ->
+    iolist_to_binary(mfa_text(MFA));
+jsonable(X) when is_atom(X); is_number(X) ->
+    X;
+jsonable(X) when is_binary(X) ->
+    case unicode:characters_to_binary(X) of
+        B when is_binary(B) -> B;
+        _ -> base64:encode(X)
+    end;
+jsonable(X) ->
+    iolist_to_binary(io_lib:format("~0p", [X])).
+
+json_key(K) when is_atom(K); is_binary(K) -> K;
+json_key(K) -> iolist_to_binary(io_lib:format("~0p", [K])).
+
+mfa_text({M, F, A}) ->
+    io_lib:format("~ts:~ts/~b", [atom_to_binary(M), atom_to_binary(F), A]).

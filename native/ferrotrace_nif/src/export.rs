@@ -1,0 +1,295 @@
+//! Export NIFs: a session's figures in formats other tools read, and histograms as bytes so
+//! that a cluster session can add them exactly (`ferrotrace_export`, `ferrotrace_cluster`).
+//!
+//! - HdrHistogram's own encodings through the hdrhistogram crate's `serialization` feature:
+//!   V2 deflate histograms (the compressed form every HdrHistogram port decodes) and the
+//!   interval log. Writing these by hand would mean re-deriving a bit-exact format.
+//! - JSON through serde_json: escaping and number formatting done by a well-kept crate.
+//! - Folded stacks are one line per path; no library is needed to write them.
+
+use std::io::Cursor;
+use std::time::{Duration, UNIX_EPOCH};
+
+use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+use rustler::types::map::MapIterator;
+use rustler::{Binary, Encoder, Env, NewBinary, Term, TermType};
+
+use ferrotrace_core::aggregate::SIGNIFICANT_DIGITS;
+use ferrotrace_core::event::Mfa;
+use ferrotrace_core::session;
+
+use crate::term::term_from_bits;
+
+mod atoms {
+    rustler::atoms! {
+        ok, error, undefined, no_such_session, bad_session,
+        bad_histogram, not_json, inclusive, exclusive, serialize,
+        count, mean, p50, p90, p99, p999, max, min, buckets, stacks, overflow, too_deep, paths,
+    }
+}
+
+fn error<'a>(env: Env<'a>, reason: impl Encoder) -> Term<'a> {
+    (atoms::error(), reason).encode(env)
+}
+
+fn binary<'a>(env: Env<'a>, bytes: &[u8]) -> Term<'a> {
+    let mut new = NewBinary::new(env, bytes.len());
+    new.as_mut_slice().copy_from_slice(bytes);
+    Binary::from(new).encode(env)
+}
+
+fn find<'a>(env: Env<'a>, id: Term<'a>) -> Result<std::sync::Arc<session::Session>, Term<'a>> {
+    match id.decode::<u64>() {
+        Ok(n) => session::lookup(n).ok_or_else(|| error(env, (atoms::no_such_session(), id))),
+        Err(_) => Err(error(env, (atoms::bad_session(), id))),
+    }
+}
+
+/// An atom's text from its bits (atoms are immediates and never freed).
+fn atom_text(env: Env, bits: u64) -> String {
+    // SAFETY: the bits were checked to be an atom when the event was decoded; atoms are
+    // immediates, valid in any env, and never freed.
+    let term = unsafe { Term::new(env, term_from_bits(bits)) };
+    term.atom_to_string().unwrap_or_else(|_| "?".to_string())
+}
+
+/// `m:f/a` as Erlang writes a function reference (module and function unquoted).
+fn mfa_text(env: Env, mfa: &Mfa) -> String {
+    format!("{}:{}/{}", atom_text(env, mfa.module), atom_text(env, mfa.function), mfa.arity)
+}
+
+fn serialize(h: &Histogram<u64>) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    V2DeflateSerializer::new().serialize(h, &mut out).ok()?;
+    Some(out)
+}
+
+fn deserialize(bytes: &[u8]) -> Option<Histogram<u64>> {
+    Deserializer::new().deserialize(&mut Cursor::new(bytes)).ok()
+}
+
+/// `session_histograms_bytes(Id) -> {ok, [{MFA, V2DeflateBinary}]} | {error, Reason}`:
+/// every function's latency histogram, for cluster merges in one round trip.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn session_histograms_bytes<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
+    let session = match find(env, id) {
+        Ok(session) => session,
+        Err(e) => return e,
+    };
+    session.with_consumer(|consumer, _| {
+        let mut out = Vec::new();
+        for (mfa, stats) in consumer.aggregator().functions() {
+            let Some(bytes) = serialize(&stats.latency) else { return error(env, atoms::serialize()) };
+            // SAFETY: module and function bits are atoms (checked at decode), immediates.
+            let (m, f) = unsafe { (Term::new(env, term_from_bits(mfa.module)), Term::new(env, term_from_bits(mfa.function))) };
+            out.push(((m, f, mfa.arity).encode(env), binary(env, &bytes)));
+        }
+        (atoms::ok(), out).encode(env)
+    })
+}
+
+/// `histogram_merge([V2DeflateBinary]) -> {ok, V2DeflateBinary} | {error, {bad_histogram, B}}`:
+/// the exact sum of the histograms (counts per bucket added), as one histogram.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn histogram_merge<'a>(env: Env<'a>, parts: Vec<Binary<'a>>) -> Term<'a> {
+    let mut sum = Histogram::<u64>::new_with_bounds(1, 2, SIGNIFICANT_DIGITS).expect("static bounds");
+    sum.auto(true);
+    for part in parts {
+        match deserialize(part.as_slice()) {
+            Some(h) if sum.add(&h).is_ok() => {}
+            _ => return error(env, (atoms::bad_histogram(), part.to_term(env))),
+        }
+    }
+    match serialize(&sum) {
+        Some(bytes) => (atoms::ok(), binary(env, &bytes)).encode(env),
+        None => error(env, atoms::serialize()),
+    }
+}
+
+/// `histogram_figures(V2DeflateBinary) -> {ok, #{count, mean, p50, p90, p99, p999, max,
+/// min, buckets}} | {error, ...}`: the figures `ferrotrace:summary/1` shows, read from a
+/// histogram (`undefined` when it is empty), and its power-of-two buckets.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn histogram_figures<'a>(env: Env<'a>, bytes: Binary<'a>) -> Term<'a> {
+    let Some(h) = deserialize(bytes.as_slice()) else {
+        return error(env, (atoms::bad_histogram(), bytes.to_term(env)));
+    };
+    let has = !h.is_empty();
+    let value = |v: Option<u64>| v.map_or_else(|| atoms::undefined().encode(env), |v| v.encode(env));
+    let q = |quantile: f64| value(has.then(|| h.value_at_quantile(quantile)));
+    let mut buckets: Vec<(u64, u64, u64)> = Vec::new();
+    for v in h.iter_recorded() {
+        let low = 1u64 << (63 - v.value_iterated_to().max(1).leading_zeros());
+        match buckets.last_mut() {
+            Some(last) if last.0 == low => last.2 += v.count_at_value(),
+            _ => buckets.push((low, low.saturating_mul(2) - 1, v.count_at_value())),
+        }
+    }
+    let pairs = [
+        (atoms::count().encode(env), h.len().encode(env)),
+        (atoms::mean().encode(env), value(has.then(|| h.mean().round() as u64))),
+        (atoms::p50().encode(env), q(0.5)),
+        (atoms::p90().encode(env), q(0.9)),
+        (atoms::p99().encode(env), q(0.99)),
+        (atoms::p999().encode(env), q(0.999)),
+        (atoms::max().encode(env), value(has.then(|| h.max()))),
+        (atoms::min().encode(env), value(has.then(|| h.min()))),
+        (atoms::buckets().encode(env), buckets.encode(env)),
+    ];
+    (atoms::ok(), Term::map_from_term_arrays(env, &pairs.map(|p| p.0), &pairs.map(|p| p.1)).expect("distinct keys")).encode(env)
+}
+
+/// Tags may not hold `,`, spaces or line breaks (the log's separators).
+fn tag_text(text: &str) -> String {
+    text.chars().map(|c| if c == ',' || c.is_whitespace() { '_' } else { c }).collect()
+}
+
+/// One interval of the log: offset and length (ms), and its tagged histograms.
+type Interval<'a> = (u64, u64, Vec<(String, Binary<'a>)>);
+
+/// `hdr_log(StartMs, [{OffsetMs, LengthMs, [{Tag, Bin}]}]) ->
+/// {ok, Binary} | {error, ...}`: an HdrHistogram interval log whose start time is `StartMs`
+/// (ms since the epoch) holding each interval's tagged histograms; timestamps are seconds
+/// relative to the start (a BaseTime header says so).
+#[rustler::nif(schedule = "DirtyCpu")]
+fn hdr_log<'a>(env: Env<'a>, start_ms: u64, intervals: Vec<Interval<'a>>) -> Term<'a> {
+    let start = UNIX_EPOCH + Duration::from_millis(start_ms);
+    let mut out: Vec<u8> = Vec::new();
+    let mut serializer = V2DeflateSerializer::new();
+    let result = (|| -> Result<(), Term<'a>> {
+        let mut writer = IntervalLogWriterBuilder::new()
+            .add_comment("ferrotrace latency histograms, values in ns, one tag per function")
+            .with_start_time(start)
+            .with_base_time(start)
+            .with_max_value_divisor(1.0)
+            .begin_log_with(&mut out, &mut serializer)
+            .map_err(|_| error(env, atoms::serialize()))?;
+        for (offset_ms, length_ms, histograms) in intervals {
+            for (tag, bytes) in histograms {
+                let h = deserialize(bytes.as_slice()).ok_or_else(|| error(env, (atoms::bad_histogram(), tag.as_str())))?;
+                let tag = tag_text(&tag);
+                writer
+                    .write_histogram(&h, Duration::from_millis(offset_ms), Duration::from_millis(length_ms), Tag::new(&tag))
+                    .map_err(|_| error(env, atoms::serialize()))?;
+            }
+        }
+        Ok(())
+    })();
+    match result {
+        Ok(()) => (atoms::ok(), binary(env, &out)).encode(env),
+        Err(e) => e,
+    }
+}
+
+/// `session_histogram_tags(Id) -> {ok, [{Tag, V2DeflateBinary}]}`: every function's
+/// histogram tagged `m:f/a`, for `hdr_log`.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn session_tagged_histograms<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
+    let session = match find(env, id) {
+        Ok(session) => session,
+        Err(e) => return e,
+    };
+    session.with_consumer(|consumer, _| {
+        let mut out = Vec::new();
+        for (mfa, stats) in consumer.aggregator().functions() {
+            let Some(bytes) = serialize(&stats.latency) else { return error(env, atoms::serialize()) };
+            out.push((mfa_text(env, mfa), binary(env, &bytes)));
+        }
+        (atoms::ok(), out).encode(env)
+    })
+}
+
+/// `session_collapsed(Id, inclusive | exclusive) -> {ok, Binary, #{stacks, overflow,
+/// too_deep}}`: one line `m:f/a;m:g/b <ns>` per call path of the traced functions.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn session_collapsed<'a>(env: Env<'a>, id: Term<'a>, weight: Term<'a>) -> Term<'a> {
+    let session = match find(env, id) {
+        Ok(session) => session,
+        Err(e) => return e,
+    };
+    let inclusive = weight.decode::<rustler::Atom>().is_ok_and(|a| a == atoms::inclusive());
+    session.with_consumer(|consumer, _| {
+        let paths = consumer.aggregator().stack_paths();
+        let mut text = String::new();
+        for line in paths.folded() {
+            let ns = if inclusive { line.inclusive_ns } else { line.exclusive_ns };
+            if ns == 0 {
+                continue;
+            }
+            let names: Vec<String> = line.path.iter().map(|mfa| mfa_text(env, mfa)).collect();
+            text.push_str(&names.join(";"));
+            text.push(' ');
+            text.push_str(&ns.to_string());
+            text.push('\n');
+        }
+        let info = Term::map_from_pairs(env, &[
+            (atoms::stacks().encode(env), paths.len().encode(env)),
+            (atoms::overflow().encode(env), paths.overflow().encode(env)),
+            (atoms::too_deep().encode(env), paths.too_deep().encode(env)),
+        ]).expect("distinct keys");
+        (atoms::ok(), binary(env, text.as_bytes()), info).encode(env)
+    })
+}
+
+/// `session_stack_counts(Id) -> {ok, #{paths, overflow, too_deep}}`: the call paths kept for
+/// the `collapsed` export, and the returned calls not kept (past the path bounds).
+#[rustler::nif(schedule = "DirtyCpu")]
+fn session_stack_counts<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
+    let session = match find(env, id) {
+        Ok(session) => session,
+        Err(e) => return e,
+    };
+    session.with_consumer(|consumer, _| {
+        let paths = consumer.aggregator().stack_paths();
+        let counts = Term::map_from_pairs(env, &[
+            (atoms::paths().encode(env), paths.len().encode(env)),
+            (atoms::overflow().encode(env), paths.overflow().encode(env)),
+            (atoms::too_deep().encode(env), paths.too_deep().encode(env)),
+        ]).expect("distinct keys");
+        (atoms::ok(), counts).encode(env)
+    })
+}
+
+/// A term as JSON: maps (atom or binary keys) are objects, lists arrays, integers and floats
+/// numbers, `true`/`false` booleans, `null` and `undefined` null, other atoms and UTF-8
+/// binaries strings. Anything else (tuples, pids, ...) is refused: shape it first.
+fn json_value(term: Term) -> Result<serde_json::Value, Term> {
+    use serde_json::Value;
+    Ok(match term.get_type() {
+        TermType::Map => {
+            let mut object = serde_json::Map::new();
+            for (key, value) in MapIterator::new(term).ok_or(term)? {
+                let key = if key.is_atom() { key.atom_to_string().map_err(|_| key)? } else { key.decode::<String>().map_err(|_| key)? };
+                object.insert(key, json_value(value)?);
+            }
+            Value::Object(object)
+        }
+        TermType::List => Value::Array(term.decode::<Vec<Term>>().map_err(|_| term)?.into_iter().map(json_value).collect::<Result<_, _>>()?),
+        TermType::Integer => match (term.decode::<i64>(), term.decode::<u64>()) {
+            (Ok(i), _) => Value::from(i),
+            (_, Ok(u)) => Value::from(u),
+            _ => return Err(term),
+        },
+        TermType::Float => serde_json::Number::from_f64(term.decode::<f64>().map_err(|_| term)?).map(Value::Number).ok_or(term)?,
+        TermType::Atom => match term.atom_to_string().map_err(|_| term)?.as_str() {
+            "true" => Value::Bool(true),
+            "false" => Value::Bool(false),
+            "null" | "undefined" => Value::Null,
+            other => Value::String(other.to_string()),
+        },
+        TermType::Binary => Value::String(term.decode::<String>().map_err(|_| term)?),
+        _ => return Err(term),
+    })
+}
+
+/// `to_json(Term) -> {ok, Binary} | {error, {not_json, Part}}`; see `json_value`.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn to_json<'a>(env: Env<'a>, term: Term<'a>) -> Term<'a> {
+    match json_value(term).map(|v| serde_json::to_vec_pretty(&v)) {
+        Ok(Ok(bytes)) => (atoms::ok(), binary(env, &bytes)).encode(env),
+        Ok(Err(_)) => error(env, atoms::serialize()),
+        Err(part) => error(env, (atoms::not_json(), part)),
+    }
+}

@@ -1,0 +1,108 @@
+"""Reads ferrotrace exports back with independent code (the export suite runs it).
+
+  check.py hdr_log FILE   decodes an HdrHistogram interval log with the `hdrhistogram`
+                          package; prints one JSON line per tagged histogram:
+                          {"tag", "count", "p50", "p90", "p99", "p999", "max"}
+  check.py hdr_sum FILE...  adds the histograms of the same tag over several logs (one per
+                          node) and prints "tag count p50 p90 p99 p999 max" per tag
+  check.py json FILE      parses a JSON summary and checks the documented schema; prints ok
+"""
+import json
+import math
+import sys
+
+
+def at(h, percentile):
+    """The value at `percentile`, by the rank rule of ferrotrace's hdrhistogram crate: the
+    first value whose cumulative count reaches ceil(q * total) (the Python package rounds the
+    rank instead, which differs on small counts). Values come from the package's own
+    decoding and iteration."""
+    total = h.get_total_count()
+    target = max(1, math.ceil(percentile / 100.0 * total))
+    seen = 0
+    for item in h.get_recorded_iterator():
+        seen += item.count_at_value_iterated_to
+        if seen >= target:
+            return h.get_highest_equivalent_value(item.value_iterated_to)
+    return h.get_max_value()
+
+
+def hdr_log(path):
+    from hdrh.histogram import HdrHistogram
+    from hdrh.log import HistogramLogReader
+    reader = HistogramLogReader(path, HdrHistogram(1, 3600 * 10**9, 3))
+    while True:
+        h = reader.get_next_interval_histogram()
+        if h is None:
+            break
+        print(json.dumps({
+            "tag": h.get_tag(), "count": h.get_total_count(),
+            "p50": at(h, 50), "p90": at(h, 90), "p99": at(h, 99), "p999": at(h, 99.9),
+            "max": h.get_max_value()}))
+
+
+def read_all(path):
+    from hdrh.histogram import HdrHistogram
+    from hdrh.log import HistogramLogReader
+    reader = HistogramLogReader(path, HdrHistogram(1, 3600 * 10**9, 3))
+    while True:
+        h = reader.get_next_interval_histogram()
+        if h is None:
+            return
+        yield h
+
+
+def hdr_sum(*paths):
+    from hdrh.histogram import HdrHistogram
+    sums = {}
+    for path in paths:
+        for h in read_all(path):
+            total = sums.setdefault(h.get_tag(), HdrHistogram(1, 3600 * 10**9, 3))
+            total.add(h)
+    for tag, h in sorted(sums.items()):
+        print(tag, h.get_total_count(), *(at(h, p) for p in (50, 90, 99, 99.9)),
+              h.get_max_value())
+
+
+INT = int
+OPT_INT = (int, type(None))
+SCHEMA = {
+    "format": str, "version": int, "id": int, "status": str, "stop_reason": (str, type(None)),
+    "started_at": int, "stopped_at": OPT_INT, "elapsed_ms": int, "loops": list,
+    "calls": list, "events": dict, "pairing": dict, "memory": dict, "collector_cpu_ns": int,
+    "stacks": dict,
+}
+CALL = {"mfa": str, "count": INT, "returns": INT, "exceptions": INT, "total": INT,
+        "mean": OPT_INT, "p50": OPT_INT, "p90": OPT_INT, "p99": OPT_INT, "p999": OPT_INT,
+        "max": OPT_INT}
+EVENTS = {"seen": INT, "aggregated": INT, "dropped": INT, "sampled_out": INT, "limited": INT}
+
+
+def check(obj, schema, where):
+    for key, kind in schema.items():
+        if key not in obj:
+            raise SystemExit(f"{where}: missing {key}")
+        if isinstance(obj[key], bool) or not isinstance(obj[key], kind):
+            raise SystemExit(f"{where}.{key}: {obj[key]!r} is not {kind}")
+
+
+def json_summary(path):
+    with open(path, encoding="utf-8") as f:
+        doc = json.load(f)
+    check(doc, SCHEMA, "summary")
+    if doc["format"] != "ferrotrace.summary" or doc["version"] != 1:
+        raise SystemExit("format/version")
+    for i, call in enumerate(doc["calls"]):
+        check(call, CALL, f"calls[{i}]")
+        if ":" not in call["mfa"] or "/" not in call["mfa"]:
+            raise SystemExit(f"calls[{i}].mfa: {call['mfa']!r} is not m:f/a")
+    check(doc["events"], EVENTS, "events")
+    check(doc["stacks"], {"paths": INT, "overflow": INT, "too_deep": INT}, "stacks")
+    e = doc["events"]
+    if e["seen"] != e["aggregated"] + e["dropped"] + e["sampled_out"] + e["limited"]:
+        raise SystemExit("events do not add up")
+    print("ok")
+
+
+if __name__ == "__main__":
+    {"hdr_log": hdr_log, "hdr_sum": hdr_sum, "json": json_summary}[sys.argv[1]](*sys.argv[2:])

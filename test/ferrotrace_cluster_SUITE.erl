@@ -1,0 +1,255 @@
+%% Cluster sessions over OTP's `peer' nodes: exact merged counts and percentiles (checked
+%% against one histogram of every node's durations, summed by the Python hdrhistogram
+%% package), owner death, node death, stop and duration, a node without ferrotrace.
+-module(ferrotrace_cluster_SUITE).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
+-export([merged_exactly/1, owner_death_stops_every_part/1, node_death_reported/1,
+         stop_and_duration/1, limit_stops_every_part/1, node_without_ferrotrace/1, bad_nodes/1, report_by_node/1]).
+
+-type config() :: [{atom(), term()}].
+
+-define(SPEC, [{ft_export_target, outer, 1}, {ft_export_target, mid, 1},
+               {ft_export_target, leaf, 1}]).
+
+-spec all() -> [atom()].
+all() ->
+    [merged_exactly, owner_death_stops_every_part, node_death_reported, stop_and_duration,
+     limit_stops_every_part, node_without_ferrotrace, bad_nodes, report_by_node].
+
+-spec init_per_suite(config()) -> config().
+init_per_suite(Config) ->
+    {module, ferrotrace_tracer} = code:ensure_loaded(ferrotrace_tracer),
+    {module, ft_export_target} = code:ensure_loaded(ft_export_target),
+    Started = case node() of
+                  nonode@nohost ->
+                      _ = os:cmd("epmd -daemon"),
+                      {ok, _} = net_kernel:start([ferrotrace_cluster_ct, shortnames]),
+                      true;
+                  _ ->
+                      false
+              end,
+    Source = proplists:get_value(source, ?MODULE:module_info(compile)),
+    TestDir = filename:dirname(Source),
+    Out = os:cmd("sh " ++ filename:join([TestDir, "export", "setup.sh"]) ++ " 2>&1; echo \"rc=$?\""),
+    %% `make test' installs them first (make export-tools) and fails loudly there; elsewhere
+    %% (the OTP 27/29 chroots) the case that needs them is skipped.
+    Tools = case lists:reverse(string:split(string:trim(Out), "\n", all)) of
+                ["rc=0", T | _] -> T;
+                _ -> {unavailable, Out}
+            end,
+    [{started_net, Started}, {tools, Tools}, {test_dir, TestDir} | Config].
+
+-spec end_per_suite(config()) -> ok.
+end_per_suite(Config) ->
+    _ = [net_kernel:stop() || ?config(started_net, Config)],
+    ok.
+
+-spec init_per_testcase(atom(), config()) -> config() | {skip, term()}.
+init_per_testcase(Case, Config) when Case =:= merged_exactly ->
+    case ?config(tools, Config) of
+        {unavailable, Why} -> {skip, {export_tools_unavailable, Why}};
+        _ -> init_per_testcase(any, Config)
+    end;
+init_per_testcase(_Case, Config) ->
+    [{peers, []} | Config].
+
+-spec end_per_testcase(atom(), config()) -> ok.
+end_per_testcase(_Case, _Config) ->
+    _ = [catch peer:stop(P) || {peer, P} <- get()],
+    _ = [ferrotrace:release(Id) || #{id := Id} <- ferrotrace:list()],
+    erase(),
+    ok.
+
+%% A peer node with this node's code path (ferrotrace and the test modules), or without.
+peer(Name, WithFerrotrace) ->
+    Paths = case WithFerrotrace of
+                true -> lists:append([["-pa", P] || P <- code:get_path(), lists:prefix(root_of_build(), P)]);
+                false -> []
+            end,
+    {ok, Peer, Node} = peer:start_link(#{name => peer:random_name(Name), args => Paths}),
+    put({peer, Peer}, Node),
+    {Peer, Node}.
+
+root_of_build() ->
+    filename:dirname(filename:dirname(filename:dirname(code:which(ferrotrace)))).
+
+peers(N) ->
+    [begin {P, Node} = peer(list_to_atom("ft" ++ integer_to_list(I)), true), {P, Node} end
+     || I <- lists:seq(1, N)].
+
+remote(Node, M, F, A) ->
+    erpc:call(Node, M, F, A, 30000).
+
+%% Waits until `Fun()' is true (generous: a loaded machine).
+wait_until(Fun) -> wait_until(Fun, 300).
+wait_until(Fun, 0) -> ?assert(Fun());
+wait_until(Fun, N) ->
+    case Fun() of
+        true -> ok;
+        false -> timer:sleep(100), wait_until(Fun, N - 1)
+    end.
+
+-spec merged_exactly(config()) -> ok.
+merged_exactly(Config) ->
+    Nodes = [N || {_, N} <- peers(3)],
+    {ok, C} = ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000}),
+    %% Known workloads: node i runs outer/1 10*i times (each: 2 mid, 2 leaf calls).
+    Runs = lists:zip(Nodes, [10, 20, 30]),
+    [ok = remote(N, ft_export_target, run, [K, 1]) || {N, K} <- Runs],
+    ok = ferrotrace:stop(C),
+    Summary = #{calls := Calls, by_node := ByNode, nodes := Nodes, nodes_down := []} =
+        ferrotrace:summary(C),
+    Count = fun(#{calls := Cs}, F) -> hd([X || #{mfa := {_, G, _}, count := X} <- Cs, G =:= F]) end,
+    ?assertEqual(60, Count(Summary, outer)),
+    ?assertEqual(120, Count(Summary, mid)),
+    ?assertEqual(120, Count(Summary, leaf)),
+    [?assertEqual(K, Count(maps:get(N, ByNode), outer)) || {N, K} <- Runs],
+    #{seen := Seen, aggregated := Agg} = maps:get(events, Summary),
+    %% 600 call and return events, and the exits of the processes that ran them.
+    ?assert(Seen >= 600, Seen),
+    ?assertEqual(Seen, Agg),
+    ?assertEqual(stopped, maps:get(status, Summary)),
+    %% Merged percentiles equal those of one histogram of all durations: each node's own
+    %% hdr_log export, added by the Python hdrhistogram package (an independent merge).
+    Files = [begin
+                 #{id := Id} = maps:get(N, ByNode),
+                 File = filename:join(?config(priv_dir, Config), atom_to_list(N) ++ ".hlog"),
+                 ok = file:write_file(File, remote(N, ferrotrace, export, [Id, hdr_log])),
+                 File
+             end || N <- Nodes],
+    Python = filename:join([?config(tools, Config), "venv", "bin", "python"]),
+    Check = filename:join([?config(test_dir, Config), "export", "check.py"]),
+    Out = os:cmd(Python ++ " " ++ Check ++ " hdr_sum " ++ lists:join(" ", Files)),
+    Theirs = [string:lexemes(L, " ") || L <- string:split(string:trim(Out), "\n", all)],
+    ?assertEqual(3, length(Theirs), Out),
+    lists:foreach(
+      fun(#{mfa := {M, F, A}} = Ours) ->
+              Tag = lists:flatten(io_lib:format("~s:~s/~b", [M, F, A])),
+              [[_, N | Ps]] = [T || T = [X | _] <- Theirs, X =:= Tag],
+              ?assertEqual(maps:get(count, Ours), list_to_integer(N)),
+              [?assertEqual(maps:get(K, Ours), list_to_integer(P), {K, Tag})
+               || {K, P} <- lists:zip([p50, p90, p99, p999, max], Ps)]
+      end, Calls),
+    %% histogram/2 adds up to the merged count.
+    Buckets = ferrotrace:histogram(C, {ft_export_target, leaf, 1}),
+    ?assertEqual(120, lists:sum([X || {_, _, X} <- Buckets])),
+    %% Exports of the cluster session are the merged figures.
+    Folded = ferrotrace:export(C, {collapsed, #{weight => inclusive}}),
+    ?assertMatch({_, _}, binary:match(Folded, <<"ft_export_target:outer/1;ft_export_target:mid/1 ">>)),
+    ?assertMatch(<<"{", _/binary>>, ferrotrace:export(C, json)),
+    %% The merged hdr_log, decoded by the Python package, has the merged figures.
+    Merged = filename:join(?config(priv_dir, Config), "merged.hlog"),
+    ok = ferrotrace:export(C, hdr_log, Merged),
+    MergedOut = os:cmd(Python ++ " " ++ Check ++ " hdr_sum " ++ Merged),
+    ?assertEqual(lists:sort(Theirs), lists:sort([string:lexemes(L, " ") || L <- string:split(string:trim(MergedOut), "\n", all)])),
+    ok = ferrotrace:release(C),
+    [wait_until(fun() -> remote(N, ferrotrace, list, []) =:= [] end) || N <- Nodes],
+    ok.
+
+-spec owner_death_stops_every_part(config()) -> ok.
+owner_death_stops_every_part(_Config) ->
+    Nodes = [N || {_, N} <- peers(2)],
+    Self = self(),
+    Owner = spawn(fun() ->
+                          Self ! {started, ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000})},
+                          receive never -> ok end
+                  end),
+    {ok, C} = receive {started, R} -> R after 30000 -> ct:fail(no_start) end,
+    [?assertMatch([#{status := running}], remote(N, ferrotrace, list, [])) || N <- Nodes],
+    exit(Owner, kill),
+    [wait_until(fun() -> [S || #{status := S} <- remote(N, ferrotrace, list, [])] =:= [stopped] end)
+     || N <- Nodes],
+    ?assertEqual(owner_down, maps:get(stop_reason, ferrotrace:summary(C))),
+    ok = ferrotrace:release(C).
+
+-spec node_death_reported(config()) -> ok.
+node_death_reported(_Config) ->
+    [{_, A}, {PeerB, B}, {_, D}] = peers(3),
+    {ok, C} = ferrotrace:calls(?SPEC, #{nodes => [A, B, D], duration => 120000}),
+    ok = remote(A, ft_export_target, run, [5, 0]),
+    ok = remote(D, ft_export_target, run, [7, 0]),
+    ok = peer:stop(PeerB),
+    erase({peer, PeerB}),
+    wait_until(fun() -> maps:get(nodes_down, ferrotrace:summary(C)) =:= [B] end),
+    %% The others carry on.
+    ok = remote(A, ft_export_target, run, [1, 0]),
+    #{status := running, calls := Calls} = ferrotrace:summary(C),
+    ?assertEqual(13, hd([X || #{mfa := {_, outer, _}, count := X} <- Calls])),
+    ok = ferrotrace:stop(C),
+    [?assertMatch([#{status := stopped}], remote(N, ferrotrace, list, [])) || N <- [A, D]],
+    ok = ferrotrace:release(C).
+
+-spec stop_and_duration(config()) -> ok.
+stop_and_duration(_Config) ->
+    Nodes = [N || {_, N} <- peers(2)],
+    %% The first node's part stops by its duration; the coordinator stops the other.
+    {ok, C} = ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 1000}),
+    wait_until(fun() -> maps:get(status, ferrotrace:summary(C)) =:= stopped end),
+    ?assertEqual(duration, maps:get(stop_reason, ferrotrace:summary(C))),
+    [?assertMatch([#{status := stopped}], remote(N, ferrotrace, list, [])) || N <- Nodes],
+    ok = ferrotrace:release(C),
+    %% stop/1 stops every part.
+    {ok, C2} = ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000}),
+    ok = ferrotrace:stop(C2),
+    [?assertMatch([#{status := stopped, stop_reason := user}], remote(N, ferrotrace, list, []))
+     || N <- Nodes],
+    ok = ferrotrace:release(C2),
+    [wait_until(fun() -> remote(N, ferrotrace, list, []) =:= [] end) || N <- Nodes],
+    ?assertMatch({error, {no_such_session, _}}, ferrotrace:summary(C2)),
+    ok.
+
+-spec limit_stops_every_part(config()) -> ok.
+limit_stops_every_part(_Config) ->
+    [A, B] = [N || {_, N} <- peers(2)],
+    {ok, C} = ferrotrace:calls(?SPEC, #{nodes => [A, B], duration => 120000, max_events => 10}),
+    %% Only A's part reaches its limit; the coordinator stops B's.
+    ok = remote(A, ft_export_target, run, [20, 0]),
+    wait_until(fun() -> maps:get(status, ferrotrace:summary(C)) =:= stopped end),
+    ?assertEqual(limit, maps:get(stop_reason, ferrotrace:summary(C))),
+    ?assertMatch([#{status := stopped, stop_reason := limit}], remote(A, ferrotrace, list, [])),
+    ?assertMatch([#{status := stopped, stop_reason := user}], remote(B, ferrotrace, list, [])),
+    ok = ferrotrace:release(C).
+
+-spec node_without_ferrotrace(config()) -> ok.
+node_without_ferrotrace(_Config) ->
+    [{_, A}, {_, B}] = peers(2),
+    {_, Bare} = peer(ft_bare, false),
+    %% Sorted, so the bare node may come after nodes already started: those are released.
+    Result = ferrotrace:calls(?SPEC, #{nodes => [A, B, Bare], duration => 120000}),
+    ?assertMatch({error, {node, Bare, ferrotrace_not_loaded}}, Result),
+    [?assertEqual([], remote(N, ferrotrace, list, [])) || N <- [A, B]],
+    %% An unreachable node name is refused the same way.
+    ?assertMatch({error, {node, 'nobody@nowhere', _}},
+                 ferrotrace:calls(?SPEC, #{nodes => [A, 'nobody@nowhere']})),
+    ?assertEqual([], remote(A, ferrotrace, list, [])),
+    ok.
+
+-spec bad_nodes(config()) -> ok.
+bad_nodes(_Config) ->
+    ?assertMatch({error, {bad_option, {nodes, [], _}}}, ferrotrace:calls(?SPEC, #{nodes => []})),
+    ?assertMatch({error, {bad_option, {nodes, x, _}}}, ferrotrace:calls(?SPEC, #{nodes => x})),
+    ?assertMatch({error, {bad_option, {nodes, [a, "b"], _}}}, ferrotrace:calls(?SPEC, #{nodes => [a, "b"]})),
+    %% A pid that is not a cluster session is refused at once.
+    ?assertEqual({error, {no_such_session, self()}}, ferrotrace:summary(self())),
+    ?assertEqual({error, {no_such_session, self()}}, ferrotrace:stop(self())),
+    %% The local node alone is a local session.
+    {ok, Id} = ferrotrace:calls(?SPEC, #{nodes => [node()]}),
+    ?assert(is_integer(Id)),
+    ok = ferrotrace:release(Id).
+
+-spec report_by_node(config()) -> ok.
+report_by_node(_Config) ->
+    Nodes = [N || {_, N} <- peers(2)],
+    {ok, C} = ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000}),
+    [ok = remote(N, ft_export_target, run, [3, 0]) || N <- Nodes],
+    ok = ferrotrace:stop(C),
+    Text = unicode:characters_to_binary(ferrotrace_cluster:format(C, #{by_node => true})),
+    [?assertMatch({_, _}, binary:match(Text, atom_to_binary(N))) || N <- Nodes],
+    ?assertMatch({_, _}, binary:match(Text, <<"by node">>)),
+    ?assertEqual(ok, ferrotrace:report(C, #{by_node => true})),
+    ?assertMatch({error, {bad_option, {by_node, maybe, _}}}, ferrotrace:report(C, #{by_node => maybe})),
+    ok = ferrotrace:release(C).

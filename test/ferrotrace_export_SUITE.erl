@@ -1,0 +1,198 @@
+%% Exports read back by independent consumers installed from package registries
+%% (test/export/setup.sh): the Python `hdrhistogram' package decodes the hdr_log export,
+%% Python's json module checks the JSON schema (test/export/check.py), inferno draws the
+%% collapsed export as an SVG.
+-module(ferrotrace_export_SUITE).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
+-export([hdr_log_read_by_python/1, json_read_by_python/1, collapsed_drawn_by_inferno/1,
+         collapsed_weights/1, chrome_trace_needs_recent/1, bad_formats/1, to_file/1]).
+
+-type config() :: [{atom(), term()}].
+
+-define(SPEC, [{ft_export_target, outer, 1}, {ft_export_target, mid, 1},
+               {ft_export_target, leaf, 1}]).
+
+-spec all() -> [atom()].
+all() ->
+    [hdr_log_read_by_python, json_read_by_python, collapsed_drawn_by_inferno, collapsed_weights,
+     chrome_trace_needs_recent, bad_formats, to_file].
+
+-spec init_per_suite(config()) -> config().
+init_per_suite(Config) ->
+    {module, ferrotrace_tracer} = code:ensure_loaded(ferrotrace_tracer),
+    {module, ft_export_target} = code:ensure_loaded(ft_export_target),
+    Source = proplists:get_value(source, ?MODULE:module_info(compile)),
+    TestDir = filename:dirname(Source),
+    %% Installs (once; cached in _build/export-tools) the Python and Rust readers.
+    Out = os:cmd("sh " ++ filename:join([TestDir, "export", "setup.sh"]) ++ " 2>&1; echo \"rc=$?\""),
+    case string:split(string:trim(Out), "\n", trailing) of
+        [Tools, "rc=0"] ->
+            [{tools, lists:last(string:split(Tools, "\n", all))}, {test_dir, TestDir} | Config];
+        _ ->
+            %% `make test' installs them first (make export-tools) and fails loudly there;
+            %% elsewhere (the OTP 27/29 chroots) the cases that need them are skipped.
+            [{tools, {unavailable, Out}}, {test_dir, TestDir} | Config]
+    end.
+
+-spec end_per_suite(config()) -> ok.
+end_per_suite(_Config) ->
+    cleanup().
+
+-spec init_per_testcase(atom(), config()) -> config() | {skip, term()}.
+init_per_testcase(Case, Config) when Case =:= hdr_log_read_by_python; Case =:= json_read_by_python;
+                                    Case =:= collapsed_drawn_by_inferno ->
+    case ?config(tools, Config) of
+        {unavailable, Why} -> {skip, {export_tools_unavailable, Why}};
+        _ -> init_per_testcase(any, Config)
+    end;
+init_per_testcase(_Case, Config) ->
+    ok = cleanup(),
+    Config.
+
+-spec end_per_testcase(atom(), config()) -> ok.
+end_per_testcase(_Case, _Config) ->
+    cleanup().
+
+cleanup() ->
+    _ = [ferrotrace:release(Id) || #{id := Id} <- ferrotrace:list()],
+    ok.
+
+%% A session over the known call tree: 20 outer calls, 40 mid and 40 leaf calls.
+traced_session() ->
+    {ok, S} = ferrotrace:calls(?SPEC, #{duration => 60000}),
+    ok = ft_export_target:run(20, 1),
+    ok = ferrotrace:stop(S),
+    S.
+
+tmp(Config, Name) ->
+    filename:join(?config(priv_dir, Config), Name).
+
+run(Cmd) ->
+    Out = os:cmd(Cmd ++ " 2>&1; echo \"rc=$?\""),
+    [Body, Rc] = case string:split(Out, "rc=", trailing) of
+                     [B, R] -> [B, string:trim(R)];
+                     _ -> [Out, "?"]
+                 end,
+    {Rc, Body}.
+
+-spec hdr_log_read_by_python(config()) -> ok.
+hdr_log_read_by_python(Config) ->
+    S = traced_session(),
+    File = tmp(Config, "calls.hlog"),
+    ok = ferrotrace:export(S, hdr_log, File),
+    Python = filename:join([?config(tools, Config), "venv", "bin", "python"]),
+    Check = filename:join([?config(test_dir, Config), "export", "check.py"]),
+    {"0", Out} = run(Python ++ " " ++ Check ++ " hdr_log " ++ File),
+    Read = [json_decode(L) || L <- string:split(string:trim(Out), "\n", all)],
+    #{calls := Calls} = ferrotrace:summary(S),
+    ?assertEqual(3, length(Read)),
+    lists:foreach(
+      fun(#{mfa := {M, F, A}, count := Count} = Ours) ->
+              Tag = lists:flatten(io_lib:format("~s:~s/~b", [M, F, A])),
+              [Theirs] = [R || R = #{"tag" := T} <- Read, T =:= Tag],
+              ?assertEqual(Count, maps:get("count", Theirs)),
+              [?assertEqual(maps:get(K, Ours), maps:get(atom_to_list(K), Theirs), {K, Tag})
+               || K <- [p50, p90, p99, p999, max]]
+      end, Calls),
+    ok.
+
+%% check.py prints flat objects of strings and integers.
+json_decode(Line) ->
+    Body = string:trim(string:trim(Line), both, "{}"),
+    maps:from_list(
+      [begin
+           [K, V] = string:split(string:trim(Pair), ": "),
+           Key = string:trim(K, both, "\""),
+           {Key, case V of "\"" ++ _ -> string:trim(V, both, "\""); _ -> list_to_integer(V) end}
+       end || Pair <- string:split(Body, ", \"", all), Pair =/= ""] ++ []).
+
+-spec json_read_by_python(config()) -> ok.
+json_read_by_python(Config) ->
+    S = traced_session(),
+    File = tmp(Config, "summary.json"),
+    ok = ferrotrace:export(S, json, File),
+    Python = filename:join([?config(tools, Config), "venv", "bin", "python"]),
+    Check = filename:join([?config(test_dir, Config), "export", "check.py"]),
+    ?assertEqual({"0", "ok\n"}, run(Python ++ " " ++ Check ++ " json " ++ File)),
+    %% The checker fails on a document that breaks the schema.
+    Bad = tmp(Config, "bad.json"),
+    ok = file:write_file(Bad, <<"{\"format\": \"ferrotrace.summary\"}">>),
+    {Rc, _} = run(Python ++ " " ++ Check ++ " json " ++ Bad),
+    ?assertNotEqual("0", Rc),
+    ok.
+
+-spec collapsed_drawn_by_inferno(config()) -> ok.
+collapsed_drawn_by_inferno(Config) ->
+    S = traced_session(),
+    Folded = tmp(Config, "calls.folded"),
+    Svg = tmp(Config, "calls.svg"),
+    ok = ferrotrace:export(S, collapsed, Folded),
+    Inferno = filename:join([?config(tools, Config), "bin", "inferno-flamegraph"]),
+    {"0", _} = run(Inferno ++ " " ++ Folded ++ " > " ++ Svg),
+    {ok, Drawn} = file:read_file(Svg),
+    ?assertMatch({_, _}, binary:match(Drawn, <<"<svg">>)),
+    [?assertMatch({_, _}, binary:match(Drawn, Name), Name)
+     || Name <- [<<"ft_export_target:outer/1">>, <<"ft_export_target:mid/1">>,
+                 <<"ft_export_target:leaf/1">>]],
+    ok.
+
+-spec collapsed_weights(config()) -> ok.
+collapsed_weights(_Config) ->
+    S = traced_session(),
+    Exclusive = folded(ferrotrace:export(S, collapsed)),
+    Inclusive = folded(ferrotrace:export(S, {collapsed, #{weight => inclusive}})),
+    Outer = <<"ft_export_target:outer/1">>,
+    Mid = <<Outer/binary, ";ft_export_target:mid/1">>,
+    Leaf = <<Mid/binary, ";ft_export_target:leaf/1">>,
+    ?assertEqual(lists:sort([Outer, Mid, Leaf]), lists:sort(maps:keys(Inclusive))),
+    #{calls := Calls} = ferrotrace:summary(S),
+    Total = fun(Name) -> hd([T || #{mfa := {_, N, _}, total := T} <- Calls, N =:= Name]) end,
+    %% Inclusive weights are the functions' totals (each appears on one path here).
+    ?assertEqual(Total(outer), maps:get(Outer, Inclusive)),
+    ?assertEqual(Total(mid), maps:get(Mid, Inclusive)),
+    ?assertEqual(Total(leaf), maps:get(Leaf, Inclusive)),
+    %% Exclusive: each frame's own time; together they are the roots' inclusive time.
+    ?assertEqual(Total(outer) - Total(mid), maps:get(Outer, Exclusive)),
+    ?assertEqual(Total(leaf), maps:get(Leaf, Exclusive)),
+    ?assertEqual(Total(outer), lists:sum(maps:values(Exclusive))),
+    ?assertEqual(#{paths => 3, overflow => 0, too_deep => 0}, maps:get(stacks, ferrotrace:summary(S))),
+    ok.
+
+folded(Text) when is_binary(Text) ->
+    maps:from_list([begin
+                        [Path, N] = string:split(Line, <<" ">>, trailing),
+                        {Path, binary_to_integer(N)}
+                    end || Line <- binary:split(Text, <<"\n">>, [global, trim_all])]).
+
+-spec chrome_trace_needs_recent(config()) -> ok.
+chrome_trace_needs_recent(_Config) ->
+    S = traced_session(),
+    ?assertEqual({error, {needs, recent}}, ferrotrace:export(S, chrome_trace)),
+    ok.
+
+-spec bad_formats(config()) -> ok.
+bad_formats(_Config) ->
+    S = traced_session(),
+    ?assertMatch({error, {bad_format, svg, _}}, ferrotrace:export(S, svg)),
+    ?assertMatch({error, {bad_option, {weight, self, _}}},
+                 ferrotrace:export(S, {collapsed, #{weight => self}})),
+    ?assertMatch({error, {bad_option, {interval, 1000, _}}},
+                 ferrotrace:export(S, {hdr_log, #{interval => 1000}})),
+    ?assertMatch({error, {bad_option, {weight, inclusive, _}}},
+                 ferrotrace:export(S, {json, #{weight => inclusive}})),
+    ?assertMatch({error, {no_such_session, nope}}, ferrotrace:export(nope, json)),
+    ok.
+
+-spec to_file(config()) -> ok.
+to_file(Config) ->
+    S = traced_session(),
+    File = tmp(Config, "again.json"),
+    ok = ferrotrace:export(S, json, File),
+    {ok, Bytes} = file:read_file(File),
+    ?assertEqual(ferrotrace:export(S, json), Bytes),
+    ?assertMatch({error, _}, ferrotrace:export(S, json, "/nonexistent/dir/x.json")),
+    ok.
