@@ -26,6 +26,14 @@ use std::hash::{BuildHasherDefault, Hasher};
 use hdrhistogram::Histogram;
 
 use crate::event::{Event, EventKind, Mfa};
+use crate::process::ProcessTable;
+
+pub mod gc;
+pub mod messages;
+pub mod ports;
+pub mod procs;
+pub mod scheduling;
+pub mod top;
 
 /// Largest latency recorded, in ns (one hour); longer calls are recorded as one hour.
 pub const MAX_LATENCY_NS: u64 = 3_600_000_000_000;
@@ -242,6 +250,8 @@ pub struct Aggregator {
     /// When the current interval began (ms, the caller's clock); `None` before the first
     /// [`Aggregator::reset_interval`].
     interval_started_ms: Option<u64>,
+    /// Per-process state and the aggregates of every other event kind.
+    pub processes: ProcessTable,
 }
 
 /// Empty stacks tolerated beyond the non-empty ones before a sweep.
@@ -266,6 +276,7 @@ impl Aggregator {
             loops: WordMap::default(),
             new_loops: Vec::new(),
             interval_started_ms: None,
+            processes: ProcessTable::default(),
         }
     }
 
@@ -353,7 +364,9 @@ impl Aggregator {
                     self.open_calls -= stack.len();
                     self.counters.abandoned_calls += stack.len() as u64;
                 }
+                self.processes.record(event);
             }
+            _ => self.processes.record(event),
         }
     }
 
