@@ -24,6 +24,8 @@ pub enum Shape<T> {
     Binary(u64),
     /// A map of this many pairs; its contents are not walked.
     Map(u64),
+    /// A term of exactly this many words with nothing to walk inside (a local reference).
+    Fixed(u64),
     /// Anything else (fun, reference, remote pid): this many words, contents not walked.
     Opaque(u64),
 }
@@ -76,10 +78,12 @@ pub fn size_words<R: SizeReader>(reader: &R, term: R::Term) -> (u64, bool) {
             Shape::Big(digits) => words += 1 + digits as u64,
             Shape::Binary(bytes) if bytes <= HEAP_BINARY_LIMIT => words += 2 + bytes.div_ceil(8),
             Shape::Binary(_) => words += PROC_BIN_WORDS,
+            Shape::Map(0) => words += 3,
             Shape::Map(pairs) => {
                 words += 4 + 2 * pairs;
-                capped |= pairs > 0;
+                capped = true;
             }
+            Shape::Fixed(fixed) => words += fixed,
             Shape::Opaque(opaque) => {
                 words += opaque;
                 capped = true;
@@ -228,7 +232,7 @@ mod tests {
         assert_eq!(size(&nested), (4 + 4 + 2, false));
         assert_eq!(size(&T::Map(3)), (10, true));
         assert_eq!(size(&T::Tuple(vec![T::Map(1), T::Float])), (3 + 6 + 2, true));
-        assert_eq!(size(&T::Map(0)), (4, false));
+        assert_eq!(size(&T::Map(0)), (3, false));
     }
 
     #[test]
