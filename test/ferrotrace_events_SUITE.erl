@@ -1,0 +1,268 @@
+%%% @doc Common Test suite for the event kinds other than calls (`ferrotrace:processes/2',
+%%% `calls/2' with `also', raw sessions with their own flags): exact counts on known
+%%% workloads (messages, sizes, spawns and exit reasons, GC), the report sections, the
+%%% series of `histogram/2', bad input, and the refusal of unsafe kinds.
+%%%
+%%% Timing: no assertion depends on how fast anything runs; workers end by message, and the
+%%% test waits for their 'DOWN' before reading the summary (which folds in every event
+%%% stamped before it is read).
+-module(ferrotrace_events_SUITE).
+
+-include_lib("stdlib/include/assert.hrl").
+
+-export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
+-export([messages_exact/1, message_sizes/1, spawn_storm/1, gc_pauses/1, raw_session/1,
+         calls_also/1, report_sections/1, bad_input/1, scheduling/1, flags_undone/1]).
+
+-define(LONG, 60000).
+
+-type config() :: [{atom(), term()}].
+
+-spec all() -> [atom()].
+all() ->
+    [messages_exact, message_sizes, spawn_storm, gc_pauses, raw_session, calls_also,
+     report_sections, bad_input, scheduling, flags_undone].
+
+-spec init_per_suite(config()) -> config().
+init_per_suite(Config) ->
+    {module, ferrotrace_tracer} = code:ensure_loaded(ferrotrace_tracer),
+    {module, ft_test_target} = code:ensure_loaded(ft_test_target),
+    Config.
+
+-spec end_per_suite(config()) -> ok.
+end_per_suite(_Config) ->
+    cleanup().
+
+-spec init_per_testcase(atom(), config()) -> config().
+init_per_testcase(_Case, Config) ->
+    ok = cleanup(),
+    Config.
+
+-spec end_per_testcase(atom(), config()) -> ok.
+end_per_testcase(_Case, _Config) ->
+    cleanup().
+
+cleanup() ->
+    [ok = ferrotrace:release(S) || S <- ferrotrace_tracer:sessions()],
+    _ = erlang:trace_pattern({ft_test_target, '_', '_'}, false, [local]),
+    _ = erlang:trace(all, false, [all]),
+    ok.
+
+%%--------------------------------------------------------------------------------------
+%% Workloads
+
+%% A receiver that takes `N' messages and exits normally.
+receiver(N) ->
+    spawn(fun() -> [receive _ -> ok end || _ <- lists:seq(1, N)], ok end).
+
+%% A sender that, on `go', sends each of `Messages' to `To' and exits normally.
+sender(To, Messages) ->
+    spawn(fun() -> receive go -> [To ! M || M <- Messages], ok end end).
+
+wait_down(Pids) ->
+    Refs = [erlang:monitor(process, P) || P <- Pids],
+    [receive {'DOWN', R, process, _, _} -> ok after ?LONG -> error(timeout) end || R <- Refs],
+    ok.
+
+%%--------------------------------------------------------------------------------------
+%% Cases
+
+%% N messages from A to B: sent = N; received = N + 1 (B's N and A's `go'); every size is
+%% that of the message, as erts_debug:flat_size/1 gives it.
+-spec messages_exact(config()) -> ok.
+messages_exact(_Config) ->
+    N = 2000,
+    Message = {ping, lists:seq(1, 20)},
+    Words = erts_debug:flat_size(Message),
+    B = receiver(N),
+    A = sender(B, lists:duplicate(N, Message)),
+    {ok, S} = ferrotrace:processes([messages], #{pids => [A, B], duration => ?LONG}),
+    A ! go,
+    ok = wait_down([A, B]),
+    #{messages := M} = ferrotrace:summary(S),
+    ?assertMatch(#{sent := N, to_dead := 0, size_capped := 0}, M),
+    ?assertEqual(N + 1, maps:get(received, M)),
+    ?assertMatch(#{count := N, p50 := Words, max := Words}, maps:get(size_words, M)),
+    ?assertMatch([#{pid := A, count := N, words := W} | _] when W =:= N * Words,
+                 maps:get(top_senders, M)),
+    ?assertMatch([#{pid := B, count := N} | _], maps:get(top_receivers, M)),
+    %% Not traced: no key.
+    Summary = ferrotrace:summary(S),
+    [?assertNot(maps:is_key(K, Summary)) || K <- [gc, scheduling, processes, ports]],
+    ok.
+
+%% Messages of three known sizes land in their power-of-two buckets, counted exactly; a
+%% message too large to walk cheaply is counted as capped.
+-spec message_sizes(config()) -> ok.
+message_sizes(_Config) ->
+    Small = x,                         % 0 words
+    Mid = {a, b, c},                   % 4 words: bucket 4..7
+    Large = lists:seq(1, 300),         % 600 words: bucket 512..1023
+    Huge = lists:seq(1, 5000),         % past the walk's bound: capped
+    Messages = lists:append([lists:duplicate(10, Small), lists:duplicate(20, Mid),
+                             lists:duplicate(30, Large), [Huge]]),
+    B = receiver(length(Messages)),
+    A = sender(B, Messages),
+    {ok, S} = ferrotrace:processes([messages], #{pids => [A], duration => ?LONG}),
+    A ! go,
+    ok = wait_down([A, B]),
+    ?assertEqual([4, 600], [erts_debug:flat_size(T) || T <- [Mid, Large]]),
+    Buckets = ferrotrace:histogram(S, size_words),
+    ?assertEqual(10, count_in(0, Buckets)),
+    ?assertEqual(20, count_in(4, Buckets)),
+    ?assertEqual(30, count_in(600, Buckets)),
+    #{messages := #{sent := 61, size_capped := 1, received := 1}} = ferrotrace:summary(S),
+    ok.
+
+count_in(Value, Buckets) ->
+    lists:sum([C || {Low, High, C} <- Buckets, Low =< Value, Value =< High]).
+
+%% A spawn storm: every child exits with `{ft_storm, I}', counted as `ft_storm' exactly;
+%% each spawn and exit is seen, and each child's lifetime recorded.
+-spec spawn_storm(config()) -> ok.
+spawn_storm(_Config) ->
+    N = 500,
+    {ok, S} = ferrotrace:processes([procs], #{pids => new, duration => ?LONG}),
+    Self = self(),
+    Spawner = spawn(fun() ->
+                            Children = [spawn_monitor(fun() -> exit({ft_storm, I}) end)
+                                        || I <- lists:seq(1, N)],
+                            [receive {'DOWN', R, _, _, _} -> ok end || {_, R} <- Children],
+                            Self ! {storm_done, self()}
+                    end),
+    receive {storm_done, Spawner} -> ok after ?LONG -> error(timeout) end,
+    ok = wait_down([Spawner]),
+    #{processes := P} = ferrotrace:summary(S),
+    ?assertEqual(N, proplists:get_value(ft_storm, maps:get(exit_reasons, P))),
+    ?assert(maps:get(spawned, P) >= N),
+    ?assert(maps:get(exited, P) >= N + 1),
+    ?assert(maps:get(count, maps:get(lifetime, P)) >= N),
+    ok.
+
+%% A process that allocates shows GC pauses: at least the K explicit collections as major
+%% ones, minor ones from allocation, words reclaimed, and it tops the pause table.
+-spec gc_pauses(config()) -> ok.
+gc_pauses(_Config) ->
+    K = 10,
+    Worker = spawn(fun() ->
+                           receive go -> ok end,
+                           [begin _ = length(lists:seq(1, 20000)), erlang:garbage_collect() end
+                            || _ <- lists:seq(1, K)],
+                           ok
+                   end),
+    case ferrotrace:processes([gc], #{pids => [Worker], duration => ?LONG}) of
+        {ok, S} ->
+            Worker ! go,
+            ok = wait_down([Worker]),
+            #{gc := G} = ferrotrace:summary(S),
+            ?assert(maps:get(count, maps:get(major, G)) >= K),
+            ?assert(maps:get(count, maps:get(minor, G)) >= 1),
+            ?assert(maps:get(reclaimed_words, G) > 0),
+            ?assertMatch([#{pid := Worker, count := C} | _] when C >= K + 1, maps:get(top_pause, G)),
+            ?assertMatch([_ | _], ferrotrace:histogram(S, {gc, major}));
+        {error, {unsafe, gc, _}} = Refused ->
+            exit(Worker, kill),
+            ct:comment("refused here: ~p", [Refused])
+    end,
+    ok.
+
+%% A raw session with the user's own send/'receive'/procs flags gets the same figures.
+-spec raw_session(config()) -> ok.
+raw_session(_Config) ->
+    N = 300,
+    B = receiver(N),
+    A = sender(B, lists:duplicate(N, hello)),
+    {ok, S} = ferrotrace:session(#{duration => ?LONG}),
+    _ = erlang:trace(A, true, [send, procs, {tracer, ferrotrace_tracer, S}]),
+    _ = erlang:trace(B, true, ['receive', procs, {tracer, ferrotrace_tracer, S}]),
+    A ! go,
+    ok = wait_down([A, B]),
+    Summary = ferrotrace:summary(S),
+    ?assertMatch(#{messages := #{sent := N, received := N}}, Summary),
+    ?assertMatch(#{processes := #{exited := 2, exit_reasons := [{normal, 2}]}}, Summary),
+    ?assertMatch(#{events := #{ignored := 0}}, Summary),
+    ok.
+
+%% calls/2 with `also': one session, calls and messages.
+-spec calls_also(config()) -> ok.
+calls_also(_Config) ->
+    N = 100,
+    Self = self(),
+    {ok, S} = ferrotrace:calls({ft_test_target, f, 1}, #{also => [messages], pids => new,
+                                                        duration => ?LONG}),
+    W = spawn(fun() -> [begin ft_test_target:f(I), Self ! {tick, self()} end || I <- lists:seq(1, N)] end),
+    [receive {tick, W} -> ok after ?LONG -> error(timeout) end || _ <- lists:seq(1, N)],
+    ok = wait_down([W]),
+    Summary = ferrotrace:summary(S),
+    ?assertMatch(#{calls := [#{mfa := {ft_test_target, f, 1}, count := N}]}, Summary),
+    ?assertMatch(#{messages := #{sent := N}}, Summary),
+    ?assertNot(maps:is_key(processes, Summary)),
+    ok.
+
+%% report/1 prints a section per kind with quantize histograms.
+-spec report_sections(config()) -> ok.
+report_sections(_Config) ->
+    B = receiver(50),
+    A = sender(B, lists:duplicate(50, lists:seq(1, 10))),
+    {ok, S} = ferrotrace:processes([messages, procs], #{pids => [A, B], duration => ?LONG}),
+    A ! go,
+    ok = wait_down([A, B]),
+    Text = ferrotrace:format(S),
+    [?assertMatch({_, _}, binary:match(Text, Part), Part)
+     || Part <- [<<"messages: 50 sent, 51 received">>, <<"message size (words)">>,
+                 <<"processes: 0 spawned, 2 exited">>, <<"exit reasons: normal 2">>]],
+    ok.
+
+%% Bad kinds, options and series are answered with {error, Reason} naming what is accepted.
+-spec bad_input(config()) -> ok.
+bad_input(_Config) ->
+    ?assertMatch({error, {bad_kinds, [bogus], _}}, ferrotrace:processes([messages, bogus], #{})),
+    ?assertMatch({error, {bad_kinds, nope, _}}, ferrotrace:processes(nope, #{})),
+    ?assertMatch({error, {bad_kinds, [], _}}, ferrotrace:processes([], #{})),
+    ?assertMatch({error, {bad_option, {pids, _, _}}}, ferrotrace:processes([ports], #{pids => [self()]})),
+    ?assertMatch({error, {bad_option, {also, [x], _}}},
+                 ferrotrace:calls({ft_test_target, f, 1}, #{also => [x]})),
+    {ok, S} = ferrotrace:processes([procs], #{pids => [self()], duration => ?LONG}),
+    ?assertMatch({error, {bad_series, bogus, _}}, ferrotrace:histogram(S, bogus)),
+    ?assertEqual([], ferrotrace:histogram(S, wakeup)),
+    ?assertEqual([], ferrotrace_tracer:sessions() -- [S]),
+    ok.
+
+%% `scheduling' is refused before OTP 25.3 (running tracing and dirty schedulers); from 25.3
+%% on it gives run slices, CPU per process, wakeup latency and where processes went out.
+-spec scheduling(config()) -> ok.
+scheduling(_Config) ->
+    case ferrotrace_events:otp_version() < [25, 3] of
+        true ->
+            {error, {unsafe, scheduling, Why}} = ferrotrace:processes([scheduling], #{}),
+            Version = list_to_binary(erlang:system_info(otp_release)),
+            ?assertMatch({_, _}, binary:match(Why, Version)),
+            ?assertEqual([], ferrotrace_tracer:sessions()),
+            ?assertEqual({flags, []}, erlang:trace_info(self(), flags));
+        false ->
+            N = 20,
+            B = receiver(N),
+            {ok, S} = ferrotrace:processes([messages, scheduling], #{pids => [B, self()], duration => ?LONG}),
+            %% B waits in receive (scheduled out) each time a message arrives.
+            [begin B ! {tick, I}, timer:sleep(2) end || I <- lists:seq(1, N)],
+            ok = wait_down([B]),
+            #{messages := #{wakeup := Wakeup}, scheduling := Sched} = ferrotrace:summary(S),
+            ?assert(maps:get(count, Wakeup) >= 1),
+            ?assert(maps:get(max, Wakeup) < 10000000000),
+            ?assert(maps:get(count, maps:get(run_slice, Sched)) >= N),
+            ?assertMatch([_ | _], maps:get(out_locations, Sched))
+    end,
+    ok.
+
+%% stop/1 removes every flag processes/2 set, from the processes and from `new'.
+-spec flags_undone(config()) -> ok.
+flags_undone(_Config) ->
+    P = spawn(fun() -> receive stop -> ok end end),
+    {ok, S} = ferrotrace:processes([messages, procs, gc, ports], #{duration => ?LONG}),
+    ?assertMatch({flags, [_ | _]}, erlang:trace_info(P, flags)),
+    ok = ferrotrace:stop(S),
+    ?assertEqual({flags, []}, erlang:trace_info(P, flags)),
+    ?assertEqual({flags, []}, erlang:trace_info(new, flags)),
+    [?assertEqual({flags, []}, erlang:trace_info(Port, flags)) || Port <- erlang:ports()],
+    P ! stop,
+    ok.
