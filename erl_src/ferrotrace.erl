@@ -213,7 +213,9 @@ summary(Session) ->
 %% of another series: `wakeup', `run_slice', `lifetime', `size_words' (words, not ns),
 %% `{gc, minor}', `{gc, major}', `{ports, run_slice}'.
 -spec histogram(session(), mfa() | ferrotrace_events:series()) -> [bucket()] | {error, term()}.
-histogram(Session, Series) when not (is_tuple(Series) andalso tuple_size(Series) =:= 3) ->
+histogram(Session, Series) when Series =:= wakeup; Series =:= run_slice; Series =:= lifetime;
+                                Series =:= size_words; Series =:= {gc, minor};
+                                Series =:= {gc, major}; Series =:= {ports, run_slice} ->
     with_id(Session, fun(Id, _) -> ferrotrace_events:histogram(Id, Series) end);
 histogram(Session, MFA) ->
     with_id(Session, fun(Id, _) ->

@@ -75,8 +75,9 @@ check_safe(Kinds, Id) ->
             ok
     end.
 
-%% Another ferrotrace session with `gc', or a process (or new processes) with the
-%% legacy session's `garbage_collection' flag.
+%% Another ferrotrace session with `gc', or any trace session (the legacy one of
+%% `erlang:trace/3', dbg, recon, or an OTP 27 session) with `garbage_collection' on a process
+%% or on new processes. A session whose flags cannot be read counts as tracing GC.
 gc_traced_elsewhere(Id) ->
     Others = [Other || {Other, _, _, #{kinds := Kinds}} <- ferrotrace_registry:sessions(),
                        Other =/= Id, lists:member(gc, Kinds)],
@@ -84,20 +85,27 @@ gc_traced_elsewhere(Id) ->
         [Other | _] ->
             {ferrotrace, Other};
         [] ->
-            Legacy = [P || P <- [new_processes | erlang:processes()],
-                           lists:member(garbage_collection, legacy_flags(P))],
-            case Legacy of
+            Traced = [P || P <- [new_processes | erlang:processes()], session_traces_gc(P)],
+            case Traced of
                 [] -> false;
-                [P | _] -> {erlang_trace, P}
+                [P | _] -> {trace_session_on, P}
             end
     end.
 
-legacy_flags(P) ->
-    try erlang:trace_info(P, flags) of
-        {flags, Flags} -> Flags;
-        _ -> []
-    catch error:badarg -> []
-    end.
+%% OTP 27+ only (the `trace' module); called through apply so that this compiles on 25.
+session_traces_gc(P) ->
+    Sessions = try apply(trace, session_info, [P]) of
+                   List when is_list(List) -> List;
+                   _ -> []
+               catch error:_ -> []
+               end,
+    lists:any(fun(Session) ->
+                      try apply(trace, info, [Session, P, flags]) of
+                          {flags, Flags} -> lists:member(garbage_collection, Flags);
+                          _ -> false
+                      catch error:_ -> true
+                      end
+              end, Sessions).
 
 %% @doc The running OTP version as a list of integers (`[25, 2, 3]').
 -spec otp_version() -> [non_neg_integer()].

@@ -49,7 +49,7 @@ impl<K: Hash + Eq + Copy> TopTable<K> {
     /// The `n` keys with the largest totals (then counts), largest first.
     pub fn top(&self, n: usize) -> Vec<(K, Tally)> {
         let mut all: Vec<(K, Tally)> = self.entries.iter().map(|(k, t)| (*k, *t)).collect();
-        all.sort_unstable_by(|a, b| (b.1.total, b.1.count).cmp(&(a.1.total, a.1.count)));
+        all.sort_unstable_by_key(|(_, t)| std::cmp::Reverse((t.total, t.count)));
         all.truncate(n);
         all
     }
