@@ -213,6 +213,8 @@ start_tracing(Id, Tracing = #{kinds := Kinds}) ->
             Error
     end;
 start_tracing(Id, Tracing) ->
+    %% Calls only: the other tags of `procs' (spawn, link, ...) are discarded, not traced.
+    ok = ferrotrace_tracer:session_set_events(Id, false),
     start_tracing(Id, Tracing, []).
 
 start_tracing(Id, #{specs := Specs, heads := Heads, pids := Pids, scope := Scope}, Extra) ->

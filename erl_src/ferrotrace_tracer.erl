@@ -24,7 +24,7 @@
 -export([enabled/3, enabled_call/3, enabled_procs/3, trace/5]).
 -export([enabled_send/3, enabled_receive/3, enabled_garbage_collection/3,
          enabled_running_procs/3, enabled_running_ports/3, enabled_ports/3]).
--export([session_events/1, session_event_histogram/2]).
+-export([session_events/1, session_event_histogram/2, session_set_events/2]).
 -export([new_session/2, stop_session/2, release_session/1, sessions/0,
          session_summary/1, session_histogram/2, session_set_tracing/3,
          session_interval/1]).
@@ -125,3 +125,8 @@ session_events(_Id) -> ?NOT_LOADED.
 -spec session_event_histogram(session_id(), ferrotrace_events:series()) ->
           {ok, [{non_neg_integer(), non_neg_integer(), non_neg_integer()}]} | {error, term()}.
 session_event_histogram(_Id, _Series) -> ?NOT_LOADED.
+
+%% `false': the session is calls-only (its enabled callbacks discard every tag but call and
+%% exit); sessions start with `true'.
+-spec session_set_events(session_id(), boolean()) -> ok | {error, term()}.
+session_set_events(_Id, _Events) -> ?NOT_LOADED.

@@ -251,7 +251,9 @@ scheduling(_Config) ->
             ?assert(maps:get(count, Wakeup) >= 1),
             ?assert(maps:get(max, Wakeup) < 10000000000),
             ?assert(maps:get(count, maps:get(run_slice, Sched)) >= N),
-            ?assertMatch([_ | _], maps:get(out_locations, Sched))
+            ?assertMatch([_ | _], maps:get(out_locations, Sched)),
+            %% The text for the README's scheduling section (read in the CT log).
+            ct:log("~ts", [ferrotrace:format(S)])
     end,
     ok.
 

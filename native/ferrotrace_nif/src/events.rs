@@ -328,10 +328,11 @@ fn exit_reason(env: *mut ErlNifEnv, reason: ErlNifTerm) -> u64 {
 }
 
 /// `enabled_<tag>/3` for the tags this module decodes: every event of a running session is
-/// traced (the VM then calls `trace/5`); `remove` for a session that is gone.
+/// traced (the VM then calls `trace/5`), unless the session is calls-only (`discard`);
+/// `remove` for a session that is gone.
 unsafe extern "C" fn enabled_any(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
     // SAFETY: called by the VM as an arity-3 NIF: its env and three arguments.
-    unsafe { enabled_by(env, argv, |a, _tag| a.trace) }
+    unsafe { enabled_by(env, argv, |a, _tag, events| if events { a.trace } else { a.discard_term() }) }
 }
 
 register_raw_nif!("enabled_send", 3, enabled_any);

@@ -222,3 +222,15 @@ fn session_event_histogram<'a>(env: Env<'a>, id: Term<'a>, series: Term<'a>) -> 
     };
     with_table(env, id, |t| (atoms::ok(), buckets(which(t))).encode(env))
 }
+
+/// `session_set_events(Id, Bool) -> ok | {error, Reason}`: `false` makes a session
+/// calls-only (its `enabled` callbacks discard every tag but `call` and `exit`), as
+/// `calls/2` without other kinds wants; sessions start with `true`.
+#[rustler::nif]
+fn session_set_events<'a>(env: Env<'a>, id: Term<'a>, events: bool) -> Term<'a> {
+    match id.decode::<u64>() {
+        Ok(n) if ferrotrace_core::slots::set_events(n, events) => atoms::ok().encode(env),
+        Ok(_) => (atoms::error(), (atoms::no_such_session(), id)).encode(env),
+        Err(_) => (atoms::error(), (atoms::bad_session(), id)).encode(env),
+    }
+}

@@ -33,6 +33,7 @@ pub(crate) struct Atoms {
     remove: ErlNifTerm,
     trace_status: ErlNifTerm,
     call: ErlNifTerm,
+    exit: ErlNifTerm,
     return_from: ErlNifTerm,
     exception_from: ErlNifTerm,
     }
@@ -53,9 +54,17 @@ pub unsafe fn init_atoms(env: *mut ErlNifEnv) {
         remove: atom(c"remove"),
         trace_status: atom(c"trace_status"),
         call: atom(c"call"),
+        exit: atom(c"exit"),
         return_from: atom(c"return_from"),
         exception_from: atom(c"exception_from"),
     });
+}
+
+impl Atoms {
+    /// The `discard` atom.
+    pub(crate) fn discard_term(&self) -> ErlNifTerm {
+        self.discard
+    }
 }
 
 #[inline]
@@ -114,7 +123,7 @@ fn sampled_out(id: u64, tracee: ErlNifTerm) -> bool {
 pub(crate) unsafe fn enabled_by(
     env: *mut ErlNifEnv,
     argv: *const ErlNifTerm,
-    answer: impl FnOnce(&Atoms, ErlNifTerm) -> ErlNifTerm,
+    answer: impl FnOnce(&Atoms, ErlNifTerm, bool) -> ErlNifTerm,
 ) -> ErlNifTerm {
     guarded(|| {
         let a = atoms();
@@ -124,7 +133,7 @@ pub(crate) unsafe fn enabled_by(
         let Some((id, tracee)) = (unsafe { enabled_session_id(env, argv) }) else { return a.remove };
         let Some(sample) = slots::live_sample(id) else { return a.remove };
         let tag = argv[0];
-        let answer = answer(a, tag);
+        let answer = answer(a, tag, slots::wants_events(id));
         if sample > 1 && answer == a.trace && tag != a.trace_status && sampled_out(id, tracee) {
             a.discard
         } else {
@@ -134,24 +143,39 @@ pub(crate) unsafe fn enabled_by(
 }
 
 /// `enabled(TraceTag, TracerState, Tracee)`: `trace` for every tag of a running session
-/// (each is aggregated or counted as ignored); `trace_status` keeps the tracer.
+/// (each is aggregated or counted as ignored), but only `call` and `exit` for a calls-only
+/// session (`calls/2` without other kinds); `trace_status` keeps the tracer.
 unsafe extern "C" fn enabled(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
     // SAFETY: called by the VM as an arity-3 NIF: its env and three arguments.
-    // Every tag is traced: `trace/5` aggregates it or counts it as ignored (events.rs).
-    unsafe { enabled_by(env, argv, |a, _tag| a.trace) }
+    // With events, every tag is traced: `trace/5` aggregates it or counts it as ignored
+    // (events.rs). A calls-only session keeps calls and exits.
+    unsafe { enabled_by(env, argv, |a, tag, events| {
+        if events || tag == a.call || tag == a.trace_status || tag == a.exit {
+            a.trace
+        } else {
+            a.discard
+        }
+    }) }
 }
 
 /// `enabled_call/3`: the tag is `call`, only the session is checked.
 unsafe extern "C" fn enabled_call(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
     // SAFETY: called by the VM as an arity-3 NIF: its env and three arguments.
-    unsafe { enabled_by(env, argv, |a, _tag| a.trace) }
+    unsafe { enabled_by(env, argv, |a, _tag, _events| a.trace) }
 }
 
 /// `enabled_procs/3`: the VM passes the event's own tag (`spawn`, `exit`, `link`, ...); all
-/// are aggregated (`exit` also forgets the open calls of a process that died inside them).
+/// are aggregated (`exit` also forgets the open calls of a process that died inside them);
+/// a calls-only session keeps only `exit`.
 unsafe extern "C" fn enabled_procs(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
     // SAFETY: called by the VM as an arity-3 NIF: its env and three arguments.
-    unsafe { enabled_by(env, argv, |a, _tag| a.trace) }
+    unsafe { enabled_by(env, argv, |a, tag, events| {
+        if events || tag == a.exit || tag == a.trace_status {
+            a.trace
+        } else {
+            a.discard
+        }
+    }) }
 }
 
 /// `trace(TraceTag, TracerState, Tracee, Message, Opts)`: stamps and queues call, return_from,
