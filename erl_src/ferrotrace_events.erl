@@ -133,11 +133,22 @@ merge(Id, Info, Summary) ->
                         _ -> Seen
                     end,
             Keys = [{K, key(K)} || K <- ?KINDS, lists:member(K, Kinds)],
-            lists:foldl(fun({_, Key}, Acc) -> Acc#{Key => named(maps:get(Key, Events))} end,
-                        Summary, Keys);
+            WithKinds = lists:foldl(fun({_, Key}, Acc) -> Acc#{Key => named(maps:get(Key, Events))} end,
+                                    Summary, Keys),
+            with_splits(WithKinds, maps:get(splits, Events, []));
         {error, _} ->
             Summary
     end.
+
+%% Each call entry with a latency split gets `split => #{running, descheduled, gc}'.
+with_splits(Summary = #{calls := Calls}, Splits = [_ | _]) ->
+    ByMfa = maps:from_list([{M, maps:remove(mfa, S)} || S = #{mfa := M} <- Splits]),
+    Summary#{calls := [case ByMfa of
+                           #{M := Split} -> Call#{split => Split};
+                           _ -> Call
+                       end || Call = #{mfa := M} <- Calls]};
+with_splits(Summary, _) ->
+    Summary.
 
 key(procs) -> processes;
 key(Kind) -> Kind.

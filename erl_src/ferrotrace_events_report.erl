@@ -13,8 +13,23 @@
 -spec format(map(), fun((ferrotrace_events:series()) -> [ferrotrace:bucket()] | {error, term()})) ->
           iolist().
 format(Summary, Histogram) ->
-    [section(Key, Figures, Histogram) || Key <- [messages, scheduling, gc, processes, ports],
-                                        {ok, Figures} <- [maps:find(Key, Summary)]].
+    [split(maps:get(calls, Summary, [])) |
+     [section(Key, Figures, Histogram) || Key <- [messages, scheduling, gc, processes, ports],
+                                        {ok, Figures} <- [maps:find(Key, Summary)]]].
+
+%% Why the calls were slow: each function's latency split into running, descheduled and GC.
+split(Calls) ->
+    case [C || C = #{split := _} <- Calls] of
+        [] -> [];
+        Split ->
+            ["\nwhy slow (p50 / p99 of each part of a call's latency):\n",
+             [io_lib:format("  ~ts~n    running ~s / ~s, descheduled ~s / ~s, gc ~s / ~s~n",
+                            [ferrotrace_names:mfa(M),
+                             ns(P50R), ns(P99R), ns(P50D), ns(P99D), ns(P50G), ns(P99G)])
+              || #{mfa := M, split := #{running := #{p50 := P50R, p99 := P99R},
+                                         descheduled := #{p50 := P50D, p99 := P99D},
+                                         gc := #{p50 := P50G, p99 := P99G}}} <- lists:sublist(Split, 10)]]
+    end.
 
 section(messages, M, H) ->
     [io_lib:format("~nmessages: ~b sent, ~b received, ~b receive timeouts, ~b to dead processes~n",

@@ -13,7 +13,7 @@
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([messages_exact/1, message_sizes/1, spawn_storm/1, gc_pauses/1, raw_session/1,
          calls_also/1, report_sections/1, bad_input/1, scheduling/1, flags_undone/1,
-         gc_two_sessions/1]).
+         gc_two_sessions/1, latency_split/1]).
 
 -define(LONG, 60000).
 
@@ -22,7 +22,7 @@
 -spec all() -> [atom()].
 all() ->
     [messages_exact, message_sizes, spawn_storm, gc_pauses, raw_session, calls_also,
-     report_sections, bad_input, scheduling, flags_undone, gc_two_sessions].
+     report_sections, bad_input, scheduling, flags_undone, gc_two_sessions, latency_split].
 
 -spec init_per_suite(config()) -> config().
 init_per_suite(Config) ->
@@ -309,3 +309,36 @@ traced(Target) ->
                    false -> false
                end,
     Legacy orelse Sessions.
+
+%% The latency split: a traced function that sleeps 10 ms then burns 5 ms shows about 10 ms
+%% descheduled and 5 ms running. Tolerance: descheduled at least 9.5 ms (the sleep) and
+%% running at least 2 ms (the burn is wall-clock time, so a preemption moves part of it to
+%% descheduled on a loaded machine), neither above 1 s; the parts' means add up to the mean
+%% latency within 1% (HDR precision). Needs scheduling: OTP 25.3 and later.
+-spec latency_split(config()) -> ok | {skip, string()}.
+latency_split(_Config) ->
+    case ferrotrace_events:otp_version() < [25, 3] of
+        true ->
+            {skip, "scheduling (running) tracing is refused before OTP 25.3"};
+        false ->
+            {module, _} = code:ensure_loaded(ft_events_target),
+            N = 5,
+            Self = self(),
+            W = spawn(fun() -> receive go -> ok end,
+                               [ft_events_target:sleep_then_burn() || _ <- lists:seq(1, N)],
+                               Self ! {done, self()}
+                      end),
+            {ok, S} = ferrotrace:calls({ft_events_target, sleep_then_burn, 0},
+                                       #{also => [scheduling, gc], pids => [W], duration => ?LONG}),
+            W ! go,
+            receive {done, W} -> ok after ?LONG -> error(timeout) end,
+            #{calls := [Call = #{count := N, split := Split}]} = ferrotrace:summary(S),
+            ct:log("~p~n~ts", [Call, ferrotrace:format(S)]),
+            #{running := R, descheduled := D, gc := G} = Split,
+            ?assertMatch(#{count := N}, R),
+            ?assert(maps:get(p50, D) >= 9500000 andalso maps:get(max, D) < 1000000000),
+            ?assert(maps:get(p50, R) >= 2000000 andalso maps:get(max, R) < 1000000000),
+            Sum = maps:get(mean, R) + maps:get(mean, D) + maps:get(mean, G),
+            ?assert(abs(Sum - maps:get(mean, Call)) =< maps:get(mean, Call) div 100, {Sum, Call}),
+            ok
+    end.

@@ -33,6 +33,7 @@ pub mod messages;
 pub mod ports;
 pub mod procs;
 pub mod scheduling;
+pub mod split;
 pub mod top;
 
 /// Largest latency recorded, in ns (one hour); longer calls are recorded as one hour.
@@ -163,6 +164,8 @@ pub struct FunctionStats {
     pub loop_only: bool,
     /// The same figures since the last interval read (`ferrotrace:watch/2`).
     pub interval: IntervalStats,
+    /// The latency split (running, descheduled, GC), once scheduling events were seen.
+    pub split: Option<Box<split::SplitStats>>,
 }
 
 impl FunctionStats {
@@ -176,6 +179,7 @@ impl FunctionStats {
             latency: small_histogram(),
             loop_only: false,
             interval: IntervalStats::new(),
+            split: None,
         }
     }
 
@@ -208,6 +212,8 @@ impl FunctionStats {
 struct Frame {
     mfa: Mfa,
     ts: u64,
+    /// The process's (descheduled, gc) totals at the call, when scheduling is traced.
+    split: Option<(u64, u64)>,
 }
 
 /// Counters describing how well the stream paired up.
@@ -427,6 +433,7 @@ impl Aggregator {
             self.counters.abandoned_calls += 1;
             return;
         }
+        let split = if self.processes.splits() { self.processes.totals(event.pid) } else { None };
         let stack = self.stacks.entry(event.pid).or_default();
         if stack.is_empty() {
             self.nonempty_stacks += 1;
@@ -436,7 +443,7 @@ impl Aggregator {
             self.open_calls -= 1;
             self.counters.abandoned_calls += 1;
         }
-        stack.push_back(Frame { mfa: event.mfa, ts: event.ts });
+        stack.push_back(Frame { mfa: event.mfa, ts: event.ts, split });
         self.open_calls += 1;
         if stack.len() >= LOOP_DEPTH && stack.len().is_multiple_of(LOOP_CHECK_EVERY) {
             let nested = stack.iter().filter(|frame| frame.mfa == event.mfa).count();
@@ -461,13 +468,21 @@ impl Aggregator {
 
     fn record_return(&mut self, event: &Event) {
         let frame = self.pop_matching(event.pid, event.mfa);
+        let parts = frame.and_then(|f| f.split).zip(self.processes.totals(event.pid));
         let Some(stats) = self.stats_for(event.mfa) else {
             self.count_untracked(event.mfa);
             return;
         };
         stats.count_return(event.kind);
         match frame {
-            Some(frame) => stats.record_latency(event.ts.saturating_sub(frame.ts)),
+            Some(frame) => {
+                let latency = event.ts.saturating_sub(frame.ts);
+                stats.record_latency(latency);
+                if let Some(((d0, g0), (d1, g1))) = parts {
+                    let split = stats.split.get_or_insert_with(Default::default);
+                    split.record(latency.clamp(1, MAX_LATENCY_NS), d1.saturating_sub(d0), g1.saturating_sub(g0));
+                }
+            }
             None if stats.loop_only => {}
             None => self.counters.unmatched_returns += 1,
         }
@@ -532,6 +547,32 @@ mod tests {
 
     fn ev(kind: EventKind, pid: u64, mfa: Mfa, ts: u64) -> Event {
         Event { ts, pid, mfa, kind }
+    }
+
+    #[test]
+    fn splits_latency_into_running_descheduled_and_gc() {
+        let mut agg = Aggregator::new(100, 1000);
+        let at = |kind, ts, function| Event { ts, pid: 7, mfa: Mfa { module: 0, function, arity: 0 }, kind };
+        agg.record(&at(EventKind::In, 0, 0));
+        agg.record(&ev(EventKind::Call, 7, F, 100));
+        agg.record(&at(EventKind::Out, 1_100, 0));
+        agg.record(&at(EventKind::In, 11_100, 0));
+        agg.record(&at(EventKind::GcStart, 12_000, 50));
+        agg.record(&at(EventKind::GcEnd, 12_500, 10));
+        agg.record(&ev(EventKind::Return, 7, F, 16_100));
+        let split = agg.function(&F).unwrap().split.as_ref().expect("split recorded");
+        let only = |h: &Histogram<u64>| {
+            assert_eq!(h.len(), 1);
+            h.max()
+        };
+        assert!(split.descheduled.equivalent(only(&split.descheduled), 10_000));
+        assert!(split.gc.equivalent(only(&split.gc), 500));
+        assert!(split.running.equivalent(only(&split.running), 5_500));
+        // Without scheduling events no frame takes a snapshot.
+        let mut plain = Aggregator::new(100, 1000);
+        plain.record(&ev(EventKind::Call, 7, F, 0));
+        plain.record(&ev(EventKind::Return, 7, F, 10));
+        assert!(plain.function(&F).unwrap().split.is_none());
     }
 
     #[test]

@@ -65,6 +65,12 @@ struct ProcState {
     gc: Option<(u64, bool, u64)>,
     /// Spawned at this time.
     born: Option<u64>,
+    /// Scheduled out at this time (for the descheduled total).
+    out_since: Option<u64>,
+    /// Total time scheduled out so far (between an `out` and the next `in`), ns.
+    descheduled_ns: u64,
+    /// Total time in paired collections so far, ns.
+    gc_ns: u64,
 }
 
 /// The process table and the aggregates it feeds.
@@ -96,6 +102,19 @@ impl ProcessTable {
     /// True when no process has state.
     pub fn is_empty(&self) -> bool {
         self.table.is_empty()
+    }
+
+    /// `pid`'s running totals `(descheduled, gc)` in ns, for the latency split; `None`
+    /// before its first scheduling or GC event.
+    #[inline]
+    pub fn totals(&self, pid: u64) -> Option<(u64, u64)> {
+        self.table.get(&pid).map(|s| (s.descheduled_ns, s.gc_ns))
+    }
+
+    /// True once scheduling events were seen: call frames then take split snapshots.
+    #[inline]
+    pub fn splits(&self) -> bool {
+        self.seen & kinds::SCHEDULING != 0
     }
 
     fn entry(&mut self, pid: u64) -> Option<&mut ProcState> {
@@ -173,7 +192,11 @@ impl ProcessTable {
                 let major = mfa.arity != 0;
                 match self.table.get_mut(&pid).and_then(|s| s.gc.take()) {
                     Some((start, was_major, before)) if was_major == major => {
-                        self.gc.collection(pid, major, ts.saturating_sub(start), before, mfa.function);
+                        let pause = ts.saturating_sub(start);
+                        if let Some(state) = self.table.get_mut(&pid) {
+                            state.gc_ns = state.gc_ns.saturating_add(pause);
+                        }
+                        self.gc.collection(pid, major, pause, before, mfa.function);
                     }
                     _ => self.gc.unpaired += 1,
                 }
@@ -184,6 +207,9 @@ impl ProcessTable {
                 if let Some(state) = self.entry(pid) {
                     state.running_since = Some(ts);
                     state.out = false;
+                    if let Some(out) = state.out_since.take() {
+                        state.descheduled_ns = state.descheduled_ns.saturating_add(ts.saturating_sub(out));
+                    }
                     if let Some(arrived) = state.waiting_since.take() {
                         self.messages.wakeup(pid, ts.saturating_sub(arrived));
                     }
@@ -191,9 +217,10 @@ impl ProcessTable {
             }
             EventKind::Out | EventKind::OutExited => {
                 self.seen |= kinds::SCHEDULING;
-                let slice = match self.table.get_mut(&pid) {
+                let slice = match self.entry(pid) {
                     Some(state) => {
                         state.out = true;
+                        state.out_since = Some(ts);
                         state.running_since.take().map(|since| ts.saturating_sub(since))
                     }
                     None => None,

@@ -6,6 +6,7 @@ use hdrhistogram::Histogram;
 use rustler::{Atom, Encoder, Env, Term};
 
 use ferrotrace_core::aggregate::top::Tally;
+use ferrotrace_core::aggregate::Aggregator;
 use ferrotrace_core::event::Mfa;
 use ferrotrace_core::process::{kinds, ProcessTable};
 use ferrotrace_core::session;
@@ -21,6 +22,7 @@ mod atoms {
         reclaimed_words, top_pause, unpaired, spawned, exited, exit_reasons, lifetime, links,
         unlinks, getting_linked, getting_unlinked, registered, unregistered, opened, closed,
         count, mean, p50, p90, p99, p999, max, total, words, pid, mfa, reason, ins, outs,
+        splits, running, descheduled,
     }
 }
 
@@ -165,6 +167,10 @@ fn summary<'a>(env: Env<'a>, t: &ProcessTable) -> Term<'a> {
 }
 
 fn with_table<'a>(env: Env<'a>, id: Term<'a>, f: impl FnOnce(&ProcessTable) -> Term<'a>) -> Term<'a> {
+    with_aggregator(env, id, |agg| f(&agg.processes))
+}
+
+fn with_aggregator<'a>(env: Env<'a>, id: Term<'a>, f: impl FnOnce(&Aggregator) -> Term<'a>) -> Term<'a> {
     let session = match id.decode::<u64>() {
         Ok(n) => match session::lookup(n) {
             Some(session) => session,
@@ -172,14 +178,28 @@ fn with_table<'a>(env: Env<'a>, id: Term<'a>, f: impl FnOnce(&ProcessTable) -> T
         },
         Err(_) => return (atoms::error(), (atoms::bad_session(), id)).encode(env),
     };
-    session.with_consumer(|consumer, _| f(&consumer.aggregator().processes))
+    session.with_consumer(|consumer, _| f(consumer.aggregator()))
 }
 
 /// `session_events(Id) -> {ok, map()} | {error, Reason}`: the figures of every event kind
 /// other than calls (see `ferrotrace:summary/1`), and `seen`, the kinds that had events.
 #[rustler::nif(schedule = "DirtyCpu")]
 fn session_events<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
-    with_table(env, id, |t| (atoms::ok(), summary(env, t)).encode(env))
+    with_aggregator(env, id, |agg| {
+        let splits: Vec<Term> = agg.functions()
+            .filter_map(|(m, stats)| stats.split.as_ref().map(|split| (m, split)))
+            .map(|(m, split)| map(env, &[
+                (atoms::mfa(), mfa(env, m)),
+                (atoms::running(), distribution(env, &split.running)),
+                (atoms::descheduled(), distribution(env, &split.descheduled)),
+                (atoms::gc(), distribution(env, &split.gc)),
+            ]))
+            .collect();
+        let figures = summary(env, &agg.processes)
+            .map_put(atoms::splits().encode(env), splits.encode(env))
+            .expect("a map");
+        (atoms::ok(), figures).encode(env)
+    })
 }
 
 /// Power-of-two buckets `{Low, High, Count}` of a histogram; zero gets its own bucket.
