@@ -4,6 +4,12 @@
 %% untraced, with the no-op NIF floor (the VM's cost of delivering the events to a tracer
 %% module that does nothing) and with ferrotrace. Best of 5 runs of N iterations.
 %%
+%% Then the message scenario with one worker per scheduler, each sending itself and
+%% receiving N messages: events per second until drained (all events aggregated, or all
+%% received by the process tracer), for the no-op floor, ferrotrace and a process tracer that
+%% counts, with `ratio NAME VALUE' lines: ferrotrace's throughput against the floor's, and
+%% its gain over the process tracer against the most any tracer can gain (floor / process).
+%%
 %%   bench/run.sh builds the floor; then:
 %%   erl -noshell -pa _build/default/lib/ferrotrace/ebin -pa bench/out \
 %%       -eval 'ferrotrace_msg_cost:main(), halt().'
@@ -28,7 +34,61 @@ main() ->
          io:format("ns_over_floor_per_event ~s ~.1f~n", [Path, (Ft - Floor) / 2]),
          io:format("ns_floor_per_event ~s ~.1f~n", [Path, (Floor - Un) / 2])
      end || Path <- [messages, calls]],
+    Workers = erlang:system_info(schedulers_online),
+    Rates = [{Case, best_rate(Case, Workers)} || Case <- [floor_noop, ferrotrace, process_count]],
+    [io:format("events_per_s ~s messages workers=~b ~b~n", [Case, Workers, round(R)]) || {Case, R} <- Rates],
+    {_, Floor} = lists:keyfind(floor_noop, 1, Rates),
+    {_, Ft} = lists:keyfind(ferrotrace, 1, Rates),
+    {_, Pt} = lists:keyfind(process_count, 1, Rates),
+    io:format("ratio messages_throughput_vs_floor ~.3f~n", [Ft / Floor]),
+    io:format("ratio messages_gain_over_process_tracer ~.3f~n", [Ft / Pt]),
+    io:format("ratio messages_gain_vs_possible ~.3f~n", [(Ft / Pt) / (Floor / Pt)]),
     ok.
+
+best_rate(Case, Workers) ->
+    lists:max([rate(Case, Workers) || _ <- lists:seq(1, 3)]).
+
+%% Events per second, from the start of the work until every event is accounted for.
+rate(Case, Workers) ->
+    Self = self(),
+    Pids = [spawn(fun() -> receive go -> ok end, msg_loop(?N), Self ! {done, self()} end)
+            || _ <- lists:seq(1, Workers)],
+    Events = 2 * ?N * Workers,
+    {Flags, Drained, Teardown} = rate_setup(Case, Events),
+    [erlang:trace(P, true, ['send', 'receive' | Flags]) || P <- Pids],
+    T0 = erlang:monotonic_time(),
+    [P ! go || P <- Pids],
+    [receive {done, P} -> ok end || P <- Pids],
+    Drained(),
+    T = erlang:convert_time_unit(erlang:monotonic_time() - T0, native, nanosecond),
+    Teardown(),
+    Events / (T / 1.0e9).
+
+rate_setup(floor_noop, _Events) ->
+    {[{tracer, ferrotrace_floor, noop}], fun() -> ok end, fun() -> ok end};
+rate_setup(ferrotrace, Events) ->
+    {ok, S} = ferrotrace:session(#{duration => 600000, ring_size => 1 bsl 20}),
+    Drained = fun() -> wait_aggregated(S, Events) end,
+    {[{tracer, ferrotrace_tracer, S}], Drained, fun() -> ferrotrace:release(S) end};
+rate_setup(process_count, Events) ->
+    Self = self(),
+    Counter = spawn(fun() -> count(Self, Events, 0) end),
+    {[{tracer, Counter}], fun() -> receive {drained, Counter} -> ok end end,
+     fun() -> exit(Counter, kill) end}.
+
+%% The `'receive'' of the last message can still be in a ring: poll until every event
+%% (aggregated or dropped) is accounted for.
+wait_aggregated(S, Events) ->
+    #{events := #{seen := Seen}} = ferrotrace:summary(S),
+    case Seen >= Events of
+        true -> ok;
+        false -> timer:sleep(1), wait_aggregated(S, Events)
+    end.
+
+count(Parent, Expected, N) when N =:= Expected ->
+    Parent ! {drained, self()};
+count(Parent, Expected, N) ->
+    receive _ -> count(Parent, Expected, N + 1) end.
 
 best(Case, Path) ->
     lists:min([once(Case, Path) || _ <- lists:seq(1, 5)]).

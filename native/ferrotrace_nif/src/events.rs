@@ -237,9 +237,12 @@ unsafe fn gc_words(env: *mut ErlNifEnv, list: ErlNifTerm) -> u64 {
 pub unsafe fn decode(env: *mut ErlNifEnv, argv: &[ErlNifTerm; 5]) -> Option<(EventKind, Mfa)> {
     let a = atoms();
     let (tag, tracee, message, opts) = (argv[0], argv[2], argv[3], argv[4]);
-    let mut port = std::mem::MaybeUninit::<ErlNifPort>::uninit();
-    // SAFETY: `env` and `tracee` are the callback's (the caller's contract).
-    let is_port = unsafe { enif_get_local_port(env, tracee, port.as_mut_ptr()) } != 0;
+    // Asked only by the tags ports share with processes (a VM call: not on the message path).
+    let is_port = || {
+        let mut port = std::mem::MaybeUninit::<ErlNifPort>::uninit();
+        // SAFETY: `env` and `tracee` are the callback's (the caller's contract).
+        unsafe { enif_get_local_port(env, tracee, port.as_mut_ptr()) != 0 }
+    };
     let zero = NO_MFA;
     let event = if tag == a.send || tag == a.send_to_non_existing_process {
         let mut to = message;
@@ -259,10 +262,10 @@ pub unsafe fn decode(env: *mut ErlNifEnv, argv: &[ErlNifTerm; 5]) -> Option<(Eve
             (EventKind::Receive, sized(env, message, 0))
         }
     } else if tag == a.in_ || tag == a.in_exiting {
-        let kind = if is_port { EventKind::PortIn } else { EventKind::In };
+        let kind = if is_port() { EventKind::PortIn } else { EventKind::In };
         (kind, decode_mfa(&EnvReader(env), message).unwrap_or(zero))
     } else if tag == a.out || tag == a.out_exiting || tag == a.out_exited {
-        let kind = match (is_port, tag == a.out_exited) {
+        let kind = match (is_port(), tag == a.out_exited) {
             (true, _) => EventKind::PortOut,
             (false, true) => EventKind::OutExited,
             (false, false) => EventKind::Out,
@@ -275,7 +278,7 @@ pub unsafe fn decode(env: *mut ErlNifEnv, argv: &[ErlNifTerm; 5]) -> Option<(Eve
         let words = unsafe { gc_words(env, message) }.min((1 << 47) - 1);
         let kind = if start { EventKind::GcStart } else { EventKind::GcEnd };
         (kind, Mfa { module: 0, function: words, arity: u32::from(major) })
-    } else if is_port {
+    } else if is_port() {
         if tag == a.open {
             (EventKind::PortOpen, zero)
         } else if tag == a.closed {
