@@ -25,6 +25,7 @@ FERROTRACE_FLOOR_SO="$root/$out/libferrotrace_floor"
 export FERROTRACE_FLOOR_SO
 # The message scenario (send and 'receive' events), when ferrotrace is built.
 if [ -d "$ebin" ]; then
-    erl -noshell -pa "$ebin" -pa "$out" -eval 'ferrotrace_msg_cost:main(), halt().'
+    erl -noshell -pa "$ebin" -pa "$out" -eval 'ferrotrace_msg_cost:main(), halt().' \
+        || echo "message scenario crashed" >&2
 fi
 exec erl -noshell -pa "$ebin" -pa "$out" -eval 'ferrotrace_bench:main().'
