@@ -13,7 +13,7 @@
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([messages_exact/1, message_sizes/1, spawn_storm/1, gc_pauses/1, raw_session/1,
          calls_also/1, report_sections/1, bad_input/1, scheduling/1, flags_undone/1,
-         gc_two_sessions/1, latency_split/1]).
+         gc_two_sessions/1, latency_split/1, ports/1]).
 
 -define(LONG, 60000).
 
@@ -22,7 +22,7 @@
 -spec all() -> [atom()].
 all() ->
     [messages_exact, message_sizes, spawn_storm, gc_pauses, raw_session, calls_also,
-     report_sections, bad_input, scheduling, flags_undone, gc_two_sessions, latency_split].
+     report_sections, bad_input, scheduling, flags_undone, gc_two_sessions, latency_split, ports].
 
 -spec init_per_suite(config()) -> config().
 init_per_suite(Config) ->
@@ -342,3 +342,21 @@ latency_split(_Config) ->
             ?assert(abs(Sum - maps:get(mean, Call)) =< maps:get(mean, Call) div 100, {Sum, Call}),
             ok
     end.
+
+%% Ports opened and closed after the session starts are counted, and their run slices
+%% recorded; the port figures name no process.
+-spec ports(config()) -> ok.
+ports(_Config) ->
+    N = 3,
+    {ok, S} = ferrotrace:processes([ports], #{pids => new, duration => ?LONG}),
+    [begin
+         Port = open_port({spawn, "cat"}, [binary]),
+         true = port_command(Port, <<"hello\n">>),
+         receive {Port, {data, _}} -> ok after ?LONG -> error(no_echo) end,
+         true = port_close(Port)
+     end || _ <- lists:seq(1, N)],
+    #{ports := P} = ferrotrace:summary(S),
+    ?assertMatch(#{opened := Opened, closed := Closed} when Opened >= N andalso Closed >= N, P),
+    ?assert(maps:get(count, maps:get(run_slice, P)) >= N),
+    ?assertMatch([_ | _], ferrotrace:histogram(S, {ports, run_slice})),
+    ok.
