@@ -193,6 +193,10 @@ processes(Kinds0, Options0) ->
 %% (`open_calls' still awaiting their return, `abandoned_calls', `unmatched_returns', ...),
 %% `status' (`running' | `stopped'), `stop_reason' (`user', `duration', `limit',
 %% `owner_down', `unload', `error', or `undefined' while running) and `stopped_at' (ms).
+%% Sessions that trace other kinds (processes/2, `also', or a raw session's own flags) add
+%% `messages', `scheduling', `gc', `processes' and `ports' (see the README, "Tracing
+%% processes"), and call entries gain `split => #{running, descheduled, gc}' when
+%% scheduling is traced with the calls.
 -spec summary(session()) -> map() | {error, term()}.
 summary(Session) ->
     with_id(Session, fun(Id, Info) ->

@@ -381,6 +381,8 @@ unit(Value, Unit) -> integer_to_list(round(Value)) ++ " " ++ Unit.
 help() ->
     <<"ferrotrace: call latency on a live node, aggregated off the schedulers\n"
       "  {ok, S} = ferrotrace:calls(Spec, #{duration => 30000})  trace calls of Spec\n"
+      "  ferrotrace:processes(Kinds, Opts)  Kinds: messages procs gc scheduling ports\n"
+      "  calls(Spec, #{also => Kinds})  histogram(S, wakeup | run_slice | {gc, minor})\n"
       "  ferrotrace:report(S)  report(S, #{top => 10, sort => p99})  print the table\n"
       "  ferrotrace:summary(S)  format(S)  histogram(S, {M, F, A})  figures, as terms\n"
       "  ferrotrace:watch(S)  watch(S, #{interval => 1000, count => 5})  live view\n"
