@@ -196,7 +196,8 @@ processes(Kinds0, Options0) ->
 %% Sessions that trace other kinds (processes/2, `also', or a raw session's own flags) add
 %% `messages', `scheduling', `gc', `processes' and `ports' (see the README, "Tracing
 %% processes"), and call entries gain `split => #{running, descheduled, gc}' when
-%% scheduling is traced with the calls.
+%% scheduling is traced with the calls. Every call entry has `migrations': calls that
+%% returned on another scheduler thread than the one they were called on.
 -spec summary(session()) -> map() | {error, term()}.
 summary(Session) ->
     with_id(Session, fun(Id, Info) ->

@@ -135,7 +135,8 @@ merge(Id, Info, Summary) ->
             Keys = [{K, key(K)} || K <- ?KINDS, lists:member(K, Kinds)],
             WithKinds = lists:foldl(fun({_, Key}, Acc) -> Acc#{Key => named(maps:get(Key, Events))} end,
                                     Summary, Keys),
-            with_splits(WithKinds, maps:get(splits, Events, []));
+            with_migrations(with_splits(WithKinds, maps:get(splits, Events, [])),
+                            maps:get(migrations, Events, []));
         {error, _} ->
             Summary
     end.
@@ -148,6 +149,14 @@ with_splits(Summary = #{calls := Calls}, Splits = [_ | _]) ->
                            _ -> Call
                        end || Call = #{mfa := M} <- Calls]};
 with_splits(Summary, _) ->
+    Summary.
+
+%% Each call entry gets `migrations': its calls that returned on another scheduler thread
+%% than the one they were called on.
+with_migrations(Summary = #{calls := Calls}, Migrations) ->
+    ByMfa = maps:from_list(Migrations),
+    Summary#{calls := [Call#{migrations => maps:get(M, ByMfa, 0)} || Call = #{mfa := M} <- Calls]};
+with_migrations(Summary, _) ->
     Summary.
 
 key(procs) -> processes;

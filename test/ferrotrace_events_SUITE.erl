@@ -13,7 +13,7 @@
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([messages_exact/1, message_sizes/1, spawn_storm/1, gc_pauses/1, raw_session/1,
          calls_also/1, report_sections/1, bad_input/1, scheduling/1, flags_undone/1,
-         gc_two_sessions/1, latency_split/1, ports/1]).
+         gc_two_sessions/1, latency_split/1, ports/1, migrations/1]).
 
 -define(LONG, 60000).
 
@@ -22,7 +22,7 @@
 -spec all() -> [atom()].
 all() ->
     [messages_exact, message_sizes, spawn_storm, gc_pauses, raw_session, calls_also,
-     report_sections, bad_input, scheduling, flags_undone, gc_two_sessions, latency_split, ports].
+     report_sections, bad_input, scheduling, flags_undone, gc_two_sessions, latency_split, ports, migrations].
 
 -spec init_per_suite(config()) -> config().
 init_per_suite(Config) ->
@@ -360,3 +360,37 @@ ports(_Config) ->
     ?assert(maps:get(count, maps:get(run_slice, P)) >= N),
     ?assertMatch([_ | _], ferrotrace:histogram(S, {ports, run_slice})),
     ok.
+
+%% A call that moves its process to another scheduler before returning counts as a
+%% migration in its call entry; a call that stays does not. Moving uses OTP's undocumented
+%% `process_flag(scheduler, I)' (a bound run queue), skipped where the VM refuses it or has
+%% a single scheduler.
+-spec migrations(config()) -> ok | {skip, string()}.
+migrations(_Config) ->
+    Schedulers = erlang:system_info(schedulers_online),
+    Movable = Schedulers > 1 andalso
+        try erlang:process_flag(scheduler, 0) of _ -> true catch error:badarg -> false end,
+    case Movable of
+        false ->
+            {skip, "needs two schedulers and process_flag(scheduler, I)"};
+        true ->
+            N = 20,
+            Self = self(),
+            W = spawn(fun() ->
+                              _ = erlang:process_flag(scheduler, 1),
+                              erlang:yield(),
+                              receive go -> ok end,
+                              [ft_events_target:move_to(1 + I rem 2) || I <- lists:seq(1, N)],
+                              [ft_events_target:move_to(1) || _ <- lists:seq(1, N)],
+                              Self ! {done, self()}
+                      end),
+            {ok, S} = ferrotrace:calls({ft_events_target, move_to, 1},
+                                       #{pids => [W], duration => ?LONG}),
+            W ! go,
+            receive {done, W} -> ok after ?LONG -> error(timeout) end,
+            #{calls := [#{count := Count, migrations := M}]} = ferrotrace:summary(S),
+            ?assertEqual(2 * N, Count),
+            %% The first N alternate schedulers 2, 1, 2, ...: each call moves; then N stay on 1.
+            ?assertEqual(N, M),
+            ok
+    end.

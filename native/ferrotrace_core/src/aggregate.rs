@@ -166,6 +166,8 @@ pub struct FunctionStats {
     pub interval: IntervalStats,
     /// The latency split (running, descheduled, GC), once scheduling events were seen.
     pub split: Option<Box<split::SplitStats>>,
+    /// Calls that returned on another scheduler thread than the one they were called on.
+    pub migrations: u64,
 }
 
 impl FunctionStats {
@@ -180,6 +182,7 @@ impl FunctionStats {
             loop_only: false,
             interval: IntervalStats::new(),
             split: None,
+            migrations: 0,
         }
     }
 
@@ -214,6 +217,8 @@ struct Frame {
     ts: u64,
     /// The process's (descheduled, gc) totals at the call, when scheduling is traced.
     split: Option<(u64, u64)>,
+    /// The thread the call event ran on.
+    thread: u32,
 }
 
 /// Counters describing how well the stream paired up.
@@ -258,6 +263,8 @@ pub struct Aggregator {
     interval_started_ms: Option<u64>,
     /// Per-process state and the aggregates of every other event kind.
     pub processes: ProcessTable,
+    /// The thread that produced the event being recorded ([`Aggregator::record_on`]).
+    thread: u32,
 }
 
 /// Empty stacks tolerated beyond the non-empty ones before a sweep.
@@ -283,6 +290,7 @@ impl Aggregator {
             new_loops: Vec::new(),
             interval_started_ms: None,
             processes: ProcessTable::default(),
+            thread: 0,
         }
     }
 
@@ -355,6 +363,13 @@ impl Aggregator {
         // still return; their returns are counted, not paired).
         self.open_calls -= dropped;
         self.nonempty_stacks -= emptied;
+    }
+
+    /// As [`Aggregator::record`], for an event that ran on thread `thread` (the index of its
+    /// producer): a call returning on another thread than its call counts as a migration.
+    pub fn record_on(&mut self, event: &Event, thread: u32) {
+        self.thread = thread;
+        self.record(event);
     }
 
     /// Folds one event in. Events of one process must arrive in the order they happened.
@@ -443,7 +458,7 @@ impl Aggregator {
             self.open_calls -= 1;
             self.counters.abandoned_calls += 1;
         }
-        stack.push_back(Frame { mfa: event.mfa, ts: event.ts, split });
+        stack.push_back(Frame { mfa: event.mfa, ts: event.ts, split, thread: self.thread });
         self.open_calls += 1;
         if stack.len() >= LOOP_DEPTH && stack.len().is_multiple_of(LOOP_CHECK_EVERY) {
             let nested = stack.iter().filter(|frame| frame.mfa == event.mfa).count();
@@ -469,6 +484,7 @@ impl Aggregator {
     fn record_return(&mut self, event: &Event) {
         let frame = self.pop_matching(event.pid, event.mfa);
         let parts = frame.and_then(|f| f.split).zip(self.processes.totals(event.pid));
+        let thread = self.thread;
         let Some(stats) = self.stats_for(event.mfa) else {
             self.count_untracked(event.mfa);
             return;
@@ -476,6 +492,7 @@ impl Aggregator {
         stats.count_return(event.kind);
         match frame {
             Some(frame) => {
+                stats.migrations += u64::from(frame.thread != thread);
                 let latency = event.ts.saturating_sub(frame.ts);
                 stats.record_latency(latency);
                 if let Some(((d0, g0), (d1, g1))) = parts {
@@ -547,6 +564,16 @@ mod tests {
 
     fn ev(kind: EventKind, pid: u64, mfa: Mfa, ts: u64) -> Event {
         Event { ts, pid, mfa, kind }
+    }
+
+    #[test]
+    fn a_return_on_another_thread_is_a_migration() {
+        let mut agg = Aggregator::new(100, 1000);
+        agg.record_on(&ev(EventKind::Call, 1, F, 0), 0);
+        agg.record_on(&ev(EventKind::Return, 1, F, 10), 1);
+        agg.record_on(&ev(EventKind::Call, 1, F, 20), 1);
+        agg.record_on(&ev(EventKind::Return, 1, F, 30), 1);
+        assert_eq!(agg.function(&F).unwrap().migrations, 1);
     }
 
     #[test]

@@ -22,7 +22,7 @@ mod atoms {
         reclaimed_words, top_pause, unpaired, spawned, exited, exit_reasons, lifetime, links,
         unlinks, getting_linked, getting_unlinked, registered, unregistered, opened, closed,
         count, mean, p50, p90, p99, p999, max, total, words, pid, mfa, reason, ins, outs,
-        splits, running, descheduled,
+        splits, running, descheduled, migrations,
     }
 }
 
@@ -195,8 +195,13 @@ fn session_events<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
                 (atoms::gc(), distribution(env, &split.gc)),
             ]))
             .collect();
+        let migrations: Vec<Term> = agg.functions()
+            .filter(|(_, stats)| stats.migrations > 0)
+            .map(|(m, stats)| (mfa(env, m), stats.migrations).encode(env))
+            .collect();
         let figures = summary(env, &agg.processes)
             .map_put(atoms::splits().encode(env), splits.encode(env))
+            .and_then(|t| t.map_put(atoms::migrations().encode(env), migrations.encode(env)))
             .expect("a map");
         (atoms::ok(), figures).encode(env)
     })
