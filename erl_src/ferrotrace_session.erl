@@ -213,8 +213,10 @@ start_tracing(Id, Tracing = #{kinds := Kinds}) ->
             Error
     end;
 start_tracing(Id, Tracing) ->
-    %% Calls only: the other tags of `procs' (spawn, link, ...) are discarded, not traced.
+    %% Calls only: the other tags of `procs' (spawn, link, ...) are discarded, not traced,
+    %% and the summary shows no other kind (the exits `procs' brings are for the calls).
     ok = ferrotrace_tracer:session_set_events(Id, false),
+    ok = ferrotrace_registry:update(Id, #{kinds => []}),
     start_tracing(Id, Tracing, []).
 
 start_tracing(Id, #{specs := Specs, heads := Heads, pids := Pids, scope := Scope}, Extra) ->

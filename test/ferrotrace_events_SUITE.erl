@@ -198,6 +198,14 @@ calls_also(_Config) ->
     ?assertMatch(#{calls := [#{mfa := {ft_test_target, f, 1}, count := N}]}, Summary),
     ?assertMatch(#{messages := #{sent := N}}, Summary),
     ?assertNot(maps:is_key(processes, Summary)),
+    %% Without `also', a calls session shows no other kind, though `procs' brings exits.
+    ok = ferrotrace:release(S),
+    {ok, S2} = ferrotrace:calls({ft_test_target, f, 1}, #{pids => new, duration => ?LONG}),
+    W2 = spawn(fun() -> ft_test_target:f(1) end),
+    ok = wait_down([W2]),
+    Plain = ferrotrace:summary(S2),
+    ?assertMatch(#{calls := [#{count := 1, migrations := 0}]}, Plain),
+    [?assertNot(maps:is_key(K, Plain)) || K <- [messages, processes, gc, scheduling, ports]],
     ok.
 
 %% report/1 prints a section per kind with quantize histograms.

@@ -137,7 +137,9 @@ impl ProcessTable {
                 // The receiver's wakeup starts when the message is sent to it while it is
                 // out (`'receive'` is traced later, by the receiver itself, when it takes
                 // the message in: it is running by then).
-                if let Some(state) = self.table.get_mut(&mfa.module).filter(|_| mfa.module != 0) {
+                // (Only scheduling events make a process known to be out.)
+                let to = if self.splits() && mfa.module != 0 { self.table.get_mut(&mfa.module) } else { None };
+                if let Some(state) = to {
                     if state.out && state.waiting_since.is_none() {
                         state.waiting_since = Some(ts);
                     }
