@@ -158,13 +158,13 @@ also_kinds(Kinds0, Pids) ->
 %% `scheduling' and `ports'. Options as {@link calls/2} (`pids', `duration', limits, ...).
 %% Kinds this VM cannot trace safely are refused with `{error, {unsafe, Kind, Why}}'.
 %% To trace calls and processes in one session, use `calls/2' with `#{also => Kinds}'.
--spec processes([ferrotrace_events:kind()], options()) ->
+-spec processes(Kinds :: [ferrotrace_events:kind()], Options :: options()) ->
           {ok, ferrotrace_tracer:session_id()} | {error, term()}.
-processes(Kinds0, Options0) ->
+processes(Kinds, Options0) ->
     case options_map(Options0) of
         {ok, Options} ->
             Pids = maps:get(pids, Options, all),
-            case {valid_pids(Pids), ferrotrace_events:check_kinds(Kinds0)} of
+            case {valid_pids(Pids), ferrotrace_events:check_kinds(Kinds)} of
                 {false, _} ->
                     {error, {bad_option, {pids, Pids, <<"all, new, existing or a non-empty list of local pids">>}}};
                 {_, {error, _} = Error} ->
@@ -172,10 +172,10 @@ processes(Kinds0, Options0) ->
                 {true, {ok, []}} ->
                     {error, {bad_kinds, [], <<"a list of messages, procs, gc, scheduling, ports">>}};
                 {true, {ok, _}} ->
-                    case also_kinds(Kinds0, Pids) of
-                        {ok, Kinds} ->
+                    case also_kinds(Kinds, Pids) of
+                        {ok, Checked} ->
                             Tracing = #{specs => [], heads => [], pids => Pids, scope => local,
-                                        kinds => Kinds},
+                                        kinds => Checked},
                             start(maps:without(?CALL_OPTIONS, Options), Tracing);
                         {error, {bad_option, {pids, _, _}}} = Error ->
                             Error
