@@ -14,7 +14,8 @@ cp -f "$target_dir/release/libferrotrace_floor.so" "$out/libferrotrace_floor.so.
 mv -f "$out/libferrotrace_floor.so.tmp" "$out/libferrotrace_floor.so"
 
 erlc -o "$out" +debug_info +warn_missing_spec -Werror \
-    bench/ferrotrace_floor.erl bench/ft_bench_target.erl bench/ferrotrace_bench.erl
+    bench/ferrotrace_floor.erl bench/ft_bench_target.erl bench/ferrotrace_bench.erl \
+    bench/ferrotrace_msg_cost.erl
 
 ebin=_build/default/lib/ferrotrace/ebin
 if [ ! -d "$ebin" ]; then
@@ -22,4 +23,9 @@ if [ ! -d "$ebin" ]; then
 fi
 FERROTRACE_FLOOR_SO="$root/$out/libferrotrace_floor"
 export FERROTRACE_FLOOR_SO
+# The message scenario (send and 'receive' events), when ferrotrace is built.
+if [ -d "$ebin" ]; then
+    erl -noshell -pa "$ebin" -pa "$out" -eval 'ferrotrace_msg_cost:main(), halt().' \
+        || echo "message scenario crashed" >&2
+fi
 exec erl -noshell -pa "$ebin" -pa "$out" -eval 'ferrotrace_bench:main().'

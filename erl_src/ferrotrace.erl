@@ -64,6 +64,7 @@
 %%% another still gets its own return, and its latency includes the callee's.
 -module(ferrotrace).
 
+-export([processes/2]).
 -export([session/1, calls/2, summary/1, histogram/2, report/1, format/1, stop/1, release/1,
          list/0]).
 -export([report/2, help/0, watch/1, watch/2]).  % the shell surface, at the end of the file
@@ -83,7 +84,7 @@
 -export_type([session/0, spec/0, mfa_spec/0, pid_spec/0, bucket/0, options/0]).
 
 %% Options handled here; the rest go to the engine.
--define(CALL_OPTIONS, [pids, scope]).
+-define(CALL_OPTIONS, [pids, scope, also]).
 -define(SESSION_OPTIONS, [owner, keep, name]).
 %% Figures of a session whose owner left stay readable this long (ms).
 -define(DEFAULT_KEEP, 600000).
@@ -172,15 +173,68 @@ calls_with(Spec, Options) ->
 calls_with(Specs, Parsed, Options) ->
     Pids = maps:get(pids, Options, all),
     Scope = maps:get(scope, Options, local),
-    case {valid_pids(Pids), lists:member(Scope, [local, global])} of
-        {false, _} ->
+    case {valid_pids(Pids), lists:member(Scope, [local, global]),
+          also_kinds(maps:get(also, Options, []), Pids)} of
+        {false, _, _} ->
             {error, {bad_option, {pids, Pids, <<"all, new, existing or a non-empty list of local pids">>}}};
-        {_, false} ->
+        {_, false, _} ->
             {error, {bad_option, {scope, Scope, <<"local or global">>}}};
-        {true, true} ->
+        {_, _, {error, _} = Error} ->
+            Error;
+        {true, true, {ok, Kinds}} ->
             Tracing = #{specs => Specs, heads => [Heads || {_, _, _, Heads} <- Parsed],
                         pids => Pids, scope => Scope},
-            start(maps:without(?CALL_OPTIONS, Options), Tracing)
+            start(maps:without(?CALL_OPTIONS, Options), with_kinds(Tracing, Kinds))
+    end.
+
+with_kinds(Tracing, []) -> Tracing;
+with_kinds(Tracing, Kinds) -> Tracing#{kinds => Kinds}.
+
+%% The kinds of `also' (or of processes/2): known kinds; `ports' only with pids that
+%% include ports (all, new, existing).
+also_kinds(Kinds0, Pids) ->
+    case ferrotrace_events:check_kinds(Kinds0) of
+        {ok, Kinds} ->
+            case lists:member(ports, Kinds) andalso is_list(Pids) of
+                true -> {error, {bad_option, {pids, Pids, <<"all, new or existing with the ports kind">>}}};
+                false -> {ok, Kinds}
+            end;
+        {error, {bad_kinds, _, Accepted}} ->
+            {error, {bad_option, {also, Kinds0, Accepted}}}
+    end.
+
+%% @doc Traces processes rather than functions: `Kinds' is a non-empty list of `messages'
+%% (send and receive), `procs' (spawn, exit, link, register), `gc' (garbage collections),
+%% `scheduling' (processes scheduled in and out) and `ports' (ports opened, closed, run).
+%% The figures appear in {@link summary/1} under `messages', `processes', `gc',
+%% `scheduling' and `ports'. Options as {@link calls/2} (`pids', `duration', limits, ...).
+%% Kinds this VM cannot trace safely are refused with `{error, {unsafe, Kind, Why}}'.
+%% To trace calls and processes in one session, use `calls/2' with `#{also => Kinds}'.
+-spec processes(Kinds :: [ferrotrace_events:kind()], Options :: options()) ->
+          {ok, ferrotrace_tracer:session_id()} | {error, term()}.
+processes(Kinds, Options0) ->
+    case options_map(Options0) of
+        {ok, Options} ->
+            Pids = maps:get(pids, Options, all),
+            case {valid_pids(Pids), ferrotrace_events:check_kinds(Kinds)} of
+                {false, _} ->
+                    {error, {bad_option, {pids, Pids, <<"all, new, existing or a non-empty list of local pids">>}}};
+                {_, {error, _} = Error} ->
+                    Error;
+                {true, {ok, []}} ->
+                    {error, {bad_kinds, [], <<"a list of messages, procs, gc, scheduling, ports">>}};
+                {true, {ok, _}} ->
+                    case also_kinds(Kinds, Pids) of
+                        {ok, Checked} ->
+                            Tracing = #{specs => [], heads => [], pids => Pids, scope => local,
+                                        kinds => Checked},
+                            start(maps:without(?CALL_OPTIONS, Options), Tracing);
+                        {error, {bad_option, {pids, _, _}}} = Error ->
+                            Error
+                    end
+            end;
+        {error, _} = Error ->
+            Error
     end.
 
 %% @doc Statistics so far: `calls' (one map per function, sorted by total time, with `mfa',
@@ -193,9 +247,15 @@ calls_with(Specs, Parsed, Options) ->
 %% `owner_down', `unload', `error', or `undefined' while running) and `stopped_at' (ms);
 %% `stacks' (`paths' kept for the `collapsed' export, returned calls not kept: `overflow'
 %% past 10,000 paths, `too_deep' past 64 frames).
-%% Each call entry also has `slowest' and `slow_calls_dropped' (see {@link slowest/2}) and
+%% Each call entry also has `slowest' and `slow_calls_dropped' (see {@link slowest/2}),
 %% `own' (`#{total, mean, p50, p90, p99, p999, max}': own time, the latency less the time in
-%% traced callees of the same process).
+%% traced callees of the same process) and `migrations' (calls that returned on another
+%% scheduler thread than the one they were called on).
+%% Sessions that trace other kinds (processes/2, `also', or a raw session's own flags) add
+%% `messages', `scheduling', `gc', `processes' and `ports' (see the README, "Tracing
+%% processes"), and call entries gain `split => #{running, descheduled, gc}' when
+%% scheduling is traced with the calls. A cluster session (a pid, see `nodes') merges its
+%% nodes' figures.
 -spec summary(session() | pid()) -> map() | {error, term()}.
 summary(Cluster) when is_pid(Cluster) ->
     ferrotrace_cluster:summary(Cluster);
@@ -204,20 +264,27 @@ summary(Session) ->
         case ferrotrace_tracer:session_summary(Id) of
             {ok, Summary = #{calls := Calls}} ->
                 ByTotal = fun(#{total := A}, #{total := B}) -> A >= B end,
-                Summary#{calls := lists:sort(ByTotal, Calls),
-                         stacks => stack_counts(Id),
-                         name => maps:get(name, Info, undefined),
-                         loops => lists:usort(maps:get(loops, Info, []) ++
-                                                  maps:get(loops, Summary, []))};
+                ferrotrace_events:merge(Id, Info,
+                    Summary#{calls := lists:sort(ByTotal, Calls),
+                             stacks => stack_counts(Id),
+                             name => maps:get(name, Info, undefined),
+                             loops => lists:usort(maps:get(loops, Info, []) ++
+                                                      maps:get(loops, Summary, []))});
             {error, _} = Error ->
                 Error
         end
     end).
 
-%% @doc The latency distribution of one function in power-of-two buckets, ascending.
--spec histogram(session() | pid(), mfa()) -> [bucket()] | {error, term()}.
+%% @doc The latency distribution of one function in power-of-two buckets, ascending; or
+%% of another series: `wakeup', `run_slice', `lifetime', `size_words' (words, not ns),
+%% `{gc, minor}', `{gc, major}', `{ports, run_slice}'.
+-spec histogram(session() | pid(), mfa() | ferrotrace_events:series()) -> [bucket()] | {error, term()}.
 histogram(Cluster, MFA) when is_pid(Cluster) ->
     ferrotrace_cluster:histogram(Cluster, MFA);
+histogram(Session, Series) when Series =:= wakeup; Series =:= run_slice; Series =:= lifetime;
+                                Series =:= size_words; Series =:= {gc, minor};
+                                Series =:= {gc, major}; Series =:= {ports, run_slice} ->
+    with_id(Session, fun(Id, _) -> ferrotrace_events:histogram(Id, Series) end);
 histogram(Session, MFA) ->
     with_id(Session, fun(Id, _) ->
         case ferrotrace_tracer:session_histogram(Id, MFA) of
@@ -279,7 +346,8 @@ format(Session) ->
             Error;
         Summary ->
             Text = ferrotrace_report:format(Summary, fun(MFA) -> histogram(Session, MFA) end),
-            unicode:characters_to_binary(Text)
+            Events = ferrotrace_events_report:format(Summary, fun(S) -> histogram(Session, S) end),
+            unicode:characters_to_binary([Text, Events])
     end.
 
 %% @doc Stops the session: tracing ends, the patterns and flags it set are removed. The

@@ -27,7 +27,8 @@
 -type tracing() :: none | #{specs := [ferrotrace:mfa_spec()],
                            heads := [ferrotrace_spec:heads()],
                            pids := ferrotrace:pid_spec(),
-                           scope := local | global}.
+                           scope := local | global,
+                           kinds => [ferrotrace_events:kind()]}.
 %% Who the session belongs to: a process, or nobody (`owner => none', bounded by duration).
 -type owner() :: {process | shell, pid()} | none.
 -type settings() :: #{owner := owner(), keep := non_neg_integer() | infinity,
@@ -73,7 +74,7 @@ release(Keeper) -> gen_server:call(Keeper, release, infinity).
 own_modules() ->
     [ferrotrace, ferrotrace_tracer, ferrotrace_session, ferrotrace_report, ferrotrace_registry,
      ferrotrace_loops, ferrotrace_spec, ferrotrace_names, ferrotrace_slow,
-     ferrotrace_recent].
+     ferrotrace_recent, ferrotrace_events, ferrotrace_events_report].
 
 %% @private
 %% A refused start is acknowledged as `{error, Reason}' and the process exits `normal': a
@@ -201,7 +202,24 @@ end_session(Reason, State = #state{id = Id, backend = Backend}) ->
 
 start_tracing(_Id, none) ->
     {ok, none};
-start_tracing(Id, #{specs := Specs, heads := Heads, pids := Pids, scope := Scope}) ->
+start_tracing(Id, Tracing = #{kinds := Kinds}) ->
+    %% Other event kinds (processes/2, calls/2's `also'): refused before anything changes
+    %% when this VM cannot take them safely.
+    case ferrotrace_events:check_safe(Kinds, Id) of
+        ok ->
+            ok = ferrotrace_registry:update(Id, #{kinds => Kinds}),
+            start_tracing(Id, maps:remove(kinds, Tracing), ferrotrace_events:flags(Kinds));
+        {error, _} = Error ->
+            Error
+    end;
+start_tracing(Id, Tracing) ->
+    %% Calls only: the other tags of `procs' (spawn, link, ...) are discarded, not traced,
+    %% and the summary shows no other kind (the exits `procs' brings are for the calls).
+    ok = ferrotrace_tracer:session_set_events(Id, false),
+    ok = ferrotrace_registry:update(Id, #{kinds => []}),
+    start_tracing(Id, Tracing, []).
+
+start_tracing(Id, #{specs := Specs, heads := Heads, pids := Pids, scope := Scope}, Extra) ->
     Loops = ferrotrace_loops:find(Specs, own_modules()),
     Patterns = [#{mfa => Spec, match_spec => match_spec(H, [{exception_trace}]), scope => Scope,
                   loops => [{Loop, match_spec(H, [])} || Loop <- Loops, ferrotrace_spec:matches(Spec, Loop)]}
@@ -209,14 +227,14 @@ start_tracing(Id, #{specs := Specs, heads := Heads, pids := Pids, scope := Scope
     ok = ferrotrace_tracer:session_set_tracing(Id, Specs, Loops),
     ok = ferrotrace_registry:update(Id, #{loops => Loops}),
     case trace_sessions() of
-        true -> start_trace_session(Id, Patterns, targets(Pids));
-        false -> start_legacy(Id, Patterns, targets(Pids))
+        true -> start_trace_session(Id, Patterns, targets(Pids), Extra);
+        false -> start_legacy(Id, Patterns, targets(Pids), Extra)
     end.
 
 %% OTP 27 and later: a trace session of our own, so ferrotrace coexists with dbg, tprof,
 %% recon or another ferrotrace session on the same processes and functions. This keeper is
 %% the only holder of the handle: if it dies, the VM destroys the session with it.
-start_trace_session(Id, Patterns, Targets) ->
+start_trace_session(Id, Patterns, Targets, Extra) ->
     Session = trace_call(session_create, [ferrotrace, {ferrotrace_tracer, Id}, []]),
     Matched = lists:sum([trace_call(function, [Session, MFA, MS, [Scope]])
                          || #{mfa := MFA, match_spec := MS, scope := Scope} <- Patterns]),
@@ -226,13 +244,18 @@ start_trace_session(Id, Patterns, Targets) ->
          || M <- own_modules(), Scope <- [local, global]],
     Backend = {trace_session, Session, [Scope || #{scope := Scope} <- Patterns]},
     case Matched of
-        0 ->
+        0 when Patterns =/= [] ->
             stop_tracing(Id, Backend),
             {error, {no_matching_functions, [MFA || #{mfa := MFA} <- Patterns]}};
         _ ->
             try
-                _ = [trace_call(process, [Session, Target, true, ?TRACE_FLAGS]) || Target <- Targets],
-                _ = trace_call(process, [Session, self(), false, ?TRACE_FLAGS]),
+                ProcessFlags = ?TRACE_FLAGS ++ (Extra -- ferrotrace_events:port_flags()),
+                _ = [trace_call(process, [Session, Target, true, ProcessFlags]) || Target <- Targets],
+                _ = trace_call(process, [Session, self(), false, ProcessFlags]),
+                _ = case Extra -- ProcessFlags of
+                        [] -> ok;
+                        PortFlags -> [trace_call(port, [Session, Target, true, PortFlags]) || Target <- Targets]
+                    end,
                 {ok, Backend}
             catch
                 error:badarg ->
@@ -243,23 +266,23 @@ start_trace_session(Id, Patterns, Targets) ->
 
 %% OTP 25 and 26: the node's one (legacy) session. Everything is checked before anything
 %% changes, so a refused start changes nothing.
-start_legacy(Id, Patterns, Targets) ->
+start_legacy(Id, Patterns, Targets, Extra) ->
     Specs = [MFA || #{mfa := MFA} <- Patterns],
     case already_traced(Targets, Id) of
         {error, _} = Error ->
             Error;
         ok ->
             case ferrotrace_registry:set_patterns(Id, Patterns) of
-                {ok, 0} ->
+                {ok, 0} when Patterns =/= [] ->
                     ok = ferrotrace_registry:remove_patterns(Id),
                     {error, {no_matching_functions, Specs}};
                 {ok, _} ->
                     %% `procs' brings each process's exit, which lets the engine forget calls
                     %% left open by a process that died inside them.
-                    case set_flags(Targets, [{tracer, ferrotrace_tracer, Id} | ?TRACE_FLAGS]) of
+                    case set_flags(Targets, [{tracer, ferrotrace_tracer, Id} | ?TRACE_FLAGS ++ Extra]) of
                         ok ->
                             %% `all' includes this keeper; it makes no calls worth tracing.
-                            _ = erlang:trace(self(), false, ?TRACE_FLAGS),
+                            _ = erlang:trace(self(), false, ?TRACE_FLAGS ++ Extra),
                             {ok, legacy};
                         {error, _} = Error ->
                             stop_tracing(Id, legacy),
@@ -355,12 +378,12 @@ untrace_processes(Id) ->
     Ours = {tracer, {ferrotrace_tracer, Id}},
     Untrace = fun(Target) ->
                       try erlang:trace_info(Target, tracer) of
-                          Ours -> _ = erlang:trace(Target, false, ?TRACE_FLAGS), ok;
+                          Ours -> _ = erlang:trace(Target, false, ?TRACE_FLAGS ++ ferrotrace_events:all_flags()), ok;
                           _ -> ok
                       catch error:badarg -> ok % the process is gone
                       end
               end,
-    lists:foreach(Untrace, [new | erlang:processes()]).
+    lists:foreach(Untrace, [new | erlang:processes()] ++ erlang:ports()).
 
 targets(Pids) when is_list(Pids) -> Pids;
 targets(Which) -> [Which].

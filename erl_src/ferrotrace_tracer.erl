@@ -22,6 +22,9 @@
 -module(ferrotrace_tracer).
 
 -export([enabled/3, enabled_call/3, enabled_procs/3, trace/5]).
+-export([enabled_send/3, enabled_receive/3, enabled_garbage_collection/3,
+         enabled_running_procs/3, enabled_running_ports/3, enabled_ports/3]).
+-export([session_events/1, session_event_histogram/2, session_set_events/2]).
 -export([new_session/2, stop_session/2, release_session/1, sessions/0,
          session_summary/1, session_histogram/2, session_set_tracing/3,
          session_interval/1]).
@@ -63,6 +66,20 @@ enabled_call(_TraceTag, _TracerState, _Tracee) -> ?NOT_LOADED.
 enabled_procs(_TraceTag, _TracerState, _Tracee) -> ?NOT_LOADED.
 
 %% @doc Receives one trace event and queues it for aggregation.
+%% The other tags' checks: `trace' while the session runs (events.rs).
+-spec enabled_send(atom(), term(), pid() | port() | undefined) -> trace | discard | remove.
+enabled_send(_TraceTag, _TracerState, _Tracee) -> ?NOT_LOADED.
+-spec enabled_receive(atom(), term(), pid() | port() | undefined) -> trace | discard | remove.
+enabled_receive(_TraceTag, _TracerState, _Tracee) -> ?NOT_LOADED.
+-spec enabled_garbage_collection(atom(), term(), pid() | port() | undefined) -> trace | discard | remove.
+enabled_garbage_collection(_TraceTag, _TracerState, _Tracee) -> ?NOT_LOADED.
+-spec enabled_running_procs(atom(), term(), pid() | port() | undefined) -> trace | discard | remove.
+enabled_running_procs(_TraceTag, _TracerState, _Tracee) -> ?NOT_LOADED.
+-spec enabled_running_ports(atom(), term(), pid() | port() | undefined) -> trace | discard | remove.
+enabled_running_ports(_TraceTag, _TracerState, _Tracee) -> ?NOT_LOADED.
+-spec enabled_ports(atom(), term(), pid() | port() | undefined) -> trace | discard | remove.
+enabled_ports(_TraceTag, _TracerState, _Tracee) -> ?NOT_LOADED.
+
 -spec trace(atom(), term(), pid() | port() | undefined, term(), map()) -> ok.
 trace(_TraceTag, _TracerState, _Tracee, _Message, _Opts) -> ?NOT_LOADED.
 
@@ -162,3 +179,16 @@ to_json(_Term) -> ?NOT_LOADED.
           {ok, #{paths := non_neg_integer(), overflow := non_neg_integer(),
                  too_deep := non_neg_integer()}} | {error, term()}.
 session_stack_counts(_Id) -> ?NOT_LOADED.
+
+%% The figures of the other event kinds; see ferrotrace_events:merge/3.
+-spec session_events(session_id()) -> {ok, map()} | {error, term()}.
+session_events(_Id) -> ?NOT_LOADED.
+
+-spec session_event_histogram(session_id(), ferrotrace_events:series()) ->
+          {ok, [{non_neg_integer(), non_neg_integer(), non_neg_integer()}]} | {error, term()}.
+session_event_histogram(_Id, _Series) -> ?NOT_LOADED.
+
+%% `false': the session is calls-only (its enabled callbacks discard every tag but call and
+%% exit); sessions start with `true'.
+-spec session_set_events(session_id(), boolean()) -> ok | {error, term()}.
+session_set_events(_Id, _Events) -> ?NOT_LOADED.

@@ -159,7 +159,8 @@ callbacks_with_live_session_test() ->
     try
         ?assertEqual(trace, ferrotrace_tracer:enabled(call, S, self())),
         ?assertEqual(trace, ferrotrace_tracer:enabled(trace_status, S, self())),
-        ?assertEqual(discard, ferrotrace_tracer:enabled(send, S, self())),
+        %% Every tag is traced (aggregated, or counted as ignored by trace/5).
+        ?assertEqual(trace, ferrotrace_tracer:enabled(send, S, self())),
         ?assertEqual(trace, ferrotrace_tracer:enabled_call(call, S, self())),
         %% erlang:trace/3 may call enabled(trace_status, Tracee, State) from Erlang.
         ?assertEqual(trace, ferrotrace_tracer:enabled(trace_status, self(), S)),
@@ -169,7 +170,7 @@ callbacks_with_live_session_test() ->
         ?assertMatch(#{calls := [], events := #{ignored := 1, seen := 0, aggregated := 0,
                                                  dropped := 0}},
                      ferrotrace:summary(S)),
-        ?assertEqual(ok, ferrotrace_tracer:trace(send, S, self(), hello, #{})),
+        ?assertEqual(ok, ferrotrace_tracer:trace(return_to, S, self(), {m, f, 1}, #{})),
         ?assertEqual(ok, ferrotrace_tracer:trace(return_from, S, self(), {m, f, 300}, #{})),
         ?assertEqual(ok, ferrotrace_tracer:trace(call, S, self(), {"m", f, 1}, #{})),
         ?assertEqual(ok, ferrotrace_tracer:trace(call, S, self(), junk, #{})),
@@ -194,9 +195,8 @@ callbacks_with_live_session_test() ->
     ?assertEqual(ok, ferrotrace_tracer:trace(call, S, self(), {m, f, [x]}, #{})),
     no_leak(Before).
 
-%% ferrotrace_tracer's doc: the enabled callbacks answer `trace' for the events a running
-%% session aggregates (call, return and exception events, process exits) and `discard' for
-%% the rest. The VM passes the event's own tag (erl_tracer: spawn, exit, link, ...), not the
+%% ferrotrace_tracer's doc: the enabled callbacks answer `trace' for every tag of a running
+%% session (each event is aggregated, or counted as ignored by trace/5). The VM passes the event's own tag (erl_tracer: spawn, exit, link, ...), not the
 %% flag's name, and calls enabled_procs/3 for every procs event when it is exported.
 -spec enabled_answers_by_tag_test() -> ok.
 enabled_answers_by_tag_test() ->
@@ -216,12 +216,12 @@ enabled_answers_by_tag_test() ->
             ok = ferrotrace:release(S)
         end,
     ?assertEqual([{enabled, trace_status, trace}, {enabled, call, trace}, {enabled, exit, trace},
-                  {enabled, send, discard}, {enabled, spawn, discard},
+                  {enabled, send, trace}, {enabled, spawn, trace},
                   {enabled_call, call, trace},
-                  {enabled_procs, exit, trace}, {enabled_procs, spawn, discard},
-                  {enabled_procs, spawned, discard}, {enabled_procs, link, discard},
-                  {enabled_procs, unlink, discard}, {enabled_procs, getting_linked, discard},
-                  {enabled_procs, register, discard}],
+                  {enabled_procs, exit, trace}, {enabled_procs, spawn, trace},
+                  {enabled_procs, spawned, trace}, {enabled_procs, link, trace},
+                  {enabled_procs, unlink, trace}, {enabled_procs, getting_linked, trace},
+                  {enabled_procs, register, trace}],
                  Answers),
     no_leak(Before).
 

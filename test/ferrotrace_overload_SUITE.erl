@@ -3,6 +3,9 @@
 %%% - tsunami: every call of every process traced for 20 s on a busy node; the node stays
 %%%   responsive, memory stays bounded, accounting is exact. A process tracer on a subset for
 %%%   300 ms is the recorded contrast.
+%%% - tsunami_every_kind: the same with every other event kind this VM traces safely
+%%%   (messages, procs, gc, ports, and scheduling from OTP 25.3) on every process, 10 s; the
+%%%   per-process table holds only live processes.
 %%% - spawn_storm: 20 000 short-lived traced processes, some killed inside a traced call; the
 %%%   engine keeps no per-process state once they are gone.
 %%% - soak: a 60 s session under steady load; the node's resident memory is flat after warm-up
@@ -14,7 +17,7 @@
 -include_lib("stdlib/include/assert.hrl").
 
 -export([all/0, suite/0]).
--export([tsunami/1, tsunami_with_competition/1, spawn_storm/1, soak/1]).
+-export([tsunami/1, tsunami_with_competition/1, tsunami_every_kind/1, spawn_storm/1, soak/1]).
 -export([work/1]).
 
 -type config() :: [{atom(), term()}].
@@ -42,7 +45,7 @@ suite() ->
 
 -spec all() -> [atom()].
 all() ->
-    [tsunami, tsunami_with_competition, spawn_storm, soak].
+    [tsunami, tsunami_with_competition, tsunami_every_kind, spawn_storm, soak].
 
 %%--------------------------------------------------------------------------------------
 
@@ -56,7 +59,17 @@ tsunami(_Config) ->
 tsunami_with_competition(_Config) ->
     tsunami(10000, 2).
 
+%% Every process traced for calls and every other kind (`calls/2' with `also').
+-spec tsunami_every_kind(config()) -> ok.
+tsunami_every_kind(_Config) ->
+    Kinds = [messages, procs, gc, ports]
+        ++ [scheduling || ferrotrace_events:otp_version() >= [25, 3]],
+    tsunami(10000, 0, Kinds).
+
 tsunami(Ms, Competitors) ->
+    tsunami(Ms, Competitors, []).
+
+tsunami(Ms, Competitors, Kinds) ->
     Busy = [open_port({spawn, "timeout " ++ integer_to_list(Ms div 1000 + 15)
                            ++ " sh -c 'while :; do :; done'"}, [])
             || _ <- lists:seq(1, Competitors)],
@@ -64,25 +77,31 @@ tsunami(Ms, Competitors) ->
     %% A failed assertion must not leave the busy workers and OS processes running: they
     %% would slow every suite after this one.
     try
-        tsunami_traced(Ms, Competitors)
+        tsunami_traced(Ms, Competitors, Kinds)
     after
         [exit(W, kill) || W <- Workers],
         [stop_competitor(Port) || Port <- Busy]
     end.
 
-tsunami_traced(Ms, Competitors) ->
+tsunami_traced(Ms, Competitors, Kinds) ->
     {ok, Sampler} = start_sampler(),
     Rss0 = rss(),
     Vm0 = erlang:memory(total),
     T0 = erlang:monotonic_time(millisecond),
     %% The first session on every function reads the code of the modules live processes
     %% wait in, to find their loops: seconds on a busy node, cached afterwards.
-    {ok, S} = ferrotrace:calls({'_', '_', '_'}, #{duration => 120000}),
+    {ok, S} = ferrotrace:calls({'_', '_', '_'}, #{duration => 120000, also => Kinds}),
     ct:pal("calls/2 on every function took ~b ms", [erlang:monotonic_time(millisecond) - T0]),
     timer:sleep(Ms),
     #{events := Events, memory := #{ring_bytes := RingBytes}} = Running = ferrotrace:summary(S),
     ct:pal("VM memory while tracing: ~p~nlargest processes: ~p", [erlang:memory(), largest_processes(5)]),
     ?assertEqual(running, maps:get(status, Running)),
+    %% The process table holds live processes only (busy workers spawn one per round trip).
+    {ok, #{tracked := Tracked, untracked := Untracked}} = ferrotrace_tracer:session_events(S),
+    ct:pal("kinds ~p: process table ~b entries, ~b untracked, ~b live processes",
+           [Kinds, Tracked, Untracked, erlang:system_info(process_count)]),
+    ?assert(Tracked =< erlang:system_info(process_count) + erlang:system_info(port_count) + 1000),
+    ?assertEqual(0, Untracked),
     ok = ferrotrace:stop(S),
     #{max_round_trip_us := MaxRoundTrip, peak_vm := PeakVm, peak_rss := PeakRss} =
         stop_sampler(Sampler),

@@ -26,6 +26,15 @@ use std::hash::{BuildHasherDefault, Hasher};
 use hdrhistogram::Histogram;
 
 use crate::event::{Event, EventKind, Mfa};
+use crate::process::ProcessTable;
+
+pub mod gc;
+pub mod messages;
+pub mod ports;
+pub mod procs;
+pub mod scheduling;
+pub mod split;
+pub mod top;
 
 pub mod own;
 pub mod recorder;
@@ -167,6 +176,10 @@ pub struct FunctionStats {
     pub slow: SlowCalls,
     /// Own time: latency less the time in traced callees of the same process.
     pub own: OwnTime,
+    /// The latency split (running, descheduled, GC), once scheduling events were seen.
+    pub split: Option<Box<split::SplitStats>>,
+    /// Calls that returned on another scheduler thread than the one they were called on.
+    pub migrations: u64,
 }
 
 impl FunctionStats {
@@ -182,6 +195,8 @@ impl FunctionStats {
             interval: IntervalStats::new(),
             slow: SlowCalls::new(SlowestConfig::default()),
             own: OwnTime::new(),
+            split: None,
+            migrations: 0,
         }
     }
 
@@ -218,6 +233,10 @@ struct Frame {
     callees_ns: u64,
     /// This call's path in `stack_paths` (`stacks.rs`).
     node: u32,
+    /// The process's (descheduled, gc) totals at the call, when scheduling is traced.
+    split: Option<(u64, u64)>,
+    /// The thread the call event ran on.
+    thread: u32,
 }
 
 /// Counters describing how well the stream paired up.
@@ -266,6 +285,10 @@ pub struct Aggregator {
     recorder: Option<Recorder>,
     /// Time per call path, for folded-stack exports (`stacks.rs`).
     stack_paths: stacks::StackPaths,
+    /// Per-process state and the aggregates of every other event kind.
+    pub processes: ProcessTable,
+    /// The thread that produced the event being recorded ([`Aggregator::record_on`]).
+    thread: u32,
 }
 
 /// Empty stacks tolerated beyond the non-empty ones before a sweep.
@@ -293,6 +316,8 @@ impl Aggregator {
             slowest: SlowestConfig::default(),
             recorder: None,
             stack_paths: stacks::StackPaths::new(stacks::DEFAULT_MAX_PATHS),
+            processes: ProcessTable::default(),
+            thread: 0,
         }
     }
 
@@ -372,6 +397,13 @@ impl Aggregator {
         self.nonempty_stacks -= emptied;
     }
 
+    /// As [`Aggregator::record`], for an event that ran on thread `thread` (the index of its
+    /// producer): a call returning on another thread than its call counts as a migration.
+    pub fn record_on(&mut self, event: &Event, thread: u32) {
+        self.thread = thread;
+        self.record(event);
+    }
+
     /// Folds one event in. Events of one process must arrive in the order they happened.
     pub fn record(&mut self, event: &Event) {
         match event.kind {
@@ -385,7 +417,9 @@ impl Aggregator {
                     self.open_calls -= stack.len();
                     self.counters.abandoned_calls += stack.len() as u64;
                 }
+                self.processes.record(event);
             }
+            _ => self.processes.record(event),
         }
     }
 
@@ -450,6 +484,7 @@ impl Aggregator {
             self.counters.abandoned_calls += 1;
             return;
         }
+        let split = if self.processes.splits() { self.processes.totals(event.pid) } else { None };
         let stack = self.stacks.entry(event.pid).or_default();
         if stack.is_empty() {
             self.nonempty_stacks += 1;
@@ -461,7 +496,7 @@ impl Aggregator {
         }
         let parent = stack.back().map_or(stacks::ROOT, |frame| frame.node);
         let node = self.stack_paths.enter(parent, event.mfa);
-        stack.push_back(Frame { mfa: event.mfa, ts: event.ts, callees_ns: 0, node });
+        stack.push_back(Frame { mfa: event.mfa, ts: event.ts, callees_ns: 0, node, split, thread: self.thread });
         self.open_calls += 1;
         if stack.len() >= LOOP_DEPTH && stack.len().is_multiple_of(LOOP_CHECK_EVERY) {
             let nested = stack.iter().filter(|frame| frame.mfa == event.mfa).count();
@@ -486,6 +521,8 @@ impl Aggregator {
 
     fn record_return(&mut self, event: &Event) {
         let frame = self.pop_matching(event.pid, event.mfa, event.ts);
+        let parts = frame.and_then(|f| f.split).zip(self.processes.totals(event.pid));
+        let thread = self.thread;
         let Some(stats) = self.stats_for(event.mfa) else {
             self.count_untracked(event.mfa);
             return;
@@ -493,6 +530,7 @@ impl Aggregator {
         stats.count_return(event.kind);
         match frame {
             Some(frame) => {
+                stats.migrations += u64::from(frame.thread != thread);
                 let duration_ns = event.ts.saturating_sub(frame.ts);
                 stats.record_latency(duration_ns);
                 stats.own.record(duration_ns, frame.callees_ns);
@@ -502,6 +540,10 @@ impl Aggregator {
                     pid: event.pid,
                     exception: event.kind == EventKind::Exception,
                 });
+                if let Some(((d0, g0), (d1, g1))) = parts {
+                    let split = stats.split.get_or_insert_with(Default::default);
+                    split.record(duration_ns.clamp(1, MAX_LATENCY_NS), d1.saturating_sub(d0), g1.saturating_sub(g0));
+                }
             }
             None if stats.loop_only => {}
             None => self.counters.unmatched_returns += 1,
@@ -578,6 +620,42 @@ mod tests {
 
     fn ev(kind: EventKind, pid: u64, mfa: Mfa, ts: u64) -> Event {
         Event { ts, pid, mfa, kind }
+    }
+
+    #[test]
+    fn a_return_on_another_thread_is_a_migration() {
+        let mut agg = Aggregator::new(100, 1000);
+        agg.record_on(&ev(EventKind::Call, 1, F, 0), 0);
+        agg.record_on(&ev(EventKind::Return, 1, F, 10), 1);
+        agg.record_on(&ev(EventKind::Call, 1, F, 20), 1);
+        agg.record_on(&ev(EventKind::Return, 1, F, 30), 1);
+        assert_eq!(agg.function(&F).unwrap().migrations, 1);
+    }
+
+    #[test]
+    fn splits_latency_into_running_descheduled_and_gc() {
+        let mut agg = Aggregator::new(100, 1000);
+        let at = |kind, ts, function| Event { ts, pid: 7, mfa: Mfa { module: 0, function, arity: 0 }, kind };
+        agg.record(&at(EventKind::In, 0, 0));
+        agg.record(&ev(EventKind::Call, 7, F, 100));
+        agg.record(&at(EventKind::Out, 1_100, 0));
+        agg.record(&at(EventKind::In, 11_100, 0));
+        agg.record(&at(EventKind::GcStart, 12_000, 50));
+        agg.record(&at(EventKind::GcEnd, 12_500, 10));
+        agg.record(&ev(EventKind::Return, 7, F, 16_100));
+        let split = agg.function(&F).unwrap().split.as_ref().expect("split recorded");
+        let only = |h: &Histogram<u64>| {
+            assert_eq!(h.len(), 1);
+            h.max()
+        };
+        assert!(split.descheduled.equivalent(only(&split.descheduled), 10_000));
+        assert!(split.gc.equivalent(only(&split.gc), 500));
+        assert!(split.running.equivalent(only(&split.running), 5_500));
+        // Without scheduling events no frame takes a snapshot.
+        let mut plain = Aggregator::new(100, 1000);
+        plain.record(&ev(EventKind::Call, 7, F, 0));
+        plain.record(&ev(EventKind::Return, 7, F, 10));
+        assert!(plain.function(&F).unwrap().split.is_none());
     }
 
     #[test]

@@ -35,8 +35,9 @@ pub const COLLECT_INTERVAL: Duration = Duration::from_millis(1);
 pub struct Consumer {
     /// The statistics.
     pub aggregator: Aggregator,
-    /// Drained events not yet folded in: newer than the last collection's cutoff.
-    pending: Vec<PackedEvent>,
+    /// Drained events not yet folded in (newer than the last collection's cutoff), with the
+    /// index of the thread that produced each.
+    pending: Vec<(PackedEvent, u32)>,
     aggregated: u64,
     /// Counters of producers already freed.
     retired: Accounting,
@@ -54,19 +55,19 @@ impl Consumer {
 
     fn drain(&mut self, producer: &Producer) {
         if let Some(rx) = producer.rx.lock().as_mut() {
-            let pending = &mut self.pending;
-            self.aggregated += rx.drain(|event| pending.push(event));
+            let (pending, thread) = (&mut self.pending, producer.thread);
+            self.aggregated += rx.drain(|event| pending.push((event, thread)));
         }
     }
 
     /// Folds in the pending events stamped before `cutoff`, in timestamp order.
     fn fold_in(&mut self, cutoff: u64) {
         let Consumer { pending, aggregator, .. } = self;
-        pending.sort_unstable_by_key(PackedEvent::ts);
-        let ready = pending.partition_point(|event| event.ts() < cutoff);
-        for event in pending.drain(..ready) {
+        pending.sort_unstable_by_key(|(event, _)| event.ts());
+        let ready = pending.partition_point(|(event, _)| event.ts() < cutoff);
+        for (event, thread) in pending.drain(..ready) {
             let event = event.unpack();
-            aggregator.record(&Event { ts: clock::to_ns(event.ts), ..event });
+            aggregator.record_on(&Event { ts: clock::to_ns(event.ts), ..event }, thread);
         }
     }
 
@@ -214,7 +215,7 @@ mod tests {
             let start = Instant::now();
             for (_, rx) in rings.iter_mut() {
                 let pending = &mut consumer.pending;
-                consumer.aggregated += rx.drain(|event| pending.push(event));
+                consumer.aggregated += rx.drain(|event| pending.push((event, 0)));
             }
             consumer.fold_in(ts + 1);
             spent += start.elapsed();

@@ -14,7 +14,43 @@ pub enum EventKind {
     /// `trace(exception_from, ...)`: it raised (needs `exception_trace`).
     Exception,
     /// `trace(exit, ...)` from `procs` tracing: the process is gone, forget its open calls.
+    /// `mfa.module` holds the reason's atom bits (see [`crate::process`]), zero for others.
     Exit,
+    /// `send`: `mfa.module` the receiver (local pid bits, else 0: a name, a port, a remote
+    /// pid), `mfa.function` the size in words, `mfa.arity` 1 when the size is a lower bound.
+    Send,
+    /// `send_to_non_existing_process`: as `Send`.
+    SendDead,
+    /// `'receive'`: the tracee took a message in; size fields as `Send`.
+    Receive,
+    /// `'receive'` of `timeout`: a `receive ... after` timed out.
+    ReceiveTimeout,
+    /// `spawn`: the tracee created `mfa.module` (the child's pid bits).
+    Spawn,
+    /// `spawned`: the tracee was created (by `mfa.module`).
+    Spawned,
+    /// `link`, `unlink`, `getting_linked`, `getting_unlinked`, `register`, `unregister`:
+    /// counted, `mfa.arity` says which ([`crate::process::ProcTag`]).
+    ProcOther,
+    /// `gc_minor_start` (`mfa.arity` 0) or `gc_major_start` (1); `mfa.function` the words in
+    /// use (heap, old heap, message buffers).
+    GcStart,
+    /// `gc_minor_end` / `gc_major_end`; as `GcStart`, words in use after.
+    GcEnd,
+    /// `in` / `in_exiting`: scheduled in at `mfa` (zero when the VM gives no location).
+    In,
+    /// `out` / `out_exiting`: scheduled out at `mfa`.
+    Out,
+    /// `out_exited`: scheduled out for the last time; the process is gone.
+    OutExited,
+    /// A port was opened (`open`).
+    PortOpen,
+    /// A port was closed (`closed`).
+    PortClosed,
+    /// A port was scheduled in (`running_ports`).
+    PortIn,
+    /// A port was scheduled out (`running_ports`, `out`, `out_exiting`, `out_exited`).
+    PortOut,
 }
 
 /// A function as the VM names it: module and function atoms (raw term bits) and arity.
@@ -61,6 +97,22 @@ impl EventKind {
             0 => EventKind::Call,
             1 => EventKind::Return,
             2 => EventKind::Exception,
+            4 => EventKind::Send,
+            5 => EventKind::SendDead,
+            6 => EventKind::Receive,
+            7 => EventKind::ReceiveTimeout,
+            8 => EventKind::Spawn,
+            9 => EventKind::Spawned,
+            10 => EventKind::ProcOther,
+            11 => EventKind::GcStart,
+            12 => EventKind::GcEnd,
+            13 => EventKind::In,
+            14 => EventKind::Out,
+            15 => EventKind::OutExited,
+            16 => EventKind::PortOpen,
+            17 => EventKind::PortClosed,
+            18 => EventKind::PortIn,
+            19 => EventKind::PortOut,
             _ => EventKind::Exit,
         }
     }
@@ -125,7 +177,7 @@ mod tests {
     proptest! {
         #[test]
         fn pack_unpack_round_trips(ts: u64, pid: u64, module: u64, function in 0u64..(1 << 48),
-                                   arity in 0u32..256, kind in 0u8..4) {
+                                   arity in 0u32..256, kind in 0u8..20) {
             let event = Event { ts, pid, mfa: Mfa { module, function, arity }, kind: EventKind::from_u8(kind) };
             prop_assert_eq!(PackedEvent::pack(&event).unwrap().unpack(), event);
         }

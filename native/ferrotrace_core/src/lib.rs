@@ -31,6 +31,10 @@ pub mod collector;
 #[cfg(not(loom))]
 pub mod decode;
 #[cfg(not(loom))]
+pub mod msgsize;
+#[cfg(not(loom))]
+pub mod process;
+#[cfg(not(loom))]
 pub mod event;
 #[cfg(not(loom))]
 pub mod limit;

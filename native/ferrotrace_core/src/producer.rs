@@ -35,6 +35,8 @@ pub(crate) struct Producer {
     tx: Option<UnsafeCell<RingProducer<PackedEvent>>>,
     /// The consumer end, used by whoever holds the session's consumer lock.
     pub(crate) rx: CachePadded<Mutex<Option<RingConsumer<PackedEvent>>>>,
+    /// The index of the thread that owns this producer (its events ran there).
+    pub(crate) thread: u32,
     counters: CachePadded<ProducerCounters>,
 }
 
@@ -51,7 +53,7 @@ impl Producer {
             Ok((tx, rx)) => (Some(UnsafeCell::new(tx)), Some(rx)),
             Err(ring::AllocError) => (None, None),
         };
-        Producer { tx, rx: CachePadded::new(Mutex::new(rx)), counters: CachePadded::new(ProducerCounters::default()) }
+        Producer { tx, rx: CachePadded::new(Mutex::new(rx)), thread: 0, counters: CachePadded::new(ProducerCounters::default()) }
     }
 
     /// True if the ring was allocated.

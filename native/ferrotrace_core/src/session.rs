@@ -186,7 +186,8 @@ impl Session {
         let entry = &self.producers[token.index()];
         let mut producer = entry.load(Ordering::Acquire);
         if producer.is_null() {
-            let fresh = Box::new(Producer::new(self.config.ring_size));
+            let mut fresh = Box::new(Producer::new(self.config.ring_size));
+            fresh.thread = token.index() as u32;
             if !fresh.has_ring() {
                 self.ring_alloc_failures.fetch_add(1, Ordering::Relaxed);
             }

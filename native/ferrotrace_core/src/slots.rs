@@ -18,7 +18,7 @@
 //! 2^53 (the year 2255), so ids stay positive and below 2^59: Erlang small integers.
 
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -45,10 +45,13 @@ struct Slot {
     /// The session's `sample`, so that `enabled` callbacks of unsampled sessions decide
     /// without entering or touching session memory.
     sample: AtomicU64,
+    /// False: the session wants call events and exits only (a `calls/2` session without
+    /// other kinds), so the `enabled` callbacks discard every other tag.
+    events: AtomicBool,
 }
 
 static SLOTS: [Slot; MAX_SESSIONS] = [const {
-    Slot { tag: AtomicU64::new(FREE), session: AtomicPtr::new(ptr::null_mut()), sample: AtomicU64::new(1) }
+    Slot { tag: AtomicU64::new(FREE), session: AtomicPtr::new(ptr::null_mut()), sample: AtomicU64::new(1), events: AtomicBool::new(true) }
 }; MAX_SESSIONS];
 
 /// The registry proper: owns the sessions; the slot table mirrors it for the hot path.
@@ -88,6 +91,7 @@ impl Registry {
     pub(crate) fn publish(&mut self, slot: usize, session: Arc<Session>) {
         SLOTS[slot].session.store(Arc::as_ptr(&session) as *mut Session, Ordering::Release);
         SLOTS[slot].sample.store(session.config.sample, Ordering::Release);
+        SLOTS[slot].events.store(true, Ordering::Release);
         // SeqCst: the tag is the word grace periods are argued on (`quiesce`).
         SLOTS[slot].tag.store(tag(session.id, LIVE), Ordering::SeqCst);
         self.sessions[slot] = Some(session);
@@ -130,6 +134,23 @@ pub fn is_live(id: u64) -> bool {
 pub fn live_sample(id: u64) -> Option<u64> {
     // The SeqCst (so also Acquire) tag load reads the tag stored after `sample` in `publish`.
     is_live(id).then(|| SLOTS[slot_of(id)].sample.load(Ordering::Relaxed))
+}
+
+/// Whether running session `id` wants events other than calls and exits (true unless
+/// [`set_events`] said otherwise). Read by the `enabled` callbacks after `live_sample`.
+#[inline]
+pub fn wants_events(id: u64) -> bool {
+    SLOTS[slot_of(id)].events.load(Ordering::Acquire)
+}
+
+/// Sets what [`wants_events`] answers for session `id` (the keeper calls it before it sets
+/// any trace flag). Returns false if `id` is not live.
+pub fn set_events(id: u64, events: bool) -> bool {
+    if !is_live(id) {
+        return false;
+    }
+    SLOTS[slot_of(id)].events.store(events, Ordering::Release);
+    true
 }
 
 /// The running session `id`, borrowed for as long as the thread's active mark lives (that is

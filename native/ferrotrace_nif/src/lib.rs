@@ -11,6 +11,8 @@
 
 mod api;
 mod export;
+mod events;
+mod events_api;
 mod raw;
 pub mod term;
 pub mod tracer;
@@ -23,6 +25,8 @@ extern "C" fn load(env: *mut ErlNifEnv, _priv: *mut *mut c_void, _info: ErlNifTe
     let result = std::panic::catch_unwind(|| {
         // SAFETY: `env` is the environment the VM passes to `load`.
         unsafe { tracer::init_atoms(env) };
+        // SAFETY: as above.
+        unsafe { events::init_atoms(env) };
         clock::init();
     });
     c_int::from(result.is_err())

@@ -26,17 +26,17 @@ use crate::term::{term_bits, EnvReader};
 
 /// Raw atom terms the callbacks compare against or return. Atoms are immediates and never
 /// freed, so their bits are valid in every environment.
-struct Atoms {
+pub(crate) struct Atoms {
     ok: ErlNifTerm,
-    trace: ErlNifTerm,
+    pub(crate) trace: ErlNifTerm,
     discard: ErlNifTerm,
     remove: ErlNifTerm,
     trace_status: ErlNifTerm,
     call: ErlNifTerm,
+    exit: ErlNifTerm,
     return_from: ErlNifTerm,
     exception_from: ErlNifTerm,
-    exit: ErlNifTerm,
-}
+    }
 
 static ATOMS: OnceLock<Atoms> = OnceLock::new();
 
@@ -54,10 +54,17 @@ pub unsafe fn init_atoms(env: *mut ErlNifEnv) {
         remove: atom(c"remove"),
         trace_status: atom(c"trace_status"),
         call: atom(c"call"),
+        exit: atom(c"exit"),
         return_from: atom(c"return_from"),
         exception_from: atom(c"exception_from"),
-        exit: atom(c"exit"),
     });
+}
+
+impl Atoms {
+    /// The `discard` atom.
+    pub(crate) fn discard_term(&self) -> ErlNifTerm {
+        self.discard
+    }
 }
 
 #[inline]
@@ -113,10 +120,10 @@ fn sampled_out(id: u64, tracee: ErlNifTerm) -> bool {
 /// # Safety
 /// `env` is the callback's env and `argv` points at its three arguments.
 #[inline(always)]
-unsafe fn enabled_by(
+pub(crate) unsafe fn enabled_by(
     env: *mut ErlNifEnv,
     argv: *const ErlNifTerm,
-    answer: impl FnOnce(&Atoms, ErlNifTerm) -> ErlNifTerm,
+    answer: impl FnOnce(&Atoms, ErlNifTerm, bool) -> ErlNifTerm,
 ) -> ErlNifTerm {
     guarded(|| {
         let a = atoms();
@@ -126,7 +133,7 @@ unsafe fn enabled_by(
         let Some((id, tracee)) = (unsafe { enabled_session_id(env, argv) }) else { return a.remove };
         let Some(sample) = slots::live_sample(id) else { return a.remove };
         let tag = argv[0];
-        let answer = answer(a, tag);
+        let answer = answer(a, tag, slots::wants_events(id));
         if sample > 1 && answer == a.trace && tag != a.trace_status && sampled_out(id, tracee) {
             a.discard
         } else {
@@ -135,13 +142,15 @@ unsafe fn enabled_by(
     }, || atoms().remove)
 }
 
-/// `enabled(TraceTag, TracerState, Tracee)`: `trace` for the events a running session
-/// aggregates (`call`, and `exit` from `procs` tracing), `discard` for other tags.
-/// `trace_status` keeps the tracer while the session runs.
+/// `enabled(TraceTag, TracerState, Tracee)`: `trace` for every tag of a running session
+/// (each is aggregated or counted as ignored), but only `call` and `exit` for a calls-only
+/// session (`calls/2` without other kinds); `trace_status` keeps the tracer.
 unsafe extern "C" fn enabled(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
     // SAFETY: called by the VM as an arity-3 NIF: its env and three arguments.
-    unsafe { enabled_by(env, argv, |a, tag| {
-        if tag == a.call || tag == a.trace_status || tag == a.exit {
+    // With events, every tag is traced: `trace/5` aggregates it or counts it as ignored
+    // (events.rs). A calls-only session keeps calls and exits.
+    unsafe { enabled_by(env, argv, |a, tag, events| {
+        if events || tag == a.call || tag == a.trace_status || tag == a.exit {
             a.trace
         } else {
             a.discard
@@ -152,15 +161,16 @@ unsafe extern "C" fn enabled(env: *mut ErlNifEnv, _argc: c_int, argv: *const Erl
 /// `enabled_call/3`: the tag is `call`, only the session is checked.
 unsafe extern "C" fn enabled_call(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
     // SAFETY: called by the VM as an arity-3 NIF: its env and three arguments.
-    unsafe { enabled_by(env, argv, |a, _tag| a.trace) }
+    unsafe { enabled_by(env, argv, |a, _tag, _events| a.trace) }
 }
 
-/// `enabled_procs/3`: the VM passes the event's own tag (`spawn`, `exit`, `link`, ...); only
-/// `exit` is wanted, to forget the open calls of a process that died inside them.
+/// `enabled_procs/3`: the VM passes the event's own tag (`spawn`, `exit`, `link`, ...); all
+/// are aggregated (`exit` also forgets the open calls of a process that died inside them);
+/// a calls-only session keeps only `exit`.
 unsafe extern "C" fn enabled_procs(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
     // SAFETY: called by the VM as an arity-3 NIF: its env and three arguments.
-    unsafe { enabled_by(env, argv, |a, tag| {
-        if tag == a.exit || tag == a.trace_status {
+    unsafe { enabled_by(env, argv, |a, tag, events| {
+        if events || tag == a.exit || tag == a.trace_status {
             a.trace
         } else {
             a.discard
@@ -188,26 +198,27 @@ unsafe extern "C" fn trace(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNi
                 EventKind::Return
             } else if tag == a.exception_from {
                 EventKind::Exception
-            } else if tag == a.exit {
-                EventKind::Exit
             } else {
-                return producer.ignore();
-            };
-            let mfa = if kind == EventKind::Exit {
-                Mfa { module: 0, function: 0, arity: 0 }
-            } else {
-                match decode_mfa(&EnvReader(env), argv[3]) {
-                    Some(mfa) => mfa,
+                // SAFETY: `env` and `argv` are this callback's.
+                match unsafe { crate::events::decode(env, argv) } {
+                    Some((kind, mfa)) => return push(&producer, kind, mfa, argv[2]),
                     None => return producer.ignore(),
                 }
             };
-            let (ts, pid) = (clock::now(), term_bits(argv[2]));
-            if producer.admit(pid, ts) == Admission::Take {
-                producer.push(Event { ts, pid, mfa, kind });
-            }
+            let Some(mfa) = decode_mfa(&EnvReader(env), argv[3]) else { return producer.ignore() };
+            push(&producer, kind, mfa, argv[2]);
         });
         a.ok
     }, || atoms().ok)
+}
+
+/// Stamps an event of `tracee`, applies the session's limits and queues it.
+#[inline(always)]
+fn push(producer: &ferrotrace_core::producer::ProducerRef<'_>, kind: EventKind, mfa: Mfa, tracee: ErlNifTerm) {
+    let (ts, pid) = (clock::now(), term_bits(tracee));
+    if producer.admit(pid, ts) == Admission::Take {
+        producer.push(Event { ts, pid, mfa, kind });
+    }
 }
 
 register_raw_nif!("enabled", 3, enabled);

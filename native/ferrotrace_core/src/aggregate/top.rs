@@ -1,0 +1,104 @@
+//! Bounded per-key tables (per process, per location) read as top-N lists.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hash};
+
+use hdrhistogram::Histogram;
+
+use super::{WordHasher, MAX_LATENCY_NS, SIGNIFICANT_DIGITS};
+
+/// Keys one table keeps; events of further keys are counted in [`TopTable::overflow`].
+pub const MAX_KEYS: usize = 10_000;
+
+/// The figures kept per key.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Events.
+    pub count: u64,
+    /// Sum of the values recorded (ns or words), saturating.
+    pub total: u64,
+    /// Largest value recorded.
+    pub max: u64,
+}
+
+/// A capped map from key to [`Tally`].
+pub struct TopTable<K> {
+    entries: HashMap<K, Tally, BuildHasherDefault<WordHasher>>,
+    /// Events not tallied because the table was full.
+    pub overflow: u64,
+}
+
+impl<K: Hash + Eq + Copy> Default for TopTable<K> {
+    fn default() -> Self {
+        TopTable { entries: HashMap::default(), overflow: 0 }
+    }
+}
+
+impl<K: Hash + Eq + Copy> TopTable<K> {
+    /// Adds one event of `value` to `key`'s tally.
+    #[inline]
+    pub fn add(&mut self, key: K, value: u64) {
+        let full = self.entries.len() >= MAX_KEYS;
+        match self.entries.get_mut(&key) {
+            Some(tally) => bump(tally, value),
+            None if full => self.overflow += 1,
+            None => bump(self.entries.entry(key).or_default(), value),
+        }
+    }
+
+    /// The `n` keys with the largest totals (then counts), largest first.
+    pub fn top(&self, n: usize) -> Vec<(K, Tally)> {
+        let mut all: Vec<(K, Tally)> = self.entries.iter().map(|(k, t)| (*k, *t)).collect();
+        all.sort_unstable_by_key(|(_, t)| std::cmp::Reverse((t.total, t.count)));
+        all.truncate(n);
+        all
+    }
+
+    /// Keys tallied.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when nothing was tallied.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+fn bump(tally: &mut Tally, value: u64) {
+    tally.count += 1;
+    tally.total = tally.total.saturating_add(value);
+    tally.max = tally.max.max(value);
+}
+
+/// An auto-resizing HDR histogram (3 significant digits) that starts small.
+pub fn histogram() -> Histogram<u64> {
+    let mut h = Histogram::new_with_bounds(1, 2, SIGNIFICANT_DIGITS).expect("static histogram bounds are valid");
+    h.auto(true);
+    h
+}
+
+/// Records a duration in ns, clamped to 1 ns .. one hour like call latencies.
+#[inline]
+pub fn record_ns(h: &mut Histogram<u64>, ns: u64) {
+    // Cannot fail: auto-resize is on and the value is bounded.
+    let _ = h.record(ns.clamp(1, MAX_LATENCY_NS));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caps_keys_and_sorts_by_total() {
+        let mut t = TopTable::<u64>::default();
+        for k in 0..(MAX_KEYS as u64 + 5) {
+            t.add(k, k);
+        }
+        assert_eq!((t.len(), t.overflow), (MAX_KEYS, 5));
+        t.add(3, 1_000_000);
+        let top = t.top(2);
+        assert_eq!(top[0].0, 3);
+        assert_eq!(top[0].1, Tally { count: 2, total: 1_000_003, max: 1_000_000 });
+    }
+}

@@ -1,0 +1,346 @@
+//! Decoding the trace tags other than calls (messages, procs, GC, running, ports) into
+//! fixed-size events, on the hot path: a few `enif_*` reads per event, a bounded walk for a
+//! message's size, nothing kept. Also the `enabled_<tag>/3` callbacks of those tags.
+
+use std::ffi::c_int;
+use std::sync::OnceLock;
+
+use rustler::sys::{
+    enif_get_int64, enif_get_list_cell, enif_get_local_pid, enif_get_local_port, enif_get_map_size,
+    enif_get_map_value, enif_get_tuple, enif_get_uint64, enif_inspect_binary, enif_is_atom, enif_make_atom,
+    enif_term_type, ErlNifBinary, ErlNifEnv, ErlNifPid, ErlNifPort, ErlNifTerm, ErlNifTermType,
+};
+
+use ferrotrace_core::decode::decode_mfa;
+use ferrotrace_core::event::{EventKind, Mfa};
+use ferrotrace_core::msgsize::{size_words, Shape, SizeReader};
+use ferrotrace_core::process::{ProcTag, NO_MFA};
+
+use crate::raw::register_raw_nif;
+use crate::term::{term_bits, EnvReader};
+use crate::tracer::enabled_by;
+
+struct Atoms {
+    send: ErlNifTerm,
+    send_to_non_existing_process: ErlNifTerm,
+    receive: ErlNifTerm,
+    timeout: ErlNifTerm,
+    spawn: ErlNifTerm,
+    spawned: ErlNifTerm,
+    link: ErlNifTerm,
+    unlink: ErlNifTerm,
+    getting_linked: ErlNifTerm,
+    getting_unlinked: ErlNifTerm,
+    register: ErlNifTerm,
+    unregister: ErlNifTerm,
+    gc_minor_start: ErlNifTerm,
+    gc_minor_end: ErlNifTerm,
+    gc_major_start: ErlNifTerm,
+    gc_major_end: ErlNifTerm,
+    in_: ErlNifTerm,
+    out: ErlNifTerm,
+    in_exiting: ErlNifTerm,
+    out_exiting: ErlNifTerm,
+    out_exited: ErlNifTerm,
+    open: ErlNifTerm,
+    closed: ErlNifTerm,
+    exit: ErlNifTerm,
+    extra: ErlNifTerm,
+    heap_size: ErlNifTerm,
+    old_heap_size: ErlNifTerm,
+    mbuf_size: ErlNifTerm,
+}
+
+static ATOMS: OnceLock<Atoms> = OnceLock::new();
+
+/// Creates the atoms; called from the library's `load`.
+///
+/// # Safety
+/// `env` must be a valid environment.
+pub unsafe fn init_atoms(env: *mut ErlNifEnv) {
+    // SAFETY: `env` is valid (the caller's contract) and `name` a NUL-terminated string.
+    let atom = |name: &std::ffi::CStr| unsafe { enif_make_atom(env, name.as_ptr()) };
+    let _ = ATOMS.set(Atoms {
+        send: atom(c"send"),
+        send_to_non_existing_process: atom(c"send_to_non_existing_process"),
+        receive: atom(c"receive"),
+        timeout: atom(c"timeout"),
+        spawn: atom(c"spawn"),
+        spawned: atom(c"spawned"),
+        link: atom(c"link"),
+        unlink: atom(c"unlink"),
+        getting_linked: atom(c"getting_linked"),
+        getting_unlinked: atom(c"getting_unlinked"),
+        register: atom(c"register"),
+        unregister: atom(c"unregister"),
+        gc_minor_start: atom(c"gc_minor_start"),
+        gc_minor_end: atom(c"gc_minor_end"),
+        gc_major_start: atom(c"gc_major_start"),
+        gc_major_end: atom(c"gc_major_end"),
+        in_: atom(c"in"),
+        out: atom(c"out"),
+        in_exiting: atom(c"in_exiting"),
+        out_exiting: atom(c"out_exiting"),
+        out_exited: atom(c"out_exited"),
+        open: atom(c"open"),
+        closed: atom(c"closed"),
+        exit: atom(c"exit"),
+        extra: atom(c"extra"),
+        heap_size: atom(c"heap_size"),
+        old_heap_size: atom(c"old_heap_size"),
+        mbuf_size: atom(c"mbuf_size"),
+    });
+}
+
+#[inline]
+fn atoms() -> &'static Atoms {
+    ATOMS.get().expect("ferrotrace event atoms are initialised at load")
+}
+
+/// The size walk's view of terms in a NIF environment.
+struct SizeEnv(*mut ErlNifEnv);
+
+impl SizeReader for SizeEnv {
+    type Term = ErlNifTerm;
+    #[inline]
+    fn shape(&self, term: ErlNifTerm) -> Shape<ErlNifTerm> {
+        let env = self.0;
+        // SAFETY (whole block): `env` is the current callback's env and `term` one of its
+        // terms (or an element read from one); every out-pointer is a local of the right type.
+        unsafe {
+            match enif_term_type(env, term) {
+                ErlNifTermType::ERL_NIF_TERM_TYPE_ATOM => Shape::Immediate,
+                ErlNifTermType::ERL_NIF_TERM_TYPE_LIST => {
+                    let (mut head, mut tail) = (term, term);
+                    if enif_get_list_cell(env, term, &mut head, &mut tail) != 0 {
+                        Shape::Cons(head, tail)
+                    } else {
+                        Shape::Immediate // []
+                    }
+                }
+                ErlNifTermType::ERL_NIF_TERM_TYPE_TUPLE => {
+                    let mut arity: c_int = 0;
+                    let mut elements: *const ErlNifTerm = std::ptr::null();
+                    enif_get_tuple(env, term, &mut arity, &mut elements);
+                    Shape::Tuple(arity.max(0) as u32)
+                }
+                ErlNifTermType::ERL_NIF_TERM_TYPE_INTEGER => {
+                    let mut value: i64 = 0;
+                    let mut unsigned: u64 = 0;
+                    if enif_get_int64(env, term, &mut value) != 0 {
+                        // Small integers are 60-bit signed immediates.
+                        if (-(1i64 << 59)..(1i64 << 59)).contains(&value) { Shape::Immediate } else { Shape::Big(1) }
+                    } else if enif_get_uint64(env, term, &mut unsigned) != 0 {
+                        Shape::Big(1)
+                    } else {
+                        Shape::Opaque(3)
+                    }
+                }
+                ErlNifTermType::ERL_NIF_TERM_TYPE_FLOAT => Shape::Float,
+                ErlNifTermType::ERL_NIF_TERM_TYPE_BITSTRING => {
+                    let mut bin = std::mem::MaybeUninit::<ErlNifBinary>::uninit();
+                    if enif_inspect_binary(env, term, bin.as_mut_ptr()) != 0 {
+                        Shape::Binary(bin.assume_init().size as u64)
+                    } else {
+                        Shape::Opaque(6)
+                    }
+                }
+                ErlNifTermType::ERL_NIF_TERM_TYPE_MAP => {
+                    let mut size: usize = 0;
+                    enif_get_map_size(env, term, &mut size);
+                    Shape::Map(size as u64)
+                }
+                ErlNifTermType::ERL_NIF_TERM_TYPE_PID => {
+                    let mut pid = std::mem::MaybeUninit::<ErlNifPid>::uninit();
+                    if enif_get_local_pid(env, term, pid.as_mut_ptr()) != 0 { Shape::Immediate } else { Shape::Opaque(5) }
+                }
+                ErlNifTermType::ERL_NIF_TERM_TYPE_PORT => {
+                    let mut port = std::mem::MaybeUninit::<ErlNifPort>::uninit();
+                    if enif_get_local_port(env, term, port.as_mut_ptr()) != 0 { Shape::Immediate } else { Shape::Opaque(5) }
+                }
+                ErlNifTermType::ERL_NIF_TERM_TYPE_REFERENCE => Shape::Fixed(3),
+                _ => Shape::Opaque(0), // funs and anything newer
+            }
+        }
+    }
+    #[inline]
+    fn element(&self, tuple: ErlNifTerm, index: u32) -> ErlNifTerm {
+        let mut arity: c_int = 0;
+        let mut elements: *const ErlNifTerm = std::ptr::null();
+        // SAFETY: `tuple` is a tuple of more than `index` elements (the walk's contract);
+        // `elements` then points at `arity` terms.
+        unsafe {
+            enif_get_tuple(self.0, tuple, &mut arity, &mut elements);
+            *elements.add(index as usize)
+        }
+    }
+}
+
+/// A size event's fields: words in `function`, capped in `arity`, `to` in `module`.
+#[inline]
+fn sized(env: *mut ErlNifEnv, message: ErlNifTerm, to: u64) -> Mfa {
+    let (words, capped) = size_words(&SizeEnv(env), message);
+    Mfa { module: to, function: words.min((1 << 47) - 1), arity: u32::from(capped) }
+}
+
+/// The local pid bits of `term`, else 0.
+///
+/// # Safety
+/// `env` is the callback's env and `term` one of its terms.
+#[inline]
+unsafe fn local_pid_bits(env: *mut ErlNifEnv, term: ErlNifTerm) -> u64 {
+    let mut pid = std::mem::MaybeUninit::<ErlNifPid>::uninit();
+    // SAFETY: the caller's contract; `pid` is a valid out-pointer.
+    if unsafe { enif_get_local_pid(env, term, pid.as_mut_ptr()) } != 0 { term_bits(term) } else { 0 }
+}
+
+/// The words in use in a GC info list (`heap_size + old_heap_size + mbuf_size`); at most
+/// 64 items are read.
+///
+/// # Safety
+/// `env` is the callback's env and `list` one of its terms.
+unsafe fn gc_words(env: *mut ErlNifEnv, list: ErlNifTerm) -> u64 {
+    let a = atoms();
+    let (mut rest, mut head, mut tail) = (list, list, list);
+    let mut words = 0u64;
+    for _ in 0..64 {
+        // SAFETY: the caller's contract; out-pointers are locals.
+        if unsafe { enif_get_list_cell(env, rest, &mut head, &mut tail) } == 0 {
+            break;
+        }
+        rest = tail;
+        let mut arity: c_int = 0;
+        let mut pair: *const ErlNifTerm = std::ptr::null();
+        // SAFETY: as above; two elements are read only from a 2-tuple.
+        unsafe {
+            if enif_get_tuple(env, head, &mut arity, &mut pair) == 0 || arity != 2 {
+                continue;
+            }
+            let (key, value) = (*pair, *pair.add(1));
+            if key == a.heap_size || key == a.old_heap_size || key == a.mbuf_size {
+                let mut v: u64 = 0;
+                if enif_get_uint64(env, value, &mut v) != 0 {
+                    words = words.saturating_add(v);
+                }
+            }
+        }
+    }
+    words
+}
+
+/// The event for a tag other than `call`, `return_from`, `exception_from`, or `None` for a
+/// tag or message that is not aggregated (counted as ignored by the caller).
+///
+/// # Safety
+/// `env` is the `trace/5` callback's env and `argv` its five arguments.
+#[inline]
+pub unsafe fn decode(env: *mut ErlNifEnv, argv: &[ErlNifTerm; 5]) -> Option<(EventKind, Mfa)> {
+    let a = atoms();
+    let (tag, tracee, message, opts) = (argv[0], argv[2], argv[3], argv[4]);
+    // Asked only by the tags ports share with processes (a VM call: not on the message path).
+    let is_port = || {
+        let mut port = std::mem::MaybeUninit::<ErlNifPort>::uninit();
+        // SAFETY: `env` and `tracee` are the callback's (the caller's contract).
+        unsafe { enif_get_local_port(env, tracee, port.as_mut_ptr()) != 0 }
+    };
+    let zero = NO_MFA;
+    let event = if tag == a.send || tag == a.send_to_non_existing_process {
+        let mut to = message;
+        // SAFETY: as above; `to` is a valid out-pointer.
+        let to = if unsafe { enif_get_map_value(env, opts, a.extra, &mut to) } != 0 {
+            // SAFETY: as above.
+            unsafe { local_pid_bits(env, to) }
+        } else {
+            0
+        };
+        let kind = if tag == a.send { EventKind::Send } else { EventKind::SendDead };
+        (kind, sized(env, message, to))
+    } else if tag == a.receive {
+        if message == a.timeout {
+            (EventKind::ReceiveTimeout, zero)
+        } else {
+            (EventKind::Receive, sized(env, message, 0))
+        }
+    } else if tag == a.in_ || tag == a.in_exiting {
+        let kind = if is_port() { EventKind::PortIn } else { EventKind::In };
+        (kind, decode_mfa(&EnvReader(env), message).unwrap_or(zero))
+    } else if tag == a.out || tag == a.out_exiting || tag == a.out_exited {
+        let kind = match (is_port(), tag == a.out_exited) {
+            (true, _) => EventKind::PortOut,
+            (false, true) => EventKind::OutExited,
+            (false, false) => EventKind::Out,
+        };
+        (kind, decode_mfa(&EnvReader(env), message).unwrap_or(zero))
+    } else if tag == a.gc_minor_start || tag == a.gc_major_start || tag == a.gc_minor_end || tag == a.gc_major_end {
+        let start = tag == a.gc_minor_start || tag == a.gc_major_start;
+        let major = tag == a.gc_major_start || tag == a.gc_major_end;
+        // SAFETY: as above.
+        let words = unsafe { gc_words(env, message) }.min((1 << 47) - 1);
+        let kind = if start { EventKind::GcStart } else { EventKind::GcEnd };
+        (kind, Mfa { module: 0, function: words, arity: u32::from(major) })
+    } else if is_port() {
+        if tag == a.open {
+            (EventKind::PortOpen, zero)
+        } else if tag == a.closed {
+            (EventKind::PortClosed, zero)
+        } else {
+            return None; // port link/unlink/register: counted as ignored
+        }
+    } else if tag == a.spawn {
+        // SAFETY: as above.
+        (EventKind::Spawn, Mfa { module: unsafe { local_pid_bits(env, message) }, ..zero })
+    } else if tag == a.spawned {
+        // SAFETY: as above.
+        (EventKind::Spawned, Mfa { module: unsafe { local_pid_bits(env, message) }, ..zero })
+    } else if tag == a.exit {
+        (EventKind::Exit, Mfa { module: exit_reason(env, message), ..zero })
+    } else {
+        let which = [
+            (a.link, ProcTag::Link),
+            (a.unlink, ProcTag::Unlink),
+            (a.getting_linked, ProcTag::GettingLinked),
+            (a.getting_unlinked, ProcTag::GettingUnlinked),
+            (a.register, ProcTag::Register),
+            (a.unregister, ProcTag::Unregister),
+        ]
+        .iter()
+        .find(|(atom, _)| *atom == tag)?
+        .1;
+        (EventKind::ProcOther, Mfa { arity: which as u32, ..zero })
+    };
+    Some(event)
+}
+
+/// An exit reason as atom bits: the reason, or the first element of a tuple reason
+/// (`{shutdown, _}` counts as `shutdown`); 0 for any other reason.
+#[inline]
+fn exit_reason(env: *mut ErlNifEnv, reason: ErlNifTerm) -> u64 {
+    // SAFETY: `env` is the callback's env and `reason` one of its terms; the tuple's first
+    // element is read only when it has one.
+    unsafe {
+        if enif_is_atom(env, reason) != 0 {
+            return term_bits(reason);
+        }
+        let mut arity: c_int = 0;
+        let mut elements: *const ErlNifTerm = std::ptr::null();
+        if enif_get_tuple(env, reason, &mut arity, &mut elements) != 0 && arity > 0 && enif_is_atom(env, *elements) != 0 {
+            return term_bits(*elements);
+        }
+    }
+    0
+}
+
+/// `enabled_<tag>/3` for the tags this module decodes: every event of a running session is
+/// traced (the VM then calls `trace/5`), unless the session is calls-only (`discard`);
+/// `remove` for a session that is gone.
+unsafe extern "C" fn enabled_any(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
+    // SAFETY: called by the VM as an arity-3 NIF: its env and three arguments.
+    unsafe { enabled_by(env, argv, |a, _tag, events| if events { a.trace } else { a.discard_term() }) }
+}
+
+register_raw_nif!("enabled_send", 3, enabled_any);
+register_raw_nif!("enabled_receive", 3, enabled_any);
+register_raw_nif!("enabled_garbage_collection", 3, enabled_any);
+register_raw_nif!("enabled_running_procs", 3, enabled_any);
+register_raw_nif!("enabled_running_ports", 3, enabled_any);
+register_raw_nif!("enabled_ports", 3, enabled_any);
