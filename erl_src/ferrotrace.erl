@@ -542,7 +542,8 @@ report(Session, Options) ->
                     Error;
                 Summary ->
                     Histogram = fun(MFA) -> histogram(Session, MFA) end,
-                    io:put_chars(ferrotrace_report:format(Summary, Histogram, Options))
+                    Events = ferrotrace_events_report:format(Summary, fun(S) -> histogram(Session, S) end),
+                    io:put_chars([ferrotrace_report:format(Summary, Histogram, Options), Events])
             end;
         {error, _} = Error ->
             Error
