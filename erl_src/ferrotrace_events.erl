@@ -15,13 +15,16 @@
 
 -define(KINDS, [messages, procs, gc, scheduling, ports]).
 
-%% @doc Checks a list of kinds: `{ok, Kinds}' (deduplicated) or `{error, {bad_kinds, ...}}'.
+%% @doc Checks a list of kinds (or one kind): `{ok, Kinds}' (deduplicated) or `{error, {bad_kinds, ...}}'.
 -spec check_kinds(term()) -> {ok, [kind()]} | {error, term()}.
 check_kinds(Kinds) when is_list(Kinds) ->
     case [K || K <- Kinds, not lists:member(K, ?KINDS)] of
         [] -> {ok, lists:usort(Kinds)};
         Bad -> {error, {bad_kinds, Bad, <<"a list of messages, procs, gc, scheduling, ports">>}}
     end;
+check_kinds(Kind) when is_atom(Kind) ->
+    %% One kind alone, as an operator types it: processes(messages, #{}).
+    check_kinds([Kind]);
 check_kinds(Kinds) ->
     {error, {bad_kinds, Kinds, <<"a list of messages, procs, gc, scheduling, ports">>}}.
 

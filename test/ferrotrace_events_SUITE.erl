@@ -229,7 +229,8 @@ report_sections(_Config) ->
 -spec bad_input(config()) -> ok.
 bad_input(_Config) ->
     ?assertMatch({error, {bad_kinds, [bogus], _}}, ferrotrace:processes([messages, bogus], #{})),
-    ?assertMatch({error, {bad_kinds, nope, _}}, ferrotrace:processes(nope, #{})),
+    ?assertMatch({error, {bad_kinds, [nope], _}}, ferrotrace:processes(nope, #{})),
+    ?assertMatch({error, {bad_kinds, "messages", _}}, ferrotrace:processes("messages", #{})),
     ?assertMatch({error, {bad_kinds, [], _}}, ferrotrace:processes([], #{})),
     ?assertMatch({error, {bad_option, {pids, _, _}}}, ferrotrace:processes([ports], #{pids => [self()]})),
     ?assertMatch({error, {bad_option, {also, [x], _}}},
