@@ -570,8 +570,9 @@ watch_sleep(_) ->
 %% `m:f/a', in ns), `json' (the summary; field names as in {@link summary/1}), `collapsed'
 %% (folded stacks `a;b;c Ns' of the traced functions for flamegraph.pl, inferno and
 %% speedscope), or `{collapsed, #{weight => inclusive | exclusive}}' (default exclusive:
-%% the time in a function less the traced calls it made); `chrome_trace' answers
-%% `{error, {needs, recent}}' (it needs recorded spans). A cluster session's export is its
+%% the time in a function less the traced calls it made); `chrome_trace' (the flight
+%% recorder's calls as Chrome trace-event JSON for Perfetto and chrome://tracing; a session
+%% without `recent => N' answers `{error, {needs, recent}}'). A cluster session's export is its
 %% merged figures. See {@link ferrotrace_export}.
 -spec export(session() | pid(), ferrotrace_export:format() | {ferrotrace_export:format(), map()}) ->
           binary() | {error, term()}.

@@ -122,6 +122,19 @@ export(Cluster, hdr_log, _Options) ->
             Elapsed = lists:max([0 | [E || #{elapsed_ms := E} <- Summaries]]),
             ferrotrace_export:hdr_log(Start, Elapsed, [{MFA, Bin} || {MFA, {Bin, _}} <- Merged])
     end;
+export(Cluster, chrome_trace, _Options) ->
+    %% Each node's recorder, read on its node; the nodes become Chrome processes in order.
+    case call(Cluster, parts) of
+        {ok, Parts, Down} ->
+            Recent = [{Node, catch erpc:call(Node, ferrotrace, recent, [Id], ?CALL_TIMEOUT)}
+                      || {Node, {_Pid, Id}} <- Parts, not lists:member(Node, Down)],
+            case [R || {_, {error, {no_recorder, _}} = R} <- Recent] of
+                [_ | _] -> {error, {needs, recent}};
+                [] -> ferrotrace_export:chrome_trace([{Node, Es} || {Node, Es} <- Recent, is_list(Es)])
+            end;
+        {error, _} = Error ->
+            Error
+    end;
 export(Cluster, collapsed, Options) ->
     case call(Cluster, parts) of
         {ok, Parts, _Down} ->

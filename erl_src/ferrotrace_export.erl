@@ -11,12 +11,14 @@
 %%% <li>`collapsed': folded stacks of the traced functions (`a;b;c Weight' per line), for
 %%% flamegraph.pl, inferno and speedscope; `weight => exclusive' (default: time in the
 %%% function itself, less the traced calls it made) or `inclusive'.</li>
-%%% <li>`chrome_trace': needs recorded spans (a flight recorder, `recent => N'); answers
-%%% `{error, {needs, recent}}' until one exists.</li>
+%%% <li>`chrome_trace': the flight recorder's calls (`recent => N') as Chrome trace-event
+%%% JSON for Perfetto and chrome://tracing, see {@link ferrotrace_chrome}; a session without
+%%% a recorder answers `{error, {needs, recent}}'.</li>
 %%% </ul>
 -module(ferrotrace_export).
 
--export([formats/0, check/2, local/3, json_document/1, jsonable/1, hdr_log/3, merge_folded/1]).
+-export([formats/0, check/2, local/3, json_document/1, jsonable/1, hdr_log/3, merge_folded/1,
+         chrome_trace/1]).
 
 -type format() :: hdr_log | json | collapsed | chrome_trace.
 -export_type([format/0]).
@@ -34,8 +36,6 @@ check(Format, Options) when is_list(Options) ->
         true -> check(Format, maps:from_list(Options));
         false -> {error, {bad_options, Options, <<"a map or a list of {Key, Value} pairs">>}}
     end;
-check(chrome_trace, _Options) ->
-    {error, {needs, recent}};
 check(Format, Options) when is_map(Options) ->
     case lists:member(Format, formats()) of
         false -> {error, {bad_format, Format, ?FORMATS}};
@@ -75,11 +75,22 @@ local(Id, hdr_log, _Options) ->
         {{error, _} = Error, _} -> Error;
         {_, {error, _} = Error} -> Error
     end;
+local(Id, chrome_trace, _Options) ->
+    case ferrotrace:recent(Id) of
+        {error, {no_recorder, _}} -> {error, {needs, recent}};
+        {error, _} = Error -> Error;
+        Events -> chrome_trace([{node(), Events}])
+    end;
 local(Id, collapsed, #{weight := Weight}) ->
     case ferrotrace_tracer:session_collapsed(Id, Weight) of
         {ok, Text, _Info} -> {ok, Text};
         {error, _} = Error -> Error
     end.
+
+%% @doc The Chrome trace of recorded events, one part per node (see {@link ferrotrace_chrome}).
+-spec chrome_trace([ferrotrace_chrome:part()]) -> {ok, binary()} | {error, term()}.
+chrome_trace(Parts) ->
+    ferrotrace_tracer:to_json(ferrotrace_chrome:document(Parts)).
 
 %% @doc An interval log of merged histograms `[{MFA, Bytes}]' over one interval.
 -spec hdr_log(non_neg_integer(), non_neg_integer(), [{mfa(), binary()}]) -> {ok, binary()} | {error, term()}.

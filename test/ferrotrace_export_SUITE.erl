@@ -9,7 +9,8 @@
 
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([hdr_log_read_by_python/1, json_read_by_python/1, collapsed_drawn_by_inferno/1,
-         collapsed_weights/1, chrome_trace_needs_recent/1, bad_formats/1, to_file/1]).
+         collapsed_weights/1, chrome_trace_needs_recent/1, bad_formats/1, to_file/1,
+         chrome_trace_read_by_python/1]).
 
 -type config() :: [{atom(), term()}].
 
@@ -19,7 +20,7 @@
 -spec all() -> [atom()].
 all() ->
     [hdr_log_read_by_python, json_read_by_python, collapsed_drawn_by_inferno, collapsed_weights,
-     chrome_trace_needs_recent, bad_formats, to_file].
+     chrome_trace_needs_recent, bad_formats, to_file, chrome_trace_read_by_python].
 
 -spec init_per_suite(config()) -> config().
 init_per_suite(Config) ->
@@ -44,7 +45,8 @@ end_per_suite(_Config) ->
 
 -spec init_per_testcase(atom(), config()) -> config() | {skip, term()}.
 init_per_testcase(Case, Config) when Case =:= hdr_log_read_by_python; Case =:= json_read_by_python;
-                                    Case =:= collapsed_drawn_by_inferno ->
+                                    Case =:= collapsed_drawn_by_inferno;
+                                    Case =:= chrome_trace_read_by_python ->
     case ?config(tools, Config) of
         {unavailable, Why} -> {skip, {export_tools_unavailable, Why}};
         _ -> init_per_testcase(any, Config)
@@ -173,6 +175,79 @@ chrome_trace_needs_recent(_Config) ->
     S = traced_session(),
     ?assertEqual({error, {needs, recent}}, ferrotrace:export(S, chrome_trace)),
     ok.
+
+%% The recorder holds every event (20 outer, 40 mid, 40 leaf calls: 200 events); the
+%% workload runs in a registered process that is still alive at export time, plus one call
+%% left open (a process blocked inside leaf/1 when the trace is read).
+-spec chrome_trace_read_by_python(config()) -> ok.
+chrome_trace_read_by_python(Config) ->
+    {ok, S} = ferrotrace:calls(?SPEC, #{duration => 60000, recent => 1000}),
+    Self = self(),
+    Worker = spawn(fun() ->
+                           register(ft_chrome_worker, self()),
+                           ok = ft_export_target:run(20, 1),
+                           Self ! {self(), ran},
+                           receive stop -> ok end
+                   end),
+    Stuck = spawn(fun() -> ft_export_target:leaf(3600000) end),
+    try
+        receive {Worker, ran} -> ok after 30000 -> error(worker_timeout) end,
+        %% The stuck call's event is in the recorder once the collector drained it.
+        ok = wait_until(fun() -> length([E || #{pid := P} = E <- ferrotrace:recent(S), P =:= Stuck]) =:= 1 end, 100),
+        File = tmp(Config, "calls.trace.json"),
+        ok = ferrotrace:export(S, chrome_trace, File),
+        Python = filename:join([?config(tools, Config), "venv", "bin", "python"]),
+        Check = filename:join([?config(test_dir, Config), "export", "check.py"]),
+        {"0", Out} = run(Python ++ " " ++ Check ++ " chrome_trace " ++ File),
+        Read = [json_decode(L) || L <- string:split(string:trim(Out), "
+", all)],
+        #{calls := Calls} = ferrotrace:summary(S),
+        lists:foreach(
+          fun(#{mfa := {M, F, A}, count := Count, returns := Returns, total := Total}) ->
+                  Name = lists:flatten(io_lib:format("~s:~s/~b", [M, F, A])),
+                  [Theirs] = [R || R = #{"name" := N} <- Read, N =:= Name],
+                  %% Every returned call is a span; their exact durations add up to the total.
+                  ?assertEqual(Returns, maps:get("spans", Theirs), Name),
+                  ?assertEqual(Total, maps:get("duration_ns", Theirs), Name),
+                  ?assertEqual(Count - Returns, maps:get("open", Theirs), Name)
+          end, Calls),
+        [Leaf] = [R || R = #{"name" := "ft_export_target:leaf/1"} <- Read],
+        ?assertEqual(1, maps:get("open", Leaf)),
+        %% The worker's thread is named by its pid and its registered name.
+        WorkerName = pid_to_list(Worker) ++ " ft_chrome_worker",
+        ?assertMatch([#{"spans" := 100}], [R || R = #{"thread" := T} <- Read, T =:= WorkerName]),
+        %% The checker fails on a trace that breaks the format or the nesting.
+        Bad = tmp(Config, "bad.trace.json"),
+        ok = file:write_file(Bad, <<"{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"a\", "
+                                    "\"pid\": 1, \"tid\": 1, \"ts\": 0}]}">>),
+        {Rc, _} = run(Python ++ " " ++ Check ++ " chrome_trace " ++ Bad),
+        ?assertNotEqual("0", Rc),
+        ok = file:write_file(Bad, overlapping_trace()),
+        {Rc2, Why} = run(Python ++ " " ++ Check ++ " chrome_trace " ++ Bad),
+        ?assertNotEqual("0", Rc2),
+        ?assertNotEqual(nomatch, string:find(Why, "overlaps")),
+        ok
+    after
+        exit(Stuck, kill),
+        Worker ! stop
+    end.
+
+overlapping_trace() ->
+    Meta = <<"{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 1, \"tid\": 0, \"args\": {\"name\": \"n\"}},"
+             "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 1, \"tid\": 1, \"args\": {\"name\": \"t\"}}">>,
+    Span = fun(Ts, Dur) ->
+                   io_lib:format(",{\"ph\": \"X\", \"name\": \"a\", \"pid\": 1, \"tid\": 1, \"ts\": ~b, "
+                                 "\"dur\": ~b, \"args\": {\"duration_ns\": 1}}", [Ts, Dur])
+           end,
+    iolist_to_binary(["{\"traceEvents\": [", Meta, Span(0, 10), Span(5, 10), "]}"]).
+
+wait_until(Fun, 0) ->
+    {timeout, Fun};
+wait_until(Fun, N) ->
+    case Fun() of
+        true -> ok;
+        false -> timer:sleep(100), wait_until(Fun, N - 1)
+    end.
 
 -spec bad_formats(config()) -> ok.
 bad_formats(_Config) ->
