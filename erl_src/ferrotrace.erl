@@ -55,7 +55,8 @@
 %%% each node through `erpc', read as one; answers `{ok, Cluster}' (a pid that every
 %%% function here takes like a session id) or `{error, {node, Node, Reason}}' with no
 %%% session left behind. Counts add and HDR histograms are added, so percentiles are
-%%% those of all the calls; see {@link ferrotrace_cluster}.</li>
+%%% those of all the calls; see {@link ferrotrace_cluster}. `name => Atom' names it as it
+%%% names a local session (the same names; {@link list/0} shows it on this node).</li>
 %%% </ul>
 %%%
 %%% Figures are nanoseconds. A traced call's latency runs from the call event to its
@@ -197,6 +198,8 @@ calls_with(Specs, Parsed, Options) ->
 %% `own' (`#{total, mean, p50, p90, p99, p999, max}': own time, the latency less the time in
 %% traced callees of the same process).
 -spec summary(session() | pid()) -> map() | {error, term()}.
+summary(Name) when is_atom(Name) ->
+    with_name(Name, fun summary/1);
 summary(Cluster) when is_pid(Cluster) ->
     ferrotrace_cluster:summary(Cluster);
 summary(Session) ->
@@ -216,6 +219,8 @@ summary(Session) ->
 
 %% @doc The latency distribution of one function in power-of-two buckets, ascending.
 -spec histogram(session() | pid(), mfa()) -> [bucket()] | {error, term()}.
+histogram(Name, MFA) when is_atom(Name) ->
+    with_name(Name, fun(S) -> histogram(S, MFA) end);
 histogram(Cluster, MFA) when is_pid(Cluster) ->
     ferrotrace_cluster:histogram(Cluster, MFA);
 histogram(Session, MFA) ->
@@ -268,6 +273,8 @@ report(Session) ->
 %% @doc The text that {@link report/1} prints, as a flat binary: for `bin/rel eval', `rpc'
 %% and scripts, whose output would otherwise go to the node's console.
 -spec format(session() | pid()) -> binary() | {error, term()}.
+format(Name) when is_atom(Name) ->
+    with_name(Name, fun format/1);
 format(Cluster) when is_pid(Cluster) ->
     case ferrotrace_cluster:format(Cluster, #{}) of
         {error, _} = Error -> Error;
@@ -285,6 +292,8 @@ format(Session) ->
 %% @doc Stops the session: tracing ends, the patterns and flags it set are removed. The
 %% figures stay readable until {@link release/1}. Stopping a stopped session is `ok'.
 -spec stop(session() | pid()) -> ok | {error, term()}.
+stop(Name) when is_atom(Name) ->
+    with_name(Name, fun stop/1);
 stop(Cluster) when is_pid(Cluster) ->
     ferrotrace_cluster:stop(Cluster);
 stop(Session) ->
@@ -293,6 +302,8 @@ stop(Session) ->
 
 %% @doc Stops the session and frees everything it holds; its id is dead afterwards.
 -spec release(session() | pid()) -> ok | {error, term()}.
+release(Name) when is_atom(Name) ->
+    with_name(Name, fun release/1);
 release(Cluster) when is_pid(Cluster) ->
     ferrotrace_cluster:release(Cluster);
 release(Session) ->
@@ -302,12 +313,22 @@ release(Session) ->
 %% @doc Every session on this node not yet released, oldest first: its `id', `name',
 %% `status', `stop_reason', `spec' (what `calls/2' traces, `raw' for {@link session/1}),
 %% `owner' (`{shell, GroupLeader}', `{process, Pid}' or `none'), `keeper', `started_at'
-%% and, once the owner left, `left_at' (ms).
--spec list() -> [#{id := ferrotrace_tracer:session_id(), status := running | stopped,
+%% and, once the owner left, `left_at' (ms). A cluster session (see `nodes' in
+%% {@link calls/2}) is listed on the node that started it: its `id' and `keeper' are its pid,
+%% with `nodes' and `nodes_down'.
+-spec list() -> [#{id := ferrotrace_tracer:session_id() | pid(), status := running | stopped,
                    atom() => term()}].
 list() ->
     lists:filtermap(
-      fun({Id, Name, Keeper, Info}) ->
+      fun({Cluster, Name, _, Info}) when is_pid(Cluster) ->
+              case ferrotrace_cluster:status(Cluster) of
+                  {ok, Status} ->
+                      {true, maps:merge(maps:with([spec, owner, started_at], Info),
+                                        Status#{id => Cluster, name => Name, keeper => Cluster})};
+                  {error, _} ->
+                      false
+              end;
+         ({Id, Name, Keeper, Info}) ->
               case ferrotrace_tracer:session_summary(Id) of
                   {ok, #{status := Status, stop_reason := Reason}} ->
                       {true, maps:merge(maps:with([spec, owner, started_at, left_at], Info),
@@ -396,6 +417,13 @@ shell_evaluator(Pid) ->
                  (_) -> false
               end, Links).
 
+%% A name stands for its session: a local session's id, or a cluster session's pid.
+with_name(Name, Fun) ->
+    case ferrotrace_registry:lookup(Name) of
+        {ok, IdOrCluster, _Keeper, _Info} -> Fun(IdOrCluster);
+        error -> {error, {no_such_session, Name}}
+    end.
+
 %% Resolves an id or a name.
 with_id(Session, Fun) ->
     case ferrotrace_registry:lookup(Session) of
@@ -451,6 +479,8 @@ valid_pids(_) -> false.
 %% per function and node, and the nodes that went down are named.
 -spec report(session() | pid(), ferrotrace_report:options() | [{atom(), term()}]) ->
           ok | {error, term()}.
+report(Name, Options) when is_atom(Name) ->
+    with_name(Name, fun(S) -> report(S, Options) end);
 report(Cluster, Options0) when is_pid(Cluster) ->
     %% `by_node => true' (cluster sessions): one more table, a line per function and node.
     Options = case options_map(Options0) of {ok, M} -> M; _ -> Options0 end,
@@ -590,6 +620,8 @@ export(Session, Format, File) ->
         Bytes -> file:write_file(File, Bytes)
     end.
 
+export_with(Name, Format, Options) when is_atom(Name) ->
+    with_name(Name, fun(S) -> export_with(S, Format, Options) end);
 export_with(Session, Format, Options0) ->
     case ferrotrace_export:check(Format, Options0) of
         {ok, Options} when is_pid(Session) ->

@@ -28,7 +28,7 @@
 %%% out of the merged figures; the others carry on.
 -module(ferrotrace_cluster).
 
--export([calls/4, summary/1, histogram/2, stop/1, release/1, export/3, format/2]).
+-export([calls/4, summary/1, histogram/2, stop/1, release/1, export/3, format/2, status/1]).
 %% Called on each node through erpc.
 -export([start_part/4, part_figures/2, part_control/2]).
 
@@ -42,6 +42,12 @@
 -spec calls(term(), map(), [node()], {shell | process, pid()} | none) ->
           {ok, pid()} | {error, term()}.
 calls(Spec, Options, Nodes, Owner) ->
+    case maps:get(name, Options, undefined) of
+        Name when is_atom(Name), Name =/= none -> start(Spec, Options, Nodes, Owner);
+        Name -> {error, {bad_option, {name, Name, <<"an atom naming the session">>}}}
+    end.
+
+start(Spec, Options, Nodes, Owner) ->
     Caller = self(),
     Ref = make_ref(),
     Coordinator = spawn(fun() -> coordinator_init(Caller, Ref, Spec, Options, Nodes, Owner) end),
@@ -60,6 +66,19 @@ summary(Cluster) ->
     case gather(Cluster) of
         {error, _} = Error -> Error;
         {Info, Figures} -> merge(Info, Figures)
+    end.
+
+%% @doc Whether the cluster session runs (as its coordinator knows: a part that stopped by
+%% itself stops the others), for {@link ferrotrace:list/0}.
+-spec status(pid()) -> {ok, #{status := running | stopped, stop_reason := atom(),
+                              nodes := [node()], nodes_down := [node()]}} | {error, term()}.
+status(Cluster) ->
+    case call(Cluster, info) of
+        {ok, Parts, Down, Reason} ->
+            {ok, #{status => case Reason of undefined -> running; _ -> stopped end,
+                   stop_reason => Reason, nodes => [N || {N, _} <- Parts], nodes_down => Down}};
+        {error, _} = Error ->
+            Error
     end.
 
 %% @doc One function's merged latency in power-of-two buckets.
@@ -155,6 +174,15 @@ export(Cluster, collapsed, Options) ->
 coordinator_init(Caller, Ref, Spec, Options, Nodes, Owner) ->
     %% Marks this process as a cluster session for call/2's check.
     put(?MARK, true),
+    %% Listed and named in the node's registry like a local session (names are shared).
+    Info = #{name => maps:get(name, Options, undefined), spec => Spec, owner => Owner,
+             started_at => erlang:system_time(millisecond), nodes => Nodes},
+    case ferrotrace_registry:register(self(), self(), Info) of
+        ok -> coordinator_start(Caller, Ref, Spec, Options, Nodes, Owner);
+        {error, _} = Taken -> Caller ! {Ref, Taken}
+    end.
+
+coordinator_start(Caller, Ref, Spec, Options, Nodes, Owner) ->
     case start_parts(Spec, Options, Nodes, []) of
         {ok, Parts} ->
             _ = [monitor_node(N, true) || {N, _} <- Parts, N =/= node()],
@@ -166,6 +194,7 @@ coordinator_init(Caller, Ref, Spec, Options, Nodes, Owner) ->
             coordinator(#c{owner = OwnerRef, parts = Parts,
                            keep = maps:get(keep, Options, 600000)});
         {error, _} = Error ->
+            ok = ferrotrace_registry:unregister(self()),
             Caller ! {Ref, Error}
     end.
 
@@ -199,6 +228,7 @@ coordinator(State = #c{owner = OwnerRef, parts = Parts}) ->
             coordinator(State1);
         {call, From, Tag, release} ->
             _ = [control(N, P, release) || {N, {P, _}} <- Parts, not lists:member(N, State#c.down)],
+            ok = ferrotrace_registry:unregister(self()),
             From ! {Tag, ok};
         {part_stopped, Node, Reason} ->
             coordinator(stop_all(Reason, State, Node));
@@ -213,7 +243,7 @@ coordinator(State = #c{owner = OwnerRef, parts = Parts}) ->
             end;
         keep_expired ->
             _ = [control(N, P, release) || {N, {P, _}} <- Parts, not lists:member(N, State#c.down)],
-            ok;
+            ok = ferrotrace_registry:unregister(self());
         _ ->
             coordinator(State)
     end.
@@ -353,7 +383,11 @@ merge(Info = #{cluster := Cluster, stop_reason := Reason0}, Figures) ->
                  {stopped, undefined} -> first([R || #{stop_reason := R} <- Summaries]);
                  {stopped, R} -> R
              end,
-    #{id => Cluster, name => undefined, status => Status, stop_reason => Reason,
+    Name = case ferrotrace_registry:lookup(Cluster) of
+               {ok, _, _, #{name := N}} -> N;
+               error -> undefined
+           end,
+    #{id => Cluster, name => Name, status => Status, stop_reason => Reason,
       started_at => min_of([T || #{started_at := T} <- Summaries]),
       stopped_at => case Status of
                         running -> undefined;

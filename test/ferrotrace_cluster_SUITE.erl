@@ -8,7 +8,8 @@
 
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([merged_exactly/1, owner_death_stops_every_part/1, node_death_reported/1,
-         stop_and_duration/1, limit_stops_every_part/1, node_without_ferrotrace/1, bad_nodes/1, report_by_node/1]).
+         stop_and_duration/1, limit_stops_every_part/1, node_without_ferrotrace/1, bad_nodes/1, report_by_node/1,
+         named_and_listed/1, chrome_trace_per_node/1]).
 
 -type config() :: [{atom(), term()}].
 
@@ -18,7 +19,8 @@
 -spec all() -> [atom()].
 all() ->
     [merged_exactly, owner_death_stops_every_part, node_death_reported, stop_and_duration,
-     limit_stops_every_part, node_without_ferrotrace, bad_nodes, report_by_node].
+     limit_stops_every_part, node_without_ferrotrace, bad_nodes, report_by_node,
+     named_and_listed, chrome_trace_per_node].
 
 -spec init_per_suite(config()) -> config().
 init_per_suite(Config) ->
@@ -253,3 +255,62 @@ report_by_node(_Config) ->
     ?assertEqual(ok, ferrotrace:report(C, #{by_node => true})),
     ?assertMatch({error, {bad_option, {by_node, maybe, _}}}, ferrotrace:report(C, #{by_node => maybe})),
     ok = ferrotrace:release(C).
+
+%% `name => Atom' names a cluster session like a local one: every reading function, stop and
+%% release take the name, list/0 shows it; names are shared with local sessions.
+-spec named_and_listed(config()) -> ok.
+named_and_listed(_Config) ->
+    Nodes = lists:sort([N || {_, N} <- peers(2)]),
+    {ok, C} = ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000, name => shop}),
+    ?assertMatch({error, {name_taken, shop, C}},
+                 ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000, name => shop})),
+    ?assertMatch({error, {name_taken, shop, C}},
+                 ferrotrace:calls({ft_test_target, '_', '_'}, #{duration => 120000, name => shop})),
+    ?assertMatch({error, {bad_option, {name, "shop", _}}},
+                 ferrotrace:calls(?SPEC, #{nodes => Nodes, name => "shop"})),
+    [#{id := C, name := shop, keeper := C, status := running, nodes := Nodes, nodes_down := []}] =
+        [L || L = #{id := Id} <- ferrotrace:list(), Id =:= C],
+    [ok = remote(N, ft_export_target, run, [5, 0]) || N <- Nodes],
+    ok = ferrotrace:stop(shop),
+    [#{status := stopped, stop_reason := user}] = [L || L = #{id := Id} <- ferrotrace:list(), Id =:= C],
+    #{name := shop, calls := Calls} = ferrotrace:summary(shop),
+    ?assertEqual(ferrotrace:summary(C), ferrotrace:summary(shop)),
+    ?assertEqual(10, hd([N || #{mfa := {_, outer, _}, count := N} <- Calls])),
+    ?assertEqual(ferrotrace:histogram(C, {ft_export_target, leaf, 1}),
+                 ferrotrace:histogram(shop, {ft_export_target, leaf, 1})),
+    ?assert(is_binary(ferrotrace:format(shop))),
+    ?assertEqual(ferrotrace:export(C, json), ferrotrace:export(shop, json)),
+    ok = ferrotrace:release(shop),
+    ?assertEqual([], [L || L = #{id := Id} <- ferrotrace:list(), Id =:= C]),
+    ?assertEqual({error, {no_such_session, shop}}, ferrotrace:summary(shop)),
+    %% The name is free again.
+    {ok, C2} = ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000, name => shop}),
+    ok = ferrotrace:release(C2),
+    %% A name that nobody holds, and a cluster that could not start, leave no entry.
+    {error, {node, _, _}} = ferrotrace:calls(?SPEC, #{nodes => ['nope@nowhere'], name => shop}),
+    ?assertEqual({error, {no_such_session, shop}}, ferrotrace:summary(shop)),
+    ok.
+
+%% chrome_trace of a cluster: one Chrome process per node, each node's calls on its threads.
+-spec chrome_trace_per_node(config()) -> ok.
+chrome_trace_per_node(_Config) ->
+    Nodes = lists:sort([N || {_, N} <- peers(2)]),
+    {ok, Plain} = ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000}),
+    ?assertEqual({error, {needs, recent}}, ferrotrace:export(Plain, chrome_trace)),
+    ok = ferrotrace:release(Plain),
+    {ok, C} = ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000, recent => 1000}),
+    Runs = lists:zip(Nodes, [2, 3]),
+    [ok = remote(N, ft_export_target, run, [K, 0]) || {N, K} <- Runs],
+    ok = ferrotrace:stop(C),
+    Trace = ferrotrace:export(C, chrome_trace),
+    %% Keys are written sorted (serde_json), so each event's fields come in one order.
+    {match, Procs} = re:run(Trace, "\"args\": {\\s*\"name\": \"([^\"]+)\"\\s*},\\s*"
+                                   "\"name\": \"process_name\",\\s*\"ph\": \"M\",\\s*\"pid\": (\\d+)",
+                            [global, {capture, all_but_first, list}]),
+    ?assertEqual([{"1", atom_to_list(hd(Nodes))}, {"2", atom_to_list(lists:last(Nodes))}],
+                 lists:sort([{P, N} || [N, P] <- Procs])),
+    {match, Outers} = re:run(Trace, "\"name\": \"ft_export_target:outer/1\",\\s*\"ph\": \"X\",\\s*\"pid\": (\\d+)",
+                             [global, {capture, all_but_first, list}]),
+    ?assertEqual([{"1", 2}, {"2", 3}],
+                 [{P, length([Q || [Q] <- Outers, Q =:= P])} || P <- ["1", "2"]]),
+    ok.
