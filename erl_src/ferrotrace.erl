@@ -47,6 +47,9 @@
 %%% `max_slow_calls => N' per function (default 1000), see {@link slow_calls/2}.</li>
 %%% <li>`recent => N': the flight recorder keeps the last N events (default 0, off), see
 %%% {@link recent/1}.</li>
+%%% <li>`intervals => Ms': keep each function's histogram per `Ms' (at least 10) for
+%%% {@link export/2}'s `{hdr_log, #{interval => Ms}}'; at most `max_intervals' (default
+%%% 3600), then neighbours merge and the interval doubles (see `ferrotrace_intervals').</li>
 %%% <li>`sample => N': keep the events of 1 process in N (by pid hash; default 1, all), so
 %%% calls and returns stay paired; the rest are counted as `sampled_out'.</li>
 %%% <li>`calls/2' only: `pids => all | new | existing | [pid()]' (default `all'),
@@ -85,7 +88,7 @@
 
 %% Options handled here; the rest go to the engine.
 -define(CALL_OPTIONS, [pids, scope]).
--define(SESSION_OPTIONS, [owner, keep, name]).
+-define(SESSION_OPTIONS, [owner, keep, name, intervals, max_intervals]).
 %% Figures of a session whose owner left stay readable this long (ms).
 -define(DEFAULT_KEEP, 600000).
 
@@ -355,16 +358,32 @@ options_map(Options) ->
 start(Options, Tracing) ->
     case code:ensure_loaded(ferrotrace_tracer) of
         {module, _} ->
-            case settings(Options, Tracing) of
-                {ok, Settings} ->
-                    ferrotrace_session:start(maps:without(?SESSION_OPTIONS, Options), Tracing,
-                                             Settings);
-                {error, _} = Error ->
+            case {settings(Options, Tracing), ferrotrace_intervals:check(Options)} of
+                {{ok, Settings}, {ok, Intervals}} ->
+                    Started = ferrotrace_session:start(maps:without(?SESSION_OPTIONS, Options),
+                                                       Tracing, Settings),
+                    with_intervals(Started, Intervals);
+                {{error, _} = Error, _} ->
+                    Error;
+                {_, {error, _} = Error} ->
                     Error
             end;
         {error, Reason} ->
             {error, {nif_not_loaded, Reason}}
     end.
+
+%% `intervals => Ms': per-interval histograms for hdr_log (ferrotrace_intervals), taken
+%% until the keeper ends.
+with_intervals({ok, Id}, {_, _} = Intervals) ->
+    case ferrotrace_registry:lookup(Id) of
+        {ok, Id, Keeper, _} ->
+            ok = ferrotrace_registry:update(Id, #{intervals => ferrotrace_intervals:start(Id, Keeper, Intervals)});
+        error ->
+            ok
+    end,
+    {ok, Id};
+with_intervals(Started, _) ->
+    Started.
 
 %% Who owns the session, how long its figures outlive the owner, its name.
 settings(Options, Tracing) ->

@@ -130,6 +130,8 @@ export(Cluster, json, _Options) ->
         {error, _} = Error -> Error;
         Summary -> ferrotrace_tracer:to_json(ferrotrace_export:json_document(Summary))
     end;
+export(_Cluster, hdr_log, #{interval := Ms}) ->
+    {error, {bad_option, {interval, Ms, <<"local sessions only: a cluster's log holds one interval">>}}};
 export(Cluster, hdr_log, _Options) ->
     case gather(Cluster) of
         {error, _} = Error ->

@@ -5,7 +5,11 @@
 %%% <ul>
 %%% <li>`hdr_log': an HdrHistogram interval log (V2 compressed histograms), one histogram
 %%% per function tagged `m:f/a' (values in ns), covering the session from its start; read by
-%%% HistogramLogProcessor, the Python `hdrhistogram' package, HdrHistogram.js.</li>
+%%% HistogramLogProcessor, the Python `hdrhistogram' package, HdrHistogram.js. With
+%%% `interval => Ms' (a session started with `intervals => P', `Ms' a multiple of `P'; see
+%%% {@link ferrotrace_intervals}) the log holds one interval per `Ms' of the session, each
+%%% with a histogram per function that returned in it; a session without `intervals'
+%%% answers `{error, {needs, intervals}}'.</li>
 %%% <li>`json': the summary of {@link ferrotrace:summary/1} as one JSON object; see
 %%% {@link json_document/1} for the field names.</li>
 %%% <li>`collapsed': folded stacks of the traced functions (`a;b;c Weight' per line), for
@@ -52,13 +56,13 @@ check_options(collapsed, [{weight, W} | Rest], Acc) when W =:= inclusive; W =:= 
     check_options(collapsed, Rest, Acc#{weight => W});
 check_options(collapsed, [{weight, W} | _], _) ->
     {error, {bad_option, {weight, W, <<"inclusive or exclusive">>}}};
-check_options(hdr_log, [{interval, Ms} | _], _) ->
-    %% Per-interval snapshots are not kept by the engine (yet): one interval, the session.
-    {error, {bad_option, {interval, Ms, <<"not supported: the log holds one interval, the whole session">>}}};
+check_options(hdr_log, [{interval, Ms} | Rest], Acc) when is_integer(Ms), Ms > 0 ->
+    check_options(hdr_log, Rest, Acc#{interval => Ms});
 check_options(Format, [{Key, Value} | _], _) ->
     {error, {bad_option, {Key, Value, accepted(Format)}}}.
 
 accepted(collapsed) -> <<"weight => inclusive | exclusive">>;
+accepted(hdr_log) -> <<"interval => Ms (a session started with intervals => P; Ms a multiple of P)">>;
 accepted(_) -> <<"no options">>.
 
 %% @doc The export of a local session (an engine id), options checked by {@link check/2}.
@@ -67,6 +71,20 @@ local(Id, json, _Options) ->
     case ferrotrace:summary(Id) of
         {error, _} = Error -> Error;
         Summary -> ferrotrace_tracer:to_json(json_document(Summary))
+    end;
+local(Id, hdr_log, #{interval := Ms}) ->
+    %% One interval per Ms of the session, from the snapshots of ferrotrace_intervals.
+    case {ferrotrace_registry:lookup(Id), ferrotrace_tracer:session_summary(Id)} of
+        {{ok, _, _, #{intervals := Pid}}, {ok, #{started_at := Start}}} ->
+            case ferrotrace_intervals:read(Pid, Ms) of
+                {ok, Intervals} ->
+                    ferrotrace_tracer:hdr_log(Start, [{Offset, Length, [{iolist_to_binary(mfa_text(MFA)), B} || {MFA, B} <- Hs]}
+                                                      || {Offset, Length, Hs} <- Intervals]);
+                {error, _} = Error ->
+                    Error
+            end;
+        {_, {error, _} = Error} -> Error;
+        _ -> {error, {needs, intervals}}
     end;
 local(Id, hdr_log, _Options) ->
     case {ferrotrace_tracer:session_summary(Id), ferrotrace_tracer:session_tagged_histograms(Id)} of

@@ -2,7 +2,8 @@
 
   check.py hdr_log FILE   decodes an HdrHistogram interval log with the `hdrhistogram`
                           package; prints one JSON line per tagged histogram:
-                          {"tag", "count", "p50", "p90", "p99", "p999", "max"}
+                          {"tag", "count", "p50", "p90", "p99", "p999", "max", "start_ms",
+                          "end_ms"} (interval start and end, ms since the epoch)
   check.py hdr_sum FILE...  adds the histograms of the same tag over several logs (one per
                           node) and prints "tag count p50 p90 p99 p999 max" per tag
   check.py json FILE      parses a JSON summary and checks the documented schema; prints ok
@@ -43,7 +44,8 @@ def hdr_log(path):
         print(json.dumps({
             "tag": h.get_tag(), "count": h.get_total_count(),
             "p50": at(h, 50), "p90": at(h, 90), "p99": at(h, 99), "p999": at(h, 99.9),
-            "max": h.get_max_value()}))
+            "max": h.get_max_value(), "start_ms": round(h.get_start_time_stamp()),
+            "end_ms": round(h.get_end_time_stamp())}))
 
 
 def read_all(path):
