@@ -49,7 +49,7 @@
 %%% {@link recent/1}.</li>
 %%% <li>`intervals => Ms': keep each function's histogram per `Ms' (at least 10) for
 %%% {@link export/2}'s `{hdr_log, #{interval => Ms}}'; at most `max_intervals' (default
-%%% 3600), then neighbours merge and the interval doubles (see `ferrotrace_intervals').</li>
+%%% 600), then neighbours merge and the interval doubles (see `ferrotrace_intervals').</li>
 %%% <li>`sample => N': keep the events of 1 process in N (by pid hash; default 1, all), so
 %%% calls and returns stay paired; the rest are counted as `sampled_out'.</li>
 %%% <li>`calls/2' only: `pids => all | new | existing | [pid()]' (default `all'),
