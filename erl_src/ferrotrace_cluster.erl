@@ -25,7 +25,9 @@
 %%% and reads the percentiles from the sum (never averaging percentiles), so the cluster p99
 %%% is the p99 of all calls to HDR precision. `summary/1' adds `nodes', `nodes_down' and
 %%% `by_node => #{Node => Summary}'. A node that went down is listed in `nodes_down' and left
-%%% out of the merged figures; the others carry on.
+%%% out of the merged figures; the others carry on. `hdr_log' with `interval => Ms' (a
+%%% session started with `intervals => P') places each node's intervals on one clock, in
+%%% slots of `Ms' from the earliest node's start, and adds a slot's histograms.
 -module(ferrotrace_cluster).
 
 -export([calls/4, summary/1, histogram/2, stop/1, release/1, export/3, format/2, status/1]).
@@ -130,8 +132,32 @@ export(Cluster, json, _Options) ->
         {error, _} = Error -> Error;
         Summary -> ferrotrace_tracer:to_json(ferrotrace_export:json_document(Summary))
     end;
-export(_Cluster, hdr_log, #{interval := Ms}) ->
-    {error, {bad_option, {interval, Ms, <<"local sessions only: a cluster's log holds one interval">>}}};
+export(Cluster, hdr_log, #{interval := Ms}) ->
+    %% Each node's intervals, placed by their start on one clock (system time, ms) in slots of
+    %% Ms from the earliest node's start; a slot's histograms of a function are added.
+    case call(Cluster, parts) of
+        {ok, Parts, Down} ->
+            Replies = [catch erpc:call(Node, ferrotrace_export, intervals, [Id, Ms], ?CALL_TIMEOUT)
+                       || {Node, {_Pid, Id}} <- Parts, not lists:member(Node, Down)],
+            case [E || {error, _} = E <- Replies] of
+                [Error | _] ->
+                    Error;
+                [] ->
+                    Nodes = [{Start, Is} || {ok, Start, Is} <- Replies],
+                    Start0 = lists:min([erlang:system_time(millisecond) | [S || {S, _} <- Nodes]]),
+                    Slots = lists:foldl(
+                              fun({Slot, From, To, Hs}, Acc) ->
+                                      maps:update_with(Slot, fun({F, T, Old}) -> {min(F, From), max(T, To), Hs ++ Old} end,
+                                                       {From, To, Hs}, Acc)
+                              end, #{},
+                              [{(S + Off - Start0) div Ms, S + Off - Start0, S + Off + Len - Start0, Hs}
+                               || {S, Is} <- Nodes, {Off, Len, Hs} <- Is]),
+                    ferrotrace_export:hdr_log_intervals(
+                      Start0, [{From, To - From, merge_tagged(Hs)} || {_, {From, To, Hs}} <- lists:keysort(1, maps:to_list(Slots))])
+            end;
+        {error, _} = Error ->
+            Error
+    end;
 export(Cluster, hdr_log, _Options) ->
     case gather(Cluster) of
         {error, _} = Error ->
@@ -421,6 +447,13 @@ merge_histograms(Figures) ->
          {MFA, {Merged, maps:merge(maps:with([mean, p50, p90, p99, p999, max], F),
                                    maps:get(MFA, Counts, #{}))}}
      end || {MFA, Parts} <- maps:to_list(Bins)].
+
+%% [{MFA, Bin}] with a function's histograms added.
+merge_tagged(Hs) ->
+    ByMFA = lists:foldl(fun({MFA, Bin}, Acc) -> maps:update_with(MFA, fun(L) -> [Bin | L] end, [Bin], Acc) end,
+                        #{}, Hs),
+    [begin {ok, Sum} = ferrotrace_tracer:histogram_merge(Bins), {MFA, Sum} end
+     || {MFA, Bins} <- lists:sort(maps:to_list(ByMFA))].
 
 figures(Parts) ->
     {ok, Merged} = ferrotrace_tracer:histogram_merge(Parts),

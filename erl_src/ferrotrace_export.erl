@@ -22,7 +22,7 @@
 -module(ferrotrace_export).
 
 -export([formats/0, check/2, local/3, json_document/1, jsonable/1, hdr_log/3, merge_folded/1,
-         chrome_trace/1]).
+         chrome_trace/1, intervals/2, hdr_log_intervals/2]).
 
 -type format() :: hdr_log | json | collapsed | chrome_trace.
 -export_type([format/0]).
@@ -73,18 +73,9 @@ local(Id, json, _Options) ->
         Summary -> ferrotrace_tracer:to_json(json_document(Summary))
     end;
 local(Id, hdr_log, #{interval := Ms}) ->
-    %% One interval per Ms of the session, from the snapshots of ferrotrace_intervals.
-    case {ferrotrace_registry:lookup(Id), ferrotrace_tracer:session_summary(Id)} of
-        {{ok, _, _, #{intervals := Pid}}, {ok, #{started_at := Start}}} ->
-            case ferrotrace_intervals:read(Pid, Ms) of
-                {ok, Intervals} ->
-                    ferrotrace_tracer:hdr_log(Start, [{Offset, Length, [{iolist_to_binary(mfa_text(MFA)), B} || {MFA, B} <- Hs]}
-                                                      || {Offset, Length, Hs} <- Intervals]);
-                {error, _} = Error ->
-                    Error
-            end;
-        {_, {error, _} = Error} -> Error;
-        _ -> {error, {needs, intervals}}
+    case intervals(Id, Ms) of
+        {ok, Start, Intervals} -> hdr_log_intervals(Start, Intervals);
+        {error, _} = Error -> Error
     end;
 local(Id, hdr_log, _Options) ->
     case {ferrotrace_tracer:session_summary(Id), ferrotrace_tracer:session_tagged_histograms(Id)} of
@@ -109,6 +100,30 @@ local(Id, collapsed, #{weight := Weight}) ->
 -spec chrome_trace([ferrotrace_chrome:part()]) -> {ok, binary()} | {error, term()}.
 chrome_trace(Parts) ->
     ferrotrace_tracer:to_json(ferrotrace_chrome:document(Parts)).
+
+%% @doc The intervals of local session `Id', `Ms' each, from the snapshots of
+%% {@link ferrotrace_intervals}: `{ok, StartMs, [{OffsetMs, LengthMs, [{MFA, Bin}]}]}' (also
+%% called on each node of a cluster session).
+-spec intervals(ferrotrace_tracer:session_id(), pos_integer()) ->
+          {ok, non_neg_integer(), [{non_neg_integer(), non_neg_integer(), [{mfa(), binary()}]}]}
+              | {error, term()}.
+intervals(Id, Ms) ->
+    case {ferrotrace_registry:lookup(Id), ferrotrace_tracer:session_summary(Id)} of
+        {{ok, _, _, #{intervals := Pid}}, {ok, #{started_at := Start}}} ->
+            case ferrotrace_intervals:read(Pid, Ms) of
+                {ok, Intervals} -> {ok, Start, Intervals};
+                {error, _} = Error -> Error
+            end;
+        {_, {error, _} = Error} -> Error;
+        _ -> {error, {needs, intervals}}
+    end.
+
+%% @doc An interval log of `[{OffsetMs, LengthMs, [{MFA, Bin}]}]' from `StartMs'.
+-spec hdr_log_intervals(non_neg_integer(), [{non_neg_integer(), non_neg_integer(), [{mfa(), binary()}]}]) ->
+          {ok, binary()} | {error, term()}.
+hdr_log_intervals(Start, Intervals) ->
+    ferrotrace_tracer:hdr_log(Start, [{Offset, Length, [{iolist_to_binary(mfa_text(MFA)), B} || {MFA, B} <- Hs]}
+                                      || {Offset, Length, Hs} <- Intervals]).
 
 %% @doc An interval log of merged histograms `[{MFA, Bytes}]' over one interval.
 -spec hdr_log(non_neg_integer(), non_neg_integer(), [{mfa(), binary()}]) -> {ok, binary()} | {error, term()}.

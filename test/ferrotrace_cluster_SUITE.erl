@@ -9,7 +9,7 @@
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([merged_exactly/1, owner_death_stops_every_part/1, node_death_reported/1,
          stop_and_duration/1, limit_stops_every_part/1, node_without_ferrotrace/1, bad_nodes/1, report_by_node/1,
-         named_and_listed/1, chrome_trace_per_node/1]).
+         named_and_listed/1, chrome_trace_per_node/1, hdr_log_intervals_merged/1]).
 
 -type config() :: [{atom(), term()}].
 
@@ -20,7 +20,7 @@
 all() ->
     [merged_exactly, owner_death_stops_every_part, node_death_reported, stop_and_duration,
      limit_stops_every_part, node_without_ferrotrace, bad_nodes, report_by_node,
-     named_and_listed, chrome_trace_per_node].
+     named_and_listed, chrome_trace_per_node, hdr_log_intervals_merged].
 
 -spec init_per_suite(config()) -> config().
 init_per_suite(Config) ->
@@ -51,7 +51,7 @@ end_per_suite(Config) ->
     ok.
 
 -spec init_per_testcase(atom(), config()) -> config() | {skip, term()}.
-init_per_testcase(Case, Config) when Case =:= merged_exactly ->
+init_per_testcase(Case, Config) when Case =:= merged_exactly; Case =:= hdr_log_intervals_merged ->
     case ?config(tools, Config) of
         {unavailable, Why} -> {skip, {export_tools_unavailable, Why}};
         _ -> init_per_testcase(any, Config)
@@ -313,4 +313,34 @@ chrome_trace_per_node(_Config) ->
                              [global, {capture, all_but_first, list}]),
     ?assertEqual([{"1", 2}, {"2", 3}],
                  [{P, length([Q || [Q] <- Outers, Q =:= P])} || P <- ["1", "2"]]),
+    ok.
+
+%% A cluster's interval log: each node's intervals placed on one clock, a slot's histograms
+%% added; the Python package adds all intervals back up to the merged figures.
+-spec hdr_log_intervals_merged(config()) -> ok.
+hdr_log_intervals_merged(Config) ->
+    Nodes = lists:sort([N || {_, N} <- peers(2)]),
+    {ok, Plain} = ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000}),
+    ?assertEqual({error, {needs, intervals}}, ferrotrace:export(Plain, {hdr_log, #{interval => 20}})),
+    ok = ferrotrace:release(Plain),
+    {ok, C} = ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000, intervals => 10}),
+    [ok = remote(N, ft_export_target, run, [K, 1]) || {N, K} <- lists:zip(Nodes, [4, 6])],
+    ok = ferrotrace:stop(C),
+    ?assertMatch({error, {bad_option, {interval, 15, _}}}, ferrotrace:export(C, {hdr_log, #{interval => 15}})),
+    File = filename:join(?config(priv_dir, Config), "cluster-intervals.hlog"),
+    ok = ferrotrace:export(C, {hdr_log, #{interval => 20}}, File),
+    Python = filename:join([?config(tools, Config), "venv", "bin", "python"]),
+    Check = filename:join([?config(test_dir, Config), "export", "check.py"]),
+    Out = os:cmd(Python ++ " " ++ Check ++ " hdr_sum " ++ File),
+    Theirs = [string:lexemes(L, " ") || L <- string:split(string:trim(Out), "\n", all)],
+    #{calls := Calls} = ferrotrace:summary(C),
+    ?assertEqual(3, length(Theirs), Out),
+    lists:foreach(
+      fun(#{mfa := {M, F, A}} = Ours) ->
+              Tag = lists:flatten(io_lib:format("~s:~s/~b", [M, F, A])),
+              [[_ | Figures]] = [T || T = [X | _] <- Theirs, X =:= Tag],
+              ?assertEqual([maps:get(K, Ours) || K <- [count, p50, p90, p99, p999, max]],
+                           [list_to_integer(X) || X <- Figures], Tag)
+      end, Calls),
+    ?assertEqual(10, hd([N || #{mfa := {_, outer, _}, count := N} <- Calls])),
     ok.
