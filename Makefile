@@ -31,7 +31,7 @@ test-erlang: compile export-tools
 	rebar3 ct
 
 # The independent readers the export and cluster suites check exports with
-# (test/export/setup.sh): Python's hdrhistogram (pip, in a venv) and inferno (cargo
+# (test/export/setup.sh): Python's hdrhistogram and jsonschema (pip, in a venv) and inferno (cargo
 # install), cached in _build/export-tools: 88 s the first time here, under 1 s after.
 export-tools:
 	@python3 -c 'import ensurepip' >/dev/null 2>&1 || { SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \

@@ -47,6 +47,9 @@
 %%% `max_slow_calls => N' per function (default 1000), see {@link slow_calls/2}.</li>
 %%% <li>`recent => N': the flight recorder keeps the last N events (default 0, off), see
 %%% {@link recent/1}.</li>
+%%% <li>`intervals => Ms': keep each function's histogram per `Ms' (at least 10) for
+%%% {@link export/2}'s `{hdr_log, #{interval => Ms}}'; at most `max_intervals' (default
+%%% 600), then neighbours merge and the interval doubles (see `ferrotrace_intervals').</li>
 %%% <li>`sample => N': keep the events of 1 process in N (by pid hash; default 1, all), so
 %%% calls and returns stay paired; the rest are counted as `sampled_out'.</li>
 %%% <li>`calls/2' only: `pids => all | new | existing | [pid()]' (default `all'),
@@ -55,7 +58,8 @@
 %%% each node through `erpc', read as one; answers `{ok, Cluster}' (a pid that every
 %%% function here takes like a session id) or `{error, {node, Node, Reason}}' with no
 %%% session left behind. Counts add and HDR histograms are added, so percentiles are
-%%% those of all the calls; see {@link ferrotrace_cluster}.</li>
+%%% those of all the calls; see {@link ferrotrace_cluster}. `name => Atom' names it as it
+%%% names a local session (the same names; {@link list/0} shows it on this node).</li>
 %%% </ul>
 %%%
 %%% Figures are nanoseconds. A traced call's latency runs from the call event to its
@@ -85,7 +89,7 @@
 
 %% Options handled here; the rest go to the engine.
 -define(CALL_OPTIONS, [pids, scope, also]).
--define(SESSION_OPTIONS, [owner, keep, name]).
+-define(SESSION_OPTIONS, [owner, keep, name, intervals, max_intervals]).
 %% Figures of a session whose owner left stay readable this long (ms).
 -define(DEFAULT_KEEP, 600000).
 
@@ -257,6 +261,8 @@ processes(Kinds, Options0) ->
 %% scheduling is traced with the calls. A cluster session (a pid, see `nodes') merges its
 %% nodes' figures.
 -spec summary(session() | pid()) -> map() | {error, term()}.
+summary(Name) when is_atom(Name) ->
+    with_name(Name, fun summary/1);
 summary(Cluster) when is_pid(Cluster) ->
     ferrotrace_cluster:summary(Cluster);
 summary(Session) ->
@@ -279,6 +285,8 @@ summary(Session) ->
 %% of another series: `wakeup', `run_slice', `lifetime', `size_words' (words, not ns),
 %% `{gc, minor}', `{gc, major}', `{ports, run_slice}'.
 -spec histogram(session() | pid(), mfa() | ferrotrace_events:series()) -> [bucket()] | {error, term()}.
+histogram(Name, MFA) when is_atom(Name) ->
+    with_name(Name, fun(S) -> histogram(S, MFA) end);
 histogram(Cluster, MFA) when is_pid(Cluster) ->
     ferrotrace_cluster:histogram(Cluster, MFA);
 histogram(Session, Series) when Series =:= wakeup; Series =:= run_slice; Series =:= lifetime;
@@ -335,6 +343,8 @@ report(Session) ->
 %% @doc The text that {@link report/1} prints, as a flat binary: for `bin/rel eval', `rpc'
 %% and scripts, whose output would otherwise go to the node's console.
 -spec format(session() | pid()) -> binary() | {error, term()}.
+format(Name) when is_atom(Name) ->
+    with_name(Name, fun format/1);
 format(Cluster) when is_pid(Cluster) ->
     case ferrotrace_cluster:format(Cluster, #{}) of
         {error, _} = Error -> Error;
@@ -353,6 +363,8 @@ format(Session) ->
 %% @doc Stops the session: tracing ends, the patterns and flags it set are removed. The
 %% figures stay readable until {@link release/1}. Stopping a stopped session is `ok'.
 -spec stop(session() | pid()) -> ok | {error, term()}.
+stop(Name) when is_atom(Name) ->
+    with_name(Name, fun stop/1);
 stop(Cluster) when is_pid(Cluster) ->
     ferrotrace_cluster:stop(Cluster);
 stop(Session) ->
@@ -361,6 +373,8 @@ stop(Session) ->
 
 %% @doc Stops the session and frees everything it holds; its id is dead afterwards.
 -spec release(session() | pid()) -> ok | {error, term()}.
+release(Name) when is_atom(Name) ->
+    with_name(Name, fun release/1);
 release(Cluster) when is_pid(Cluster) ->
     ferrotrace_cluster:release(Cluster);
 release(Session) ->
@@ -370,12 +384,22 @@ release(Session) ->
 %% @doc Every session on this node not yet released, oldest first: its `id', `name',
 %% `status', `stop_reason', `spec' (what `calls/2' traces, `raw' for {@link session/1}),
 %% `owner' (`{shell, GroupLeader}', `{process, Pid}' or `none'), `keeper', `started_at'
-%% and, once the owner left, `left_at' (ms).
--spec list() -> [#{id := ferrotrace_tracer:session_id(), status := running | stopped,
+%% and, once the owner left, `left_at' (ms). A cluster session (see `nodes' in
+%% {@link calls/2}) is listed on the node that started it: its `id' and `keeper' are its pid,
+%% with `nodes' and `nodes_down'.
+-spec list() -> [#{id := ferrotrace_tracer:session_id() | pid(), status := running | stopped,
                    atom() => term()}].
 list() ->
     lists:filtermap(
-      fun({Id, Name, Keeper, Info}) ->
+      fun({Cluster, Name, _, Info}) when is_pid(Cluster) ->
+              case ferrotrace_cluster:status(Cluster) of
+                  {ok, Status} ->
+                      {true, maps:merge(maps:with([spec, owner, started_at], Info),
+                                        Status#{id => Cluster, name => Name, keeper => Cluster})};
+                  {error, _} ->
+                      false
+              end;
+         ({Id, Name, Keeper, Info}) ->
               case ferrotrace_tracer:session_summary(Id) of
                   {ok, #{status := Status, stop_reason := Reason}} ->
                       {true, maps:merge(maps:with([spec, owner, started_at, left_at], Info),
@@ -402,16 +426,32 @@ options_map(Options) ->
 start(Options, Tracing) ->
     case code:ensure_loaded(ferrotrace_tracer) of
         {module, _} ->
-            case settings(Options, Tracing) of
-                {ok, Settings} ->
-                    ferrotrace_session:start(maps:without(?SESSION_OPTIONS, Options), Tracing,
-                                             Settings);
-                {error, _} = Error ->
+            case {settings(Options, Tracing), ferrotrace_intervals:check(Options)} of
+                {{ok, Settings}, {ok, Intervals}} ->
+                    Started = ferrotrace_session:start(maps:without(?SESSION_OPTIONS, Options),
+                                                       Tracing, Settings),
+                    with_intervals(Started, Intervals);
+                {{error, _} = Error, _} ->
+                    Error;
+                {_, {error, _} = Error} ->
                     Error
             end;
         {error, Reason} ->
             {error, {nif_not_loaded, Reason}}
     end.
+
+%% `intervals => Ms': per-interval histograms for hdr_log (ferrotrace_intervals), taken
+%% until the keeper ends.
+with_intervals({ok, Id}, {_, _} = Intervals) ->
+    case ferrotrace_registry:lookup(Id) of
+        {ok, Id, Keeper, _} ->
+            ok = ferrotrace_registry:update(Id, #{intervals => ferrotrace_intervals:start(Id, Keeper, Intervals)});
+        error ->
+            ok
+    end,
+    {ok, Id};
+with_intervals(Started, _) ->
+    Started.
 
 %% Who owns the session, how long its figures outlive the owner, its name.
 settings(Options, Tracing) ->
@@ -463,6 +503,13 @@ shell_evaluator(Pid) ->
                       end;
                  (_) -> false
               end, Links).
+
+%% A name stands for its session: a local session's id, or a cluster session's pid.
+with_name(Name, Fun) ->
+    case ferrotrace_registry:lookup(Name) of
+        {ok, IdOrCluster, _Keeper, _Info} -> Fun(IdOrCluster);
+        error -> {error, {no_such_session, Name}}
+    end.
 
 %% Resolves an id or a name.
 with_id(Session, Fun) ->
@@ -519,6 +566,8 @@ valid_pids(_) -> false.
 %% per function and node, and the nodes that went down are named.
 -spec report(session() | pid(), ferrotrace_report:options() | [{atom(), term()}]) ->
           ok | {error, term()}.
+report(Name, Options) when is_atom(Name) ->
+    with_name(Name, fun(S) -> report(S, Options) end);
 report(Cluster, Options0) when is_pid(Cluster) ->
     %% `by_node => true' (cluster sessions): one more table, a line per function and node.
     Options = case options_map(Options0) of {ok, M} -> M; _ -> Options0 end,
@@ -639,8 +688,9 @@ watch_sleep(_) ->
 %% `m:f/a', in ns), `json' (the summary; field names as in {@link summary/1}), `collapsed'
 %% (folded stacks `a;b;c Ns' of the traced functions for flamegraph.pl, inferno and
 %% speedscope), or `{collapsed, #{weight => inclusive | exclusive}}' (default exclusive:
-%% the time in a function less the traced calls it made); `chrome_trace' answers
-%% `{error, {needs, recent}}' (it needs recorded spans). A cluster session's export is its
+%% the time in a function less the traced calls it made); `chrome_trace' (the flight
+%% recorder's calls as Chrome trace-event JSON for Perfetto and chrome://tracing; a session
+%% without `recent => N' answers `{error, {needs, recent}}'). A cluster session's export is its
 %% merged figures. See {@link ferrotrace_export}.
 -spec export(session() | pid(), ferrotrace_export:format() | {ferrotrace_export:format(), map()}) ->
           binary() | {error, term()}.
@@ -658,6 +708,8 @@ export(Session, Format, File) ->
         Bytes -> file:write_file(File, Bytes)
     end.
 
+export_with(Name, Format, Options) when is_atom(Name) ->
+    with_name(Name, fun(S) -> export_with(S, Format, Options) end);
 export_with(Session, Format, Options0) ->
     case ferrotrace_export:check(Format, Options0) of
         {ok, Options} when is_pid(Session) ->

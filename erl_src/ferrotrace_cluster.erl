@@ -25,10 +25,12 @@
 %%% and reads the percentiles from the sum (never averaging percentiles), so the cluster p99
 %%% is the p99 of all calls to HDR precision. `summary/1' adds `nodes', `nodes_down' and
 %%% `by_node => #{Node => Summary}'. A node that went down is listed in `nodes_down' and left
-%%% out of the merged figures; the others carry on.
+%%% out of the merged figures; the others carry on. `hdr_log' with `interval => Ms' (a
+%%% session started with `intervals => P') places each node's intervals on one clock, in
+%%% slots of `Ms' from the earliest node's start, and adds a slot's histograms.
 -module(ferrotrace_cluster).
 
--export([calls/4, summary/1, histogram/2, stop/1, release/1, export/3, format/2]).
+-export([calls/4, summary/1, histogram/2, stop/1, release/1, export/3, format/2, status/1]).
 %% Called on each node through erpc.
 -export([start_part/4, part_figures/2, part_control/2]).
 
@@ -42,6 +44,12 @@
 -spec calls(term(), map(), [node()], {shell | process, pid()} | none) ->
           {ok, pid()} | {error, term()}.
 calls(Spec, Options, Nodes, Owner) ->
+    case maps:get(name, Options, undefined) of
+        Name when is_atom(Name), Name =/= none -> start(Spec, Options, Nodes, Owner);
+        Name -> {error, {bad_option, {name, Name, <<"an atom naming the session">>}}}
+    end.
+
+start(Spec, Options, Nodes, Owner) ->
     Caller = self(),
     Ref = make_ref(),
     Coordinator = spawn(fun() -> coordinator_init(Caller, Ref, Spec, Options, Nodes, Owner) end),
@@ -60,6 +68,19 @@ summary(Cluster) ->
     case gather(Cluster) of
         {error, _} = Error -> Error;
         {Info, Figures} -> merge(Info, Figures)
+    end.
+
+%% @doc Whether the cluster session runs (as its coordinator knows: a part that stopped by
+%% itself stops the others), for {@link ferrotrace:list/0}.
+-spec status(pid()) -> {ok, #{status := running | stopped, stop_reason := atom(),
+                              nodes := [node()], nodes_down := [node()]}} | {error, term()}.
+status(Cluster) ->
+    case call(Cluster, info) of
+        {ok, Parts, Down, Reason} ->
+            {ok, #{status => case Reason of undefined -> running; _ -> stopped end,
+                   stop_reason => Reason, nodes => [N || {N, _} <- Parts], nodes_down => Down}};
+        {error, _} = Error ->
+            Error
     end.
 
 %% @doc One function's merged latency in power-of-two buckets.
@@ -111,6 +132,32 @@ export(Cluster, json, _Options) ->
         {error, _} = Error -> Error;
         Summary -> ferrotrace_tracer:to_json(ferrotrace_export:json_document(Summary))
     end;
+export(Cluster, hdr_log, #{interval := Ms}) ->
+    %% Each node's intervals, placed by their start on one clock (system time, ms) in slots of
+    %% Ms from the earliest node's start; a slot's histograms of a function are added.
+    case call(Cluster, parts) of
+        {ok, Parts, Down} ->
+            Replies = [remote_call(Node, ferrotrace_export, intervals, [Id, Ms], ?CALL_TIMEOUT)
+                       || {Node, {_Pid, Id}} <- Parts, not lists:member(Node, Down)],
+            case [E || {error, _} = E <- Replies] of
+                [Error | _] ->
+                    Error;
+                [] ->
+                    Nodes = [{Start, Is} || {ok, Start, Is} <- Replies],
+                    Start0 = lists:min([erlang:system_time(millisecond) | [S || {S, _} <- Nodes]]),
+                    Slots = lists:foldl(
+                              fun({Slot, From, To, Hs}, Acc) ->
+                                      maps:update_with(Slot, fun({F, T, Old}) -> {min(F, From), max(T, To), Hs ++ Old} end,
+                                                       {From, To, Hs}, Acc)
+                              end, #{},
+                              [{(S + Off - Start0) div Ms, S + Off - Start0, S + Off + Len - Start0, Hs}
+                               || {S, Is} <- Nodes, {Off, Len, Hs} <- Is]),
+                    ferrotrace_export:hdr_log_intervals(
+                      Start0, [{From, To - From, merge_tagged(Hs)} || {_, {From, To, Hs}} <- lists:keysort(1, maps:to_list(Slots))])
+            end;
+        {error, _} = Error ->
+            Error
+    end;
 export(Cluster, hdr_log, _Options) ->
     case gather(Cluster) of
         {error, _} = Error ->
@@ -122,11 +169,24 @@ export(Cluster, hdr_log, _Options) ->
             Elapsed = lists:max([0 | [E || #{elapsed_ms := E} <- Summaries]]),
             ferrotrace_export:hdr_log(Start, Elapsed, [{MFA, Bin} || {MFA, {Bin, _}} <- Merged])
     end;
+export(Cluster, chrome_trace, _Options) ->
+    %% Each node's recorder, read on its node; the nodes become Chrome processes in order.
+    case call(Cluster, parts) of
+        {ok, Parts, Down} ->
+            Recent = [{Node, remote_call(Node, ferrotrace, recent, [Id], ?CALL_TIMEOUT)}
+                      || {Node, {_Pid, Id}} <- Parts, not lists:member(Node, Down)],
+            case [R || {_, {error, {no_recorder, _}} = R} <- Recent] of
+                [_ | _] -> {error, {needs, recent}};
+                [] -> ferrotrace_export:chrome_trace([{Node, Es} || {Node, Es} <- Recent, is_list(Es)])
+            end;
+        {error, _} = Error ->
+            Error
+    end;
 export(Cluster, collapsed, Options) ->
     case call(Cluster, parts) of
         {ok, Parts, _Down} ->
             Texts = [T || {Node, {_Pid, Id}} <- Parts,
-                          {ok, T} <- [catch erpc:call(Node, ferrotrace_export, local,
+                          {ok, T} <- [remote_call(Node, ferrotrace_export, local,
                                                       [Id, collapsed, Options], ?CALL_TIMEOUT)]],
             {ok, ferrotrace_export:merge_folded(Texts)};
         {error, _} = Error ->
@@ -142,6 +202,15 @@ export(Cluster, collapsed, Options) ->
 coordinator_init(Caller, Ref, Spec, Options, Nodes, Owner) ->
     %% Marks this process as a cluster session for call/2's check.
     put(?MARK, true),
+    %% Listed and named in the node's registry like a local session (names are shared).
+    Info = #{name => maps:get(name, Options, undefined), spec => Spec, owner => Owner,
+             started_at => erlang:system_time(millisecond), nodes => Nodes},
+    case ferrotrace_registry:register(self(), self(), Info) of
+        ok -> coordinator_start(Caller, Ref, Spec, Options, Nodes, Owner);
+        {error, _} = Taken -> Caller ! {Ref, Taken}
+    end.
+
+coordinator_start(Caller, Ref, Spec, Options, Nodes, Owner) ->
     case start_parts(Spec, Options, Nodes, []) of
         {ok, Parts} ->
             _ = [monitor_node(N, true) || {N, _} <- Parts, N =/= node()],
@@ -153,6 +222,7 @@ coordinator_init(Caller, Ref, Spec, Options, Nodes, Owner) ->
             coordinator(#c{owner = OwnerRef, parts = Parts,
                            keep = maps:get(keep, Options, 600000)});
         {error, _} = Error ->
+            ok = ferrotrace_registry:unregister(self()),
             Caller ! {Ref, Error}
     end.
 
@@ -186,6 +256,7 @@ coordinator(State = #c{owner = OwnerRef, parts = Parts}) ->
             coordinator(State1);
         {call, From, Tag, release} ->
             _ = [control(N, P, release) || {N, {P, _}} <- Parts, not lists:member(N, State#c.down)],
+            ok = ferrotrace_registry:unregister(self()),
             From ! {Tag, ok};
         {part_stopped, Node, Reason} ->
             coordinator(stop_all(Reason, State, Node));
@@ -200,7 +271,7 @@ coordinator(State = #c{owner = OwnerRef, parts = Parts}) ->
             end;
         keep_expired ->
             _ = [control(N, P, release) || {N, {P, _}} <- Parts, not lists:member(N, State#c.down)],
-            ok;
+            ok = ferrotrace_registry:unregister(self());
         _ ->
             coordinator(State)
     end.
@@ -317,7 +388,7 @@ part_figures(Id, _Which) ->
 gather(Cluster) ->
     case call(Cluster, info) of
         {ok, Parts, Down0, StopReason} ->
-            Replies = [{Node, catch erpc:call(Node, ?MODULE, part_figures, [Id, all], ?CALL_TIMEOUT)}
+            Replies = [{Node, remote_call(Node, ?MODULE, part_figures, [Id, all], ?CALL_TIMEOUT)}
                        || {Node, {_Pid, Id}} <- Parts, not lists:member(Node, Down0)],
             Figures = [{Node, {S, H}} || {Node, {ok, S, H}} <- Replies],
             Down = lists:usort(Down0 ++ [Node || {Node, R} <- Replies, element(1, R) =/= ok]),
@@ -340,7 +411,11 @@ merge(Info = #{cluster := Cluster, stop_reason := Reason0}, Figures) ->
                  {stopped, undefined} -> first([R || #{stop_reason := R} <- Summaries]);
                  {stopped, R} -> R
              end,
-    #{id => Cluster, name => undefined, status => Status, stop_reason => Reason,
+    Name = case ferrotrace_registry:lookup(Cluster) of
+               {ok, _, _, #{name := N}} -> N;
+               error -> undefined
+           end,
+    #{id => Cluster, name => Name, status => Status, stop_reason => Reason,
       started_at => min_of([T || #{started_at := T} <- Summaries]),
       stopped_at => case Status of
                         running -> undefined;
@@ -372,6 +447,13 @@ merge_histograms(Figures) ->
          {MFA, {Merged, maps:merge(maps:with([mean, p50, p90, p99, p999, max], F),
                                    maps:get(MFA, Counts, #{}))}}
      end || {MFA, Parts} <- maps:to_list(Bins)].
+
+%% [{MFA, Bin}] with a function's histograms added.
+merge_tagged(Hs) ->
+    ByMFA = lists:foldl(fun({MFA, Bin}, Acc) -> maps:update_with(MFA, fun(L) -> [Bin | L] end, [Bin], Acc) end,
+                        #{}, Hs),
+    [begin {ok, Sum} = ferrotrace_tracer:histogram_merge(Bins), {MFA, Sum} end
+     || {MFA, Bins} <- lists:sort(maps:to_list(ByMFA))].
 
 figures(Parts) ->
     {ok, Merged} = ferrotrace_tracer:histogram_merge(Parts),
@@ -411,3 +493,10 @@ us(undefined) -> "-";
 us(Ns) -> float_to_list(Ns / 1000, [{decimals, 1}]).
 
 mfa_text({M, F, A}) -> io_lib:format("~ts:~ts/~b", [M, F, A]).
+
+%% erpc:call/5 whose failure (node down, timeout, an exception there) is a value:
+%% `{badrpc, Reason}', which callers skip or count as the node being down.
+remote_call(Node, Module, Function, Args, Timeout) ->
+    try erpc:call(Node, Module, Function, Args, Timeout)
+    catch Class:Reason -> {badrpc, {Class, Reason}}
+    end.

@@ -5,18 +5,24 @@
 %%% <ul>
 %%% <li>`hdr_log': an HdrHistogram interval log (V2 compressed histograms), one histogram
 %%% per function tagged `m:f/a' (values in ns), covering the session from its start; read by
-%%% HistogramLogProcessor, the Python `hdrhistogram' package, HdrHistogram.js.</li>
+%%% HistogramLogProcessor, the Python `hdrhistogram' package, HdrHistogram.js. With
+%%% `interval => Ms' (a session started with `intervals => P', `Ms' a multiple of `P'; see
+%%% {@link ferrotrace_intervals}) the log holds one interval per `Ms' of the session, each
+%%% with a histogram per function that returned in it; a session without `intervals'
+%%% answers `{error, {needs, intervals}}'.</li>
 %%% <li>`json': the summary of {@link ferrotrace:summary/1} as one JSON object; see
 %%% {@link json_document/1} for the field names.</li>
 %%% <li>`collapsed': folded stacks of the traced functions (`a;b;c Weight' per line), for
 %%% flamegraph.pl, inferno and speedscope; `weight => exclusive' (default: time in the
 %%% function itself, less the traced calls it made) or `inclusive'.</li>
-%%% <li>`chrome_trace': needs recorded spans (a flight recorder, `recent => N'); answers
-%%% `{error, {needs, recent}}' until one exists.</li>
+%%% <li>`chrome_trace': the flight recorder's calls (`recent => N') as Chrome trace-event
+%%% JSON for Perfetto and chrome://tracing, see {@link ferrotrace_chrome}; a session without
+%%% a recorder answers `{error, {needs, recent}}'.</li>
 %%% </ul>
 -module(ferrotrace_export).
 
--export([formats/0, check/2, local/3, json_document/1, jsonable/1, hdr_log/3, merge_folded/1]).
+-export([formats/0, check/2, local/3, json_document/1, jsonable/1, hdr_log/3, merge_folded/1,
+         chrome_trace/1, intervals/2, hdr_log_intervals/2]).
 
 -type format() :: hdr_log | json | collapsed | chrome_trace.
 -export_type([format/0]).
@@ -34,8 +40,6 @@ check(Format, Options) when is_list(Options) ->
         true -> check(Format, maps:from_list(Options));
         false -> {error, {bad_options, Options, <<"a map or a list of {Key, Value} pairs">>}}
     end;
-check(chrome_trace, _Options) ->
-    {error, {needs, recent}};
 check(Format, Options) when is_map(Options) ->
     case lists:member(Format, formats()) of
         false -> {error, {bad_format, Format, ?FORMATS}};
@@ -52,13 +56,13 @@ check_options(collapsed, [{weight, W} | Rest], Acc) when W =:= inclusive; W =:= 
     check_options(collapsed, Rest, Acc#{weight => W});
 check_options(collapsed, [{weight, W} | _], _) ->
     {error, {bad_option, {weight, W, <<"inclusive or exclusive">>}}};
-check_options(hdr_log, [{interval, Ms} | _], _) ->
-    %% Per-interval snapshots are not kept by the engine (yet): one interval, the session.
-    {error, {bad_option, {interval, Ms, <<"not supported: the log holds one interval, the whole session">>}}};
+check_options(hdr_log, [{interval, Ms} | Rest], Acc) when is_integer(Ms), Ms > 0 ->
+    check_options(hdr_log, Rest, Acc#{interval => Ms});
 check_options(Format, [{Key, Value} | _], _) ->
     {error, {bad_option, {Key, Value, accepted(Format)}}}.
 
 accepted(collapsed) -> <<"weight => inclusive | exclusive">>;
+accepted(hdr_log) -> <<"interval => Ms (a session started with intervals => P; Ms a multiple of P)">>;
 accepted(_) -> <<"no options">>.
 
 %% @doc The export of a local session (an engine id), options checked by {@link check/2}.
@@ -68,6 +72,11 @@ local(Id, json, _Options) ->
         {error, _} = Error -> Error;
         Summary -> ferrotrace_tracer:to_json(json_document(Summary))
     end;
+local(Id, hdr_log, #{interval := Ms}) ->
+    case intervals(Id, Ms) of
+        {ok, Start, Intervals} -> hdr_log_intervals(Start, Intervals);
+        {error, _} = Error -> Error
+    end;
 local(Id, hdr_log, _Options) ->
     case {ferrotrace_tracer:session_summary(Id), ferrotrace_tracer:session_tagged_histograms(Id)} of
         {{ok, #{started_at := Start, elapsed_ms := Elapsed}}, {ok, Tagged}} ->
@@ -75,11 +84,46 @@ local(Id, hdr_log, _Options) ->
         {{error, _} = Error, _} -> Error;
         {_, {error, _} = Error} -> Error
     end;
+local(Id, chrome_trace, _Options) ->
+    case ferrotrace:recent(Id) of
+        {error, {no_recorder, _}} -> {error, {needs, recent}};
+        {error, _} = Error -> Error;
+        Events -> chrome_trace([{node(), Events}])
+    end;
 local(Id, collapsed, #{weight := Weight}) ->
     case ferrotrace_tracer:session_collapsed(Id, Weight) of
         {ok, Text, _Info} -> {ok, Text};
         {error, _} = Error -> Error
     end.
+
+%% @doc The Chrome trace of recorded events, one part per node (see {@link ferrotrace_chrome}).
+-spec chrome_trace([ferrotrace_chrome:part()]) -> {ok, binary()} | {error, term()}.
+chrome_trace(Parts) ->
+    ferrotrace_tracer:to_json(ferrotrace_chrome:document(Parts)).
+
+%% @doc The intervals of local session `Id', `Ms' each, from the snapshots of
+%% {@link ferrotrace_intervals}: `{ok, StartMs, [{OffsetMs, LengthMs, [{MFA, Bin}]}]}' (also
+%% called on each node of a cluster session).
+-spec intervals(ferrotrace_tracer:session_id(), pos_integer()) ->
+          {ok, non_neg_integer(), [{non_neg_integer(), non_neg_integer(), [{mfa(), binary()}]}]}
+              | {error, term()}.
+intervals(Id, Ms) ->
+    case {ferrotrace_registry:lookup(Id), ferrotrace_tracer:session_summary(Id)} of
+        {{ok, _, _, #{intervals := Pid}}, {ok, #{started_at := Start}}} ->
+            case ferrotrace_intervals:read(Pid, Ms) of
+                {ok, Intervals} -> {ok, Start, Intervals};
+                {error, _} = Error -> Error
+            end;
+        {_, {error, _} = Error} -> Error;
+        _ -> {error, {needs, intervals}}
+    end.
+
+%% @doc An interval log of `[{OffsetMs, LengthMs, [{MFA, Bin}]}]' from `StartMs'.
+-spec hdr_log_intervals(non_neg_integer(), [{non_neg_integer(), non_neg_integer(), [{mfa(), binary()}]}]) ->
+          {ok, binary()} | {error, term()}.
+hdr_log_intervals(Start, Intervals) ->
+    ferrotrace_tracer:hdr_log(Start, [{Offset, Length, [{iolist_to_binary(mfa_text(MFA)), B} || {MFA, B} <- Hs]}
+                                      || {Offset, Length, Hs} <- Intervals]).
 
 %% @doc An interval log of merged histograms `[{MFA, Bytes}]' over one interval.
 -spec hdr_log(non_neg_integer(), non_neg_integer(), [{mfa(), binary()}]) -> {ok, binary()} | {error, term()}.

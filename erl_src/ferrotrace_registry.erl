@@ -29,7 +29,9 @@
                      match_spec := [tuple()],
                      scope := local | global}.
 -type info() :: #{atom() => term()}.
--export_type([pattern/0, info/0]).
+%% A local session's engine id, or a cluster session's coordinator.
+-type id() :: ferrotrace_tracer:session_id() | pid().
+-export_type([pattern/0, info/0, id/0]).
 
 %% @doc The registry's pid, starting it if needed. Safe to call concurrently.
 -spec ensure_started() -> pid().
@@ -47,14 +49,15 @@ ensure_started() ->
     end.
 
 %% @doc Records a session kept by `Keeper'; `Info' must hold `name' (an atom or
-%% `undefined'). Names are unique among sessions not yet released.
--spec register(ferrotrace_tracer:session_id(), pid(), info()) ->
-          ok | {error, {name_taken, atom(), ferrotrace_tracer:session_id()}}.
+%% `undefined'). Names are unique among sessions not yet released. A cluster session
+%% (ferrotrace_cluster) is recorded with its coordinator's pid as both id and keeper.
+-spec register(id(), pid(), info()) ->
+          ok | {error, {name_taken, atom(), id()}}.
 register(Id, Keeper, Info) ->
     call({register, Id, Keeper, Info}).
 
 %% @doc Forgets a session (its keeper calls this as it releases it).
--spec unregister(ferrotrace_tracer:session_id()) -> ok.
+-spec unregister(id()) -> ok.
 unregister(Id) ->
     call({unregister, Id}).
 
@@ -71,8 +74,8 @@ update(Id, Fields) ->
     end.
 
 %% @doc Finds a session by id or name.
--spec lookup(ferrotrace_tracer:session_id() | atom()) ->
-          {ok, ferrotrace_tracer:session_id(), pid(), info()} | error.
+-spec lookup(id() | atom()) ->
+          {ok, id(), pid(), info()} | error.
 lookup(Name) when is_atom(Name) ->
     _ = ensure_started(),
     case ets:match_object(?SESSIONS, {'_', Name, '_', '_'}) of
@@ -87,7 +90,7 @@ lookup(Id) ->
     end.
 
 %% @doc Every registered session, oldest first.
--spec sessions() -> [{ferrotrace_tracer:session_id(), atom(), pid(), info()}].
+-spec sessions() -> [{id(), atom(), pid(), info()}].
 sessions() ->
     _ = ensure_started(),
     lists:keysort(1, ets:tab2list(?SESSIONS)).
@@ -174,6 +177,10 @@ handle_cast(_Request, Monitors) ->
 -spec handle_info(term(), map()) -> {noreply, map()}.
 handle_info({'DOWN', Ref, process, _Keeper, _Reason}, Monitors) ->
     case maps:take(Ref, Monitors) of
+        {Cluster, Rest} when is_pid(Cluster) ->
+            %% A cluster session's coordinator (ferrotrace_cluster): no engine session here.
+            true = ets:delete(?SESSIONS, Cluster),
+            {noreply, Rest};
         {Id, Rest} ->
             _ = do_remove_patterns(Id),
             ferrotrace_session:untrace_processes(Id),

@@ -74,7 +74,8 @@ release(Keeper) -> gen_server:call(Keeper, release, infinity).
 own_modules() ->
     [ferrotrace, ferrotrace_tracer, ferrotrace_session, ferrotrace_report, ferrotrace_registry,
      ferrotrace_loops, ferrotrace_spec, ferrotrace_names, ferrotrace_slow,
-     ferrotrace_recent, ferrotrace_events, ferrotrace_events_report].
+     ferrotrace_recent, ferrotrace_events, ferrotrace_events_report, ferrotrace_intervals,
+     ferrotrace_chrome].
 
 %% @private
 %% A refused start is acknowledged as `{error, Reason}' and the process exits `normal': a

@@ -30,7 +30,8 @@
          session_interval/1]).
 -export([session_slow_calls/3, session_recent/1]).
 -export([session_histograms_bytes/1, session_tagged_histograms/1, session_collapsed/2,
-         histogram_merge/1, histogram_figures/1, hdr_log/2, to_json/1, session_stack_counts/1]).
+         histogram_merge/1, histogram_figures/1, hdr_log/2, to_json/1, session_stack_counts/1,
+         histogram_subtract/2]).
 
 -on_load(load_nif/0).
 
@@ -155,6 +156,11 @@ session_collapsed(_Id, _Weight) -> ?NOT_LOADED.
 %% @doc The exact sum of V2 compressed histograms, V2 compressed.
 -spec histogram_merge([binary()]) -> {ok, binary()} | {error, term()}.
 histogram_merge(_Parts) -> ?NOT_LOADED.
+
+%% @doc What the histogram `Later' recorded since its earlier snapshot `Earlier' (both V2
+%% compressed), for hdr_log's intervals.
+-spec histogram_subtract(binary(), binary()) -> {ok, binary()} | {error, term()}.
+histogram_subtract(_Later, _Earlier) -> ?NOT_LOADED.
 
 %% @private
 %% @doc count, mean, p50, p90, p99, p999, max, min and power-of-two buckets of a histogram.

@@ -3,12 +3,12 @@
 %% package), owner death, node death, stop and duration, a node without ferrotrace.
 -module(ferrotrace_cluster_SUITE).
 
--include_lib("common_test/include/ct.hrl").
 -include_lib("stdlib/include/assert.hrl").
 
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([merged_exactly/1, owner_death_stops_every_part/1, node_death_reported/1,
-         stop_and_duration/1, limit_stops_every_part/1, node_without_ferrotrace/1, bad_nodes/1, report_by_node/1]).
+         stop_and_duration/1, limit_stops_every_part/1, node_without_ferrotrace/1, bad_nodes/1, report_by_node/1,
+         named_and_listed/1, chrome_trace_per_node/1, hdr_log_intervals_merged/1]).
 
 -type config() :: [{atom(), term()}].
 
@@ -18,7 +18,8 @@
 -spec all() -> [atom()].
 all() ->
     [merged_exactly, owner_death_stops_every_part, node_death_reported, stop_and_duration,
-     limit_stops_every_part, node_without_ferrotrace, bad_nodes, report_by_node].
+     limit_stops_every_part, node_without_ferrotrace, bad_nodes, report_by_node,
+     named_and_listed, chrome_trace_per_node, hdr_log_intervals_merged].
 
 -spec init_per_suite(config()) -> config().
 init_per_suite(Config) ->
@@ -45,12 +46,12 @@ init_per_suite(Config) ->
 
 -spec end_per_suite(config()) -> ok.
 end_per_suite(Config) ->
-    _ = [net_kernel:stop() || ?config(started_net, Config)],
+    _ = [net_kernel:stop() || proplists:get_value(started_net, Config)],
     ok.
 
 -spec init_per_testcase(atom(), config()) -> config() | {skip, term()}.
-init_per_testcase(Case, Config) when Case =:= merged_exactly ->
-    case ?config(tools, Config) of
+init_per_testcase(Case, Config) when Case =:= merged_exactly; Case =:= hdr_log_intervals_merged ->
+    case proplists:get_value(tools, Config) of
         {unavailable, Why} -> {skip, {export_tools_unavailable, Why}};
         _ -> init_per_testcase(any, Config)
     end;
@@ -117,12 +118,12 @@ merged_exactly(Config) ->
     %% hdr_log export, added by the Python hdrhistogram package (an independent merge).
     Files = [begin
                  #{id := Id} = maps:get(N, ByNode),
-                 File = filename:join(?config(priv_dir, Config), atom_to_list(N) ++ ".hlog"),
+                 File = filename:join(proplists:get_value(priv_dir, Config), atom_to_list(N) ++ ".hlog"),
                  ok = file:write_file(File, remote(N, ferrotrace, export, [Id, hdr_log])),
                  File
              end || N <- Nodes],
-    Python = filename:join([?config(tools, Config), "venv", "bin", "python"]),
-    Check = filename:join([?config(test_dir, Config), "export", "check.py"]),
+    Python = filename:join([proplists:get_value(tools, Config), "venv", "bin", "python"]),
+    Check = filename:join([proplists:get_value(test_dir, Config), "export", "check.py"]),
     Out = os:cmd(Python ++ " " ++ Check ++ " hdr_sum " ++ lists:join(" ", Files)),
     Theirs = [string:lexemes(L, " ") || L <- string:split(string:trim(Out), "\n", all)],
     ?assertEqual(3, length(Theirs), Out),
@@ -142,7 +143,7 @@ merged_exactly(Config) ->
     ?assertMatch({_, _}, binary:match(Folded, <<"ft_export_target:outer/1;ft_export_target:mid/1 ">>)),
     ?assertMatch(<<"{", _/binary>>, ferrotrace:export(C, json)),
     %% The merged hdr_log, decoded by the Python package, has the merged figures.
-    Merged = filename:join(?config(priv_dir, Config), "merged.hlog"),
+    Merged = filename:join(proplists:get_value(priv_dir, Config), "merged.hlog"),
     ok = ferrotrace:export(C, hdr_log, Merged),
     MergedOut = os:cmd(Python ++ " " ++ Check ++ " hdr_sum " ++ Merged),
     ?assertEqual(lists:sort(Theirs), lists:sort([string:lexemes(L, " ") || L <- string:split(string:trim(MergedOut), "\n", all)])),
@@ -251,5 +252,94 @@ report_by_node(_Config) ->
     [?assertMatch({_, _}, binary:match(Text, atom_to_binary(N))) || N <- Nodes],
     ?assertMatch({_, _}, binary:match(Text, <<"by node">>)),
     ?assertEqual(ok, ferrotrace:report(C, #{by_node => true})),
-    ?assertMatch({error, {bad_option, {by_node, maybe, _}}}, ferrotrace:report(C, #{by_node => maybe})),
+    ?assertMatch({error, {bad_option, {by_node, 'maybe', _}}}, ferrotrace:report(C, #{by_node => 'maybe'})),
     ok = ferrotrace:release(C).
+
+%% `name => Atom' names a cluster session like a local one: every reading function, stop and
+%% release take the name, list/0 shows it; names are shared with local sessions.
+-spec named_and_listed(config()) -> ok.
+named_and_listed(_Config) ->
+    Nodes = lists:sort([N || {_, N} <- peers(2)]),
+    {ok, C} = ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000, name => shop}),
+    ?assertMatch({error, {name_taken, shop, C}},
+                 ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000, name => shop})),
+    ?assertMatch({error, {name_taken, shop, C}},
+                 ferrotrace:calls({ft_test_target, '_', '_'}, #{duration => 120000, name => shop})),
+    ?assertMatch({error, {bad_option, {name, "shop", _}}},
+                 ferrotrace:calls(?SPEC, #{nodes => Nodes, name => "shop"})),
+    [#{id := C, name := shop, keeper := C, status := running, nodes := Nodes, nodes_down := []}] =
+        [L || L = #{id := Id} <- ferrotrace:list(), Id =:= C],
+    [ok = remote(N, ft_export_target, run, [5, 0]) || N <- Nodes],
+    ok = ferrotrace:stop(shop),
+    [#{status := stopped, stop_reason := user}] = [L || L = #{id := Id} <- ferrotrace:list(), Id =:= C],
+    #{name := shop, calls := Calls} = ferrotrace:summary(shop),
+    ?assertEqual(ferrotrace:summary(C), ferrotrace:summary(shop)),
+    ?assertEqual(10, hd([N || #{mfa := {_, outer, _}, count := N} <- Calls])),
+    ?assertEqual(ferrotrace:histogram(C, {ft_export_target, leaf, 1}),
+                 ferrotrace:histogram(shop, {ft_export_target, leaf, 1})),
+    ?assert(is_binary(ferrotrace:format(shop))),
+    ?assertEqual(ferrotrace:export(C, json), ferrotrace:export(shop, json)),
+    ok = ferrotrace:release(shop),
+    ?assertEqual([], [L || L = #{id := Id} <- ferrotrace:list(), Id =:= C]),
+    ?assertEqual({error, {no_such_session, shop}}, ferrotrace:summary(shop)),
+    %% The name is free again.
+    {ok, C2} = ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000, name => shop}),
+    ok = ferrotrace:release(C2),
+    %% A name that nobody holds, and a cluster that could not start, leave no entry.
+    {error, {node, _, _}} = ferrotrace:calls(?SPEC, #{nodes => ['nope@nowhere'], name => shop}),
+    ?assertEqual({error, {no_such_session, shop}}, ferrotrace:summary(shop)),
+    ok.
+
+%% chrome_trace of a cluster: one Chrome process per node, each node's calls on its threads.
+-spec chrome_trace_per_node(config()) -> ok.
+chrome_trace_per_node(_Config) ->
+    Nodes = lists:sort([N || {_, N} <- peers(2)]),
+    {ok, Plain} = ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000}),
+    ?assertEqual({error, {needs, recent}}, ferrotrace:export(Plain, chrome_trace)),
+    ok = ferrotrace:release(Plain),
+    {ok, C} = ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000, recent => 1000}),
+    Runs = lists:zip(Nodes, [2, 3]),
+    [ok = remote(N, ft_export_target, run, [K, 0]) || {N, K} <- Runs],
+    ok = ferrotrace:stop(C),
+    Trace = ferrotrace:export(C, chrome_trace),
+    %% Keys are written sorted (serde_json), so each event's fields come in one order.
+    {match, Procs} = re:run(Trace, "\"args\": {\\s*\"name\": \"([^\"]+)\"\\s*},\\s*"
+                                   "\"name\": \"process_name\",\\s*\"ph\": \"M\",\\s*\"pid\": (\\d+)",
+                            [global, {capture, all_but_first, list}]),
+    ?assertEqual([{"1", atom_to_list(hd(Nodes))}, {"2", atom_to_list(lists:last(Nodes))}],
+                 lists:sort([{P, N} || [N, P] <- Procs])),
+    {match, Outers} = re:run(Trace, "\"name\": \"ft_export_target:outer/1\",\\s*\"ph\": \"X\",\\s*\"pid\": (\\d+)",
+                             [global, {capture, all_but_first, list}]),
+    ?assertEqual([{"1", 2}, {"2", 3}],
+                 [{P, length([Q || [Q] <- Outers, Q =:= P])} || P <- ["1", "2"]]),
+    ok.
+
+%% A cluster's interval log: each node's intervals placed on one clock, a slot's histograms
+%% added; the Python package adds all intervals back up to the merged figures.
+-spec hdr_log_intervals_merged(config()) -> ok.
+hdr_log_intervals_merged(Config) ->
+    Nodes = lists:sort([N || {_, N} <- peers(2)]),
+    {ok, Plain} = ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000}),
+    ?assertEqual({error, {needs, intervals}}, ferrotrace:export(Plain, {hdr_log, #{interval => 20}})),
+    ok = ferrotrace:release(Plain),
+    {ok, C} = ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000, intervals => 10}),
+    [ok = remote(N, ft_export_target, run, [K, 1]) || {N, K} <- lists:zip(Nodes, [4, 6])],
+    ok = ferrotrace:stop(C),
+    ?assertMatch({error, {bad_option, {interval, 15, _}}}, ferrotrace:export(C, {hdr_log, #{interval => 15}})),
+    File = filename:join(proplists:get_value(priv_dir, Config), "cluster-intervals.hlog"),
+    ok = ferrotrace:export(C, {hdr_log, #{interval => 20}}, File),
+    Python = filename:join([proplists:get_value(tools, Config), "venv", "bin", "python"]),
+    Check = filename:join([proplists:get_value(test_dir, Config), "export", "check.py"]),
+    Out = os:cmd(Python ++ " " ++ Check ++ " hdr_sum " ++ File),
+    Theirs = [string:lexemes(L, " ") || L <- string:split(string:trim(Out), "\n", all)],
+    #{calls := Calls} = ferrotrace:summary(C),
+    ?assertEqual(3, length(Theirs), Out),
+    lists:foreach(
+      fun(#{mfa := {M, F, A}} = Ours) ->
+              Tag = lists:flatten(io_lib:format("~s:~s/~b", [M, F, A])),
+              [[_ | Figures]] = [T || T = [X | _] <- Theirs, X =:= Tag],
+              ?assertEqual([maps:get(K, Ours) || K <- [count, p50, p90, p99, p999, max]],
+                           [list_to_integer(X) || X <- Figures], Tag)
+      end, Calls),
+    ?assertEqual(10, hd([N || #{mfa := {_, outer, _}, count := N} <- Calls])),
+    ok.

@@ -4,12 +4,12 @@
 %% collapsed export as an SVG.
 -module(ferrotrace_export_SUITE).
 
--include_lib("common_test/include/ct.hrl").
 -include_lib("stdlib/include/assert.hrl").
 
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([hdr_log_read_by_python/1, json_read_by_python/1, collapsed_drawn_by_inferno/1,
-         collapsed_weights/1, chrome_trace_needs_recent/1, bad_formats/1, to_file/1]).
+         collapsed_weights/1, chrome_trace_needs_recent/1, bad_formats/1, to_file/1,
+         chrome_trace_read_by_python/1, hdr_log_intervals_add_up/1, hdr_log_interval_options/1]).
 
 -type config() :: [{atom(), term()}].
 
@@ -19,7 +19,8 @@
 -spec all() -> [atom()].
 all() ->
     [hdr_log_read_by_python, json_read_by_python, collapsed_drawn_by_inferno, collapsed_weights,
-     chrome_trace_needs_recent, bad_formats, to_file].
+     chrome_trace_needs_recent, bad_formats, to_file, chrome_trace_read_by_python,
+     hdr_log_intervals_add_up, hdr_log_interval_options].
 
 -spec init_per_suite(config()) -> config().
 init_per_suite(Config) ->
@@ -44,8 +45,10 @@ end_per_suite(_Config) ->
 
 -spec init_per_testcase(atom(), config()) -> config() | {skip, term()}.
 init_per_testcase(Case, Config) when Case =:= hdr_log_read_by_python; Case =:= json_read_by_python;
-                                    Case =:= collapsed_drawn_by_inferno ->
-    case ?config(tools, Config) of
+                                    Case =:= collapsed_drawn_by_inferno;
+                                    Case =:= chrome_trace_read_by_python;
+                                    Case =:= hdr_log_intervals_add_up ->
+    case proplists:get_value(tools, Config) of
         {unavailable, Why} -> {skip, {export_tools_unavailable, Why}};
         _ -> init_per_testcase(any, Config)
     end;
@@ -69,7 +72,7 @@ traced_session() ->
     S.
 
 tmp(Config, Name) ->
-    filename:join(?config(priv_dir, Config), Name).
+    filename:join(proplists:get_value(priv_dir, Config), Name).
 
 run(Cmd) ->
     Out = os:cmd(Cmd ++ " 2>&1; echo \"rc=$?\""),
@@ -84,8 +87,8 @@ hdr_log_read_by_python(Config) ->
     S = traced_session(),
     File = tmp(Config, "calls.hlog"),
     ok = ferrotrace:export(S, hdr_log, File),
-    Python = filename:join([?config(tools, Config), "venv", "bin", "python"]),
-    Check = filename:join([?config(test_dir, Config), "export", "check.py"]),
+    Python = filename:join([proplists:get_value(tools, Config), "venv", "bin", "python"]),
+    Check = filename:join([proplists:get_value(test_dir, Config), "export", "check.py"]),
     {"0", Out} = run(Python ++ " " ++ Check ++ " hdr_log " ++ File),
     Read = [json_decode(L) || L <- string:split(string:trim(Out), "\n", all)],
     #{calls := Calls} = ferrotrace:summary(S),
@@ -115,8 +118,8 @@ json_read_by_python(Config) ->
     S = traced_session(),
     File = tmp(Config, "summary.json"),
     ok = ferrotrace:export(S, json, File),
-    Python = filename:join([?config(tools, Config), "venv", "bin", "python"]),
-    Check = filename:join([?config(test_dir, Config), "export", "check.py"]),
+    Python = filename:join([proplists:get_value(tools, Config), "venv", "bin", "python"]),
+    Check = filename:join([proplists:get_value(test_dir, Config), "export", "check.py"]),
     ?assertEqual({"0", "ok\n"}, run(Python ++ " " ++ Check ++ " json " ++ File)),
     %% The checker fails on a document that breaks the schema.
     Bad = tmp(Config, "bad.json"),
@@ -131,7 +134,7 @@ collapsed_drawn_by_inferno(Config) ->
     Folded = tmp(Config, "calls.folded"),
     Svg = tmp(Config, "calls.svg"),
     ok = ferrotrace:export(S, collapsed, Folded),
-    Inferno = filename:join([?config(tools, Config), "bin", "inferno-flamegraph"]),
+    Inferno = filename:join([proplists:get_value(tools, Config), "bin", "inferno-flamegraph"]),
     {"0", _} = run(Inferno ++ " " ++ Folded ++ " > " ++ Svg),
     {ok, Drawn} = file:read_file(Svg),
     ?assertMatch({_, _}, binary:match(Drawn, <<"<svg">>)),
@@ -174,14 +177,147 @@ chrome_trace_needs_recent(_Config) ->
     ?assertEqual({error, {needs, recent}}, ferrotrace:export(S, chrome_trace)),
     ok.
 
+%% The recorder holds every event (20 outer, 40 mid, 40 leaf calls: 200 events); the
+%% workload runs in a registered process that is still alive at export time, plus one call
+%% left open (a process blocked inside leaf/1 when the trace is read).
+-spec chrome_trace_read_by_python(config()) -> ok.
+chrome_trace_read_by_python(Config) ->
+    {ok, S} = ferrotrace:calls(?SPEC, #{duration => 60000, recent => 1000}),
+    Self = self(),
+    Worker = spawn(fun() ->
+                           register(ft_chrome_worker, self()),
+                           ok = ft_export_target:run(20, 1),
+                           Self ! {self(), ran},
+                           receive stop -> ok end
+                   end),
+    Stuck = spawn(fun() -> ft_export_target:leaf(3600000) end),
+    try
+        receive {Worker, ran} -> ok after 30000 -> error(worker_timeout) end,
+        %% The stuck call's event is in the recorder once the collector drained it.
+        ok = wait_until(fun() -> length([E || #{pid := P} = E <- ferrotrace:recent(S), P =:= Stuck]) =:= 1 end, 100),
+        File = tmp(Config, "calls.trace.json"),
+        ok = ferrotrace:export(S, chrome_trace, File),
+        Python = filename:join([proplists:get_value(tools, Config), "venv", "bin", "python"]),
+        Check = filename:join([proplists:get_value(test_dir, Config), "export", "check.py"]),
+        {"0", Out} = run(Python ++ " " ++ Check ++ " chrome_trace " ++ File),
+        Read = [json_decode(L) || L <- string:split(string:trim(Out), "
+", all)],
+        #{calls := Calls} = ferrotrace:summary(S),
+        lists:foreach(
+          fun(#{mfa := {M, F, A}, count := Count, returns := Returns, total := Total}) ->
+                  Name = lists:flatten(io_lib:format("~s:~s/~b", [M, F, A])),
+                  [Theirs] = [R || R = #{"name" := N} <- Read, N =:= Name],
+                  %% Every returned call is a span; their exact durations add up to the total.
+                  ?assertEqual(Returns, maps:get("spans", Theirs), Name),
+                  ?assertEqual(Total, maps:get("duration_ns", Theirs), Name),
+                  ?assertEqual(Count - Returns, maps:get("open", Theirs), Name)
+          end, Calls),
+        [Leaf] = [R || R = #{"name" := "ft_export_target:leaf/1"} <- Read],
+        ?assertEqual(1, maps:get("open", Leaf)),
+        %% The worker's thread is named by its pid and its registered name.
+        WorkerName = pid_to_list(Worker) ++ " ft_chrome_worker",
+        ?assertMatch([#{"spans" := 100}], [R || R = #{"thread" := T} <- Read, T =:= WorkerName]),
+        %% The checker fails on a trace that breaks the format or the nesting.
+        Bad = tmp(Config, "bad.trace.json"),
+        ok = file:write_file(Bad, <<"{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"a\", "
+                                    "\"pid\": 1, \"tid\": 1, \"ts\": 0}]}">>),
+        {Rc, _} = run(Python ++ " " ++ Check ++ " chrome_trace " ++ Bad),
+        ?assertNotEqual("0", Rc),
+        ok = file:write_file(Bad, overlapping_trace()),
+        {Rc2, Why} = run(Python ++ " " ++ Check ++ " chrome_trace " ++ Bad),
+        ?assertNotEqual("0", Rc2),
+        ?assertNotEqual(nomatch, string:find(Why, "overlaps")),
+        ok
+    after
+        exit(Stuck, kill),
+        Worker ! stop
+    end.
+
+overlapping_trace() ->
+    Meta = <<"{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 1, \"tid\": 0, \"args\": {\"name\": \"n\"}},"
+             "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 1, \"tid\": 1, \"args\": {\"name\": \"t\"}}">>,
+    Span = fun(Ts, Dur) ->
+                   io_lib:format(",{\"ph\": \"X\", \"name\": \"a\", \"pid\": 1, \"tid\": 1, \"ts\": ~b, "
+                                 "\"dur\": ~b, \"args\": {\"duration_ns\": 1}}", [Ts, Dur])
+           end,
+    iolist_to_binary(["{\"traceEvents\": [", Meta, Span(0, 10), Span(5, 10), "]}"]).
+
+wait_until(Fun, 0) ->
+    {timeout, Fun};
+wait_until(Fun, N) ->
+    case Fun() of
+        true -> ok;
+        false -> timer:sleep(100), wait_until(Fun, N - 1)
+    end.
+
+%% `intervals => 10': a snapshot every 10 ms; the export's `interval => 20' groups them.
+%% Two phases of calls with a forced snapshot between them (an export reads one) fall in
+%% different intervals whatever the machine's load; the Python package adds the intervals'
+%% histograms of each function back into the session's: same count, same percentiles.
+-spec hdr_log_intervals_add_up(config()) -> ok.
+hdr_log_intervals_add_up(Config) ->
+    {ok, S} = ferrotrace:calls(?SPEC, #{duration => 60000, intervals => 10}),
+    ok = ft_export_target:run(10, 1),
+    timer:sleep(50),
+    _ = ferrotrace:export(S, {hdr_log, #{interval => 20}}),
+    ok = ft_export_target:run(15, 1),
+    ok = ferrotrace:stop(S),
+    File = tmp(Config, "intervals.hlog"),
+    ok = ferrotrace:export(S, {hdr_log, #{interval => 20}}, File),
+    Python = filename:join([proplists:get_value(tools, Config), "venv", "bin", "python"]),
+    Check = filename:join([proplists:get_value(test_dir, Config), "export", "check.py"]),
+    {"0", Out} = run(Python ++ " " ++ Check ++ " hdr_log " ++ File),
+    Read = [json_decode(L) || L <- string:split(string:trim(Out), "\n", all)],
+    #{calls := Calls, started_at := Start} = ferrotrace:summary(S),
+    Outer = [R || R = #{"tag" := "ft_export_target:outer/1"} <- Read],
+    %% The phases: 10 outer calls, then 15, in different intervals.
+    ?assert(length(Outer) >= 2, Outer),
+    ?assertEqual(25, lists:sum([C || #{"count" := C} <- Outer])),
+    %% Intervals follow one another from the session's start, none overlapping.
+    Spans = lists:usort([{B, E} || #{"start_ms" := B, "end_ms" := E} <- Read]),
+    ?assert(element(1, hd(Spans)) >= Start),
+    _ = lists:foldl(fun({B, E}, PrevEnd) -> ?assert(B >= PrevEnd - 1), ?assert(E >= B), E end, Start, Spans),
+    {"0", Sums} = run(Python ++ " " ++ Check ++ " hdr_sum " ++ File),
+    Summed = [string:lexemes(L, " ") || L <- string:split(string:trim(Sums), "\n", all)],
+    ?assertEqual(3, length(Summed)),
+    lists:foreach(
+      fun(#{mfa := {M, F, A}} = Ours) ->
+              Tag = lists:flatten(io_lib:format("~s:~s/~b", [M, F, A])),
+              [[_ | Figures]] = [L || [T | _] = L <- Summed, T =:= Tag],
+              ?assertEqual([maps:get(K, Ours) || K <- [count, p50, p90, p99, p999, max]],
+                           [list_to_integer(X) || X <- Figures], Tag)
+      end, Calls),
+    ok.
+
+-spec hdr_log_interval_options(config()) -> ok.
+hdr_log_interval_options(_Config) ->
+    ?assertMatch({error, {bad_option, {intervals, 5, _}}}, ferrotrace:calls(?SPEC, #{intervals => 5})),
+    ?assertMatch({error, {bad_option, {max_intervals, 1, _}}},
+                 ferrotrace:calls(?SPEC, #{intervals => 100, max_intervals => 1})),
+    ?assertMatch({error, {bad_option, {max_intervals, 10, _}}}, ferrotrace:calls(?SPEC, #{max_intervals => 10})),
+    ?assertEqual([], ferrotrace:list()),
+    %% A bound of 2 intervals: full, they merge and the interval doubles (10 -> 20 -> ...),
+    %% and every call stays counted.
+    {ok, S} = ferrotrace:calls(?SPEC, #{duration => 60000, intervals => 10, max_intervals => 2}),
+    [begin ok = ft_export_target:run(1, 0), _ = ferrotrace:export(S, {hdr_log, #{interval => 10 bsl 16}}) end
+     || _ <- lists:seq(1, 5)],
+    ok = ferrotrace:stop(S),
+    {error, {bad_option, {interval, 10, Why}}} = ferrotrace:export(S, {hdr_log, #{interval => 10}}),
+    ?assertNotEqual(nomatch, string:find(Why, "multiple")),
+    ?assertEqual(nomatch, string:find(Why, "now 10 ms")),
+    Log = ferrotrace:export(S, {hdr_log, #{interval => 10 bsl 16}}),
+    ?assert(is_binary(Log)),
+    ok.
+
 -spec bad_formats(config()) -> ok.
 bad_formats(_Config) ->
     S = traced_session(),
     ?assertMatch({error, {bad_format, svg, _}}, ferrotrace:export(S, svg)),
     ?assertMatch({error, {bad_option, {weight, self, _}}},
                  ferrotrace:export(S, {collapsed, #{weight => self}})),
-    ?assertMatch({error, {bad_option, {interval, 1000, _}}},
-                 ferrotrace:export(S, {hdr_log, #{interval => 1000}})),
+    ?assertEqual({error, {needs, intervals}}, ferrotrace:export(S, {hdr_log, #{interval => 1000}})),
+    ?assertMatch({error, {bad_option, {interval, 0, _}}},
+                 ferrotrace:export(S, {hdr_log, #{interval => 0}})),
     ?assertMatch({error, {bad_option, {weight, inclusive, _}}},
                  ferrotrace:export(S, {json, #{weight => inclusive}})),
     ?assertMatch({error, {no_such_session, nope}}, ferrotrace:export(nope, json)),

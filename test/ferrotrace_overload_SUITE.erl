@@ -23,7 +23,9 @@
 -type config() :: [{atom(), term()}].
 
 %% Bounds stated by the tests.
--define(MAX_ROUND_TRIP_US, 100000).
+%% Measured 4 to 45 ms on an idle 2-core machine; 119 ms when other work shared it. The
+%% bound says the node is never stalled (a process tracer's mailbox stalls it for seconds).
+-define(MAX_ROUND_TRIP_US, 500000).
 %% The same while two OS processes keep both cores busy: then the OS scheduler alone stalls
 %% the VM's threads for hundreds of milliseconds (392 ms seen on a CI machine), so the bound
 %% only says the node is not stalled by tracing (a process tracer's mailbox explosion stalls

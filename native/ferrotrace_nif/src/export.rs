@@ -108,6 +108,24 @@ fn histogram_merge<'a>(env: Env<'a>, parts: Vec<Binary<'a>>) -> Term<'a> {
     }
 }
 
+/// `histogram_subtract(Later, Earlier) -> {ok, V2DeflateBinary} | {error, {bad_histogram, B}}`:
+/// what `Later` recorded since `Earlier` (an earlier snapshot of the same histogram: every
+/// bucket's count is at least the earlier one's), for `hdr_log`'s intervals.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn histogram_subtract<'a>(env: Env<'a>, later: Binary<'a>, earlier: Binary<'a>) -> Term<'a> {
+    let Some(mut delta) = deserialize(later.as_slice()) else {
+        return error(env, (atoms::bad_histogram(), later.to_term(env)));
+    };
+    match deserialize(earlier.as_slice()) {
+        Some(e) if delta.subtract(&e).is_ok() => {}
+        _ => return error(env, (atoms::bad_histogram(), earlier.to_term(env))),
+    }
+    match serialize(&delta) {
+        Some(bytes) => (atoms::ok(), binary(env, &bytes)).encode(env),
+        None => error(env, atoms::serialize()),
+    }
+}
+
 /// `histogram_figures(V2DeflateBinary) -> {ok, #{count, mean, p50, p90, p99, p999, max,
 /// min, buckets}} | {error, ...}`: the figures `ferrotrace:summary/1` shows, read from a
 /// histogram (`undefined` when it is empty), and its power-of-two buckets.
