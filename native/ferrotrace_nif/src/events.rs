@@ -1,6 +1,7 @@
 //! Decoding the trace tags other than calls (messages, procs, GC, running, ports) into
 //! fixed-size events, on the hot path: a few `enif_*` reads per event, a bounded walk for a
-//! message's size, nothing kept. Also the `enabled_<tag>/3` callbacks of those tags.
+//! message's size, nothing kept. `tracer.rs` calls it; their `enabled_<tag>/3` callbacks
+//! are there, with the others.
 
 use std::ffi::c_int;
 use std::sync::OnceLock;
@@ -16,9 +17,7 @@ use ferrotrace_core::event::{EventKind, Mfa};
 use ferrotrace_core::msgsize::{size_words, Shape, SizeReader};
 use ferrotrace_core::process::{ProcTag, NO_MFA};
 
-use crate::raw::register_raw_nif;
 use crate::term::{term_bits, EnvReader};
-use crate::tracer::enabled_by;
 
 struct Atoms {
     send: ErlNifTerm,
@@ -329,18 +328,3 @@ fn exit_reason(env: *mut ErlNifEnv, reason: ErlNifTerm) -> u64 {
     }
     0
 }
-
-/// `enabled_<tag>/3` for the tags this module decodes: every event of a running session is
-/// traced (the VM then calls `trace/5`), unless the session is calls-only (`discard`);
-/// `remove` for a session that is gone.
-unsafe extern "C" fn enabled_any(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
-    // SAFETY: called by the VM as an arity-3 NIF: its env and three arguments.
-    unsafe { enabled_by(env, argv, |a, _tag, events| if events { a.trace } else { a.discard_term() }) }
-}
-
-register_raw_nif!("enabled_send", 3, enabled_any);
-register_raw_nif!("enabled_receive", 3, enabled_any);
-register_raw_nif!("enabled_garbage_collection", 3, enabled_any);
-register_raw_nif!("enabled_running_procs", 3, enabled_any);
-register_raw_nif!("enabled_running_ports", 3, enabled_any);
-register_raw_nif!("enabled_ports", 3, enabled_any);

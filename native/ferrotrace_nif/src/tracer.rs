@@ -120,7 +120,7 @@ fn sampled_out(id: u64, tracee: ErlNifTerm) -> bool {
 /// # Safety
 /// `env` is the callback's env and `argv` points at its three arguments.
 #[inline(always)]
-pub(crate) unsafe fn enabled_by(
+unsafe fn enabled_by(
     env: *mut ErlNifEnv,
     argv: *const ErlNifTerm,
     answer: impl FnOnce(&Atoms, ErlNifTerm, bool) -> ErlNifTerm,
@@ -220,6 +220,21 @@ fn push(producer: &ferrotrace_core::producer::ProducerRef<'_>, kind: EventKind, 
         producer.push(Event { ts, pid, mfa, kind });
     }
 }
+
+/// `enabled_<tag>/3` for the tags `events.rs` decodes: every event of a running session is
+/// traced (the VM then calls `trace/5`), unless the session is calls-only (`discard`);
+/// `remove` for a session that is gone.
+unsafe extern "C" fn enabled_any(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
+    // SAFETY: called by the VM as an arity-3 NIF: its env and three arguments.
+    unsafe { enabled_by(env, argv, |a, _tag, events| if events { a.trace } else { a.discard_term() }) }
+}
+
+register_raw_nif!("enabled_send", 3, enabled_any);
+register_raw_nif!("enabled_receive", 3, enabled_any);
+register_raw_nif!("enabled_garbage_collection", 3, enabled_any);
+register_raw_nif!("enabled_running_procs", 3, enabled_any);
+register_raw_nif!("enabled_running_ports", 3, enabled_any);
+register_raw_nif!("enabled_ports", 3, enabled_any);
 
 register_raw_nif!("enabled", 3, enabled);
 register_raw_nif!("enabled_call", 3, enabled_call);
