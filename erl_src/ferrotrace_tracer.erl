@@ -26,6 +26,7 @@
          session_summary/1, session_histogram/2, session_set_tracing/3,
          session_interval/1]).
 -export([session_slow_calls/3, session_recent/1]).
+-export([copy_term/2]).
 
 -on_load(load_nif/0).
 
@@ -112,3 +113,9 @@ session_slow_calls(_Id, _MFA, _Which) -> ?NOT_LOADED.
 -spec session_recent(session_id()) ->
           {ok, #{events := [map()], total := non_neg_integer()}} | {error, term()}.
 session_recent(_Id) -> ?NOT_LOADED.
+
+%% @doc `Term' copied as a session with `args => true' and `max_term_bytes => MaxBytes'
+%% copies arguments and results, and built again: for tests of the copies' bounds and
+%% markers (`{ferrotrace_truncated, OriginalSize, Partial}', `{ferrotrace_opaque, Kind}').
+-spec copy_term(term(), pos_integer()) -> term().
+copy_term(_Term, _MaxBytes) -> ?NOT_LOADED.

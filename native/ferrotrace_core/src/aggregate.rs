@@ -27,12 +27,14 @@ use hdrhistogram::Histogram;
 
 use crate::event::{Event, EventKind, Mfa};
 
+pub mod args;
 pub mod own;
 pub mod recorder;
 use recorder::{Recorded, Recorder};
 pub mod slowest;
 use own::OwnTime;
 use slowest::{SlowCall, SlowCalls, SlowestConfig};
+use crate::copies::TermCopy;
 
 /// Largest latency recorded, in ns (one hour); longer calls are recorded as one hour.
 pub const MAX_LATENCY_NS: u64 = 3_600_000_000_000;
@@ -209,12 +211,14 @@ impl FunctionStats {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Frame {
     mfa: Mfa,
     ts: u64,
     /// Time spent in this call's paired traced callees (own time), ns.
     callees_ns: u64,
+    /// The call's arguments (`args`).
+    args: Option<TermCopy>,
 }
 
 /// Counters describing how well the stream paired up.
@@ -261,6 +265,8 @@ pub struct Aggregator {
     slowest: SlowestConfig,
     /// The last events (`recent`), if kept.
     recorder: Option<Recorder>,
+    /// The copy that came with the event being recorded (`args`): see `record_with`.
+    copy: Option<TermCopy>,
 }
 
 /// Empty stacks tolerated beyond the non-empty ones before a sweep.
@@ -287,6 +293,7 @@ impl Aggregator {
             interval_started_ms: None,
             slowest: SlowestConfig::default(),
             recorder: None,
+            copy: None,
         }
     }
 
@@ -433,7 +440,8 @@ impl Aggregator {
             }
         }
         if let Some(recorder) = &mut self.recorder {
-            recorder.push(Recorded { ts_ns: event.ts, pid: event.pid, mfa: event.mfa, kind: event.kind, duration_ns: None });
+            let copy = self.copy.clone();
+            recorder.push(Recorded { ts_ns: event.ts, pid: event.pid, mfa: event.mfa, kind: event.kind, duration_ns: None, copy });
         }
         if self.open_calls >= self.max_open_calls {
             self.counters.abandoned_calls += 1;
@@ -448,7 +456,7 @@ impl Aggregator {
             self.open_calls -= 1;
             self.counters.abandoned_calls += 1;
         }
-        stack.push_back(Frame { mfa: event.mfa, ts: event.ts, callees_ns: 0 });
+        stack.push_back(Frame { mfa: event.mfa, ts: event.ts, callees_ns: 0, args: self.copy.take() });
         self.open_calls += 1;
         if stack.len() >= LOOP_DEPTH && stack.len().is_multiple_of(LOOP_CHECK_EVERY) {
             let nested = stack.iter().filter(|frame| frame.mfa == event.mfa).count();
@@ -473,6 +481,9 @@ impl Aggregator {
 
     fn record_return(&mut self, event: &Event) {
         let frame = self.pop_matching(event.pid, event.mfa, event.ts);
+        let duration = frame.as_ref().map(|frame| event.ts.saturating_sub(frame.ts));
+        let result = self.copy.take();
+        let recorded = self.recorder.as_ref().map(|_| result.clone());
         let Some(stats) = self.stats_for(event.mfa) else {
             self.count_untracked(event.mfa);
             return;
@@ -488,14 +499,16 @@ impl Aggregator {
                     start_ns: frame.ts,
                     pid: event.pid,
                     exception: event.kind == EventKind::Exception,
+                    args: frame.args,
+                    result,
                 });
             }
             None if stats.loop_only => {}
             None => self.counters.unmatched_returns += 1,
         }
         if let Some(recorder) = &mut self.recorder {
-            let duration_ns = frame.map(|frame| event.ts.saturating_sub(frame.ts));
-            recorder.push(Recorded { ts_ns: event.ts, pid: event.pid, mfa: event.mfa, kind: event.kind, duration_ns });
+            let copy = recorded.flatten();
+            recorder.push(Recorded { ts_ns: event.ts, pid: event.pid, mfa: event.mfa, kind: event.kind, duration_ns: duration, copy });
         }
     }
 
@@ -505,7 +518,7 @@ impl Aggregator {
         let stack = self.stacks.get_mut(&pid)?;
         let position = stack.iter().rposition(|frame| frame.mfa == mfa)?;
         let abandoned = stack.len() - position - 1;
-        let frame = stack[position];
+        let frame = stack.remove(position)?;
         stack.truncate(position);
         if let Some(caller) = stack.back_mut() {
             caller.callees_ns = caller.callees_ns.saturating_add(ts.saturating_sub(frame.ts));

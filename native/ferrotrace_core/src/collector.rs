@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use crate::aggregate::Aggregator;
 use crate::clock;
+use crate::copies::Pairing;
 use crate::event::{Event, PackedEvent};
 use crate::producer::Producer;
 use crate::quiesce;
@@ -40,11 +41,13 @@ pub struct Consumer {
     aggregated: u64,
     /// Counters of producers already freed.
     retired: Accounting,
+    /// Copies of arguments and results waiting for their event (`args`).
+    copies: Pairing,
 }
 
 impl Consumer {
     pub(crate) fn new(aggregator: Aggregator) -> Consumer {
-        Consumer { aggregator, pending: Vec::new(), aggregated: 0, retired: Accounting::default() }
+        Consumer { aggregator, pending: Vec::new(), aggregated: 0, retired: Accounting::default(), copies: Pairing::default() }
     }
 
     /// The statistics.
@@ -57,17 +60,21 @@ impl Consumer {
             let pending = &mut self.pending;
             self.aggregated += rx.drain(|event| pending.push(event));
         }
+        // After the events: a drained event's copy, pushed before it, is drained too.
+        self.copies.drain(producer);
     }
 
     /// Folds in the pending events stamped before `cutoff`, in timestamp order.
     fn fold_in(&mut self, cutoff: u64) {
-        let Consumer { pending, aggregator, .. } = self;
+        let Consumer { pending, aggregator, copies, .. } = self;
         pending.sort_unstable_by_key(PackedEvent::ts);
         let ready = pending.partition_point(|event| event.ts() < cutoff);
         for event in pending.drain(..ready) {
             let event = event.unpack();
-            aggregator.record(&Event { ts: clock::to_ns(event.ts), ..event });
+            let copy = copies.take(&event);
+            aggregator.record_with(&Event { ts: clock::to_ns(event.ts), ..event }, copy);
         }
+        copies.forget_before(cutoff);
     }
 
     /// Takes in the last events and the counters of producers being freed (by `halt`, after a

@@ -26,6 +26,8 @@ pub(crate) struct ProducerCounters {
     sampled_out: AtomicU64,
     limited: AtomicU64,
     leases: Leases,
+    /// Copies refused by a full term ring (`args`).
+    copies_dropped: AtomicU64,
 }
 
 /// One thread's side of a session.
@@ -36,6 +38,8 @@ pub(crate) struct Producer {
     /// The consumer end, used by whoever holds the session's consumer lock.
     pub(crate) rx: CachePadded<Mutex<Option<RingConsumer<PackedEvent>>>>,
     counters: CachePadded<ProducerCounters>,
+    /// The term ring, when the session copies arguments and results (`args`).
+    pub(crate) terms: Option<crate::copies::TermLane>,
 }
 
 // SAFETY: `tx` is the only part that is not `Sync`; it is reached only through a `ProducerRef`,
@@ -51,7 +55,7 @@ impl Producer {
             Ok((tx, rx)) => (Some(UnsafeCell::new(tx)), Some(rx)),
             Err(ring::AllocError) => (None, None),
         };
-        Producer { tx, rx: CachePadded::new(Mutex::new(rx)), counters: CachePadded::new(ProducerCounters::default()) }
+        Producer { tx, rx: CachePadded::new(Mutex::new(rx)), counters: CachePadded::new(ProducerCounters::default()), terms: None }
     }
 
     /// True if the ring was allocated.
@@ -65,6 +69,7 @@ impl Producer {
         total.ignored += c.ignored.load(Ordering::Acquire);
         total.sampled_out += c.sampled_out.load(Ordering::Acquire);
         total.limited += c.limited.load(Ordering::Acquire);
+        total.args_dropped += c.copies_dropped.load(Ordering::Acquire);
     }
 }
 
@@ -157,6 +162,12 @@ impl ProducerRef<'_> {
         if pushed.is_err() {
             bump(&counters.dropped);
         }
+    }
+
+    /// Counts a copy refused by a full term ring.
+    #[inline]
+    pub(crate) fn count_copy_dropped(&self) {
+        bump(&self.producer.counters.copies_dropped);
     }
 
     /// Counts an event of a kind the session does not aggregate.

@@ -88,6 +88,8 @@ pub struct Accounting {
     pub limited: u64,
     /// Events of kinds the session does not aggregate (outside the identity).
     pub ignored: u64,
+    /// Copies of arguments or results refused by a full term ring (`args`).
+    pub args_dropped: u64,
 }
 
 /// One tracing session: its producers (one per thread), its consumer side and its collector.
@@ -186,7 +188,11 @@ impl Session {
         let entry = &self.producers[token.index()];
         let mut producer = entry.load(Ordering::Acquire);
         if producer.is_null() {
-            let fresh = Box::new(Producer::new(self.config.ring_size));
+            let mut fresh = Box::new(Producer::new(self.config.ring_size));
+            if self.config.args.enabled && fresh.has_ring() {
+                // The term ring has as many 32-byte chunks as the event ring has events.
+                fresh.terms = crate::copies::TermLane::new(self.config.ring_size, self.config.args.max_term_bytes);
+            }
             if !fresh.has_ring() {
                 self.ring_alloc_failures.fetch_add(1, Ordering::Relaxed);
             }
