@@ -14,7 +14,10 @@
 //! A full term ring refuses the copy (counted, `args_dropped`); the event still goes.
 
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
+
+use crate::aggregate::WordHasher;
 
 use crate::event::{Event, EventKind};
 use crate::options::{OptionError, OptionValue};
@@ -114,34 +117,46 @@ impl ProducerRef<'_> {
     pub fn copy_term(&self, pid: u64, ts: u64, kind: EventKind, encode: impl FnOnce(&mut [u8]) -> usize) {
         let Some(lane) = &self.producer.terms else { return };
         // SAFETY: only the thread owning this producer has a `ProducerRef` to it (see the
-        // `Sync` impl of `Producer`); the two `&mut` made here are dropped before returning,
-        // and nothing in between re-enters this producer.
-        let pushed = lane.scratch.with_mut(|scratch| unsafe {
+        // `Sync` impl of `Producer`), and `push_copy` does not re-enter this producer.
+        if !unsafe { lane.push_copy(pid, ts, kind, encode) } {
+            self.count_copy_dropped();
+        }
+    }
+}
+
+impl TermLane {
+    /// Encodes a copy into the scratch buffer and pushes it whole; false if the ring is full.
+    ///
+    /// # Safety
+    /// Only one thread ever calls this on a lane (its producer's), and not re-entrantly.
+    #[inline]
+    unsafe fn push_copy(&self, pid: u64, ts: u64, kind: EventKind, encode: impl FnOnce(&mut [u8]) -> usize) -> bool {
+        // SAFETY: the caller's contract: the two `&mut` made here are the only ones, and are
+        // dropped before returning.
+        self.scratch.with_mut(|scratch| unsafe {
             let scratch = &mut *scratch;
             let (header, body) = scratch.split_at_mut(1);
-            let body = &mut body.as_flattened_mut()[..lane.max_term_bytes];
-            let len = encode(body).min(lane.max_term_bytes);
+            let body = &mut body.as_flattened_mut()[..self.max_term_bytes];
+            let len = encode(body).min(self.max_term_bytes);
             let header = &mut header[0];
             header[..8].copy_from_slice(&pid.to_le_bytes());
             header[8..16].copy_from_slice(&ts.to_le_bytes());
             header[16..20].copy_from_slice(&(len as u32).to_le_bytes());
             header[20] = kind_byte(kind);
             let record = &scratch[..1 + len.div_ceil(32)];
-            lane.tx.with_mut(|tx| (*tx).push_all(record))
-        });
-        if !pushed {
-            self.count_copy_dropped();
-        }
+            self.tx.with_mut(|tx| (*tx).push_all(record))
+        })
     }
 }
-
-/// A record being read: its key, kind, length and the bytes so far.
-type Partial = ((u64, u64), u8, usize, Vec<u8>);
 
 /// The collector's side: copies drained and not yet matched with their event.
 #[derive(Default)]
 pub(crate) struct Pairing {
-    waiting: HashMap<(u64, u64), (u8, TermCopy)>,
+    /// By the event's `(pid, ts)`; the word hasher (keys are term bits and clock ticks).
+    waiting: HashMap<(u64, u64), (u8, TermCopy), BuildHasherDefault<WordHasher>>,
+    /// The record being read: key, kind and length, and its bytes so far (reused).
+    current: Option<((u64, u64), u8, usize)>,
+    bytes: Vec<u8>,
 }
 
 impl Pairing {
@@ -150,25 +165,31 @@ impl Pairing {
         let Some(lane) = &producer.terms else { return };
         let mut rx = lane.rx.lock();
         // Records are published whole: a drain never ends inside one.
-        let mut current: Option<Partial> = None;
-        rx.drain(|chunk| match &mut current {
+        let Pairing { waiting, current, bytes } = self;
+        rx.drain(|chunk| match current {
             None => {
                 let word = |at: usize| u64::from_le_bytes(chunk[at..at + 8].try_into().unwrap_or_default());
                 let len = u32::from_le_bytes(chunk[16..20].try_into().unwrap_or_default()) as usize;
-                let record = ((word(0), word(8)), chunk[20], len, Vec::with_capacity(len));
+                let key = (word(0), word(8));
                 if len == 0 {
-                    self.waiting.insert(record.0, (record.1, Arc::from(record.3)));
+                    waiting.insert(key, (chunk[20], Arc::from(&[][..])));
                 } else {
-                    current = Some(record);
+                    bytes.clear();
+                    *current = Some((key, chunk[20], len));
                 }
             }
-            Some((_, _, len, bytes)) => {
+            Some((key, kind, len)) => {
                 let take = (*len - bytes.len()).min(32);
+                if bytes.is_empty() && take == *len {
+                    // A copy in one chunk: no intermediate buffer.
+                    waiting.insert(*key, (*kind, Arc::from(&chunk[..take])));
+                    *current = None;
+                    return;
+                }
                 bytes.extend_from_slice(&chunk[..take]);
                 if bytes.len() == *len {
-                    if let Some((key, kind, _, bytes)) = current.take() {
-                        self.waiting.insert(key, (kind, Arc::from(bytes)));
-                    }
+                    waiting.insert(*key, (*kind, Arc::from(&bytes[..])));
+                    *current = None;
                 }
             }
         });
@@ -198,6 +219,41 @@ impl Pairing {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::Mfa;
+
+    #[test]
+    fn copies_pair_with_their_events_and_orphans_are_forgotten() {
+        let mut producer = Producer::new(64);
+        producer.terms = TermLane::new(16, 100);
+        let lane = producer.terms.as_ref().unwrap();
+        let push = |pid: u64, ts: u64, kind: EventKind, body: &[u8]| {
+            // SAFETY: this test is the lane's only user.
+            unsafe {
+                lane.push_copy(pid, ts, kind, |out| {
+                    out[..body.len()].copy_from_slice(body);
+                    body.len()
+                })
+            }
+        };
+        let long: Vec<u8> = (0..100).collect();
+        assert!(push(1, 10, EventKind::Call, b"short"));
+        assert!(push(2, 11, EventKind::Call, &long));
+        assert!(push(1, 12, EventKind::Return, b""));
+        assert!(push(3, 13, EventKind::Call, b"orphan"));
+        let mut pairing = Pairing::default();
+        pairing.drain(&producer);
+        let event = |pid, ts, kind| Event { ts, pid, mfa: Mfa { module: 0, function: 0, arity: 0 }, kind };
+        assert_eq!(pairing.take(&event(1, 10, EventKind::Call)).as_deref(), Some(&b"short"[..]));
+        assert_eq!(pairing.take(&event(2, 11, EventKind::Call)).as_deref(), Some(&long[..]));
+        assert_eq!(pairing.take(&event(1, 12, EventKind::Exception)), None, "kinds must match");
+        pairing.forget_before(13);
+        assert_eq!(pairing.waiting.len(), 1);
+        pairing.forget_before(14);
+        assert!(pairing.waiting.is_empty());
+        // The ring was drained: its 16 chunks hold three 100-byte copies (5 chunks each).
+        assert!((20..23).all(|ts| push(2, ts, EventKind::Call, &long)));
+        assert!(!push(2, 23, EventKind::Call, &long), "full: refused whole");
+    }
 
     #[test]
     fn options() {

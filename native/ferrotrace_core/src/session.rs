@@ -190,8 +190,8 @@ impl Session {
         if producer.is_null() {
             let mut fresh = Box::new(Producer::new(self.config.ring_size));
             if self.config.args.enabled && fresh.has_ring() {
-                // The term ring has as many 32-byte chunks as the event ring has events.
-                fresh.terms = crate::copies::TermLane::new(self.config.ring_size, self.config.args.max_term_bytes);
+                // Two 32-byte chunks per event slot: a small copy's header and body.
+                fresh.terms = crate::copies::TermLane::new(2 * self.config.ring_size, self.config.args.max_term_bytes);
             }
             if !fresh.has_ring() {
                 self.ring_alloc_failures.fetch_add(1, Ordering::Relaxed);
