@@ -13,15 +13,12 @@
 //!
 //! A full term ring refuses the copy (counted, `args_dropped`); the event still goes.
 
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
+use std::collections::VecDeque;
 use std::sync::Arc;
-
-use crate::aggregate::WordHasher;
 
 use crate::event::{Event, EventKind};
 use crate::options::{OptionError, OptionValue};
-use crate::producer::{Producer, ProducerRef};
+use crate::producer::ProducerRef;
 use crate::ring::{self, RingConsumer, RingProducer};
 use crate::sync::{Mutex, UnsafeCell};
 use crate::terms;
@@ -77,7 +74,7 @@ pub(crate) struct TermLane {
     /// A header chunk, then room for `max_term_bytes`.
     scratch: UnsafeCell<Box<[Chunk]>>,
     max_term_bytes: usize,
-    pub(crate) rx: Mutex<RingConsumer<Chunk>>,
+    pub(crate) rx: Mutex<LaneConsumer>,
 }
 
 impl TermLane {
@@ -93,7 +90,7 @@ impl TermLane {
             tx: UnsafeCell::new(tx),
             scratch: UnsafeCell::new(scratch.into_boxed_slice()),
             max_term_bytes,
-            rx: Mutex::new(rx),
+            rx: Mutex::new(LaneConsumer { ring: rx, current: None, bytes: Vec::new(), waiting: VecDeque::new() }),
         })
     }
 }
@@ -130,7 +127,7 @@ impl TermLane {
     /// # Safety
     /// Only one thread ever calls this on a lane (its producer's), and not re-entrantly.
     #[inline]
-    unsafe fn push_copy(&self, pid: u64, ts: u64, kind: EventKind, encode: impl FnOnce(&mut [u8]) -> usize) -> bool {
+    pub(crate) unsafe fn push_copy(&self, pid: u64, ts: u64, kind: EventKind, encode: impl FnOnce(&mut [u8]) -> usize) -> bool {
         // SAFETY: the caller's contract: the two `&mut` made here are the only ones, and are
         // dropped before returning.
         self.scratch.with_mut(|scratch| unsafe {
@@ -149,30 +146,28 @@ impl TermLane {
     }
 }
 
-/// The collector's side: copies drained and not yet matched with their event.
-#[derive(Default)]
-pub(crate) struct Pairing {
-    /// By the event's `(pid, ts)`; the word hasher (keys are term bits and clock ticks).
-    waiting: HashMap<(u64, u64), (u8, TermCopy), BuildHasherDefault<WordHasher>>,
+/// The collector's side of a term ring: copies drained and not yet matched with their event,
+/// in the order they were pushed (behind the lane's lock, with the ring's consumer end).
+pub(crate) struct LaneConsumer {
+    ring: RingConsumer<Chunk>,
     /// The record being read: key, kind and length, and its bytes so far (reused).
     current: Option<((u64, u64), u8, usize)>,
     bytes: Vec<u8>,
+    waiting: VecDeque<((u64, u64), u8, TermCopy)>,
 }
 
-impl Pairing {
-    /// Takes in the records in `producer`'s term ring. Call after draining its event ring.
-    pub(crate) fn drain(&mut self, producer: &Producer) {
-        let Some(lane) = &producer.terms else { return };
-        let mut rx = lane.rx.lock();
+impl LaneConsumer {
+    /// Takes in the records in the term ring. Call after draining the thread's event ring.
+    pub(crate) fn drain(&mut self) {
         // Records are published whole: a drain never ends inside one.
-        let Pairing { waiting, current, bytes } = self;
-        rx.drain(|chunk| match current {
+        let LaneConsumer { ring, current, bytes, waiting } = self;
+        ring.drain(|chunk| match current {
             None => {
                 let word = |at: usize| u64::from_le_bytes(chunk[at..at + 8].try_into().unwrap_or_default());
                 let len = u32::from_le_bytes(chunk[16..20].try_into().unwrap_or_default()) as usize;
                 let key = (word(0), word(8));
                 if len == 0 {
-                    waiting.insert(key, (chunk[20], Arc::from(&[][..])));
+                    waiting.push_back((key, chunk[20], Arc::from(&[][..])));
                 } else {
                     bytes.clear();
                     *current = Some((key, chunk[20], len));
@@ -182,37 +177,36 @@ impl Pairing {
                 let take = (*len - bytes.len()).min(32);
                 if bytes.is_empty() && take == *len {
                     // A copy in one chunk: no intermediate buffer.
-                    waiting.insert(*key, (*kind, Arc::from(&chunk[..take])));
+                    waiting.push_back((*key, *kind, Arc::from(&chunk[..take])));
                     *current = None;
                     return;
                 }
                 bytes.extend_from_slice(&chunk[..take]);
                 if bytes.len() == *len {
-                    waiting.insert(*key, (*kind, Arc::from(&bytes[..])));
+                    waiting.push_back((*key, *kind, Arc::from(&bytes[..])));
                     *current = None;
                 }
             }
         });
     }
 
-    /// The copy made for `event` (timestamp in ticks, as pushed), if any.
+    /// The copy made for `event` (timestamp in ticks, as pushed), if any. Call with the
+    /// thread's events in the order they were drained: copies and events are in push order
+    /// (one thread's timestamps only grow), so a copy stamped before `event` belongs to an
+    /// event that never reached the ring and is dropped; one stamped after waits for its own.
     #[inline]
-    pub(crate) fn take(&mut self, event: &Event) -> Option<TermCopy> {
-        if self.waiting.is_empty() {
+    pub(crate) fn take_for(&mut self, event: &Event) -> Option<TermCopy> {
+        while let Some(((pid, ts), kind, _)) = self.waiting.front() {
+            if *ts < event.ts {
+                self.waiting.pop_front();
+                continue;
+            }
+            if (*pid, *ts) == (event.pid, event.ts) && *kind == kind_byte(event.kind) {
+                return self.waiting.pop_front().map(|(_, _, copy)| copy);
+            }
             return None;
         }
-        match self.waiting.remove(&(event.pid, event.ts)) {
-            Some((kind, copy)) if kind == kind_byte(event.kind) => Some(copy),
-            _ => None,
-        }
-    }
-
-    /// Forgets the copies of events stamped before `cutoff` (those events were folded in, or
-    /// never reached their ring).
-    pub(crate) fn forget_before(&mut self, cutoff: u64) {
-        if !self.waiting.is_empty() {
-            self.waiting.retain(|(_, ts), _| *ts >= cutoff);
-        }
+        None
     }
 }
 
@@ -220,9 +214,10 @@ impl Pairing {
 mod tests {
     use super::*;
     use crate::event::Mfa;
+    use crate::producer::Producer;
 
     #[test]
-    fn copies_pair_with_their_events_and_orphans_are_forgotten() {
+    fn copies_pair_with_their_events_in_push_order() {
         let mut producer = Producer::new(64);
         producer.terms = TermLane::new(16, 100);
         let lane = producer.terms.as_ref().unwrap();
@@ -240,16 +235,17 @@ mod tests {
         assert!(push(2, 11, EventKind::Call, &long));
         assert!(push(1, 12, EventKind::Return, b""));
         assert!(push(3, 13, EventKind::Call, b"orphan"));
-        let mut pairing = Pairing::default();
-        pairing.drain(&producer);
+        let mut copies = lane.rx.lock();
+        copies.drain();
         let event = |pid, ts, kind| Event { ts, pid, mfa: Mfa { module: 0, function: 0, arity: 0 }, kind };
-        assert_eq!(pairing.take(&event(1, 10, EventKind::Call)).as_deref(), Some(&b"short"[..]));
-        assert_eq!(pairing.take(&event(2, 11, EventKind::Call)).as_deref(), Some(&long[..]));
-        assert_eq!(pairing.take(&event(1, 12, EventKind::Exception)), None, "kinds must match");
-        pairing.forget_before(13);
-        assert_eq!(pairing.waiting.len(), 1);
-        pairing.forget_before(14);
-        assert!(pairing.waiting.is_empty());
+        // The event of (1, 10) never reached its ring: its copy is dropped at the next event.
+        assert_eq!(copies.take_for(&event(2, 11, EventKind::Call)).as_deref(), Some(&long[..]));
+        assert_eq!(copies.take_for(&event(1, 12, EventKind::Exception)), None, "kinds must match");
+        assert_eq!(copies.take_for(&event(4, 12, EventKind::Return)), None);
+        assert_eq!(copies.waiting.len(), 2, "later copies wait for their events");
+        assert_eq!(copies.take_for(&event(3, 13, EventKind::Call)).as_deref(), Some(&b"orphan"[..]));
+        assert!(copies.waiting.is_empty());
+        drop(copies);
         // The ring was drained: its 16 chunks hold three 100-byte copies (5 chunks each).
         assert!((20..23).all(|ts| push(2, ts, EventKind::Call, &long)));
         assert!(!push(2, 23, EventKind::Call, &long), "full: refused whole");

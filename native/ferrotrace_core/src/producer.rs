@@ -34,7 +34,7 @@ pub(crate) struct ProducerCounters {
 pub(crate) struct Producer {
     /// `None` when the ring could not be allocated: the thread's events are counted as dropped
     /// (and allocation is not tried again).
-    tx: Option<UnsafeCell<RingProducer<PackedEvent>>>,
+    pub(crate) tx: Option<UnsafeCell<RingProducer<PackedEvent>>>,
     /// The consumer end, used by whoever holds the session's consumer lock.
     pub(crate) rx: CachePadded<Mutex<Option<RingConsumer<PackedEvent>>>>,
     counters: CachePadded<ProducerCounters>,
