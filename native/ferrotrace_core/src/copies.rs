@@ -6,10 +6,10 @@
 //! producer, written only by that thread): a header chunk with the event's own pid and
 //! timestamp, then the encoded term ([`crate::terms`]), published at once. It pushes the
 //! record before the event, and the collector drains a thread's event ring before its term
-//! ring, so a drained event's copy has been drained too. The collector matches a copy to its
-//! event by `(pid, ts)` (a process's events on one thread have distinct timestamps) when it
-//! folds the event in, and forgets copies whose event never came (a full event ring): no
-//! copy outlives the collection after its event's.
+//! ring, so a drained event's copy has been drained too. A thread's copies and events are
+//! both in the order it pushed them (its timestamps only grow), so the collector matches them
+//! by `(pid, ts)` in one pass as it drains the thread (`LaneConsumer::take_for`); a copy
+//! whose event never reached its ring (full) is dropped when a later event passes it.
 //!
 //! A full term ring refuses the copy (counted, `args_dropped`); the event still goes.
 
