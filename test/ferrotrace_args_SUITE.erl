@@ -97,6 +97,10 @@ exceptions_carry_class_and_reason(_Config) ->
          ?assertEqual([Ms], Args),
          ?assertEqual({exception, error, {args_fail, Ms}}, Result)
      end || #{pid := Pid, args := Args, result := Result} <- Kept],
+    %% The report prints the kept calls' results with their values (cut to its width).
+    Text = unicode:characters_to_list(ferrotrace:format(S)),
+    ct:pal("report:~n~ts", [Text]),
+    ?assertNotEqual(nomatch, string:find(Text, "exception error:{args_")),
     ok.
 
 %% A 10 MB binary, a million-element list and a tuple nested 100000 deep: each copy is cut
