@@ -146,7 +146,8 @@ calls_with(Specs, Parsed, Options) ->
 %% `count', `returns', `exceptions', `total', `mean', `p50', `p90', `p99', `p999', `max';
 %% times in ns, `undefined' before the first return), `loops' (functions counted but not
 %% timed, see {@link calls/2}), `events' (`seen', `aggregated', `dropped', `sampled_out',
-%% `limited': seen = aggregated + dropped + sampled_out + limited, exactly), `pairing'
+%% `limited': seen = aggregated + dropped + sampled_out + limited, exactly; `ignored';
+%% `args_dropped', copies refused by a full term ring under `args => true'), `pairing'
 %% (`open_calls' still awaiting their return, `abandoned_calls', `unmatched_returns', ...),
 %% `status' (`running' | `stopped'), `stop_reason' (`user', `duration', `limit',
 %% `owner_down', `unload', `error', or `undefined' while running) and `stopped_at' (ms).
