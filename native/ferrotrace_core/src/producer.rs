@@ -42,10 +42,11 @@ pub(crate) struct Producer {
     pub(crate) terms: Option<crate::copies::TermLane>,
 }
 
-// SAFETY: `tx` is the only part that is not `Sync`; it is reached only through a `ProducerRef`,
+// SAFETY: `tx` and the producer side of `terms` (its ring's producer end and its scratch
+// buffer) are the only parts that are not `Sync`; they are reached only through a `ProducerRef`,
 // which is made only by `Session::producer` from the token of the thread whose index names this
-// producer, and which (like the token) cannot leave that thread. So `tx` is only ever used by one
-// thread. The counters are atomics, `rx` is behind a mutex.
+// producer, and which (like the token) cannot leave that thread. So they are only ever used by
+// one thread. The counters are atomics, `rx` and the term ring's consumer end are behind mutexes.
 unsafe impl Sync for Producer {}
 
 impl Producer {

@@ -219,6 +219,8 @@ unsafe extern "C" fn trace(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNi
 /// `args => true`: copies a call's argument list, or the value (`{Class, Reason}` for an
 /// exception) that the VM passes as `extra` in the options, into the thread's term ring,
 /// before the event is pushed. Bounded by `max_term_bytes` (see `ferrotrace_core::terms`).
+/// Nothing is allocated but what the VM allocates, bounded, for a reference or a remote pid
+/// or port (`enif_term_to_binary`, a few dozen bytes) or a large map's iterator.
 ///
 /// # Safety
 /// `env` is the trace callback's env and `argv` its five arguments.
