@@ -49,6 +49,7 @@
 -define(SAMPLED_CHUNKS, 200).
 
 -type case_name() :: untraced | floor_discard | floor_noop | ferrotrace | ferrotrace_sampled
+                   | ferrotrace_args
                    | process_count | dbg_style_hist.
 -type scenario() :: single | workers.
 -type result() :: #{atom() => term()}.
@@ -121,10 +122,10 @@ scale() ->
     end.
 
 all_cases() ->
-    [untraced, floor_discard, floor_noop, ferrotrace, ferrotrace_sampled, process_count,
+    [untraced, floor_discard, floor_noop, ferrotrace, ferrotrace_args, ferrotrace_sampled, process_count,
      dbg_style_hist].
 
-is_ferrotrace(C) -> C =:= ferrotrace orelse C =:= ferrotrace_sampled.
+is_ferrotrace(C) -> C =:= ferrotrace orelse C =:= ferrotrace_sampled orelse C =:= ferrotrace_args.
 
 %% The sampled case runs each worker's calls in ?SAMPLED_CHUNKS short-lived processes (traced
 %% through set_on_spawn): `sample' keeps whole processes, so it needs many pids to keep 1 in 10.
@@ -280,6 +281,10 @@ tracer_setup(floor_noop, _Events) ->
     #{flags => [call, {tracer, ferrotrace_floor, noop}]};
 tracer_setup(ferrotrace, _Events) ->
     {ok, S} = ferrotrace:session(#{duration => 3600000}),
+    #{flags => [call, {tracer, ferrotrace_tracer, S}], session => S};
+%% `args => true': each event also copies f/1's argument list or its return value.
+tracer_setup(ferrotrace_args, _Events) ->
+    {ok, S} = ferrotrace:session(#{duration => 3600000, args => true}),
     #{flags => [call, {tracer, ferrotrace_tracer, S}], session => S};
 tracer_setup(ferrotrace_sampled, _Events) ->
     {ok, S} = ferrotrace:session(#{duration => 3600000, sample => ?SAMPLE}),
@@ -623,6 +628,13 @@ print_ratios(Single, Workers, FtStatus) ->
           none, none, FtSkipped),
     ratio(ferrotrace_throughput_vs_dbg_style_hist_workers,
           Div(Throughput(Workers, ferrotrace), Throughput(Workers, dbg_style_hist)),
+          none, none, FtSkipped),
+    %% `args => true' with f/1's small argument and result: target at most 2x the floor.
+    ratio(ferrotrace_args_per_event_vs_noop_floor,
+          Div(PerEvent(Single, ferrotrace_args), PerEvent(Single, floor_noop)),
+          '=<', 2.0, FtSkipped),
+    ratio(ferrotrace_args_per_event_vs_ferrotrace,
+          Div(PerEvent(Single, ferrotrace_args), PerEvent(Single, ferrotrace)),
           none, none, FtSkipped),
     ratio(ferrotrace_per_event_vs_noop_floor_workers,
           Div(PerEvent(Workers, ferrotrace), PerEvent(Workers, floor_noop)),

@@ -50,6 +50,10 @@
 %%% <li>`intervals => Ms': keep each function's histogram per `Ms' (at least 10) for
 %%% {@link export/2}'s `{hdr_log, #{interval => Ms}}'; at most `max_intervals' (default
 %%% 600), then neighbours merge and the interval doubles (see `ferrotrace_intervals').</li>
+%%% <li>`args => true | false': copy each call's arguments and each return value or
+%%% exception (default `false'), kept only with the calls kept by `slowest', `threshold' or
+%%% `recent'; `max_term_bytes => N' bounds one copy (default 1024, 64 to 65536): a larger
+%%% term is cut where it stood, `{ferrotrace_truncated, OriginalSize, Partial}'.</li>
 %%% <li>`sample => N': keep the events of 1 process in N (by pid hash; default 1, all), so
 %%% calls and returns stay paired; the rest are counted as `sampled_out'.</li>
 %%% <li>`calls/2' only: `pids => all | new | existing | [pid()]' (default `all'),
@@ -245,7 +249,8 @@ processes(Kinds, Options0) ->
 %% `count', `returns', `exceptions', `total', `mean', `p50', `p90', `p99', `p999', `max';
 %% times in ns, `undefined' before the first return), `loops' (functions counted but not
 %% timed, see {@link calls/2}), `events' (`seen', `aggregated', `dropped', `sampled_out',
-%% `limited': seen = aggregated + dropped + sampled_out + limited, exactly), `pairing'
+%% `limited': seen = aggregated + dropped + sampled_out + limited, exactly; `ignored';
+%% `args_dropped', copies refused by a full term ring under `args => true'), `pairing'
 %% (`open_calls' still awaiting their return, `abandoned_calls', `unmatched_returns', ...),
 %% `status' (`running' | `stopped'), `stop_reason' (`user', `duration', `limit',
 %% `owner_down', `unload', `error', or `undefined' while running) and `stopped_at' (ms);
@@ -304,6 +309,8 @@ histogram(Session, MFA) ->
 %% @doc The slowest calls of `MFA' the session kept (`slowest => K' calls per function,
 %% default 10), slowest first: maps `#{pid, started_at, duration, result}' with
 %% `started_at' in system time (us), `duration' in ns and `result' `return' or `exception'.
+%% With `args => true' each also has `args' (the argument list) and `result' is
+%% `{return, Value}' or `{exception, Class, Reason}'.
 -spec slowest(session(), mfa()) -> [ferrotrace_slow:slow_call()] | {error, term()}.
 slowest(Session, MFA) ->
     with_id(Session, fun(Id, _) -> ferrotrace_slow:calls(Id, MFA, slowest) end).
@@ -317,7 +324,9 @@ slow_calls(Session, MFA) ->
 
 %% @doc The last events the session recorded (`recent => N'), oldest first: maps
 %% `#{at, pid, mfa, event, duration}' with `at' in system time (us), `event' `call',
-%% `return' or `exception', `duration' the paired call's (ns) or `undefined'.
+%% `return' or `exception', `duration' the paired call's (ns) or `undefined'; with
+%% `args => true' a call has `args' and a return or exception `result' (as in
+%% {@link slowest/2}).
 -spec recent(session()) -> [ferrotrace_recent:event()] | {error, term()}.
 recent(Session) ->
     with_id(Session, fun(Id, _) -> ferrotrace_recent:events(Id) end).

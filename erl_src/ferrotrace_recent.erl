@@ -6,14 +6,25 @@
 %%% 13:55:09.123456 <0.123.0> shop_api:checkout/1
 %%% 13:55:09.168001 <0.123.0> shop_api:checkout/1 --> return (44.5 ms)
 %%% '''
-%%% Argument and result values are not kept by this version: functions show as `m:f/A'.
+%%% With `args => true' the arguments and results are copied (bounded by `max_term_bytes')
+%%% and printed, with depth limits, as recon_trace does:
+%%% ```
+%%% 13:55:09.123456 <0.123.0> shop_api:checkout(#{cart => [...],user => 42})
+%%% 13:55:09.168001 <0.123.0> shop_api:checkout/1 --> {ok,42} (44.5 ms)
+%%% '''
+%%% otherwise functions show as `m:f/A'.
 -module(ferrotrace_recent).
 
 -export([events/1, lines/1]).
 
+%% Depth to which arguments and results are printed (io_lib:format's ~P).
+-define(DEPTH, 12).
+
 -type event() :: #{at := integer(), pid := pid(), mfa := mfa(),
                    event := call | return | exception,
-                   duration := non_neg_integer() | undefined}.
+                   duration := non_neg_integer() | undefined,
+                   args => [term()] | tuple(),
+                   result => {return, term()} | {exception, atom(), term()}}.
 -export_type([event/0]).
 
 %% @doc The recorded events of session `Id', oldest first.
@@ -31,10 +42,25 @@ events(Id) ->
 lines(Events) ->
     [line(E) || E <- Events].
 
-line(#{at := At, pid := Pid, mfa := MFA, event := Kind, duration := D}) ->
-    Head = [ferrotrace_slow:format_time(At), " ", pid_to_list(Pid), " ", ferrotrace_names:mfa(MFA)],
+line(#{at := At, pid := Pid, mfa := {M, F, _} = MFA, event := Kind, duration := D} = E) ->
+    Time = [ferrotrace_slow:format_time(At), " ", pid_to_list(Pid), " "],
+    Head = [Time, ferrotrace_names:mfa(MFA)],
+    Result = case E of
+                 #{result := {return, V}} -> io_lib:format("~P", [V, ?DEPTH]);
+                 #{result := {exception, C, R}} -> io_lib:format("~p:~P", [C, R, ?DEPTH]);
+                 _ -> atom_to_list(Kind)
+             end,
     case Kind of
+        call when is_map_key(args, E) ->
+            [Time, io_lib:format("~p:~p(~ts)", [M, F, args_text(maps:get(args, E))]), "\n"];
         call -> [Head, "\n"];
-        _ when D =:= undefined -> [Head, " --> ", atom_to_list(Kind), "\n"];
-        _ -> [Head, " --> ", atom_to_list(Kind), " (", ferrotrace_report:format_ns(D), ")\n"]
+        _ when D =:= undefined -> [Head, " --> ", Result, "\n"];
+        _ -> [Head, " --> ", Result, " (", ferrotrace_report:format_ns(D), ")\n"]
     end.
+
+%% An argument list as recon_trace prints it: the arguments, comma separated, each printed
+%% with a depth limit; a cut list (`{ferrotrace_truncated, N, Partial}') as the marker.
+args_text(Args) when is_list(Args) ->
+    lists:join(", ", [io_lib:format("~P", [A, ?DEPTH]) || A <- Args]);
+args_text(Marker) ->
+    io_lib:format("~P", [Marker, ?DEPTH]).

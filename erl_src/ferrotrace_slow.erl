@@ -7,14 +7,19 @@
 %%% `max_slow_calls' (default 1000) per function, counting the excess in the call entry's
 %%% `slow_calls_dropped'. Each kept call is a map `#{pid, started_at, duration, result}':
 %%% `started_at' in system time (microseconds, as `os:system_time(microsecond)'),
-%%% `duration' in nanoseconds, `result' `return' or `exception' (argument and result values
-%%% are not kept by this version).
+%%% `duration' in nanoseconds, `result' `return' or `exception'. With `args => true' the
+%%% session copies arguments and results (bounded by `max_term_bytes'): each kept call also
+%%% has `args' (the argument list) and `result' is `{return, Value}' or
+%%% `{exception, Class, Reason}'. A copy larger than `max_term_bytes' is cut where it stood:
+%%% `{ferrotrace_truncated, OriginalSize, Partial}' (see the README).
 -module(ferrotrace_slow).
 
 -export([calls/3, lines/2, process_name/1, format_time/1]).
 
 -type slow_call() :: #{pid := pid(), started_at := integer(), duration := non_neg_integer(),
-                       result := return | exception}.
+                       result := return | exception | {return, term()}
+                               | {exception, atom(), term()},
+                       args => [term()] | tuple()}.
 -export_type([slow_call/0]).
 
 %% Slow calls printed under each histogram.
@@ -44,10 +49,15 @@ lines(#{slowest := [_ | _] = Slowest} = Entry, Width) ->
                 Width), "\n",
      [[fit(io_lib:format("  ~9s  ~s  ~ts ~s",
                          [ferrotrace_report:format_ns(D), format_time(At),
-                          string:pad(process_name(Pid), 24), R]), Width), "\n"]
+                          string:pad(process_name(Pid), 24), result_text(R)]), Width), "\n"]
       || #{duration := D, started_at := At, pid := Pid, result := R} <- Shown]];
 lines(_Entry, _Width) ->
     [].
+
+%% A result as the report prints it: the kind, and the value when it was copied.
+result_text(R) when is_atom(R) -> atom_to_list(R);
+result_text({return, V}) -> io_lib:format("return ~P", [V, 8]);
+result_text({exception, C, R}) -> io_lib:format("exception ~p:~P", [C, R, 8]).
 
 %% A line cut to the report's width.
 fit(Line, Width) ->

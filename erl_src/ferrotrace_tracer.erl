@@ -32,6 +32,7 @@
 -export([session_histograms_bytes/1, session_tagged_histograms/1, session_collapsed/2,
          histogram_merge/1, histogram_figures/1, hdr_log/2, to_json/1, session_stack_counts/1,
          histogram_subtract/2]).
+-export([copy_term/2]).
 
 -on_load(load_nif/0).
 
@@ -198,3 +199,9 @@ session_event_histogram(_Id, _Series) -> ?NOT_LOADED.
 %% exit); sessions start with `true'.
 -spec session_set_events(session_id(), boolean()) -> ok | {error, term()}.
 session_set_events(_Id, _Events) -> ?NOT_LOADED.
+
+%% @doc `Term' copied as a session with `args => true' and `max_term_bytes => MaxBytes'
+%% copies arguments and results, and built again: for tests of the copies' bounds and
+%% markers (`{ferrotrace_truncated, OriginalSize, Partial}', `{ferrotrace_opaque, Kind}').
+-spec copy_term(term(), pos_integer()) -> term().
+copy_term(_Term, _MaxBytes) -> ?NOT_LOADED.

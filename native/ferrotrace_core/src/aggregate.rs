@@ -36,6 +36,7 @@ pub mod scheduling;
 pub mod split;
 pub mod top;
 
+pub mod args;
 pub mod own;
 pub mod recorder;
 use recorder::{Recorded, Recorder};
@@ -43,6 +44,7 @@ pub mod slowest;
 use own::OwnTime;
 use slowest::{SlowCall, SlowCalls, SlowestConfig};
 pub mod stacks;
+use crate::copies::TermCopy;
 
 /// Largest latency recorded, in ns (one hour); longer calls are recorded as one hour.
 pub const MAX_LATENCY_NS: u64 = 3_600_000_000_000;
@@ -225,7 +227,7 @@ impl FunctionStats {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Frame {
     mfa: Mfa,
     ts: u64,
@@ -237,6 +239,8 @@ struct Frame {
     split: Option<(u64, u64)>,
     /// The thread the call event ran on.
     thread: u32,
+    /// The call's arguments (`args`).
+    args: Option<TermCopy>,
 }
 
 /// Counters describing how well the stream paired up.
@@ -289,6 +293,8 @@ pub struct Aggregator {
     pub processes: ProcessTable,
     /// The thread that produced the event being recorded ([`Aggregator::record_on`]).
     thread: u32,
+    /// The copy that came with the event being recorded (`args`): see `record_with`.
+    copy: Option<TermCopy>,
 }
 
 /// Empty stacks tolerated beyond the non-empty ones before a sweep.
@@ -318,6 +324,7 @@ impl Aggregator {
             stack_paths: stacks::StackPaths::new(stacks::DEFAULT_MAX_PATHS),
             processes: ProcessTable::default(),
             thread: 0,
+            copy: None,
         }
     }
 
@@ -478,7 +485,8 @@ impl Aggregator {
             }
         }
         if let Some(recorder) = &mut self.recorder {
-            recorder.push(Recorded { ts_ns: event.ts, pid: event.pid, mfa: event.mfa, kind: event.kind, duration_ns: None });
+            let copy = self.copy.clone();
+            recorder.push(Recorded { ts_ns: event.ts, pid: event.pid, mfa: event.mfa, kind: event.kind, duration_ns: None, copy });
         }
         if self.open_calls >= self.max_open_calls {
             self.counters.abandoned_calls += 1;
@@ -496,7 +504,15 @@ impl Aggregator {
         }
         let parent = stack.back().map_or(stacks::ROOT, |frame| frame.node);
         let node = self.stack_paths.enter(parent, event.mfa);
-        stack.push_back(Frame { mfa: event.mfa, ts: event.ts, callees_ns: 0, node, split, thread: self.thread });
+        stack.push_back(Frame {
+            mfa: event.mfa,
+            ts: event.ts,
+            callees_ns: 0,
+            node,
+            split,
+            thread: self.thread,
+            args: self.copy.take(),
+        });
         self.open_calls += 1;
         if stack.len() >= LOOP_DEPTH && stack.len().is_multiple_of(LOOP_CHECK_EVERY) {
             let nested = stack.iter().filter(|frame| frame.mfa == event.mfa).count();
@@ -521,8 +537,11 @@ impl Aggregator {
 
     fn record_return(&mut self, event: &Event) {
         let frame = self.pop_matching(event.pid, event.mfa, event.ts);
-        let parts = frame.and_then(|f| f.split).zip(self.processes.totals(event.pid));
+        let parts = frame.as_ref().and_then(|f| f.split).zip(self.processes.totals(event.pid));
         let thread = self.thread;
+        let duration = frame.as_ref().map(|frame| event.ts.saturating_sub(frame.ts));
+        let result = self.copy.take();
+        let recorded = self.recorder.as_ref().map(|_| result.clone());
         let Some(stats) = self.stats_for(event.mfa) else {
             self.count_untracked(event.mfa);
             return;
@@ -539,6 +558,8 @@ impl Aggregator {
                     start_ns: frame.ts,
                     pid: event.pid,
                     exception: event.kind == EventKind::Exception,
+                    args: frame.args,
+                    result,
                 });
                 if let Some(((d0, g0), (d1, g1))) = parts {
                     let split = stats.split.get_or_insert_with(Default::default);
@@ -549,8 +570,8 @@ impl Aggregator {
             None => self.counters.unmatched_returns += 1,
         }
         if let Some(recorder) = &mut self.recorder {
-            let duration_ns = frame.map(|frame| event.ts.saturating_sub(frame.ts));
-            recorder.push(Recorded { ts_ns: event.ts, pid: event.pid, mfa: event.mfa, kind: event.kind, duration_ns });
+            let copy = recorded.flatten();
+            recorder.push(Recorded { ts_ns: event.ts, pid: event.pid, mfa: event.mfa, kind: event.kind, duration_ns: duration, copy });
         }
     }
 
@@ -561,7 +582,7 @@ impl Aggregator {
         let stack = self.stacks.get_mut(&pid)?;
         let position = stack.iter().rposition(|frame| frame.mfa == mfa)?;
         let abandoned = stack.len() - position - 1;
-        let frame = stack[position];
+        let frame = stack.remove(position)?;
         let ns = ts.saturating_sub(frame.ts).clamp(1, MAX_LATENCY_NS);
         self.stack_paths.record(frame.node, ns);
         stack.truncate(position);

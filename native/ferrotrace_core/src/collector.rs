@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use crate::aggregate::Aggregator;
 use crate::clock;
+use crate::copies::TermCopy;
 use crate::event::{Event, PackedEvent};
 use crate::producer::Producer;
 use crate::quiesce;
@@ -41,11 +42,16 @@ pub struct Consumer {
     aggregated: u64,
     /// Counters of producers already freed.
     retired: Accounting,
+    /// With `args`: drained events of producers with a term ring, each with its thread's
+    /// index and its copy.
+    pending_with: Vec<(PackedEvent, u32, Option<TermCopy>)>,
+    /// A producer's events while its copies are matched (reused).
+    drained: Vec<PackedEvent>,
 }
 
 impl Consumer {
     pub(crate) fn new(aggregator: Aggregator) -> Consumer {
-        Consumer { aggregator, pending: Vec::new(), aggregated: 0, retired: Accounting::default() }
+        Consumer { aggregator, pending: Vec::new(), aggregated: 0, retired: Accounting::default(), pending_with: Vec::new(), drained: Vec::new() }
     }
 
     /// The statistics.
@@ -54,20 +60,63 @@ impl Consumer {
     }
 
     fn drain(&mut self, producer: &Producer) {
+        let thread = producer.thread;
+        let Some(lane) = &producer.terms else {
+            if let Some(rx) = producer.rx.lock().as_mut() {
+                let pending = &mut self.pending;
+                self.aggregated += rx.drain(|event| pending.push((event, thread)));
+            }
+            return;
+        };
+        let mut copies = lane.rx.lock();
         if let Some(rx) = producer.rx.lock().as_mut() {
-            let (pending, thread) = (&mut self.pending, producer.thread);
-            self.aggregated += rx.drain(|event| pending.push((event, thread)));
+            let drained = &mut self.drained;
+            self.aggregated += rx.drain(|event| drained.push(event));
+        }
+        // After the events: a drained event's copy, pushed before it, is drained too.
+        copies.drain();
+        for event in self.drained.drain(..) {
+            let copy = copies.take_for(&event.unpack());
+            self.pending_with.push((event, thread, copy));
         }
     }
 
     /// Folds in the pending events stamped before `cutoff`, in timestamp order.
     fn fold_in(&mut self, cutoff: u64) {
-        let Consumer { pending, aggregator, .. } = self;
+        let Consumer { pending, aggregator, pending_with, .. } = self;
         pending.sort_unstable_by_key(|(event, _)| event.ts());
         let ready = pending.partition_point(|(event, _)| event.ts() < cutoff);
-        for (event, thread) in pending.drain(..ready) {
+        if pending_with.is_empty() {
+            for (event, thread) in pending.drain(..ready) {
+                let event = event.unpack();
+                aggregator.record_on(&Event { ts: clock::to_ns(event.ts), ..event }, thread);
+            }
+            return;
+        }
+        // `args`: the events with copies merged in timestamp order with any without (from a
+        // thread whose term ring could not be allocated).
+        pending_with.sort_unstable_by_key(|(event, _, _)| event.ts());
+        let ready_with = pending_with.partition_point(|(event, _, _)| event.ts() < cutoff);
+        let mut plain = pending.drain(..ready).peekable();
+        let mut with = pending_with.drain(..ready_with).peekable();
+        loop {
+            let (event, thread, copy) = match (plain.peek(), with.peek()) {
+                (Some((a, _)), Some((b, _, _))) if a.ts() <= b.ts() => match plain.next() {
+                    Some((event, thread)) => (event, thread, None),
+                    None => break,
+                },
+                (Some(_), None) => match plain.next() {
+                    Some((event, thread)) => (event, thread, None),
+                    None => break,
+                },
+                (_, Some(_)) => match with.next() {
+                    Some(next) => next,
+                    None => break,
+                },
+                (None, None) => break,
+            };
             let event = event.unpack();
-            aggregator.record_on(&Event { ts: clock::to_ns(event.ts), ..event }, thread);
+            aggregator.record_on_with(&Event { ts: clock::to_ns(event.ts), ..event }, thread, copy);
         }
     }
 
@@ -231,6 +280,73 @@ mod tests {
             rate / 1e6,
             1e9 / rate,
             THREADS as u64 * PIDS_PER_THREAD,
+        );
+    }
+
+    /// The same with `args => true`: every event comes with a copy (a one-element argument
+    /// list or an integer, as the bench's `f/1` makes), drained from the term rings, matched
+    /// and freed (no call is kept: `slowest` is 0). Run by `make collector-ceiling`.
+    #[test]
+    #[ignore = "a benchmark: make collector-ceiling"]
+    fn collector_ceiling_with_args() {
+        const THREADS: usize = 4;
+        const PIDS_PER_THREAD: u64 = 256;
+        const PER_ROUND: usize = 16_384;
+        const ROUNDS: usize = 100;
+        crate::clock::init();
+        let slowest = crate::aggregate::slowest::SlowestConfig { keep: 0, threshold_ns: None, max_slow_calls: 1 };
+        let mut consumer = Consumer::new(Aggregator::new(1_000, 100_000).with_slowest(slowest));
+        let producers: Vec<Producer> = (0..THREADS)
+            .map(|_| {
+                let mut p = Producer::new(PER_ROUND);
+                p.terms = crate::copies::TermLane::new(2 * PER_ROUND, 1024);
+                p
+            })
+            .collect();
+        let (call_copy, return_copy) = ([7u8; 15], [8u8; 9]);
+        let mut ts = 0u64;
+        let mut spent = Duration::ZERO;
+        let mut events = 0u64;
+        for round in 0..ROUNDS {
+            for (t, producer) in producers.iter().enumerate() {
+                let lane = producer.terms.as_ref().unwrap();
+                for i in 0..PER_ROUND / 2 {
+                    let n = (round * PER_ROUND + i) as u64;
+                    let pid = ((t as u64 * PIDS_PER_THREAD + n % PIDS_PER_THREAD) << 4) | 3;
+                    let mfa = Mfa { module: 0x1_000b, function: 0x1_000b, arity: 1 };
+                    for kind in [EventKind::Call, EventKind::Return] {
+                        ts += 7;
+                        let body: &[u8] = if kind == EventKind::Call { &call_copy } else { &return_copy };
+                        // SAFETY: this thread is the producer's only user.
+                        let copied = unsafe {
+                            lane.push_copy(pid, ts, kind, |out| {
+                                out[..body.len()].copy_from_slice(body);
+                                body.len()
+                            })
+                        };
+                        assert!(copied);
+                        let packed = PackedEvent::pack(&Event { ts, pid, mfa, kind }).unwrap();
+                        // SAFETY: as above.
+                        let pushed = producer.tx.as_ref().unwrap().with_mut(|tx| unsafe { (*tx).push(packed) });
+                        assert!(pushed.is_ok());
+                    }
+                }
+            }
+            let start = Instant::now();
+            for producer in &producers {
+                consumer.drain(producer);
+            }
+            consumer.fold_in(ts + 1);
+            spent += start.elapsed();
+            events += (THREADS * PER_ROUND) as u64;
+        }
+        assert_eq!(consumer.aggregated, events);
+        let rate = events as f64 / spent.as_secs_f64();
+        println!(
+            "collector ceiling with args: {events} events (each with a copy) in {:.1} ms: {:.1} M events/s, {:.1} ns/event",
+            spent.as_secs_f64() * 1e3,
+            rate / 1e6,
+            1e9 / rate,
         );
     }
 }

@@ -28,6 +28,7 @@ pub mod aggregate;
 pub mod clock;
 #[cfg(not(loom))]
 pub mod collector;
+pub mod copies;
 #[cfg(not(loom))]
 pub mod decode;
 #[cfg(not(loom))]
@@ -48,4 +49,5 @@ pub mod ring;
 pub mod session;
 #[cfg(not(loom))]
 pub mod slots;
+pub mod terms;
 mod sync;

@@ -3,6 +3,7 @@
 use std::fmt;
 
 use crate::aggregate::recorder;
+use crate::copies::{self, ArgsConfig};
 use crate::aggregate::slowest::{self, SlowestConfig};
 
 /// An option value as the NIF layer saw it.
@@ -41,6 +42,8 @@ pub struct Config {
     pub slowest: SlowestConfig,
     /// Events kept by the flight recorder (`recent`); 0: none.
     pub recent: usize,
+    /// Copies of arguments and results (`args`, `max_term_bytes`).
+    pub args: ArgsConfig,
 }
 
 /// The action at a limit.
@@ -65,6 +68,7 @@ impl Default for Config {
             on_limit: OnLimit::Stop,
             slowest: SlowestConfig::default(),
             recent: 0,
+            args: ArgsConfig::default(),
         }
     }
 }
@@ -76,7 +80,7 @@ const OWN_NAMES: [&str; 8] =
 /// Every option `parse` takes, for the error that names an unknown one (a test checks that
 /// each is parsed).
 pub fn names() -> impl Iterator<Item = &'static str> {
-    OWN_NAMES.into_iter().chain(recorder::OPTIONS).chain(slowest::OPTIONS)
+    OWN_NAMES.into_iter().chain(recorder::OPTIONS).chain(copies::OPTIONS).chain(slowest::OPTIONS)
 }
 
 /// Accepted `ring_size`, inclusive.
@@ -196,6 +200,7 @@ pub fn parse(pairs: &[(String, OptionValue)]) -> Result<Config, OptionError> {
                 };
             }
             key if recorder::OPTIONS.contains(&key) => recorder::parse_option(value, index, &mut config.recent)?,
+            key if copies::OPTIONS.contains(&key) => copies::parse_option(key, value, index, &mut config.args)?,
             key if slowest::OPTIONS.contains(&key) => slowest::parse_option(key, value, index, &mut config.slowest)?,
             _ => return Err(OptionError::Unknown { index }),
         }

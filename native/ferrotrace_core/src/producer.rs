@@ -26,24 +26,29 @@ pub(crate) struct ProducerCounters {
     sampled_out: AtomicU64,
     limited: AtomicU64,
     leases: Leases,
+    /// Copies refused by a full term ring (`args`).
+    copies_dropped: AtomicU64,
 }
 
 /// One thread's side of a session.
 pub(crate) struct Producer {
     /// `None` when the ring could not be allocated: the thread's events are counted as dropped
     /// (and allocation is not tried again).
-    tx: Option<UnsafeCell<RingProducer<PackedEvent>>>,
+    pub(crate) tx: Option<UnsafeCell<RingProducer<PackedEvent>>>,
     /// The consumer end, used by whoever holds the session's consumer lock.
     pub(crate) rx: CachePadded<Mutex<Option<RingConsumer<PackedEvent>>>>,
     /// The index of the thread that owns this producer (its events ran there).
     pub(crate) thread: u32,
     counters: CachePadded<ProducerCounters>,
+    /// The term ring, when the session copies arguments and results (`args`).
+    pub(crate) terms: Option<crate::copies::TermLane>,
 }
 
-// SAFETY: `tx` is the only part that is not `Sync`; it is reached only through a `ProducerRef`,
+// SAFETY: `tx` and the producer side of `terms` (its ring's producer end and its scratch
+// buffer) are the only parts that are not `Sync`; they are reached only through a `ProducerRef`,
 // which is made only by `Session::producer` from the token of the thread whose index names this
-// producer, and which (like the token) cannot leave that thread. So `tx` is only ever used by one
-// thread. The counters are atomics, `rx` is behind a mutex.
+// producer, and which (like the token) cannot leave that thread. So they are only ever used by
+// one thread. The counters are atomics, `rx` and the term ring's consumer end are behind mutexes.
 unsafe impl Sync for Producer {}
 
 impl Producer {
@@ -53,7 +58,13 @@ impl Producer {
             Ok((tx, rx)) => (Some(UnsafeCell::new(tx)), Some(rx)),
             Err(ring::AllocError) => (None, None),
         };
-        Producer { tx, rx: CachePadded::new(Mutex::new(rx)), thread: 0, counters: CachePadded::new(ProducerCounters::default()) }
+        Producer {
+            tx,
+            rx: CachePadded::new(Mutex::new(rx)),
+            thread: 0,
+            counters: CachePadded::new(ProducerCounters::default()),
+            terms: None,
+        }
     }
 
     /// True if the ring was allocated.
@@ -67,6 +78,7 @@ impl Producer {
         total.ignored += c.ignored.load(Ordering::Acquire);
         total.sampled_out += c.sampled_out.load(Ordering::Acquire);
         total.limited += c.limited.load(Ordering::Acquire);
+        total.args_dropped += c.copies_dropped.load(Ordering::Acquire);
     }
 }
 
@@ -159,6 +171,12 @@ impl ProducerRef<'_> {
         if pushed.is_err() {
             bump(&counters.dropped);
         }
+    }
+
+    /// Counts a copy refused by a full term ring.
+    #[inline]
+    pub(crate) fn count_copy_dropped(&self) {
+        bump(&self.producer.counters.copies_dropped);
     }
 
     /// Counts an event of a kind the session does not aggregate.

@@ -119,6 +119,30 @@ impl<T: Copy> RingProducer<T> {
         Ok(())
     }
 
+    /// Appends all of `values`, published at once (the consumer sees all or none of them),
+    /// or none when they do not all fit.
+    #[inline]
+    pub fn push_all(&mut self, values: &[T]) -> bool {
+        let (cap, n) = (self.mask + 1, values.len() as u64);
+        if self.tail - self.cached_head + n > cap {
+            self.cached_head = self.shared.head.load(Ordering::Acquire);
+            if self.tail - self.cached_head + n > cap {
+                return false;
+            }
+        }
+        for (i, value) in values.iter().enumerate() {
+            // SAFETY: `(tail + i) & mask < cap`, within the slots `self.shared` keeps
+            // allocated.
+            let slot = unsafe { &*self.slots.add(((self.tail + i as u64) & self.mask) as usize) };
+            // SAFETY: `tail + n - head <= cap`, so the consumer is done with these slots (as in
+            // `push`) and reads none of them before our Release store of the new tail below.
+            slot.with_mut(|p| unsafe { (*p).write(*value) });
+        }
+        self.tail += n;
+        self.shared.tail.store(self.tail, Ordering::Release);
+        true
+    }
+
     /// Total number of values ever pushed.
     pub fn pushed(&self) -> u64 {
         self.tail
@@ -165,6 +189,18 @@ mod tests {
     fn an_impossible_size_fails_instead_of_aborting() {
         assert_eq!(channel::<[u64; 4]>(1 << 60).err(), Some(AllocError));
         assert_eq!(channel::<u8>(usize::MAX).err(), Some(AllocError));
+    }
+
+    #[test]
+    fn push_all_is_all_or_nothing() {
+        let (mut tx, mut rx) = channel(4).unwrap();
+        assert!(tx.push_all(&[1, 2, 3]));
+        assert!(!tx.push_all(&[4, 5]));
+        let mut out = Vec::new();
+        rx.drain(|v| out.push(v));
+        assert!(tx.push_all(&[4, 5, 6, 7]));
+        rx.drain(|v| out.push(v));
+        assert_eq!(out, vec![1, 2, 3, 4, 5, 6, 7]);
     }
 
     #[test]

@@ -88,6 +88,8 @@ pub struct Accounting {
     pub limited: u64,
     /// Events of kinds the session does not aggregate (outside the identity).
     pub ignored: u64,
+    /// Copies of arguments or results refused by a full term ring (`args`).
+    pub args_dropped: u64,
 }
 
 /// One tracing session: its producers (one per thread), its consumer side and its collector.
@@ -188,6 +190,10 @@ impl Session {
         if producer.is_null() {
             let mut fresh = Box::new(Producer::new(self.config.ring_size));
             fresh.thread = token.index() as u32;
+            if self.config.args.enabled && fresh.has_ring() {
+                // Two 32-byte chunks per event slot: a small copy's header and body.
+                fresh.terms = crate::copies::TermLane::new(2 * self.config.ring_size, self.config.args.max_term_bytes);
+            }
             if !fresh.has_ring() {
                 self.ring_alloc_failures.fetch_add(1, Ordering::Relaxed);
             }

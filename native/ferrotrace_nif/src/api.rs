@@ -25,7 +25,7 @@ mod atoms {
         bad_options, unknown_option, bad_option, too_many_sessions, thread_spawn_failed,
         bad_session, no_such_session, bad_mfa, no_such_function,
         id, status, stop_reason, started_at, stopped_at, elapsed_ms, calls, events, pairing, memory,
-        seen, aggregated, dropped, ignored, sampled_out, limited,
+        seen, aggregated, dropped, ignored, sampled_out, limited, args_dropped,
         unmatched_returns, abandoned_calls, untracked_events, open_calls, processes,
         ring_bytes, functions, collector_cpu_ns, ring_alloc_failures, ferrotrace_stopped,
         mfa, count, returns, exceptions, total, mean, p50, p90, p99, p999, max,
@@ -227,6 +227,7 @@ fn accounting_term<'a>(env: Env<'a>, a: &Accounting) -> Term<'a> {
         (atoms::sampled_out(), a.sampled_out.encode(env)),
         (atoms::limited(), a.limited.encode(env)),
         (atoms::ignored(), a.ignored.encode(env)),
+        (atoms::args_dropped(), a.args_dropped.encode(env)),
     ])
 }
 

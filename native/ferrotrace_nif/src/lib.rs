@@ -10,6 +10,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod api;
+mod copy;
 mod export;
 mod events;
 mod events_api;

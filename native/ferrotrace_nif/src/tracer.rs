@@ -12,12 +12,12 @@
 use std::ffi::c_int;
 use std::sync::OnceLock;
 
-use rustler::sys::{enif_get_int64, enif_make_atom, ErlNifEnv, ErlNifTerm};
+use rustler::sys::{enif_get_int64, enif_get_map_value, enif_get_tuple, enif_make_atom, ErlNifEnv, ErlNifTerm};
 
 use ferrotrace_core::clock;
 use ferrotrace_core::decode::decode_mfa;
 use ferrotrace_core::event::{Event, EventKind, Mfa};
-use ferrotrace_core::producer::Admission;
+use ferrotrace_core::producer::{Admission, ProducerRef};
 use ferrotrace_core::quiesce::with_token;
 use ferrotrace_core::slots;
 
@@ -36,7 +36,8 @@ pub(crate) struct Atoms {
     exit: ErlNifTerm,
     return_from: ErlNifTerm,
     exception_from: ErlNifTerm,
-    }
+    extra: ErlNifTerm,
+}
 
 static ATOMS: OnceLock<Atoms> = OnceLock::new();
 
@@ -57,6 +58,7 @@ pub unsafe fn init_atoms(env: *mut ErlNifEnv) {
         exit: atom(c"exit"),
         return_from: atom(c"return_from"),
         exception_from: atom(c"exception_from"),
+        extra: atom(c"extra"),
     });
 }
 
@@ -206,7 +208,14 @@ unsafe extern "C" fn trace(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNi
                 }
             };
             let Some(mfa) = decode_mfa(&EnvReader(env), argv[3]) else { return producer.ignore() };
-            push(&producer, kind, mfa, argv[2]);
+            let (ts, pid) = (clock::now(), term_bits(argv[2]));
+            if producer.admit(pid, ts) == Admission::Take {
+                if producer.copies_terms() {
+                    // SAFETY: `env` is this callback's env and `argv` its five terms.
+                    unsafe { copy_terms(env, a, &producer, kind, pid, ts, argv) };
+                }
+                producer.push(Event { ts, pid, mfa, kind });
+            }
         });
         a.ok
     }, || atoms().ok)
@@ -235,6 +244,43 @@ register_raw_nif!("enabled_garbage_collection", 3, enabled_any);
 register_raw_nif!("enabled_running_procs", 3, enabled_any);
 register_raw_nif!("enabled_running_ports", 3, enabled_any);
 register_raw_nif!("enabled_ports", 3, enabled_any);
+
+/// `args => true`: copies a call's argument list, or the value (`{Class, Reason}` for an
+/// exception) that the VM passes as `extra` in the options, into the thread's term ring,
+/// before the event is pushed. Bounded by `max_term_bytes` (see `ferrotrace_core::terms`).
+/// Nothing is allocated but what the VM allocates, bounded, for a reference or a remote pid
+/// or port (`enif_term_to_binary`, a few dozen bytes) or a large map's iterator.
+///
+/// # Safety
+/// `env` is the trace callback's env and `argv` its five arguments.
+#[inline(never)]
+unsafe fn copy_terms(
+    env: *mut ErlNifEnv,
+    a: &Atoms,
+    producer: &ProducerRef<'_>,
+    kind: EventKind,
+    pid: u64,
+    ts: u64,
+    argv: &[ErlNifTerm; 5],
+) {
+    let mut term = argv[3];
+    if kind == EventKind::Call {
+        let mut arity: c_int = 0;
+        let mut elements: *const ErlNifTerm = std::ptr::null();
+        // SAFETY: the caller's contract; `elements` points at `arity` terms on success.
+        if unsafe { enif_get_tuple(env, argv[3], &mut arity, &mut elements) } == 0 || arity != 3 {
+            return;
+        }
+        // SAFETY: index 2 of a 3-tuple's elements.
+        term = unsafe { *elements.add(2) };
+    } else {
+        // SAFETY: the caller's contract; `term` is a valid out-pointer.
+        if unsafe { enif_get_map_value(env, argv[4], a.extra, &mut term) } == 0 {
+            return;
+        }
+    }
+    producer.copy_term(pid, ts, kind, |out| crate::copy::encode(env, term, out));
+}
 
 register_raw_nif!("enabled", 3, enabled);
 register_raw_nif!("enabled_call", 3, enabled_call);

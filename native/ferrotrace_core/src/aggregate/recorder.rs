@@ -29,7 +29,7 @@ pub fn parse_option(value: &OptionValue, index: usize, recent: &mut usize) -> Re
 }
 
 /// One recorded event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Recorded {
     /// When, ns on the session's clock (`clock::to_ns`).
     pub ts_ns: u64,
@@ -41,6 +41,8 @@ pub struct Recorded {
     pub kind: EventKind,
     /// For a return or exception paired with its call: the call's duration, ns.
     pub duration_ns: Option<u64>,
+    /// A call's arguments, or a return's value or an exception's `{Class, Reason}` (`args`).
+    pub copy: Option<crate::copies::TermCopy>,
 }
 
 /// The last `capacity` events.

@@ -76,7 +76,7 @@ pub fn parse_option(key: &str, value: &OptionValue, index: usize, config: &mut S
 }
 
 /// One kept call. Ordered by duration first (then start, pid), which is the heap's order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Debug, Default)]
 pub struct SlowCall {
     /// Call to return or exception, ns.
     pub duration_ns: u64,
@@ -86,6 +86,34 @@ pub struct SlowCall {
     pub pid: u64,
     /// True if the call ended with an exception.
     pub exception: bool,
+    /// Its arguments (`args => true`): a copy of the argument list.
+    pub args: Option<crate::copies::TermCopy>,
+    /// Its return value or `{Class, Reason}` (`args => true`).
+    pub result: Option<crate::copies::TermCopy>,
+}
+
+impl SlowCall {
+    fn key(&self) -> (u64, u64, u64, bool) {
+        (self.duration_ns, self.start_ns, self.pid, self.exception)
+    }
+}
+
+impl PartialEq for SlowCall {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key() && self.args == other.args && self.result == other.result
+    }
+}
+impl Eq for SlowCall {}
+impl PartialOrd for SlowCall {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for SlowCall {
+    /// By duration, start, pid (the copies do not count).
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key().cmp(&other.key())
+    }
 }
 
 /// The slow calls of one function.
@@ -112,11 +140,11 @@ impl SlowCalls {
         let keep = self.config.keep;
         if keep > 0 {
             if self.top.len() < keep {
-                self.top.push(Reverse(call));
+                self.top.push(Reverse(call.clone()));
             } else if let Some(mut fastest) = self.top.peek_mut() {
                 if call > fastest.0 {
                     // Replaces the root and sifts it down: no allocation.
-                    *fastest = Reverse(call);
+                    *fastest = Reverse(call.clone());
                 }
             }
         }
@@ -133,7 +161,7 @@ impl SlowCalls {
 
     /// The K slowest calls, slowest first.
     pub fn slowest(&self) -> Vec<SlowCall> {
-        let mut calls: Vec<SlowCall> = self.top.iter().map(|r| r.0).collect();
+        let mut calls: Vec<SlowCall> = self.top.iter().map(|r| r.0.clone()).collect();
         calls.sort_unstable_by(|a, b| b.cmp(a));
         calls
     }
@@ -172,7 +200,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn call(duration_ns: u64, start_ns: u64) -> SlowCall {
-        SlowCall { duration_ns, start_ns, pid: 1, exception: false }
+        SlowCall { duration_ns, start_ns, pid: 1, exception: false, ..SlowCall::default() }
     }
 
     #[test]
@@ -223,8 +251,8 @@ mod tests {
         }
         let slow = &agg.function(&F).unwrap().slow;
         assert_eq!(slow.slowest(), vec![
-            SlowCall { duration_ns: 40, start_ns: 5, pid: 2, exception: true },
-            SlowCall { duration_ns: 30, start_ns: 6, pid: 3, exception: false },
+            SlowCall { duration_ns: 40, start_ns: 5, pid: 2, exception: true, ..SlowCall::default() },
+            SlowCall { duration_ns: 30, start_ns: 6, pid: 3, exception: false, ..SlowCall::default() },
         ]);
         assert_eq!(slow.over_threshold().len(), 2);
         assert_eq!(slow.config(), config);
@@ -240,14 +268,14 @@ mod tests {
             let mut slow = SlowCalls::new(config);
             let calls: Vec<SlowCall> = durations.iter().enumerate().map(|(i, d)| call(*d, i as u64)).collect();
             for c in &calls {
-                slow.offer(*c);
+                slow.offer(c.clone());
             }
             let mut sorted = calls.clone();
             sorted.sort_by(|a, b| b.cmp(a));
             sorted.truncate(keep);
             prop_assert_eq!(slow.slowest(), sorted);
-            let over: Vec<SlowCall> = calls.iter().copied().filter(|c| c.duration_ns > threshold).collect();
-            let kept: Vec<SlowCall> = over.iter().copied().take(bound).collect();
+            let over: Vec<SlowCall> = calls.iter().filter(|c| c.duration_ns > threshold).cloned().collect();
+            let kept: Vec<SlowCall> = over.iter().take(bound).cloned().collect();
             prop_assert_eq!(slow.over_threshold(), kept);
             prop_assert_eq!(slow.over_dropped(), over.len().saturating_sub(bound) as u64);
         }

@@ -10,7 +10,7 @@ use crate::term::term_from_bits;
 
 mod atoms {
     rustler::atoms! {
-        ok, at, pid, mfa, event, duration, call, exception, undefined, no_recorder, events, total,
+        ok, at, pid, mfa, event, duration, call, exception, undefined, no_recorder, events, total, args, result,
         return_ = "return",
     }
 }
@@ -40,13 +40,26 @@ fn session_recent<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
                     _ => atoms::return_(),
                 };
                 let duration = e.duration_ns.map_or_else(|| atoms::undefined().encode(env), |d| d.encode(env));
-                map(env, &[
+                let entry = map(env, &[
                     (atoms::at(), (((e.ts_ns as i128 + offset) / 1000) as i64).encode(env)),
                     (atoms::pid(), pid),
                     (atoms::mfa(), mfa_term(env, &e.mfa)),
                     (atoms::event(), kind.encode(env)),
                     (atoms::duration(), duration),
-                ])
+                ]);
+                // With copies (`args => true`): a call's `args`, a return's or exception's
+                // `result` ({return, V} or {exception, Class, Reason}).
+                let copied = match (&e.copy, e.kind) {
+                    (None, _) => None,
+                    (Some(copy), EventKind::Call) => Some((atoms::args(), crate::copy::copy_term_in(env, copy))),
+                    (Some(copy), k) => {
+                        Some((atoms::result(), crate::copy::result_term(env, kind, k == EventKind::Exception, copy)))
+                    }
+                };
+                match copied {
+                    Some((key, value)) => entry.map_put(key.encode(env), value).unwrap_or(entry),
+                    None => entry,
+                }
             })
             .collect();
         let result = map(env, &[(atoms::events(), events.encode(env)), (atoms::total(), recorder.total().encode(env))]);

@@ -14,7 +14,7 @@ use crate::term::term_from_bits;
 mod atoms {
     rustler::atoms! {
         ok, pid, started_at, duration, result, exception, slowest, slow_calls_dropped,
-        threshold, bad_mfa, no_such_function, bad_which,
+        threshold, bad_mfa, no_such_function, bad_which, args,
         // `return` is a Rust keyword.
         return_ = "return",
     }
@@ -35,19 +35,29 @@ pub(super) fn system_offset_ns() -> i128 {
 }
 
 /// One kept call as `#{pid, started_at, duration, result}`: `started_at` in system time µs,
-/// `duration` in ns, `result` `return` or `exception` (values are not kept).
+/// `duration` in ns, `result` `return` or `exception`. With copies (`args => true`) it also
+/// has `args`, the argument list, and `result` is `{return, Value}` or
+/// `{exception, Class, Reason}`.
 fn call_term<'a>(env: Env<'a>, call: &SlowCall, offset_ns: i128) -> Term<'a> {
     // SAFETY: the bits are a tracee's local pid, an immediate, taken from a pid term by the
     // hot path: valid in any env for as long as the VM runs (a dead process's pid included).
     let pid = unsafe { Term::new(env, term_from_bits(call.pid)) };
     let started_us = ((call.start_ns as i128 + offset_ns) / 1000) as i64;
-    let result: Atom = if call.exception { atoms::exception() } else { atoms::return_() };
-    map(env, &[
+    let kind: Atom = if call.exception { atoms::exception() } else { atoms::return_() };
+    let result = match &call.result {
+        Some(copy) => crate::copy::result_term(env, kind, call.exception, copy),
+        None => kind.encode(env),
+    };
+    let entry = map(env, &[
         (atoms::pid(), pid),
         (atoms::started_at(), started_us.encode(env)),
         (atoms::duration(), call.duration_ns.encode(env)),
-        (atoms::result(), result.encode(env)),
-    ])
+        (atoms::result(), result),
+    ]);
+    match &call.args {
+        Some(copy) => entry.map_put(atoms::args().encode(env), crate::copy::copy_term_in(env, copy)).unwrap_or(entry),
+        None => entry,
+    }
 }
 
 /// Adds `slowest` (the kept slowest calls, slowest first) and `slow_calls_dropped` (calls

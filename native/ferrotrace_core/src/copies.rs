@@ -1,0 +1,264 @@
+//! `args => true`: how a bounded copy of a call's arguments or of its result travels from the
+//! scheduler to the collector, beside its event.
+//!
+//! The 32-byte event does not change. A callback that copies a term writes a record into its
+//! thread's *term ring* (a ring of 32-byte chunks, allocated fallibly with the thread's
+//! producer, written only by that thread): a header chunk with the event's own pid and
+//! timestamp, then the encoded term ([`crate::terms`]), published at once. It pushes the
+//! record before the event, and the collector drains a thread's event ring before its term
+//! ring, so a drained event's copy has been drained too. A thread's copies and events are
+//! both in the order it pushed them (its timestamps only grow), so the collector matches them
+//! by `(pid, ts)` in one pass as it drains the thread (`LaneConsumer::take_for`); a copy
+//! whose event never reached its ring (full) is dropped when a later event passes it.
+//!
+//! A full term ring refuses the copy (counted, `args_dropped`); the event still goes.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use crate::event::{Event, EventKind};
+use crate::options::{OptionError, OptionValue};
+use crate::producer::ProducerRef;
+use crate::ring::{self, RingConsumer, RingProducer};
+use crate::sync::{Mutex, UnsafeCell};
+use crate::terms;
+
+/// One slot of a term ring.
+pub type Chunk = [u8; 32];
+
+/// A copy as the aggregator keeps it: the encoded term, shared by a slow call and the
+/// flight recorder.
+pub type TermCopy = Arc<[u8]>;
+
+/// What a session copies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArgsConfig {
+    /// Copy arguments and results (`args`).
+    pub enabled: bool,
+    /// Bound of one copy (`max_term_bytes`).
+    pub max_term_bytes: usize,
+}
+
+impl Default for ArgsConfig {
+    fn default() -> Self {
+        ArgsConfig { enabled: false, max_term_bytes: terms::DEFAULT_MAX_TERM_BYTES }
+    }
+}
+
+/// The option keys this module parses.
+pub const OPTIONS: [&str; 2] = ["args", "max_term_bytes"];
+
+/// Parses one of [`OPTIONS`]; `index` is the pair's position, for the error.
+pub fn parse_option(key: &str, value: &OptionValue, index: usize, config: &mut ArgsConfig) -> Result<(), OptionError> {
+    let bad = |expected: String| OptionError::BadValue { index, expected };
+    match (key, value) {
+        ("args", OptionValue::Atom(a)) if a == "true" || a == "false" => config.enabled = a == "true",
+        ("args", _) => return Err(bad("true or false".into())),
+        ("max_term_bytes", OptionValue::Integer(n))
+            if (terms::MAX_TERM_BYTES_RANGE.0..=terms::MAX_TERM_BYTES_RANGE.1).contains(n) =>
+        {
+            config.max_term_bytes = *n as usize
+        }
+        ("max_term_bytes", _) => {
+            let (low, high) = terms::MAX_TERM_BYTES_RANGE;
+            return Err(bad(format!("an integer from {low} to {high}")));
+        }
+        _ => return Err(OptionError::Unknown { index }),
+    }
+    Ok(())
+}
+
+/// A thread's term ring and the buffer it encodes into.
+pub(crate) struct TermLane {
+    tx: UnsafeCell<RingProducer<Chunk>>,
+    /// A header chunk, then room for `max_term_bytes`.
+    scratch: UnsafeCell<Box<[Chunk]>>,
+    max_term_bytes: usize,
+    pub(crate) rx: Mutex<LaneConsumer>,
+}
+
+impl TermLane {
+    /// A lane of `chunks` slots (at least the largest record), or `None` if the memory
+    /// cannot be had.
+    pub(crate) fn new(chunks: usize, max_term_bytes: usize) -> Option<TermLane> {
+        let record = 1 + max_term_bytes.div_ceil(32);
+        let (tx, rx) = ring::channel::<Chunk>(chunks.max(2 * record)).ok()?;
+        let mut scratch = Vec::new();
+        scratch.try_reserve_exact(record).ok()?;
+        scratch.resize(record, [0u8; 32]);
+        Some(TermLane {
+            tx: UnsafeCell::new(tx),
+            scratch: UnsafeCell::new(scratch.into_boxed_slice()),
+            max_term_bytes,
+            rx: Mutex::new(LaneConsumer { ring: rx, current: None, bytes: Vec::new(), waiting: VecDeque::new() }),
+        })
+    }
+}
+
+fn kind_byte(kind: EventKind) -> u8 {
+    kind as u8
+}
+
+impl ProducerRef<'_> {
+    /// True if the session copies arguments and results (and this thread's term ring could
+    /// be allocated).
+    #[inline]
+    pub fn copies_terms(&self) -> bool {
+        self.producer.terms.is_some()
+    }
+
+    /// Copies a term for the event of `pid` stamped `ts`: `encode` writes it into the buffer
+    /// it is given (at most `max_term_bytes`) and returns the length. Counted as dropped when
+    /// the term ring is full. Push the copy before its event.
+    #[inline]
+    pub fn copy_term(&self, pid: u64, ts: u64, kind: EventKind, encode: impl FnOnce(&mut [u8]) -> usize) {
+        let Some(lane) = &self.producer.terms else { return };
+        // SAFETY: only the thread owning this producer has a `ProducerRef` to it (see the
+        // `Sync` impl of `Producer`), and `push_copy` does not re-enter this producer.
+        if !unsafe { lane.push_copy(pid, ts, kind, encode) } {
+            self.count_copy_dropped();
+        }
+    }
+}
+
+impl TermLane {
+    /// Encodes a copy into the scratch buffer and pushes it whole; false if the ring is full.
+    ///
+    /// # Safety
+    /// Only one thread ever calls this on a lane (its producer's), and not re-entrantly.
+    #[inline]
+    pub(crate) unsafe fn push_copy(&self, pid: u64, ts: u64, kind: EventKind, encode: impl FnOnce(&mut [u8]) -> usize) -> bool {
+        // SAFETY: the caller's contract: the two `&mut` made here are the only ones, and are
+        // dropped before returning.
+        self.scratch.with_mut(|scratch| unsafe {
+            let scratch = &mut *scratch;
+            let (header, body) = scratch.split_at_mut(1);
+            let body = &mut body.as_flattened_mut()[..self.max_term_bytes];
+            let len = encode(body).min(self.max_term_bytes);
+            let header = &mut header[0];
+            header[..8].copy_from_slice(&pid.to_le_bytes());
+            header[8..16].copy_from_slice(&ts.to_le_bytes());
+            header[16..20].copy_from_slice(&(len as u32).to_le_bytes());
+            header[20] = kind_byte(kind);
+            let record = &scratch[..1 + len.div_ceil(32)];
+            self.tx.with_mut(|tx| (*tx).push_all(record))
+        })
+    }
+}
+
+/// The collector's side of a term ring: copies drained and not yet matched with their event,
+/// in the order they were pushed (behind the lane's lock, with the ring's consumer end).
+pub(crate) struct LaneConsumer {
+    ring: RingConsumer<Chunk>,
+    /// The record being read: key, kind and length, and its bytes so far (reused).
+    current: Option<((u64, u64), u8, usize)>,
+    bytes: Vec<u8>,
+    waiting: VecDeque<((u64, u64), u8, TermCopy)>,
+}
+
+impl LaneConsumer {
+    /// Takes in the records in the term ring. Call after draining the thread's event ring.
+    pub(crate) fn drain(&mut self) {
+        // Records are published whole: a drain never ends inside one.
+        let LaneConsumer { ring, current, bytes, waiting } = self;
+        ring.drain(|chunk| match current {
+            None => {
+                let word = |at: usize| u64::from_le_bytes(chunk[at..at + 8].try_into().unwrap_or_default());
+                let len = u32::from_le_bytes(chunk[16..20].try_into().unwrap_or_default()) as usize;
+                let key = (word(0), word(8));
+                if len == 0 {
+                    waiting.push_back((key, chunk[20], Arc::from(&[][..])));
+                } else {
+                    bytes.clear();
+                    *current = Some((key, chunk[20], len));
+                }
+            }
+            Some((key, kind, len)) => {
+                let take = (*len - bytes.len()).min(32);
+                if bytes.is_empty() && take == *len {
+                    // A copy in one chunk: no intermediate buffer.
+                    waiting.push_back((*key, *kind, Arc::from(&chunk[..take])));
+                    *current = None;
+                    return;
+                }
+                bytes.extend_from_slice(&chunk[..take]);
+                if bytes.len() == *len {
+                    waiting.push_back((*key, *kind, Arc::from(&bytes[..])));
+                    *current = None;
+                }
+            }
+        });
+    }
+
+    /// The copy made for `event` (timestamp in ticks, as pushed), if any. Call with the
+    /// thread's events in the order they were drained: copies and events are in push order
+    /// (one thread's timestamps only grow), so a copy stamped before `event` belongs to an
+    /// event that never reached the ring and is dropped; one stamped after waits for its own.
+    #[inline]
+    pub(crate) fn take_for(&mut self, event: &Event) -> Option<TermCopy> {
+        while let Some(((pid, ts), kind, _)) = self.waiting.front() {
+            if *ts < event.ts {
+                self.waiting.pop_front();
+                continue;
+            }
+            if (*pid, *ts) == (event.pid, event.ts) && *kind == kind_byte(event.kind) {
+                return self.waiting.pop_front().map(|(_, _, copy)| copy);
+            }
+            return None;
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::Mfa;
+    use crate::producer::Producer;
+
+    #[test]
+    fn copies_pair_with_their_events_in_push_order() {
+        let mut producer = Producer::new(64);
+        producer.terms = TermLane::new(16, 100);
+        let lane = producer.terms.as_ref().unwrap();
+        let push = |pid: u64, ts: u64, kind: EventKind, body: &[u8]| {
+            // SAFETY: this test is the lane's only user.
+            unsafe {
+                lane.push_copy(pid, ts, kind, |out| {
+                    out[..body.len()].copy_from_slice(body);
+                    body.len()
+                })
+            }
+        };
+        let long: Vec<u8> = (0..100).collect();
+        assert!(push(1, 10, EventKind::Call, b"short"));
+        assert!(push(2, 11, EventKind::Call, &long));
+        assert!(push(1, 12, EventKind::Return, b""));
+        assert!(push(3, 13, EventKind::Call, b"orphan"));
+        let mut copies = lane.rx.lock();
+        copies.drain();
+        let event = |pid, ts, kind| Event { ts, pid, mfa: Mfa { module: 0, function: 0, arity: 0 }, kind };
+        // The event of (1, 10) never reached its ring: its copy is dropped at the next event.
+        assert_eq!(copies.take_for(&event(2, 11, EventKind::Call)).as_deref(), Some(&long[..]));
+        assert_eq!(copies.take_for(&event(1, 12, EventKind::Exception)), None, "kinds must match");
+        assert_eq!(copies.take_for(&event(4, 12, EventKind::Return)), None);
+        assert_eq!(copies.waiting.len(), 2, "later copies wait for their events");
+        assert_eq!(copies.take_for(&event(3, 13, EventKind::Call)).as_deref(), Some(&b"orphan"[..]));
+        assert!(copies.waiting.is_empty());
+        drop(copies);
+        // The ring was drained: its 16 chunks hold three 100-byte copies (5 chunks each).
+        assert!((20..23).all(|ts| push(2, ts, EventKind::Call, &long)));
+        assert!(!push(2, 23, EventKind::Call, &long), "full: refused whole");
+    }
+
+    #[test]
+    fn options() {
+        let mut c = ArgsConfig::default();
+        parse_option("args", &OptionValue::Atom("true".into()), 0, &mut c).unwrap();
+        parse_option("max_term_bytes", &OptionValue::Integer(4096), 1, &mut c).unwrap();
+        assert_eq!(c, ArgsConfig { enabled: true, max_term_bytes: 4096 });
+        assert!(parse_option("args", &OptionValue::Integer(1), 0, &mut c).is_err());
+        assert!(parse_option("max_term_bytes", &OptionValue::Integer(10), 0, &mut c)
+            .is_err_and(|e| e == OptionError::BadValue { index: 0, expected: "an integer from 64 to 65536".into() }));
+    }
+}
