@@ -44,7 +44,7 @@ pub mod slowest;
 use own::OwnTime;
 use slowest::{SlowCall, SlowCalls, SlowestConfig};
 pub mod stacks;
-use crate::copies::TermCopy;
+use crate::terms::TermCopy;
 
 /// Largest latency recorded, in ns (one hour); longer calls are recorded as one hour.
 pub const MAX_LATENCY_NS: u64 = 3_600_000_000_000;

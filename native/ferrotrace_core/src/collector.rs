@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use crate::aggregate::Aggregator;
 use crate::clock;
-use crate::copies::TermCopy;
+use crate::terms::TermCopy;
 use crate::event::{Event, PackedEvent};
 use crate::producer::Producer;
 use crate::quiesce;

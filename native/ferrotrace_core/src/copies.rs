@@ -17,56 +17,13 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::event::{Event, EventKind};
-use crate::options::{OptionError, OptionValue};
 use crate::producer::ProducerRef;
 use crate::ring::{self, RingConsumer, RingProducer};
 use crate::sync::{Mutex, UnsafeCell};
-use crate::terms;
+use crate::terms::TermCopy;
 
 /// One slot of a term ring.
 pub type Chunk = [u8; 32];
-
-/// A copy as the aggregator keeps it: the encoded term, shared by a slow call and the
-/// flight recorder.
-pub type TermCopy = Arc<[u8]>;
-
-/// What a session copies.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ArgsConfig {
-    /// Copy arguments and results (`args`).
-    pub enabled: bool,
-    /// Bound of one copy (`max_term_bytes`).
-    pub max_term_bytes: usize,
-}
-
-impl Default for ArgsConfig {
-    fn default() -> Self {
-        ArgsConfig { enabled: false, max_term_bytes: terms::DEFAULT_MAX_TERM_BYTES }
-    }
-}
-
-/// The option keys this module parses.
-pub const OPTIONS: [&str; 2] = ["args", "max_term_bytes"];
-
-/// Parses one of [`OPTIONS`]; `index` is the pair's position, for the error.
-pub fn parse_option(key: &str, value: &OptionValue, index: usize, config: &mut ArgsConfig) -> Result<(), OptionError> {
-    let bad = |expected: String| OptionError::BadValue { index, expected };
-    match (key, value) {
-        ("args", OptionValue::Atom(a)) if a == "true" || a == "false" => config.enabled = a == "true",
-        ("args", _) => return Err(bad("true or false".into())),
-        ("max_term_bytes", OptionValue::Integer(n))
-            if (terms::MAX_TERM_BYTES_RANGE.0..=terms::MAX_TERM_BYTES_RANGE.1).contains(n) =>
-        {
-            config.max_term_bytes = *n as usize
-        }
-        ("max_term_bytes", _) => {
-            let (low, high) = terms::MAX_TERM_BYTES_RANGE;
-            return Err(bad(format!("an integer from {low} to {high}")));
-        }
-        _ => return Err(OptionError::Unknown { index }),
-    }
-    Ok(())
-}
 
 /// A thread's term ring and the buffer it encodes into.
 pub(crate) struct TermLane {
@@ -251,14 +208,4 @@ mod tests {
         assert!(!push(2, 23, EventKind::Call, &long), "full: refused whole");
     }
 
-    #[test]
-    fn options() {
-        let mut c = ArgsConfig::default();
-        parse_option("args", &OptionValue::Atom("true".into()), 0, &mut c).unwrap();
-        parse_option("max_term_bytes", &OptionValue::Integer(4096), 1, &mut c).unwrap();
-        assert_eq!(c, ArgsConfig { enabled: true, max_term_bytes: 4096 });
-        assert!(parse_option("args", &OptionValue::Integer(1), 0, &mut c).is_err());
-        assert!(parse_option("max_term_bytes", &OptionValue::Integer(10), 0, &mut c)
-            .is_err_and(|e| e == OptionError::BadValue { index: 0, expected: "an integer from 64 to 65536".into() }));
-    }
 }

@@ -2,9 +2,10 @@
 
 use std::fmt;
 
-use crate::aggregate::recorder;
-use crate::copies::{self, ArgsConfig};
-use crate::aggregate::slowest::{self, SlowestConfig};
+use crate::aggregate::recorder::RECENT_RANGE;
+use crate::aggregate::slowest::{SlowestConfig, KEEP_RANGE, MAX_SLOW_CALLS_RANGE, THRESHOLD_RANGE};
+use crate::terms::ArgsConfig;
+use crate::terms::MAX_TERM_BYTES_RANGE;
 
 /// An option value as the NIF layer saw it.
 #[derive(Clone, Debug, PartialEq)]
@@ -73,14 +74,16 @@ impl Default for Config {
     }
 }
 
-/// The options `parse` reads itself; aggregates that take options list theirs beside them.
-const OWN_NAMES: [&str; 8] =
-    ["duration", "max_events", "max_rate", "sample", "on_limit", "ring_size", "max_functions", "max_open_calls"];
-
 /// Every option `parse` takes, for the error that names an unknown one (a test checks that
 /// each is parsed).
+const NAMES: [&str; 14] = [
+    "duration", "max_events", "max_rate", "sample", "on_limit", "ring_size", "max_functions", "max_open_calls",
+    "slowest", "threshold", "max_slow_calls", "recent", "args", "max_term_bytes",
+];
+
+/// Every option `parse` takes.
 pub fn names() -> impl Iterator<Item = &'static str> {
-    OWN_NAMES.into_iter().chain(recorder::OPTIONS).chain(copies::OPTIONS).chain(slowest::OPTIONS)
+    NAMES.into_iter()
 }
 
 /// Accepted `ring_size`, inclusive.
@@ -199,9 +202,34 @@ pub fn parse(pairs: &[(String, OptionValue)]) -> Result<Config, OptionError> {
                     _ => return Err(bad("stop or drop".into())),
                 };
             }
-            key if recorder::OPTIONS.contains(&key) => recorder::parse_option(value, index, &mut config.recent)?,
-            key if copies::OPTIONS.contains(&key) => copies::parse_option(key, value, index, &mut config.args)?,
-            key if slowest::OPTIONS.contains(&key) => slowest::parse_option(key, value, index, &mut config.slowest)?,
+            "slowest" => {
+                config.slowest.keep = integer_in(value, KEEP_RANGE).ok_or_else(|| bad(integers(KEEP_RANGE)))? as usize;
+            }
+            "threshold" => {
+                config.slowest.threshold_ns = match value {
+                    OptionValue::Atom(a) if a == "infinity" => None,
+                    v => Some(integer_in(v, THRESHOLD_RANGE)
+                        .ok_or_else(|| bad(format!("nanoseconds, {}, or infinity", integers(THRESHOLD_RANGE))))? as u64),
+                };
+            }
+            "max_slow_calls" => {
+                config.slowest.max_slow_calls = integer_in(value, MAX_SLOW_CALLS_RANGE)
+                    .ok_or_else(|| bad(integers(MAX_SLOW_CALLS_RANGE)))? as usize;
+            }
+            "recent" => {
+                config.recent = integer_in(value, RECENT_RANGE).ok_or_else(|| bad(integers(RECENT_RANGE)))? as usize;
+            }
+            "args" => {
+                config.args.enabled = match value {
+                    OptionValue::Atom(a) if a == "true" => true,
+                    OptionValue::Atom(a) if a == "false" => false,
+                    _ => return Err(bad("true or false".into())),
+                };
+            }
+            "max_term_bytes" => {
+                config.args.max_term_bytes = integer_in(value, MAX_TERM_BYTES_RANGE)
+                    .ok_or_else(|| bad(integers(MAX_TERM_BYTES_RANGE)))? as usize;
+            }
             _ => return Err(OptionError::Unknown { index }),
         }
     }
@@ -224,6 +252,41 @@ mod tests {
             assert!(matches!(refused, Err(OptionError::BadValue { .. })), "{name}: {refused:?}");
         }
         assert_eq!(parse(&[pair("duraton", OptionValue::Integer(5))]), Err(OptionError::Unknown { index: 0 }));
+    }
+
+    #[test]
+    fn slow_calls_recorder_and_copies() {
+        let config = parse(&[
+            pair("slowest", OptionValue::Integer(3)),
+            pair("threshold", OptionValue::Integer(1_000_000)),
+            pair("max_slow_calls", OptionValue::Integer(7)),
+            pair("recent", OptionValue::Integer(50)),
+            pair("args", OptionValue::Atom("true".into())),
+            pair("max_term_bytes", OptionValue::Integer(4096)),
+        ])
+        .unwrap();
+        assert_eq!((config.slowest.keep, config.slowest.threshold_ns, config.slowest.max_slow_calls), (3, Some(1_000_000), 7));
+        assert_eq!((config.recent, config.args), (50, ArgsConfig { enabled: true, max_term_bytes: 4096 }));
+        let config = parse(&[pair("threshold", OptionValue::Atom("infinity".into()))]).unwrap();
+        assert_eq!(config.slowest.threshold_ns, None);
+        let refused = |key: &str, value: OptionValue| parse(&[pair("recent", OptionValue::Integer(1)), pair(key, value)]);
+        assert_eq!(
+            refused("slowest", OptionValue::Integer(-1)),
+            Err(OptionError::BadValue { index: 1, expected: "an integer from 0 to 1000".into() })
+        );
+        assert_eq!(
+            refused("max_term_bytes", OptionValue::Integer(10)),
+            Err(OptionError::BadValue { index: 1, expected: "an integer from 64 to 65536".into() })
+        );
+        for (key, value) in [
+            ("max_slow_calls", OptionValue::Integer(0)),
+            ("threshold", OptionValue::Other),
+            ("recent", OptionValue::Integer(-1)),
+            ("recent", OptionValue::Atom("all".into())),
+            ("args", OptionValue::Integer(1)),
+        ] {
+            assert!(matches!(refused(key, value), Err(OptionError::BadValue { index: 1, .. })), "{key}");
+        }
     }
 
     #[test]

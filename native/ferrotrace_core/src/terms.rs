@@ -22,6 +22,25 @@
 //! bits, bitstrings that are not binaries) are written as `{ferrotrace_opaque, Kind}`;
 //! references and remote pids and ports (small and bounded) as their external format.
 
+/// A copy as the aggregator keeps it: the encoded term, shared by a slow call and the
+/// flight recorder.
+pub type TermCopy = std::sync::Arc<[u8]>;
+
+/// What a session copies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArgsConfig {
+    /// Copy arguments and results (`args`).
+    pub enabled: bool,
+    /// Bound of one copy (`max_term_bytes`).
+    pub max_term_bytes: usize,
+}
+
+impl Default for ArgsConfig {
+    fn default() -> Self {
+        ArgsConfig { enabled: false, max_term_bytes: DEFAULT_MAX_TERM_BYTES }
+    }
+}
+
 /// Containers nested deeper than this are cut (kept with no elements).
 pub const MAX_DEPTH: usize = 48;
 /// Default `max_term_bytes`.

@@ -8,7 +8,7 @@
 //! `max_open_calls * max_term_bytes`; kept calls and recorded events one or two copies each.
 
 use super::Aggregator;
-use crate::copies::TermCopy;
+use crate::terms::TermCopy;
 use crate::event::Event;
 
 impl Aggregator {

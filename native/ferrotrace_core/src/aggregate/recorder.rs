@@ -6,27 +6,9 @@ use std::collections::VecDeque;
 
 use super::Aggregator;
 use crate::event::{EventKind, Mfa};
-use crate::options::{OptionError, OptionValue};
 
 /// Accepted `recent`, inclusive (0, the default, turns the recorder off).
 pub const RECENT_RANGE: (i64, i64) = (0, 100_000);
-
-/// The option keys this module parses.
-pub const OPTIONS: [&str; 1] = ["recent"];
-
-/// Parses `recent => N`; `index` is the pair's position, for the error.
-pub fn parse_option(value: &OptionValue, index: usize, recent: &mut usize) -> Result<(), OptionError> {
-    match value {
-        OptionValue::Integer(i) if (RECENT_RANGE.0..=RECENT_RANGE.1).contains(i) => {
-            *recent = *i as usize;
-            Ok(())
-        }
-        _ => Err(OptionError::BadValue {
-            index,
-            expected: format!("an integer from {} to {}", RECENT_RANGE.0, RECENT_RANGE.1),
-        }),
-    }
-}
 
 /// One recorded event.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,7 +24,7 @@ pub struct Recorded {
     /// For a return or exception paired with its call: the call's duration, ns.
     pub duration_ns: Option<u64>,
     /// A call's arguments, or a return's value or an exception's `{Class, Reason}` (`args`).
-    pub copy: Option<crate::copies::TermCopy>,
+    pub copy: Option<crate::terms::TermCopy>,
 }
 
 /// The last `capacity` events.
@@ -123,12 +105,4 @@ mod tests {
         assert!(Aggregator::new(1, 1).with_recent(0).recorder().is_none());
     }
 
-    #[test]
-    fn options() {
-        let mut n = 0;
-        parse_option(&OptionValue::Integer(50), 0, &mut n).unwrap();
-        assert_eq!(n, 50);
-        assert!(parse_option(&OptionValue::Integer(-1), 0, &mut n).is_err());
-        assert!(parse_option(&OptionValue::Atom("all".into()), 0, &mut n).is_err());
-    }
 }

@@ -10,7 +10,6 @@ use std::collections::BinaryHeap;
 use std::cmp::Reverse;
 
 use super::Aggregator;
-use crate::options::{OptionError, OptionValue};
 
 /// Default number of slowest calls kept per function.
 pub const DEFAULT_KEEP: usize = 10;
@@ -40,41 +39,6 @@ impl Default for SlowestConfig {
     }
 }
 
-/// The option keys this module parses.
-pub const OPTIONS: [&str; 3] = ["slowest", "threshold", "max_slow_calls"];
-
-fn range_text((low, high): (i64, i64)) -> String {
-    format!("an integer from {low} to {high}")
-}
-
-fn in_range(value: &OptionValue, (low, high): (i64, i64)) -> Option<i64> {
-    match value {
-        OptionValue::Integer(i) if (low..=high).contains(i) => Some(*i),
-        _ => None,
-    }
-}
-
-/// Parses one of [`OPTIONS`] into `config`; `index` is the pair's position, for the error.
-pub fn parse_option(key: &str, value: &OptionValue, index: usize, config: &mut SlowestConfig) -> Result<(), OptionError> {
-    let bad = |expected: String| OptionError::BadValue { index, expected };
-    match key {
-        "slowest" => config.keep = in_range(value, KEEP_RANGE).ok_or_else(|| bad(range_text(KEEP_RANGE)))? as usize,
-        "threshold" => {
-            config.threshold_ns = match value {
-                OptionValue::Atom(a) if a == "infinity" => None,
-                v => Some(in_range(v, THRESHOLD_RANGE)
-                    .ok_or_else(|| bad(format!("nanoseconds, {}, or infinity", range_text(THRESHOLD_RANGE))))? as u64),
-            }
-        }
-        "max_slow_calls" => {
-            config.max_slow_calls =
-                in_range(value, MAX_SLOW_CALLS_RANGE).ok_or_else(|| bad(range_text(MAX_SLOW_CALLS_RANGE)))? as usize
-        }
-        _ => return Err(OptionError::Unknown { index }),
-    }
-    Ok(())
-}
-
 /// One kept call. Ordered by duration first (then start, pid), which is the heap's order.
 #[derive(Clone, Debug, Default)]
 pub struct SlowCall {
@@ -87,9 +51,9 @@ pub struct SlowCall {
     /// True if the call ended with an exception.
     pub exception: bool,
     /// Its arguments (`args => true`): a copy of the argument list.
-    pub args: Option<crate::copies::TermCopy>,
+    pub args: Option<crate::terms::TermCopy>,
     /// Its return value or `{Class, Reason}` (`args => true`).
-    pub result: Option<crate::copies::TermCopy>,
+    pub result: Option<crate::terms::TermCopy>,
 }
 
 impl SlowCall {
@@ -222,20 +186,6 @@ mod tests {
         assert_eq!(over, vec![200, 500, 101], "in start order");
         assert_eq!(slow.over_dropped(), 1);
         assert_eq!(slow.slowest(), vec![call(500, 997)]);
-    }
-
-    #[test]
-    fn options_parse_and_refuse() {
-        let mut c = SlowestConfig::default();
-        parse_option("slowest", &OptionValue::Integer(3), 0, &mut c).unwrap();
-        parse_option("threshold", &OptionValue::Integer(1_000_000), 1, &mut c).unwrap();
-        assert_eq!((c.keep, c.threshold_ns), (3, Some(1_000_000)));
-        parse_option("threshold", &OptionValue::Atom("infinity".into()), 1, &mut c).unwrap();
-        assert_eq!(c.threshold_ns, None);
-        assert!(parse_option("slowest", &OptionValue::Integer(-1), 4, &mut c)
-            .is_err_and(|e| e == OptionError::BadValue { index: 4, expected: "an integer from 0 to 1000".into() }));
-        assert!(parse_option("max_slow_calls", &OptionValue::Integer(0), 0, &mut c).is_err());
-        assert!(parse_option("threshold", &OptionValue::Other, 0, &mut c).is_err());
     }
 
     #[test]
