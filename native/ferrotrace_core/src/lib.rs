@@ -28,6 +28,7 @@ pub mod aggregate;
 pub mod clock;
 #[cfg(not(loom))]
 pub mod collector;
+#[cfg(not(loom))]
 pub mod copies;
 #[cfg(not(loom))]
 pub mod decode;
