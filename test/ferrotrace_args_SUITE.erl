@@ -4,7 +4,7 @@
 
 -include_lib("stdlib/include/assert.hrl").
 
--export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
+-export([all/0, suite/0]).
 -export([kept_calls_carry_args/1, exceptions_carry_class_and_reason/1, large_args_are_cut/1,
          small_terms_round_trip/1, markers/1, off_by_default/1, recorder_lines/1,
          bad_options/1]).
@@ -17,36 +17,14 @@
 -define(LONG, 120000).
 -define(MS, 1000000).
 
+-spec suite() -> [tuple()].
+suite() ->
+    [{ct_hooks, [{ft_ct, [ft_args_target]}]}].
+
 -spec all() -> [atom()].
 all() ->
     [kept_calls_carry_args, exceptions_carry_class_and_reason, large_args_are_cut,
      small_terms_round_trip, markers, off_by_default, recorder_lines, bad_options].
-
--spec init_per_suite(config()) -> config().
-init_per_suite(Config) ->
-    {module, ferrotrace_tracer} = code:ensure_loaded(ferrotrace_tracer),
-    {module, ft_args_target} = code:ensure_loaded(ft_args_target),
-    Config.
-
--spec end_per_suite(config()) -> ok.
-end_per_suite(_Config) ->
-    cleanup().
-
--spec init_per_testcase(atom(), config()) -> config().
-init_per_testcase(_Case, Config) ->
-    ok = cleanup(),
-    Config.
-
--spec end_per_testcase(atom(), config()) -> ok.
-end_per_testcase(_Case, _Config) ->
-    cleanup().
-
-cleanup() ->
-    [ok = ferrotrace:release(S) || S <- ferrotrace_tracer:sessions()],
-    _ = erlang:trace_pattern({ft_args_target, '_', '_'}, false, [local]),
-    _ = erlang:trace_pattern({ft_args_target, '_', '_'}, false, [global]),
-    _ = erlang:trace(all, false, [all]),
-    ok.
 
 %% Runs `Fun' in a process of its own and waits for it; the process's pid.
 in_process(Fun) ->

@@ -10,7 +10,7 @@
 
 -include_lib("stdlib/include/assert.hrl").
 
--export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
+-export([all/0, suite/0]).
 -export([messages_exact/1, message_sizes/1, spawn_storm/1, gc_pauses/1, raw_session/1,
          calls_also/1, report_sections/1, bad_input/1, scheduling/1, flags_undone/1,
          gc_two_sessions/1, latency_split/1, ports/1, migrations/1]).
@@ -19,35 +19,14 @@
 
 -type config() :: [{atom(), term()}].
 
+-spec suite() -> [tuple()].
+suite() ->
+    [{ct_hooks, [{ft_ct, [ft_test_target]}]}].
+
 -spec all() -> [atom()].
 all() ->
     [messages_exact, message_sizes, spawn_storm, gc_pauses, raw_session, calls_also,
      report_sections, bad_input, scheduling, flags_undone, gc_two_sessions, latency_split, ports, migrations].
-
--spec init_per_suite(config()) -> config().
-init_per_suite(Config) ->
-    {module, ferrotrace_tracer} = code:ensure_loaded(ferrotrace_tracer),
-    {module, ft_test_target} = code:ensure_loaded(ft_test_target),
-    Config.
-
--spec end_per_suite(config()) -> ok.
-end_per_suite(_Config) ->
-    cleanup().
-
--spec init_per_testcase(atom(), config()) -> config().
-init_per_testcase(_Case, Config) ->
-    ok = cleanup(),
-    Config.
-
--spec end_per_testcase(atom(), config()) -> ok.
-end_per_testcase(_Case, _Config) ->
-    cleanup().
-
-cleanup() ->
-    [ok = ferrotrace:release(S) || S <- ferrotrace_tracer:sessions()],
-    _ = erlang:trace_pattern({ft_test_target, '_', '_'}, false, [local]),
-    _ = erlang:trace(all, false, [all]),
-    ok.
 
 %%--------------------------------------------------------------------------------------
 %% Workloads

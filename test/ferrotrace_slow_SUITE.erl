@@ -216,7 +216,7 @@ recorder(_Config) ->
     ?assertEqual(lists:sort(Ats), Ats),
     [?assertMatch(#{mfa := ?FAST, duration := D} when is_integer(D), E)
      || E = #{event := return} <- Events],
-    {ok, Text} = capture(fun() -> ferrotrace:print_recent(S) end),
+    {ok, Text} = ft_ct:capture(fun() -> ferrotrace:print_recent(S) end),
     ct:pal("printed:~n~ts", [Text]),
     Lines = string:split(string:trim(Text, trailing), "\n", all),
     ?assertEqual(6, length(Lines)),
@@ -234,32 +234,6 @@ recorder(_Config) ->
 
 %%--------------------------------------------------------------------------------------
 
-%% Runs Fun with a group leader that records what is written: {Result, Text}.
-capture(Fun) ->
-    Old = group_leader(),
-    Self = self(),
-    Capture = spawn(fun() -> capture_loop(Self, []) end),
-    group_leader(Capture, self()),
-    Result = try Fun() after group_leader(Old, self()) end,
-    Capture ! {get, self()},
-    receive {captured, Capture, Text} -> {Result, Text}
-    after 5000 -> error(capture_timeout)
-    end.
-
-capture_loop(Owner, Acc) ->
-    receive
-        {io_request, From, ReplyAs, {put_chars, Encoding, Chars}} ->
-            From ! {io_reply, ReplyAs, ok},
-            capture_loop(Owner, [unicode:characters_to_list(Chars, Encoding) | Acc]);
-        {io_request, From, ReplyAs, {put_chars, Encoding, M, F, A}} ->
-            From ! {io_reply, ReplyAs, ok},
-            capture_loop(Owner, [unicode:characters_to_list(apply(M, F, A), Encoding) | Acc]);
-        {io_request, From, ReplyAs, _} ->
-            From ! {io_reply, ReplyAs, {error, enotsup}},
-            capture_loop(Owner, Acc);
-        {get, Owner} ->
-            Owner ! {captured, self(), lists:flatten(lists:reverse(Acc))}
-    end.
 
 %% Runs Fun in a new process; {Pid, Ms, OuterNs, Result}: the span the caller measured.
 call_in_process(Fun, Ms) ->
