@@ -31,4 +31,11 @@ operator_session() ->
     io:format("3> ferrotrace:report(S).~n"),
     ok = ferrotrace:report(S),
     io:format("4> ferrotrace:stop(S).~n"),
-    ok = ferrotrace:stop(S).
+    ok = ferrotrace:stop(S),
+    %% The same node seen as processes: who sends to whom, how big, GC pauses, exits.
+    io:format("5> {ok, P} = ferrotrace:processes([messages, gc, procs], #{duration => 2000}).~n"),
+    {ok, P} = ferrotrace:processes([messages, gc, procs], #{duration => 2000}),
+    io:format("6> timer:sleep(1500), ferrotrace:report(P).~n"),
+    timer:sleep(1500),
+    ok = ferrotrace:report(P),
+    ok = ferrotrace:stop(P).
