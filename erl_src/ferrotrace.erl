@@ -54,6 +54,12 @@
 %%% exception (default `false'), kept only with the calls kept by `slowest', `threshold' or
 %%% `recent'; `max_term_bytes => N' bounds one copy (default 1024, 64 to 65536): a larger
 %%% term is cut where it stood, `{ferrotrace_truncated, OriginalSize, Partial}'.</li>
+%%% <li>Keys, like DTrace's `@[key] = quantize(...)': a spec whose match spec sets
+%%% `{message, Key}' (`{shop_api, checkout, fun([#{tier := T}]) -> message(T) end}') gets a
+%%% histogram per key in its call entry's `by_key'; `calls/2' only: `callers => true' keys
+%%% each call by its caller (`callers'); `max_keys => N' bounds the keys kept over the
+%%% session (default 1000, 1 to 10000; the calls past it counted in `keys_overflow');
+%%% `key => message' turns keys on for a raw session (see `ferrotrace_keys').</li>
 %%% <li>`sample => N': keep the events of 1 process in N (by pid hash; default 1, all), so
 %%% calls and returns stay paired; the rest are counted as `sampled_out'.</li>
 %%% <li>`calls/2' only: `pids => all | new | existing | [pid()]' (default `all'),
@@ -92,7 +98,7 @@
 -export_type([session/0, spec/0, mfa_spec/0, pid_spec/0, bucket/0, options/0]).
 
 %% Options handled here; the rest go to the engine.
--define(CALL_OPTIONS, [pids, scope, also]).
+-define(CALL_OPTIONS, [pids, scope, also, callers]).
 -define(SESSION_OPTIONS, [owner, keep, name, intervals, max_intervals]).
 %% Figures of a session whose owner left stay readable this long (ms).
 -define(DEFAULT_KEEP, 600000).
@@ -190,9 +196,14 @@ calls_with(Specs, Parsed, Options) ->
         {_, _, {error, _} = Error} ->
             Error;
         {true, true, {ok, Kinds}} ->
-            Tracing = #{specs => Specs, heads => [Heads || {_, _, _, Heads} <- Parsed],
-                        pids => Pids, scope => Scope},
-            start(maps:without(?CALL_OPTIONS, Options), with_kinds(Tracing, Kinds))
+            case ferrotrace_keys:heads([Heads || {_, _, _, Heads} <- Parsed], Options) of
+                {ok, Heads, KeyOptions} ->
+                    Tracing = #{specs => Specs, heads => Heads, pids => Pids, scope => Scope},
+                    start(maps:merge(maps:without(?CALL_OPTIONS, Options), KeyOptions),
+                          with_kinds(Tracing, Kinds));
+                {error, _} = Error ->
+                    Error
+            end
     end.
 
 with_kinds(Tracing, []) -> Tracing;
@@ -259,7 +270,9 @@ processes(Kinds, Options0) ->
 %% Each call entry also has `slowest' and `slow_calls_dropped' (see {@link slowest/2}),
 %% `own' (`#{total, mean, p50, p90, p99, p999, max}': own time, the latency less the time in
 %% traced callees of the same process) and `migrations' (calls that returned on another
-%% scheduler thread than the one they were called on).
+%% scheduler thread than the one they were called on). With keys, it has
+%% `by_key => [#{key, count, total, mean, p50, p90, p99, p999, max}]' (or `callers', with
+%% `caller' for `key'), most total time first, and `keys_overflow' (see `ferrotrace_keys').
 %% Sessions that trace other kinds (processes/2, `also', or a raw session's own flags) add
 %% `messages', `scheduling', `gc', `processes' and `ports' (see the README, "Tracing
 %% processes"), and call entries gain `split => #{running, descheduled, gc}' when

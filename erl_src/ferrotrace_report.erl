@@ -124,7 +124,8 @@ render(Summary = #{calls := Calls0}, Histogram,
     [header(Summary, Width), "\n",
      table(Shown, Sort, Width, Calls0 =:= []),
      left_out(length(Calls0), length(Matching), length(Shown), Filter, Width),
-     [[quantize(MFA, Histogram(MFA), Width), ferrotrace_slow:lines(Entry, Width)]
+     [[quantize(MFA, Histogram(MFA), Width), ferrotrace_slow:lines(Entry, Width),
+       ferrotrace_keys:lines(Entry, Width)]
       || Entry = #{mfa := MFA, returns := R, exceptions := E} <- lists:sublist(Shown, NHist),
          R + E > 0]].
 
@@ -391,10 +392,12 @@ help() ->
       "Spec (one, or a list):\n"
       "  M  {M, F, '_'}  {M, F, Arity}  \"m:f/1\"  \"MyApp.Cart.add/2\"  functions\n"
       "  \"m:f(X, _) when X > 10\"  {m, f, fun([X]) when X > 10 -> true end}  filters\n"
+      "  {m, f, fun([#{tier := T}]) -> message(T) end}  a histogram per key (by_key)\n"
       "Options (map or proplist):\n"
       "  duration => Ms | infinity (10000)  max_events => N  max_rate => {N, Ms}\n"
       "  sample => N  pids => all | new | existing | [Pid]  name => Atom\n"
       "  also => Kinds  slowest => K  threshold => Ns  recent => N  nodes => [Node]\n"
+      "  args => true  callers => true (latency per caller)  max_keys => N\n"
       "Report options: top => N | all  sort => count | total | p99 | max\n"
       "  mfa => {M, F, A} | \"MyApp.Cart\"   width => Columns   histograms => N\n"
       "Safe by default: limits, one bounded ring per scheduler, no mailbox; the\n"

@@ -72,10 +72,13 @@ release(Keeper) -> gen_server:call(Keeper, release, infinity).
 %% @doc Modules no session ever traces.
 -spec own_modules() -> [module()].
 own_modules() ->
-    [ferrotrace, ferrotrace_tracer, ferrotrace_session, ferrotrace_report, ferrotrace_registry,
-     ferrotrace_loops, ferrotrace_spec, ferrotrace_names, ferrotrace_slow,
-     ferrotrace_recent, ferrotrace_events, ferrotrace_events_report, ferrotrace_intervals,
-     ferrotrace_chrome].
+    %% The application's module list (rebar3 writes it into the .app file), or the loaded
+    %% modules named like ours where no application file is found.
+    _ = application:load(ferrotrace),
+    case application:get_key(ferrotrace, modules) of
+        {ok, [_ | _] = Modules} -> Modules;
+        _ -> [M || {M, _} <- code:all_loaded(), lists:prefix("ferrotrace", atom_to_list(M))]
+    end.
 
 %% @private
 %% A refused start is acknowledged as `{error, Reason}' and the process exits `normal': a

@@ -37,6 +37,7 @@ pub mod split;
 pub mod top;
 
 pub mod args;
+pub mod keyed;
 pub mod own;
 pub mod recorder;
 use recorder::{Recorded, Recorder};
@@ -182,6 +183,8 @@ pub struct FunctionStats {
     pub split: Option<Box<split::SplitStats>>,
     /// Calls that returned on another scheduler thread than the one they were called on.
     pub migrations: u64,
+    /// Latency per key (`key`), once a call came with one.
+    pub by_key: Option<Box<keyed::KeyedLatency>>,
 }
 
 impl FunctionStats {
@@ -199,6 +202,7 @@ impl FunctionStats {
             own: OwnTime::new(),
             split: None,
             migrations: 0,
+            by_key: None,
         }
     }
 
@@ -241,6 +245,8 @@ struct Frame {
     thread: u32,
     /// The call's arguments (`args`).
     args: Option<TermCopy>,
+    /// The call's key (`key`).
+    key: Option<TermCopy>,
 }
 
 /// Counters describing how well the stream paired up.
@@ -295,6 +301,10 @@ pub struct Aggregator {
     thread: u32,
     /// The copy that came with the event being recorded (`args`): see `record_with`.
     copy: Option<TermCopy>,
+    /// The key that came with the call being recorded (`key`): see `record_with`.
+    key: Option<TermCopy>,
+    /// Keys the session may still take (`max_keys`).
+    keys_left: usize,
 }
 
 /// Empty stacks tolerated beyond the non-empty ones before a sweep.
@@ -325,7 +335,15 @@ impl Aggregator {
             processes: ProcessTable::default(),
             thread: 0,
             copy: None,
+            key: None,
+            keys_left: keyed::DEFAULT_MAX_KEYS,
         }
+    }
+
+    /// Keeps at most `config.max_keys` keys over the session (`key`).
+    pub fn with_keys(mut self, config: keyed::KeysConfig) -> Self {
+        self.keys_left = config.max_keys;
+        self
     }
 
     /// Time per call path of the traced functions (folded stacks).
@@ -512,6 +530,7 @@ impl Aggregator {
             split,
             thread: self.thread,
             args: self.copy.take(),
+            key: self.key.take(),
         });
         self.open_calls += 1;
         if stack.len() >= LOOP_DEPTH && stack.len().is_multiple_of(LOOP_CHECK_EVERY) {
@@ -547,6 +566,7 @@ impl Aggregator {
             return;
         };
         stats.count_return(event.kind);
+        let mut keyed = None;
         match frame {
             Some(frame) => {
                 stats.migrations += u64::from(frame.thread != thread);
@@ -565,9 +585,17 @@ impl Aggregator {
                     let split = stats.split.get_or_insert_with(Default::default);
                     split.record(duration_ns.clamp(1, MAX_LATENCY_NS), d1.saturating_sub(d0), g1.saturating_sub(g0));
                 }
+                keyed = frame.key.map(|key| (key, duration_ns));
             }
             None if stats.loop_only => {}
             None => self.counters.unmatched_returns += 1,
+        }
+        if let Some((key, ns)) = keyed {
+            let mut keys_left = self.keys_left;
+            if let Some(stats) = self.stats_for(event.mfa) {
+                stats.by_key.get_or_insert_with(Default::default).record(key, ns, &mut keys_left);
+            }
+            self.keys_left = keys_left;
         }
         if let Some(recorder) = &mut self.recorder {
             let copy = recorded.flatten();

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use crate::aggregate::Aggregator;
 use crate::clock;
-use crate::terms::TermCopy;
+use crate::terms::EventCopies;
 use crate::event::{Event, PackedEvent};
 use crate::producer::Producer;
 use crate::quiesce;
@@ -42,9 +42,9 @@ pub struct Consumer {
     aggregated: u64,
     /// Counters of producers already freed.
     retired: Accounting,
-    /// With `args`: drained events of producers with a term ring, each with its thread's
-    /// index and its copy.
-    pending_with: Vec<(PackedEvent, u32, Option<TermCopy>)>,
+    /// With `args` or `key`: drained events of producers with a term ring, each with its
+    /// thread's index and its copies.
+    pending_with: Vec<(PackedEvent, u32, EventCopies)>,
     /// A producer's events while its copies are matched (reused).
     drained: Vec<PackedEvent>,
 }
@@ -76,8 +76,8 @@ impl Consumer {
         // After the events: a drained event's copy, pushed before it, is drained too.
         copies.drain();
         for event in self.drained.drain(..) {
-            let copy = copies.take_for(&event.unpack());
-            self.pending_with.push((event, thread, copy));
+            let taken = copies.take_for(&event.unpack());
+            self.pending_with.push((event, thread, taken));
         }
     }
 
@@ -100,13 +100,13 @@ impl Consumer {
         let mut plain = pending.drain(..ready).peekable();
         let mut with = pending_with.drain(..ready_with).peekable();
         loop {
-            let (event, thread, copy) = match (plain.peek(), with.peek()) {
+            let (event, thread, copies) = match (plain.peek(), with.peek()) {
                 (Some((a, _)), Some((b, _, _))) if a.ts() <= b.ts() => match plain.next() {
-                    Some((event, thread)) => (event, thread, None),
+                    Some((event, thread)) => (event, thread, EventCopies::default()),
                     None => break,
                 },
                 (Some(_), None) => match plain.next() {
-                    Some((event, thread)) => (event, thread, None),
+                    Some((event, thread)) => (event, thread, EventCopies::default()),
                     None => break,
                 },
                 (_, Some(_)) => match with.next() {
@@ -116,7 +116,7 @@ impl Consumer {
                 (None, None) => break,
             };
             let event = event.unpack();
-            aggregator.record_on_with(&Event { ts: clock::to_ns(event.ts), ..event }, thread, copy);
+            aggregator.record_on_with(&Event { ts: clock::to_ns(event.ts), ..event }, thread, copies);
         }
     }
 
@@ -299,7 +299,7 @@ mod tests {
         let producers: Vec<Producer> = (0..THREADS)
             .map(|_| {
                 let mut p = Producer::new(PER_ROUND);
-                p.terms = crate::copies::TermLane::new(2 * PER_ROUND, 1024);
+                p.terms = crate::copies::TermLane::new(2 * PER_ROUND, 1024, true, false);
                 p
             })
             .collect();
@@ -319,7 +319,7 @@ mod tests {
                         let body: &[u8] = if kind == EventKind::Call { &call_copy } else { &return_copy };
                         // SAFETY: this thread is the producer's only user.
                         let copied = unsafe {
-                            lane.push_copy(pid, ts, kind, |out| {
+                            lane.push_copy(pid, ts, kind, crate::copies::Slot::Args, |out| {
                                 out[..body.len()].copy_from_slice(body);
                                 body.len()
                             })

@@ -1,5 +1,5 @@
-//! `args => true`: how a bounded copy of a call's arguments or of its result travels from the
-//! scheduler to the collector, beside its event.
+//! `args => true` and `key`: how a bounded copy of a call's arguments, of its result or of
+//! its key travels from the scheduler to the collector, beside its event.
 //!
 //! The 32-byte event does not change. A callback that copies a term writes a record into its
 //! thread's *term ring* (a ring of 32-byte chunks, allocated fallibly with the thread's
@@ -9,7 +9,8 @@
 //! ring, so a drained event's copy has been drained too. A thread's copies and events are
 //! both in the order it pushed them (its timestamps only grow), so the collector matches them
 //! by `(pid, ts)` in one pass as it drains the thread (`LaneConsumer::take_for`); a copy
-//! whose event never reached its ring (full) is dropped when a later event passes it.
+//! whose event never reached its ring (full) is dropped when a later event passes it. A call
+//! can have two copies, its key and its arguments, told apart by their [`Slot`].
 //!
 //! A full term ring refuses the copy (counted, `args_dropped`); the event still goes.
 
@@ -20,10 +21,19 @@ use crate::event::{Event, EventKind};
 use crate::producer::ProducerRef;
 use crate::ring::{self, RingConsumer, RingProducer};
 use crate::sync::{Mutex, UnsafeCell};
-use crate::terms::TermCopy;
+use crate::terms::{EventCopies, TermCopy};
 
 /// One slot of a term ring.
 pub type Chunk = [u8; 32];
+
+/// Which copy of an event a record holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Slot {
+    /// A call's argument list, or a return's value or an exception's `{Class, Reason}`.
+    Args = 0,
+    /// A call's key (`key`).
+    Key = 1,
+}
 
 /// A thread's term ring and the buffer it encodes into.
 pub(crate) struct TermLane {
@@ -31,13 +41,17 @@ pub(crate) struct TermLane {
     /// A header chunk, then room for `max_term_bytes`.
     scratch: UnsafeCell<Box<[Chunk]>>,
     max_term_bytes: usize,
+    /// The session copies arguments and results (`args`).
+    pub(crate) args: bool,
+    /// The session copies calls' keys (`key`).
+    pub(crate) keys: bool,
     pub(crate) rx: Mutex<LaneConsumer>,
 }
 
 impl TermLane {
-    /// A lane of `chunks` slots (at least the largest record), or `None` if the memory
-    /// cannot be had.
-    pub(crate) fn new(chunks: usize, max_term_bytes: usize) -> Option<TermLane> {
+    /// A lane of `chunks` slots (at least the largest record) copying arguments and results
+    /// (`args`) and keys (`keys`), or `None` if the memory cannot be had.
+    pub(crate) fn new(chunks: usize, max_term_bytes: usize, args: bool, keys: bool) -> Option<TermLane> {
         let record = 1 + max_term_bytes.div_ceil(32);
         let (tx, rx) = ring::channel::<Chunk>(chunks.max(2 * record)).ok()?;
         let mut scratch = Vec::new();
@@ -47,6 +61,8 @@ impl TermLane {
             tx: UnsafeCell::new(tx),
             scratch: UnsafeCell::new(scratch.into_boxed_slice()),
             max_term_bytes,
+            args,
+            keys,
             rx: Mutex::new(LaneConsumer { ring: rx, current: None, bytes: Vec::new(), waiting: VecDeque::new() }),
         })
     }
@@ -57,22 +73,34 @@ fn kind_byte(kind: EventKind) -> u8 {
 }
 
 impl ProducerRef<'_> {
-    /// True if the session copies arguments and results (and this thread's term ring could
-    /// be allocated).
+    /// True if the session copies arguments, results or keys (and this thread's term ring
+    /// could be allocated).
     #[inline]
     pub fn copies_terms(&self) -> bool {
         self.producer.terms.is_some()
     }
 
-    /// Copies a term for the event of `pid` stamped `ts`: `encode` writes it into the buffer
-    /// it is given (at most `max_term_bytes`) and returns the length. Counted as dropped when
-    /// the term ring is full. Push the copy before its event.
+    /// True if the session copies arguments and results (`args`).
     #[inline]
-    pub fn copy_term(&self, pid: u64, ts: u64, kind: EventKind, encode: impl FnOnce(&mut [u8]) -> usize) {
+    pub fn copies_args(&self) -> bool {
+        self.producer.terms.as_ref().is_some_and(|lane| lane.args)
+    }
+
+    /// True if the session copies calls' keys (`key`).
+    #[inline]
+    pub fn copies_keys(&self) -> bool {
+        self.producer.terms.as_ref().is_some_and(|lane| lane.keys)
+    }
+
+    /// Copies a term for the event of `pid` stamped `ts`, as its `slot`: `encode` writes it
+    /// into the buffer it is given (at most `max_term_bytes`) and returns the length. Counted
+    /// as dropped when the term ring is full. Push the copies before their event.
+    #[inline]
+    pub fn copy_term(&self, pid: u64, ts: u64, kind: EventKind, slot: Slot, encode: impl FnOnce(&mut [u8]) -> usize) {
         let Some(lane) = &self.producer.terms else { return };
         // SAFETY: only the thread owning this producer has a `ProducerRef` to it (see the
         // `Sync` impl of `Producer`), and `push_copy` does not re-enter this producer.
-        if !unsafe { lane.push_copy(pid, ts, kind, encode) } {
+        if !unsafe { lane.push_copy(pid, ts, kind, slot, encode) } {
             self.count_copy_dropped();
         }
     }
@@ -84,7 +112,7 @@ impl TermLane {
     /// # Safety
     /// Only one thread ever calls this on a lane (its producer's), and not re-entrantly.
     #[inline]
-    pub(crate) unsafe fn push_copy(&self, pid: u64, ts: u64, kind: EventKind, encode: impl FnOnce(&mut [u8]) -> usize) -> bool {
+    pub(crate) unsafe fn push_copy(&self, pid: u64, ts: u64, kind: EventKind, slot: Slot, encode: impl FnOnce(&mut [u8]) -> usize) -> bool {
         // SAFETY: the caller's contract: the two `&mut` made here are the only ones, and are
         // dropped before returning.
         self.scratch.with_mut(|scratch| unsafe {
@@ -97,6 +125,7 @@ impl TermLane {
             header[8..16].copy_from_slice(&ts.to_le_bytes());
             header[16..20].copy_from_slice(&(len as u32).to_le_bytes());
             header[20] = kind_byte(kind);
+            header[21] = slot as u8;
             let record = &scratch[..1 + len.div_ceil(32)];
             self.tx.with_mut(|tx| (*tx).push_all(record))
         })
@@ -107,10 +136,18 @@ impl TermLane {
 /// in the order they were pushed (behind the lane's lock, with the ring's consumer end).
 pub(crate) struct LaneConsumer {
     ring: RingConsumer<Chunk>,
-    /// The record being read: key, kind and length, and its bytes so far (reused).
-    current: Option<((u64, u64), u8, usize)>,
+    /// The record being read: its header, and its bytes so far (reused).
+    current: Option<(Header, usize)>,
     bytes: Vec<u8>,
-    waiting: VecDeque<((u64, u64), u8, TermCopy)>,
+    waiting: VecDeque<(Header, TermCopy)>,
+}
+
+/// What a record's header says: the event's `(pid, ts)`, its kind and the copy's slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Header {
+    key: (u64, u64),
+    kind: u8,
+    slot: u8,
 }
 
 impl LaneConsumer {
@@ -122,48 +159,55 @@ impl LaneConsumer {
             None => {
                 let word = |at: usize| u64::from_le_bytes(chunk[at..at + 8].try_into().unwrap_or_default());
                 let len = u32::from_le_bytes(chunk[16..20].try_into().unwrap_or_default()) as usize;
-                let key = (word(0), word(8));
+                let header = Header { key: (word(0), word(8)), kind: chunk[20], slot: chunk[21] };
                 if len == 0 {
-                    waiting.push_back((key, chunk[20], Arc::from(&[][..])));
+                    waiting.push_back((header, Arc::from(&[][..])));
                 } else {
                     bytes.clear();
-                    *current = Some((key, chunk[20], len));
+                    *current = Some((header, len));
                 }
             }
-            Some((key, kind, len)) => {
+            Some((header, len)) => {
                 let take = (*len - bytes.len()).min(32);
                 if bytes.is_empty() && take == *len {
                     // A copy in one chunk: no intermediate buffer.
-                    waiting.push_back((*key, *kind, Arc::from(&chunk[..take])));
+                    waiting.push_back((*header, Arc::from(&chunk[..take])));
                     *current = None;
                     return;
                 }
                 bytes.extend_from_slice(&chunk[..take]);
                 if bytes.len() == *len {
-                    waiting.push_back((*key, *kind, Arc::from(&bytes[..])));
+                    waiting.push_back((*header, Arc::from(&bytes[..])));
                     *current = None;
                 }
             }
         });
     }
 
-    /// The copy made for `event` (timestamp in ticks, as pushed), if any. Call with the
+    /// The copies made for `event` (timestamp in ticks, as pushed), if any. Call with the
     /// thread's events in the order they were drained: copies and events are in push order
     /// (one thread's timestamps only grow), so a copy stamped before `event` belongs to an
     /// event that never reached the ring and is dropped; one stamped after waits for its own.
     #[inline]
-    pub(crate) fn take_for(&mut self, event: &Event) -> Option<TermCopy> {
-        while let Some(((pid, ts), kind, _)) = self.waiting.front() {
+    pub(crate) fn take_for(&mut self, event: &Event) -> EventCopies {
+        let mut copies = EventCopies::default();
+        while let Some((Header { key: (pid, ts), kind, slot }, _)) = self.waiting.front() {
             if *ts < event.ts {
                 self.waiting.pop_front();
                 continue;
             }
-            if (*pid, *ts) == (event.pid, event.ts) && *kind == kind_byte(event.kind) {
-                return self.waiting.pop_front().map(|(_, _, copy)| copy);
+            if (*pid, *ts) != (event.pid, event.ts) || *kind != kind_byte(event.kind) {
+                break;
             }
-            return None;
+            let slot = *slot;
+            let copy = self.waiting.pop_front().map(|(_, copy)| copy);
+            if slot == Slot::Key as u8 {
+                copies.key = copy;
+            } else {
+                copies.args = copy;
+            }
         }
-        None
+        copies
     }
 }
 
@@ -173,20 +217,26 @@ mod tests {
     use crate::event::Mfa;
     use crate::producer::Producer;
 
+    fn event(pid: u64, ts: u64, kind: EventKind) -> Event {
+        Event { ts, pid, mfa: Mfa { module: 0, function: 0, arity: 0 }, kind }
+    }
+
+    fn push(lane: &TermLane, pid: u64, ts: u64, kind: EventKind, slot: Slot, body: &[u8]) -> bool {
+        // SAFETY: each test is its lane's only user.
+        unsafe {
+            lane.push_copy(pid, ts, kind, slot, |out| {
+                out[..body.len()].copy_from_slice(body);
+                body.len()
+            })
+        }
+    }
+
     #[test]
     fn copies_pair_with_their_events_in_push_order() {
         let mut producer = Producer::new(64);
-        producer.terms = TermLane::new(16, 100);
+        producer.terms = TermLane::new(16, 100, true, false);
         let lane = producer.terms.as_ref().unwrap();
-        let push = |pid: u64, ts: u64, kind: EventKind, body: &[u8]| {
-            // SAFETY: this test is the lane's only user.
-            unsafe {
-                lane.push_copy(pid, ts, kind, |out| {
-                    out[..body.len()].copy_from_slice(body);
-                    body.len()
-                })
-            }
-        };
+        let push = |pid, ts, kind, body: &[u8]| push(lane, pid, ts, kind, Slot::Args, body);
         let long: Vec<u8> = (0..100).collect();
         assert!(push(1, 10, EventKind::Call, b"short"));
         assert!(push(2, 11, EventKind::Call, &long));
@@ -194,13 +244,13 @@ mod tests {
         assert!(push(3, 13, EventKind::Call, b"orphan"));
         let mut copies = lane.rx.lock();
         copies.drain();
-        let event = |pid, ts, kind| Event { ts, pid, mfa: Mfa { module: 0, function: 0, arity: 0 }, kind };
+        let args = |copies: EventCopies| copies.args;
         // The event of (1, 10) never reached its ring: its copy is dropped at the next event.
-        assert_eq!(copies.take_for(&event(2, 11, EventKind::Call)).as_deref(), Some(&long[..]));
-        assert_eq!(copies.take_for(&event(1, 12, EventKind::Exception)), None, "kinds must match");
-        assert_eq!(copies.take_for(&event(4, 12, EventKind::Return)), None);
+        assert_eq!(args(copies.take_for(&event(2, 11, EventKind::Call))).as_deref(), Some(&long[..]));
+        assert_eq!(args(copies.take_for(&event(1, 12, EventKind::Exception))), None, "kinds must match");
+        assert_eq!(args(copies.take_for(&event(4, 12, EventKind::Return))), None);
         assert_eq!(copies.waiting.len(), 2, "later copies wait for their events");
-        assert_eq!(copies.take_for(&event(3, 13, EventKind::Call)).as_deref(), Some(&b"orphan"[..]));
+        assert_eq!(args(copies.take_for(&event(3, 13, EventKind::Call))).as_deref(), Some(&b"orphan"[..]));
         assert!(copies.waiting.is_empty());
         drop(copies);
         // The ring was drained: its 16 chunks hold three 100-byte copies (5 chunks each).
@@ -208,4 +258,22 @@ mod tests {
         assert!(!push(2, 23, EventKind::Call, &long), "full: refused whole");
     }
 
+    #[test]
+    fn a_call_takes_its_key_and_its_arguments() {
+        let mut producer = Producer::new(64);
+        producer.terms = TermLane::new(64, 100, true, true);
+        let lane = producer.terms.as_ref().unwrap();
+        assert!(push(lane, 1, 10, EventKind::Call, Slot::Key, b"gold"));
+        assert!(push(lane, 1, 10, EventKind::Call, Slot::Args, b"[1]"));
+        assert!(push(lane, 2, 11, EventKind::Call, Slot::Key, b"silver"));
+        assert!(push(lane, 1, 12, EventKind::Return, Slot::Args, b"ok"));
+        let mut copies = lane.rx.lock();
+        copies.drain();
+        let got = copies.take_for(&event(1, 10, EventKind::Call));
+        assert_eq!((got.key.as_deref(), got.args.as_deref()), (Some(&b"gold"[..]), Some(&b"[1]"[..])));
+        let got = copies.take_for(&event(2, 11, EventKind::Call));
+        assert_eq!((got.key.as_deref(), got.args), (Some(&b"silver"[..]), None));
+        let got = copies.take_for(&event(1, 12, EventKind::Return));
+        assert_eq!((got.key, got.args.as_deref()), (None, Some(&b"ok"[..])));
+    }
 }

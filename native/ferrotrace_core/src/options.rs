@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use crate::aggregate::keyed::{KeySource, KeysConfig, MAX_KEYS_RANGE};
 use crate::aggregate::recorder::RECENT_RANGE;
 use crate::aggregate::slowest::{SlowestConfig, KEEP_RANGE, MAX_SLOW_CALLS_RANGE, THRESHOLD_RANGE};
 use crate::terms::ArgsConfig;
@@ -45,6 +46,8 @@ pub struct Config {
     pub recent: usize,
     /// Copies of arguments and results (`args`, `max_term_bytes`).
     pub args: ArgsConfig,
+    /// Latency per call key (`key`, `max_keys`).
+    pub keys: KeysConfig,
 }
 
 /// The action at a limit.
@@ -70,15 +73,16 @@ impl Default for Config {
             slowest: SlowestConfig::default(),
             recent: 0,
             args: ArgsConfig::default(),
+            keys: KeysConfig::default(),
         }
     }
 }
 
 /// Every option `parse` takes, for the error that names an unknown one (a test checks that
 /// each is parsed).
-const NAMES: [&str; 14] = [
+const NAMES: [&str; 16] = [
     "duration", "max_events", "max_rate", "sample", "on_limit", "ring_size", "max_functions", "max_open_calls",
-    "slowest", "threshold", "max_slow_calls", "recent", "args", "max_term_bytes",
+    "slowest", "threshold", "max_slow_calls", "recent", "args", "max_term_bytes", "key", "max_keys",
 ];
 
 /// Every option `parse` takes.
@@ -230,6 +234,17 @@ pub fn parse(pairs: &[(String, OptionValue)]) -> Result<Config, OptionError> {
                 config.args.max_term_bytes = integer_in(value, MAX_TERM_BYTES_RANGE)
                     .ok_or_else(|| bad(integers(MAX_TERM_BYTES_RANGE)))? as usize;
             }
+            "key" => {
+                config.keys.source = match value {
+                    OptionValue::Atom(a) if a == "none" => KeySource::None,
+                    OptionValue::Atom(a) if a == "message" => KeySource::Message,
+                    OptionValue::Atom(a) if a == "caller" => KeySource::Caller,
+                    _ => return Err(bad("none, message or caller".into())),
+                };
+            }
+            "max_keys" => {
+                config.keys.max_keys = integer_in(value, MAX_KEYS_RANGE).ok_or_else(|| bad(integers(MAX_KEYS_RANGE)))? as usize;
+            }
             _ => return Err(OptionError::Unknown { index }),
         }
     }
@@ -267,6 +282,9 @@ mod tests {
         .unwrap();
         assert_eq!((config.slowest.keep, config.slowest.threshold_ns, config.slowest.max_slow_calls), (3, Some(1_000_000), 7));
         assert_eq!((config.recent, config.args), (50, ArgsConfig { enabled: true, max_term_bytes: 4096 }));
+        let config = parse(&[pair("key", OptionValue::Atom("message".into())), pair("max_keys", OptionValue::Integer(20))]).unwrap();
+        assert_eq!(config.keys, KeysConfig { source: KeySource::Message, max_keys: 20 });
+        assert_eq!(parse(&[pair("key", OptionValue::Atom("caller".into()))]).unwrap().keys.source, KeySource::Caller);
         let config = parse(&[pair("threshold", OptionValue::Atom("infinity".into()))]).unwrap();
         assert_eq!(config.slowest.threshold_ns, None);
         let refused = |key: &str, value: OptionValue| parse(&[pair("recent", OptionValue::Integer(1)), pair(key, value)]);
@@ -284,6 +302,8 @@ mod tests {
             ("recent", OptionValue::Integer(-1)),
             ("recent", OptionValue::Atom("all".into())),
             ("args", OptionValue::Integer(1)),
+            ("key", OptionValue::Atom("args".into())),
+            ("max_keys", OptionValue::Integer(0)),
         ] {
             assert!(matches!(refused(key, value), Err(OptionError::BadValue { index: 1, .. })), "{key}");
         }

@@ -11,6 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::sync::Mutex;
 
+use crate::aggregate::keyed::KeySource;
 use crate::aggregate::Aggregator;
 use crate::clock;
 use crate::collector::Consumer;
@@ -149,7 +150,7 @@ pub fn start(config: Config, keeper: u64, notifier: Option<Notifier>) -> Result<
         started_ms: wall_ms(),
         started_ticks: clock::now(),
         producers: (0..MAX_THREADS).map(|_| AtomicPtr::new(std::ptr::null_mut())).collect(),
-        consumer: Mutex::new(Consumer::new(Aggregator::new(config.max_functions, config.max_open_calls).with_slowest(config.slowest).with_recent(config.recent))),
+        consumer: Mutex::new(Consumer::new(Aggregator::new(config.max_functions, config.max_open_calls).with_slowest(config.slowest).with_recent(config.recent).with_keys(config.keys))),
         limiter: Limiter::new(config.max_events, config.max_rate.map(|(n, ms)| (n, clock::ns_to_ticks(ms * 1_000_000)))),
         limit_tripped: AtomicBool::new(false),
         config,
@@ -190,9 +191,11 @@ impl Session {
         if producer.is_null() {
             let mut fresh = Box::new(Producer::new(self.config.ring_size));
             fresh.thread = token.index() as u32;
-            if self.config.args.enabled && fresh.has_ring() {
+            let (args, keys) = (self.config.args.enabled, self.config.keys.source != KeySource::None);
+            if (args || keys) && fresh.has_ring() {
                 // Two 32-byte chunks per event slot: a small copy's header and body.
-                fresh.terms = crate::copies::TermLane::new(2 * self.config.ring_size, self.config.args.max_term_bytes);
+                let chunks = 2 * self.config.ring_size;
+                fresh.terms = crate::copies::TermLane::new(chunks, self.config.args.max_term_bytes, args, keys);
             }
             if !fresh.has_ring() {
                 self.ring_alloc_failures.fetch_add(1, Ordering::Relaxed);

@@ -26,6 +26,23 @@
 /// flight recorder.
 pub type TermCopy = std::sync::Arc<[u8]>;
 
+/// The copies that came with one event: its arguments or result (`args`), and for a call
+/// its key (`key`: the match spec's `{message, Key}`, or the caller).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EventCopies {
+    /// The argument list of a call, or the value of a return or exception.
+    pub args: Option<TermCopy>,
+    /// The call's key.
+    pub key: Option<TermCopy>,
+}
+
+impl From<Option<TermCopy>> for EventCopies {
+    /// Arguments or a result alone.
+    fn from(args: Option<TermCopy>) -> Self {
+        EventCopies { args, key: None }
+    }
+}
+
 /// What a session copies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ArgsConfig {

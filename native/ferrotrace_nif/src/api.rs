@@ -7,6 +7,7 @@ use rustler::{Atom, Encoder, Env, LocalPid, NifResult, Term};
 
 use rustler::OwnedEnv;
 
+use ferrotrace_core::aggregate::keyed::KeySource;
 use ferrotrace_core::aggregate::{FunctionStats, MfaPattern, PairingCounters};
 use hdrhistogram::Histogram;
 use ferrotrace_core::decode;
@@ -15,6 +16,7 @@ use ferrotrace_core::options::{self, OptionError, OptionValue};
 use ferrotrace_core::session::{self, Accounting, Notifier, Session, StartError, StopReason, Stopped};
 use crate::term::{term_bits, term_from_bits, EnvReader};
 
+mod keys;
 mod own;
 mod recent;
 mod slow;
@@ -188,9 +190,10 @@ fn map<'a>(env: Env<'a>, pairs: &[(Atom, Term<'a>)]) -> Term<'a> {
     Term::map_from_pairs(env, pairs).expect("atom keys are distinct")
 }
 
-fn function_term<'a>(env: Env<'a>, mfa: &Mfa, stats: &FunctionStats) -> Term<'a> {
+fn function_term<'a>(env: Env<'a>, mfa: &Mfa, stats: &FunctionStats, keys: KeySource) -> Term<'a> {
     let entry = figures_term(env, mfa, (stats.calls, stats.returns, stats.exceptions, stats.total_ns), &stats.latency);
     let entry = slow::add_keys(env, entry, stats);
+    let entry = keys::add_keys(env, entry, stats, keys);
     own::add_keys(env, entry, stats)
 }
 
@@ -257,7 +260,8 @@ fn session_summary<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
     };
     session.with_consumer(|consumer, accounting| {
         let agg = consumer.aggregator();
-        let calls: Vec<Term> = agg.functions().map(|(mfa, stats)| function_term(env, mfa, stats)).collect();
+        let keys = session.config.keys.source;
+        let calls: Vec<Term> = agg.functions().map(|(mfa, stats)| function_term(env, mfa, stats, keys)).collect();
         let summary = map(env, &[
             (atoms::id(), session.id.encode(env)),
             (atoms::status(), status.encode(env)),

@@ -15,6 +15,7 @@ use std::sync::OnceLock;
 use rustler::sys::{enif_get_int64, enif_get_map_value, enif_get_tuple, enif_make_atom, ErlNifEnv, ErlNifTerm};
 
 use ferrotrace_core::clock;
+use ferrotrace_core::copies::Slot;
 use ferrotrace_core::decode::decode_mfa;
 use ferrotrace_core::event::{Event, EventKind, Mfa};
 use ferrotrace_core::producer::{Admission, ProducerRef};
@@ -37,6 +38,7 @@ pub(crate) struct Atoms {
     return_from: ErlNifTerm,
     exception_from: ErlNifTerm,
     extra: ErlNifTerm,
+    match_spec_result: ErlNifTerm,
 }
 
 static ATOMS: OnceLock<Atoms> = OnceLock::new();
@@ -59,6 +61,7 @@ pub unsafe fn init_atoms(env: *mut ErlNifEnv) {
         return_from: atom(c"return_from"),
         exception_from: atom(c"exception_from"),
         extra: atom(c"extra"),
+        match_spec_result: atom(c"match_spec_result"),
     });
 }
 
@@ -247,7 +250,9 @@ register_raw_nif!("enabled_ports", 3, enabled_any);
 
 /// `args => true`: copies a call's argument list, or the value (`{Class, Reason}` for an
 /// exception) that the VM passes as `extra` in the options, into the thread's term ring,
-/// before the event is pushed. Bounded by `max_term_bytes` (see `ferrotrace_core::terms`).
+/// before the event is pushed. `key`: copies a call's `match_spec_result` (what its match
+/// spec's `{message, Key}` returned; absent when it returned `true`) the same way. Bounded by
+/// `max_term_bytes` (see `ferrotrace_core::terms`).
 /// Nothing is allocated but what the VM allocates, bounded, for a reference or a remote pid
 /// or port (`enif_term_to_binary`, a few dozen bytes) or a large map's iterator.
 ///
@@ -263,6 +268,16 @@ unsafe fn copy_terms(
     ts: u64,
     argv: &[ErlNifTerm; 5],
 ) {
+    if kind == EventKind::Call && producer.copies_keys() {
+        let mut key = argv[4];
+        // SAFETY: the caller's contract; `key` is a valid out-pointer.
+        if unsafe { enif_get_map_value(env, argv[4], a.match_spec_result, &mut key) } != 0 {
+            producer.copy_term(pid, ts, kind, Slot::Key, |out| crate::copy::encode(env, key, out));
+        }
+    }
+    if !producer.copies_args() {
+        return;
+    }
     let mut term = argv[3];
     if kind == EventKind::Call {
         let mut arity: c_int = 0;
@@ -279,7 +294,7 @@ unsafe fn copy_terms(
             return;
         }
     }
-    producer.copy_term(pid, ts, kind, |out| crate::copy::encode(env, term, out));
+    producer.copy_term(pid, ts, kind, Slot::Args, |out| crate::copy::encode(env, term, out));
 }
 
 register_raw_nif!("enabled", 3, enabled);

@@ -8,25 +8,26 @@
 //! `max_open_calls * max_term_bytes`; kept calls and recorded events one or two copies each.
 
 use super::Aggregator;
-use crate::terms::TermCopy;
 use crate::event::Event;
+use crate::terms::EventCopies;
 
 impl Aggregator {
-    /// Folds one event in with the copy made for it, if any.
+    /// Folds one event in with the copies made for it: its arguments or result, and a call's
+    /// key (`keyed.rs`).
     #[inline]
-    pub fn record_with(&mut self, event: &Event, copy: Option<TermCopy>) {
-        self.copy = copy;
+    pub fn record_with(&mut self, event: &Event, copies: impl Into<EventCopies>) {
+        let EventCopies { args, key } = copies.into();
+        (self.copy, self.key) = (args, key);
         self.record(event);
-        self.copy = None;
+        (self.copy, self.key) = (None, None);
     }
 
     /// As [`Aggregator::record_with`], for an event that ran on thread `thread` (see
     /// [`Aggregator::record_on`]).
     #[inline]
-    pub fn record_on_with(&mut self, event: &Event, thread: u32, copy: Option<TermCopy>) {
-        self.copy = copy;
-        self.record_on(event, thread);
-        self.copy = None;
+    pub fn record_on_with(&mut self, event: &Event, thread: u32, copies: EventCopies) {
+        self.thread = thread;
+        self.record_with(event, copies);
     }
 }
 
@@ -35,6 +36,7 @@ mod tests {
     use super::*;
     use crate::aggregate::slowest::SlowestConfig;
     use crate::event::{EventKind, Mfa};
+    use crate::terms::TermCopy;
     use std::sync::Arc;
 
     const F: Mfa = Mfa { module: 1, function: 2, arity: 1 };
