@@ -11,6 +11,9 @@
 %%   ferrotrace     {tracer, ferrotrace_tracer, S} with S from ferrotrace:session/1: the
 %%                  full hot path (filter, limits, timestamp, ring push), aggregation off the
 %%                  schedulers; timed until the traced process is done;
+%%   floor_noop_keyed, ferrotrace_keyed  the same two with a match spec that keys each call
+%%                  (`{message, X rem 4}'), the session with `key => message': the cost of
+%%                  copying a small key, against the floor of the same match spec;
 %%   process_count  {tracer, Pid}: a tracer process that only counts messages, timed until it
 %%                  has received every event (drained);
 %%   dbg_style_hist {tracer, Pid} with monotonic_timestamp: a tracer process that pairs call
@@ -44,12 +47,13 @@
 -define(SAMPLE_MS, 2).
 -define(WAIT_MS, 300000).
 -define(MS, [{'_', [], [{return_trace}]}]).
+-define(KEYED_MS, [{['$1'], [], [{message, {'rem', '$1', 4}}, {return_trace}]}]).
 -define(TARGET, {ft_bench_target, f, 1}).
 -define(SAMPLE, 10).
 -define(SAMPLED_CHUNKS, 200).
 
 -type case_name() :: untraced | floor_discard | floor_noop | ferrotrace | ferrotrace_sampled
-                   | ferrotrace_args
+                   | ferrotrace_args | floor_noop_keyed | ferrotrace_keyed
                    | process_count | dbg_style_hist.
 -type scenario() :: single | workers.
 -type result() :: #{atom() => term()}.
@@ -122,17 +126,22 @@ scale() ->
     end.
 
 all_cases() ->
-    [untraced, floor_discard, floor_noop, ferrotrace, ferrotrace_args, ferrotrace_sampled, process_count,
+    [untraced, floor_discard, floor_noop, ferrotrace, ferrotrace_args, ferrotrace_sampled,
+     floor_noop_keyed, ferrotrace_keyed, process_count,
      dbg_style_hist].
 
-is_ferrotrace(C) -> C =:= ferrotrace orelse C =:= ferrotrace_sampled orelse C =:= ferrotrace_args.
+is_ferrotrace(C) -> lists:member(C, [ferrotrace, ferrotrace_sampled, ferrotrace_args, ferrotrace_keyed]).
 
 %% The sampled case runs each worker's calls in ?SAMPLED_CHUNKS short-lived processes (traced
 %% through set_on_spawn): `sample' keeps whole processes, so it needs many pids to keep 1 in 10.
 chunks(ferrotrace_sampled) -> ?SAMPLED_CHUNKS;
 chunks(_) -> 1.
 
-is_floor(C) -> C =:= floor_discard orelse C =:= floor_noop.
+is_floor(C) -> lists:member(C, [floor_discard, floor_noop, floor_noop_keyed]).
+
+%% The keyed cases' match spec sets a key; the others only ask for returns.
+match_spec(C) when C =:= floor_noop_keyed; C =:= ferrotrace_keyed -> ?KEYED_MS;
+match_spec(_) -> ?MS.
 
 ensure_floor() ->
     case code:ensure_loaded(ferrotrace_floor) of
@@ -219,7 +228,7 @@ run_case(Case, Calls, NWorkers, Bind, Events, MemBase) ->
                || I <- lists:seq(1, NWorkers)],
     case Case of
         untraced -> ok;
-        _ -> 1 = erlang:trace_pattern(?TARGET, ?MS, [])
+        _ -> 1 = erlang:trace_pattern(?TARGET, match_spec(Case), [])
     end,
     _ = [1 = erlang:trace(W, true, maps:get(flags, Tracer)) || W <- Workers,
                                                                Case =/= untraced],
@@ -285,6 +294,12 @@ tracer_setup(ferrotrace, _Events) ->
 %% `args => true': each event also copies f/1's argument list or its return value.
 tracer_setup(ferrotrace_args, _Events) ->
     {ok, S} = ferrotrace:session(#{duration => 3600000, args => true}),
+    #{flags => [call, {tracer, ferrotrace_tracer, S}], session => S};
+tracer_setup(floor_noop_keyed, Events) ->
+    tracer_setup(floor_noop, Events);
+%% `key => message': each call also copies its key (a small integer) into the term ring.
+tracer_setup(ferrotrace_keyed, _Events) ->
+    {ok, S} = ferrotrace:session(#{duration => 3600000, key => message}),
     #{flags => [call, {tracer, ferrotrace_tracer, S}], session => S};
 tracer_setup(ferrotrace_sampled, _Events) ->
     {ok, S} = ferrotrace:session(#{duration => 3600000, sample => ?SAMPLE}),
@@ -635,6 +650,13 @@ print_ratios(Single, Workers, FtStatus) ->
           '=<', 2.0, FtSkipped),
     ratio(ferrotrace_args_per_event_vs_ferrotrace,
           Div(PerEvent(Single, ferrotrace_args), PerEvent(Single, ferrotrace)),
+          none, none, FtSkipped),
+    %% Keys: against the floor with the same (keying) match spec, and against no keys.
+    ratio(ferrotrace_keyed_per_event_vs_keyed_floor,
+          Div(PerEvent(Single, ferrotrace_keyed), PerEvent(Single, floor_noop_keyed)),
+          none, none, FtSkipped),
+    ratio(ferrotrace_keyed_per_event_vs_ferrotrace,
+          Div(PerEvent(Single, ferrotrace_keyed), PerEvent(Single, ferrotrace)),
           none, none, FtSkipped),
     ratio(ferrotrace_per_event_vs_noop_floor_workers,
           Div(PerEvent(Workers, ferrotrace), PerEvent(Workers, floor_noop)),

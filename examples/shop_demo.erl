@@ -38,4 +38,12 @@ operator_session() ->
     io:format("6> timer:sleep(1500), ferrotrace:report(P).~n"),
     timer:sleep(1500),
     ok = ferrotrace:report(P),
-    ok = ferrotrace:stop(P).
+    ok = ferrotrace:stop(P),
+    %% Latency per key: search/1's work grows with Query rem 4; key each call by it.
+    KeySpec = {shop_api, search, [{['$1'], [], [{message, {'rem', '$1', 4}}]}]},
+    io:format("7> {ok, K} = ferrotrace:calls(~p, #{duration => 2000}).~n", [KeySpec]),
+    {ok, K} = ferrotrace:calls(KeySpec, #{duration => 2000}),
+    io:format("8> timer:sleep(1500), ferrotrace:report(K).~n"),
+    timer:sleep(1500),
+    ok = ferrotrace:report(K),
+    ok = ferrotrace:stop(K).

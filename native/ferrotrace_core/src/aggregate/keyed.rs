@@ -13,10 +13,11 @@
 //! are counted in their function's `overflow`, not kept.
 
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 
 use hdrhistogram::Histogram;
 
-use super::MAX_LATENCY_NS;
+use super::{WordHasher, MAX_LATENCY_NS};
 use crate::terms::TermCopy;
 
 /// Where a call's key comes from.
@@ -66,7 +67,9 @@ pub struct KeyStats {
 /// One function's calls by key.
 #[derive(Default)]
 pub struct KeyedLatency {
-    keys: HashMap<TermCopy, KeyStats>,
+    /// Keys are bounded (`max_keys`) and hashed with the collector's word hasher: SipHash
+    /// doubled the lookup's cost.
+    keys: HashMap<TermCopy, KeyStats, BuildHasherDefault<WordHasher>>,
     /// Calls with a key that was not kept: the session's `max_keys` were taken.
     pub overflow: u64,
 }
