@@ -324,14 +324,24 @@ histogram(Session, MFA) ->
 %% `started_at' in system time (us), `duration' in ns and `result' `return' or `exception'.
 %% With `args => true' each also has `args' (the argument list) and `result' is
 %% `{return, Value}' or `{exception, Class, Reason}'.
--spec slowest(session(), mfa()) -> [ferrotrace_slow:slow_call()] | {error, term()}.
+%% A cluster session's are every node's, slowest first.
+-spec slowest(session() | pid(), mfa()) -> [ferrotrace_slow:slow_call()] | {error, term()}.
+slowest(Name, MFA) when is_atom(Name) ->
+    with_name(Name, fun(S) -> slowest(S, MFA) end);
+slowest(Cluster, MFA) when is_pid(Cluster) ->
+    ferrotrace_cluster:slow_calls(Cluster, MFA, slowest);
 slowest(Session, MFA) ->
     with_id(Session, fun(Id, _) -> ferrotrace_slow:calls(Id, MFA, slowest) end).
 
 %% @doc The calls of `MFA' slower than the session's `threshold => Ns', in the order they
 %% began (at most `max_slow_calls' per function, default 1000; the excess is counted in the
 %% call entry's `slow_calls_dropped'); maps as {@link slowest/2}'s.
--spec slow_calls(session(), mfa()) -> [ferrotrace_slow:slow_call()] | {error, term()}.
+%% A cluster session's are every node's, in the order they began.
+-spec slow_calls(session() | pid(), mfa()) -> [ferrotrace_slow:slow_call()] | {error, term()}.
+slow_calls(Name, MFA) when is_atom(Name) ->
+    with_name(Name, fun(S) -> slow_calls(S, MFA) end);
+slow_calls(Cluster, MFA) when is_pid(Cluster) ->
+    ferrotrace_cluster:slow_calls(Cluster, MFA, threshold);
 slow_calls(Session, MFA) ->
     with_id(Session, fun(Id, _) -> ferrotrace_slow:calls(Id, MFA, threshold) end).
 
@@ -340,13 +350,19 @@ slow_calls(Session, MFA) ->
 %% `return' or `exception', `duration' the paired call's (ns) or `undefined'; with
 %% `args => true' a call has `args' and a return or exception `result' (as in
 %% {@link slowest/2}).
--spec recent(session()) -> [ferrotrace_recent:event()] | {error, term()}.
+%% A cluster session's are every node's recorded events, merged in time order (each node
+%% keeps its own last N).
+-spec recent(session() | pid()) -> [ferrotrace_recent:event()] | {error, term()}.
+recent(Name) when is_atom(Name) ->
+    with_name(Name, fun recent/1);
+recent(Cluster) when is_pid(Cluster) ->
+    ferrotrace_cluster:recent(Cluster);
 recent(Session) ->
     with_id(Session, fun(Id, _) -> ferrotrace_recent:events(Id) end).
 
 %% @doc Prints {@link recent/1}'s events as recon_trace-like lines
 %% (`13:55:09.123456 <0.123.0> m:f/1', `... m:f/1 --> return (12.0 ms)').
--spec print_recent(session()) -> ok | {error, term()}.
+-spec print_recent(session() | pid()) -> ok | {error, term()}.
 print_recent(Session) ->
     case recent(Session) of
         {error, _} = Error -> Error;

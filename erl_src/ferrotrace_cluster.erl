@@ -31,6 +31,7 @@
 -module(ferrotrace_cluster).
 
 -export([calls/4, summary/1, histogram/2, stop/1, release/1, export/3, format/2, status/1]).
+-export([slow_calls/3, recent/1]).
 %% Called on each node through erpc.
 -export([start_part/4, part_figures/2, part_control/2]).
 
@@ -189,6 +190,41 @@ export(Cluster, collapsed, Options) ->
                           {ok, T} <- [remote_call(Node, ferrotrace_export, local,
                                                       [Id, collapsed, Options], ?CALL_TIMEOUT)]],
             {ok, ferrotrace_export:merge_folded(Texts)};
+        {error, _} = Error ->
+            Error
+    end.
+
+%% @doc Every live node's kept calls of `MFA': `slowest' (slowest first) or `threshold'
+%% (in the order they began); pids name their node.
+-spec slow_calls(pid(), mfa(), slowest | threshold) -> [ferrotrace_slow:slow_call()] | {error, term()}.
+slow_calls(Cluster, MFA, Which) ->
+    Function = case Which of slowest -> slowest; threshold -> slow_calls end,
+    case from_parts(Cluster, ferrotrace, Function, fun(Id) -> [Id, MFA] end) of
+        {error, _} = Error -> Error;
+        Lists when Which =:= slowest -> lists:sort(fun(#{duration := A}, #{duration := B}) -> A >= B end, lists:append(Lists));
+        Lists -> lists:sort(fun(#{started_at := A}, #{started_at := B}) -> A =< B end, lists:append(Lists))
+    end.
+
+%% @doc Every live node's recorded events (`recent'), merged in time order.
+-spec recent(pid()) -> [ferrotrace_recent:event()] | {error, term()}.
+recent(Cluster) ->
+    case from_parts(Cluster, ferrotrace, recent, fun(Id) -> [Id] end) of
+        {error, _} = Error -> Error;
+        Lists -> lists:sort(fun(#{at := A}, #{at := B}) -> A =< B end, lists:append(Lists))
+    end.
+
+%% The lists `Module:Function(Args(Id))' returns on each live node (a node that went down is
+%% left out, as in the summary; one that never called the function has none of it); an
+%% error only if no node answered a list.
+from_parts(Cluster, Module, Function, Args) ->
+    case call(Cluster, parts) of
+        {ok, Parts, Down} ->
+            Replies = [remote_call(Node, Module, Function, Args(Id), ?CALL_TIMEOUT)
+                       || {Node, {_Pid, Id}} <- Parts, not lists:member(Node, Down)],
+            case {[L || L <- Replies, is_list(L)], [E || {error, _} = E <- Replies]} of
+                {[], [Error | _]} -> Error;
+                {Lists, _} -> Lists
+            end;
         {error, _} = Error ->
             Error
     end.

@@ -8,7 +8,8 @@
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([merged_exactly/1, owner_death_stops_every_part/1, node_death_reported/1,
          stop_and_duration/1, limit_stops_every_part/1, node_without_ferrotrace/1, bad_nodes/1, report_by_node/1,
-         named_and_listed/1, chrome_trace_per_node/1, hdr_log_intervals_merged/1]).
+         named_and_listed/1, chrome_trace_per_node/1, hdr_log_intervals_merged/1,
+         slow_and_recent_merged/1]).
 
 -type config() :: [{atom(), term()}].
 
@@ -19,7 +20,7 @@
 all() ->
     [merged_exactly, owner_death_stops_every_part, node_death_reported, stop_and_duration,
      limit_stops_every_part, node_without_ferrotrace, bad_nodes, report_by_node,
-     named_and_listed, chrome_trace_per_node, hdr_log_intervals_merged].
+     named_and_listed, chrome_trace_per_node, hdr_log_intervals_merged, slow_and_recent_merged].
 
 -spec init_per_suite(config()) -> config().
 init_per_suite(Config) ->
@@ -241,6 +242,35 @@ bad_nodes(_Config) ->
     {ok, Id} = ferrotrace:calls(?SPEC, #{nodes => [node()]}),
     ?assert(is_integer(Id)),
     ok = ferrotrace:release(Id).
+
+%% Slow calls and the flight recorder of a cluster session: every node's, merged.
+-spec slow_and_recent_merged(config()) -> ok.
+slow_and_recent_merged(_Config) ->
+    Nodes = [N || {_, N} <- peers(2)],
+    {ok, C} = ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000, slowest => 2,
+                                        threshold => 1, recent => 1000}),
+    [ok = remote(N, ft_export_target, run, [3, 0]) || N <- Nodes],
+    ok = ferrotrace:stop(C),
+    Outer = {ft_export_target, outer, 1},
+    Slowest = ferrotrace:slowest(C, Outer),
+    %% Two kept per node, slowest first, from both nodes.
+    ?assertEqual(4, length(Slowest)),
+    Ds = [D || #{duration := D} <- Slowest],
+    ?assertEqual(lists:reverse(lists:sort(Ds)), Ds),
+    ?assertEqual(lists:sort(Nodes), lists:usort([node(P) || #{pid := P} <- Slowest])),
+    %% Every call is over a 1 ns threshold: all 3 outer calls of each node, in start order.
+    Over = ferrotrace:slow_calls(C, Outer),
+    ?assertEqual(6, length(Over)),
+    Starts = [T || #{started_at := T} <- Over],
+    ?assertEqual(lists:sort(Starts), Starts),
+    %% The recorders: each node's call and return events of outer/1, in time order.
+    Recent = ferrotrace:recent(C),
+    Ats = [At || #{at := At} <- Recent],
+    ?assertEqual(lists:sort(Ats), Ats),
+    ?assertEqual(12, length([E || #{mfa := M} = E <- Recent, M =:= Outer])),
+    ?assertEqual(ok, ferrotrace:print_recent(C)),
+    ?assertMatch({error, {no_such_function, _}}, ferrotrace:slowest(C, {lists, seq, 9})),
+    ok = ferrotrace:release(C).
 
 -spec report_by_node(config()) -> ok.
 report_by_node(_Config) ->
