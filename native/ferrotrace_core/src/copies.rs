@@ -18,7 +18,6 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::event::{Event, EventKind};
-use crate::producer::ProducerRef;
 use crate::ring::{self, RingConsumer, RingProducer};
 use crate::sync::{Mutex, UnsafeCell};
 use crate::terms::{EventCopies, TermCopy};
@@ -70,40 +69,6 @@ impl TermLane {
 
 fn kind_byte(kind: EventKind) -> u8 {
     kind as u8
-}
-
-impl ProducerRef<'_> {
-    /// True if the session copies arguments, results or keys (and this thread's term ring
-    /// could be allocated).
-    #[inline]
-    pub fn copies_terms(&self) -> bool {
-        self.producer.terms.is_some()
-    }
-
-    /// True if the session copies arguments and results (`args`).
-    #[inline]
-    pub fn copies_args(&self) -> bool {
-        self.producer.terms.as_ref().is_some_and(|lane| lane.args)
-    }
-
-    /// True if the session copies calls' keys (`key`).
-    #[inline]
-    pub fn copies_keys(&self) -> bool {
-        self.producer.terms.as_ref().is_some_and(|lane| lane.keys)
-    }
-
-    /// Copies a term for the event of `pid` stamped `ts`, as its `slot`: `encode` writes it
-    /// into the buffer it is given (at most `max_term_bytes`) and returns the length. Counted
-    /// as dropped when the term ring is full. Push the copies before their event.
-    #[inline]
-    pub fn copy_term(&self, pid: u64, ts: u64, kind: EventKind, slot: Slot, encode: impl FnOnce(&mut [u8]) -> usize) {
-        let Some(lane) = &self.producer.terms else { return };
-        // SAFETY: only the thread owning this producer has a `ProducerRef` to it (see the
-        // `Sync` impl of `Producer`), and `push_copy` does not re-enter this producer.
-        if !unsafe { lane.push_copy(pid, ts, kind, slot, encode) } {
-            self.count_copy_dropped();
-        }
-    }
 }
 
 impl TermLane {

@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
 use crate::sync::Mutex;
 
-use crate::event::{Event, PackedEvent};
+use crate::copies::Slot;
+use crate::event::{Event, EventKind, PackedEvent};
 use crate::limit::Leases;
 use crate::options::OnLimit;
 use crate::ring::{self, RingConsumer, RingProducer};
@@ -183,5 +184,40 @@ impl ProducerRef<'_> {
     #[inline]
     pub fn ignore(&self) {
         bump(&self.producer.counters.ignored);
+    }
+}
+
+/// The term lane (`args`, `key`, see `crate::copies`).
+impl ProducerRef<'_> {
+    /// True if the session copies arguments, results or keys (and this thread's term ring
+    /// could be allocated).
+    #[inline]
+    pub fn copies_terms(&self) -> bool {
+        self.producer.terms.is_some()
+    }
+
+    /// True if the session copies arguments and results (`args`).
+    #[inline]
+    pub fn copies_args(&self) -> bool {
+        self.producer.terms.as_ref().is_some_and(|lane| lane.args)
+    }
+
+    /// True if the session copies calls' keys (`key`).
+    #[inline]
+    pub fn copies_keys(&self) -> bool {
+        self.producer.terms.as_ref().is_some_and(|lane| lane.keys)
+    }
+
+    /// Copies a term for the event of `pid` stamped `ts`, as its `slot`: `encode` writes it
+    /// into the buffer it is given (at most `max_term_bytes`) and returns the length. Counted
+    /// as dropped when the term ring is full. Push the copies before their event.
+    #[inline]
+    pub fn copy_term(&self, pid: u64, ts: u64, kind: EventKind, slot: Slot, encode: impl FnOnce(&mut [u8]) -> usize) {
+        let Some(lane) = &self.producer.terms else { return };
+        // SAFETY: only the thread owning this producer has a `ProducerRef` to it (see the
+        // `Sync` impl of `Producer`), and `push_copy` does not re-enter this producer.
+        if !unsafe { lane.push_copy(pid, ts, kind, slot, encode) } {
+            self.count_copy_dropped();
+        }
     }
 }
