@@ -196,6 +196,10 @@ impl Session {
                 // Two 32-byte chunks per event slot: a small copy's header and body.
                 let chunks = 2 * self.config.ring_size;
                 fresh.terms = crate::copies::TermLane::new(chunks, self.config.args.max_term_bytes, args, keys);
+                if fresh.terms.is_none() {
+                    // The thread's events still go, without copies: counted as a failed ring.
+                    self.ring_alloc_failures.fetch_add(1, Ordering::Relaxed);
+                }
             }
             if !fresh.has_ring() {
                 self.ring_alloc_failures.fetch_add(1, Ordering::Relaxed);
