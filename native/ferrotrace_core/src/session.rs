@@ -120,7 +120,7 @@ pub struct Session {
     pub(crate) limit_tripped: AtomicBool,
     pub(crate) notifier: Mutex<Option<Notifier>>,
     pub(crate) loop_notifier: Mutex<Option<LoopNotifier>>,
-    /// Threads whose ring could not be allocated (their events are counted as dropped).
+    /// Threads whose event ring or term ring could not be allocated.(their events are counted as dropped).
     ring_alloc_failures: AtomicU64,
     /// CPU time the collector thread has used, nanoseconds.
     pub(crate) collector_cpu_ns: AtomicU64,
@@ -245,7 +245,7 @@ impl Session {
         *self.loop_notifier.lock() = Some(notify);
     }
 
-    /// Threads whose ring could not be allocated.
+    /// Threads whose event ring or term ring could not be allocated.
     pub fn ring_alloc_failures(&self) -> u64 {
         self.ring_alloc_failures.load(Ordering::Relaxed)
     }
