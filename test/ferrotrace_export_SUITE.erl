@@ -9,7 +9,8 @@
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([hdr_log_read_by_python/1, json_read_by_python/1, collapsed_drawn_by_inferno/1,
          collapsed_weights/1, chrome_trace_needs_recent/1, bad_formats/1, to_file/1,
-         chrome_trace_read_by_python/1, hdr_log_intervals_add_up/1, hdr_log_interval_options/1]).
+         chrome_trace_read_by_python/1, hdr_log_intervals_add_up/1, hdr_log_interval_options/1,
+         histogram_nifs/1]).
 
 -type config() :: [{atom(), term()}].
 
@@ -20,7 +21,7 @@
 all() ->
     [hdr_log_read_by_python, json_read_by_python, collapsed_drawn_by_inferno, collapsed_weights,
      chrome_trace_needs_recent, bad_formats, to_file, chrome_trace_read_by_python,
-     hdr_log_intervals_add_up, hdr_log_interval_options].
+     hdr_log_intervals_add_up, hdr_log_interval_options, histogram_nifs].
 
 -spec init_per_suite(config()) -> config().
 init_per_suite(Config) ->
@@ -307,6 +308,47 @@ hdr_log_interval_options(_Config) ->
     ?assertEqual(nomatch, string:find(Why, "now 10 ms")),
     Log = ferrotrace:export(S, {hdr_log, #{interval => 10 bsl 16}}),
     ?assert(is_binary(Log)),
+    ok.
+
+%% The histogram NIFs the cluster and interval code build on: figures reads the summary's
+%% keys off a histogram, merge adds, subtract takes an earlier snapshot back off; bytes that
+%% do not decode, or do not subtract, are named in {error, {bad_histogram, Bytes}}.
+-spec histogram_nifs(config()) -> ok.
+histogram_nifs(_Config) ->
+    S = traced_session(),
+    {ok, Hs} = ferrotrace_tracer:session_histograms_bytes(S),
+    ?assertEqual(3, length(Hs)),
+    [Outer] = [B || {{ft_export_target, outer, 1}, B} <- Hs],
+    #{calls := Calls} = ferrotrace:summary(S),
+    [Call] = [C || #{mfa := {ft_export_target, outer, 1}} = C <- Calls],
+    Keys = [count, mean, p50, p90, p99, p999, max],
+    {ok, F} = ferrotrace_tracer:histogram_figures(Outer),
+    ?assertEqual(lists:sort([min, buckets | Keys]), lists:sort(maps:keys(F))),
+    ?assertEqual(maps:with(Keys, Call), maps:with(Keys, F)),
+    ?assertEqual(20, lists:sum([N || {_, _, N} <- maps:get(buckets, F)])),
+    {ok, Twice} = ferrotrace_tracer:histogram_merge([Outer, Outer]),
+    {ok, F2} = ferrotrace_tracer:histogram_figures(Twice),
+    ?assertEqual(maps:without([count, buckets], F), maps:without([count, buckets], F2)),
+    ?assertEqual(40, maps:get(count, F2)),
+    ?assertEqual([{Low, High, 2 * N} || {Low, High, N} <- maps:get(buckets, F)], maps:get(buckets, F2)),
+    {ok, Back} = ferrotrace_tracer:histogram_subtract(Twice, Outer),
+    ?assertEqual({ok, F}, ferrotrace_tracer:histogram_figures(Back)),
+    {ok, Empty} = ferrotrace_tracer:histogram_merge([]),
+    ?assertEqual({ok, maps:from_list([{count, 0}, {buckets, []} | [{K, undefined} || K <- [min | tl(Keys)]]])},
+                 ferrotrace_tracer:histogram_figures(Empty)),
+    %% The tagged histograms (hdr_log's input) are the same bytes under m:f/a tags.
+    {ok, Tagged} = ferrotrace_tracer:session_tagged_histograms(S),
+    ?assertEqual([<<"ft_export_target:leaf/1">>, <<"ft_export_target:mid/1">>, <<"ft_export_target:outer/1">>],
+                 lists:sort([T || {T, _} <- Tagged])),
+    ?assertEqual(lists:sort([B || {_, B} <- Hs]), lists:sort([B || {_, B} <- Tagged])),
+    Junk = <<"not a histogram">>,
+    ?assertEqual({error, {bad_histogram, Junk}}, ferrotrace_tracer:histogram_merge([Outer, Junk])),
+    ?assertEqual({error, {bad_histogram, Junk}}, ferrotrace_tracer:histogram_figures(Junk)),
+    ?assertEqual({error, {bad_histogram, Junk}}, ferrotrace_tracer:histogram_subtract(Junk, Outer)),
+    ?assertEqual({error, {bad_histogram, Junk}}, ferrotrace_tracer:histogram_subtract(Outer, Junk)),
+    %% An "earlier" snapshot with more counts than the later one is not an earlier snapshot.
+    ?assertEqual({error, {bad_histogram, Twice}}, ferrotrace_tracer:histogram_subtract(Outer, Twice)),
+    ?assertEqual({error, {bad_session, nope}}, ferrotrace_tracer:session_histograms_bytes(nope)),
     ok.
 
 -spec bad_formats(config()) -> ok.
