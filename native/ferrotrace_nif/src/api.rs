@@ -28,7 +28,7 @@ mod atoms {
         seen, aggregated, dropped, ignored, sampled_out, limited, args_dropped,
         unmatched_returns, abandoned_calls, untracked_events, open_calls, processes,
         ring_bytes, functions, collector_cpu_ns, ring_alloc_failures, ferrotrace_stopped,
-        mfa, count, returns, exceptions, total, mean, p50, p90, p99, p999, max,
+        mfa, count, returns, exceptions, total,
         user, owner_down, duration, loops, foreign_events, bad_spec, ferrotrace_loops,
     }
 }
@@ -198,24 +198,12 @@ fn function_term<'a>(env: Env<'a>, mfa: &Mfa, stats: &FunctionStats) -> Term<'a>
 /// latency histogram they go with (cumulative, or of one interval).
 fn figures_term<'a>(env: Env<'a>, mfa: &Mfa, counts: (u64, u64, u64, u64), h: &Histogram<u64>) -> Term<'a> {
     let (calls, returns, exceptions, total_ns) = counts;
-    let latency = |v: Option<u64>| match v {
-        Some(v) => v.encode(env),
-        None => atoms::undefined().encode(env),
-    };
-    let has = !h.is_empty();
-    let q = |quantile: f64| latency(has.then(|| h.value_at_quantile(quantile)));
-    map(env, &[
+    crate::distribution::quantiles(env, h, &[
         (atoms::mfa(), mfa_term(env, mfa)),
         (atoms::count(), calls.encode(env)),
         (atoms::returns(), returns.encode(env)),
         (atoms::exceptions(), exceptions.encode(env)),
         (atoms::total(), total_ns.encode(env)),
-        (atoms::mean(), latency(has.then(|| h.mean().round() as u64))),
-        (atoms::p50(), q(0.5)),
-        (atoms::p90(), q(0.9)),
-        (atoms::p99(), q(0.99)),
-        (atoms::p999(), q(0.999)),
-        (atoms::max(), latency(has.then(|| h.max()))),
     ])
 }
 

@@ -21,7 +21,7 @@ mod atoms {
         top_receivers, top_wakeup, run_slice, top_cpu, out_locations, minor, major,
         reclaimed_words, top_pause, unpaired, spawned, exited, exit_reasons, lifetime, links,
         unlinks, getting_linked, getting_unlinked, registered, unregistered, opened, closed,
-        count, mean, p50, p90, p99, p999, max, total, words, pid, mfa, reason, ins, outs,
+        count, max, total, words, pid, mfa, reason, ins, outs,
         splits, running, descheduled, migrations,
     }
 }
@@ -36,18 +36,7 @@ fn map<'a>(env: Env<'a>, pairs: &[(Atom, Term<'a>)]) -> Term<'a> {
 /// A distribution as a call entry shows latencies: `count, mean, p50, p90, p99, p999, max`
 /// (`undefined` when empty).
 fn distribution<'a>(env: Env<'a>, h: &Histogram<u64>) -> Term<'a> {
-    let has = !h.is_empty();
-    let value = |v: Option<u64>| v.map_or_else(|| atoms::undefined().encode(env), |v| v.encode(env));
-    let q = |quantile: f64| value(has.then(|| h.value_at_quantile(quantile)));
-    map(env, &[
-        (atoms::count(), h.len().encode(env)),
-        (atoms::mean(), value(has.then(|| h.mean().round() as u64))),
-        (atoms::p50(), q(0.5)),
-        (atoms::p90(), q(0.9)),
-        (atoms::p99(), q(0.99)),
-        (atoms::p999(), q(0.999)),
-        (atoms::max(), value(has.then(|| h.max()))),
-    ])
+    crate::distribution::distribution(env, h, &[])
 }
 
 /// A pid (or port) from the bits the tracer kept: tracees are local pids and ports, which

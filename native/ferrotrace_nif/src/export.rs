@@ -20,13 +20,14 @@ use ferrotrace_core::aggregate::SIGNIFICANT_DIGITS;
 use ferrotrace_core::event::Mfa;
 use ferrotrace_core::session;
 
+use crate::distribution;
 use crate::term::term_from_bits;
 
 mod atoms {
     rustler::atoms! {
-        ok, error, undefined, no_such_session, bad_session,
+        ok, error, no_such_session, bad_session,
         bad_histogram, not_json, inclusive, exclusive, serialize,
-        count, mean, p50, p90, p99, p999, max, min, buckets, stacks, overflow, too_deep, paths,
+        min, buckets, stacks, overflow, too_deep, paths,
     }
 }
 
@@ -134,9 +135,6 @@ fn histogram_figures<'a>(env: Env<'a>, bytes: Binary<'a>) -> Term<'a> {
     let Some(h) = deserialize(bytes.as_slice()) else {
         return error(env, (atoms::bad_histogram(), bytes.to_term(env)));
     };
-    let has = !h.is_empty();
-    let value = |v: Option<u64>| v.map_or_else(|| atoms::undefined().encode(env), |v| v.encode(env));
-    let q = |quantile: f64| value(has.then(|| h.value_at_quantile(quantile)));
     let mut buckets: Vec<(u64, u64, u64)> = Vec::new();
     for v in h.iter_recorded() {
         let low = 1u64 << (63 - v.value_iterated_to().max(1).leading_zeros());
@@ -145,18 +143,9 @@ fn histogram_figures<'a>(env: Env<'a>, bytes: Binary<'a>) -> Term<'a> {
             _ => buckets.push((low, low.saturating_mul(2) - 1, v.count_at_value())),
         }
     }
-    let pairs = [
-        (atoms::count().encode(env), h.len().encode(env)),
-        (atoms::mean().encode(env), value(has.then(|| h.mean().round() as u64))),
-        (atoms::p50().encode(env), q(0.5)),
-        (atoms::p90().encode(env), q(0.9)),
-        (atoms::p99().encode(env), q(0.99)),
-        (atoms::p999().encode(env), q(0.999)),
-        (atoms::max().encode(env), value(has.then(|| h.max()))),
-        (atoms::min().encode(env), value(has.then(|| h.min()))),
-        (atoms::buckets().encode(env), buckets.encode(env)),
-    ];
-    (atoms::ok(), Term::map_from_term_arrays(env, &pairs.map(|p| p.0), &pairs.map(|p| p.1)).expect("distinct keys")).encode(env)
+    let min = distribution::value_or_undefined(env, (!h.is_empty()).then(|| h.min()));
+    let figures = distribution::distribution(env, &h, &[(atoms::min(), min), (atoms::buckets(), buckets.encode(env))]);
+    (atoms::ok(), figures).encode(env)
 }
 
 /// Tags may not hold `,`, spaces or line breaks (the log's separators).
