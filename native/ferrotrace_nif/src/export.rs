@@ -61,14 +61,32 @@ fn mfa_text(env: Env, mfa: &Mfa) -> String {
     format!("{}:{}/{}", atom_text(env, mfa.module), atom_text(env, mfa.function), mfa.arity)
 }
 
-fn serialize(h: &Histogram<u64>) -> Option<Vec<u8>> {
-    let mut out = Vec::new();
-    V2DeflateSerializer::new().serialize(h, &mut out).ok()?;
-    Some(out)
-}
-
 fn deserialize(bytes: &[u8]) -> Option<Histogram<u64>> {
     Deserializer::new().deserialize(&mut Cursor::new(bytes)).ok()
+}
+
+/// `{error, {bad_histogram, Bytes}}`: `bytes` do not decode, or do not add up with the rest.
+fn bad_histogram<'a>(env: Env<'a>, bytes: Binary<'a>) -> Term<'a> {
+    error(env, (atoms::bad_histogram(), bytes.to_term(env)))
+}
+
+/// The histogram a NIF argument holds, or its `bad_histogram` error.
+fn decode<'a>(env: Env<'a>, bytes: Binary<'a>) -> Result<Histogram<u64>, Term<'a>> {
+    deserialize(bytes.as_slice()).ok_or_else(|| bad_histogram(env, bytes))
+}
+
+/// A histogram as a V2 deflate binary, or `{error, serialize}`.
+fn encode<'a>(env: Env<'a>, h: &Histogram<u64>) -> Result<Term<'a>, Term<'a>> {
+    let mut out = Vec::new();
+    match V2DeflateSerializer::new().serialize(h, &mut out) {
+        Ok(_) => Ok(binary(env, &out)),
+        Err(_) => Err(error(env, atoms::serialize())),
+    }
+}
+
+/// `{ok, Value}`, or the error a step returned.
+fn reply<'a>(env: Env<'a>, result: Result<Term<'a>, Term<'a>>) -> Term<'a> {
+    result.map_or_else(|e| e, |value| (atoms::ok(), value).encode(env))
 }
 
 /// `session_histograms_bytes(Id) -> {ok, [{MFA, V2DeflateBinary}]} | {error, Reason}`:
@@ -80,14 +98,14 @@ fn session_histograms_bytes<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
         Err(e) => return e,
     };
     session.with_consumer(|consumer, _| {
-        let mut out = Vec::new();
-        for (mfa, stats) in consumer.aggregator().functions() {
-            let Some(bytes) = serialize(&stats.latency) else { return error(env, atoms::serialize()) };
-            // SAFETY: module and function bits are atoms (checked at decode), immediates.
-            let (m, f) = unsafe { (Term::new(env, term_from_bits(mfa.module)), Term::new(env, term_from_bits(mfa.function))) };
-            out.push(((m, f, mfa.arity).encode(env), binary(env, &bytes)));
-        }
-        (atoms::ok(), out).encode(env)
+        let out: Result<Vec<_>, _> = consumer.aggregator().functions()
+            .map(|(mfa, stats)| {
+                // SAFETY: module and function bits are atoms (checked at decode), immediates.
+                let (m, f) = unsafe { (Term::new(env, term_from_bits(mfa.module)), Term::new(env, term_from_bits(mfa.function))) };
+                Ok(((m, f, mfa.arity).encode(env), encode(env, &stats.latency)?))
+            })
+            .collect();
+        reply(env, out.map(|out| out.encode(env)))
     })
 }
 
@@ -97,16 +115,10 @@ fn session_histograms_bytes<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
 fn histogram_merge<'a>(env: Env<'a>, parts: Vec<Binary<'a>>) -> Term<'a> {
     let mut sum = Histogram::<u64>::new_with_bounds(1, 2, SIGNIFICANT_DIGITS).expect("static bounds");
     sum.auto(true);
-    for part in parts {
-        match deserialize(part.as_slice()) {
-            Some(h) if sum.add(&h).is_ok() => {}
-            _ => return error(env, (atoms::bad_histogram(), part.to_term(env))),
-        }
-    }
-    match serialize(&sum) {
-        Some(bytes) => (atoms::ok(), binary(env, &bytes)).encode(env),
-        None => error(env, atoms::serialize()),
-    }
+    let merged = parts.into_iter().try_for_each(|part| {
+        sum.add(&decode(env, part)?).map_err(|_| bad_histogram(env, part))
+    });
+    reply(env, merged.and_then(|()| encode(env, &sum)))
 }
 
 /// `histogram_subtract(Later, Earlier) -> {ok, V2DeflateBinary} | {error, {bad_histogram, B}}`:
@@ -114,17 +126,11 @@ fn histogram_merge<'a>(env: Env<'a>, parts: Vec<Binary<'a>>) -> Term<'a> {
 /// bucket's count is at least the earlier one's), for `hdr_log`'s intervals.
 #[rustler::nif(schedule = "DirtyCpu")]
 fn histogram_subtract<'a>(env: Env<'a>, later: Binary<'a>, earlier: Binary<'a>) -> Term<'a> {
-    let Some(mut delta) = deserialize(later.as_slice()) else {
-        return error(env, (atoms::bad_histogram(), later.to_term(env)));
-    };
-    match deserialize(earlier.as_slice()) {
-        Some(e) if delta.subtract(&e).is_ok() => {}
-        _ => return error(env, (atoms::bad_histogram(), earlier.to_term(env))),
-    }
-    match serialize(&delta) {
-        Some(bytes) => (atoms::ok(), binary(env, &bytes)).encode(env),
-        None => error(env, atoms::serialize()),
-    }
+    let delta = decode(env, later).and_then(|mut delta| {
+        delta.subtract(&decode(env, earlier)?).map_err(|_| bad_histogram(env, earlier))?;
+        Ok(delta)
+    });
+    reply(env, delta.and_then(|delta| encode(env, &delta)))
 }
 
 /// `histogram_figures(V2DeflateBinary) -> {ok, #{count, mean, p50, p90, p99, p999, max,
@@ -132,8 +138,9 @@ fn histogram_subtract<'a>(env: Env<'a>, later: Binary<'a>, earlier: Binary<'a>) 
 /// histogram (`undefined` when it is empty), and its power-of-two buckets.
 #[rustler::nif(schedule = "DirtyCpu")]
 fn histogram_figures<'a>(env: Env<'a>, bytes: Binary<'a>) -> Term<'a> {
-    let Some(h) = deserialize(bytes.as_slice()) else {
-        return error(env, (atoms::bad_histogram(), bytes.to_term(env)));
+    let h = match decode(env, bytes) {
+        Ok(h) => h,
+        Err(e) => return e,
     };
     let mut buckets: Vec<(u64, u64, u64)> = Vec::new();
     for v in h.iter_recorded() {
@@ -184,10 +191,7 @@ fn hdr_log<'a>(env: Env<'a>, start_ms: u64, intervals: Vec<Interval<'a>>) -> Ter
         }
         Ok(())
     })();
-    match result {
-        Ok(()) => (atoms::ok(), binary(env, &out)).encode(env),
-        Err(e) => e,
-    }
+    reply(env, result.map(|()| binary(env, &out)))
 }
 
 /// `session_histogram_tags(Id) -> {ok, [{Tag, V2DeflateBinary}]}`: every function's
@@ -199,12 +203,10 @@ fn session_tagged_histograms<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
         Err(e) => return e,
     };
     session.with_consumer(|consumer, _| {
-        let mut out = Vec::new();
-        for (mfa, stats) in consumer.aggregator().functions() {
-            let Some(bytes) = serialize(&stats.latency) else { return error(env, atoms::serialize()) };
-            out.push((mfa_text(env, mfa), binary(env, &bytes)));
-        }
-        (atoms::ok(), out).encode(env)
+        let out: Result<Vec<_>, _> = consumer.aggregator().functions()
+            .map(|(mfa, stats)| Ok((mfa_text(env, mfa), encode(env, &stats.latency)?)))
+            .collect();
+        reply(env, out.map(|out| out.encode(env)))
     })
 }
 
