@@ -83,15 +83,19 @@ run(Cmd) ->
                  end,
     {Rc, Body}.
 
+%% {Rc, Output} of test/export/check.py Command File, run by the venv's Python.
+check_py(Config, Command, File) ->
+    Python = filename:join([proplists:get_value(tools, Config), "venv", "bin", "python"]),
+    Check = filename:join([proplists:get_value(test_dir, Config), "export", "check.py"]),
+    run(lists:flatten(lists:join(" ", [Python, Check, atom_to_list(Command), File]))).
+
 -spec hdr_log_read_by_python(config()) -> ok.
 hdr_log_read_by_python(Config) ->
     S = traced_session(),
     File = tmp(Config, "calls.hlog"),
     ok = ferrotrace:export(S, hdr_log, File),
-    Python = filename:join([proplists:get_value(tools, Config), "venv", "bin", "python"]),
-    Check = filename:join([proplists:get_value(test_dir, Config), "export", "check.py"]),
-    {"0", Out} = run(Python ++ " " ++ Check ++ " hdr_log " ++ File),
-    Read = [json_decode(L) || L <- string:split(string:trim(Out), "\n", all)],
+    {"0", Out} = check_py(Config, hdr_log, File),
+    Read = json_lines(Out),
     #{calls := Calls} = ferrotrace:summary(S),
     ?assertEqual(3, length(Read)),
     lists:foreach(
@@ -104,7 +108,10 @@ hdr_log_read_by_python(Config) ->
       end, Calls),
     ok.
 
-%% check.py prints flat objects of strings and integers.
+%% check.py prints one flat object of strings and integers a line.
+json_lines(Out) ->
+    [json_decode(L) || L <- string:split(string:trim(Out), "\n", all)].
+
 json_decode(Line) ->
     Body = string:trim(string:trim(Line), both, "{}"),
     maps:from_list(
@@ -119,13 +126,11 @@ json_read_by_python(Config) ->
     S = traced_session(),
     File = tmp(Config, "summary.json"),
     ok = ferrotrace:export(S, json, File),
-    Python = filename:join([proplists:get_value(tools, Config), "venv", "bin", "python"]),
-    Check = filename:join([proplists:get_value(test_dir, Config), "export", "check.py"]),
-    ?assertEqual({"0", "ok\n"}, run(Python ++ " " ++ Check ++ " json " ++ File)),
+    ?assertEqual({"0", "ok\n"}, check_py(Config, json, File)),
     %% The checker fails on a document that breaks the schema.
     Bad = tmp(Config, "bad.json"),
     ok = file:write_file(Bad, <<"{\"format\": \"ferrotrace.summary\"}">>),
-    {Rc, _} = run(Python ++ " " ++ Check ++ " json " ++ Bad),
+    {Rc, _} = check_py(Config, json, Bad),
     ?assertNotEqual("0", Rc),
     ok.
 
@@ -198,11 +203,8 @@ chrome_trace_read_by_python(Config) ->
         ok = wait_until(fun() -> length([E || #{pid := P} = E <- ferrotrace:recent(S), P =:= Stuck]) =:= 1 end, 100),
         File = tmp(Config, "calls.trace.json"),
         ok = ferrotrace:export(S, chrome_trace, File),
-        Python = filename:join([proplists:get_value(tools, Config), "venv", "bin", "python"]),
-        Check = filename:join([proplists:get_value(test_dir, Config), "export", "check.py"]),
-        {"0", Out} = run(Python ++ " " ++ Check ++ " chrome_trace " ++ File),
-        Read = [json_decode(L) || L <- string:split(string:trim(Out), "
-", all)],
+        {"0", Out} = check_py(Config, chrome_trace, File),
+        Read = json_lines(Out),
         #{calls := Calls} = ferrotrace:summary(S),
         lists:foreach(
           fun(#{mfa := {M, F, A}, count := Count, returns := Returns, total := Total}) ->
@@ -222,10 +224,10 @@ chrome_trace_read_by_python(Config) ->
         Bad = tmp(Config, "bad.trace.json"),
         ok = file:write_file(Bad, <<"{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"a\", "
                                     "\"pid\": 1, \"tid\": 1, \"ts\": 0}]}">>),
-        {Rc, _} = run(Python ++ " " ++ Check ++ " chrome_trace " ++ Bad),
+        {Rc, _} = check_py(Config, chrome_trace, Bad),
         ?assertNotEqual("0", Rc),
         ok = file:write_file(Bad, overlapping_trace()),
-        {Rc2, Why} = run(Python ++ " " ++ Check ++ " chrome_trace " ++ Bad),
+        {Rc2, Why} = check_py(Config, chrome_trace, Bad),
         ?assertNotEqual("0", Rc2),
         ?assertNotEqual(nomatch, string:find(Why, "overlaps")),
         ok
@@ -265,10 +267,8 @@ hdr_log_intervals_add_up(Config) ->
     ok = ferrotrace:stop(S),
     File = tmp(Config, "intervals.hlog"),
     ok = ferrotrace:export(S, {hdr_log, #{interval => 20}}, File),
-    Python = filename:join([proplists:get_value(tools, Config), "venv", "bin", "python"]),
-    Check = filename:join([proplists:get_value(test_dir, Config), "export", "check.py"]),
-    {"0", Out} = run(Python ++ " " ++ Check ++ " hdr_log " ++ File),
-    Read = [json_decode(L) || L <- string:split(string:trim(Out), "\n", all)],
+    {"0", Out} = check_py(Config, hdr_log, File),
+    Read = json_lines(Out),
     #{calls := Calls, started_at := Start} = ferrotrace:summary(S),
     Outer = [R || R = #{"tag" := "ft_export_target:outer/1"} <- Read],
     %% The phases: 10 outer calls, then 15, in different intervals.
@@ -278,7 +278,7 @@ hdr_log_intervals_add_up(Config) ->
     Spans = lists:usort([{B, E} || #{"start_ms" := B, "end_ms" := E} <- Read]),
     ?assert(element(1, hd(Spans)) >= Start),
     _ = lists:foldl(fun({B, E}, PrevEnd) -> ?assert(B >= PrevEnd - 1), ?assert(E >= B), E end, Start, Spans),
-    {"0", Sums} = run(Python ++ " " ++ Check ++ " hdr_sum " ++ File),
+    {"0", Sums} = check_py(Config, hdr_sum, File),
     Summed = [string:lexemes(L, " ") || L <- string:split(string:trim(Sums), "\n", all)],
     ?assertEqual(3, length(Summed)),
     lists:foreach(
