@@ -27,18 +27,7 @@ all() ->
 init_per_suite(Config) ->
     {module, ferrotrace_tracer} = code:ensure_loaded(ferrotrace_tracer),
     {module, ft_export_target} = code:ensure_loaded(ft_export_target),
-    Source = proplists:get_value(source, ?MODULE:module_info(compile)),
-    TestDir = filename:dirname(Source),
-    %% Installs (once; cached in _build/export-tools) the Python and Rust readers.
-    Out = os:cmd("sh " ++ filename:join([TestDir, "export", "setup.sh"]) ++ " 2>&1; echo \"rc=$?\""),
-    case string:split(string:trim(Out), "\n", trailing) of
-        [Tools, "rc=0"] ->
-            [{tools, lists:last(string:split(Tools, "\n", all))}, {test_dir, TestDir} | Config];
-        _ ->
-            %% `make test' installs them first (make export-tools) and fails loudly there;
-            %% elsewhere (the OTP 27/29 chroots) the cases that need them are skipped.
-            [{tools, {unavailable, Out}}, {test_dir, TestDir} | Config]
-    end.
+    ft_export_tools:setup(Config).
 
 -spec end_per_suite(config()) -> ok.
 end_per_suite(_Config) ->
@@ -75,32 +64,18 @@ traced_session() ->
 tmp(Config, Name) ->
     filename:join(proplists:get_value(priv_dir, Config), Name).
 
-run(Cmd) ->
-    Out = os:cmd(Cmd ++ " 2>&1; echo \"rc=$?\""),
-    [Body, Rc] = case string:split(Out, "rc=", trailing) of
-                     [B, R] -> [B, string:trim(R)];
-                     _ -> [Out, "?"]
-                 end,
-    {Rc, Body}.
-
-%% {Rc, Output} of test/export/check.py Command File, run by the venv's Python.
-check_py(Config, Command, File) ->
-    Python = filename:join([proplists:get_value(tools, Config), "venv", "bin", "python"]),
-    Check = filename:join([proplists:get_value(test_dir, Config), "export", "check.py"]),
-    run(lists:flatten(lists:join(" ", [Python, Check, atom_to_list(Command), File]))).
-
 -spec hdr_log_read_by_python(config()) -> ok.
 hdr_log_read_by_python(Config) ->
     S = traced_session(),
     File = tmp(Config, "calls.hlog"),
     ok = ferrotrace:export(S, hdr_log, File),
-    {"0", Out} = check_py(Config, hdr_log, File),
+    {"0", Out} = ft_export_tools:check_py(Config, hdr_log, File),
     Read = json_lines(Out),
     #{calls := Calls} = ferrotrace:summary(S),
     ?assertEqual(3, length(Read)),
     lists:foreach(
-      fun(#{mfa := {M, F, A}, count := Count} = Ours) ->
-              Tag = lists:flatten(io_lib:format("~s:~s/~b", [M, F, A])),
+      fun(#{mfa := MFA, count := Count} = Ours) ->
+              Tag = ft_export_tools:tag(MFA),
               [Theirs] = [R || R = #{"tag" := T} <- Read, T =:= Tag],
               ?assertEqual(Count, maps:get("count", Theirs)),
               [?assertEqual(maps:get(K, Ours), maps:get(atom_to_list(K), Theirs), {K, Tag})
@@ -126,11 +101,11 @@ json_read_by_python(Config) ->
     S = traced_session(),
     File = tmp(Config, "summary.json"),
     ok = ferrotrace:export(S, json, File),
-    ?assertEqual({"0", "ok\n"}, check_py(Config, json, File)),
+    ?assertEqual({"0", "ok\n"}, ft_export_tools:check_py(Config, json, File)),
     %% The checker fails on a document that breaks the schema.
     Bad = tmp(Config, "bad.json"),
     ok = file:write_file(Bad, <<"{\"format\": \"ferrotrace.summary\"}">>),
-    {Rc, _} = check_py(Config, json, Bad),
+    {Rc, _} = ft_export_tools:check_py(Config, json, Bad),
     ?assertNotEqual("0", Rc),
     ok.
 
@@ -141,7 +116,7 @@ collapsed_drawn_by_inferno(Config) ->
     Svg = tmp(Config, "calls.svg"),
     ok = ferrotrace:export(S, collapsed, Folded),
     Inferno = filename:join([proplists:get_value(tools, Config), "bin", "inferno-flamegraph"]),
-    {"0", _} = run(Inferno ++ " " ++ Folded ++ " > " ++ Svg),
+    {"0", _} = ft_export_tools:run(Inferno ++ " " ++ Folded ++ " > " ++ Svg),
     {ok, Drawn} = file:read_file(Svg),
     ?assertMatch({_, _}, binary:match(Drawn, <<"<svg">>)),
     [?assertMatch({_, _}, binary:match(Drawn, Name), Name)
@@ -203,12 +178,12 @@ chrome_trace_read_by_python(Config) ->
         ok = wait_until(fun() -> length([E || #{pid := P} = E <- ferrotrace:recent(S), P =:= Stuck]) =:= 1 end, 100),
         File = tmp(Config, "calls.trace.json"),
         ok = ferrotrace:export(S, chrome_trace, File),
-        {"0", Out} = check_py(Config, chrome_trace, File),
+        {"0", Out} = ft_export_tools:check_py(Config, chrome_trace, File),
         Read = json_lines(Out),
         #{calls := Calls} = ferrotrace:summary(S),
         lists:foreach(
-          fun(#{mfa := {M, F, A}, count := Count, returns := Returns, total := Total}) ->
-                  Name = lists:flatten(io_lib:format("~s:~s/~b", [M, F, A])),
+          fun(#{mfa := MFA, count := Count, returns := Returns, total := Total}) ->
+                  Name = ft_export_tools:tag(MFA),
                   [Theirs] = [R || R = #{"name" := N} <- Read, N =:= Name],
                   %% Every returned call is a span; their exact durations add up to the total.
                   ?assertEqual(Returns, maps:get("spans", Theirs), Name),
@@ -224,10 +199,10 @@ chrome_trace_read_by_python(Config) ->
         Bad = tmp(Config, "bad.trace.json"),
         ok = file:write_file(Bad, <<"{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"a\", "
                                     "\"pid\": 1, \"tid\": 1, \"ts\": 0}]}">>),
-        {Rc, _} = check_py(Config, chrome_trace, Bad),
+        {Rc, _} = ft_export_tools:check_py(Config, chrome_trace, Bad),
         ?assertNotEqual("0", Rc),
         ok = file:write_file(Bad, overlapping_trace()),
-        {Rc2, Why} = check_py(Config, chrome_trace, Bad),
+        {Rc2, Why} = ft_export_tools:check_py(Config, chrome_trace, Bad),
         ?assertNotEqual("0", Rc2),
         ?assertNotEqual(nomatch, string:find(Why, "overlaps")),
         ok
@@ -267,7 +242,7 @@ hdr_log_intervals_add_up(Config) ->
     ok = ferrotrace:stop(S),
     File = tmp(Config, "intervals.hlog"),
     ok = ferrotrace:export(S, {hdr_log, #{interval => 20}}, File),
-    {"0", Out} = check_py(Config, hdr_log, File),
+    {"0", Out} = ft_export_tools:check_py(Config, hdr_log, File),
     Read = json_lines(Out),
     #{calls := Calls, started_at := Start} = ferrotrace:summary(S),
     Outer = [R || R = #{"tag" := "ft_export_target:outer/1"} <- Read],
@@ -278,17 +253,9 @@ hdr_log_intervals_add_up(Config) ->
     Spans = lists:usort([{B, E} || #{"start_ms" := B, "end_ms" := E} <- Read]),
     ?assert(element(1, hd(Spans)) >= Start),
     _ = lists:foldl(fun({B, E}, PrevEnd) -> ?assert(B >= PrevEnd - 1), ?assert(E >= B), E end, Start, Spans),
-    {"0", Sums} = check_py(Config, hdr_sum, File),
-    Summed = [string:lexemes(L, " ") || L <- string:split(string:trim(Sums), "\n", all)],
+    Summed = ft_export_tools:hdr_sum(Config, File),
     ?assertEqual(3, length(Summed)),
-    lists:foreach(
-      fun(#{mfa := {M, F, A}} = Ours) ->
-              Tag = lists:flatten(io_lib:format("~s:~s/~b", [M, F, A])),
-              [[_ | Figures]] = [L || [T | _] = L <- Summed, T =:= Tag],
-              ?assertEqual([maps:get(K, Ours) || K <- [count, p50, p90, p99, p999, max]],
-                           [list_to_integer(X) || X <- Figures], Tag)
-      end, Calls),
-    ok.
+    ok = ft_export_tools:assert_sums(Calls, Summed).
 
 -spec hdr_log_interval_options(config()) -> ok.
 hdr_log_interval_options(_Config) ->
