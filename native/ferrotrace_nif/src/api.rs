@@ -307,21 +307,6 @@ fn decode_mfa(env: Env, term: Term) -> Option<Mfa> {
     decode::decode_mfa(&EnvReader(env.as_c_arg()), term.as_c_arg())
 }
 
-/// Power-of-two buckets `[{Low, High, Count}]` of a function's latency, ascending, non-empty.
-fn log2_buckets(stats: &FunctionStats) -> Vec<(u64, u64, u64)> {
-    let mut buckets: Vec<(u64, u64, u64)> = Vec::new();
-    for v in stats.latency.iter_recorded() {
-        let value = v.value_iterated_to().max(1);
-        let low = 1u64 << (63 - value.leading_zeros());
-        let high = low.saturating_mul(2) - 1;
-        match buckets.last_mut() {
-            Some(last) if last.0 == low => last.2 += v.count_at_value(),
-            _ => buckets.push((low, high, v.count_at_value())),
-        }
-    }
-    buckets
-}
-
 /// `session_histogram(Id, {M, F, A}) -> {ok, [{LowNs, HighNs, Count}]} | {error, Reason}`.
 #[rustler::nif(schedule = "DirtyCpu")]
 fn session_histogram<'a>(env: Env<'a>, id: Term<'a>, mfa: Term<'a>) -> Term<'a> {
@@ -331,7 +316,7 @@ fn session_histogram<'a>(env: Env<'a>, id: Term<'a>, mfa: Term<'a>) -> Term<'a> 
     };
     let Some(key) = decode_mfa(env, mfa) else { return error(env, (atoms::bad_mfa(), mfa)) };
     session.with_consumer(|consumer, _| match consumer.aggregator().function(&key) {
-        Some(stats) => (atoms::ok(), log2_buckets(stats)).encode(env),
+        Some(stats) => (atoms::ok(), crate::distribution::log2_buckets(&stats.latency)).encode(env),
         None => error(env, (atoms::no_such_function(), mfa)),
     })
 }

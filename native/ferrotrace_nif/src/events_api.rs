@@ -197,24 +197,6 @@ fn session_events<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
 }
 
 /// Power-of-two buckets `{Low, High, Count}` of a histogram; zero gets its own bucket.
-fn buckets(h: &Histogram<u64>) -> Vec<(u64, u64, u64)> {
-    let mut out: Vec<(u64, u64, u64)> = Vec::new();
-    for v in h.iter_recorded() {
-        let value = v.value_iterated_to();
-        let (low, high) = if value == 0 {
-            (0, 0)
-        } else {
-            let low = 1u64 << (63 - value.leading_zeros());
-            (low, low.saturating_mul(2) - 1)
-        };
-        match out.last_mut() {
-            Some(last) if last.0 == low => last.2 += v.count_at_value(),
-            _ => out.push((low, high, v.count_at_value())),
-        }
-    }
-    out
-}
-
 /// `session_event_histogram(Id, Series) -> {ok, [{Low, High, Count}]} | {error, Reason}`;
 /// `Series` is `wakeup`, `run_slice`, `{gc, minor}`, `{gc, major}`, `lifetime`,
 /// `size_words` or `{ports, run_slice}`.
@@ -234,7 +216,7 @@ fn session_event_histogram<'a>(env: Env<'a>, id: Term<'a>, series: Term<'a>) -> 
     let Some(which) = which else {
         return (atoms::error(), (atoms::bad_series(), series)).encode(env);
     };
-    with_table(env, id, |t| (atoms::ok(), buckets(which(t))).encode(env))
+    with_table(env, id, |t| (atoms::ok(), crate::distribution::log2_buckets(which(t))).encode(env))
 }
 
 /// `session_set_events(Id, Bool) -> ok | {error, Reason}`: `false` makes a session

@@ -142,14 +142,7 @@ fn histogram_figures<'a>(env: Env<'a>, bytes: Binary<'a>) -> Term<'a> {
         Ok(h) => h,
         Err(e) => return e,
     };
-    let mut buckets: Vec<(u64, u64, u64)> = Vec::new();
-    for v in h.iter_recorded() {
-        let low = 1u64 << (63 - v.value_iterated_to().max(1).leading_zeros());
-        match buckets.last_mut() {
-            Some(last) if last.0 == low => last.2 += v.count_at_value(),
-            _ => buckets.push((low, low.saturating_mul(2) - 1, v.count_at_value())),
-        }
-    }
+    let buckets = distribution::log2_buckets(&h);
     let min = distribution::value_or_undefined(env, (!h.is_empty()).then(|| h.min()));
     let figures = distribution::distribution(env, &h, &[(atoms::min(), min), (atoms::buckets(), buckets.encode(env))]);
     (atoms::ok(), figures).encode(env)
