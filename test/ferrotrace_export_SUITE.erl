@@ -315,7 +315,12 @@ histogram_nifs(_Config) ->
     ?assertEqual({error, {bad_histogram, Junk}}, ferrotrace_tracer:histogram_subtract(Outer, Junk)),
     %% An "earlier" snapshot with more counts than the later one is not an earlier snapshot.
     ?assertEqual({error, {bad_histogram, Twice}}, ferrotrace_tracer:histogram_subtract(Outer, Twice)),
-    ?assertEqual({error, {bad_session, nope}}, ferrotrace_tracer:session_histograms_bytes(nope)),
+    %% The export and event NIFs name a released or malformed session id.
+    ok = ferrotrace:release(S),
+    [?assertEqual({error, {Why, Id}}, Nif(Id))
+     || Nif <- [fun ferrotrace_tracer:session_histograms_bytes/1, fun ferrotrace_tracer:session_tagged_histograms/1,
+                fun ferrotrace_tracer:session_stack_counts/1, fun ferrotrace_tracer:session_events/1],
+        {Id, Why} <- [{S, no_such_session}, {nope, bad_session}]],
     ok.
 
 -spec bad_formats(config()) -> ok.

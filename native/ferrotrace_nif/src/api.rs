@@ -129,8 +129,9 @@ fn loop_notifier(keeper: LocalPid) -> session::LoopNotifier {
     })
 }
 
-/// Finds a session (running or stopped) by the id term, or says why not.
-fn find<'a>(env: Env<'a>, id: Term<'a>) -> Result<std::sync::Arc<Session>, Term<'a>> {
+/// Finds a session (running or stopped) by the id term, or says why not:
+/// `{error, {no_such_session | bad_session, Id}}` (the export and event NIFs use it too).
+pub(crate) fn find<'a>(env: Env<'a>, id: Term<'a>) -> Result<std::sync::Arc<Session>, Term<'a>> {
     match id.decode::<u64>() {
         Ok(n) => session::lookup(n).ok_or_else(|| error(env, (atoms::no_such_session(), id))),
         Err(_) => Err(error(env, (atoms::bad_session(), id))),

@@ -9,7 +9,6 @@ use ferrotrace_core::aggregate::top::Tally;
 use ferrotrace_core::aggregate::Aggregator;
 use ferrotrace_core::event::Mfa;
 use ferrotrace_core::process::{kinds, ProcessTable};
-use ferrotrace_core::session;
 
 use crate::term::term_from_bits;
 
@@ -160,12 +159,9 @@ fn with_table<'a>(env: Env<'a>, id: Term<'a>, f: impl FnOnce(&ProcessTable) -> T
 }
 
 fn with_aggregator<'a>(env: Env<'a>, id: Term<'a>, f: impl FnOnce(&Aggregator) -> Term<'a>) -> Term<'a> {
-    let session = match id.decode::<u64>() {
-        Ok(n) => match session::lookup(n) {
-            Some(session) => session,
-            None => return (atoms::error(), (atoms::no_such_session(), id)).encode(env),
-        },
-        Err(_) => return (atoms::error(), (atoms::bad_session(), id)).encode(env),
+    let session = match crate::api::find(env, id) {
+        Ok(session) => session,
+        Err(e) => return e,
     };
     session.with_consumer(|consumer, _| f(consumer.aggregator()))
 }

@@ -18,14 +18,14 @@ use rustler::{Binary, Encoder, Env, NewBinary, Term, TermType};
 
 use ferrotrace_core::aggregate::SIGNIFICANT_DIGITS;
 use ferrotrace_core::event::Mfa;
-use ferrotrace_core::session;
 
+use crate::api::find;
 use crate::distribution;
 use crate::term::term_from_bits;
 
 mod atoms {
     rustler::atoms! {
-        ok, error, no_such_session, bad_session,
+        ok, error,
         bad_histogram, not_json, inclusive, exclusive, serialize,
         min, buckets, stacks, overflow, too_deep, paths,
     }
@@ -39,13 +39,6 @@ fn binary<'a>(env: Env<'a>, bytes: &[u8]) -> Term<'a> {
     let mut new = NewBinary::new(env, bytes.len());
     new.as_mut_slice().copy_from_slice(bytes);
     Binary::from(new).encode(env)
-}
-
-fn find<'a>(env: Env<'a>, id: Term<'a>) -> Result<std::sync::Arc<session::Session>, Term<'a>> {
-    match id.decode::<u64>() {
-        Ok(n) => session::lookup(n).ok_or_else(|| error(env, (atoms::no_such_session(), id))),
-        Err(_) => Err(error(env, (atoms::bad_session(), id))),
-    }
 }
 
 /// An atom's text from its bits (atoms are immediates and never freed).
