@@ -335,6 +335,13 @@ bad_formats(_Config) ->
     ?assertMatch({error, {bad_option, {weight, inclusive, _}}},
                  ferrotrace:export(S, {json, #{weight => inclusive}})),
     ?assertMatch({error, {no_such_session, nope}}, ferrotrace:export(nope, json)),
+    %% Options as a proplist: its first pair of a key counts, as everywhere in the API.
+    ?assertEqual(ferrotrace:export(S, {collapsed, #{weight => inclusive}}),
+                 ferrotrace:export(S, {collapsed, [{weight, inclusive}, {weight, exclusive}]})),
+    ?assertNotEqual(ferrotrace:export(S, {collapsed, #{weight => inclusive}}),
+                    ferrotrace:export(S, {collapsed, #{weight => exclusive}})),
+    ?assertMatch({error, {bad_options, [x], _}}, ferrotrace:export(S, {json, [x]})),
+    ?assertMatch({error, {bad_options, 7, _}}, ferrotrace:export(S, {json, 7})),
     ok.
 
 -spec to_file(config()) -> ok.
