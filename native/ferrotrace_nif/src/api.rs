@@ -129,12 +129,24 @@ fn loop_notifier(keeper: LocalPid) -> session::LoopNotifier {
     })
 }
 
-/// Finds a session (running or stopped) by the id term, or says why not:
-/// `{error, {no_such_session | bad_session, Id}}` (the export and event NIFs use it too).
-pub(crate) fn find<'a>(env: Env<'a>, id: Term<'a>) -> Result<std::sync::Arc<Session>, Term<'a>> {
+/// Finds a session (running or stopped) by the id term, or says why not.
+fn find<'a>(env: Env<'a>, id: Term<'a>) -> Result<std::sync::Arc<Session>, Term<'a>> {
     match id.decode::<u64>() {
         Ok(n) => session::lookup(n).ok_or_else(|| error(env, (atoms::no_such_session(), id))),
         Err(_) => Err(error(env, (atoms::bad_session(), id))),
+    }
+}
+
+/// `f` on a session's aggregator (under the collector's lock), or `find`'s error
+/// (`{error, {no_such_session | bad_session, Id}}`); for the export and event NIFs.
+pub(crate) fn with_aggregator<'a>(
+    env: Env<'a>,
+    id: Term<'a>,
+    f: impl FnOnce(&ferrotrace_core::aggregate::Aggregator) -> Term<'a>,
+) -> Term<'a> {
+    match find(env, id) {
+        Ok(session) => session.with_consumer(|consumer, _| f(consumer.aggregator())),
+        Err(e) => e,
     }
 }
 

@@ -6,10 +6,10 @@ use hdrhistogram::Histogram;
 use rustler::{Atom, Encoder, Env, Term};
 
 use ferrotrace_core::aggregate::top::Tally;
-use ferrotrace_core::aggregate::Aggregator;
 use ferrotrace_core::event::Mfa;
 use ferrotrace_core::process::{kinds, ProcessTable};
 
+use crate::api::with_aggregator;
 use crate::term::term_from_bits;
 
 mod atoms {
@@ -156,14 +156,6 @@ fn summary<'a>(env: Env<'a>, t: &ProcessTable) -> Term<'a> {
 
 fn with_table<'a>(env: Env<'a>, id: Term<'a>, f: impl FnOnce(&ProcessTable) -> Term<'a>) -> Term<'a> {
     with_aggregator(env, id, |agg| f(&agg.processes))
-}
-
-fn with_aggregator<'a>(env: Env<'a>, id: Term<'a>, f: impl FnOnce(&Aggregator) -> Term<'a>) -> Term<'a> {
-    let session = match crate::api::find(env, id) {
-        Ok(session) => session,
-        Err(e) => return e,
-    };
-    session.with_consumer(|consumer, _| f(consumer.aggregator()))
 }
 
 /// `session_events(Id) -> {ok, map()} | {error, Reason}`: the figures of every event kind

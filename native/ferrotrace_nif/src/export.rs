@@ -19,7 +19,7 @@ use rustler::{Binary, Encoder, Env, NewBinary, Term, TermType};
 use ferrotrace_core::aggregate::SIGNIFICANT_DIGITS;
 use ferrotrace_core::event::Mfa;
 
-use crate::api::find;
+use crate::api::with_aggregator;
 use crate::distribution;
 use crate::term::term_from_bits;
 
@@ -86,12 +86,8 @@ fn reply<'a>(env: Env<'a>, result: Result<Term<'a>, Term<'a>>) -> Term<'a> {
 /// every function's latency histogram, for cluster merges in one round trip.
 #[rustler::nif(schedule = "DirtyCpu")]
 fn session_histograms_bytes<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
-    let session = match find(env, id) {
-        Ok(session) => session,
-        Err(e) => return e,
-    };
-    session.with_consumer(|consumer, _| {
-        let out: Result<Vec<_>, _> = consumer.aggregator().functions()
+    with_aggregator(env, id, |agg| {
+        let out: Result<Vec<_>, _> = agg.functions()
             .map(|(mfa, stats)| {
                 // SAFETY: module and function bits are atoms (checked at decode), immediates.
                 let (m, f) = unsafe { (Term::new(env, term_from_bits(mfa.module)), Term::new(env, term_from_bits(mfa.function))) };
@@ -184,12 +180,8 @@ fn hdr_log<'a>(env: Env<'a>, start_ms: u64, intervals: Vec<Interval<'a>>) -> Ter
 /// histogram tagged `m:f/a`, for `hdr_log`.
 #[rustler::nif(schedule = "DirtyCpu")]
 fn session_tagged_histograms<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
-    let session = match find(env, id) {
-        Ok(session) => session,
-        Err(e) => return e,
-    };
-    session.with_consumer(|consumer, _| {
-        let out: Result<Vec<_>, _> = consumer.aggregator().functions()
+    with_aggregator(env, id, |agg| {
+        let out: Result<Vec<_>, _> = agg.functions()
             .map(|(mfa, stats)| Ok((mfa_text(env, mfa), encode(env, &stats.latency)?)))
             .collect();
         reply(env, out.map(|out| out.encode(env)))
@@ -200,13 +192,9 @@ fn session_tagged_histograms<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
 /// too_deep}}`: one line `m:f/a;m:g/b <ns>` per call path of the traced functions.
 #[rustler::nif(schedule = "DirtyCpu")]
 fn session_collapsed<'a>(env: Env<'a>, id: Term<'a>, weight: Term<'a>) -> Term<'a> {
-    let session = match find(env, id) {
-        Ok(session) => session,
-        Err(e) => return e,
-    };
     let inclusive = weight.decode::<rustler::Atom>().is_ok_and(|a| a == atoms::inclusive());
-    session.with_consumer(|consumer, _| {
-        let paths = consumer.aggregator().stack_paths();
+    with_aggregator(env, id, |agg| {
+        let paths = agg.stack_paths();
         let mut text = String::new();
         for line in paths.folded() {
             let ns = if inclusive { line.inclusive_ns } else { line.exclusive_ns };
@@ -232,12 +220,8 @@ fn session_collapsed<'a>(env: Env<'a>, id: Term<'a>, weight: Term<'a>) -> Term<'
 /// the `collapsed` export, and the returned calls not kept (past the path bounds).
 #[rustler::nif(schedule = "DirtyCpu")]
 fn session_stack_counts<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
-    let session = match find(env, id) {
-        Ok(session) => session,
-        Err(e) => return e,
-    };
-    session.with_consumer(|consumer, _| {
-        let paths = consumer.aggregator().stack_paths();
+    with_aggregator(env, id, |agg| {
+        let paths = agg.stack_paths();
         let counts = Term::map_from_pairs(env, &[
             (atoms::paths().encode(env), paths.len().encode(env)),
             (atoms::overflow().encode(env), paths.overflow().encode(env)),
