@@ -127,14 +127,12 @@ fn histogram_subtract<'a>(env: Env<'a>, later: Binary<'a>, earlier: Binary<'a>) 
 /// histogram (`undefined` when it is empty), and its power-of-two buckets.
 #[rustler::nif(schedule = "DirtyCpu")]
 fn histogram_figures<'a>(env: Env<'a>, bytes: Binary<'a>) -> Term<'a> {
-    let h = match decode(env, bytes) {
-        Ok(h) => h,
-        Err(e) => return e,
-    };
-    let buckets = distribution::log2_buckets(&h);
-    let min = distribution::value_or_undefined(env, (!h.is_empty()).then(|| h.min()));
-    let figures = distribution::distribution(env, &h, &[(atoms::min(), min), (atoms::buckets(), buckets.encode(env))]);
-    (atoms::ok(), figures).encode(env)
+    let figures = decode(env, bytes).map(|h| {
+        let min = distribution::value_or_undefined(env, (!h.is_empty()).then(|| h.min()));
+        let buckets = distribution::log2_buckets(&h).encode(env);
+        distribution::distribution(env, &h, &[(atoms::min(), min), (atoms::buckets(), buckets)])
+    });
+    reply(env, figures)
 }
 
 /// Tags may not hold `,`, spaces or line breaks (the log's separators).
