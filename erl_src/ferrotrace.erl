@@ -451,15 +451,8 @@ list() ->
 %% Internals
 
 %% Options come as a map or, from Elixir (`duration: 1000') and old habits, a proplist.
-options_map(Options) when is_map(Options) ->
-    {ok, Options};
-options_map(Options) when is_list(Options) ->
-    case lists:all(fun({K, _}) -> is_atom(K); (_) -> false end, Options) of
-        true -> {ok, maps:from_list(lists:reverse(Options))};
-        false -> {error, {bad_options, Options, <<"a map or a list of {Key, Value} pairs">>}}
-    end;
 options_map(Options) ->
-    {error, {bad_options, Options, <<"a map or a list of {Key, Value} pairs">>}}.
+    ferrotrace_options:to_map(Options).
 
 start(Options, Tracing) ->
     case code:ensure_loaded(ferrotrace_tracer) of

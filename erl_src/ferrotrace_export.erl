@@ -35,18 +35,16 @@ formats() -> [hdr_log, json, collapsed, chrome_trace].
 
 %% @doc Checks a format and its options: `{ok, Options}' with defaults filled in.
 -spec check(term(), term()) -> {ok, map()} | {error, term()}.
-check(Format, Options) when is_list(Options) ->
-    case lists:all(fun({K, _}) -> is_atom(K); (_) -> false end, Options) of
-        true -> check(Format, maps:from_list(Options));
-        false -> {error, {bad_options, Options, <<"a map or a list of {Key, Value} pairs">>}}
+check(Format, Options) when not is_map(Options) ->
+    case ferrotrace_options:to_map(Options) of
+        {ok, Map} -> check(Format, Map);
+        Error -> Error
     end;
 check(Format, Options) when is_map(Options) ->
     case lists:member(Format, formats()) of
         false -> {error, {bad_format, Format, ?FORMATS}};
         true -> check_options(Format, maps:to_list(Options), #{})
-    end;
-check(_Format, Options) ->
-    {error, {bad_options, Options, <<"a map or a list of {Key, Value} pairs">>}}.
+    end.
 
 check_options(collapsed, [], Acc) ->
     {ok, maps:merge(#{weight => exclusive}, Acc)};

@@ -58,10 +58,10 @@ format(Summary, Histogram, Options0) ->
 
 %% @doc Checks report options and fills in the defaults.
 -spec check_options(term()) -> {ok, map()} | {error, term()}.
-check_options(Options) when is_list(Options) ->
-    case lists:all(fun({K, _}) -> is_atom(K); (_) -> false end, Options) of
-        true -> check_options(maps:from_list(lists:reverse(Options)));
-        false -> {error, {bad_options, Options, <<"a map or a list of {Key, Value} pairs">>}}
+check_options(Options) when not is_map(Options) ->
+    case ferrotrace_options:to_map(Options) of
+        {ok, Map} -> check_options(Map);
+        Error -> Error
     end;
 check_options(Options) when is_map(Options) ->
     Defaults = #{top => ?DEFAULT_TOP, sort => total, mfa => '_', width => default_width(),
@@ -71,9 +71,7 @@ check_options(Options) when is_map(Options) ->
             {error, {unknown_option, Unknown, <<"top, sort, mfa, width or histograms">>}};
         [] ->
             check_each(maps:to_list(maps:merge(Defaults, Options)), #{})
-    end;
-check_options(Options) ->
-    {error, {bad_options, Options, <<"a map or a list of {Key, Value} pairs">>}}.
+    end.
 
 check_each([], Acc) ->
     {ok, Acc};
@@ -411,10 +409,10 @@ help() ->
 %% defaults: `interval' 1000 ms, `top' 10, `sort' `count', `count' `infinity', `width' the
 %% terminal's (else 80).
 -spec check_watch_options(term()) -> {ok, map()} | {error, term()}.
-check_watch_options(Options) when is_list(Options) ->
-    case lists:all(fun({K, _}) -> is_atom(K); (_) -> false end, Options) of
-        true -> check_watch_options(maps:from_list(lists:reverse(Options)));
-        false -> {error, {bad_options, Options, <<"a map or a list of {Key, Value} pairs">>}}
+check_watch_options(Options) when not is_map(Options) ->
+    case ferrotrace_options:to_map(Options) of
+        {ok, Map} -> check_watch_options(Map);
+        Error -> Error
     end;
 check_watch_options(Options) when is_map(Options) ->
     Defaults = #{interval => 1000, top => 10, sort => count, count => infinity,
@@ -429,9 +427,7 @@ check_watch_options(Options) when is_map(Options) ->
                 Checked ->
                     Checked
             end
-    end;
-check_watch_options(Options) ->
-    {error, {bad_options, Options, <<"a map or a list of {Key, Value} pairs">>}}.
+    end.
 
 %% {Header, Key, Kind} of the live view's columns, and the order they go in when the width
 %% is too small (never the sort column).

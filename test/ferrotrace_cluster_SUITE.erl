@@ -34,16 +34,7 @@ init_per_suite(Config) ->
                   _ ->
                       false
               end,
-    Source = proplists:get_value(source, ?MODULE:module_info(compile)),
-    TestDir = filename:dirname(Source),
-    Out = os:cmd("sh " ++ filename:join([TestDir, "export", "setup.sh"]) ++ " 2>&1; echo \"rc=$?\""),
-    %% `make test' installs them first (make export-tools) and fails loudly there; elsewhere
-    %% (the OTP 27/29 chroots) the case that needs them is skipped.
-    Tools = case lists:reverse(string:split(string:trim(Out), "\n", all)) of
-                ["rc=0", T | _] -> T;
-                _ -> {unavailable, Out}
-            end,
-    [{started_net, Started}, {tools, Tools}, {test_dir, TestDir} | Config].
+    ft_export_tools:setup([{started_net, Started} | Config]).
 
 -spec end_per_suite(config()) -> ok.
 end_per_suite(Config) ->
@@ -123,19 +114,9 @@ merged_exactly(Config) ->
                  ok = file:write_file(File, remote(N, ferrotrace, export, [Id, hdr_log])),
                  File
              end || N <- Nodes],
-    Python = filename:join([proplists:get_value(tools, Config), "venv", "bin", "python"]),
-    Check = filename:join([proplists:get_value(test_dir, Config), "export", "check.py"]),
-    Out = os:cmd(Python ++ " " ++ Check ++ " hdr_sum " ++ lists:join(" ", Files)),
-    Theirs = [string:lexemes(L, " ") || L <- string:split(string:trim(Out), "\n", all)],
-    ?assertEqual(3, length(Theirs), Out),
-    lists:foreach(
-      fun(#{mfa := {M, F, A}} = Ours) ->
-              Tag = lists:flatten(io_lib:format("~s:~s/~b", [M, F, A])),
-              [[_, N | Ps]] = [T || T = [X | _] <- Theirs, X =:= Tag],
-              ?assertEqual(maps:get(count, Ours), list_to_integer(N)),
-              [?assertEqual(maps:get(K, Ours), list_to_integer(P), {K, Tag})
-               || {K, P} <- lists:zip([p50, p90, p99, p999, max], Ps)]
-      end, Calls),
+    Theirs = ft_export_tools:hdr_sum(Config, Files),
+    ?assertEqual(3, length(Theirs), Theirs),
+    ok = ft_export_tools:assert_sums(Calls, Theirs),
     %% histogram/2 adds up to the merged count.
     Buckets = ferrotrace:histogram(C, {ft_export_target, leaf, 1}),
     ?assertEqual(120, lists:sum([X || {_, _, X} <- Buckets])),
@@ -146,8 +127,7 @@ merged_exactly(Config) ->
     %% The merged hdr_log, decoded by the Python package, has the merged figures.
     Merged = filename:join(proplists:get_value(priv_dir, Config), "merged.hlog"),
     ok = ferrotrace:export(C, hdr_log, Merged),
-    MergedOut = os:cmd(Python ++ " " ++ Check ++ " hdr_sum " ++ Merged),
-    ?assertEqual(lists:sort(Theirs), lists:sort([string:lexemes(L, " ") || L <- string:split(string:trim(MergedOut), "\n", all)])),
+    ?assertEqual(lists:sort(Theirs), lists:sort(ft_export_tools:hdr_sum(Config, Merged))),
     ok = ferrotrace:release(C),
     [wait_until(fun() -> remote(N, ferrotrace, list, []) =:= [] end) || N <- Nodes],
     ok.
@@ -358,18 +338,9 @@ hdr_log_intervals_merged(Config) ->
     ?assertMatch({error, {bad_option, {interval, 15, _}}}, ferrotrace:export(C, {hdr_log, #{interval => 15}})),
     File = filename:join(proplists:get_value(priv_dir, Config), "cluster-intervals.hlog"),
     ok = ferrotrace:export(C, {hdr_log, #{interval => 20}}, File),
-    Python = filename:join([proplists:get_value(tools, Config), "venv", "bin", "python"]),
-    Check = filename:join([proplists:get_value(test_dir, Config), "export", "check.py"]),
-    Out = os:cmd(Python ++ " " ++ Check ++ " hdr_sum " ++ File),
-    Theirs = [string:lexemes(L, " ") || L <- string:split(string:trim(Out), "\n", all)],
+    Theirs = ft_export_tools:hdr_sum(Config, File),
     #{calls := Calls} = ferrotrace:summary(C),
-    ?assertEqual(3, length(Theirs), Out),
-    lists:foreach(
-      fun(#{mfa := {M, F, A}} = Ours) ->
-              Tag = lists:flatten(io_lib:format("~s:~s/~b", [M, F, A])),
-              [[_ | Figures]] = [T || T = [X | _] <- Theirs, X =:= Tag],
-              ?assertEqual([maps:get(K, Ours) || K <- [count, p50, p90, p99, p999, max]],
-                           [list_to_integer(X) || X <- Figures], Tag)
-      end, Calls),
+    ?assertEqual(3, length(Theirs), Theirs),
+    ok = ft_export_tools:assert_sums(Calls, Theirs),
     ?assertEqual(10, hd([N || #{mfa := {_, outer, _}, count := N} <- Calls])),
     ok.

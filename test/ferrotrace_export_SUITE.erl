@@ -9,7 +9,8 @@
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([hdr_log_read_by_python/1, json_read_by_python/1, collapsed_drawn_by_inferno/1,
          collapsed_weights/1, chrome_trace_needs_recent/1, bad_formats/1, to_file/1,
-         chrome_trace_read_by_python/1, hdr_log_intervals_add_up/1, hdr_log_interval_options/1]).
+         chrome_trace_read_by_python/1, hdr_log_intervals_add_up/1, hdr_log_interval_options/1,
+         histogram_nifs/1]).
 
 -type config() :: [{atom(), term()}].
 
@@ -20,24 +21,13 @@
 all() ->
     [hdr_log_read_by_python, json_read_by_python, collapsed_drawn_by_inferno, collapsed_weights,
      chrome_trace_needs_recent, bad_formats, to_file, chrome_trace_read_by_python,
-     hdr_log_intervals_add_up, hdr_log_interval_options].
+     hdr_log_intervals_add_up, hdr_log_interval_options, histogram_nifs].
 
 -spec init_per_suite(config()) -> config().
 init_per_suite(Config) ->
     {module, ferrotrace_tracer} = code:ensure_loaded(ferrotrace_tracer),
     {module, ft_export_target} = code:ensure_loaded(ft_export_target),
-    Source = proplists:get_value(source, ?MODULE:module_info(compile)),
-    TestDir = filename:dirname(Source),
-    %% Installs (once; cached in _build/export-tools) the Python and Rust readers.
-    Out = os:cmd("sh " ++ filename:join([TestDir, "export", "setup.sh"]) ++ " 2>&1; echo \"rc=$?\""),
-    case string:split(string:trim(Out), "\n", trailing) of
-        [Tools, "rc=0"] ->
-            [{tools, lists:last(string:split(Tools, "\n", all))}, {test_dir, TestDir} | Config];
-        _ ->
-            %% `make test' installs them first (make export-tools) and fails loudly there;
-            %% elsewhere (the OTP 27/29 chroots) the cases that need them are skipped.
-            [{tools, {unavailable, Out}}, {test_dir, TestDir} | Config]
-    end.
+    ft_export_tools:setup(Config).
 
 -spec end_per_suite(config()) -> ok.
 end_per_suite(_Config) ->
@@ -74,28 +64,18 @@ traced_session() ->
 tmp(Config, Name) ->
     filename:join(proplists:get_value(priv_dir, Config), Name).
 
-run(Cmd) ->
-    Out = os:cmd(Cmd ++ " 2>&1; echo \"rc=$?\""),
-    [Body, Rc] = case string:split(Out, "rc=", trailing) of
-                     [B, R] -> [B, string:trim(R)];
-                     _ -> [Out, "?"]
-                 end,
-    {Rc, Body}.
-
 -spec hdr_log_read_by_python(config()) -> ok.
 hdr_log_read_by_python(Config) ->
     S = traced_session(),
     File = tmp(Config, "calls.hlog"),
     ok = ferrotrace:export(S, hdr_log, File),
-    Python = filename:join([proplists:get_value(tools, Config), "venv", "bin", "python"]),
-    Check = filename:join([proplists:get_value(test_dir, Config), "export", "check.py"]),
-    {"0", Out} = run(Python ++ " " ++ Check ++ " hdr_log " ++ File),
-    Read = [json_decode(L) || L <- string:split(string:trim(Out), "\n", all)],
+    {"0", Out} = ft_export_tools:check_py(Config, hdr_log, File),
+    Read = json_lines(Out),
     #{calls := Calls} = ferrotrace:summary(S),
     ?assertEqual(3, length(Read)),
     lists:foreach(
-      fun(#{mfa := {M, F, A}, count := Count} = Ours) ->
-              Tag = lists:flatten(io_lib:format("~s:~s/~b", [M, F, A])),
+      fun(#{mfa := MFA, count := Count} = Ours) ->
+              Tag = ft_export_tools:tag(MFA),
               [Theirs] = [R || R = #{"tag" := T} <- Read, T =:= Tag],
               ?assertEqual(Count, maps:get("count", Theirs)),
               [?assertEqual(maps:get(K, Ours), maps:get(atom_to_list(K), Theirs), {K, Tag})
@@ -103,7 +83,10 @@ hdr_log_read_by_python(Config) ->
       end, Calls),
     ok.
 
-%% check.py prints flat objects of strings and integers.
+%% check.py prints one flat object of strings and integers a line.
+json_lines(Out) ->
+    [json_decode(L) || L <- string:split(string:trim(Out), "\n", all)].
+
 json_decode(Line) ->
     Body = string:trim(string:trim(Line), both, "{}"),
     maps:from_list(
@@ -118,13 +101,11 @@ json_read_by_python(Config) ->
     S = traced_session(),
     File = tmp(Config, "summary.json"),
     ok = ferrotrace:export(S, json, File),
-    Python = filename:join([proplists:get_value(tools, Config), "venv", "bin", "python"]),
-    Check = filename:join([proplists:get_value(test_dir, Config), "export", "check.py"]),
-    ?assertEqual({"0", "ok\n"}, run(Python ++ " " ++ Check ++ " json " ++ File)),
+    ?assertEqual({"0", "ok\n"}, ft_export_tools:check_py(Config, json, File)),
     %% The checker fails on a document that breaks the schema.
     Bad = tmp(Config, "bad.json"),
     ok = file:write_file(Bad, <<"{\"format\": \"ferrotrace.summary\"}">>),
-    {Rc, _} = run(Python ++ " " ++ Check ++ " json " ++ Bad),
+    {Rc, _} = ft_export_tools:check_py(Config, json, Bad),
     ?assertNotEqual("0", Rc),
     ok.
 
@@ -135,7 +116,7 @@ collapsed_drawn_by_inferno(Config) ->
     Svg = tmp(Config, "calls.svg"),
     ok = ferrotrace:export(S, collapsed, Folded),
     Inferno = filename:join([proplists:get_value(tools, Config), "bin", "inferno-flamegraph"]),
-    {"0", _} = run(Inferno ++ " " ++ Folded ++ " > " ++ Svg),
+    {"0", _} = ft_export_tools:run(Inferno ++ " " ++ Folded ++ " > " ++ Svg),
     {ok, Drawn} = file:read_file(Svg),
     ?assertMatch({_, _}, binary:match(Drawn, <<"<svg">>)),
     [?assertMatch({_, _}, binary:match(Drawn, Name), Name)
@@ -197,15 +178,12 @@ chrome_trace_read_by_python(Config) ->
         ok = wait_until(fun() -> length([E || #{pid := P} = E <- ferrotrace:recent(S), P =:= Stuck]) =:= 1 end, 100),
         File = tmp(Config, "calls.trace.json"),
         ok = ferrotrace:export(S, chrome_trace, File),
-        Python = filename:join([proplists:get_value(tools, Config), "venv", "bin", "python"]),
-        Check = filename:join([proplists:get_value(test_dir, Config), "export", "check.py"]),
-        {"0", Out} = run(Python ++ " " ++ Check ++ " chrome_trace " ++ File),
-        Read = [json_decode(L) || L <- string:split(string:trim(Out), "
-", all)],
+        {"0", Out} = ft_export_tools:check_py(Config, chrome_trace, File),
+        Read = json_lines(Out),
         #{calls := Calls} = ferrotrace:summary(S),
         lists:foreach(
-          fun(#{mfa := {M, F, A}, count := Count, returns := Returns, total := Total}) ->
-                  Name = lists:flatten(io_lib:format("~s:~s/~b", [M, F, A])),
+          fun(#{mfa := MFA, count := Count, returns := Returns, total := Total}) ->
+                  Name = ft_export_tools:tag(MFA),
                   [Theirs] = [R || R = #{"name" := N} <- Read, N =:= Name],
                   %% Every returned call is a span; their exact durations add up to the total.
                   ?assertEqual(Returns, maps:get("spans", Theirs), Name),
@@ -221,10 +199,10 @@ chrome_trace_read_by_python(Config) ->
         Bad = tmp(Config, "bad.trace.json"),
         ok = file:write_file(Bad, <<"{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"a\", "
                                     "\"pid\": 1, \"tid\": 1, \"ts\": 0}]}">>),
-        {Rc, _} = run(Python ++ " " ++ Check ++ " chrome_trace " ++ Bad),
+        {Rc, _} = ft_export_tools:check_py(Config, chrome_trace, Bad),
         ?assertNotEqual("0", Rc),
         ok = file:write_file(Bad, overlapping_trace()),
-        {Rc2, Why} = run(Python ++ " " ++ Check ++ " chrome_trace " ++ Bad),
+        {Rc2, Why} = ft_export_tools:check_py(Config, chrome_trace, Bad),
         ?assertNotEqual("0", Rc2),
         ?assertNotEqual(nomatch, string:find(Why, "overlaps")),
         ok
@@ -264,10 +242,8 @@ hdr_log_intervals_add_up(Config) ->
     ok = ferrotrace:stop(S),
     File = tmp(Config, "intervals.hlog"),
     ok = ferrotrace:export(S, {hdr_log, #{interval => 20}}, File),
-    Python = filename:join([proplists:get_value(tools, Config), "venv", "bin", "python"]),
-    Check = filename:join([proplists:get_value(test_dir, Config), "export", "check.py"]),
-    {"0", Out} = run(Python ++ " " ++ Check ++ " hdr_log " ++ File),
-    Read = [json_decode(L) || L <- string:split(string:trim(Out), "\n", all)],
+    {"0", Out} = ft_export_tools:check_py(Config, hdr_log, File),
+    Read = json_lines(Out),
     #{calls := Calls, started_at := Start} = ferrotrace:summary(S),
     Outer = [R || R = #{"tag" := "ft_export_target:outer/1"} <- Read],
     %% The phases: 10 outer calls, then 15, in different intervals.
@@ -277,17 +253,9 @@ hdr_log_intervals_add_up(Config) ->
     Spans = lists:usort([{B, E} || #{"start_ms" := B, "end_ms" := E} <- Read]),
     ?assert(element(1, hd(Spans)) >= Start),
     _ = lists:foldl(fun({B, E}, PrevEnd) -> ?assert(B >= PrevEnd - 1), ?assert(E >= B), E end, Start, Spans),
-    {"0", Sums} = run(Python ++ " " ++ Check ++ " hdr_sum " ++ File),
-    Summed = [string:lexemes(L, " ") || L <- string:split(string:trim(Sums), "\n", all)],
+    Summed = ft_export_tools:hdr_sum(Config, File),
     ?assertEqual(3, length(Summed)),
-    lists:foreach(
-      fun(#{mfa := {M, F, A}} = Ours) ->
-              Tag = lists:flatten(io_lib:format("~s:~s/~b", [M, F, A])),
-              [[_ | Figures]] = [L || [T | _] = L <- Summed, T =:= Tag],
-              ?assertEqual([maps:get(K, Ours) || K <- [count, p50, p90, p99, p999, max]],
-                           [list_to_integer(X) || X <- Figures], Tag)
-      end, Calls),
-    ok.
+    ok = ft_export_tools:assert_sums(Calls, Summed).
 
 -spec hdr_log_interval_options(config()) -> ok.
 hdr_log_interval_options(_Config) ->
@@ -309,6 +277,52 @@ hdr_log_interval_options(_Config) ->
     ?assert(is_binary(Log)),
     ok.
 
+%% The histogram NIFs the cluster and interval code build on: figures reads the summary's
+%% keys off a histogram, merge adds, subtract takes an earlier snapshot back off; bytes that
+%% do not decode, or do not subtract, are named in {error, {bad_histogram, Bytes}}.
+-spec histogram_nifs(config()) -> ok.
+histogram_nifs(_Config) ->
+    S = traced_session(),
+    {ok, Hs} = ferrotrace_tracer:session_histograms_bytes(S),
+    ?assertEqual(3, length(Hs)),
+    [Outer] = [B || {{ft_export_target, outer, 1}, B} <- Hs],
+    #{calls := Calls} = ferrotrace:summary(S),
+    [Call] = [C || #{mfa := {ft_export_target, outer, 1}} = C <- Calls],
+    Keys = [count, mean, p50, p90, p99, p999, max],
+    {ok, F} = ferrotrace_tracer:histogram_figures(Outer),
+    ?assertEqual(lists:sort([min, buckets | Keys]), lists:sort(maps:keys(F))),
+    ?assertEqual(maps:with(Keys, Call), maps:with(Keys, F)),
+    ?assertEqual(20, lists:sum([N || {_, _, N} <- maps:get(buckets, F)])),
+    {ok, Twice} = ferrotrace_tracer:histogram_merge([Outer, Outer]),
+    {ok, F2} = ferrotrace_tracer:histogram_figures(Twice),
+    ?assertEqual(maps:without([count, buckets], F), maps:without([count, buckets], F2)),
+    ?assertEqual(40, maps:get(count, F2)),
+    ?assertEqual([{Low, High, 2 * N} || {Low, High, N} <- maps:get(buckets, F)], maps:get(buckets, F2)),
+    {ok, Back} = ferrotrace_tracer:histogram_subtract(Twice, Outer),
+    ?assertEqual({ok, F}, ferrotrace_tracer:histogram_figures(Back)),
+    {ok, Empty} = ferrotrace_tracer:histogram_merge([]),
+    ?assertEqual({ok, maps:from_list([{count, 0}, {buckets, []} | [{K, undefined} || K <- [min | tl(Keys)]]])},
+                 ferrotrace_tracer:histogram_figures(Empty)),
+    %% The tagged histograms (hdr_log's input) are the same bytes under m:f/a tags.
+    {ok, Tagged} = ferrotrace_tracer:session_tagged_histograms(S),
+    ?assertEqual([<<"ft_export_target:leaf/1">>, <<"ft_export_target:mid/1">>, <<"ft_export_target:outer/1">>],
+                 lists:sort([T || {T, _} <- Tagged])),
+    ?assertEqual(lists:sort([B || {_, B} <- Hs]), lists:sort([B || {_, B} <- Tagged])),
+    Junk = <<"not a histogram">>,
+    ?assertEqual({error, {bad_histogram, Junk}}, ferrotrace_tracer:histogram_merge([Outer, Junk])),
+    ?assertEqual({error, {bad_histogram, Junk}}, ferrotrace_tracer:histogram_figures(Junk)),
+    ?assertEqual({error, {bad_histogram, Junk}}, ferrotrace_tracer:histogram_subtract(Junk, Outer)),
+    ?assertEqual({error, {bad_histogram, Junk}}, ferrotrace_tracer:histogram_subtract(Outer, Junk)),
+    %% An "earlier" snapshot with more counts than the later one is not an earlier snapshot.
+    ?assertEqual({error, {bad_histogram, Twice}}, ferrotrace_tracer:histogram_subtract(Outer, Twice)),
+    %% The export and event NIFs name a released or malformed session id.
+    ok = ferrotrace:release(S),
+    [?assertEqual({error, {Why, Id}}, Nif(Id))
+     || Nif <- [fun ferrotrace_tracer:session_histograms_bytes/1, fun ferrotrace_tracer:session_tagged_histograms/1,
+                fun ferrotrace_tracer:session_stack_counts/1, fun ferrotrace_tracer:session_events/1],
+        {Id, Why} <- [{S, no_such_session}, {nope, bad_session}]],
+    ok.
+
 -spec bad_formats(config()) -> ok.
 bad_formats(_Config) ->
     S = traced_session(),
@@ -321,6 +335,13 @@ bad_formats(_Config) ->
     ?assertMatch({error, {bad_option, {weight, inclusive, _}}},
                  ferrotrace:export(S, {json, #{weight => inclusive}})),
     ?assertMatch({error, {no_such_session, nope}}, ferrotrace:export(nope, json)),
+    %% Options as a proplist: its first pair of a key counts, as everywhere in the API.
+    ?assertEqual(ferrotrace:export(S, {collapsed, #{weight => inclusive}}),
+                 ferrotrace:export(S, {collapsed, [{weight, inclusive}, {weight, exclusive}]})),
+    ?assertNotEqual(ferrotrace:export(S, {collapsed, #{weight => inclusive}}),
+                    ferrotrace:export(S, {collapsed, #{weight => exclusive}})),
+    ?assertMatch({error, {bad_options, [x], _}}, ferrotrace:export(S, {json, [x]})),
+    ?assertMatch({error, {bad_options, 7, _}}, ferrotrace:export(S, {json, 7})),
     ok.
 
 -spec to_file(config()) -> ok.

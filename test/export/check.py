@@ -33,25 +33,16 @@ def at(h, percentile):
     return h.get_max_value()
 
 
-def hdr_log(path):
+def new_histogram():
+    """An empty histogram of ferrotrace's range (1 ns to an hour) and precision."""
     from hdrh.histogram import HdrHistogram
-    from hdrh.log import HistogramLogReader
-    reader = HistogramLogReader(path, HdrHistogram(1, 3600 * 10**9, 3))
-    while True:
-        h = reader.get_next_interval_histogram()
-        if h is None:
-            break
-        print(json.dumps({
-            "tag": h.get_tag(), "count": h.get_total_count(),
-            "p50": at(h, 50), "p90": at(h, 90), "p99": at(h, 99), "p999": at(h, 99.9),
-            "max": h.get_max_value(), "start_ms": round(h.get_start_time_stamp()),
-            "end_ms": round(h.get_end_time_stamp())}))
+    return HdrHistogram(1, 3600 * 10**9, 3)
 
 
 def read_all(path):
-    from hdrh.histogram import HdrHistogram
+    """The histograms of an interval log, in order."""
     from hdrh.log import HistogramLogReader
-    reader = HistogramLogReader(path, HdrHistogram(1, 3600 * 10**9, 3))
+    reader = HistogramLogReader(path, new_histogram())
     while True:
         h = reader.get_next_interval_histogram()
         if h is None:
@@ -59,13 +50,20 @@ def read_all(path):
         yield h
 
 
+def hdr_log(path):
+    for h in read_all(path):
+        print(json.dumps({
+            "tag": h.get_tag(), "count": h.get_total_count(),
+            "p50": at(h, 50), "p90": at(h, 90), "p99": at(h, 99), "p999": at(h, 99.9),
+            "max": h.get_max_value(), "start_ms": round(h.get_start_time_stamp()),
+            "end_ms": round(h.get_end_time_stamp())}))
+
+
 def hdr_sum(*paths):
-    from hdrh.histogram import HdrHistogram
     sums = {}
     for path in paths:
         for h in read_all(path):
-            total = sums.setdefault(h.get_tag(), HdrHistogram(1, 3600 * 10**9, 3))
-            total.add(h)
+            sums.setdefault(h.get_tag(), new_histogram()).add(h)
     for tag, h in sorted(sums.items()):
         print(tag, h.get_total_count(), *(at(h, p) for p in (50, 90, 99, 99.9)),
               h.get_max_value())

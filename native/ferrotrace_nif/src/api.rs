@@ -30,7 +30,7 @@ mod atoms {
         seen, aggregated, dropped, ignored, sampled_out, limited, args_dropped,
         unmatched_returns, abandoned_calls, untracked_events, open_calls, processes,
         ring_bytes, functions, collector_cpu_ns, ring_alloc_failures, ferrotrace_stopped,
-        mfa, count, returns, exceptions, total, mean, p50, p90, p99, p999, max,
+        mfa, count, returns, exceptions, total,
         user, owner_down, duration, loops, foreign_events, bad_spec, ferrotrace_loops,
     }
 }
@@ -139,6 +139,19 @@ fn find<'a>(env: Env<'a>, id: Term<'a>) -> Result<std::sync::Arc<Session>, Term<
     }
 }
 
+/// `f` on a session's aggregator (under the collector's lock), or `find`'s error
+/// (`{error, {no_such_session | bad_session, Id}}`); for the export and event NIFs.
+pub(crate) fn with_aggregator<'a>(
+    env: Env<'a>,
+    id: Term<'a>,
+    f: impl FnOnce(&ferrotrace_core::aggregate::Aggregator) -> Term<'a>,
+) -> Term<'a> {
+    match find(env, id) {
+        Ok(session) => session.with_consumer(|consumer, _| f(consumer.aggregator())),
+        Err(e) => e,
+    }
+}
+
 /// `stop_session(Id, Reason :: user | owner_down) -> ok | {error, Reason}`: stops tracing,
 /// drains and frees the rings, joins the collector. Statistics stay readable.
 #[rustler::nif(schedule = "DirtyCpu")]
@@ -201,24 +214,12 @@ fn function_term<'a>(env: Env<'a>, mfa: &Mfa, stats: &FunctionStats, keys: KeySo
 /// latency histogram they go with (cumulative, or of one interval).
 fn figures_term<'a>(env: Env<'a>, mfa: &Mfa, counts: (u64, u64, u64, u64), h: &Histogram<u64>) -> Term<'a> {
     let (calls, returns, exceptions, total_ns) = counts;
-    let latency = |v: Option<u64>| match v {
-        Some(v) => v.encode(env),
-        None => atoms::undefined().encode(env),
-    };
-    let has = !h.is_empty();
-    let q = |quantile: f64| latency(has.then(|| h.value_at_quantile(quantile)));
-    map(env, &[
+    crate::distribution::quantiles(env, h, &[
         (atoms::mfa(), mfa_term(env, mfa)),
         (atoms::count(), calls.encode(env)),
         (atoms::returns(), returns.encode(env)),
         (atoms::exceptions(), exceptions.encode(env)),
         (atoms::total(), total_ns.encode(env)),
-        (atoms::mean(), latency(has.then(|| h.mean().round() as u64))),
-        (atoms::p50(), q(0.5)),
-        (atoms::p90(), q(0.9)),
-        (atoms::p99(), q(0.99)),
-        (atoms::p999(), q(0.999)),
-        (atoms::max(), latency(has.then(|| h.max()))),
     ])
 }
 
@@ -323,21 +324,6 @@ fn decode_mfa(env: Env, term: Term) -> Option<Mfa> {
     decode::decode_mfa(&EnvReader(env.as_c_arg()), term.as_c_arg())
 }
 
-/// Power-of-two buckets `[{Low, High, Count}]` of a function's latency, ascending, non-empty.
-fn log2_buckets(stats: &FunctionStats) -> Vec<(u64, u64, u64)> {
-    let mut buckets: Vec<(u64, u64, u64)> = Vec::new();
-    for v in stats.latency.iter_recorded() {
-        let value = v.value_iterated_to().max(1);
-        let low = 1u64 << (63 - value.leading_zeros());
-        let high = low.saturating_mul(2) - 1;
-        match buckets.last_mut() {
-            Some(last) if last.0 == low => last.2 += v.count_at_value(),
-            _ => buckets.push((low, high, v.count_at_value())),
-        }
-    }
-    buckets
-}
-
 /// `session_histogram(Id, {M, F, A}) -> {ok, [{LowNs, HighNs, Count}]} | {error, Reason}`.
 #[rustler::nif(schedule = "DirtyCpu")]
 fn session_histogram<'a>(env: Env<'a>, id: Term<'a>, mfa: Term<'a>) -> Term<'a> {
@@ -347,7 +333,7 @@ fn session_histogram<'a>(env: Env<'a>, id: Term<'a>, mfa: Term<'a>) -> Term<'a> 
     };
     let Some(key) = decode_mfa(env, mfa) else { return error(env, (atoms::bad_mfa(), mfa)) };
     session.with_consumer(|consumer, _| match consumer.aggregator().function(&key) {
-        Some(stats) => (atoms::ok(), log2_buckets(stats)).encode(env),
+        Some(stats) => (atoms::ok(), crate::distribution::log2_buckets(&stats.latency)).encode(env),
         None => error(env, (atoms::no_such_function(), mfa)),
     })
 }

@@ -6,11 +6,10 @@ use hdrhistogram::Histogram;
 use rustler::{Atom, Encoder, Env, Term};
 
 use ferrotrace_core::aggregate::top::Tally;
-use ferrotrace_core::aggregate::Aggregator;
 use ferrotrace_core::event::Mfa;
 use ferrotrace_core::process::{kinds, ProcessTable};
-use ferrotrace_core::session;
 
+use crate::api::with_aggregator;
 use crate::term::term_from_bits;
 
 mod atoms {
@@ -21,7 +20,7 @@ mod atoms {
         top_receivers, top_wakeup, run_slice, top_cpu, out_locations, minor, major,
         reclaimed_words, top_pause, unpaired, spawned, exited, exit_reasons, lifetime, links,
         unlinks, getting_linked, getting_unlinked, registered, unregistered, opened, closed,
-        count, mean, p50, p90, p99, p999, max, total, words, pid, mfa, reason, ins, outs,
+        count, max, total, words, pid, mfa, reason, ins, outs,
         splits, running, descheduled, migrations,
     }
 }
@@ -36,18 +35,7 @@ fn map<'a>(env: Env<'a>, pairs: &[(Atom, Term<'a>)]) -> Term<'a> {
 /// A distribution as a call entry shows latencies: `count, mean, p50, p90, p99, p999, max`
 /// (`undefined` when empty).
 fn distribution<'a>(env: Env<'a>, h: &Histogram<u64>) -> Term<'a> {
-    let has = !h.is_empty();
-    let value = |v: Option<u64>| v.map_or_else(|| atoms::undefined().encode(env), |v| v.encode(env));
-    let q = |quantile: f64| value(has.then(|| h.value_at_quantile(quantile)));
-    map(env, &[
-        (atoms::count(), h.len().encode(env)),
-        (atoms::mean(), value(has.then(|| h.mean().round() as u64))),
-        (atoms::p50(), q(0.5)),
-        (atoms::p90(), q(0.9)),
-        (atoms::p99(), q(0.99)),
-        (atoms::p999(), q(0.999)),
-        (atoms::max(), value(has.then(|| h.max()))),
-    ])
+    crate::distribution::distribution(env, h, &[])
 }
 
 /// A pid (or port) from the bits the tracer kept: tracees are local pids and ports, which
@@ -170,17 +158,6 @@ fn with_table<'a>(env: Env<'a>, id: Term<'a>, f: impl FnOnce(&ProcessTable) -> T
     with_aggregator(env, id, |agg| f(&agg.processes))
 }
 
-fn with_aggregator<'a>(env: Env<'a>, id: Term<'a>, f: impl FnOnce(&Aggregator) -> Term<'a>) -> Term<'a> {
-    let session = match id.decode::<u64>() {
-        Ok(n) => match session::lookup(n) {
-            Some(session) => session,
-            None => return (atoms::error(), (atoms::no_such_session(), id)).encode(env),
-        },
-        Err(_) => return (atoms::error(), (atoms::bad_session(), id)).encode(env),
-    };
-    session.with_consumer(|consumer, _| f(consumer.aggregator()))
-}
-
 /// `session_events(Id) -> {ok, map()} | {error, Reason}`: the figures of every event kind
 /// other than calls (see `ferrotrace:summary/1`), and `seen`, the kinds that had events.
 #[rustler::nif(schedule = "DirtyCpu")]
@@ -208,24 +185,6 @@ fn session_events<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
 }
 
 /// Power-of-two buckets `{Low, High, Count}` of a histogram; zero gets its own bucket.
-fn buckets(h: &Histogram<u64>) -> Vec<(u64, u64, u64)> {
-    let mut out: Vec<(u64, u64, u64)> = Vec::new();
-    for v in h.iter_recorded() {
-        let value = v.value_iterated_to();
-        let (low, high) = if value == 0 {
-            (0, 0)
-        } else {
-            let low = 1u64 << (63 - value.leading_zeros());
-            (low, low.saturating_mul(2) - 1)
-        };
-        match out.last_mut() {
-            Some(last) if last.0 == low => last.2 += v.count_at_value(),
-            _ => out.push((low, high, v.count_at_value())),
-        }
-    }
-    out
-}
-
 /// `session_event_histogram(Id, Series) -> {ok, [{Low, High, Count}]} | {error, Reason}`;
 /// `Series` is `wakeup`, `run_slice`, `{gc, minor}`, `{gc, major}`, `lifetime`,
 /// `size_words` or `{ports, run_slice}`.
@@ -245,7 +204,7 @@ fn session_event_histogram<'a>(env: Env<'a>, id: Term<'a>, series: Term<'a>) -> 
     let Some(which) = which else {
         return (atoms::error(), (atoms::bad_series(), series)).encode(env);
     };
-    with_table(env, id, |t| (atoms::ok(), buckets(which(t))).encode(env))
+    with_table(env, id, |t| (atoms::ok(), crate::distribution::log2_buckets(which(t))).encode(env))
 }
 
 /// `session_set_events(Id, Bool) -> ok | {error, Reason}`: `false` makes a session

@@ -18,15 +18,16 @@ use rustler::{Binary, Encoder, Env, NewBinary, Term, TermType};
 
 use ferrotrace_core::aggregate::SIGNIFICANT_DIGITS;
 use ferrotrace_core::event::Mfa;
-use ferrotrace_core::session;
 
+use crate::api::with_aggregator;
+use crate::distribution;
 use crate::term::term_from_bits;
 
 mod atoms {
     rustler::atoms! {
-        ok, error, undefined, no_such_session, bad_session,
+        ok, error,
         bad_histogram, not_json, inclusive, exclusive, serialize,
-        count, mean, p50, p90, p99, p999, max, min, buckets, stacks, overflow, too_deep, paths,
+        min, buckets, stacks, overflow, too_deep, paths,
     }
 }
 
@@ -38,13 +39,6 @@ fn binary<'a>(env: Env<'a>, bytes: &[u8]) -> Term<'a> {
     let mut new = NewBinary::new(env, bytes.len());
     new.as_mut_slice().copy_from_slice(bytes);
     Binary::from(new).encode(env)
-}
-
-fn find<'a>(env: Env<'a>, id: Term<'a>) -> Result<std::sync::Arc<session::Session>, Term<'a>> {
-    match id.decode::<u64>() {
-        Ok(n) => session::lookup(n).ok_or_else(|| error(env, (atoms::no_such_session(), id))),
-        Err(_) => Err(error(env, (atoms::bad_session(), id))),
-    }
 }
 
 /// An atom's text from its bits (atoms are immediates and never freed).
@@ -60,33 +54,47 @@ fn mfa_text(env: Env, mfa: &Mfa) -> String {
     format!("{}:{}/{}", atom_text(env, mfa.module), atom_text(env, mfa.function), mfa.arity)
 }
 
-fn serialize(h: &Histogram<u64>) -> Option<Vec<u8>> {
-    let mut out = Vec::new();
-    V2DeflateSerializer::new().serialize(h, &mut out).ok()?;
-    Some(out)
-}
-
 fn deserialize(bytes: &[u8]) -> Option<Histogram<u64>> {
     Deserializer::new().deserialize(&mut Cursor::new(bytes)).ok()
+}
+
+/// `{error, {bad_histogram, Bytes}}`: `bytes` do not decode, or do not add up with the rest.
+fn bad_histogram<'a>(env: Env<'a>, bytes: Binary<'a>) -> Term<'a> {
+    error(env, (atoms::bad_histogram(), bytes.to_term(env)))
+}
+
+/// The histogram a NIF argument holds, or its `bad_histogram` error.
+fn decode<'a>(env: Env<'a>, bytes: Binary<'a>) -> Result<Histogram<u64>, Term<'a>> {
+    deserialize(bytes.as_slice()).ok_or_else(|| bad_histogram(env, bytes))
+}
+
+/// A histogram as a V2 deflate binary, or `{error, serialize}`.
+fn encode<'a>(env: Env<'a>, h: &Histogram<u64>) -> Result<Term<'a>, Term<'a>> {
+    let mut out = Vec::new();
+    match V2DeflateSerializer::new().serialize(h, &mut out) {
+        Ok(_) => Ok(binary(env, &out)),
+        Err(_) => Err(error(env, atoms::serialize())),
+    }
+}
+
+/// `{ok, Value}`, or the error a step returned.
+fn reply<'a>(env: Env<'a>, result: Result<Term<'a>, Term<'a>>) -> Term<'a> {
+    result.map_or_else(|e| e, |value| (atoms::ok(), value).encode(env))
 }
 
 /// `session_histograms_bytes(Id) -> {ok, [{MFA, V2DeflateBinary}]} | {error, Reason}`:
 /// every function's latency histogram, for cluster merges in one round trip.
 #[rustler::nif(schedule = "DirtyCpu")]
 fn session_histograms_bytes<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
-    let session = match find(env, id) {
-        Ok(session) => session,
-        Err(e) => return e,
-    };
-    session.with_consumer(|consumer, _| {
-        let mut out = Vec::new();
-        for (mfa, stats) in consumer.aggregator().functions() {
-            let Some(bytes) = serialize(&stats.latency) else { return error(env, atoms::serialize()) };
-            // SAFETY: module and function bits are atoms (checked at decode), immediates.
-            let (m, f) = unsafe { (Term::new(env, term_from_bits(mfa.module)), Term::new(env, term_from_bits(mfa.function))) };
-            out.push(((m, f, mfa.arity).encode(env), binary(env, &bytes)));
-        }
-        (atoms::ok(), out).encode(env)
+    with_aggregator(env, id, |agg| {
+        let out: Result<Vec<_>, _> = agg.functions()
+            .map(|(mfa, stats)| {
+                // SAFETY: module and function bits are atoms (checked at decode), immediates.
+                let (m, f) = unsafe { (Term::new(env, term_from_bits(mfa.module)), Term::new(env, term_from_bits(mfa.function))) };
+                Ok(((m, f, mfa.arity).encode(env), encode(env, &stats.latency)?))
+            })
+            .collect();
+        reply(env, out.map(|out| out.encode(env)))
     })
 }
 
@@ -96,16 +104,10 @@ fn session_histograms_bytes<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
 fn histogram_merge<'a>(env: Env<'a>, parts: Vec<Binary<'a>>) -> Term<'a> {
     let mut sum = Histogram::<u64>::new_with_bounds(1, 2, SIGNIFICANT_DIGITS).expect("static bounds");
     sum.auto(true);
-    for part in parts {
-        match deserialize(part.as_slice()) {
-            Some(h) if sum.add(&h).is_ok() => {}
-            _ => return error(env, (atoms::bad_histogram(), part.to_term(env))),
-        }
-    }
-    match serialize(&sum) {
-        Some(bytes) => (atoms::ok(), binary(env, &bytes)).encode(env),
-        None => error(env, atoms::serialize()),
-    }
+    let merged = parts.into_iter().try_for_each(|part| {
+        sum.add(&decode(env, part)?).map_err(|_| bad_histogram(env, part))
+    });
+    reply(env, merged.and_then(|()| encode(env, &sum)))
 }
 
 /// `histogram_subtract(Later, Earlier) -> {ok, V2DeflateBinary} | {error, {bad_histogram, B}}`:
@@ -113,17 +115,11 @@ fn histogram_merge<'a>(env: Env<'a>, parts: Vec<Binary<'a>>) -> Term<'a> {
 /// bucket's count is at least the earlier one's), for `hdr_log`'s intervals.
 #[rustler::nif(schedule = "DirtyCpu")]
 fn histogram_subtract<'a>(env: Env<'a>, later: Binary<'a>, earlier: Binary<'a>) -> Term<'a> {
-    let Some(mut delta) = deserialize(later.as_slice()) else {
-        return error(env, (atoms::bad_histogram(), later.to_term(env)));
-    };
-    match deserialize(earlier.as_slice()) {
-        Some(e) if delta.subtract(&e).is_ok() => {}
-        _ => return error(env, (atoms::bad_histogram(), earlier.to_term(env))),
-    }
-    match serialize(&delta) {
-        Some(bytes) => (atoms::ok(), binary(env, &bytes)).encode(env),
-        None => error(env, atoms::serialize()),
-    }
+    let delta = decode(env, later).and_then(|mut delta| {
+        delta.subtract(&decode(env, earlier)?).map_err(|_| bad_histogram(env, earlier))?;
+        Ok(delta)
+    });
+    reply(env, delta.and_then(|delta| encode(env, &delta)))
 }
 
 /// `histogram_figures(V2DeflateBinary) -> {ok, #{count, mean, p50, p90, p99, p999, max,
@@ -131,32 +127,12 @@ fn histogram_subtract<'a>(env: Env<'a>, later: Binary<'a>, earlier: Binary<'a>) 
 /// histogram (`undefined` when it is empty), and its power-of-two buckets.
 #[rustler::nif(schedule = "DirtyCpu")]
 fn histogram_figures<'a>(env: Env<'a>, bytes: Binary<'a>) -> Term<'a> {
-    let Some(h) = deserialize(bytes.as_slice()) else {
-        return error(env, (atoms::bad_histogram(), bytes.to_term(env)));
-    };
-    let has = !h.is_empty();
-    let value = |v: Option<u64>| v.map_or_else(|| atoms::undefined().encode(env), |v| v.encode(env));
-    let q = |quantile: f64| value(has.then(|| h.value_at_quantile(quantile)));
-    let mut buckets: Vec<(u64, u64, u64)> = Vec::new();
-    for v in h.iter_recorded() {
-        let low = 1u64 << (63 - v.value_iterated_to().max(1).leading_zeros());
-        match buckets.last_mut() {
-            Some(last) if last.0 == low => last.2 += v.count_at_value(),
-            _ => buckets.push((low, low.saturating_mul(2) - 1, v.count_at_value())),
-        }
-    }
-    let pairs = [
-        (atoms::count().encode(env), h.len().encode(env)),
-        (atoms::mean().encode(env), value(has.then(|| h.mean().round() as u64))),
-        (atoms::p50().encode(env), q(0.5)),
-        (atoms::p90().encode(env), q(0.9)),
-        (atoms::p99().encode(env), q(0.99)),
-        (atoms::p999().encode(env), q(0.999)),
-        (atoms::max().encode(env), value(has.then(|| h.max()))),
-        (atoms::min().encode(env), value(has.then(|| h.min()))),
-        (atoms::buckets().encode(env), buckets.encode(env)),
-    ];
-    (atoms::ok(), Term::map_from_term_arrays(env, &pairs.map(|p| p.0), &pairs.map(|p| p.1)).expect("distinct keys")).encode(env)
+    let figures = decode(env, bytes).map(|h| {
+        let min = distribution::value_or_undefined(env, (!h.is_empty()).then(|| h.min()));
+        let buckets = distribution::log2_buckets(&h).encode(env);
+        distribution::distribution(env, &h, &[(atoms::min(), min), (atoms::buckets(), buckets)])
+    });
+    reply(env, figures)
 }
 
 /// Tags may not hold `,`, spaces or line breaks (the log's separators).
@@ -195,27 +171,18 @@ fn hdr_log<'a>(env: Env<'a>, start_ms: u64, intervals: Vec<Interval<'a>>) -> Ter
         }
         Ok(())
     })();
-    match result {
-        Ok(()) => (atoms::ok(), binary(env, &out)).encode(env),
-        Err(e) => e,
-    }
+    reply(env, result.map(|()| binary(env, &out)))
 }
 
 /// `session_histogram_tags(Id) -> {ok, [{Tag, V2DeflateBinary}]}`: every function's
 /// histogram tagged `m:f/a`, for `hdr_log`.
 #[rustler::nif(schedule = "DirtyCpu")]
 fn session_tagged_histograms<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
-    let session = match find(env, id) {
-        Ok(session) => session,
-        Err(e) => return e,
-    };
-    session.with_consumer(|consumer, _| {
-        let mut out = Vec::new();
-        for (mfa, stats) in consumer.aggregator().functions() {
-            let Some(bytes) = serialize(&stats.latency) else { return error(env, atoms::serialize()) };
-            out.push((mfa_text(env, mfa), binary(env, &bytes)));
-        }
-        (atoms::ok(), out).encode(env)
+    with_aggregator(env, id, |agg| {
+        let out: Result<Vec<_>, _> = agg.functions()
+            .map(|(mfa, stats)| Ok((mfa_text(env, mfa), encode(env, &stats.latency)?)))
+            .collect();
+        reply(env, out.map(|out| out.encode(env)))
     })
 }
 
@@ -223,13 +190,9 @@ fn session_tagged_histograms<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
 /// too_deep}}`: one line `m:f/a;m:g/b <ns>` per call path of the traced functions.
 #[rustler::nif(schedule = "DirtyCpu")]
 fn session_collapsed<'a>(env: Env<'a>, id: Term<'a>, weight: Term<'a>) -> Term<'a> {
-    let session = match find(env, id) {
-        Ok(session) => session,
-        Err(e) => return e,
-    };
     let inclusive = weight.decode::<rustler::Atom>().is_ok_and(|a| a == atoms::inclusive());
-    session.with_consumer(|consumer, _| {
-        let paths = consumer.aggregator().stack_paths();
+    with_aggregator(env, id, |agg| {
+        let paths = agg.stack_paths();
         let mut text = String::new();
         for line in paths.folded() {
             let ns = if inclusive { line.inclusive_ns } else { line.exclusive_ns };
@@ -255,12 +218,8 @@ fn session_collapsed<'a>(env: Env<'a>, id: Term<'a>, weight: Term<'a>) -> Term<'
 /// the `collapsed` export, and the returned calls not kept (past the path bounds).
 #[rustler::nif(schedule = "DirtyCpu")]
 fn session_stack_counts<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
-    let session = match find(env, id) {
-        Ok(session) => session,
-        Err(e) => return e,
-    };
-    session.with_consumer(|consumer, _| {
-        let paths = consumer.aggregator().stack_paths();
+    with_aggregator(env, id, |agg| {
+        let paths = agg.stack_paths();
         let counts = Term::map_from_pairs(env, &[
             (atoms::paths().encode(env), paths.len().encode(env)),
             (atoms::overflow().encode(env), paths.overflow().encode(env)),

@@ -11,6 +11,7 @@
 
 mod api;
 mod copy;
+mod distribution;
 mod export;
 mod events;
 mod events_api;
