@@ -7,11 +7,11 @@ use rustler::{Atom, Encoder, Env, Term};
 use ferrotrace_core::aggregate::keyed::{KeySource, KeyStats};
 use ferrotrace_core::aggregate::FunctionStats;
 
-use super::map;
 use crate::copy::copy_term_in;
+use crate::distribution::distribution;
 
 mod atoms {
-    rustler::atoms! { by_key, callers, keys_overflow, key, caller, count, total, mean, p50, p90, p99, p999, max }
+    rustler::atoms! { by_key, callers, keys_overflow, key, caller, total }
 }
 
 /// Adds `by_key => [#{key, count, total, mean, p50, p90, p99, p999, max}]` (or `callers`,
@@ -32,17 +32,5 @@ pub(super) fn add_keys<'a>(env: Env<'a>, entry: Term<'a>, stats: &FunctionStats,
 }
 
 fn key_term<'a>(env: Env<'a>, name: Atom, key: &[u8], s: &KeyStats) -> Term<'a> {
-    let h = &s.latency;
-    let q = |quantile: f64| h.value_at_quantile(quantile).encode(env);
-    map(env, &[
-        (name, copy_term_in(env, key)),
-        (atoms::count(), s.count.encode(env)),
-        (atoms::total(), s.total_ns.encode(env)),
-        (atoms::mean(), (h.mean().round() as u64).encode(env)),
-        (atoms::p50(), q(0.5)),
-        (atoms::p90(), q(0.9)),
-        (atoms::p99(), q(0.99)),
-        (atoms::p999(), q(0.999)),
-        (atoms::max(), h.max().encode(env)),
-    ])
+    distribution(env, &s.latency, &[(name, copy_term_in(env, key)), (atoms::total(), s.total_ns.encode(env))])
 }
