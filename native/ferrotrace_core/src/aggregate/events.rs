@@ -209,7 +209,7 @@ mod tests {
         }
         let p = &f.stats.procs;
         assert_eq!((p.spawned, p.exited, p.lifetime.len()), (10, 10, 10));
-        assert_eq!(p.exit_reasons.top(5), vec![(77, super::super::top::Tally { count: 10, total: 10, max: 1 })]);
+        assert_eq!(p.exit_reasons.top(5), vec![(77, crate::aggregate::top::Tally { count: 10, total: 10, max: 1 })]);
         assert!(f.table.is_empty());
     }
 
