@@ -20,14 +20,15 @@
 //! here as one function nested `LOOP_DEPTH` times in one process; they are reported by
 //! [`Aggregator::take_new_loops`] so the caller can stop return tracing them.
 
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::VecDeque;
 
 use hdrhistogram::Histogram;
 
 use crate::event::{Event, EventKind, Mfa};
+use crate::hasher::WordMap;
 use crate::process::ProcessTable;
 
+pub mod events;
 pub mod gc;
 pub mod messages;
 pub mod ports;
@@ -84,37 +85,6 @@ impl MfaPattern {
             && self.arity.is_none_or(|a| a == mfa.arity)
     }
 }
-
-/// A multiplicative hasher for keys that are already well-mixed machine words (term bits):
-/// SipHash's resistance to chosen keys buys nothing here and cost a third of the collector's
-/// time per event.
-#[derive(Default)]
-pub struct WordHasher(u64);
-
-impl Hasher for WordHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.write_u64(u64::from_le_bytes(word));
-        }
-    }
-    #[inline]
-    fn write_u64(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    #[inline]
-    fn write_u32(&mut self, word: u32) {
-        self.write_u64(word as u64);
-    }
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-type WordMap<K, V> = HashMap<K, V, BuildHasherDefault<WordHasher>>;
 
 /// The figures of one function over the current interval: since the last
 /// [`Aggregator::reset_interval`]. Kept beside the cumulative ones by the collector (never on
@@ -295,8 +265,10 @@ pub struct Aggregator {
     recorder: Option<Recorder>,
     /// Time per call path, for folded-stack exports (`stacks.rs`).
     stack_paths: stacks::StackPaths,
-    /// Per-process state and the aggregates of every other event kind.
+    /// Per-process state: what each process is doing now.
     pub processes: ProcessTable,
+    /// The figures of every other event kind, fed from `processes`.
+    pub events: events::EventStats,
     /// The thread that produced the event being recorded ([`Aggregator::record_on`]).
     thread: u32,
     /// The copy that came with the event being recorded (`args`): see `record_with`.
@@ -333,6 +305,7 @@ impl Aggregator {
             recorder: None,
             stack_paths: stacks::StackPaths::new(stacks::DEFAULT_MAX_PATHS),
             processes: ProcessTable::default(),
+            events: events::EventStats::default(),
             thread: 0,
             copy: None,
             key: None,
@@ -442,9 +415,9 @@ impl Aggregator {
                     self.open_calls -= stack.len();
                     self.counters.abandoned_calls += stack.len() as u64;
                 }
-                self.processes.record(event);
+                self.events.record(&mut self.processes, event);
             }
-            _ => self.processes.record(event),
+            _ => self.events.record(&mut self.processes, event),
         }
     }
 
@@ -663,6 +636,7 @@ impl Aggregator {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::collections::HashMap;
 
     const F: Mfa = Mfa { module: 1, function: 2, arity: 1 };
     const G: Mfa = Mfa { module: 1, function: 3, arity: 0 };

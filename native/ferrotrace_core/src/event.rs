@@ -14,7 +14,7 @@ pub enum EventKind {
     /// `trace(exception_from, ...)`: it raised (needs `exception_trace`).
     Exception,
     /// `trace(exit, ...)` from `procs` tracing: the process is gone, forget its open calls.
-    /// `mfa.module` holds the reason's atom bits (see [`crate::process`]), zero for others.
+    /// `mfa.module` holds the reason's atom bits (see [`crate::aggregate::procs`]), zero for others.
     Exit,
     /// `send`: `mfa.module` the receiver (local pid bits, else 0: a name, a port, a remote
     /// pid), `mfa.function` the size in words, `mfa.arity` 1 when the size is a lower bound.
@@ -30,7 +30,7 @@ pub enum EventKind {
     /// `spawned`: the tracee was created (by `mfa.module`).
     Spawned,
     /// `link`, `unlink`, `getting_linked`, `getting_unlinked`, `register`, `unregister`:
-    /// counted, `mfa.arity` says which ([`crate::process::ProcTag`]).
+    /// counted, `mfa.arity` says which ([`ProcTag`]).
     ProcOther,
     /// `gc_minor_start` (`mfa.arity` 0) or `gc_major_start` (1); `mfa.function` the words in
     /// use (heap, old heap, message buffers).
@@ -62,6 +62,28 @@ pub struct Mfa {
     pub function: u64,
     /// Arity (0 to 255).
     pub arity: u32,
+}
+
+/// The zero MFA: no location.
+pub const NO_MFA: Mfa = Mfa { module: 0, function: 0, arity: 0 };
+
+/// The `procs` tags counted but not aggregated further (a [`EventKind::ProcOther`]'s
+/// `mfa.arity`), in [`crate::aggregate::procs::Procs::other`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ProcTag {
+    /// `link`.
+    Link,
+    /// `unlink`.
+    Unlink,
+    /// `getting_linked`.
+    GettingLinked,
+    /// `getting_unlinked`.
+    GettingUnlinked,
+    /// `register`.
+    Register,
+    /// `unregister`.
+    Unregister,
 }
 
 /// One trace event, as the aggregator reads it.

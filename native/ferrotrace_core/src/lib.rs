@@ -10,12 +10,15 @@
 //! - [`producer`]: a thread's ring, counters and admission (sampling, limits);
 //! - [`ring`]: bounded single-producer/single-consumer rings with split handles;
 //! - [`collector`]: draining, ordering by timestamp, feeding the aggregator;
-//! - [`aggregate`]: pairing calls with returns per process, HDR latency histograms;
+//! - [`process`]: what each process is doing now (scheduled in or out, in GC, waited on);
+//! - [`aggregate`]: pairing calls with returns per process, HDR latency histograms, and the
+//!   figures of the other event kinds, fed by the process table;
 //! - [`session`]: lifecycle: start, stop (and the keeper's notification), release;
 //! - [`limit`]: `max_events` and `max_rate` leased to threads, no shared counter per event;
 //! - [`options`]: session options with safe defaults;
 //! - [`decode`]: reading trace messages, never trusting their shape;
-//! - [`event`]: the event record.
+//! - [`event`]: the event record;
+//! - [`hasher`]: the hasher of the collector's maps.
 
 #![warn(missing_docs)]
 
@@ -38,6 +41,8 @@ pub mod msgsize;
 pub mod process;
 #[cfg(not(loom))]
 pub mod event;
+#[cfg(not(loom))]
+pub mod hasher;
 #[cfg(not(loom))]
 pub mod limit;
 #[cfg(not(loom))]

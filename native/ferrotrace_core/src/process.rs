@@ -1,57 +1,21 @@
-//! One table of per-process state, kept by the collector in timestamp order, and the
-//! aggregates it feeds (messages, scheduling, GC, processes, ports).
+//! One table of per-process state, kept by the collector in timestamp order: what each
+//! process (or port) is doing now.
 //!
 //! Each process (or port) has at most one entry: when it was scheduled in, whether a message
-//! is waiting for it to run, the collection in progress, when it was born. The entry goes when
-//! the process exits (`exit` or `out_exited`), when a port closes; at most
-//! [`MAX_PROCESSES`] entries exist, further processes are counted in `untracked`. A process
-//! whose exit is never seen (procs not traced) keeps its entry until the session ends.
+//! is waiting for it to run, the collection in progress, when it was born, and its running
+//! totals for the latency split. The entry goes when the process exits (`exit` or
+//! `out_exited`), when a port closes; at most [`MAX_PROCESSES`] entries exist, further
+//! processes are counted in `untracked`. A process whose exit is never seen (procs not traced)
+//! keeps its entry until the session ends.
+//!
+//! The table keeps state, not statistics: the aggregates (`crate::aggregate::events`) tell it
+//! what happened to a process, and it answers with what that ended (a run slice, a wait, a
+//! collection, a life), which they count.
 
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
-
-use crate::aggregate::gc::Gc;
-use crate::aggregate::messages::Messages;
-use crate::aggregate::ports::Ports;
-use crate::aggregate::procs::Procs;
-use crate::aggregate::scheduling::Scheduling;
-use crate::aggregate::WordHasher;
-use crate::event::{Event, EventKind, Mfa};
+use crate::hasher::WordMap;
 
 /// Processes and ports with state at most.
 pub const MAX_PROCESSES: usize = 100_000;
-
-/// The `procs` tags counted but not aggregated further, in [`crate::aggregate::procs::Procs::other`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum ProcTag {
-    /// `link`.
-    Link,
-    /// `unlink`.
-    Unlink,
-    /// `getting_linked`.
-    GettingLinked,
-    /// `getting_unlinked`.
-    GettingUnlinked,
-    /// `register`.
-    Register,
-    /// `unregister`.
-    Unregister,
-}
-
-/// The kinds of events seen, bit per kind, for the summary to show only those.
-pub mod kinds {
-    /// Messages.
-    pub const MESSAGES: u8 = 1;
-    /// Processes (procs).
-    pub const PROCS: u8 = 2;
-    /// Garbage collection.
-    pub const GC: u8 = 4;
-    /// Scheduling (running).
-    pub const SCHEDULING: u8 = 8;
-    /// Ports.
-    pub const PORTS: u8 = 16;
-}
 
 #[derive(Clone, Copy, Debug, Default)]
 struct ProcState {
@@ -73,24 +37,23 @@ struct ProcState {
     gc_ns: u64,
 }
 
-/// The process table and the aggregates it feeds.
+/// What a process that is gone left behind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Gone {
+    /// How long it lived, ns, if its birth was seen.
+    pub lived: Option<u64>,
+    /// It was in the middle of a collection (never to be paired).
+    pub in_gc: bool,
+}
+
+/// The state of every process (and port) seen, and nothing else.
 #[derive(Default)]
 pub struct ProcessTable {
-    table: HashMap<u64, ProcState, BuildHasherDefault<WordHasher>>,
+    table: WordMap<u64, ProcState>,
     /// Events about a process that could not get an entry (the table was full).
     pub untracked: u64,
-    /// Kinds of events seen ([`kinds`]).
-    pub seen: u8,
-    /// Message statistics.
-    pub messages: Messages,
-    /// Scheduling statistics.
-    pub scheduling: Scheduling,
-    /// GC statistics.
-    pub gc: Gc,
-    /// Process lifecycle statistics.
-    pub procs: Procs,
-    /// Port statistics.
-    pub ports: Ports,
+    /// Scheduling events were seen: processes can be known to be out.
+    scheduling: bool,
 }
 
 impl ProcessTable {
@@ -114,7 +77,7 @@ impl ProcessTable {
     /// True once scheduling events were seen: call frames then take split snapshots.
     #[inline]
     pub fn splits(&self) -> bool {
-        self.seen & kinds::SCHEDULING != 0
+        self.scheduling
     }
 
     fn entry(&mut self, pid: u64) -> Option<&mut ProcState> {
@@ -125,237 +88,176 @@ impl ProcessTable {
         Some(self.table.entry(pid).or_default())
     }
 
-    /// Folds in one event other than a call, return or exception. Events of one process
-    /// must arrive in the order they happened.
-    pub fn record(&mut self, event: &Event) {
-        let (pid, ts, mfa) = (event.pid, event.ts, event.mfa);
-        match event.kind {
-            EventKind::Call | EventKind::Return | EventKind::Exception => {}
-            EventKind::Send | EventKind::SendDead => {
-                self.seen |= kinds::MESSAGES;
-                self.messages.send(pid, mfa.function, mfa.arity != 0, event.kind == EventKind::SendDead);
-                // The receiver's wakeup starts when the message is sent to it while it is
-                // out (`'receive'` is traced later, by the receiver itself, when it takes
-                // the message in: it is running by then).
-                // (Only scheduling events make a process known to be out.)
-                let to = if self.splits() && mfa.module != 0 { self.table.get_mut(&mfa.module) } else { None };
-                if let Some(state) = to {
-                    if state.out && state.waiting_since.is_none() {
-                        state.waiting_since = Some(ts);
-                    }
-                }
-            }
-            EventKind::Receive => {
-                self.seen |= kinds::MESSAGES;
-                self.messages.receive(pid, mfa.function, mfa.arity != 0);
-            }
-            EventKind::ReceiveTimeout => {
-                self.seen |= kinds::MESSAGES;
-                self.messages.timeouts += 1;
-            }
-            EventKind::Spawn => {
-                self.seen |= kinds::PROCS;
-                self.procs.spawned += 1;
-                if let Some(child) = self.entry(mfa.module) {
-                    child.born.get_or_insert(ts);
-                }
-            }
-            EventKind::Spawned => {
-                self.seen |= kinds::PROCS;
-                if let Some(child) = self.entry(pid) {
-                    child.born.get_or_insert(ts);
-                }
-            }
-            EventKind::ProcOther => {
-                self.seen |= kinds::PROCS;
-                if let Some(count) = self.procs.other.get_mut(mfa.arity as usize) {
-                    *count += 1;
-                }
-            }
-            EventKind::Exit => {
-                self.seen |= kinds::PROCS;
-                let state = self.table.remove(&pid);
-                let lived = state.and_then(|s| s.born).map(|born| ts.saturating_sub(born));
-                self.procs.exit(mfa.module, lived);
-                if state.is_some_and(|s| s.gc.is_some()) {
-                    self.gc.unpaired += 1;
-                }
-            }
-            EventKind::GcStart => {
-                self.seen |= kinds::GC;
-                if let Some(state) = self.entry(pid) {
-                    if state.gc.replace((ts, mfa.arity != 0, mfa.function)).is_some() {
-                        self.gc.unpaired += 1;
-                    }
-                }
-            }
-            EventKind::GcEnd => {
-                self.seen |= kinds::GC;
-                let major = mfa.arity != 0;
-                match self.table.get_mut(&pid).and_then(|s| s.gc.take()) {
-                    Some((start, was_major, before)) if was_major == major => {
-                        let pause = ts.saturating_sub(start);
-                        if let Some(state) = self.table.get_mut(&pid) {
-                            state.gc_ns = state.gc_ns.saturating_add(pause);
-                        }
-                        self.gc.collection(pid, major, pause, before, mfa.function);
-                    }
-                    _ => self.gc.unpaired += 1,
-                }
-            }
-            EventKind::In => {
-                self.seen |= kinds::SCHEDULING;
-                self.scheduling.ins += 1;
-                if let Some(state) = self.entry(pid) {
-                    state.running_since = Some(ts);
-                    state.out = false;
-                    if let Some(out) = state.out_since.take() {
-                        state.descheduled_ns = state.descheduled_ns.saturating_add(ts.saturating_sub(out));
-                    }
-                    if let Some(arrived) = state.waiting_since.take() {
-                        self.messages.wakeup(pid, ts.saturating_sub(arrived));
-                    }
-                }
-            }
-            EventKind::Out | EventKind::OutExited => {
-                self.seen |= kinds::SCHEDULING;
-                let slice = match self.entry(pid) {
-                    Some(state) => {
-                        state.out = true;
-                        state.out_since = Some(ts);
-                        state.running_since.take().map(|since| ts.saturating_sub(since))
-                    }
-                    None => None,
-                };
-                self.scheduling.out(pid, slice, mfa);
-                if event.kind == EventKind::OutExited {
-                    self.forget(pid);
-                }
-            }
-            EventKind::PortOpen => {
-                self.seen |= kinds::PORTS;
-                self.ports.opened += 1;
-            }
-            EventKind::PortClosed => {
-                self.seen |= kinds::PORTS;
-                self.ports.closed += 1;
-                self.table.remove(&pid);
-            }
-            EventKind::PortIn => {
-                self.seen |= kinds::PORTS;
-                if let Some(state) = self.entry(pid) {
-                    state.running_since = Some(ts);
-                }
-            }
-            EventKind::PortOut => {
-                self.seen |= kinds::PORTS;
-                if let Some(since) = self.table.get_mut(&pid).and_then(|s| s.running_since.take()) {
-                    crate::aggregate::top::record_ns(&mut self.ports.run_slice, ts.saturating_sub(since));
-                }
+    /// `pid` was born at `ts` (seen by its parent, `spawn`, or by itself, `spawned`: the
+    /// first seen counts).
+    #[inline]
+    pub fn born(&mut self, pid: u64, ts: u64) {
+        if let Some(state) = self.entry(pid) {
+            state.born.get_or_insert(ts);
+        }
+    }
+
+    /// A message was sent to `receiver` at `ts`: if it is out, its wait to run begins (at
+    /// the first such message). Only scheduling events make a process known to be out.
+    #[inline]
+    pub fn message_to(&mut self, receiver: u64, ts: u64) {
+        let to = if self.scheduling && receiver != 0 { self.table.get_mut(&receiver) } else { None };
+        if let Some(state) = to {
+            if state.out && state.waiting_since.is_none() {
+                state.waiting_since = Some(ts);
             }
         }
     }
 
-    /// Drops `pid`'s state (it exited without an `exit` event being traced).
-    fn forget(&mut self, pid: u64) {
-        if let Some(state) = self.table.remove(&pid) {
-            if state.gc.is_some() {
-                self.gc.unpaired += 1;
-            }
+    /// `pid` was scheduled in at `ts`: how long a message had waited for it to run (the
+    /// wakeup latency), if one had.
+    #[inline]
+    pub fn scheduled_in(&mut self, pid: u64, ts: u64) -> Option<u64> {
+        self.scheduling = true;
+        let state = self.entry(pid)?;
+        state.running_since = Some(ts);
+        state.out = false;
+        if let Some(out) = state.out_since.take() {
+            state.descheduled_ns = state.descheduled_ns.saturating_add(ts.saturating_sub(out));
         }
+        state.waiting_since.take().map(|arrived| ts.saturating_sub(arrived))
+    }
+
+    /// `pid` was scheduled out at `ts`: the run slice it ends, if its `in` was seen.
+    #[inline]
+    pub fn scheduled_out(&mut self, pid: u64, ts: u64) -> Option<u64> {
+        self.scheduling = true;
+        let state = self.entry(pid)?;
+        state.out = true;
+        state.out_since = Some(ts);
+        state.running_since.take().map(|since| ts.saturating_sub(since))
+    }
+
+    /// `pid` began a collection at `ts` with `words` in use; true if one in progress is
+    /// left unpaired by it.
+    #[inline]
+    pub fn gc_started(&mut self, pid: u64, ts: u64, major: bool, words: u64) -> bool {
+        self.entry(pid).is_some_and(|state| state.gc.replace((ts, major, words)).is_some())
+    }
+
+    /// `pid` ended a collection at `ts`: its pause and the words in use when it began, if
+    /// its start (of the same kind) was seen; the pause adds to `pid`'s GC total.
+    #[inline]
+    pub fn gc_ended(&mut self, pid: u64, ts: u64, major: bool) -> Option<(u64, u64)> {
+        let state = self.table.get_mut(&pid)?;
+        match state.gc.take() {
+            Some((start, was_major, words)) if was_major == major => {
+                let pause = ts.saturating_sub(start);
+                state.gc_ns = state.gc_ns.saturating_add(pause);
+                Some((pause, words))
+            }
+            _ => None,
+        }
+    }
+
+    /// `pid` (a process or a port) is gone at `ts`: its entry goes.
+    #[inline]
+    pub fn gone(&mut self, pid: u64, ts: u64) -> Gone {
+        match self.table.remove(&pid) {
+            Some(state) => Gone { lived: state.born.map(|born| ts.saturating_sub(born)), in_gc: state.gc.is_some() },
+            None => Gone::default(),
+        }
+    }
+
+    /// `port` was scheduled in at `ts`.
+    #[inline]
+    pub fn port_in(&mut self, port: u64, ts: u64) {
+        if let Some(state) = self.entry(port) {
+            state.running_since = Some(ts);
+        }
+    }
+
+    /// `port` was scheduled out at `ts`: the run slice it ends, if its `in` was seen.
+    #[inline]
+    pub fn port_out(&mut self, port: u64, ts: u64) -> Option<u64> {
+        let since = self.table.get_mut(&port)?.running_since.take()?;
+        Some(ts.saturating_sub(since))
     }
 }
-
-/// The zero MFA: no location.
-pub const NO_MFA: Mfa = Mfa { module: 0, function: 0, arity: 0 };
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
-
-    fn ev(kind: EventKind, pid: u64, ts: u64, module: u64, function: u64, arity: u32) -> Event {
-        Event { ts, pid, mfa: Mfa { module, function, arity }, kind }
-    }
 
     #[test]
     fn wakeup_is_arrival_while_out_to_next_in() {
         let mut t = ProcessTable::default();
-        t.record(&ev(EventKind::In, 1, 100, 0, 0, 0));
-        t.record(&ev(EventKind::Out, 1, 200, 5, 6, 1));
-        t.record(&ev(EventKind::Send, 2, 1_000, 1, 3, 0));
-        t.record(&ev(EventKind::Send, 2, 1_500, 1, 3, 0)); // already waiting
-        t.record(&ev(EventKind::In, 1, 11_000, 0, 0, 0));
-        t.record(&ev(EventKind::Receive, 1, 11_050, 0, 3, 0));
-        t.record(&ev(EventKind::Send, 2, 11_100, 1, 3, 0)); // running: no wakeup
-        t.record(&ev(EventKind::Out, 1, 12_000, 5, 6, 1));
-        assert_eq!(t.messages.wakeup.len(), 1);
-        assert!(t.messages.wakeup.equivalent(t.messages.wakeup.max(), 10_000));
-        assert_eq!((t.messages.sent, t.messages.received), (3, 1));
-        assert_eq!(t.messages.wakeup_by_receiver.top(1)[0].0, 1);
-        assert_eq!(t.scheduling.run_slice.len(), 2);
-        assert_eq!(t.scheduling.top_cpu.top(1)[0].1.total, 100 + 1_000);
-        assert_eq!(t.scheduling.out_locations.top(1)[0].1.count, 2);
-        t.record(&ev(EventKind::OutExited, 1, 13_000, 0, 0, 0));
+        assert_eq!(t.scheduled_in(1, 100), None);
+        assert_eq!(t.scheduled_out(1, 200), Some(100), "a run slice");
+        t.message_to(1, 1_000);
+        t.message_to(1, 1_500); // already waiting
+        assert_eq!(t.scheduled_in(1, 11_000), Some(10_000), "the wakeup");
+        t.message_to(1, 11_100); // running: no wakeup
+        assert_eq!(t.scheduled_out(1, 12_000), Some(1_000));
+        assert_eq!(t.scheduled_in(1, 12_500), None, "no message waited");
+        assert_eq!(t.totals(1), Some((10_800 + 500, 0)));
+        assert_eq!(t.gone(1, 13_000), Gone::default());
         assert!(t.is_empty());
     }
 
     #[test]
-    fn gc_pauses_pair_and_reclaim() {
+    fn without_scheduling_a_message_starts_no_wait() {
         let mut t = ProcessTable::default();
-        t.record(&ev(EventKind::GcStart, 1, 100, 0, 1_000, 0));
-        t.record(&ev(EventKind::GcEnd, 1, 600, 0, 400, 0));
-        t.record(&ev(EventKind::GcStart, 1, 1_000, 0, 900, 1));
-        t.record(&ev(EventKind::GcEnd, 1, 3_000, 0, 100, 1));
-        t.record(&ev(EventKind::GcEnd, 2, 3_000, 0, 100, 1));
-        assert_eq!((t.gc.minor.len(), t.gc.major.len(), t.gc.reclaimed_words, t.gc.unpaired), (1, 1, 1_400, 1));
-        assert_eq!(t.gc.top_pause.top(1)[0].1.total, 2_500);
-        assert_eq!(t.seen, kinds::GC);
+        t.born(1, 0);
+        t.message_to(1, 10);
+        assert!(!t.splits());
+        assert_eq!(t.scheduled_in(1, 100), None);
+        assert!(t.splits());
+        t.message_to(0, 110); // not a local pid
+        assert_eq!(t.len(), 1);
     }
 
     #[test]
-    fn spawn_exit_lifetime_and_reasons() {
+    fn gc_pauses_pair_and_add_to_the_totals() {
         let mut t = ProcessTable::default();
-        for child in 10..20 {
-            t.record(&ev(EventKind::Spawn, 1, 100, child, 0, 0));
-        }
-        for child in 10..20 {
-            t.record(&ev(EventKind::Exit, child, 1_100, 77, 0, 0));
-        }
-        assert_eq!((t.procs.spawned, t.procs.exited, t.procs.lifetime.len()), (10, 10, 10));
-        assert_eq!(t.procs.exit_reasons.top(5), vec![(77, crate::aggregate::top::Tally { count: 10, total: 10, max: 1 })]);
+        assert!(!t.gc_started(1, 100, false, 1_000));
+        assert_eq!(t.gc_ended(1, 600, false), Some((500, 1_000)));
+        t.gc_started(1, 1_000, true, 900);
+        assert_eq!(t.gc_ended(1, 3_000, true), Some((2_000, 900)));
+        assert_eq!(t.totals(1), Some((0, 2_500)));
+        assert_eq!(t.gc_ended(2, 3_000, true), None, "no start");
+        t.gc_started(1, 4_000, false, 900);
+        assert_eq!(t.gc_ended(1, 4_100, true), None, "a minor start, a major end");
+        assert_eq!(t.gc_ended(1, 4_200, false), None, "the start was taken");
+        t.gc_started(1, 5_000, false, 900);
+        assert!(t.gc_started(1, 5_100, false, 900), "a start over a start");
+        assert_eq!(t.gone(1, 6_000), Gone { lived: None, in_gc: true }, "gone mid-collection");
+    }
+
+    #[test]
+    fn a_life_is_seen_from_its_first_birth() {
+        let mut t = ProcessTable::default();
+        t.born(10, 100);
+        t.born(10, 150);
+        assert_eq!(t.gone(10, 1_100), Gone { lived: Some(1_000), in_gc: false });
+        assert_eq!(t.gone(11, 1_100), Gone::default(), "birth not seen");
         assert!(t.is_empty());
     }
 
-    fn kind() -> impl Strategy<Value = EventKind> {
-        prop::sample::select(vec![
-            EventKind::Send, EventKind::SendDead, EventKind::Receive, EventKind::ReceiveTimeout,
-            EventKind::Spawn, EventKind::Spawned, EventKind::ProcOther, EventKind::Exit,
-            EventKind::GcStart, EventKind::GcEnd, EventKind::In, EventKind::Out, EventKind::OutExited,
-            EventKind::PortOpen, EventKind::PortClosed, EventKind::PortIn, EventKind::PortOut,
-            EventKind::Call, EventKind::Return, EventKind::Exception,
-        ])
+    #[test]
+    fn port_slices() {
+        let mut t = ProcessTable::default();
+        t.port_in(9, 100);
+        assert_eq!(t.port_out(9, 350), Some(250));
+        assert_eq!(t.port_out(9, 400), None);
+        assert!(!t.splits(), "ports are not processes scheduled");
+        t.gone(9, 500);
+        assert!(t.is_empty());
     }
 
-    proptest! {
-        /// Any order of events never panics, counts every event of its kind, and once every
-        /// process has exited (and every port closed) no state is left.
-        #[test]
-        fn arbitrary_orders_leave_no_state(events in prop::collection::vec(
-            (kind(), 1u64..6, any::<u64>(), 1u64..6, 0u64..1_000_000, 0u32..8), 0..200)) {
-            let mut t = ProcessTable::default();
-            let mut sends = 0;
-            for (kind, pid, ts, module, function, arity) in &events {
-                sends += u64::from(*kind == EventKind::Send);
-                t.record(&ev(*kind, *pid, *ts, *module, *function, *arity));
-            }
-            prop_assert_eq!(t.messages.sent, sends);
-            prop_assert!(t.len() <= 6);
-            for pid in 1..6 {
-                t.record(&ev(EventKind::Exit, pid, u64::MAX, 0, 0, 0));
-                t.record(&ev(EventKind::PortClosed, pid, u64::MAX, 0, 0, 0));
-            }
-            prop_assert!(t.is_empty());
+    #[test]
+    fn a_full_table_counts_the_others_untracked() {
+        let mut t = ProcessTable::default();
+        for pid in 0..MAX_PROCESSES as u64 {
+            t.born(pid, 0);
         }
+        assert_eq!(t.scheduled_in(u64::MAX, 1), None);
+        assert!(!t.gc_started(u64::MAX, 1, false, 0));
+        assert_eq!((t.len(), t.untracked), (MAX_PROCESSES, 2));
     }
 }

@@ -13,9 +13,8 @@ use rustler::sys::{
 };
 
 use ferrotrace_core::decode::decode_mfa;
-use ferrotrace_core::event::{EventKind, Mfa};
+use ferrotrace_core::event::{EventKind, Mfa, ProcTag, NO_MFA};
 use ferrotrace_core::msgsize::{size_words, Shape, SizeReader};
-use ferrotrace_core::process::{ProcTag, NO_MFA};
 
 use crate::term::{term_bits, EnvReader};
 

@@ -1,13 +1,14 @@
 //! Management NIFs for the event kinds other than calls: the `messages`, `scheduling`, `gc`,
 //! `processes` and `ports` figures of a session, and their histograms. Read off the
-//! schedulers (dirty), from the collector's process table.
+//! schedulers (dirty), from the collector's aggregates.
 
 use hdrhistogram::Histogram;
 use rustler::{Atom, Encoder, Env, Term};
 
+use ferrotrace_core::aggregate::events::{kinds, EventStats};
 use ferrotrace_core::aggregate::top::Tally;
 use ferrotrace_core::event::Mfa;
-use ferrotrace_core::process::{kinds, ProcessTable};
+use ferrotrace_core::process::ProcessTable;
 
 use crate::api::with_aggregator;
 use crate::term::term_from_bits;
@@ -73,7 +74,7 @@ fn top<'a>(env: Env<'a>, list: Vec<(u64, Tally)>, total_key: Atom, with_max: boo
         .encode(env)
 }
 
-fn summary<'a>(env: Env<'a>, t: &ProcessTable) -> Term<'a> {
+fn summary<'a>(env: Env<'a>, t: &EventStats, table: &ProcessTable) -> Term<'a> {
     let m = &t.messages;
     let messages = map(env, &[
         (atoms::sent(), m.sent.encode(env)),
@@ -144,8 +145,8 @@ fn summary<'a>(env: Env<'a>, t: &ProcessTable) -> Term<'a> {
     .collect();
     map(env, &[
         (atoms::seen(), seen.encode(env)),
-        (atoms::tracked(), t.len().encode(env)),
-        (atoms::untracked(), t.untracked.encode(env)),
+        (atoms::tracked(), table.len().encode(env)),
+        (atoms::untracked(), table.untracked.encode(env)),
         (atoms::messages(), messages),
         (atoms::scheduling(), scheduling),
         (atoms::gc(), gc),
@@ -154,8 +155,8 @@ fn summary<'a>(env: Env<'a>, t: &ProcessTable) -> Term<'a> {
     ])
 }
 
-fn with_table<'a>(env: Env<'a>, id: Term<'a>, f: impl FnOnce(&ProcessTable) -> Term<'a>) -> Term<'a> {
-    with_aggregator(env, id, |agg| f(&agg.processes))
+fn with_events<'a>(env: Env<'a>, id: Term<'a>, f: impl FnOnce(&EventStats) -> Term<'a>) -> Term<'a> {
+    with_aggregator(env, id, |agg| f(&agg.events))
 }
 
 /// `session_events(Id) -> {ok, map()} | {error, Reason}`: the figures of every event kind
@@ -176,7 +177,7 @@ fn session_events<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
             .filter(|(_, stats)| stats.migrations > 0)
             .map(|(m, stats)| (mfa(env, m), stats.migrations).encode(env))
             .collect();
-        let figures = summary(env, &agg.processes)
+        let figures = summary(env, &agg.events, &agg.processes)
             .map_put(atoms::splits().encode(env), splits.encode(env))
             .and_then(|t| t.map_put(atoms::migrations().encode(env), migrations.encode(env)))
             .expect("a map");
@@ -191,7 +192,7 @@ fn session_events<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
 #[rustler::nif(schedule = "DirtyCpu")]
 fn session_event_histogram<'a>(env: Env<'a>, id: Term<'a>, series: Term<'a>) -> Term<'a> {
     let name = |t: Term| t.atom_to_string().ok();
-    let which: Option<fn(&ProcessTable) -> &Histogram<u64>> = match (name(series), series.decode::<(Atom, Atom)>().ok()) {
+    let which: Option<fn(&EventStats) -> &Histogram<u64>> = match (name(series), series.decode::<(Atom, Atom)>().ok()) {
         (Some(s), _) if s == "wakeup" => Some(|t| &t.messages.wakeup),
         (Some(s), _) if s == "run_slice" => Some(|t| &t.scheduling.run_slice),
         (Some(s), _) if s == "lifetime" => Some(|t| &t.procs.lifetime),
@@ -204,7 +205,7 @@ fn session_event_histogram<'a>(env: Env<'a>, id: Term<'a>, series: Term<'a>) -> 
     let Some(which) = which else {
         return (atoms::error(), (atoms::bad_series(), series)).encode(env);
     };
-    with_table(env, id, |t| (atoms::ok(), crate::distribution::log2_buckets(which(t))).encode(env))
+    with_events(env, id, |t| (atoms::ok(), crate::distribution::log2_buckets(which(t))).encode(env))
 }
 
 /// `session_set_events(Id, Bool) -> ok | {error, Reason}`: `false` makes a session

@@ -12,12 +12,11 @@
 //! significant digits (about 10 to 25 KiB once filled); calls whose key arrives after that
 //! are counted in their function's `overflow`, not kept.
 
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
 
 use hdrhistogram::Histogram;
 
-use super::{WordHasher, MAX_LATENCY_NS};
+use super::MAX_LATENCY_NS;
+use crate::hasher::WordMap;
 use crate::terms::TermCopy;
 
 /// Where a call's key comes from.
@@ -69,7 +68,7 @@ pub struct KeyStats {
 pub struct KeyedLatency {
     /// Keys are bounded (`max_keys`) and hashed with the collector's word hasher: SipHash
     /// doubled the lookup's cost.
-    keys: HashMap<TermCopy, KeyStats, BuildHasherDefault<WordHasher>>,
+    keys: WordMap<TermCopy, KeyStats>,
     /// Calls with a key that was not kept: the session's `max_keys` were taken.
     pub overflow: u64,
 }

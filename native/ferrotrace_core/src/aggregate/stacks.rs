@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
-use super::WordHasher;
+use crate::hasher::WordHasher;
 use crate::event::Mfa;
 
 /// Deepest path kept: deeper calls (long recursions) are counted in `too_deep`.

@@ -5,7 +5,8 @@ use std::hash::{BuildHasherDefault, Hash};
 
 use hdrhistogram::Histogram;
 
-use super::{WordHasher, MAX_LATENCY_NS, SIGNIFICANT_DIGITS};
+use super::{MAX_LATENCY_NS, SIGNIFICANT_DIGITS};
+use crate::hasher::WordHasher;
 
 /// Keys one table keeps; events of further keys are counted in [`TopTable::overflow`].
 pub const MAX_KEYS: usize = 10_000;
