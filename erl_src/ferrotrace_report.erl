@@ -64,13 +64,16 @@ check_options(Options) when not is_map(Options) ->
         Error -> Error
     end;
 check_options(Options) when is_map(Options) ->
-    Defaults = #{top => ?DEFAULT_TOP, sort => total, mfa => '_', width => default_width(),
-                 histograms => ?TOP_HISTOGRAMS},
+    with_defaults(Options, #{top => ?DEFAULT_TOP, sort => total, mfa => '_', width => default_width(),
+                             histograms => ?TOP_HISTOGRAMS},
+                  <<"top, sort, mfa, width or histograms">>).
+
+%% Checks `Options' (a map) against `Defaults', whose keys are the options accepted, and
+%% fills in the rest.
+with_defaults(Options, Defaults, Accepted) ->
     case [K || K <- maps:keys(Options), not maps:is_key(K, Defaults)] of
-        [Unknown | _] ->
-            {error, {unknown_option, Unknown, <<"top, sort, mfa, width or histograms">>}};
-        [] ->
-            check_each(maps:to_list(maps:merge(Defaults, Options)), #{})
+        [Unknown | _] -> {error, {unknown_option, Unknown, Accepted}};
+        [] -> check_each(maps:to_list(maps:merge(Defaults, Options)), #{})
     end.
 
 check_each([], Acc) ->
@@ -417,16 +420,9 @@ check_watch_options(Options) when not is_map(Options) ->
 check_watch_options(Options) when is_map(Options) ->
     Defaults = #{interval => 1000, top => 10, sort => count, count => infinity,
                  width => default_width()},
-    case [K || K <- maps:keys(Options), not maps:is_key(K, Defaults)] of
-        [Unknown | _] ->
-            {error, {unknown_option, Unknown, <<"interval, top, sort, count or width">>}};
-        [] ->
-            case check_each(maps:to_list(maps:merge(Defaults, Options)), #{}) of
-                {ok, #{top := all}} ->
-                    {error, {bad_option, {top, all, <<"a positive integer">>}}};
-                Checked ->
-                    Checked
-            end
+    case with_defaults(Options, Defaults, <<"interval, top, sort, count or width">>) of
+        {ok, #{top := all}} -> {error, {bad_option, {top, all, <<"a positive integer">>}}};
+        Checked -> Checked
     end.
 
 %% {Header, Key, Kind} of the live view's columns, and the order they go in when the width

@@ -46,7 +46,7 @@ pub mod slowest;
 use own::OwnTime;
 use slowest::{SlowCall, SlowCalls, SlowestConfig};
 pub mod stacks;
-use crate::terms::TermCopy;
+use crate::terms::{EventCopies, TermCopy};
 
 /// Largest latency recorded, in ns (one hour); longer calls are recorded as one hour.
 pub const MAX_LATENCY_NS: u64 = 3_600_000_000_000;
@@ -209,14 +209,23 @@ struct Frame {
     callees_ns: u64,
     /// This call's path in `stack_paths` (`stacks.rs`).
     node: u32,
-    /// The process's (descheduled, gc) totals at the call, when scheduling is traced.
-    split: Option<(u64, u64)>,
+    /// The process's (descheduled, gc) totals at the call when scheduling is traced, else
+    /// `NO_SPLIT` (an `Option` would take 8 bytes more per frame).
+    split: (u64, u64),
     /// The thread the call event ran on.
     thread: u32,
-    /// The call's arguments (`args`).
-    args: Option<TermCopy>,
-    /// The call's key (`key`).
-    key: Option<TermCopy>,
+    /// The call's arguments and key (`args`, `key`), boxed: most sessions copy nothing, and
+    /// a smaller frame keeps the collector's stacks in fewer cache lines.
+    copies: Option<Box<EventCopies>>,
+}
+
+/// A frame's `split` when scheduling is not traced: totals never reach it.
+const NO_SPLIT: (u64, u64) = (u64::MAX, u64::MAX);
+
+impl Frame {
+    fn split(&self) -> Option<(u64, u64)> {
+        (self.split != NO_SPLIT).then_some(self.split)
+    }
 }
 
 /// Counters describing how well the stream paired up.
@@ -483,7 +492,7 @@ impl Aggregator {
             self.counters.abandoned_calls += 1;
             return;
         }
-        let split = if self.processes.splits() { self.processes.totals(event.pid) } else { None };
+        let split = if self.processes.splits() { self.processes.totals(event.pid) } else { None }.unwrap_or(NO_SPLIT);
         let stack = self.stacks.entry(event.pid).or_default();
         if stack.is_empty() {
             self.nonempty_stacks += 1;
@@ -502,8 +511,10 @@ impl Aggregator {
             node,
             split,
             thread: self.thread,
-            args: self.copy.take(),
-            key: self.key.take(),
+            copies: match (self.copy.take(), self.key.take()) {
+                (None, None) => None,
+                (args, key) => Some(Box::new(EventCopies { args, key })),
+            },
         });
         self.open_calls += 1;
         if stack.len() >= LOOP_DEPTH && stack.len().is_multiple_of(LOOP_CHECK_EVERY) {
@@ -529,7 +540,8 @@ impl Aggregator {
 
     fn record_return(&mut self, event: &Event) {
         let frame = self.pop_matching(event.pid, event.mfa, event.ts);
-        let parts = frame.as_ref().and_then(|f| f.split).zip(self.processes.totals(event.pid));
+        // Looked up only for a frame that took a split snapshot (scheduling traced).
+        let parts = frame.as_ref().and_then(Frame::split).and_then(|at_call| Some((at_call, self.processes.totals(event.pid)?)));
         let thread = self.thread;
         let duration = frame.as_ref().map(|frame| event.ts.saturating_sub(frame.ts));
         let result = self.copy.take();
@@ -546,19 +558,20 @@ impl Aggregator {
                 let duration_ns = event.ts.saturating_sub(frame.ts);
                 stats.record_latency(duration_ns);
                 stats.own.record(duration_ns, frame.callees_ns);
+                let EventCopies { args, key } = frame.copies.map(|c| *c).unwrap_or_default();
                 stats.slow.offer(SlowCall {
                     duration_ns,
                     start_ns: frame.ts,
                     pid: event.pid,
                     exception: event.kind == EventKind::Exception,
-                    args: frame.args,
+                    args,
                     result,
                 });
                 if let Some(((d0, g0), (d1, g1))) = parts {
                     let split = stats.split.get_or_insert_with(Default::default);
                     split.record(duration_ns.clamp(1, MAX_LATENCY_NS), d1.saturating_sub(d0), g1.saturating_sub(g0));
                 }
-                keyed = frame.key.map(|key| (key, duration_ns));
+                keyed = key.map(|key| (key, duration_ns));
             }
             None if stats.loop_only => {}
             None => self.counters.unmatched_returns += 1,
