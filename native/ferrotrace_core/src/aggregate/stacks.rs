@@ -56,6 +56,9 @@ struct Node {
 pub struct StackPaths {
     nodes: Vec<Node>,
     children: HashMap<(u32, Mfa), u32, BuildHasherDefault<WordHasher>>,
+    /// The last `(parent, mfa)` entered and its node: a hot function called again and again
+    /// from the same place skips the hash lookup.
+    last: Option<((u32, Mfa), u32)>,
     max_paths: usize,
     overflow: u64,
     too_deep: u64,
@@ -64,7 +67,7 @@ pub struct StackPaths {
 impl StackPaths {
     /// Keeps at most `max_paths` distinct paths.
     pub fn new(max_paths: usize) -> Self {
-        StackPaths { nodes: Vec::new(), children: HashMap::default(), max_paths, overflow: 0, too_deep: 0 }
+        StackPaths { nodes: Vec::new(), children: HashMap::default(), last: None, max_paths, overflow: 0, too_deep: 0 }
     }
 
     /// The node of a call of `mfa` made under `parent` (`ROOT` for an outermost call), to be
@@ -73,7 +76,12 @@ impl StackPaths {
         if parent == OVERFLOW || parent == TOO_DEEP {
             return parent;
         }
+        match self.last {
+            Some((key, id)) if key == (parent, mfa) => return id,
+            _ => {}
+        }
         if let Some(&id) = self.children.get(&(parent, mfa)) {
+            self.last = Some(((parent, mfa), id));
             return id;
         }
         let depth = if parent == ROOT { 1 } else { self.nodes[parent as usize].depth + 1 };
@@ -191,6 +199,16 @@ mod tests {
         assert_eq!(get(&[A, B, C]).exclusive_ns, 10);
         // Exclusive times add up to the roots' inclusive time.
         assert_eq!(f.iter().map(|x| x.exclusive_ns).sum::<u64>(), 100);
+    }
+
+    #[test]
+    fn the_last_path_cache_answers_only_its_own_path() {
+        let mut s = StackPaths::new(100);
+        let a = s.enter(ROOT, A);
+        let b = s.enter(ROOT, B);
+        let ab = s.enter(a, B);
+        assert_eq!([s.enter(ROOT, A), s.enter(ROOT, A), s.enter(ROOT, B), s.enter(a, B), s.enter(ROOT, B)], [a, a, b, ab, b]);
+        assert_eq!(s.len(), 3);
     }
 
     #[test]
