@@ -17,16 +17,15 @@
 //! time after the cutoff; one that entered before is waited for, and its push (Release on the
 //! ring's tail) happens before the drain.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::time::Duration;
 
 use crate::aggregate::Aggregator;
 use crate::clock;
 use crate::terms::EventCopies;
 use crate::event::{Event, PackedEvent};
-use crate::producer::Producer;
+use crate::producer::{Accounting, Producer};
 use crate::quiesce;
-use crate::session::{Accounting, Session, StopReason};
 
 /// How often the collector drains the rings.
 pub const COLLECT_INTERVAL: Duration = Duration::from_millis(1);
@@ -131,94 +130,42 @@ impl Consumer {
     }
 }
 
-impl Session {
-    /// Drains every ring and folds in the events older than the cutoff (all if `flush`).
-    fn collect(&self, consumer: &mut Consumer, flush: bool) {
+impl Consumer {
+    /// Drains every producer's ring and folds in the events older than the cutoff (all if
+    /// `flush`).
+    ///
+    /// # Safety
+    /// `producers` are the producers of the session whose consumer lock guards `self`: they
+    /// are freed only by `Session::halt`, under that lock, which the caller holds.
+    pub(crate) unsafe fn collect(&mut self, producers: &[AtomicPtr<Producer>], flush: bool) {
         let cutoff = if flush { u64::MAX } else { clock::now_ordered() };
         // After this, every event stamped before `cutoff` is in a ring (module docs).
         quiesce::wait_for_quiescence();
-        for entry in self.producers.iter() {
-            // SAFETY: producers are freed only by `halt` under the consumer lock, which the
-            // caller holds (`consumer` is borrowed from it).
+        for entry in producers {
+            // SAFETY: the caller's contract: not freed while its consumer lock is held.
             if let Some(producer) = unsafe { entry.load(Ordering::Acquire).as_ref() } {
-                consumer.drain(producer);
+                self.drain(producer);
             }
         }
-        consumer.fold_in(cutoff);
+        self.fold_in(cutoff);
     }
 
-    /// Runs `f` on the aggregation state after bringing it up to date.
-    pub fn with_consumer<R>(&self, f: impl FnOnce(&Consumer, Accounting) -> R) -> R {
-        let mut consumer = self.consumer.lock();
-        let flush = self.stopped().is_some();
-        self.collect(&mut consumer, flush);
-        let accounting = self.accounting(&consumer);
-        f(&consumer, accounting)
-    }
-
-    /// Runs `f` on the aggregator, for configuring it (filter, loops) or taking what it found.
-    pub fn with_aggregator_mut<R>(&self, f: impl FnOnce(&mut Aggregator) -> R) -> R {
-        let mut consumer = self.consumer.lock();
-        let flush = self.stopped().is_some();
-        self.collect(&mut consumer, flush);
-        f(&mut consumer.aggregator)
-    }
-
-    fn accounting(&self, consumer: &Consumer) -> Accounting {
-        let mut total = consumer.retired;
-        for entry in self.producers.iter() {
-            // SAFETY: as in `collect`; the caller holds the consumer lock.
+    /// The session's accounting: the counters of its live producers, of those already freed,
+    /// and what was aggregated.
+    ///
+    /// # Safety
+    /// As for [`Consumer::collect`].
+    pub(crate) unsafe fn accounting(&self, producers: &[AtomicPtr<Producer>]) -> Accounting {
+        let mut total = self.retired;
+        for entry in producers {
+            // SAFETY: as in `collect`.
             if let Some(producer) = unsafe { entry.load(Ordering::Acquire).as_ref() } {
                 producer.add_counters(&mut total);
             }
         }
-        total.aggregated = consumer.aggregated;
+        total.aggregated = self.aggregated;
         total.seen = total.aggregated + total.dropped + total.sampled_out + total.limited;
         total
-    }
-
-    /// The collector thread's body: collect until stopped, then notify, as its last act.
-    pub(crate) fn run_collector(&self) {
-        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.collector_loop()));
-        if run.is_err() {
-            self.halt(StopReason::Error);
-        }
-        self.collector_cpu_ns.store(clock::thread_cpu_ns(), Ordering::Relaxed);
-        let notifier = self.notifier.lock().take();
-        if let (Some(notify), Some(stopped)) = (notifier, self.stopped()) {
-            // The notifier is the NIF layer's; a panic in it must not take the thread's
-            // unwinding anywhere (this thread is ours, but stay quiet and finish).
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| notify(self.id, stopped)));
-        }
-    }
-
-    fn collector_loop(&self) {
-        let deadline = self.config.duration_ms
-            .map(|ms| self.started_ticks.saturating_add(clock::ns_to_ticks(ms * 1_000_000)));
-        while !self.collector_exit.load(Ordering::Acquire) {
-            std::thread::park_timeout(COLLECT_INTERVAL);
-            if self.stopped().is_some() {
-                break;
-            }
-            if self.limit_tripped.load(Ordering::Acquire) {
-                self.halt(StopReason::Limit);
-                break;
-            }
-            if deadline.is_some_and(|d| clock::now() >= d) {
-                self.halt(StopReason::Duration);
-                break;
-            }
-            let mut consumer = self.consumer.lock();
-            self.collect(&mut consumer, false);
-            let loops = consumer.aggregator.take_new_loops();
-            drop(consumer);
-            if !loops.is_empty() {
-                if let Some(notify) = self.loop_notifier.lock().as_mut() {
-                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| notify(self.id, loops)));
-                }
-            }
-            self.collector_cpu_ns.store(clock::thread_cpu_ns(), Ordering::Relaxed);
-        }
     }
 }
 

@@ -5,19 +5,52 @@
 //! own token (`Session::producer`). Everything a callback writes is on lines that only its
 //! thread writes: the ring's tail and slots, and the counters.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 use crate::sync::Mutex;
 
 use crate::copies::Slot;
 use crate::event::{Event, EventKind, PackedEvent};
-use crate::limit::Leases;
+use crate::limit::{Leases, Limiter};
 use crate::options::OnLimit;
 use crate::ring::{self, RingConsumer, RingProducer};
-use crate::session::{Accounting, Session};
 use crate::slots;
 use crate::sync::UnsafeCell;
+
+/// Event accounting: `seen = aggregated + dropped + sampled_out + limited`, exactly, in
+/// every snapshot.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Accounting {
+    /// Events the callbacks handled for the session.
+    pub seen: u64,
+    /// Events taken in by the aggregator.
+    pub aggregated: u64,
+    /// Refused by a full ring, or by a ring that could not be allocated.
+    pub dropped: u64,
+    /// Not kept by `sample` (counted in `enabled` for a discarded call, else in `trace`).
+    pub sampled_out: u64,
+    /// Refused by `max_events` or `max_rate`.
+    pub limited: u64,
+    /// Events of kinds the session does not aggregate (outside the identity).
+    pub ignored: u64,
+    /// Copies of arguments or results refused by a full term ring (`args`).
+    pub args_dropped: u64,
+}
+
+/// What every producer of one session checks before taking an event: the session's
+/// `sample` and limits. Part of the session; producers only read it, and set
+/// `limit_tripped` once.
+pub(crate) struct Gate {
+    /// The session's id, to unpublish it when a limit stops it.
+    pub(crate) id: u64,
+    /// Keep the events of 1 process in `sample`.
+    pub(crate) sample: u64,
+    pub(crate) on_limit: OnLimit,
+    pub(crate) limiter: Limiter,
+    /// Set by the first callback that hits a limit under `on_limit => stop`.
+    pub(crate) limit_tripped: AtomicBool,
+}
 
 /// Counters written by exactly one thread: the producer's own cache line.
 #[derive(Default)]
@@ -114,7 +147,7 @@ fn bump(counter: &AtomicU64) {
 /// The current thread's producer for one session, borrowed for one callback. Made only by
 /// `Session::producer` with the thread's token, and `!Send` like it.
 pub struct ProducerRef<'a> {
-    pub(crate) session: &'a Session,
+    pub(crate) gate: &'a Gate,
     pub(crate) producer: &'a Producer,
     pub(crate) _token: &'a crate::quiesce::ThreadToken,
 }
@@ -124,7 +157,7 @@ impl ProducerRef<'_> {
     /// process is kept or not as a whole). Does not count anything.
     #[inline]
     pub fn sampled_in(&self, pid: u64) -> bool {
-        let sample = self.session.config.sample;
+        let sample = self.gate.sample;
         sample <= 1 || mix(pid).is_multiple_of(sample)
     }
 
@@ -144,15 +177,15 @@ impl ProducerRef<'_> {
     /// session: from then on callbacks see it as not live and answer `remove`.
     #[inline]
     pub fn admit(&self, pid: u64, ts: u64) -> Admission {
-        let session = self.session;
+        let gate = self.gate;
         if self.sample_out(pid) {
             return Admission::SampledOut;
         }
-        if session.limiter.is_limited() && !session.limiter.admit(&self.producer.counters.leases, ts) {
+        if gate.limiter.is_limited() && !gate.limiter.admit(&self.producer.counters.leases, ts) {
             bump(&self.producer.counters.limited);
-            if session.config.on_limit == OnLimit::Stop && !session.limit_tripped.load(Ordering::Relaxed) {
-                session.limit_tripped.store(true, Ordering::Release);
-                slots::try_unpublish(session.id);
+            if gate.on_limit == OnLimit::Stop && !gate.limit_tripped.load(Ordering::Relaxed) {
+                gate.limit_tripped.store(true, Ordering::Release);
+                slots::try_unpublish(gate.id);
             }
             return Admission::Limited;
         }

@@ -14,10 +14,10 @@ use crate::sync::Mutex;
 use crate::aggregate::keyed::KeySource;
 use crate::aggregate::Aggregator;
 use crate::clock;
-use crate::collector::Consumer;
+use crate::collector::{Consumer, COLLECT_INTERVAL};
 use crate::limit::Limiter;
 use crate::options::Config;
-use crate::producer::{Producer, ProducerRef};
+use crate::producer::{Gate, Producer, ProducerRef};
 use crate::quiesce::{self, Active, MAX_THREADS};
 use crate::slots::{self, REGISTRY};
 
@@ -73,25 +73,7 @@ pub type Notifier = Box<dyn FnOnce(u64, Stopped) + Send>;
 /// tracing them while the process's stack is still small. See [`Session::on_loops`].
 pub type LoopNotifier = Box<dyn FnMut(u64, Vec<crate::event::Mfa>) + Send>;
 
-/// Event accounting: `seen = aggregated + dropped + sampled_out + limited`, exactly, in
-/// every snapshot.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Accounting {
-    /// Events the callbacks handled for the session.
-    pub seen: u64,
-    /// Events taken in by the aggregator.
-    pub aggregated: u64,
-    /// Refused by a full ring, or by a ring that could not be allocated.
-    pub dropped: u64,
-    /// Not kept by `sample` (counted in `enabled` for a discarded call, else in `trace`).
-    pub sampled_out: u64,
-    /// Refused by `max_events` or `max_rate`.
-    pub limited: u64,
-    /// Events of kinds the session does not aggregate (outside the identity).
-    pub ignored: u64,
-    /// Copies of arguments or results refused by a full term ring (`args`).
-    pub args_dropped: u64,
-}
+pub use crate::producer::Accounting;
 
 /// One tracing session: its producers (one per thread), its consumer side and its collector.
 pub struct Session {
@@ -115,12 +97,12 @@ pub struct Session {
     halting: Mutex<()>,
     collector: Mutex<Option<JoinHandle<()>>>,
     pub(crate) collector_exit: AtomicBool,
-    pub(crate) limiter: Limiter,
-    /// Set by the first callback that hits a limit under `on_limit => stop`.
-    pub(crate) limit_tripped: AtomicBool,
+    /// Sampling and limits, read by every producer.
+    pub(crate) gate: Gate,
     pub(crate) notifier: Mutex<Option<Notifier>>,
     pub(crate) loop_notifier: Mutex<Option<LoopNotifier>>,
-    /// Threads whose event ring or term ring could not be allocated.(their events are counted as dropped).
+    /// Threads whose event ring or term ring could not be allocated (their events are
+    /// counted as dropped, or go without copies).
     ring_alloc_failures: AtomicU64,
     /// CPU time the collector thread has used, nanoseconds.
     pub(crate) collector_cpu_ns: AtomicU64,
@@ -151,8 +133,13 @@ pub fn start(config: Config, keeper: u64, notifier: Option<Notifier>) -> Result<
         started_ticks: clock::now(),
         producers: (0..MAX_THREADS).map(|_| AtomicPtr::new(std::ptr::null_mut())).collect(),
         consumer: Mutex::new(Consumer::new(Aggregator::new(config.max_functions, config.max_open_calls).with_slowest(config.slowest).with_recent(config.recent).with_keys(config.keys))),
-        limiter: Limiter::new(config.max_events, config.max_rate.map(|(n, ms)| (n, clock::ns_to_ticks(ms * 1_000_000)))),
-        limit_tripped: AtomicBool::new(false),
+        gate: Gate {
+            id,
+            sample: config.sample,
+            on_limit: config.on_limit,
+            limiter: Limiter::new(config.max_events, config.max_rate.map(|(n, ms)| (n, clock::ns_to_ticks(ms * 1_000_000)))),
+            limit_tripped: AtomicBool::new(false),
+        },
         config,
         stopped: OnceLock::new(),
         halting: Mutex::new(()),
@@ -212,7 +199,7 @@ impl Session {
         // SAFETY: non-null, allocated by `Box` above (now or on an earlier event of this
         // thread), and freed only by `halt` or `Drop` after a grace period that our active
         // mark holds back.
-        ProducerRef { session: self, producer: unsafe { &*producer }, _token: token }
+        ProducerRef { gate: &self.gate, producer: unsafe { &*producer }, _token: token }
     }
 
     /// When and why the session stopped, if it did.
@@ -289,6 +276,83 @@ impl Session {
         if let Some(handle) = handle {
             handle.thread().unpark();
             let _ = handle.join();
+        }
+    }
+}
+
+/// Reading the statistics, and the collector thread: both bring the aggregation up to date
+/// with `Consumer::collect` under the consumer lock (`collector.rs`).
+impl Session {
+    /// Drains every ring and folds in the events older than the cutoff (all if `flush`).
+    fn collect(&self, consumer: &mut Consumer, flush: bool) {
+        // SAFETY: `consumer` is borrowed from this session's consumer lock, and these are its
+        // producers: `Consumer::collect`'s contract.
+        unsafe { consumer.collect(&self.producers, flush) }
+    }
+
+    fn accounting(&self, consumer: &Consumer) -> Accounting {
+        // SAFETY: as in `collect`.
+        unsafe { consumer.accounting(&self.producers) }
+    }
+
+    /// Runs `f` on the aggregation state after bringing it up to date.
+    pub fn with_consumer<R>(&self, f: impl FnOnce(&Consumer, Accounting) -> R) -> R {
+        let mut consumer = self.consumer.lock();
+        let flush = self.stopped().is_some();
+        self.collect(&mut consumer, flush);
+        let accounting = self.accounting(&consumer);
+        f(&consumer, accounting)
+    }
+
+    /// Runs `f` on the aggregator, for configuring it (filter, loops) or taking what it found.
+    pub fn with_aggregator_mut<R>(&self, f: impl FnOnce(&mut Aggregator) -> R) -> R {
+        let mut consumer = self.consumer.lock();
+        let flush = self.stopped().is_some();
+        self.collect(&mut consumer, flush);
+        f(&mut consumer.aggregator)
+    }
+
+    /// The collector thread's body: collect until stopped, then notify, as its last act.
+    pub(crate) fn run_collector(&self) {
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.collector_loop()));
+        if run.is_err() {
+            self.halt(StopReason::Error);
+        }
+        self.collector_cpu_ns.store(clock::thread_cpu_ns(), Ordering::Relaxed);
+        let notifier = self.notifier.lock().take();
+        if let (Some(notify), Some(stopped)) = (notifier, self.stopped()) {
+            // The notifier is the NIF layer's; a panic in it must not take the thread's
+            // unwinding anywhere (this thread is ours, but stay quiet and finish).
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| notify(self.id, stopped)));
+        }
+    }
+
+    fn collector_loop(&self) {
+        let deadline = self.config.duration_ms
+            .map(|ms| self.started_ticks.saturating_add(clock::ns_to_ticks(ms * 1_000_000)));
+        while !self.collector_exit.load(Ordering::Acquire) {
+            std::thread::park_timeout(COLLECT_INTERVAL);
+            if self.stopped().is_some() {
+                break;
+            }
+            if self.gate.limit_tripped.load(Ordering::Acquire) {
+                self.halt(StopReason::Limit);
+                break;
+            }
+            if deadline.is_some_and(|d| clock::now() >= d) {
+                self.halt(StopReason::Duration);
+                break;
+            }
+            let mut consumer = self.consumer.lock();
+            self.collect(&mut consumer, false);
+            let loops = consumer.aggregator.take_new_loops();
+            drop(consumer);
+            if !loops.is_empty() {
+                if let Some(notify) = self.loop_notifier.lock().as_mut() {
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| notify(self.id, loops)));
+                }
+            }
+            self.collector_cpu_ns.store(clock::thread_cpu_ns(), Ordering::Relaxed);
         }
     }
 }
