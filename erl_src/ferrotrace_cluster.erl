@@ -136,10 +136,9 @@ export(Cluster, json, _Options) ->
 export(Cluster, hdr_log, #{interval := Ms}) ->
     %% Each node's intervals, placed by their start on one clock (system time, ms) in slots of
     %% Ms from the earliest node's start; a slot's histograms of a function are added.
-    case call(Cluster, parts) of
-        {ok, Parts, Down} ->
-            Replies = [remote_call(Node, ferrotrace_export, intervals, [Id, Ms], ?CALL_TIMEOUT)
-                       || {Node, {_Pid, Id}} <- Parts, not lists:member(Node, Down)],
+    case replies(Cluster, ferrotrace_export, intervals, fun(Id) -> [Id, Ms] end) of
+        {ok, NodeReplies} ->
+            Replies = [R || {_Node, R} <- NodeReplies],
             case [E || {error, _} = E <- Replies] of
                 [Error | _] ->
                     Error;
@@ -172,10 +171,8 @@ export(Cluster, hdr_log, _Options) ->
     end;
 export(Cluster, chrome_trace, _Options) ->
     %% Each node's recorder, read on its node; the nodes become Chrome processes in order.
-    case call(Cluster, parts) of
-        {ok, Parts, Down} ->
-            Recent = [{Node, remote_call(Node, ferrotrace, recent, [Id], ?CALL_TIMEOUT)}
-                      || {Node, {_Pid, Id}} <- Parts, not lists:member(Node, Down)],
+    case replies(Cluster, ferrotrace, recent, fun(Id) -> [Id] end) of
+        {ok, Recent} ->
             case [R || {_, {error, {no_recorder, _}} = R} <- Recent] of
                 [_ | _] -> {error, {needs, recent}};
                 [] -> ferrotrace_export:chrome_trace([{Node, Es} || {Node, Es} <- Recent, is_list(Es)])
@@ -184,11 +181,9 @@ export(Cluster, chrome_trace, _Options) ->
             Error
     end;
 export(Cluster, collapsed, Options) ->
-    case call(Cluster, parts) of
-        {ok, Parts, _Down} ->
-            Texts = [T || {Node, {_Pid, Id}} <- Parts,
-                          {ok, T} <- [remote_call(Node, ferrotrace_export, local,
-                                                      [Id, collapsed, Options], ?CALL_TIMEOUT)]],
+    case replies(Cluster, ferrotrace_export, local, fun(Id) -> [Id, collapsed, Options] end) of
+        {ok, Replies} ->
+            Texts = [T || {_Node, {ok, T}} <- Replies],
             {ok, ferrotrace_export:merge_folded(Texts)};
         {error, _} = Error ->
             Error
@@ -213,18 +208,26 @@ recent(Cluster) ->
         Lists -> lists:sort(fun(#{at := A}, #{at := B}) -> A =< B end, lists:append(Lists))
     end.
 
-%% The lists `Module:Function(Args(Id))' returns on each live node (a node that went down is
-%% left out, as in the summary; one that never called the function has none of it); an
-%% error only if no node answered a list.
+%% The lists `Module:Function(Args(Id))' returns on each live node (one that never called
+%% the function has none of it); an error only if no node answered a list.
 from_parts(Cluster, Module, Function, Args) ->
-    case call(Cluster, parts) of
-        {ok, Parts, Down} ->
-            Replies = [remote_call(Node, Module, Function, Args(Id), ?CALL_TIMEOUT)
-                       || {Node, {_Pid, Id}} <- Parts, not lists:member(Node, Down)],
-            case {[L || L <- Replies, is_list(L)], [E || {error, _} = E <- Replies]} of
+    case replies(Cluster, Module, Function, Args) of
+        {ok, Replies} ->
+            case {[L || {_, L} <- Replies, is_list(L)], [E || {_, {error, _} = E} <- Replies]} of
                 {[], [Error | _]} -> Error;
                 {Lists, _} -> Lists
             end;
+        {error, _} = Error ->
+            Error
+    end.
+
+%% Each live node's answer to `Module:Function(Args(Id))' (`Id' its session), with the node;
+%% a node that went down is left out, as in the summary.
+replies(Cluster, Module, Function, Args) ->
+    case call(Cluster, parts) of
+        {ok, Parts, Down} ->
+            {ok, [{Node, remote_call(Node, Module, Function, Args(Id), ?CALL_TIMEOUT)}
+                  || {Node, {_Pid, Id}} <- Parts, not lists:member(Node, Down)]};
         {error, _} = Error ->
             Error
     end.
