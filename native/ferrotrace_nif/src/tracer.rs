@@ -206,29 +206,29 @@ unsafe extern "C" fn trace(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNi
             } else {
                 // SAFETY: `env` and `argv` are this callback's.
                 match unsafe { crate::events::decode(env, argv) } {
-                    Some((kind, mfa)) => return push(&producer, kind, mfa, argv[2]),
+                    Some((kind, mfa)) => return push(&producer, kind, mfa, argv[2], |_, _| {}),
                     None => return producer.ignore(),
                 }
             };
             let Some(mfa) = decode_mfa(&EnvReader(env), argv[3]) else { return producer.ignore() };
-            let (ts, pid) = (clock::now(), term_bits(argv[2]));
-            if producer.admit(pid, ts) == Admission::Take {
+            push(&producer, kind, mfa, argv[2], |pid, ts| {
                 if producer.copies_terms() {
                     // SAFETY: `env` is this callback's env and `argv` its five terms.
                     unsafe { copy_terms(env, a, &producer, kind, pid, ts, argv) };
                 }
-                producer.push(Event { ts, pid, mfa, kind });
-            }
+            });
         });
         a.ok
     }, || atoms().ok)
 }
 
-/// Stamps an event of `tracee`, applies the session's limits and queues it.
+/// Stamps an event of `tracee`, applies the session's limits and queues it; `copy(pid, ts)`
+/// runs for an admitted event just before it is queued (its copies go first).
 #[inline(always)]
-fn push(producer: &ferrotrace_core::producer::ProducerRef<'_>, kind: EventKind, mfa: Mfa, tracee: ErlNifTerm) {
+fn push(producer: &ProducerRef<'_>, kind: EventKind, mfa: Mfa, tracee: ErlNifTerm, copy: impl FnOnce(u64, u64)) {
     let (ts, pid) = (clock::now(), term_bits(tracee));
     if producer.admit(pid, ts) == Admission::Take {
+        copy(pid, ts);
         producer.push(Event { ts, pid, mfa, kind });
     }
 }
