@@ -10,7 +10,7 @@
 %%% function name and arity.
 -module(ferrotrace_report).
 
--export([format/2, format/3, check_options/1, format_ns/1, help/0]).
+-export([format/2, format/3, check_options/1, format_ns/1, cut/2, help/0]).
 -export([check_watch_options/1, watch_screen/3, watch_end/3]).
 
 -define(TOP_HISTOGRAMS, 3).
@@ -362,6 +362,11 @@ quantize(MFA, Buckets, Width) ->
 
 powers_of_two(Low, High) when Low > High -> [];
 powers_of_two(Low, High) -> [Low | powers_of_two(Low * 2, High)].
+
+%% @doc A report line (any chardata) cut to `Width' characters.
+-spec cut(unicode:chardata(), pos_integer()) -> string().
+cut(Line, Width) ->
+    string:slice(unicode:characters_to_list(Line), 0, Width).
 
 %% @doc Nanoseconds in a short human unit: `850 ns', `12.3 us', `4.07 ms', `1.20 s'.
 -spec format_ns(non_neg_integer() | undefined) -> string().

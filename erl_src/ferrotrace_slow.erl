@@ -45,11 +45,12 @@ lines(#{slowest := [_ | _] = Slowest} = Entry, Width) ->
                   0 -> "";
                   N -> io_lib:format(", ~b over the threshold not kept", [N])
               end,
-    ["\n", fit(io_lib:format("  slowest calls (~b of ~b kept~s)", [length(Shown), Kept, Dropped]),
-                Width), "\n",
-     [[fit(io_lib:format("  ~9s  ~s  ~ts ~s",
-                         [ferrotrace_report:format_ns(D), format_time(At),
-                          string:pad(process_name(Pid), 24), result_text(R)]), Width), "\n"]
+    Title = io_lib:format("  slowest calls (~b of ~b kept~s)", [length(Shown), Kept, Dropped]),
+    ["\n", ferrotrace_report:cut(Title, Width), "\n",
+     [[ferrotrace_report:cut(io_lib:format("  ~9s  ~s  ~ts ~s",
+                                           [ferrotrace_report:format_ns(D), format_time(At),
+                                            string:pad(process_name(Pid), 24), result_text(R)]),
+                             Width), "\n"]
       || #{duration := D, started_at := At, pid := Pid, result := R} <- Shown]];
 lines(_Entry, _Width) ->
     [].
@@ -58,10 +59,6 @@ lines(_Entry, _Width) ->
 result_text(R) when is_atom(R) -> atom_to_list(R);
 result_text({return, V}) -> io_lib:format("return ~P", [V, 8]);
 result_text({exception, C, R}) -> io_lib:format("exception ~p:~P", [C, R, 8]).
-
-%% A line cut to the report's width.
-fit(Line, Width) ->
-    string:slice(unicode:characters_to_list(Line), 0, Width).
 
 %% @doc A pid as `<0.123.0>', followed by its registered name if it has one now.
 -spec process_name(pid()) -> string().
