@@ -261,7 +261,7 @@ processes(Kinds, Options0) ->
 %% times in ns, `undefined' before the first return), `loops' (functions counted but not
 %% timed, see {@link calls/2}), `events' (`seen', `aggregated', `dropped', `sampled_out',
 %% `limited': seen = aggregated + dropped + sampled_out + limited, exactly; `ignored';
-%% `args_dropped', copies refused by a full term ring under `args => true'), `pairing'
+%% `args_dropped', copies (arguments, results, keys) refused by a full term ring), `pairing'
 %% (`open_calls' still awaiting their return, `abandoned_calls', `unmatched_returns', ...),
 %% `status' (`running' | `stopped'), `stop_reason' (`user', `duration', `limit',
 %% `owner_down', `unload', `error', or `undefined' while running) and `stopped_at' (ms);

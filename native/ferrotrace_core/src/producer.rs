@@ -34,7 +34,7 @@ pub struct Accounting {
     pub limited: u64,
     /// Events of kinds the session does not aggregate (outside the identity).
     pub ignored: u64,
-    /// Copies of arguments or results refused by a full term ring (`args`).
+    /// Copies of arguments, results or keys refused by a full term ring (`args`, `key`).
     pub args_dropped: u64,
 }
 
@@ -60,7 +60,7 @@ pub(crate) struct ProducerCounters {
     sampled_out: AtomicU64,
     limited: AtomicU64,
     leases: Leases,
-    /// Copies refused by a full term ring (`args`).
+    /// Copies refused by a full term ring (`args`, keys).
     copies_dropped: AtomicU64,
 }
 
