@@ -180,8 +180,10 @@ impl Session {
             fresh.thread = token.index() as u32;
             let (args, keys) = (self.config.args.enabled, self.config.keys.source != KeySource::None);
             if (args || keys) && fresh.has_ring() {
-                // Two 32-byte chunks per event slot: a small copy's header and body.
-                let chunks = 2 * self.config.ring_size;
+                // A small copy is two 32-byte chunks (header, body). Per event slot: one copy
+                // with `args` (or a key per call, half an event's worth); with both, a call
+                // carries two copies, so three chunks per event on average.
+                let chunks = if args && keys { 3 } else { 2 } * self.config.ring_size;
                 fresh.terms = crate::copies::TermLane::new(chunks, self.config.args.max_term_bytes, args, keys);
                 if fresh.terms.is_none() {
                     // The thread's events still go, without copies: counted as a failed ring.
