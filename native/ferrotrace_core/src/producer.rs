@@ -15,7 +15,7 @@ use crate::event::{Event, EventKind, PackedEvent};
 use crate::limit::{Leases, Limiter};
 use crate::options::OnLimit;
 use crate::ring::{self, RingConsumer, RingProducer};
-use crate::slots;
+use crate::slots::SlotState;
 use crate::sync::UnsafeCell;
 
 /// Event accounting: `seen = aggregated + dropped + sampled_out + limited`, exactly, in
@@ -42,8 +42,9 @@ pub struct Accounting {
 /// `sample` and limits. Part of the session; producers only read it, and set
 /// `limit_tripped` once.
 pub(crate) struct Gate {
-    /// The session's id, to unpublish it when a limit stops it.
+    /// The session's id and slot, to unpublish it when a limit stops it.
     pub(crate) id: u64,
+    pub(crate) slot: &'static SlotState,
     /// Keep the events of 1 process in `sample`.
     pub(crate) sample: u64,
     pub(crate) on_limit: OnLimit,
@@ -185,7 +186,7 @@ impl ProducerRef<'_> {
             bump(&self.producer.counters.limited);
             if gate.on_limit == OnLimit::Stop && !gate.limit_tripped.load(Ordering::Relaxed) {
                 gate.limit_tripped.store(true, Ordering::Release);
-                slots::try_unpublish(gate.id);
+                gate.slot.try_unpublish(gate.id);
             }
             return Admission::Limited;
         }

@@ -19,9 +19,54 @@ use crate::limit::Limiter;
 use crate::options::Config;
 use crate::producer::{Gate, Producer, ProducerRef};
 use crate::quiesce::{self, Active, MAX_THREADS};
-use crate::slots::{self, REGISTRY};
+use crate::slots::Slots;
 
-pub use crate::slots::{all, is_live, live_session, lookup, MAX_SESSIONS};
+pub use crate::slots::MAX_SESSIONS;
+
+/// The slot table every callback reads first, and the registry that owns the sessions.
+static SESSIONS: Slots<Session> = Slots::new();
+
+/// True if `id` names a running session. Reads one static word: no session memory.
+#[inline]
+pub fn is_live(id: u64) -> bool {
+    SESSIONS.is_live(id)
+}
+
+/// `Some(sample)` if `id` names a running session, with its `sample` option. Reads two static
+/// words: no session memory.
+#[inline]
+pub fn live_sample(id: u64) -> Option<u64> {
+    SESSIONS.live_sample(id)
+}
+
+/// Whether running session `id` wants events other than calls and exits (see [`set_events`]).
+#[inline]
+pub fn wants_events(id: u64) -> bool {
+    SESSIONS.wants_events(id)
+}
+
+/// Sets what [`wants_events`] answers for session `id` (the keeper calls it before it sets any
+/// trace flag). Returns false if `id` is not live.
+pub fn set_events(id: u64, events: bool) -> bool {
+    SESSIONS.set_events(id, events)
+}
+
+/// The running session `id`, borrowed for as long as the thread's active mark lives (that is
+/// what keeps it, and its producers, from being freed).
+#[inline]
+pub fn live_session<'a>(id: u64, active: &'a Active<'_>) -> Option<&'a Session> {
+    SESSIONS.live(id, active)
+}
+
+/// The session `id`, running or stopped, if it has not been released.
+pub fn lookup(id: u64) -> Option<Arc<Session>> {
+    SESSIONS.registry().get(id)
+}
+
+/// Every session not yet released.
+pub fn all() -> Vec<Arc<Session>> {
+    SESSIONS.registry().all()
+}
 
 /// Why a session stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,7 +169,7 @@ pub enum StartError {
 /// Creates and publishes a session, and starts its collector thread. `notifier`, if any, is
 /// called once when the session stops, whatever stops it.
 pub fn start(config: Config, keeper: u64, notifier: Option<Notifier>) -> Result<Arc<Session>, StartError> {
-    let mut registry = REGISTRY.lock();
+    let mut registry = SESSIONS.registry();
     let (slot, id) = registry.allocate().ok_or(StartError::TooManySessions)?;
     let session = Arc::new(Session {
         id,
@@ -135,6 +180,7 @@ pub fn start(config: Config, keeper: u64, notifier: Option<Notifier>) -> Result<
         consumer: Mutex::new(Consumer::new(Aggregator::new(config.max_functions, config.max_open_calls).with_slowest(config.slowest).with_recent(config.recent).with_keys(config.keys))),
         gate: Gate {
             id,
+            slot: SESSIONS.state(id),
             sample: config.sample,
             on_limit: config.on_limit,
             limiter: Limiter::new(config.max_events, config.max_rate.map(|(n, ms)| (n, clock::ns_to_ticks(ms * 1_000_000)))),
@@ -158,7 +204,7 @@ pub fn start(config: Config, keeper: u64, notifier: Option<Notifier>) -> Result<
             .map_err(|_| StartError::Thread)?
     };
     *session.collector.lock() = Some(collector);
-    registry.publish(slot, Arc::clone(&session));
+    registry.publish(id, session.config.sample, Arc::clone(&session));
     Ok(session)
 }
 
@@ -251,7 +297,7 @@ impl Session {
         if self.stopped.get().is_some() {
             return;
         }
-        slots::unpublish(self.id);
+        SESSIONS.unpublish(self.id);
         // No callback can still be using a producer after this (`quiesce`'s argument).
         quiesce::wait_for_quiescence();
         let mut consumer = self.consumer.lock();
@@ -363,7 +409,7 @@ impl Session {
 pub fn release(id: u64) -> bool {
     let Some(session) = lookup(id) else { return false };
     session.stop(StopReason::User);
-    REGISTRY.lock().remove(id)
+    SESSIONS.registry().remove(id)
 }
 
 impl Drop for Session {
@@ -648,7 +694,7 @@ mod tests {
         let session = start_test(Config::default());
         let id = session.id;
         assert!(is_live(id));
-        assert!(!is_live(id + (1 << slots::SLOT_BITS)), "another generation in the same slot");
+        assert!(!is_live(id + (1 << crate::slots::SLOT_BITS)), "another generation in the same slot");
         assert!(!is_live(u64::MAX), "out of range");
         assert!(release(id));
         assert!(!is_live(id));

@@ -8,6 +8,12 @@
 //! session is reached through the slot's pointer, valid while the reading thread is marked
 //! active (see [`crate::quiesce`]).
 //!
+//! The table and the registry that owns what it points at ([`Slots`]) are generic over the
+//! published type, so that this module, first in the order events travel, knows nothing of
+//! sessions: `session` declares the one instance, for `Session`. What does not depend on that
+//! type (the tag, `sample`, `events`) is a `SlotState`, through which a session's producers
+//! stop it when a limit trips without naming `Session` either.
+//!
 //! # Ids are never live again
 //! Generations are wall-clock microseconds: each start takes `max(last + 1, now_us)`. Within a
 //! load they strictly increase; across loads, a later load starts from the wall clock at its
@@ -19,13 +25,13 @@
 
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::sync::Mutex;
+use crossbeam_utils::CachePadded;
 
-use crate::quiesce::Active;
-use crate::session::Session;
+use crate::quiesce::{self, Active};
+use crate::sync::Mutex;
 
 /// Sessions that can exist at once (running or stopped but not yet released).
 pub const MAX_SESSIONS: usize = 64;
@@ -38,10 +44,10 @@ const FREE: u64 = 0;
 const LIVE: u64 = 1;
 const STOPPED: u64 = 2;
 
-struct Slot {
+/// The words of a slot that the hot path reads and that do not depend on what is published.
+pub(crate) struct SlotState {
     /// `id << 2 | state`; read by every callback, written only at start, stop and release.
     tag: AtomicU64,
-    session: AtomicPtr<Session>,
     /// The session's `sample`, so that `enabled` callbacks of unsampled sessions decide
     /// without entering or touching session memory.
     sample: AtomicU64,
@@ -50,18 +56,38 @@ struct Slot {
     events: AtomicBool,
 }
 
-static SLOTS: [Slot; MAX_SESSIONS] = [const {
-    Slot { tag: AtomicU64::new(FREE), session: AtomicPtr::new(ptr::null_mut()), sample: AtomicU64::new(1), events: AtomicBool::new(true) }
-}; MAX_SESSIONS];
+struct Slot<T> {
+    state: SlotState,
+    /// What the live id names; set before the tag says LIVE, cleared after it says FREE.
+    published: AtomicPtr<T>,
+}
 
-/// The registry proper: owns the sessions; the slot table mirrors it for the hot path.
-pub(crate) struct Registry {
-    pub(crate) sessions: [Option<Arc<Session>>; MAX_SESSIONS],
+// The tag, `sample`, `events` and the pointer of a slot share 32 bytes, as when the table held
+// sessions only, and the table starts on a cache line (below): a callback reads one line.
+const _: () = assert!(std::mem::size_of::<Slot<()>>() == 32);
+
+/// The slot table the hot path reads, and the registry that owns what it points at: one
+/// static instance per published type (`session` declares the one for `Session`).
+#[repr(C)]
+pub struct Slots<T> {
+    /// First, in a struct that `CachePadded` aligns to a cache line.
+    slots: [Slot<T>; MAX_SESSIONS],
+    /// On lines of its own: taking the lock writes no line a callback reads.
+    registry: CachePadded<Mutex<Entries<T>>>,
+}
+
+/// What the registry owns: `(id, value)` per slot, and the last generation handed out.
+struct Entries<T> {
+    entries: [Option<(u64, Arc<T>)>; MAX_SESSIONS],
     last_generation: u64,
 }
 
-pub(crate) static REGISTRY: Mutex<Registry> =
-    Mutex::new(Registry { sessions: [const { None }; MAX_SESSIONS], last_generation: 0 });
+/// The registry proper, locked: owns the published values; the slot table mirrors it for the
+/// hot path. Made only by [`Slots::registry`], so each table has exactly one.
+pub(crate) struct Registry<'a, T> {
+    table: &'a [Slot<T>; MAX_SESSIONS],
+    locked: MutexGuard<'a, Entries<T>>,
+}
 
 #[inline]
 pub(crate) fn slot_of(id: u64) -> usize {
@@ -77,106 +103,150 @@ fn wall_micros() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
 }
 
-impl Registry {
+impl SlotState {
+    /// Marks `id` stopped: from the next callback on, it is not live. SeqCst, for the grace
+    /// period that follows (`quiesce`).
+    pub(crate) fn unpublish(&self, id: u64) {
+        self.tag.store(tag(id, STOPPED), Ordering::SeqCst);
+    }
+
+    /// As `unpublish`, only if `id` is still live (a callback tripping a limit).
+    pub(crate) fn try_unpublish(&self, id: u64) {
+        let _ = self.tag.compare_exchange(tag(id, LIVE), tag(id, STOPPED), Ordering::SeqCst, Ordering::Relaxed);
+    }
+}
+
+impl<T: Send + Sync> Slots<T> {
+    /// An empty table.
+    #[allow(clippy::new_without_default)]
+    pub const fn new() -> Slots<T> {
+        Slots {
+            slots: [const {
+                Slot {
+                    state: SlotState { tag: AtomicU64::new(FREE), sample: AtomicU64::new(1), events: AtomicBool::new(true) },
+                    published: AtomicPtr::new(ptr::null_mut()),
+                }
+            }; MAX_SESSIONS],
+            registry: CachePadded::new(Mutex::new(Entries { entries: [const { None }; MAX_SESSIONS], last_generation: 0 })),
+        }
+    }
+
+    /// The registry, locked.
+    pub(crate) fn registry(&self) -> Registry<'_, T> {
+        Registry { table: &self.slots, locked: self.registry.lock() }
+    }
+
+    /// The words of `id`'s slot that do not depend on `T` (a session's producers stop it
+    /// through them).
+    pub(crate) fn state(&self, id: u64) -> &SlotState {
+        &self.slots[slot_of(id)].state
+    }
+
+    /// Marks `id` stopped: see [`SlotState::unpublish`].
+    pub(crate) fn unpublish(&self, id: u64) {
+        self.state(id).unpublish(id);
+    }
+
+    /// True if `id` names a running session. Reads one static word: no session memory.
+    #[inline]
+    pub fn is_live(&self, id: u64) -> bool {
+        id < ID_LIMIT && self.slots[slot_of(id)].state.tag.load(Ordering::SeqCst) == tag(id, LIVE)
+    }
+
+    /// `Some(sample)` if `id` names a running session, with that session's `sample` option.
+    /// Reads two static words: no session memory.
+    #[inline]
+    pub fn live_sample(&self, id: u64) -> Option<u64> {
+        // The SeqCst (so also Acquire) tag load reads the tag stored after `sample` in `publish`.
+        self.is_live(id).then(|| self.slots[slot_of(id)].state.sample.load(Ordering::Relaxed))
+    }
+
+    /// Whether running session `id` wants events other than calls and exits (true unless
+    /// [`set_events`](Slots::set_events) said otherwise). Read by the `enabled` callbacks
+    /// after `live_sample`.
+    #[inline]
+    pub fn wants_events(&self, id: u64) -> bool {
+        self.slots[slot_of(id)].state.events.load(Ordering::Acquire)
+    }
+
+    /// Sets what [`wants_events`](Slots::wants_events) answers for session `id` (the keeper
+    /// calls it before it sets any trace flag). Returns false if `id` is not live.
+    pub fn set_events(&self, id: u64, events: bool) -> bool {
+        if !self.is_live(id) {
+            return false;
+        }
+        self.slots[slot_of(id)].state.events.store(events, Ordering::Release);
+        true
+    }
+
+    /// The running session `id`, borrowed for as long as both the table and the thread's
+    /// active mark live (the mark is what keeps the registry from letting go of it).
+    #[inline]
+    pub fn live<'a>(&'a self, id: u64, _active: &'a Active<'_>) -> Option<&'a T> {
+        if !self.is_live(id) {
+            return None;
+        }
+        let slot = &self.slots[slot_of(id)];
+        // SAFETY: only this table's registry writes the pointer (the field is private to this
+        // module, and `registry()` is the only way to one): `publish` stores it from the `Arc`
+        // the registry then keeps, and `remove` lets go of that `Arc` only after the tag
+        // stopped being LIVE and a grace period passed. Our active mark was set before the
+        // SeqCst tag load above read LIVE, so that grace period waits for us (`quiesce`'s
+        // argument), and `&'a self` keeps the registry itself alive. The Acquire load pairs
+        // with the Release store in `publish`, made before the tag's. `T: Sync`, so the shared
+        // reference may be used on this thread.
+        unsafe { slot.published.load(Ordering::Acquire).as_ref() }
+    }
+}
+
+impl<T> Registry<'_, T> {
     /// A free slot and a fresh id for it (see the module docs).
     pub(crate) fn allocate(&mut self) -> Option<(usize, u64)> {
-        let slot = self.sessions.iter().position(Option::is_none)?;
-        let generation = (self.last_generation + 1).max(wall_micros()).max(1);
+        let slot = self.locked.entries.iter().position(Option::is_none)?;
+        let generation = (self.locked.last_generation + 1).max(wall_micros()).max(1);
         debug_assert!(generation < 1 << GENERATION_BITS);
-        self.last_generation = generation;
+        self.locked.last_generation = generation;
         Some((slot, (generation & ((1 << GENERATION_BITS) - 1)) << SLOT_BITS | slot as u64))
     }
 
-    /// Makes `session` reachable by id and live for the hot path.
-    pub(crate) fn publish(&mut self, slot: usize, session: Arc<Session>) {
-        SLOTS[slot].session.store(Arc::as_ptr(&session) as *mut Session, Ordering::Release);
-        SLOTS[slot].sample.store(session.config.sample, Ordering::Release);
-        SLOTS[slot].events.store(true, Ordering::Release);
+    /// Makes `value` reachable by `id` (from `allocate`) and live for the hot path, with the
+    /// session's `sample`.
+    pub(crate) fn publish(&mut self, id: u64, sample: u64, value: Arc<T>) {
+        let slot = &self.table[slot_of(id)];
+        debug_assert!(self.locked.entries[slot_of(id)].is_none());
+        slot.published.store(Arc::as_ptr(&value) as *mut T, Ordering::Release);
+        slot.state.sample.store(sample, Ordering::Release);
+        slot.state.events.store(true, Ordering::Release);
         // SeqCst: the tag is the word grace periods are argued on (`quiesce`).
-        SLOTS[slot].tag.store(tag(session.id, LIVE), Ordering::SeqCst);
-        self.sessions[slot] = Some(session);
+        slot.state.tag.store(tag(id, LIVE), Ordering::SeqCst);
+        self.locked.entries[slot_of(id)] = Some((id, value));
     }
 
-    /// Forgets session `id`: its id is dead from now on. The caller has stopped it (its
-    /// producers are freed), so no callback can still be using it.
+    /// Forgets `id`: it is dead from now on. Lets go of the value only after a grace period,
+    /// so that no callback can still be using it (`Slots::live`'s argument); for a session
+    /// stopped before (`Session::halt`, which had its own) this one waits for nobody.
     pub(crate) fn remove(&mut self, id: u64) -> bool {
-        let slot = slot_of(id);
-        if self.sessions[slot].as_ref().is_none_or(|s| s.id != id) {
+        let index = slot_of(id);
+        if self.locked.entries[index].as_ref().is_none_or(|(own, _)| *own != id) {
             return false;
         }
-        SLOTS[slot].tag.store(FREE, Ordering::SeqCst);
-        SLOTS[slot].session.store(ptr::null_mut(), Ordering::Release);
-        self.sessions[slot] = None;
+        let slot = &self.table[index];
+        slot.state.tag.store(FREE, Ordering::SeqCst);
+        quiesce::wait_for_quiescence();
+        slot.published.store(ptr::null_mut(), Ordering::Release);
+        self.locked.entries[index] = None;
         true
     }
-}
 
-/// Marks `id` stopped: from the next callback on, it is not live. SeqCst, for the grace period
-/// that follows (`quiesce`).
-pub(crate) fn unpublish(id: u64) {
-    SLOTS[slot_of(id)].tag.store(tag(id, STOPPED), Ordering::SeqCst);
-}
-
-/// As `unpublish`, only if `id` is still live (a callback tripping a limit).
-pub(crate) fn try_unpublish(id: u64) {
-    let _ = SLOTS[slot_of(id)].tag.compare_exchange(tag(id, LIVE), tag(id, STOPPED), Ordering::SeqCst, Ordering::Relaxed);
-}
-
-/// True if `id` names a running session. Reads one static word: no session memory.
-#[inline]
-pub fn is_live(id: u64) -> bool {
-    id < ID_LIMIT && SLOTS[slot_of(id)].tag.load(Ordering::SeqCst) == tag(id, LIVE)
-}
-
-/// `Some(sample)` if `id` names a running session, with that session's `sample` option.
-/// Reads two static words: no session memory.
-#[inline]
-pub fn live_sample(id: u64) -> Option<u64> {
-    // The SeqCst (so also Acquire) tag load reads the tag stored after `sample` in `publish`.
-    is_live(id).then(|| SLOTS[slot_of(id)].sample.load(Ordering::Relaxed))
-}
-
-/// Whether running session `id` wants events other than calls and exits (true unless
-/// [`set_events`] said otherwise). Read by the `enabled` callbacks after `live_sample`.
-#[inline]
-pub fn wants_events(id: u64) -> bool {
-    SLOTS[slot_of(id)].events.load(Ordering::Acquire)
-}
-
-/// Sets what [`wants_events`] answers for session `id` (the keeper calls it before it sets
-/// any trace flag). Returns false if `id` is not live.
-pub fn set_events(id: u64, events: bool) -> bool {
-    if !is_live(id) {
-        return false;
+    /// The value `id`, running or stopped, if it has not been removed.
+    pub(crate) fn get(&self, id: u64) -> Option<Arc<T>> {
+        self.locked.entries[slot_of(id)].as_ref().filter(|(own, _)| *own == id).map(|(_, value)| Arc::clone(value))
     }
-    SLOTS[slot_of(id)].events.store(events, Ordering::Release);
-    true
-}
 
-/// The running session `id`, borrowed for as long as the thread's active mark lives (that is
-/// what keeps the session's producers from being freed).
-#[inline]
-pub fn live_session<'a>(id: u64, _active: &'a Active<'_>) -> Option<&'a Session> {
-    if !is_live(id) {
-        return None;
+    /// Every value not yet removed.
+    pub(crate) fn all(&self) -> Vec<Arc<T>> {
+        self.locked.entries.iter().flatten().map(|(_, value)| Arc::clone(value)).collect()
     }
-    let slot = &SLOTS[slot_of(id)];
-    // SAFETY: the registry keeps the session alive until `remove`, which runs only after the
-    // tag stopped being LIVE and a grace period passed (`Session::halt`). Our active mark was
-    // set before the SeqCst tag load above read LIVE, so that grace period waits for us; the
-    // Acquire load pairs with the Release store in `publish`, made before the tag's.
-    unsafe { slot.session.load(Ordering::Acquire).as_ref() }
-}
-
-/// The session `id`, running or stopped, if it has not been released.
-pub fn lookup(id: u64) -> Option<Arc<Session>> {
-    let registry = REGISTRY.lock();
-    registry.sessions[slot_of(id)].as_ref().filter(|s| s.id == id).cloned()
-}
-
-/// Every session not yet released.
-pub fn all() -> Vec<Arc<Session>> {
-    REGISTRY.lock().sessions.iter().flatten().cloned().collect()
 }
 
 #[cfg(test)]
@@ -185,16 +255,51 @@ mod tests {
 
     #[test]
     fn ids_grow_across_starts_and_stay_small_integers() {
-        let mut registry = Registry { sessions: [const { None }; MAX_SESSIONS], last_generation: 0 };
-        let (slot, first) = registry.allocate().unwrap();
-        let (_, second) = registry.allocate().unwrap();
+        let table: Slots<()> = Slots::new();
+        let (slot, first) = table.registry().allocate().unwrap();
+        let (_, second) = table.registry().allocate().unwrap();
         assert_eq!(slot_of(first), slot);
         assert!(second > first, "the same slot, a later generation");
         assert!(first > 0 && second < ID_LIMIT && ID_LIMIT <= 1 << 59);
         // A later load starts from the wall clock, past every earlier id.
         std::thread::sleep(std::time::Duration::from_millis(1));
-        let mut reloaded = Registry { sessions: [const { None }; MAX_SESSIONS], last_generation: 0 };
-        let (_, later) = reloaded.allocate().unwrap();
+        let reloaded: Slots<()> = Slots::new();
+        let (_, later) = reloaded.registry().allocate().unwrap();
         assert!(later > second, "{later} after {second}");
+    }
+
+    /// `remove` without a stop first (no caller's discipline) still waits for a callback that
+    /// holds the value: under Miri, a read after a free would be reported.
+    #[test]
+    fn remove_waits_for_a_callback_using_the_value() {
+        static TABLE: Slots<AtomicU64> = Slots::new();
+        let (_, id) = TABLE.registry().allocate().unwrap();
+        TABLE.registry().publish(id, 1, Arc::new(AtomicU64::new(7)));
+        let removed = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            quiesce::with_token(|token| {
+                let active = token.enter();
+                let value = TABLE.live(id, &active).expect("live");
+                scope.spawn(|| {
+                    assert!(TABLE.registry().remove(id));
+                    removed.store(true, Ordering::SeqCst);
+                });
+                // Wait until `remove` has freed the tag: it is then in its grace period.
+                while TABLE.is_live(id) {
+                    std::thread::yield_now();
+                }
+                // Give a wrong `remove` time to return (a correct one never does while we are
+                // inside, so no load on the machine can fail this).
+                let until = std::time::Instant::now() + std::time::Duration::from_millis(20);
+                while !removed.load(Ordering::SeqCst) && std::time::Instant::now() < until {
+                    std::thread::yield_now();
+                }
+                assert!(!removed.load(Ordering::SeqCst), "remove returned while a callback was inside");
+                assert_eq!(value.load(Ordering::Relaxed), 7);
+            })
+            .expect("a thread token");
+        });
+        assert!(removed.load(Ordering::SeqCst));
+        assert!(TABLE.registry().get(id).is_none() && TABLE.live_sample(id).is_none());
     }
 }

@@ -214,7 +214,7 @@ fn session_event_histogram<'a>(env: Env<'a>, id: Term<'a>, series: Term<'a>) -> 
 #[rustler::nif]
 fn session_set_events<'a>(env: Env<'a>, id: Term<'a>, events: bool) -> Term<'a> {
     match id.decode::<u64>() {
-        Ok(n) if ferrotrace_core::slots::set_events(n, events) => atoms::ok().encode(env),
+        Ok(n) if ferrotrace_core::session::set_events(n, events) => atoms::ok().encode(env),
         Ok(_) => (atoms::error(), (atoms::no_such_session(), id)).encode(env),
         Err(_) => (atoms::error(), (atoms::bad_session(), id)).encode(env),
     }

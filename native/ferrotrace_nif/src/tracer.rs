@@ -20,7 +20,7 @@ use ferrotrace_core::decode::decode_mfa;
 use ferrotrace_core::event::{Event, EventKind, Mfa};
 use ferrotrace_core::producer::{Admission, ProducerRef};
 use ferrotrace_core::quiesce::with_token;
-use ferrotrace_core::slots;
+use ferrotrace_core::session;
 
 use crate::raw::{args, guarded, register_raw_nif};
 use crate::term::{term_bits, EnvReader};
@@ -112,7 +112,7 @@ unsafe fn session_id(env: *mut ErlNifEnv, state: ErlNifTerm) -> Option<u64> {
 fn sampled_out(id: u64, tracee: ErlNifTerm) -> bool {
     with_token(|token| {
         let active = token.enter();
-        slots::live_session(id, &active).is_some_and(|session| session.producer(&active).sample_out(term_bits(tracee)))
+        session::live_session(id, &active).is_some_and(|session| session.producer(&active).sample_out(term_bits(tracee)))
     })
     .unwrap_or(false)
 }
@@ -136,9 +136,9 @@ unsafe fn enabled_by(
         let argv = unsafe { args::<3>(argv) };
         // SAFETY: as above.
         let Some((id, tracee)) = (unsafe { enabled_session_id(env, argv) }) else { return a.remove };
-        let Some(sample) = slots::live_sample(id) else { return a.remove };
+        let Some(sample) = session::live_sample(id) else { return a.remove };
         let tag = argv[0];
-        let answer = answer(a, tag, slots::wants_events(id));
+        let answer = answer(a, tag, session::wants_events(id));
         if sample > 1 && answer == a.trace && tag != a.trace_status && sampled_out(id, tracee) {
             a.discard
         } else {
@@ -194,7 +194,7 @@ unsafe extern "C" fn trace(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNi
         let Some(id) = (unsafe { session_id(env, argv[1]) }) else { return a.ok };
         with_token(|token| {
             let active = token.enter();
-            let Some(session) = slots::live_session(id, &active) else { return };
+            let Some(session) = session::live_session(id, &active) else { return };
             let producer = session.producer(&active);
             let tag = argv[0];
             let kind = if tag == a.call {
