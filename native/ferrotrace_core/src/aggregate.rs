@@ -19,6 +19,10 @@
 //! Loops the Erlang side cannot see in the code (cycles through funs or `apply`) show up
 //! here as one function nested `LOOP_DEPTH` times in one process; they are reported by
 //! [`Aggregator::take_new_loops`] so the caller can stop return tracing them.
+//!
+//! One session may split its events over several aggregators, each owning the processes
+//! whose pids hash to it ([`shard`]: which pid is whose, and where each event goes), and read
+//! them back as one ([`merge`]).
 
 use std::collections::VecDeque;
 
@@ -47,6 +51,10 @@ use own::OwnTime;
 use slowest::{SlowCall, SlowCalls, SlowestConfig};
 pub mod stacks;
 use crate::terms::{EventCopies, TermCopy};
+
+pub mod merge;
+pub mod shard;
+use shard::Shard;
 
 /// Largest latency recorded, in ns (one hour); longer calls are recorded as one hour.
 pub const MAX_LATENCY_NS: u64 = 3_600_000_000_000;
@@ -155,10 +163,13 @@ pub struct FunctionStats {
     pub migrations: u64,
     /// Latency per key (`key`), once a call came with one.
     pub by_key: Option<Box<keyed::KeyedLatency>>,
+    /// When the function's first event was recorded (ns): orders functions when
+    /// aggregators are merged.
+    first_ns: u64,
 }
 
 impl FunctionStats {
-    fn new() -> Self {
+    fn new(first_ns: u64) -> Self {
         // Auto-resizing keeps a function with short calls small (tens of KiB).
         FunctionStats {
             calls: 0,
@@ -173,6 +184,7 @@ impl FunctionStats {
             split: None,
             migrations: 0,
             by_key: None,
+            first_ns,
         }
     }
 
@@ -286,6 +298,10 @@ pub struct Aggregator {
     key: Option<TermCopy>,
     /// Keys the session may still take (`max_keys`).
     keys_left: usize,
+    /// The pids this aggregator keeps state for ([`Aggregator::with_shard`]).
+    shard: Shard,
+    /// Frame stacks held by the aggregators merged into this one ([`Aggregator::merged`]).
+    stacks_elsewhere: usize,
 }
 
 /// Empty stacks tolerated beyond the non-empty ones before a sweep.
@@ -319,7 +335,31 @@ impl Aggregator {
             copy: None,
             key: None,
             keys_left: keyed::DEFAULT_MAX_KEYS,
+            shard: Shard::default(),
+            stacks_elsewhere: 0,
         }
+    }
+
+    /// Makes this aggregator the `index`-th of `count` sharing one session: it keeps the
+    /// state and figures of the pids it owns ([`shard::shard_of`]) and does nothing for
+    /// the others. An event of another's pid still does its part for an owned second pid
+    /// (a message's receiver, a spawned child: [`shard::other_pid`]), and a scheduling event
+    /// of any pid tells it that scheduling is traced. Feed it what [`shard::Router`] routes
+    /// to it; [`Aggregator::merged`] reads all of them as one. Count 1 (the default) owns
+    /// every pid. Set it before the first event.
+    ///
+    /// # Panics
+    /// If `index >= count`.
+    pub fn with_shard(mut self, index: u32, count: u32) -> Self {
+        assert!(index < count, "shard {index} of {count}");
+        self.shard = Shard { index, count };
+        self.processes.set_shard(self.shard);
+        self
+    }
+
+    /// The pids this aggregator keeps state for.
+    pub fn shard(&self) -> Shard {
+        self.shard
     }
 
     /// Keeps at most `config.max_keys` keys over the session (`key`).
@@ -413,6 +453,10 @@ impl Aggregator {
 
     /// Folds one event in. Events of one process must arrive in the order they happened.
     pub fn record(&mut self, event: &Event) {
+        if self.shard.count != 1 && !self.shard.owns(event.pid) {
+            self.record_for_other_pid(event);
+            return;
+        }
         match event.kind {
             EventKind::Call => self.record_call(event),
             EventKind::Return | EventKind::Exception => self.record_return(event),
@@ -430,7 +474,20 @@ impl Aggregator {
         }
     }
 
-    fn stats_for(&mut self, mfa: Mfa) -> Option<&mut FunctionStats> {
+    /// The part of another aggregator's tracee's event that is this one's: the owned
+    /// second pid's (`shard.rs`).
+    #[cold]
+    fn record_for_other_pid(&mut self, event: &Event) {
+        match event.kind {
+            EventKind::Send | EventKind::SendDead => self.processes.message_to(event.mfa.module, event.ts),
+            EventKind::Spawn => self.processes.born(event.mfa.module, event.ts),
+            EventKind::In | EventKind::Out | EventKind::OutExited => self.processes.scheduling_seen(),
+            _ => {}
+        }
+    }
+
+    /// `ts`: the event's, kept by a function seen for the first time.
+    fn stats_for(&mut self, mfa: Mfa, ts: u64) -> Option<&mut FunctionStats> {
         let index = match self.last_function {
             Some((last, index)) if last == mfa => index,
             _ => {
@@ -444,14 +501,7 @@ impl Aggregator {
                         }
                         return None;
                     }
-                    None if self.stats.len() < self.max_functions => {
-                        let mut stats = FunctionStats::new();
-                        stats.loop_only = self.loops.contains_key(&mfa);
-                        stats.slow = SlowCalls::new(self.slowest);
-                        self.stats.push((mfa, stats));
-                        self.functions.insert(mfa, self.stats.len() - 1);
-                        self.stats.len() - 1
-                    }
+                    None if self.stats.len() < self.max_functions => self.add_function(mfa, ts),
                     None => return None,
                 };
                 self.last_function = Some((mfa, index));
@@ -459,6 +509,18 @@ impl Aggregator {
             }
         };
         Some(&mut self.stats[index].1)
+    }
+
+    /// Gives `mfa`, first seen at `ts`, its statistics; their index. Once per function:
+    /// kept out of `stats_for`, whose other paths run per event.
+    #[inline(never)]
+    fn add_function(&mut self, mfa: Mfa, ts: u64) -> usize {
+        let mut stats = FunctionStats::new(ts);
+        stats.loop_only = self.loops.contains_key(&mfa);
+        stats.slow = SlowCalls::new(self.slowest);
+        self.stats.push((mfa, stats));
+        self.functions.insert(mfa, self.stats.len() - 1);
+        self.stats.len() - 1
     }
 
     /// Why `stats_for` found no statistics: outside the filter, or past `max_functions`.
@@ -473,7 +535,7 @@ impl Aggregator {
     }
 
     fn record_call(&mut self, event: &Event) {
-        match self.stats_for(event.mfa) {
+        match self.stats_for(event.mfa, event.ts) {
             Some(stats) if stats.loop_only => {
                 stats.count_call();
                 return;
@@ -520,15 +582,15 @@ impl Aggregator {
         if stack.len() >= LOOP_DEPTH && stack.len().is_multiple_of(LOOP_CHECK_EVERY) {
             let nested = stack.iter().filter(|frame| frame.mfa == event.mfa).count();
             if nested >= LOOP_DEPTH {
-                self.mark_loop(event.mfa);
+                self.mark_loop(event.mfa, event.ts);
             }
         }
     }
 
     /// A function nested `LOOP_DEPTH` deep in one process without returning: count it from
     /// now on, and tell the caller so that it stops return tracing it.
-    fn mark_loop(&mut self, mfa: Mfa) {
-        if let Some(stats) = self.stats_for(mfa) {
+    fn mark_loop(&mut self, mfa: Mfa, ts: u64) {
+        if let Some(stats) = self.stats_for(mfa, ts) {
             if !stats.loop_only {
                 stats.loop_only = true;
                 self.loops.insert(mfa, ());
@@ -546,7 +608,7 @@ impl Aggregator {
         let duration = frame.as_ref().map(|frame| event.ts.saturating_sub(frame.ts));
         let result = self.copy.take();
         let recorded = self.recorder.as_ref().map(|_| result.clone());
-        let Some(stats) = self.stats_for(event.mfa) else {
+        let Some(stats) = self.stats_for(event.mfa, event.ts) else {
             self.count_untracked(event.mfa);
             return;
         };
@@ -578,7 +640,7 @@ impl Aggregator {
         }
         if let Some((key, ns)) = keyed {
             let mut keys_left = self.keys_left;
-            if let Some(stats) = self.stats_for(event.mfa) {
+            if let Some(stats) = self.stats_for(event.mfa, event.ts) {
                 stats.by_key.get_or_insert_with(Default::default).record(key, ns, &mut keys_left);
             }
             self.keys_left = keys_left;
@@ -621,7 +683,8 @@ impl Aggregator {
 
     /// Statistics of one function, if it was seen.
     pub fn function(&self, mfa: &Mfa) -> Option<&FunctionStats> {
-        self.functions.get(mfa).map(|index| &self.stats[*index].1)
+        // A function outside the filter is in the index as `FOREIGN`, with no statistics.
+        self.functions.get(mfa).and_then(|index| self.stats.get(*index)).map(|(_, stats)| stats)
     }
 
     /// How well calls and returns paired up so far.
@@ -639,9 +702,10 @@ impl Aggregator {
         self.nonempty_stacks
     }
 
-    /// Frame stacks held, empty ones included (bounded by the sweep).
+    /// Frame stacks held, empty ones included (bounded by the sweep); merged, the parts'
+    /// summed (each sweeps its own, so not what one aggregator would hold).
     pub fn stacks_held(&self) -> usize {
-        self.stacks.len()
+        self.stacks.len() + self.stacks_elsewhere
     }
 }
 

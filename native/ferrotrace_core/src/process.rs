@@ -12,12 +12,13 @@
 //! what happened to a process, and it answers with what that ended (a run slice, a wait, a
 //! collection, a life), which they count.
 
+use crate::aggregate::shard::Shard;
 use crate::hasher::WordMap;
 
 /// Processes and ports with state at most.
 pub const MAX_PROCESSES: usize = 100_000;
 
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct ProcState {
     /// Scheduled in at this time; `None` while out (or before its first `in`).
     running_since: Option<u64>,
@@ -54,6 +55,9 @@ pub struct ProcessTable {
     pub untracked: u64,
     /// Scheduling events were seen: processes can be known to be out.
     scheduling: bool,
+    /// The pids given entries (`Aggregator::with_shard`): a child spawned by an owned
+    /// process may be another aggregator's.
+    shard: Shard,
 }
 
 impl ProcessTable {
@@ -80,6 +84,26 @@ impl ProcessTable {
         self.scheduling
     }
 
+    pub(crate) fn set_shard(&mut self, shard: Shard) {
+        self.shard = shard;
+    }
+
+    /// Scheduling events were seen, of a process another aggregator owns.
+    pub(crate) fn scheduling_seen(&mut self) {
+        self.scheduling = true;
+    }
+
+    /// Takes in `other`'s entries (of other pids than this table's), for a table that
+    /// answers for several aggregators. Its size may exceed [`MAX_PROCESSES`] (up to the
+    /// parts' sum); an entry of a pid in both (not disjoint parts) keeps this table's.
+    pub fn merge_from(&mut self, other: &ProcessTable) {
+        for (pid, state) in &other.table {
+            self.table.entry(*pid).or_insert(*state);
+        }
+        self.untracked += other.untracked;
+        self.scheduling |= other.scheduling;
+    }
+
     fn entry(&mut self, pid: u64) -> Option<&mut ProcState> {
         if self.table.len() >= MAX_PROCESSES && !self.table.contains_key(&pid) {
             self.untracked += 1;
@@ -92,6 +116,9 @@ impl ProcessTable {
     /// first seen counts).
     #[inline]
     pub fn born(&mut self, pid: u64, ts: u64) {
+        if !self.shard.owns(pid) {
+            return;
+        }
         if let Some(state) = self.entry(pid) {
             state.born.get_or_insert(ts);
         }
@@ -183,6 +210,25 @@ impl ProcessTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sharded_table_gives_entries_to_its_own_pids_only() {
+        use crate::aggregate::shard::shard_of;
+        let mut t = ProcessTable::default();
+        t.set_shard(Shard { index: 1, count: 2 });
+        let (mine, theirs) = (0..100u64).map(|i| i << 4 | 3).partition::<Vec<u64>, _>(|pid| shard_of(*pid, 2) == 1);
+        for pid in mine.iter().chain(&theirs) {
+            t.born(*pid, 5);
+        }
+        assert_eq!(t.len(), mine.len());
+        let mut all = ProcessTable::default();
+        all.born(theirs[0], 7);
+        all.untracked = 2;
+        all.merge_from(&t);
+        assert_eq!((all.len(), all.untracked), (mine.len() + 1, 2));
+        assert_eq!(all.gone(theirs[0], 10).lived, Some(3));
+        assert_eq!(all.gone(mine[0], 10).lived, Some(5));
+    }
 
     #[test]
     fn wakeup_is_arrival_while_out_to_next_in() {

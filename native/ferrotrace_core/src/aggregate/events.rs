@@ -43,6 +43,18 @@ pub struct EventStats {
 }
 
 impl EventStats {
+    /// Adds `other`'s figures to these (`Aggregator::merged`): exact for aggregators that
+    /// own disjoint pids, but for the bounds of the per-pid tables and `size_capped` (see
+    /// [`Messages::merge_from`]).
+    pub fn merge_from(&mut self, other: &EventStats) {
+        self.seen |= other.seen;
+        self.messages.merge_from(&other.messages);
+        self.scheduling.merge_from(&other.scheduling);
+        self.gc.merge_from(&other.gc);
+        self.procs.merge_from(&other.procs);
+        self.ports.merge_from(&other.ports);
+    }
+
     /// Folds in one event other than a call, return or exception: it moves its process on
     /// in `processes`, and what that ended is counted. Events of one process must arrive in
     /// the order they happened.

@@ -2,7 +2,7 @@
 
 use hdrhistogram::Histogram;
 
-use super::top::{histogram, record_ns, TopTable};
+use super::top::{add_histogram, histogram, record_ns, TopTable};
 
 /// GC statistics.
 pub struct Gc {
@@ -25,6 +25,15 @@ impl Default for Gc {
 }
 
 impl Gc {
+    /// Adds `other`'s figures to these (`Aggregator::merged`).
+    pub fn merge_from(&mut self, other: &Gc) {
+        add_histogram(&mut self.minor, &other.minor);
+        add_histogram(&mut self.major, &other.major);
+        self.reclaimed_words = self.reclaimed_words.saturating_add(other.reclaimed_words);
+        self.top_pause.merge_from(&other.top_pause);
+        self.unpaired += other.unpaired;
+    }
+
     /// One collection of `pid`, paired start to end.
     pub fn collection(&mut self, pid: u64, major: bool, ns: u64, words_before: u64, words_after: u64) {
         record_ns(if major { &mut self.major } else { &mut self.minor }, ns);

@@ -15,6 +15,7 @@
 
 use hdrhistogram::Histogram;
 
+use super::top::add_histogram;
 use super::MAX_LATENCY_NS;
 use crate::hasher::WordMap;
 use crate::terms::TermCopy;
@@ -96,6 +97,26 @@ impl KeyedLatency {
         stats.total_ns = stats.total_ns.saturating_add(ns);
         // Cannot fail: auto-resize is on and the value is within the one-hour bound.
         let _ = stats.latency.record(ns);
+    }
+
+    /// Adds `other`'s keys and overflow to these (`Aggregator::merged`): a key in both gets
+    /// the sum of its figures. Merged, the keys may number up to the parts' `max_keys`
+    /// summed: exact while no part ran out of keys.
+    pub fn merge_from(&mut self, other: &KeyedLatency) {
+        for (key, from) in &other.keys {
+            match self.keys.get_mut(key) {
+                Some(into) => {
+                    into.count += from.count;
+                    into.total_ns = into.total_ns.saturating_add(from.total_ns);
+                    add_histogram(&mut into.latency, &from.latency);
+                }
+                None => {
+                    let copy = KeyStats { count: from.count, total_ns: from.total_ns, latency: from.latency.clone() };
+                    self.keys.insert(key.clone(), copy);
+                }
+            }
+        }
+        self.overflow += other.overflow;
     }
 
     /// Every key kept, with its figures, most total time first.

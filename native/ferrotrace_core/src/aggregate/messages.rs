@@ -3,7 +3,7 @@
 
 use hdrhistogram::Histogram;
 
-use super::top::{histogram, record_ns, TopTable};
+use super::top::{add_histogram, histogram, record_ns, TopTable};
 
 /// Message statistics.
 pub struct Messages {
@@ -76,6 +76,23 @@ impl Messages {
     pub fn wakeup(&mut self, receiver: u64, ns: u64) {
         record_ns(&mut self.wakeup, ns);
         self.wakeup_by_receiver.add(receiver, ns);
+    }
+
+    /// Adds `other`'s figures to these (`Aggregator::merged`). `size_capped` is summed:
+    /// exact unless a capped receive came before the first send, which each aggregator
+    /// judges by its own sends.
+    pub fn merge_from(&mut self, other: &Messages) {
+        self.sent += other.sent;
+        self.received += other.received;
+        self.timeouts += other.timeouts;
+        self.to_dead += other.to_dead;
+        add_histogram(&mut self.sent_words, &other.sent_words);
+        add_histogram(&mut self.received_words, &other.received_words);
+        self.size_capped += other.size_capped;
+        self.top_senders.merge_from(&other.top_senders);
+        self.top_receivers.merge_from(&other.top_receivers);
+        add_histogram(&mut self.wakeup, &other.wakeup);
+        self.wakeup_by_receiver.merge_from(&other.wakeup_by_receiver);
     }
 
     /// The size distribution to report: of sends, or of receives when no send was traced.

@@ -5,6 +5,7 @@
 
 use hdrhistogram::Histogram;
 
+use super::top::add_histogram;
 use super::{small_histogram, MAX_LATENCY_NS};
 
 /// The own time of one function's calls.
@@ -18,6 +19,12 @@ pub struct OwnTime {
 impl OwnTime {
     pub(super) fn new() -> Self {
         OwnTime { total_ns: 0, latency: small_histogram() }
+    }
+
+    /// Adds `other`'s own times to these (`Aggregator::merged`).
+    pub fn merge_from(&mut self, other: &OwnTime) {
+        self.total_ns = self.total_ns.saturating_add(other.total_ns);
+        add_histogram(&mut self.latency, &other.latency);
     }
 
     /// Records one call that took `duration_ns`, `callees_ns` of it in traced callees.

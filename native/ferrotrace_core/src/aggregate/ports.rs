@@ -2,7 +2,7 @@
 
 use hdrhistogram::Histogram;
 
-use super::top::histogram;
+use super::top::{add_histogram, histogram};
 
 /// Port statistics.
 pub struct Ports {
@@ -12,6 +12,15 @@ pub struct Ports {
     pub closed: u64,
     /// Port run slices (scheduled in until out), ns.
     pub run_slice: Histogram<u64>,
+}
+
+impl Ports {
+    /// Adds `other`'s figures to these (`Aggregator::merged`).
+    pub fn merge_from(&mut self, other: &Ports) {
+        self.opened += other.opened;
+        self.closed += other.closed;
+        add_histogram(&mut self.run_slice, &other.run_slice);
+    }
 }
 
 impl Default for Ports {

@@ -2,7 +2,7 @@
 
 use hdrhistogram::Histogram;
 
-use super::top::{histogram, record_ns, TopTable};
+use super::top::{add_histogram, histogram, record_ns, TopTable};
 
 /// Process lifecycle statistics.
 pub struct Procs {
@@ -26,6 +26,17 @@ impl Default for Procs {
 }
 
 impl Procs {
+    /// Adds `other`'s figures to these (`Aggregator::merged`).
+    pub fn merge_from(&mut self, other: &Procs) {
+        self.spawned += other.spawned;
+        self.exited += other.exited;
+        self.exit_reasons.merge_from(&other.exit_reasons);
+        add_histogram(&mut self.lifetime, &other.lifetime);
+        for (into, from) in self.other.iter_mut().zip(other.other) {
+            *into += from;
+        }
+    }
+
     /// A process exited with `reason`, after `lived` ns if its spawn was seen.
     pub fn exit(&mut self, reason: u64, lived: Option<u64>) {
         self.exited += 1;

@@ -28,7 +28,7 @@ pub struct Recorded {
 }
 
 /// The last `capacity` events.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Recorder {
     capacity: usize,
     events: VecDeque<Recorded>,
@@ -50,6 +50,31 @@ impl Recorder {
         }
         self.events.push_back(event);
         self.total += 1;
+    }
+
+    /// Takes in `other`'s events (`Aggregator::merged`): both in time order, and the newest
+    /// `capacity` (the larger) of them are kept, as one recorder fed both streams would;
+    /// events at the same time keep this one's first. `total` is summed.
+    pub fn merge_from(&mut self, other: &Recorder) {
+        self.capacity = self.capacity.max(other.capacity);
+        let mut merged = VecDeque::with_capacity(self.capacity);
+        let (mut mine, mut theirs) = (std::mem::take(&mut self.events).into_iter().peekable(), other.events.iter().peekable());
+        loop {
+            let next = match (mine.peek(), theirs.peek()) {
+                (Some(a), Some(b)) if a.ts_ns <= b.ts_ns => mine.next(),
+                (_, Some(_)) => theirs.next().cloned(),
+                (Some(_), None) => mine.next(),
+                (None, None) => break,
+            };
+            if let Some(event) = next {
+                if merged.len() == self.capacity {
+                    merged.pop_front();
+                }
+                merged.push_back(event);
+            }
+        }
+        self.events = merged;
+        self.total += other.total;
     }
 
     /// The events kept, oldest first.

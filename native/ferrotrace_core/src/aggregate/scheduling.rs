@@ -3,7 +3,7 @@
 
 use hdrhistogram::Histogram;
 
-use super::top::{histogram, record_ns, TopTable};
+use super::top::{add_histogram, histogram, record_ns, TopTable};
 use crate::event::Mfa;
 
 /// Scheduling statistics (processes; ports have their own in [`super::ports`]).
@@ -27,6 +27,15 @@ impl Default for Scheduling {
 }
 
 impl Scheduling {
+    /// Adds `other`'s figures to these (`Aggregator::merged`).
+    pub fn merge_from(&mut self, other: &Scheduling) {
+        add_histogram(&mut self.run_slice, &other.run_slice);
+        self.top_cpu.merge_from(&other.top_cpu);
+        self.out_locations.merge_from(&other.out_locations);
+        self.ins += other.ins;
+        self.outs += other.outs;
+    }
+
     /// `pid` was scheduled out at `at` after running `slice` ns (if its `in` was seen).
     pub fn out(&mut self, pid: u64, slice: Option<u64>, at: Mfa) {
         self.outs += 1;

@@ -123,6 +123,40 @@ impl SlowCalls {
         }
     }
 
+    /// Adds `other`'s kept calls to these (`Aggregator::merged`), as if this had been offered
+    /// both streams of calls: the K slowest of both, and the first `max_slow_calls` over the
+    /// threshold by the time they ended (then this one's first), the rest counted as
+    /// dropped. Exact for calls of distinct processes (the parts own disjoint pids).
+    pub fn merge_from(&mut self, other: &SlowCalls) {
+        let keep = self.config.keep;
+        for Reverse(call) in &other.top {
+            if self.top.len() < keep {
+                self.top.push(Reverse(call.clone()));
+            } else if let Some(mut fastest) = self.top.peek_mut() {
+                if *call > fastest.0 {
+                    *fastest = Reverse(call.clone());
+                }
+            }
+        }
+        // Both lists are in the order calls ended: merge them and keep the first ones.
+        let ends = |c: &SlowCall| c.start_ns.saturating_add(c.duration_ns);
+        let mut merged = Vec::with_capacity(self.over.len() + other.over.len());
+        let (mut mine, mut theirs) = (std::mem::take(&mut self.over).into_iter().peekable(), other.over.iter().peekable());
+        loop {
+            let next = match (mine.peek(), theirs.peek()) {
+                (Some(a), Some(b)) if ends(a) <= ends(b) => mine.next(),
+                (_, Some(_)) => theirs.next().cloned(),
+                (Some(_), None) => mine.next(),
+                (None, None) => break,
+            };
+            merged.extend(next);
+        }
+        let bound = self.config.max_slow_calls;
+        self.over_dropped += other.over_dropped + merged.len().saturating_sub(bound) as u64;
+        merged.truncate(bound);
+        self.over = merged;
+    }
+
     /// The K slowest calls, slowest first.
     pub fn slowest(&self) -> Vec<SlowCall> {
         let mut calls: Vec<SlowCall> = self.top.iter().map(|r| r.0.clone()).collect();

@@ -5,7 +5,7 @@
 
 use hdrhistogram::Histogram;
 
-use super::top::{histogram, record_ns};
+use super::top::{add_histogram, histogram, record_ns};
 
 /// The three parts' distributions, ns.
 pub struct SplitStats {
@@ -24,6 +24,13 @@ impl Default for SplitStats {
 }
 
 impl SplitStats {
+    /// Adds `other`'s distributions to these (`Aggregator::merged`).
+    pub fn merge_from(&mut self, other: &SplitStats) {
+        add_histogram(&mut self.running, &other.running);
+        add_histogram(&mut self.descheduled, &other.descheduled);
+        add_histogram(&mut self.gc, &other.gc);
+    }
+
     /// One call of `latency` ns, `descheduled` of them scheduled out and `gc` in GC.
     pub fn record(&mut self, latency: u64, descheduled: u64, gc: u64) {
         let descheduled = descheduled.min(latency);

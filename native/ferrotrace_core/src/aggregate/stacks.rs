@@ -111,6 +111,34 @@ impl StackPaths {
         }
     }
 
+    /// Adds `other`'s paths to these (`Aggregator::merged`), path by path (node ids differ
+    /// between tries). The merged trie may hold up to both bounds summed: exact while
+    /// neither part reached its own.
+    pub fn merge_from(&mut self, other: &StackPaths) {
+        self.max_paths = self.max_paths.saturating_add(other.max_paths);
+        self.last = None;
+        // A node's parent comes before it (ids are given in order), so it is mapped first.
+        let mut ids = Vec::with_capacity(other.nodes.len());
+        for node in &other.nodes {
+            let parent = if node.parent == ROOT { ROOT } else { ids[node.parent as usize] };
+            let id = match self.children.get(&(parent, node.mfa)) {
+                Some(&id) => id,
+                None => {
+                    let id = self.nodes.len() as u32;
+                    self.nodes.push(Node { parent, mfa: node.mfa, depth: node.depth, count: 0, inclusive_ns: 0 });
+                    self.children.insert((parent, node.mfa), id);
+                    id
+                }
+            };
+            let into = &mut self.nodes[id as usize];
+            into.count += node.count;
+            into.inclusive_ns = into.inclusive_ns.saturating_add(node.inclusive_ns);
+            ids.push(id);
+        }
+        self.overflow += other.overflow;
+        self.too_deep += other.too_deep;
+    }
+
     /// Calls not kept because `max_paths` paths were already kept.
     pub fn overflow(&self) -> u64 {
         self.overflow

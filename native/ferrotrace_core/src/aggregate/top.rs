@@ -55,6 +55,19 @@ impl<K: Hash + Eq + Copy> TopTable<K> {
         all
     }
 
+    /// Adds `other`'s tallies and overflow to this table's. Merged tables of disjoint keys
+    /// (per pid, of aggregators owning disjoint pids) may hold up to the sum of their keys,
+    /// beyond [`MAX_KEYS`]; keys in both have their tallies summed (and the larger max).
+    pub fn merge_from(&mut self, other: &TopTable<K>) {
+        for (key, tally) in &other.entries {
+            let into = self.entries.entry(*key).or_default();
+            into.count += tally.count;
+            into.total = into.total.saturating_add(tally.total);
+            into.max = into.max.max(tally.max);
+        }
+        self.overflow += other.overflow;
+    }
+
     /// Keys tallied.
     pub fn len(&self) -> usize {
         self.entries.len()
@@ -77,6 +90,14 @@ pub fn histogram() -> Histogram<u64> {
     let mut h = Histogram::new_with_bounds(1, 2, SIGNIFICANT_DIGITS).expect("static histogram bounds are valid");
     h.auto(true);
     h
+}
+
+/// Adds `from`'s counts to `into`: exact, both having the same precision (and auto-resizing,
+/// as every histogram of the aggregator does).
+pub fn add_histogram(into: &mut Histogram<u64>, from: &Histogram<u64>) {
+    // Cannot fail: `into` auto-resizes, and every value of `from` is within the one-hour
+    // bound, so the counts array's length fits a usize.
+    let _ = into.add(from);
 }
 
 /// Records a duration in ns, clamped to 1 ns .. one hour like call latencies.
