@@ -468,6 +468,7 @@ merge(Info = #{cluster := Cluster, stop_reason := Reason0}, Figures) ->
       memory => add_maps([M || #{memory := M} <- Summaries]),
       stacks => add_maps([M || #{stacks := M} <- Summaries]),
       collector_cpu_ns => lists:sum([C || #{collector_cpu_ns := C} <- Summaries]),
+      aggregators => lists:sum([maps:get(aggregators, S, 1) || S <- Summaries]),
       nodes => maps:get(nodes, Info), nodes_down => maps:get(nodes_down, Info),
       by_node => maps:from_list([{Node, S} || {Node, {S, _}} <- Figures])}.
 

@@ -1,5 +1,5 @@
 //! The collector: drains every producer's ring off the schedulers, orders events by
-//! timestamp, and feeds them to the aggregator. One thread per session, every
+//! timestamp, and feeds them to the aggregators (`shards.rs`). One thread per session, every
 //! [`COLLECT_INTERVAL`]; readers of the statistics bring them up to date the same way.
 //!
 //! # Ordering by timestamp
@@ -20,12 +20,12 @@
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::time::Duration;
 
-use crate::aggregate::Aggregator;
 use crate::clock;
 use crate::terms::EventCopies;
 use crate::event::{Event, PackedEvent};
 use crate::producer::{Accounting, Producer};
 use crate::quiesce;
+use crate::shards::Shards;
 
 /// How often the collector drains the rings.
 pub const COLLECT_INTERVAL: Duration = Duration::from_millis(1);
@@ -33,8 +33,8 @@ pub const COLLECT_INTERVAL: Duration = Duration::from_millis(1);
 /// The consumer side: owned by whoever holds the session's consumer lock (the collector or a
 /// reader).
 pub struct Consumer {
-    /// The statistics.
-    pub aggregator: Aggregator,
+    /// The statistics: one aggregator, or several by pid.
+    pub shards: Shards,
     /// Drained events not yet folded in (newer than the last collection's cutoff), with the
     /// index of the thread that produced each.
     pending: Vec<(PackedEvent, u32)>,
@@ -49,13 +49,8 @@ pub struct Consumer {
 }
 
 impl Consumer {
-    pub(crate) fn new(aggregator: Aggregator) -> Consumer {
-        Consumer { aggregator, pending: Vec::new(), aggregated: 0, retired: Accounting::default(), pending_with: Vec::new(), drained: Vec::new() }
-    }
-
-    /// The statistics.
-    pub fn aggregator(&self) -> &Aggregator {
-        &self.aggregator
+    pub(crate) fn new(shards: Shards) -> Consumer {
+        Consumer { shards, pending: Vec::new(), aggregated: 0, retired: Accounting::default(), pending_with: Vec::new(), drained: Vec::new() }
     }
 
     fn drain(&mut self, producer: &Producer) {
@@ -82,14 +77,15 @@ impl Consumer {
 
     /// Folds in the pending events stamped before `cutoff`, in timestamp order.
     fn fold_in(&mut self, cutoff: u64) {
-        let Consumer { pending, aggregator, pending_with, .. } = self;
+        let Consumer { pending, shards, pending_with, .. } = self;
         pending.sort_unstable_by_key(|(event, _)| event.ts());
         let ready = pending.partition_point(|(event, _)| event.ts() < cutoff);
         if pending_with.is_empty() {
             for (event, thread) in pending.drain(..ready) {
                 let event = event.unpack();
-                aggregator.record_on(&Event { ts: clock::to_ns(event.ts), ..event }, thread);
+                shards.record(&Event { ts: clock::to_ns(event.ts), ..event }, thread);
             }
+            shards.dispatch();
             return;
         }
         // `args`: the events with copies merged in timestamp order with any without (from a
@@ -115,8 +111,9 @@ impl Consumer {
                 (None, None) => break,
             };
             let event = event.unpack();
-            aggregator.record_on_with(&Event { ts: clock::to_ns(event.ts), ..event }, thread, copies);
+            shards.record_with(&Event { ts: clock::to_ns(event.ts), ..event }, thread, copies);
         }
+        shards.dispatch();
     }
 
     /// Takes in the last events and the counters of producers being freed (by `halt`, after a
@@ -172,24 +169,39 @@ impl Consumer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::aggregate::Aggregator;
     use crate::event::{EventKind, Mfa};
     use crate::ring;
     use std::time::Instant;
 
-    /// The collector's ceiling: events per second one thread drains from the rings, orders and
-    /// aggregates (calls paired with returns, HDR histograms), measured alone, with the rings
+    /// One aggregator for the benches.
+    fn consumer_of(count: usize, make: impl Fn() -> Aggregator) -> Consumer {
+        Consumer::new(Shards::new(count, "bench", |index, count| make().with_shard(index, count)).unwrap())
+    }
+
+    /// The collector's ceiling: events per second one collector drains from the rings, orders
+    /// and aggregates (calls paired with returns, HDR histograms), with one aggregator and
+    /// with the work split over 2 and 4 (`aggregators`), measured alone, with the rings
     /// filled beforehand as schedulers would between two collections. Run by
-    /// `make collector-ceiling`; prints its figures.
+    /// `make collector-ceiling`; prints its figures. On a machine with fewer cores than
+    /// aggregator threads plus the collector, the split ones share them.
     #[test]
     #[ignore = "a benchmark: make collector-ceiling"]
     fn collector_ceiling() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        for aggregators in [1, 2, 4] {
+            collector_ceiling_with(aggregators, cores);
+        }
+    }
+
+    fn collector_ceiling_with(aggregators: usize, cores: usize) {
         const THREADS: usize = 4;
         const PIDS_PER_THREAD: u64 = 256;
         const FUNCTIONS: u64 = 16;
         const PER_ROUND: usize = 16_384; // events per ring per collection
         const ROUNDS: usize = 200;
         crate::clock::init();
-        let mut consumer = Consumer::new(Aggregator::new(1_000, 100_000));
+        let mut consumer = consumer_of(aggregators, || Aggregator::new(1_000, 100_000));
         let mut rings: Vec<_> = (0..THREADS).map(|_| ring::channel::<PackedEvent>(PER_ROUND).unwrap()).collect();
         let mut ts = 0u64;
         let mut spent = Duration::ZERO;
@@ -214,15 +226,22 @@ mod tests {
                 consumer.aggregated += rx.drain(|event| pending.push((event, 0)));
             }
             consumer.fold_in(ts + 1);
+            // Until the aggregator threads are done too (they would otherwise go on while
+            // the next round fills the rings, untimed).
+            drop(consumer.shards.aggregates());
             spent += start.elapsed();
             events += (THREADS * PER_ROUND) as u64;
         }
+        let mut aggregates = consumer.shards.aggregates();
         assert_eq!(consumer.aggregated, events);
-        assert_eq!(consumer.aggregator.counters(), Default::default(), "every call paired");
+        assert_eq!(aggregates.view().counters(), Default::default(), "every call paired");
+        let returns: u64 = aggregates.view().functions().map(|(_, f)| f.returns).sum();
+        assert_eq!(returns, events / 2);
         let rate = events as f64 / spent.as_secs_f64();
         println!(
-            "collector ceiling: {events} events in {:.1} ms: {:.1} M events/s, {:.1} ns/event \
-             ({THREADS} rings, {} pids, {FUNCTIONS} functions, {PER_ROUND} events per ring per collection)",
+            "collector ceiling, {aggregators} aggregator(s) on {cores} cores: {events} events in {:.1} ms: \
+             {:.1} M events/s, {:.1} ns/event ({THREADS} rings, {} pids, {FUNCTIONS} functions, \
+             {PER_ROUND} events per ring per collection)",
             spent.as_secs_f64() * 1e3,
             rate / 1e6,
             1e9 / rate,
@@ -242,7 +261,7 @@ mod tests {
         const ROUNDS: usize = 100;
         crate::clock::init();
         let slowest = crate::aggregate::slowest::SlowestConfig { keep: 0, threshold_ns: None, max_slow_calls: 1 };
-        let mut consumer = Consumer::new(Aggregator::new(1_000, 100_000).with_slowest(slowest));
+        let mut consumer = consumer_of(1, || Aggregator::new(1_000, 100_000).with_slowest(slowest));
         let producers: Vec<Producer> = (0..THREADS)
             .map(|_| {
                 let mut p = Producer::new(PER_ROUND);

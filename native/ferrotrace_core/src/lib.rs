@@ -9,7 +9,8 @@
 //! - [`clock`]: the timestamps;
 //! - [`producer`]: a thread's ring, counters and admission (sampling, limits);
 //! - [`ring`]: bounded single-producer/single-consumer rings with split handles;
-//! - [`collector`]: draining, ordering by timestamp, feeding the aggregator;
+//! - [`collector`]: draining, ordering by timestamp, feeding the aggregators;
+//! - [`shards`]: aggregation split by pid over several threads (`aggregators`);
 //! - [`process`]: what each process is doing now (scheduled in or out, in GC, waited on);
 //! - [`aggregate`]: pairing calls with returns per process, HDR latency histograms, and the
 //!   figures of the other event kinds, fed by the process table;
@@ -53,6 +54,8 @@ pub mod quiesce;
 pub mod ring;
 #[cfg(not(loom))]
 pub mod session;
+#[cfg(not(loom))]
+pub mod shards;
 #[cfg(not(loom))]
 pub mod slots;
 pub mod terms;

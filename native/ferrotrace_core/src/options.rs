@@ -5,6 +5,7 @@ use std::fmt;
 use crate::aggregate::keyed::{KeySource, KeysConfig, MAX_KEYS_RANGE};
 use crate::aggregate::recorder::RECENT_RANGE;
 use crate::aggregate::slowest::{SlowestConfig, KEEP_RANGE, MAX_SLOW_CALLS_RANGE, THRESHOLD_RANGE};
+use crate::shards::{auto_count, AGGREGATORS_RANGE};
 use crate::terms::ArgsConfig;
 use crate::terms::MAX_TERM_BYTES_RANGE;
 
@@ -48,6 +49,9 @@ pub struct Config {
     pub args: ArgsConfig,
     /// Latency per call key (`key`, `max_keys`).
     pub keys: KeysConfig,
+    /// Aggregators the session's events are split over by pid (`aggregators`; `auto`: one
+    /// per four CPUs).
+    pub aggregators: usize,
 }
 
 /// The action at a limit.
@@ -74,15 +78,16 @@ impl Default for Config {
             recent: 0,
             args: ArgsConfig::default(),
             keys: KeysConfig::default(),
+            aggregators: auto_count(),
         }
     }
 }
 
 /// Every option `parse` takes, for the error that names an unknown one (a test checks that
 /// each is parsed).
-const NAMES: [&str; 16] = [
+const NAMES: [&str; 17] = [
     "duration", "max_events", "max_rate", "sample", "on_limit", "ring_size", "max_functions", "max_open_calls",
-    "slowest", "threshold", "max_slow_calls", "recent", "args", "max_term_bytes", "key", "max_keys",
+    "slowest", "threshold", "max_slow_calls", "recent", "args", "max_term_bytes", "key", "max_keys", "aggregators",
 ];
 
 /// Every option `parse` takes.
@@ -245,6 +250,13 @@ pub fn parse(pairs: &[(String, OptionValue)]) -> Result<Config, OptionError> {
             "max_keys" => {
                 config.keys.max_keys = integer_in(value, MAX_KEYS_RANGE).ok_or_else(|| bad(integers(MAX_KEYS_RANGE)))? as usize;
             }
+            "aggregators" => {
+                config.aggregators = match value {
+                    OptionValue::Atom(a) if a == "auto" => auto_count(),
+                    v => integer_in(v, AGGREGATORS_RANGE)
+                        .ok_or_else(|| bad(format!("{}, or auto", integers(AGGREGATORS_RANGE))))? as usize,
+                };
+            }
             _ => return Err(OptionError::Unknown { index }),
         }
     }
@@ -285,6 +297,12 @@ mod tests {
         let config = parse(&[pair("key", OptionValue::Atom("message".into())), pair("max_keys", OptionValue::Integer(20))]).unwrap();
         assert_eq!(config.keys, KeysConfig { source: KeySource::Message, max_keys: 20 });
         assert_eq!(parse(&[pair("key", OptionValue::Atom("caller".into()))]).unwrap().keys.source, KeySource::Caller);
+        assert_eq!(parse(&[pair("aggregators", OptionValue::Integer(3))]).unwrap().aggregators, 3);
+        assert_eq!(parse(&[pair("aggregators", OptionValue::Atom("auto".into()))]).unwrap().aggregators, auto_count());
+        assert_eq!(
+            parse(&[pair("aggregators", OptionValue::Integer(17))]),
+            Err(OptionError::BadValue { index: 0, expected: "an integer from 1 to 16, or auto".into() })
+        );
         let config = parse(&[pair("threshold", OptionValue::Atom("infinity".into()))]).unwrap();
         assert_eq!(config.slowest.threshold_ns, None);
         let refused = |key: &str, value: OptionValue| parse(&[pair("recent", OptionValue::Integer(1)), pair(key, value)]);

@@ -15,6 +15,7 @@ use crate::aggregate::keyed::KeySource;
 use crate::aggregate::Aggregator;
 use crate::clock;
 use crate::collector::{Consumer, COLLECT_INTERVAL};
+use crate::shards::{Aggregates, Shards};
 use crate::limit::Limiter;
 use crate::options::Config;
 use crate::producer::{Gate, Producer, ProducerRef};
@@ -151,6 +152,8 @@ pub struct Session {
     ring_alloc_failures: AtomicU64,
     /// CPU time the collector thread has used, nanoseconds.
     pub(crate) collector_cpu_ns: AtomicU64,
+    /// CPU time the aggregator threads (`aggregators` > 1) have used, nanoseconds.
+    aggregators_cpu_ns: AtomicU64,
 }
 
 pub(crate) fn wall_ms() -> u64 {
@@ -171,13 +174,21 @@ pub enum StartError {
 pub fn start(config: Config, keeper: u64, notifier: Option<Notifier>) -> Result<Arc<Session>, StartError> {
     let mut registry = SESSIONS.registry();
     let (slot, id) = registry.allocate().ok_or(StartError::TooManySessions)?;
+    let shards = Shards::new(config.aggregators, &format!("ferrotrace-{slot}"), |index, count| {
+        Aggregator::new(config.max_functions, config.max_open_calls)
+            .with_slowest(config.slowest)
+            .with_recent(config.recent)
+            .with_keys(config.keys)
+            .with_shard(index, count)
+    })
+    .map_err(|_| StartError::Thread)?;
     let session = Arc::new(Session {
         id,
         keeper,
         started_ms: wall_ms(),
         started_ticks: clock::now(),
         producers: (0..MAX_THREADS).map(|_| AtomicPtr::new(std::ptr::null_mut())).collect(),
-        consumer: Mutex::new(Consumer::new(Aggregator::new(config.max_functions, config.max_open_calls).with_slowest(config.slowest).with_recent(config.recent).with_keys(config.keys))),
+        consumer: Mutex::new(Consumer::new(shards)),
         gate: Gate {
             id,
             slot: SESSIONS.state(id),
@@ -195,6 +206,7 @@ pub fn start(config: Config, keeper: u64, notifier: Option<Notifier>) -> Result<
         loop_notifier: Mutex::new(None),
         ring_alloc_failures: AtomicU64::new(0),
         collector_cpu_ns: AtomicU64::new(0),
+        aggregators_cpu_ns: AtomicU64::new(0),
     });
     let collector = {
         let session = Arc::clone(&session);
@@ -285,9 +297,10 @@ impl Session {
         self.ring_alloc_failures.load(Ordering::Relaxed)
     }
 
-    /// CPU time the collector thread has used so far, nanoseconds (0 where unsupported).
+    /// CPU time the collector thread and the aggregator threads have used so far,
+    /// nanoseconds (0 where unsupported).
     pub fn collector_cpu_ns(&self) -> u64 {
-        self.collector_cpu_ns.load(Ordering::Relaxed)
+        self.collector_cpu_ns.load(Ordering::Relaxed) + self.aggregators_cpu_ns.load(Ordering::Relaxed)
     }
 
     /// Stops tracing (idempotent): callbacks answer `remove` from now on, the rings are
@@ -311,6 +324,9 @@ impl Session {
             .map(|p| unsafe { Box::from_raw(p) })
             .collect();
         consumer.retire(&producers);
+        // Everything is routed: the aggregator threads finish and end.
+        consumer.shards.stop();
+        self.aggregators_cpu_ns.store(consumer.shards.threads_cpu_ns(), Ordering::Relaxed);
         drop(consumer);
         let _ = self.stopped.set(Stopped { reason, at_ms: wall_ms() });
     }
@@ -343,21 +359,34 @@ impl Session {
         unsafe { consumer.accounting(&self.producers) }
     }
 
-    /// Runs `f` on the aggregation state after bringing it up to date.
-    pub fn with_consumer<R>(&self, f: impl FnOnce(&Consumer, Accounting) -> R) -> R {
+    /// Runs `f` on the session's figures (every aggregator's, as one) and accounting, after
+    /// bringing them up to date.
+    pub fn read<R>(&self, f: impl FnOnce(&Aggregator, Accounting) -> R) -> R {
         let mut consumer = self.consumer.lock();
         let flush = self.stopped().is_some();
         self.collect(&mut consumer, flush);
         let accounting = self.accounting(&consumer);
-        f(&consumer, accounting)
+        let mut aggregates = consumer.shards.aggregates();
+        let read = f(aggregates.view(), accounting);
+        drop(aggregates);
+        read
     }
 
-    /// Runs `f` on the aggregator, for configuring it (filter, loops) or taking what it found.
-    pub fn with_aggregator_mut<R>(&self, f: impl FnOnce(&mut Aggregator) -> R) -> R {
+    /// Runs `f` on the aggregators, up to date, for reading them and configuring each (a
+    /// filter, loops, a new interval) under one lock.
+    pub fn with_aggregates<R>(&self, f: impl FnOnce(&mut Aggregates<'_>) -> R) -> R {
         let mut consumer = self.consumer.lock();
         let flush = self.stopped().is_some();
         self.collect(&mut consumer, flush);
-        f(&mut consumer.aggregator)
+        let mut aggregates = consumer.shards.aggregates();
+        let read = f(&mut aggregates);
+        drop(aggregates);
+        read
+    }
+
+    /// Aggregators: 1, or `aggregators`.
+    pub fn aggregators(&self) -> usize {
+        self.config.aggregators
     }
 
     /// The collector thread's body: collect until stopped, then notify, as its last act.
@@ -393,8 +422,14 @@ impl Session {
             }
             let mut consumer = self.consumer.lock();
             self.collect(&mut consumer, false);
-            let loops = consumer.aggregator.take_new_loops();
+            let loops = consumer.shards.take_new_loops();
+            let failed = consumer.shards.failed();
+            self.aggregators_cpu_ns.store(consumer.shards.threads_cpu_ns(), Ordering::Relaxed);
             drop(consumer);
+            if failed {
+                self.halt(StopReason::Error);
+                break;
+            }
             if !loops.is_empty() {
                 if let Some(notify) = self.loop_notifier.lock().as_mut() {
                     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| notify(self.id, loops)));
@@ -492,7 +527,7 @@ mod tests {
         let session = start_test(config);
         run_threads(session.id, 3, 5_000);
         session.stop(StopReason::User);
-        let accounting = session.with_consumer(|_, a| a);
+        let accounting = session.read(|_, a| a);
         assert_eq!(accounting.seen, 30_000);
         assert_eq!(accounting.aggregated + accounting.dropped, 1_001);
         assert_eq!(accounting.limited, 30_000 - 1_001);
@@ -508,7 +543,7 @@ mod tests {
         assert!(!is_live(session.id), "tripped at once, before the collector noticed");
         std::thread::sleep(Duration::from_millis(100));
         assert_eq!(session.stopped().map(|s| s.reason), Some(StopReason::Limit));
-        let accounting = session.with_consumer(|_, a| a);
+        let accounting = session.read(|_, a| a);
         // Another thread may stop with part of a lease unspent: never more than the limit.
         let taken = accounting.aggregated + accounting.dropped;
         assert!((500 - crate::limit::MAX_LEASE..=500).contains(&taken), "{accounting:?}");
@@ -531,7 +566,7 @@ mod tests {
                     let session = Arc::clone(&session);
                     std::thread::spawn(move || {
                         while session.stopped().is_none() {
-                            session.with_consumer(|_, _| session.elapsed_ms());
+                            session.read(|_, _| session.elapsed_ms());
                         }
                     })
                 };
@@ -557,13 +592,13 @@ mod tests {
         let session = start_test(config);
         run_threads(session.id, 2, 10_000);
         session.stop(StopReason::User);
-        session.with_consumer(|consumer, a| {
+        session.read(|aggregator, a| {
             assert_eq!(a.seen, a.aggregated + a.dropped + a.sampled_out);
             // Kept calls bring two events, sampled-out ones one: 20,000 calls in all.
             assert_eq!((a.aggregated + a.dropped) / 2 + a.sampled_out, 20_000, "{a:?}");
             // About a quarter kept; every kept call has its return.
             assert!(a.sampled_out > 20_000 / 2 && a.sampled_out < 20_000 * 7 / 8, "{a:?}");
-            assert_eq!(consumer.aggregator().counters(), Default::default());
+            assert_eq!(aggregator.counters(), Default::default());
         });
         assert!(release(session.id));
     }
@@ -577,10 +612,10 @@ mod tests {
         run_threads(id, 4, 10_000);
         session.stop(StopReason::User);
         assert_eq!(emit(id, 1, EventKind::Call), Emitted::NotLive, "a stopped session takes no events");
-        session.with_consumer(|consumer, accounting| {
+        session.read(|aggregator, accounting| {
             assert_eq!(accounting.seen, 80_000);
             assert_eq!(accounting.seen, accounting.aggregated + accounting.dropped);
-            let f = consumer.aggregator().function(&F);
+            let f = aggregator.function(&F);
             let aggregated_calls = f.map_or(0, |f| f.calls + f.returns);
             assert_eq!(aggregated_calls, accounting.aggregated);
         });
@@ -588,6 +623,45 @@ mod tests {
         assert!(release(id));
         assert!(lookup(id).is_none());
         assert!(!release(id));
+    }
+
+    /// Aggregation split over three threads (`aggregators`): the same exact accounting and
+    /// pairing as one aggregator, read as one, and the aggregator threads' CPU counted.
+    #[test]
+    #[cfg_attr(miri, ignore = "thousands of events: too slow under Miri (small_split_session_is_exact covers the path)")]
+    fn split_aggregation_is_exact_and_paired() {
+        // Rings that hold every event: no drop, so every call pairs.
+        let config = Config { aggregators: 3, ring_size: 1 << 16, duration_ms: None, ..Config::default() };
+        let session = start_test(config);
+        run_threads(session.id, 4, 10_000);
+        let live = session.read(|aggregator, a| (aggregator.function(&F).map_or(0, |f| f.calls + f.returns), a.aggregated));
+        assert_eq!(live.0, live.1, "a read while running merges every aggregator, up to date");
+        session.stop(StopReason::User);
+        session.read(|aggregator, a| {
+            assert_eq!((a.seen, a.aggregated), (80_000, 80_000));
+            let f = aggregator.function(&F).expect("F aggregated");
+            assert_eq!(f.calls + f.returns, a.aggregated);
+            assert_eq!(f.latency.len(), f.returns, "one latency per return");
+            assert_eq!(aggregator.counters(), Default::default(), "every call paired");
+            assert_eq!(aggregator.open_calls(), 0);
+        });
+        assert_eq!(session.aggregators(), 3);
+        assert!(release(session.id));
+    }
+
+    /// The split path at a size Miri can run: two aggregators, their thread and channel.
+    #[test]
+    fn small_split_session_is_exact() {
+        let config = Config { aggregators: 2, ring_size: 16, duration_ms: None, ..Config::default() };
+        let session = start_test(config);
+        run_threads(session.id, 2, 40);
+        session.stop(StopReason::User);
+        let a = session.read(|aggregator, a| {
+            assert_eq!(aggregator.function(&F).map_or(0, |f| f.calls + f.returns), a.aggregated);
+            a
+        });
+        assert_eq!(a.seen, a.aggregated + a.dropped);
+        assert!(release(session.id));
     }
 
     /// A ring that cannot be allocated (here: a size no allocator can give) never aborts:
@@ -601,7 +675,7 @@ mod tests {
         assert_eq!(session.ring_alloc_failures(), 2, "one attempt per thread, not per event");
         assert_eq!(session.ring_bytes(), 0);
         session.stop(StopReason::User);
-        let a = session.with_consumer(|_, a| a);
+        let a = session.read(|_, a| a);
         assert_eq!(a.seen, 4_000);
         assert_eq!((a.aggregated, a.dropped), (0, 4_000));
         assert!(release(session.id));
@@ -616,8 +690,8 @@ mod tests {
         let session = start_test(config);
         run_threads(session.id, threads, calls);
         session.stop(StopReason::User);
-        let a = session.with_consumer(|consumer, a| {
-            let f = consumer.aggregator().function(&F);
+        let a = session.read(|aggregator, a| {
+            let f = aggregator.function(&F);
             assert_eq!(f.map_or(0, |f| f.calls + f.returns), a.aggregated);
             a
         });
@@ -683,7 +757,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(300));
         }
         session.stop(StopReason::User);
-        let a = session.with_consumer(|_, a| a);
+        let a = session.read(|_, a| a);
         assert_eq!(a.seen, 5 * EVENTS);
         println!("hot path: {best:.1} ns/event (best of 5 rounds of {EVENTS}; dropped {})", a.dropped);
         assert!(release(session.id));

@@ -29,7 +29,7 @@ mod atoms {
         id, status, stop_reason, started_at, stopped_at, elapsed_ms, calls, events, pairing, memory,
         seen, aggregated, dropped, ignored, sampled_out, limited, args_dropped,
         unmatched_returns, abandoned_calls, untracked_events, open_calls, processes,
-        ring_bytes, functions, collector_cpu_ns, ring_alloc_failures, ferrotrace_stopped,
+        ring_bytes, functions, collector_cpu_ns, aggregators, ring_alloc_failures, ferrotrace_stopped,
         mfa, count, returns, exceptions, total,
         user, owner_down, duration, loops, foreign_events, bad_spec, ferrotrace_loops,
     }
@@ -147,7 +147,7 @@ pub(crate) fn with_aggregator<'a>(
     f: impl FnOnce(&ferrotrace_core::aggregate::Aggregator) -> Term<'a>,
 ) -> Term<'a> {
     match find(env, id) {
-        Ok(session) => session.with_consumer(|consumer, _| f(consumer.aggregator())),
+        Ok(session) => session.read(|aggregator, _| f(aggregator)),
         Err(e) => e,
     }
 }
@@ -259,8 +259,7 @@ fn session_summary<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
         Some(s) => (atoms::stopped(), Atom::from_str(env, s.reason.name()).expect("atom").encode(env), s.at_ms.encode(env)),
         None => (atoms::running(), atoms::undefined().encode(env), atoms::undefined().encode(env)),
     };
-    session.with_consumer(|consumer, accounting| {
-        let agg = consumer.aggregator();
+    session.read(|agg, accounting| {
         let keys = session.config.keys.source;
         let calls: Vec<Term> = agg.functions().map(|(mfa, stats)| function_term(env, mfa, stats, keys)).collect();
         let summary = map(env, &[
@@ -280,6 +279,7 @@ fn session_summary<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
                 (atoms::ring_alloc_failures(), session.ring_alloc_failures().encode(env)),
             ])),
             (atoms::collector_cpu_ns(), session.collector_cpu_ns().encode(env)),
+            (atoms::aggregators(), session.aggregators().encode(env)),
         ]);
         (atoms::ok(), summary).encode(env)
     })
@@ -300,15 +300,16 @@ fn session_interval<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
         Some(s) => (atoms::stopped(), Atom::from_str(env, s.reason.name()).expect("atom").encode(env)),
         None => (atoms::running(), atoms::undefined().encode(env)),
     };
-    session.with_aggregator_mut(|agg| {
+    session.with_aggregates(|aggregates| {
         // Read under the consumer lock, after the collection: the session's own clock.
         let now_ms = session.started_ms + session.elapsed_ms();
+        let agg = aggregates.view();
         let since = agg.interval_started_ms().unwrap_or(session.started_ms);
         let calls: Vec<Term> = agg
             .interval()
             .map(|(mfa, i)| figures_term(env, mfa, (i.calls, i.returns, i.exceptions, i.total_ns), &i.latency))
             .collect();
-        agg.reset_interval(now_ms);
+        aggregates.for_each_mut(|agg| agg.reset_interval(now_ms));
         let figures = map(env, &[
             (atoms::elapsed_ms(), now_ms.saturating_sub(since).encode(env)),
             (atoms::calls(), calls.encode(env)),
@@ -332,7 +333,7 @@ fn session_histogram<'a>(env: Env<'a>, id: Term<'a>, mfa: Term<'a>) -> Term<'a> 
         Err(e) => return e,
     };
     let Some(key) = decode_mfa(env, mfa) else { return error(env, (atoms::bad_mfa(), mfa)) };
-    session.with_consumer(|consumer, _| match consumer.aggregator().function(&key) {
+    session.read(|aggregator, _| match aggregator.function(&key) {
         Some(stats) => (atoms::ok(), crate::distribution::log2_buckets(&stats.latency)).encode(env),
         None => error(env, (atoms::no_such_function(), mfa)),
     })
@@ -376,9 +377,11 @@ fn session_set_tracing<'a>(env: Env<'a>, id: Term<'a>, specs: Vec<Term<'a>>, loo
             None => return error(env, (atoms::bad_mfa(), mfa)),
         }
     }
-    session.with_aggregator_mut(|aggregator| {
-        aggregator.set_filter(patterns);
-        aggregator.set_loops(&mfas);
+    session.with_aggregates(|aggregates| {
+        aggregates.for_each_mut(|aggregator| {
+            aggregator.set_filter(patterns.clone());
+            aggregator.set_loops(&mfas);
+        })
     });
     atoms::ok().encode(env)
 }

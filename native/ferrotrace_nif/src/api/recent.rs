@@ -26,8 +26,8 @@ fn session_recent<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
         Err(e) => return e,
     };
     let offset = system_offset_ns();
-    session.with_consumer(|consumer, _| {
-        let Some(recorder) = consumer.aggregator().recorder() else { return error(env, atoms::no_recorder()) };
+    session.read(|aggregator, _| {
+        let Some(recorder) = aggregator.recorder() else { return error(env, atoms::no_recorder()) };
         let events: Vec<Term> = recorder
             .events()
             .map(|e| {

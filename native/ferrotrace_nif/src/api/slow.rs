@@ -89,7 +89,7 @@ fn session_slow_calls<'a>(env: Env<'a>, id: Term<'a>, mfa: Term<'a>, which: Term
         return error(env, (atoms::bad_which(), which));
     };
     let offset = system_offset_ns();
-    session.with_consumer(|consumer, _| match consumer.aggregator().function(&key) {
+    session.read(|aggregator, _| match aggregator.function(&key) {
         Some(stats) => {
             let calls = if threshold { stats.slow.over_threshold() } else { stats.slow.slowest() };
             let terms: Vec<Term> = calls.iter().map(|c| call_term(env, c, offset)).collect();
