@@ -775,6 +775,7 @@ mod tests {
         assert_eq!(agg.counters().foreign_events, 2);
         assert_eq!(agg.counters().untracked_events, 0);
         assert_eq!(agg.function(&F).unwrap().latency.len(), 1);
+        assert!(agg.function(&G).is_none(), "indexed as foreign, without statistics");
         assert_eq!(agg.open_calls(), 0);
     }
 
