@@ -341,12 +341,11 @@ impl Aggregator {
     }
 
     /// Makes this aggregator the `index`-th of `count` sharing one session: it keeps the
-    /// state and figures of the pids it owns ([`shard::shard_of`]) and does nothing for
-    /// the others. An event of another's pid still does its part for an owned second pid
-    /// (a message's receiver, a spawned child: [`shard::other_pid`]), and a scheduling event
-    /// of any pid tells it that scheduling is traced. Feed it what [`shard::Router`] routes
-    /// to it; [`Aggregator::merged`] reads all of them as one. Count 1 (the default) owns
-    /// every pid. Set it before the first event.
+    /// state and figures of the pids it owns ([`shard::shard_of`]) only. Feed it what
+    /// [`shard::Router`] routes to it with [`Aggregator::record_routed`], which also does an
+    /// event's part for an owned second pid (a message's receiver, a spawned child:
+    /// [`shard::other_pid`]); [`Aggregator::merged`] reads all of them as one. Count 1 (the
+    /// default) owns every pid. Set it before the first event.
     ///
     /// # Panics
     /// If `index >= count`.
@@ -452,11 +451,9 @@ impl Aggregator {
     }
 
     /// Folds one event in. Events of one process must arrive in the order they happened.
+    /// A sharded aggregator ([`Aggregator::with_shard`]) must own the event's tracee: feed
+    /// it with [`Aggregator::record_routed`].
     pub fn record(&mut self, event: &Event) {
-        if self.shard.count != 1 && !self.shard.owns(event.pid) {
-            self.record_for_other_pid(event);
-            return;
-        }
         match event.kind {
             EventKind::Call => self.record_call(event),
             EventKind::Return | EventKind::Exception => self.record_return(event),
@@ -474,20 +471,10 @@ impl Aggregator {
         }
     }
 
-    /// The part of another aggregator's tracee's event that is this one's: the owned
-    /// second pid's (`shard.rs`).
-    #[cold]
-    fn record_for_other_pid(&mut self, event: &Event) {
-        match event.kind {
-            EventKind::Send | EventKind::SendDead => self.processes.message_to(event.mfa.module, event.ts),
-            EventKind::Spawn => self.processes.born(event.mfa.module, event.ts),
-            EventKind::In | EventKind::Out | EventKind::OutExited => self.processes.scheduling_seen(),
-            _ => {}
-        }
-    }
-
-    /// `ts`: the event's, kept by a function seen for the first time.
-    fn stats_for(&mut self, mfa: Mfa, ts: u64) -> Option<&mut FunctionStats> {
+    /// The statistics of `event`'s function (its time is kept by a function seen for the
+    /// first time).
+    fn stats_for(&mut self, event: &Event) -> Option<&mut FunctionStats> {
+        let mfa = event.mfa;
         let index = match self.last_function {
             Some((last, index)) if last == mfa => index,
             _ => {
@@ -501,7 +488,7 @@ impl Aggregator {
                         }
                         return None;
                     }
-                    None if self.stats.len() < self.max_functions => self.add_function(mfa, ts),
+                    None if self.stats.len() < self.max_functions => self.add_function(mfa, event.ts),
                     None => return None,
                 };
                 self.last_function = Some((mfa, index));
@@ -535,7 +522,7 @@ impl Aggregator {
     }
 
     fn record_call(&mut self, event: &Event) {
-        match self.stats_for(event.mfa, event.ts) {
+        match self.stats_for(event) {
             Some(stats) if stats.loop_only => {
                 stats.count_call();
                 return;
@@ -590,7 +577,7 @@ impl Aggregator {
     /// A function nested `LOOP_DEPTH` deep in one process without returning: count it from
     /// now on, and tell the caller so that it stops return tracing it.
     fn mark_loop(&mut self, mfa: Mfa, ts: u64) {
-        if let Some(stats) = self.stats_for(mfa, ts) {
+        if let Some(stats) = self.stats_for(&Event { ts, pid: 0, mfa, kind: EventKind::Call }) {
             if !stats.loop_only {
                 stats.loop_only = true;
                 self.loops.insert(mfa, ());
@@ -608,7 +595,7 @@ impl Aggregator {
         let duration = frame.as_ref().map(|frame| event.ts.saturating_sub(frame.ts));
         let result = self.copy.take();
         let recorded = self.recorder.as_ref().map(|_| result.clone());
-        let Some(stats) = self.stats_for(event.mfa, event.ts) else {
+        let Some(stats) = self.stats_for(event) else {
             self.count_untracked(event.mfa);
             return;
         };
@@ -640,7 +627,7 @@ impl Aggregator {
         }
         if let Some((key, ns)) = keyed {
             let mut keys_left = self.keys_left;
-            if let Some(stats) = self.stats_for(event.mfa, event.ts) {
+            if let Some(stats) = self.stats_for(event) {
                 stats.by_key.get_or_insert_with(Default::default).record(key, ns, &mut keys_left);
             }
             self.keys_left = keys_left;
@@ -788,6 +775,7 @@ mod tests {
         assert_eq!(agg.counters().foreign_events, 2);
         assert_eq!(agg.counters().untracked_events, 0);
         assert_eq!(agg.function(&F).unwrap().latency.len(), 1);
+        assert!(agg.function(&G).is_none(), "indexed as foreign, without statistics");
         assert_eq!(agg.open_calls(), 0);
     }
 

@@ -368,7 +368,7 @@ mod tests {
             match step {
                 Step::Event(event, thread, copies) => {
                     for t in router.targets(event).iter(count) {
-                        parts[t as usize].record_on_with(event, *thread, copies.clone());
+                        parts[t as usize].record_routed(event, *thread, copies.clone());
                     }
                 }
                 Step::Reset(now) => parts.iter_mut().for_each(|part| part.reset_interval(*now)),

@@ -9,9 +9,11 @@
 //! only that part. And one fact is session-wide: once any process was scheduled in or out,
 //! every call takes a latency-split snapshot (`ProcessTable::splits`); the first scheduling
 //! event goes to every aggregator so that each learns it at the same point of the stream.
-//! [`Router`] says where each event goes.
+//! [`Router`] says where each event goes; [`Aggregator::record_routed`] takes it in.
 
+use super::Aggregator;
 use crate::event::{Event, EventKind};
+use crate::terms::EventCopies;
 
 /// Which of `count` aggregators owns `pid` (always 0 when `count` is 0 or 1).
 ///
@@ -82,9 +84,9 @@ impl Targets {
 }
 
 /// Routes the ordered stream of one session to `count` aggregators, the `i`-th made
-/// `with_shard(i, count)`: each must get the events [`Router::targets`] names for it, in the
-/// order the router saw them. Events that come with copies (`args`, `key`: calls, returns,
-/// exceptions) only ever go to one aggregator.
+/// `with_shard(i, count)`: each must take the events [`Router::targets`] names for it with
+/// [`Aggregator::record_routed`], in the order the router saw them. Events that come with
+/// copies (`args`, `key`: calls, returns, exceptions) only ever go to one aggregator.
 #[derive(Clone, Debug)]
 pub struct Router {
     count: u32,
@@ -118,6 +120,27 @@ impl Router {
         match other_pid(event).map(|pid| shard_of(pid, self.count)) {
             Some(other) if other != owner => Targets::Two(owner, other),
             _ => Targets::One(owner),
+        }
+    }
+}
+
+impl Aggregator {
+    /// Folds in an event [`Router`] sent to this aggregator, which ran on thread `thread`
+    /// with `copies` (as [`Aggregator::record_on_with`]): all of it if this aggregator owns
+    /// the tracee, else only what concerns the owned second pid, or that scheduling is
+    /// traced. The check is here rather than in `record`, so that an unsharded session's
+    /// collector does not pay it per event.
+    #[inline]
+    pub fn record_routed(&mut self, event: &Event, thread: u32, copies: EventCopies) {
+        if self.shard.owns(event.pid) {
+            self.record_on_with(event, thread, copies);
+            return;
+        }
+        match event.kind {
+            EventKind::Send | EventKind::SendDead => self.processes.message_to(event.mfa.module, event.ts),
+            EventKind::Spawn => self.processes.born(event.mfa.module, event.ts),
+            EventKind::In | EventKind::Out | EventKind::OutExited => self.processes.scheduling_seen(),
+            _ => {}
         }
     }
 }

@@ -95,6 +95,11 @@ pub fn histogram() -> Histogram<u64> {
 /// Adds `from`'s counts to `into`: exact, both having the same precision (and auto-resizing,
 /// as every histogram of the aggregator does).
 pub fn add_histogram(into: &mut Histogram<u64>, from: &Histogram<u64>) {
+    if into.is_empty() {
+        // A copy of the counts; adding into a histogram sized otherwise records value by value.
+        into.clone_from(from);
+        return;
+    }
     // Cannot fail: `into` auto-resizes, and every value of `from` is within the one-hour
     // bound, so the counts array's length fits a usize.
     let _ = into.add(from);
