@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use crate::clock;
 use crate::terms::EventCopies;
-use crate::event::{Event, PackedEvent};
+use crate::event::PackedEvent;
 use crate::producer::{Accounting, Producer};
 use crate::quiesce;
 use crate::shards::Shards;
@@ -82,8 +82,7 @@ impl Consumer {
         let ready = pending.partition_point(|(event, _)| event.ts() < cutoff);
         if pending_with.is_empty() {
             for (event, thread) in pending.drain(..ready) {
-                let event = event.unpack();
-                shards.record(&Event { ts: clock::to_ns(event.ts), ..event }, thread);
+                shards.record(event, thread);
             }
             shards.dispatch();
             return;
@@ -110,8 +109,7 @@ impl Consumer {
                 },
                 (None, None) => break,
             };
-            let event = event.unpack();
-            shards.record_with(&Event { ts: clock::to_ns(event.ts), ..event }, thread, copies);
+            shards.record_with(event, thread, copies);
         }
         shards.dispatch();
     }
@@ -170,7 +168,7 @@ impl Consumer {
 mod tests {
     use super::*;
     use crate::aggregate::Aggregator;
-    use crate::event::{EventKind, Mfa};
+    use crate::event::{Event, EventKind, Mfa};
     use crate::ring;
     use std::time::Instant;
 
@@ -205,6 +203,7 @@ mod tests {
         let mut rings: Vec<_> = (0..THREADS).map(|_| ring::channel::<PackedEvent>(PER_ROUND).unwrap()).collect();
         let mut ts = 0u64;
         let mut spent = Duration::ZERO;
+        let mut collector_cpu = 0u64;
         let mut events = 0u64;
         for round in 0..ROUNDS {
             for (t, (tx, _)) in rings.iter_mut().enumerate() {
@@ -221,11 +220,13 @@ mod tests {
                 }
             }
             let start = Instant::now();
+            let cpu_before = crate::clock::thread_cpu_ns();
             for (_, rx) in rings.iter_mut() {
                 let pending = &mut consumer.pending;
                 consumer.aggregated += rx.drain(|event| pending.push((event, 0)));
             }
             consumer.fold_in(ts + 1);
+            collector_cpu += crate::clock::thread_cpu_ns() - cpu_before;
             // Until the aggregator threads are done too (they would otherwise go on while
             // the next round fills the rings, untimed).
             drop(consumer.shards.aggregates());
@@ -237,6 +238,7 @@ mod tests {
         assert_eq!(aggregates.view().counters(), Default::default(), "every call paired");
         let returns: u64 = aggregates.view().functions().map(|(_, f)| f.returns).sum();
         assert_eq!(returns, events / 2);
+        drop(aggregates);
         let rate = events as f64 / spent.as_secs_f64();
         println!(
             "collector ceiling, {aggregators} aggregator(s) on {cores} cores: {events} events in {:.1} ms: \
@@ -247,6 +249,15 @@ mod tests {
             1e9 / rate,
             THREADS as u64 * PIDS_PER_THREAD,
         );
+        if aggregators > 1 {
+            // CPU per event: what bounds the session with a core per thread.
+            let (router, aggregating) = (collector_cpu as f64 / events as f64, consumer.shards.threads_cpu_ns() as f64 / events as f64);
+            println!(
+                "  CPU per event: collector (drain, order, route) {router:.1} ns, aggregator threads {aggregating:.1} ns in all; \
+                 with a core each: up to {:.1} M events/s",
+                1e3 / router.max(aggregating / aggregators as f64),
+            );
+        }
     }
 
     /// The same with `args => true`: every event comes with a copy (a one-element argument

@@ -3,9 +3,11 @@
 //! One collector thread pairs and aggregates about 22 M events/s (`make collector-ceiling`),
 //! less than sixteen schedulers produce. Most of that time is aggregation (the per-process
 //! stacks, the histograms), not draining or ordering, so the collector still drains and orders
-//! every event, then routes each to the aggregator that owns its pid ([`Router`]):
-//! aggregator 0 is the collector thread's own, each other one runs on a thread of its own and
-//! takes its events in batches, one per collection, through a bounded channel.
+//! every event, then routes each to the aggregator that owns its pid ([`Router`]); each
+//! aggregator runs on a thread of its own and takes its events in batches through a bounded
+//! channel. The collector does no aggregation then, so that it can route for many
+//! aggregators: its cost per event is what bounds the session (`make collector-ceiling`
+//! prints both).
 //!
 //! Why this is exact: one thread routes, in timestamp order, and a channel keeps its order, so
 //! every process's events reach its owner in the order they happened, as with one aggregator.
@@ -26,7 +28,7 @@ use std::thread::JoinHandle;
 use crate::aggregate::shard::{Router, Targets};
 use crate::aggregate::Aggregator;
 use crate::clock;
-use crate::event::{Event, Mfa};
+use crate::event::{Event, Mfa, PackedEvent};
 use crate::sync::Mutex;
 use crate::terms::EventCopies;
 
@@ -49,11 +51,23 @@ pub fn auto_count() -> usize {
 const BATCH: usize = 4096;
 
 /// Batches in flight to one aggregator thread before the collector waits: 65,536 events,
-/// under 6 MiB (an event as routed is 88 bytes), a few milliseconds of lag.
+/// 3 MiB (an event as routed is 48 bytes), a few milliseconds of lag.
 const BATCHES_IN_FLIGHT: usize = 16;
 
-/// One event as routed: the event (timestamp in ns), its thread's index, its copies.
-type Routed = (Event, u32, EventCopies);
+/// One event as routed: the event as its ring held it, its thread's index, its copies if it
+/// has any (boxed: most events have none, and the batch stays small).
+type Routed = (PackedEvent, u32, Option<Box<EventCopies>>);
+
+/// The event with its timestamp in nanoseconds, as aggregators take it.
+#[inline]
+fn unpack_ns(packed: PackedEvent) -> Event {
+    let event = packed.unpack();
+    Event { ts: clock::to_ns(event.ts), ..event }
+}
+
+fn unroute((packed, thread, copies): Routed) -> (Event, u32, EventCopies) {
+    (unpack_ns(packed), thread, copies.map_or_else(EventCopies::default, |copies| *copies))
+}
 
 enum Message {
     Events(Vec<Routed>),
@@ -89,16 +103,18 @@ impl Worker {
         };
         self.tx = None;
         let mut aggregator = self.aggregator.lock();
-        for (event, thread, copies) in unsent {
-            aggregator.record_on_with(&event, thread, copies);
+        for routed in unsent {
+            let (event, thread, copies) = unroute(routed);
+            aggregator.record_routed(&event, thread, copies);
         }
     }
 }
 
 /// A session's aggregators.
 pub struct Shards {
-    /// Aggregator 0, the collector thread's own (the only one unless `aggregators > 1`).
-    own: Aggregator,
+    /// The one aggregator, the collector thread's own, unless `aggregators > 1`.
+    one: Option<Aggregator>,
+    /// Otherwise: one thread per aggregator, aggregator `i` on `workers[i]`.
     workers: Vec<Worker>,
     router: Router,
     /// An aggregator thread failed (panicked): the session should stop with `error`.
@@ -106,12 +122,16 @@ pub struct Shards {
 }
 
 impl Shards {
-    /// `count` aggregators made by `make(index, count)`, all but the first on a thread of its
-    /// own named `{name}-{index}`.
+    /// `count` aggregators made by `make(index, count)`: one is the caller's own; more each
+    /// run on a thread of its own named `{name}-{index}`.
     pub fn new(count: usize, name: &str, make: impl Fn(u32, u32) -> Aggregator) -> std::io::Result<Shards> {
         let failed = Arc::new(AtomicBool::new(false));
-        let mut workers = Vec::with_capacity(count.saturating_sub(1));
-        for index in 1..count {
+        let router = Router::new(count as u32);
+        if count <= 1 {
+            return Ok(Shards { one: Some(make(0, 1)), workers: Vec::new(), router, failed });
+        }
+        let mut workers = Vec::with_capacity(count);
+        for index in 0..count {
             let aggregator = Arc::new(Mutex::new(make(index as u32, count as u32)));
             let cpu_ns = Arc::new(AtomicU64::new(0));
             let (tx, rx) = mpsc::sync_channel(BATCHES_IN_FLIGHT);
@@ -124,12 +144,12 @@ impl Shards {
             };
             workers.push(Worker { aggregator, tx: Some(tx), spent, thread: Some(thread), cpu_ns, batch: Vec::new() });
         }
-        Ok(Shards { own: make(0, count as u32), workers, router: Router::new(count as u32), failed })
+        Ok(Shards { one: None, workers, router, failed })
     }
 
     /// Aggregators in all.
     pub fn count(&self) -> usize {
-        1 + self.workers.len()
+        self.workers.len().max(1)
     }
 
     /// Whether an aggregator thread failed.
@@ -137,50 +157,51 @@ impl Shards {
         self.failed.load(Ordering::Relaxed)
     }
 
-    /// Folds in (or routes) one event without copies; events in timestamp order.
+    /// Folds in (or routes) one event as a ring held it (timestamp in ticks) without copies;
+    /// events in timestamp order.
     #[inline]
-    pub fn record(&mut self, event: &Event, thread: u32) {
-        if self.workers.is_empty() {
-            self.own.record_on(event, thread);
-        } else {
-            self.route(event, thread, EventCopies::default());
+    pub fn record(&mut self, packed: PackedEvent, thread: u32) {
+        match &mut self.one {
+            Some(one) => one.record_on(&unpack_ns(packed), thread),
+            None => self.route(packed, thread, None),
         }
     }
 
-    /// Folds in (or routes) one event with its copies; events in timestamp order.
+    /// Folds in (or routes) one event as a ring held it with its copies; events in
+    /// timestamp order.
     #[inline]
-    pub fn record_with(&mut self, event: &Event, thread: u32, copies: EventCopies) {
-        if self.workers.is_empty() {
-            self.own.record_on_with(event, thread, copies);
-        } else {
-            self.route(event, thread, copies);
+    pub fn record_with(&mut self, packed: PackedEvent, thread: u32, copies: EventCopies) {
+        match &mut self.one {
+            Some(one) => one.record_on_with(&unpack_ns(packed), thread, copies),
+            None => {
+                let any = copies.args.is_some() || copies.key.is_some();
+                self.route(packed, thread, any.then(|| Box::new(copies)))
+            }
         }
     }
 
-    fn route(&mut self, event: &Event, thread: u32, copies: EventCopies) {
-        match self.router.targets(event) {
-            Targets::One(owner) => self.give(owner, event, thread, copies),
+    /// Routes the event as it is packed: the aggregator thread unpacks it and converts its
+    /// timestamp, not the collector.
+    fn route(&mut self, packed: PackedEvent, thread: u32, copies: Option<Box<EventCopies>>) {
+        match self.router.targets(&packed.unpack()) {
+            Targets::One(owner) => self.give(owner, (packed, thread, copies)),
             targets => {
                 // Only calls, returns and exceptions have copies, and those go to one owner.
                 for shard in targets.iter(self.router.count()) {
-                    self.give(shard, event, thread, EventCopies::default());
+                    self.give(shard, (packed, thread, None));
                 }
             }
         }
     }
 
-    /// Aggregator 0 records at once; another's event joins its batch, handed over when full.
+    /// The event joins its aggregator's batch, handed over when full.
     #[inline]
-    fn give(&mut self, shard: u32, event: &Event, thread: u32, copies: EventCopies) {
-        if shard == 0 {
-            self.own.record_on_with(event, thread, copies);
-            return;
-        }
-        let worker = &mut self.workers[shard as usize - 1];
+    fn give(&mut self, shard: u32, routed: Routed) {
+        let worker = &mut self.workers[shard as usize];
         if worker.batch.capacity() == 0 {
             worker.batch = worker.spent.try_recv().unwrap_or_else(|_| Vec::with_capacity(BATCH));
         }
-        worker.batch.push((*event, thread, copies));
+        worker.batch.push(routed);
         if worker.batch.len() >= BATCH {
             worker.hand_over();
         }
@@ -222,19 +243,29 @@ impl Shards {
         if !self.workers.is_empty() {
             self.flush();
         }
-        let Shards { own, workers, .. } = self;
-        let others = workers.iter().map(|worker| worker.aggregator.lock()).collect();
-        Aggregates { own, others, merged: None }
+        let Shards { one, workers, .. } = self;
+        let parts = workers.iter().map(|worker| worker.aggregator.lock()).collect();
+        Aggregates { one: one.as_mut(), parts, merged: None }
     }
 
-    /// Loops found at run time since the last call, by any aggregator, each once.
+    /// Loops found at run time since the last call, by any aggregator, each once; every
+    /// aggregator is told of each, so that none pairs its calls any more.
     pub fn take_new_loops(&mut self) -> Vec<Mfa> {
-        let mut loops = self.own.take_new_loops();
-        for worker in &self.workers {
-            for mfa in worker.aggregator.lock().take_new_loops() {
+        if let Some(one) = &mut self.one {
+            return one.take_new_loops();
+        }
+        let mut parts: Vec<_> = self.workers.iter().map(|worker| worker.aggregator.lock()).collect();
+        let mut loops = Vec::new();
+        for part in &mut parts {
+            for mfa in part.take_new_loops() {
                 if !loops.contains(&mfa) {
                     loops.push(mfa);
                 }
+            }
+        }
+        if !loops.is_empty() {
+            for part in &mut parts {
+                part.set_loops(&loops);
             }
         }
         loops
@@ -277,8 +308,9 @@ fn run_worker(
             Message::Events(mut batch) => {
                 let recorded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     let mut aggregator = aggregator.lock();
-                    for (event, thread, copies) in batch.drain(..) {
-                        aggregator.record_on_with(&event, thread, copies);
+                    for routed in batch.drain(..) {
+                        let (event, thread, copies) = unroute(routed);
+                        aggregator.record_routed(&event, thread, copies);
                     }
                 }));
                 if recorded.is_err() {
@@ -300,30 +332,32 @@ fn run_worker(
 
 /// Every aggregator of a session, locked: read them as one, or configure each.
 pub struct Aggregates<'a> {
-    own: &'a mut Aggregator,
-    others: Vec<MutexGuard<'a, Aggregator>>,
+    one: Option<&'a mut Aggregator>,
+    parts: Vec<MutexGuard<'a, Aggregator>>,
     merged: Option<Aggregator>,
 }
 
 impl Aggregates<'_> {
-    /// The session's figures as one aggregator: aggregator 0 itself when alone, else their
+    /// The session's figures as one aggregator: the one itself when alone, else the parts'
     /// merge (made once per `Aggregates`, and again after `for_each_mut`).
     pub fn view(&mut self) -> &Aggregator {
-        if self.others.is_empty() {
-            return self.own;
+        let Aggregates { one, parts, merged } = self;
+        if let Some(one) = one {
+            return one;
         }
-        let Aggregates { own, others, merged } = self;
         merged.get_or_insert_with(|| {
-            let parts: Vec<&Aggregator> = std::iter::once(&**own).chain(others.iter().map(|guard| &**guard)).collect();
+            let parts: Vec<&Aggregator> = parts.iter().map(|guard| &**guard).collect();
             Aggregator::merged(&parts)
         })
     }
 
     /// Runs `f` on every aggregator (setting a filter, loops, a new interval).
     pub fn for_each_mut(&mut self, mut f: impl FnMut(&mut Aggregator)) {
-        f(self.own);
-        for other in &mut self.others {
-            f(other);
+        if let Some(one) = &mut self.one {
+            f(one);
+        }
+        for part in &mut self.parts {
+            f(part);
         }
         self.merged = None;
     }
