@@ -78,7 +78,11 @@ impl Consumer {
     /// Folds in the pending events stamped before `cutoff`, in timestamp order.
     fn fold_in(&mut self, cutoff: u64) {
         let Consumer { pending, shards, pending_with, .. } = self;
-        pending.sort_unstable_by_key(|(event, _)| event.ts());
+        // `pending` is a few sorted runs (what was left from the last collection, then each
+        // ring's events, stamped in order by one thread): a stable sort merges runs, where
+        // an unstable one sorts from scratch (`make collector-ceiling`: 91.5 -> 62.6 ns per
+        // event with four rings' events interleaved in time).
+        pending.sort_by_key(|(event, _)| event.ts());
         let ready = pending.partition_point(|(event, _)| event.ts() < cutoff);
         if pending_with.is_empty() {
             for (event, thread) in pending.drain(..ready) {
@@ -89,7 +93,7 @@ impl Consumer {
         }
         // `args`: the events with copies merged in timestamp order with any without (from a
         // thread whose term ring could not be allocated).
-        pending_with.sort_unstable_by_key(|(event, _, _)| event.ts());
+        pending_with.sort_by_key(|(event, _, _)| event.ts());
         let ready_with = pending_with.partition_point(|(event, _, _)| event.ts() < cutoff);
         let mut plain = pending.drain(..ready).peekable();
         let mut with = pending_with.drain(..ready_with).peekable();
@@ -212,13 +216,15 @@ mod tests {
                     let pid = ((t as u64 * PIDS_PER_THREAD + n % PIDS_PER_THREAD) << 4) | 3;
                     let function = 0x1_000b + ((n / PIDS_PER_THREAD) % FUNCTIONS) * 64;
                     let mfa = Mfa { module: 0x1_000b, function, arity: 1 };
-                    for kind in [EventKind::Call, EventKind::Return] {
-                        ts += 7;
+                    for (k, kind) in [EventKind::Call, EventKind::Return].into_iter().enumerate() {
+                        // The rings' events interleave in time, as schedulers' do.
+                        let ts = ts + (((2 * i + k) * THREADS + t) as u64 + 1) * 7;
                         let packed = PackedEvent::pack(&Event { ts, pid, mfa, kind }).unwrap();
                         tx.push(packed).unwrap();
                     }
                 }
             }
+            ts += (PER_ROUND * THREADS) as u64 * 7;
             let start = Instant::now();
             let cpu_before = crate::clock::thread_cpu_ns();
             for (_, rx) in rings.iter_mut() {

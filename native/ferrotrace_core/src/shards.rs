@@ -50,6 +50,10 @@ pub fn auto_count() -> usize {
 /// work while the collector still routes the rest of a collection.
 const BATCH: usize = 4096;
 
+/// Collections (of [`crate::collector::COLLECT_INTERVAL`]) between hand-overs of batches
+/// not yet full.
+const PARTIAL_EVERY: u32 = 10;
+
 /// Batches in flight to one aggregator thread before the collector waits: 65,536 events,
 /// 3 MiB (an event as routed is 48 bytes), a few milliseconds of lag.
 const BATCHES_IN_FLIGHT: usize = 16;
@@ -117,6 +121,8 @@ pub struct Shards {
     /// Otherwise: one thread per aggregator, aggregator `i` on `workers[i]`.
     workers: Vec<Worker>,
     router: Router,
+    /// Collections since partial batches were last handed over.
+    collections: u32,
     /// An aggregator thread failed (panicked): the session should stop with `error`.
     failed: Arc<AtomicBool>,
 }
@@ -128,7 +134,7 @@ impl Shards {
         let failed = Arc::new(AtomicBool::new(false));
         let router = Router::new(count as u32);
         if count <= 1 {
-            return Ok(Shards { one: Some(make(0, 1)), workers: Vec::new(), router, failed });
+            return Ok(Shards { one: Some(make(0, 1)), workers: Vec::new(), router, collections: 0, failed });
         }
         let mut workers = Vec::with_capacity(count);
         for index in 0..count {
@@ -144,7 +150,7 @@ impl Shards {
             };
             workers.push(Worker { aggregator, tx: Some(tx), spent, thread: Some(thread), cpu_ns, batch: Vec::new() });
         }
-        Ok(Shards { one: None, workers, router, failed })
+        Ok(Shards { one: None, workers, router, collections: 0, failed })
     }
 
     /// Aggregators in all.
@@ -207,8 +213,20 @@ impl Shards {
         }
     }
 
-    /// Ends a collection: hands each aggregator thread what is left of its batch.
+    /// Ends a collection. A batch not yet full is handed over only every
+    /// [`PARTIAL_EVERY`] collections: at a low event rate, waking every aggregator thread
+    /// every millisecond would cost more than the events (readers and `stop` hand over
+    /// everything first).
     pub fn dispatch(&mut self) {
+        self.collections += 1;
+        if self.collections >= PARTIAL_EVERY {
+            self.hand_over_all();
+        }
+    }
+
+    /// Hands every aggregator thread what it has not been sent yet.
+    fn hand_over_all(&mut self) {
+        self.collections = 0;
         for worker in &mut self.workers {
             if !worker.batch.is_empty() {
                 worker.hand_over();
@@ -216,8 +234,9 @@ impl Shards {
         }
     }
 
-    /// Waits until every aggregator thread has recorded what it was sent.
+    /// Waits until every aggregator thread has recorded every event routed to it.
     fn flush(&mut self) {
+        self.hand_over_all();
         let (done_tx, done_rx) = mpsc::sync_channel(self.workers.len());
         let mut asked = 0;
         for worker in &mut self.workers {
@@ -279,6 +298,7 @@ impl Shards {
     /// Ends the aggregator threads once they have recorded everything; their aggregators
     /// stay readable, and any later event is recorded by the caller's thread.
     pub fn stop(&mut self) {
+        self.hand_over_all();
         for worker in &mut self.workers {
             // Disconnecting the channel ends the thread after the batches already sent.
             worker.tx = None;
