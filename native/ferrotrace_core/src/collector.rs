@@ -297,8 +297,9 @@ mod tests {
                     let n = (round * PER_ROUND + i) as u64;
                     let pid = ((t as u64 * PIDS_PER_THREAD + n % PIDS_PER_THREAD) << 4) | 3;
                     let mfa = Mfa { module: 0x1_000b, function: 0x1_000b, arity: 1 };
-                    for kind in [EventKind::Call, EventKind::Return] {
-                        ts += 7;
+                    for (k, kind) in [EventKind::Call, EventKind::Return].into_iter().enumerate() {
+                        // Interleaved in time with the other rings', as in `collector_ceiling`.
+                        let ts = ts + (((2 * i + k) * THREADS + t) as u64 + 1) * 7;
                         let body: &[u8] = if kind == EventKind::Call { &call_copy } else { &return_copy };
                         // SAFETY: this thread is the producer's only user.
                         let copied = unsafe {
@@ -315,6 +316,7 @@ mod tests {
                     }
                 }
             }
+            ts += (PER_ROUND * THREADS) as u64 * 7;
             let start = Instant::now();
             for producer in &producers {
                 consumer.drain(producer);
