@@ -8,7 +8,8 @@
 -include_lib("stdlib/include/assert.hrl").
 
 -export([all/0, suite/0]).
--export([calls_exact/1, same_as_one/1, slowest_across/1, messages_across/1, refused/1]).
+-export([calls_exact/1, same_as_one/1, slowest_across/1, keys_across/1, messages_across/1,
+         refused/1]).
 
 -type config() :: [{atom(), term()}].
 
@@ -27,7 +28,7 @@ suite() ->
 
 -spec all() -> [atom()].
 all() ->
-    [calls_exact, same_as_one, slowest_across, messages_across, refused].
+    [calls_exact, same_as_one, slowest_across, keys_across, messages_across, refused].
 
 %%--------------------------------------------------------------------------------------
 
@@ -102,6 +103,24 @@ slowest_across(_Config) ->
     ?assertEqual([[120], [110], [100], [90], [80]], [Args || #{args := Args} <- Kept]),
     ?assertEqual(5, length(lists:usort([P || #{pid := P} <- Kept]))),
     #{calls := [#{count := 12, returns := 12}]} = ferrotrace:summary(S),
+    ok.
+
+%% Keys from many processes over three aggregators: f(N) keyed by N rem 3, each of 6
+%% processes calling f(300) .. f(1): every key counted exactly, its histogram full.
+-spec keys_across(config()) -> ok.
+keys_across(_Config) ->
+    {ok, Tokens, _} = erl_scan:string("fun([X]) -> message(X rem 3) end."),
+    {ok, [Expr]} = erl_parse:parse_exprs(Tokens),
+    {value, ByRem, _} = erl_eval:expr(Expr, erl_eval:new_bindings()),
+    {ok, S} = ferrotrace:calls({ft_test_target, f, ByRem}, #{aggregators => 3, ring_size => ?RING,
+                                                             duration => ?LONG}),
+    run(6, fun() -> ft_test_target:call_f(300) end),
+    ok = ferrotrace:stop(S),
+    Entry = entry(ferrotrace:summary(S), ?F),
+    ct:pal("~p", [Entry]),
+    ?assertMatch(#{count := 1800, returns := 1800, keys_overflow := 0}, Entry),
+    ?assertEqual([{0, 600}, {1, 600}, {2, 600}],
+                 lists:sort([{K, N} || #{key := K, count := N} <- maps:get(by_key, Entry)])),
     ok.
 
 %% Senders and receivers spread over two aggregators: every message counted once, on both
