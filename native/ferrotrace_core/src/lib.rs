@@ -11,6 +11,7 @@
 //! - [`ring`]: bounded single-producer/single-consumer rings with split handles;
 //! - [`collector`]: draining, ordering by timestamp, feeding the aggregators;
 //! - [`shards`]: aggregation split by pid over several threads (`aggregators`);
+//! - [`owner`]: which aggregator owns a pid when aggregation is split;
 //! - [`process`]: what each process is doing now (scheduled in or out, in GC, waited on);
 //! - [`aggregate`]: pairing calls with returns per process, HDR latency histograms, and the
 //!   figures of the other event kinds, fed by the process table;
@@ -38,6 +39,8 @@ pub mod copies;
 pub mod decode;
 #[cfg(not(loom))]
 pub mod msgsize;
+#[cfg(not(loom))]
+pub mod owner;
 #[cfg(not(loom))]
 pub mod process;
 #[cfg(not(loom))]

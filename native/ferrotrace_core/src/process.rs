@@ -12,7 +12,7 @@
 //! what happened to a process, and it answers with what that ended (a run slice, a wait, a
 //! collection, a life), which they count.
 
-use crate::aggregate::shard::Shard;
+use crate::owner::Shard;
 use crate::hasher::WordMap;
 
 /// Processes and ports with state at most.
@@ -213,7 +213,7 @@ mod tests {
 
     #[test]
     fn a_sharded_table_gives_entries_to_its_own_pids_only() {
-        use crate::aggregate::shard::shard_of;
+        use crate::owner::shard_of;
         let mut t = ProcessTable::default();
         t.set_shard(Shard { index: 1, count: 2 });
         let (mine, theirs) = (0..100u64).map(|i| i << 4 | 3).partition::<Vec<u64>, _>(|pid| shard_of(*pid, 2) == 1);

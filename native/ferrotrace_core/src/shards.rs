@@ -50,7 +50,7 @@ pub fn auto_count() -> usize {
 /// work while the collector still routes the rest of a collection.
 const BATCH: usize = 4096;
 
-/// Collections (of [`crate::collector::COLLECT_INTERVAL`]) between hand-overs of batches
+/// Collections (one a millisecond, `COLLECT_INTERVAL`) between hand-overs of batches
 /// not yet full.
 const PARTIAL_EVERY: u32 = 10;
 
