@@ -69,8 +69,8 @@ bench: compile
 # protocol. Miri: ferrotrace_core's unit tests under the interpreter (needs nightly and miri:
 # rustup toolchain install nightly --profile minimal && rustup +nightly component add miri).
 # Measured on the 2-core machine (2026-11-23): make loom 14 to 23 s with loom built (about
-# 160 s cold), 0.01 s of it model checking; make miri 156 s with the crates built (32 tests
-# run, 12 ignored under Miri with their reasons, the safe modules skipped below).
+# 160 s cold), 0.01 s of it model checking; make miri 156 to 195 s with the crates built (35
+# tests run, 13 ignored under Miri with their reasons, the safe modules skipped below).
 loom:
 	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release -p ferrotrace_core --lib -- loom
 
