@@ -62,7 +62,7 @@
 %%% `key => message' turns keys on for a raw session (see `ferrotrace_keys').</li>
 %%% <li>`aggregators => N | auto': split aggregation by pid over N threads (default
 %%% `auto': one per four CPUs, at least one; 1 to 16). One thread pairs and aggregates about
-%%% 11 to 22 M events/s, fewer than sixteen busy schedulers make; each process's events
+%%% 13 to 20 M events/s, fewer than sixteen busy schedulers make; each process's events
 %%% still reach one aggregator in order, and reads merge them. The caps (`max_functions',
 %%% `max_open_calls', `max_keys') hold per aggregator. The summary says how many.</li>
 %%% <li>`sample => N': keep the events of 1 process in N (by pid hash; default 1, all), so

@@ -1,8 +1,9 @@
 //! Aggregation split by pid over several threads (`aggregators => N`).
 //!
-//! One collector thread pairs and aggregates about 22 M events/s (`make collector-ceiling`),
-//! less than sixteen schedulers produce. Most of that time is aggregation (the per-process
-//! stacks, the histograms), not draining or ordering, so the collector still drains and orders
+//! One collector thread orders, pairs and aggregates about 16 M events/s (`make
+//! collector-ceiling`, rings interleaved in time as schedulers fill them), less than sixteen
+//! schedulers produce. Over half of that time is aggregation (the per-process stacks, the
+//! histograms), not draining or ordering, so the collector still drains and orders
 //! every event, then routes each to the aggregator that owns its pid ([`Router`]); each
 //! aggregator runs on a thread of its own and takes its events in batches through a bounded
 //! channel. The collector does no aggregation then, so that it can route for many
@@ -36,8 +37,8 @@ use crate::terms::EventCopies;
 pub const AGGREGATORS_RANGE: (i64, i64) = (1, 16);
 
 /// Schedulers one aggregator keeps up with, for `aggregators => auto`: a scheduler at the
-/// no-op floor makes about 3 M events/s, and one aggregator takes 11 to 22 M events/s (the
-/// live bench and the ceiling).
+/// no-op floor makes about 3 M events/s, and one aggregator takes 13 to 20 M events/s (the
+/// aggregator threads' CPU per event in `make collector-ceiling`, and the live bench's).
 const SCHEDULERS_PER_AGGREGATOR: usize = 4;
 
 /// `aggregators => auto`: one aggregator per four CPUs (schedulers), at least one.
