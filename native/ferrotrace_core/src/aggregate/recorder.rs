@@ -57,23 +57,9 @@ impl Recorder {
     /// events at the same time keep this one's first. `total` is summed.
     pub fn merge_from(&mut self, other: &Recorder) {
         self.capacity = self.capacity.max(other.capacity);
-        let mut merged = VecDeque::with_capacity(self.capacity);
-        let (mut mine, mut theirs) = (std::mem::take(&mut self.events).into_iter().peekable(), other.events.iter().peekable());
-        loop {
-            let next = match (mine.peek(), theirs.peek()) {
-                (Some(a), Some(b)) if a.ts_ns <= b.ts_ns => mine.next(),
-                (_, Some(_)) => theirs.next().cloned(),
-                (Some(_), None) => mine.next(),
-                (None, None) => break,
-            };
-            if let Some(event) = next {
-                if merged.len() == self.capacity {
-                    merged.pop_front();
-                }
-                merged.push_back(event);
-            }
-        }
-        self.events = merged;
+        let merged = super::merge::in_order(std::mem::take(&mut self.events), &other.events, |event| event.ts_ns);
+        let older = merged.len().saturating_sub(self.capacity);
+        self.events = merged.into_iter().skip(older).collect();
         self.total += other.total;
     }
 

@@ -140,17 +140,7 @@ impl SlowCalls {
         }
         // Both lists are in the order calls ended: merge them and keep the first ones.
         let ends = |c: &SlowCall| c.start_ns.saturating_add(c.duration_ns);
-        let mut merged = Vec::with_capacity(self.over.len() + other.over.len());
-        let (mut mine, mut theirs) = (std::mem::take(&mut self.over).into_iter().peekable(), other.over.iter().peekable());
-        loop {
-            let next = match (mine.peek(), theirs.peek()) {
-                (Some(a), Some(b)) if ends(a) <= ends(b) => mine.next(),
-                (_, Some(_)) => theirs.next().cloned(),
-                (Some(_), None) => mine.next(),
-                (None, None) => break,
-            };
-            merged.extend(next);
-        }
+        let mut merged = super::merge::in_order(std::mem::take(&mut self.over), &other.over, ends);
         let bound = self.config.max_slow_calls;
         self.over_dropped += other.over_dropped + merged.len().saturating_sub(bound) as u64;
         merged.truncate(bound);
