@@ -471,10 +471,9 @@ impl Aggregator {
         }
     }
 
-    /// The statistics of `event`'s function (its time is kept by a function seen for the
-    /// first time).
-    fn stats_for(&mut self, event: &Event) -> Option<&mut FunctionStats> {
-        let mfa = event.mfa;
+    /// The statistics of `mfa`, for an event at `ts` (kept by a function seen for the first
+    /// time).
+    fn stats_for(&mut self, mfa: Mfa, ts: u64) -> Option<&mut FunctionStats> {
         let index = match self.last_function {
             Some((last, index)) if last == mfa => index,
             _ => {
@@ -488,7 +487,7 @@ impl Aggregator {
                         }
                         return None;
                     }
-                    None if self.stats.len() < self.max_functions => self.add_function(mfa, event.ts),
+                    None if self.stats.len() < self.max_functions => self.add_function(mfa, ts),
                     None => return None,
                 };
                 self.last_function = Some((mfa, index));
@@ -522,7 +521,7 @@ impl Aggregator {
     }
 
     fn record_call(&mut self, event: &Event) {
-        match self.stats_for(event) {
+        match self.stats_for(event.mfa, event.ts) {
             Some(stats) if stats.loop_only => {
                 stats.count_call();
                 return;
@@ -577,7 +576,7 @@ impl Aggregator {
     /// A function nested `LOOP_DEPTH` deep in one process without returning: count it from
     /// now on, and tell the caller so that it stops return tracing it.
     fn mark_loop(&mut self, mfa: Mfa, ts: u64) {
-        if let Some(stats) = self.stats_for(&Event { ts, pid: 0, mfa, kind: EventKind::Call }) {
+        if let Some(stats) = self.stats_for(mfa, ts) {
             if !stats.loop_only {
                 stats.loop_only = true;
                 self.loops.insert(mfa, ());
@@ -595,7 +594,7 @@ impl Aggregator {
         let duration = frame.as_ref().map(|frame| event.ts.saturating_sub(frame.ts));
         let result = self.copy.take();
         let recorded = self.recorder.as_ref().map(|_| result.clone());
-        let Some(stats) = self.stats_for(event) else {
+        let Some(stats) = self.stats_for(event.mfa, event.ts) else {
             self.count_untracked(event.mfa);
             return;
         };
@@ -627,7 +626,7 @@ impl Aggregator {
         }
         if let Some((key, ns)) = keyed {
             let mut keys_left = self.keys_left;
-            if let Some(stats) = self.stats_for(event) {
+            if let Some(stats) = self.stats_for(event.mfa, event.ts) {
                 stats.by_key.get_or_insert_with(Default::default).record(key, ns, &mut keys_left);
             }
             self.keys_left = keys_left;

@@ -176,7 +176,7 @@ mod tests {
     use crate::ring;
     use std::time::Instant;
 
-    /// One aggregator for the benches.
+    /// A consumer with `count` aggregators made by `make`, for the benches.
     fn consumer_of(count: usize, make: impl Fn() -> Aggregator) -> Consumer {
         Consumer::new(Shards::new(count, "bench", |index, count| make().with_shard(index, count)).unwrap())
     }

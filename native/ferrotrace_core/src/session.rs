@@ -362,24 +362,24 @@ impl Session {
     /// Runs `f` on the session's figures (every aggregator's, as one) and accounting, after
     /// bringing them up to date.
     pub fn read<R>(&self, f: impl FnOnce(&Aggregator, Accounting) -> R) -> R {
-        let mut consumer = self.consumer.lock();
-        let flush = self.stopped().is_some();
-        self.collect(&mut consumer, flush);
-        let accounting = self.accounting(&consumer);
-        let mut aggregates = consumer.shards.aggregates();
-        let read = f(aggregates.view(), accounting);
-        drop(aggregates);
-        read
+        self.up_to_date(|aggregates, accounting| f(aggregates.view(), accounting))
     }
 
     /// Runs `f` on the aggregators, up to date, for reading them and configuring each (a
     /// filter, loops, a new interval) under one lock.
     pub fn with_aggregates<R>(&self, f: impl FnOnce(&mut Aggregates<'_>) -> R) -> R {
+        self.up_to_date(|aggregates, _| f(aggregates))
+    }
+
+    /// Under the consumer lock: collects (everything if stopped), then runs `f` on the
+    /// aggregators and the accounting.
+    fn up_to_date<R>(&self, f: impl FnOnce(&mut Aggregates<'_>, Accounting) -> R) -> R {
         let mut consumer = self.consumer.lock();
         let flush = self.stopped().is_some();
         self.collect(&mut consumer, flush);
+        let accounting = self.accounting(&consumer);
         let mut aggregates = consumer.shards.aggregates();
-        let read = f(&mut aggregates);
+        let read = f(&mut aggregates, accounting);
         drop(aggregates);
         read
     }
