@@ -132,6 +132,9 @@ pub struct Session {
     /// Wall-clock start, milliseconds.
     pub started_ms: u64,
     pub(crate) started_ticks: u64,
+    /// System time minus clock time (`clock::to_ns`) at the start, ns: see
+    /// [`Session::system_offset_ns`].
+    system_offset_ns: i128,
     /// One entry per thread index; written by that thread only (creation), and swapped out by
     /// `halt` after a grace period.
     pub(crate) producers: Box<[AtomicPtr<Producer>]>,
@@ -182,11 +185,14 @@ pub fn start(config: Config, keeper: u64, notifier: Option<Notifier>) -> Result<
             .with_shard(index, count)
     })
     .map_err(|_| StartError::Thread)?;
+    let started_ticks = clock::now();
+    let system_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i128);
     let session = Arc::new(Session {
         id,
         keeper,
         started_ms: wall_ms(),
-        started_ticks: clock::now(),
+        started_ticks,
+        system_offset_ns: system_ns - clock::to_ns(started_ticks) as i128,
         producers: (0..MAX_THREADS).map(|_| AtomicPtr::new(std::ptr::null_mut())).collect(),
         consumer: Mutex::new(Consumer::new(shards)),
         gate: Gate {
@@ -260,6 +266,16 @@ impl Session {
         // thread), and freed only by `halt` or `Drop` after a grace period that our active
         // mark holds back.
         ProducerRef { gate: &self.gate, producer: unsafe { &*producer }, _token: token }
+    }
+
+    /// Nanoseconds to add to a time on the session's clock (`clock::to_ns`) to get system
+    /// time, taken once at the start, so that a call reads the same `started_at` every time
+    /// it is asked for. Anchored at the session's start rather than the library's load: the
+    /// clock's calibration error (a few ns per ms) then grows with the session's age only;
+    /// an anchor taken once per load drifted 2.3 ms from the system clock after minutes of
+    /// other sessions (`ferrotrace_slow_SUITE`, on a loaded CI run).
+    pub fn system_offset_ns(&self) -> i128 {
+        self.system_offset_ns
     }
 
     /// When and why the session stopped, if it did.

@@ -7,7 +7,6 @@ use rustler::{Atom, Encoder, Env, LocalPid, NifResult, Term};
 
 use rustler::OwnedEnv;
 
-use ferrotrace_core::aggregate::keyed::KeySource;
 use ferrotrace_core::aggregate::{FunctionStats, MfaPattern, PairingCounters};
 use hdrhistogram::Histogram;
 use ferrotrace_core::decode;
@@ -203,10 +202,10 @@ fn map<'a>(env: Env<'a>, pairs: &[(Atom, Term<'a>)]) -> Term<'a> {
     Term::map_from_pairs(env, pairs).expect("atom keys are distinct")
 }
 
-fn function_term<'a>(env: Env<'a>, mfa: &Mfa, stats: &FunctionStats, keys: KeySource) -> Term<'a> {
+fn function_term<'a>(env: Env<'a>, session: &Session, mfa: &Mfa, stats: &FunctionStats) -> Term<'a> {
     let entry = figures_term(env, mfa, (stats.calls, stats.returns, stats.exceptions, stats.total_ns), &stats.latency);
-    let entry = slow::add_keys(env, entry, stats);
-    let entry = keys::add_keys(env, entry, stats, keys);
+    let entry = slow::add_keys(env, entry, stats, session.system_offset_ns());
+    let entry = keys::add_keys(env, entry, stats, session.config.keys.source);
     own::add_keys(env, entry, stats)
 }
 
@@ -260,8 +259,7 @@ fn session_summary<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
         None => (atoms::running(), atoms::undefined().encode(env), atoms::undefined().encode(env)),
     };
     session.read(|agg, accounting| {
-        let keys = session.config.keys.source;
-        let calls: Vec<Term> = agg.functions().map(|(mfa, stats)| function_term(env, mfa, stats, keys)).collect();
+        let calls: Vec<Term> = agg.functions().map(|(mfa, stats)| function_term(env, &session, mfa, stats)).collect();
         let summary = map(env, &[
             (atoms::id(), session.id.encode(env)),
             (atoms::status(), status.encode(env)),

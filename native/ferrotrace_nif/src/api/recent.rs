@@ -4,7 +4,6 @@ use rustler::{Atom, Encoder, Env, Term};
 
 use ferrotrace_core::event::EventKind;
 
-use super::slow::system_offset_ns;
 use super::{error, find, map, mfa_term};
 use crate::term::term_from_bits;
 
@@ -25,7 +24,7 @@ fn session_recent<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
         Ok(session) => session,
         Err(e) => return e,
     };
-    let offset = system_offset_ns();
+    let offset = session.system_offset_ns();
     session.read(|aggregator, _| {
         let Some(recorder) = aggregator.recorder() else { return error(env, atoms::no_recorder()) };
         let events: Vec<Term> = recorder

@@ -6,7 +6,6 @@ use rustler::{Atom, Encoder, Env, Term};
 
 use ferrotrace_core::aggregate::slowest::SlowCall;
 use ferrotrace_core::aggregate::FunctionStats;
-use ferrotrace_core::clock;
 
 use super::{decode_mfa, error, find, map};
 use crate::term::term_from_bits;
@@ -18,20 +17,6 @@ mod atoms {
         // `return` is a Rust keyword.
         return_ = "return",
     }
-}
-
-/// Nanoseconds to add to a time on the session's clock (`clock::to_ns`) to get system time.
-/// Taken once, so that a call reads the same `started_at` every time it is asked for (the
-/// two clocks read one after the other differ by a few hundred ns of jitter each time); the
-/// system clock's later adjustments are not followed.
-pub(super) fn system_offset_ns() -> i128 {
-    static OFFSET: std::sync::OnceLock<i128> = std::sync::OnceLock::new();
-    *OFFSET.get_or_init(|| {
-        let system = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as i128);
-        system - clock::to_ns(clock::now()) as i128
-    })
 }
 
 /// One kept call as `#{pid, started_at, duration, result}`: `started_at` in system time µs,
@@ -62,8 +47,7 @@ fn call_term<'a>(env: Env<'a>, call: &SlowCall, offset_ns: i128) -> Term<'a> {
 
 /// Adds `slowest` (the kept slowest calls, slowest first) and `slow_calls_dropped` (calls
 /// over the threshold past its bound) to a function's summary entry.
-pub(super) fn add_keys<'a>(env: Env<'a>, entry: Term<'a>, stats: &FunctionStats) -> Term<'a> {
-    let offset = system_offset_ns();
+pub(super) fn add_keys<'a>(env: Env<'a>, entry: Term<'a>, stats: &FunctionStats, offset: i128) -> Term<'a> {
     let slowest: Vec<Term> = stats.slow.slowest().iter().map(|c| call_term(env, c, offset)).collect();
     entry
         .map_put(atoms::slowest().encode(env), slowest.encode(env))
@@ -88,7 +72,7 @@ fn session_slow_calls<'a>(env: Env<'a>, id: Term<'a>, mfa: Term<'a>, which: Term
     } else {
         return error(env, (atoms::bad_which(), which));
     };
-    let offset = system_offset_ns();
+    let offset = session.system_offset_ns();
     session.read(|aggregator, _| match aggregator.function(&key) {
         Some(stats) => {
             let calls = if threshold { stats.slow.over_threshold() } else { stats.slow.slowest() };
