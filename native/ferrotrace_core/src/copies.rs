@@ -8,14 +8,13 @@
 //! record before the event, and the collector drains a thread's event ring before its term
 //! ring, so a drained event's copy has been drained too. A thread's copies and events are
 //! both in the order it pushed them (its timestamps only grow), so the collector matches them
-//! by `(pid, ts)` in one pass as it drains the thread (`LaneConsumer::take_for`); a copy
+//! by `(pid, ts)` in one pass as it drains the thread (`HeldCopies::take_for`); a copy
 //! whose event never reached its ring (full) is dropped when a later event passes it. A call
 //! can have two copies, its key and its arguments, told apart by their [`Slot`].
 //!
 //! A full term ring refuses the copy (counted, `args_dropped`); the event still goes.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 use crate::event::{Event, EventKind};
 use crate::ring::{self, RingConsumer, RingProducer};
@@ -62,7 +61,7 @@ impl TermLane {
             max_term_bytes,
             args,
             keys,
-            rx: Mutex::new(LaneConsumer { ring: rx, current: None, bytes: Vec::new(), waiting: VecDeque::new() }),
+            rx: Mutex::new(LaneConsumer { ring: rx }),
         })
     }
 }
@@ -97,14 +96,40 @@ impl TermLane {
     }
 }
 
-/// The collector's side of a term ring: copies drained and not yet matched with their event,
-/// in the order they were pushed (behind the lane's lock, with the ring's consumer end).
+/// The collector's side of a term ring: the ring's consumer end, behind the lane's lock.
 pub(crate) struct LaneConsumer {
     ring: RingConsumer<Chunk>,
-    /// The record being read: its header, and its bytes so far (reused).
-    current: Option<(Header, usize)>,
-    bytes: Vec<u8>,
-    waiting: VecDeque<(Header, TermCopy)>,
+}
+
+impl LaneConsumer {
+    /// Moves the records in the term ring into `held`, the thread's copies on the consumer
+    /// side. Call after draining the thread's event ring.
+    pub(crate) fn drain_into(&mut self, held: &mut HeldCopies) {
+        // Records are published whole: a drain never ends inside one.
+        let HeldCopies { bytes, base, current, waiting, .. } = held;
+        self.ring.drain(|chunk| match current {
+            None => {
+                let word = |at: usize| u64::from_le_bytes(chunk[at..at + 8].try_into().unwrap_or_default());
+                let len = u32::from_le_bytes(chunk[16..20].try_into().unwrap_or_default());
+                let header = Header { key: (word(0), word(8)), kind: chunk[20], slot: chunk[21] };
+                let span = Span { at: *base + bytes.len() as u64, len };
+                if len == 0 {
+                    waiting.push_back((header, span));
+                } else {
+                    *current = Some((header, span));
+                }
+            }
+            Some((header, span)) => {
+                let end = (span.at - *base) as usize + span.len as usize;
+                let take = (end - bytes.len()).min(32);
+                bytes.extend_from_slice(&chunk[..take]);
+                if bytes.len() == end {
+                    waiting.push_back((*header, *span));
+                    *current = None;
+                }
+            }
+        });
+    }
 }
 
 /// What a record's header says: the event's `(pid, ts)`, its kind and the copy's slot.
@@ -115,64 +140,102 @@ struct Header {
     slot: u8,
 }
 
-impl LaneConsumer {
-    /// Takes in the records in the term ring. Call after draining the thread's event ring.
-    pub(crate) fn drain(&mut self) {
-        // Records are published whole: a drain never ends inside one.
-        let LaneConsumer { ring, current, bytes, waiting } = self;
-        ring.drain(|chunk| match current {
-            None => {
-                let word = |at: usize| u64::from_le_bytes(chunk[at..at + 8].try_into().unwrap_or_default());
-                let len = u32::from_le_bytes(chunk[16..20].try_into().unwrap_or_default()) as usize;
-                let header = Header { key: (word(0), word(8)), kind: chunk[20], slot: chunk[21] };
-                if len == 0 {
-                    waiting.push_back((header, Arc::from(&[][..])));
-                } else {
-                    bytes.clear();
-                    *current = Some((header, len));
-                }
-            }
-            Some((header, len)) => {
-                let take = (*len - bytes.len()).min(32);
-                if bytes.is_empty() && take == *len {
-                    // A copy in one chunk: no intermediate buffer.
-                    waiting.push_back((*header, Arc::from(&chunk[..take])));
-                    *current = None;
-                    return;
-                }
-                bytes.extend_from_slice(&chunk[..take]);
-                if bytes.len() == *len {
-                    waiting.push_back((*header, Arc::from(&bytes[..])));
-                    *current = None;
-                }
-            }
-        });
-    }
+/// Where a drained copy's bytes are in its thread's [`HeldCopies`]: a position counted from
+/// the thread's first byte, so that it stays valid when earlier bytes are let go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Span {
+    at: u64,
+    len: u32,
+}
 
+impl Span {
+    fn end(self) -> u64 {
+        self.at + u64::from(self.len)
+    }
+}
+
+/// The copies matched with a drained event that waits to be folded in: spans in its
+/// thread's [`HeldCopies`], made into [`EventCopies`] by [`HeldCopies::resolve`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PendingCopies {
+    args: Option<Span>,
+    key: Option<Span>,
+}
+
+/// One thread's drained copies, on the consumer side: their bytes, in the order the thread
+/// pushed them, and the copies not yet matched with an event.
+///
+/// A copy is made into a [`TermCopy`] (an allocation) only when its event is folded in, in
+/// timestamp order with the others, not when it is drained: a call's copy is then usually
+/// freed again (the call was not kept) within the same few events, so the allocator hands
+/// the same warm memory out again, where allocating a whole drain's copies first touched a
+/// fresh line for each (`make collector-ceiling`, `args`). Copies of one thread are folded
+/// in the order they were pushed (its events are, and a collection folds in the events
+/// older than its cutoff), so the bytes before the last copy folded in can go.
+#[derive(Default)]
+pub(crate) struct HeldCopies {
+    /// The bytes from position `base` on.
+    bytes: Vec<u8>,
+    base: u64,
+    /// The record being read.
+    current: Option<(Header, Span)>,
+    waiting: VecDeque<(Header, Span)>,
+    /// Bytes before this position belong to copies already folded in (or never matched).
+    done: u64,
+}
+
+impl HeldCopies {
     /// The copies made for `event` (timestamp in ticks, as pushed), if any. Call with the
     /// thread's events in the order they were drained: copies and events are in push order
     /// (one thread's timestamps only grow), so a copy stamped before `event` belongs to an
     /// event that never reached the ring and is dropped; one stamped after waits for its own.
     #[inline]
-    pub(crate) fn take_for(&mut self, event: &Event) -> EventCopies {
-        let mut copies = EventCopies::default();
-        while let Some((Header { key: (pid, ts), kind, slot }, _)) = self.waiting.front() {
-            if *ts < event.ts {
+    pub(crate) fn take_for(&mut self, event: &Event) -> PendingCopies {
+        let mut copies = PendingCopies::default();
+        while let Some(&(Header { key: (pid, ts), kind, slot }, span)) = self.waiting.front() {
+            if ts < event.ts {
                 self.waiting.pop_front();
                 continue;
             }
-            if (*pid, *ts) != (event.pid, event.ts) || *kind != kind_byte(event.kind) {
+            if (pid, ts) != (event.pid, event.ts) || kind != kind_byte(event.kind) {
                 break;
             }
-            let slot = *slot;
-            let copy = self.waiting.pop_front().map(|(_, copy)| copy);
+            self.waiting.pop_front();
             if slot == Slot::Key as u8 {
-                copies.key = copy;
+                copies.key = Some(span);
             } else {
-                copies.args = copy;
+                copies.args = Some(span);
             }
         }
         copies
+    }
+
+    /// The copies of an event being folded in; the bytes before them can go.
+    #[inline]
+    pub(crate) fn resolve(&mut self, pending: PendingCopies) -> EventCopies {
+        let mut copy = |span: Option<Span>| {
+            let span = span?;
+            self.done = self.done.max(span.end());
+            let from = (span.at - self.base) as usize;
+            self.bytes.get(from..from + span.len as usize).map(TermCopy::from)
+        };
+        EventCopies { args: copy(pending.args), key: copy(pending.key) }
+    }
+
+    /// Lets go of the bytes of copies folded in: all of them at once when nothing after them
+    /// is held, else once they are at least half the buffer (a move of what is left).
+    pub(crate) fn let_go(&mut self) {
+        let done = (self.done.saturating_sub(self.base) as usize).min(self.bytes.len());
+        if done == self.bytes.len() || (done >= 4096 && done >= self.bytes.len() / 2) {
+            self.bytes.drain(..done);
+            self.base += done as u64;
+        }
+    }
+
+    /// Bytes held (for tests).
+    #[cfg(test)]
+    fn held(&self) -> usize {
+        self.bytes.len()
     }
 }
 
@@ -207,20 +270,54 @@ mod tests {
         assert!(push(2, 11, EventKind::Call, &long));
         assert!(push(1, 12, EventKind::Return, b""));
         assert!(push(3, 13, EventKind::Call, b"orphan"));
-        let mut copies = lane.rx.lock();
-        copies.drain();
-        let args = |copies: EventCopies| copies.args;
+        let mut copies = HeldCopies::default();
+        lane.rx.lock().drain_into(&mut copies);
+        let args = |copies: &mut HeldCopies, event: Event| {
+            let pending = copies.take_for(&event);
+            copies.resolve(pending).args
+        };
         // The event of (1, 10) never reached its ring: its copy is dropped at the next event.
-        assert_eq!(args(copies.take_for(&event(2, 11, EventKind::Call))).as_deref(), Some(&long[..]));
-        assert_eq!(args(copies.take_for(&event(1, 12, EventKind::Exception))), None, "kinds must match");
-        assert_eq!(args(copies.take_for(&event(4, 12, EventKind::Return))), None);
+        assert_eq!(args(&mut copies, event(2, 11, EventKind::Call)).as_deref(), Some(&long[..]));
+        assert_eq!(args(&mut copies, event(1, 12, EventKind::Exception)), None, "kinds must match");
+        assert_eq!(args(&mut copies, event(4, 12, EventKind::Return)), None);
         assert_eq!(copies.waiting.len(), 2, "later copies wait for their events");
-        assert_eq!(args(copies.take_for(&event(3, 13, EventKind::Call))).as_deref(), Some(&b"orphan"[..]));
+        assert_eq!(args(&mut copies, event(3, 13, EventKind::Call)).as_deref(), Some(&b"orphan"[..]));
         assert!(copies.waiting.is_empty());
-        drop(copies);
+        copies.let_go();
+        assert_eq!(copies.held(), 0, "every copy was folded in or passed");
         // The ring was drained: its 16 chunks hold three 100-byte copies (5 chunks each).
         assert!((20..23).all(|ts| push(2, ts, EventKind::Call, &long)));
         assert!(!push(2, 23, EventKind::Call, &long), "full: refused whole");
+    }
+
+    /// Bytes of copies folded in go, and the copies still held read the same bytes after the
+    /// buffer moved what was left to its front.
+    #[test]
+    fn held_copies_stay_whole_when_earlier_ones_go() {
+        let mut producer = Producer::new(64);
+        producer.terms = TermLane::new(2048, 100, true, false);
+        let lane = producer.terms.as_ref().unwrap();
+        let body = |ts: u64| -> Vec<u8> { (0..100).map(|i| (ts * 7 + i) as u8).collect() };
+        let mut copies = HeldCopies::default();
+        let mut pending = VecDeque::new();
+        for round in 0..3u64 {
+            let from = round * 300;
+            assert!((from..from + 300).all(|ts| push(lane, 1, ts, EventKind::Call, Slot::Args, &body(ts))));
+            lane.rx.lock().drain_into(&mut copies);
+            pending.extend((from..from + 300).map(|ts| (ts, copies.take_for(&event(1, ts, EventKind::Call)))));
+            // Fold in all but the last 100: their bytes go, the rest move to the front.
+            while pending.len() > 100 {
+                let (ts, waiting) = pending.pop_front().unwrap();
+                assert_eq!(copies.resolve(waiting).args.as_deref(), Some(&body(ts)[..]));
+            }
+            copies.let_go();
+            assert_eq!(copies.held(), 100 * 100, "round {round}: only the copies not folded in are held");
+        }
+        for (ts, waiting) in pending.drain(..) {
+            assert_eq!(copies.resolve(waiting).args.as_deref(), Some(&body(ts)[..]));
+        }
+        copies.let_go();
+        assert_eq!(copies.held(), 0);
     }
 
     #[test]
@@ -232,13 +329,16 @@ mod tests {
         assert!(push(lane, 1, 10, EventKind::Call, Slot::Args, b"[1]"));
         assert!(push(lane, 2, 11, EventKind::Call, Slot::Key, b"silver"));
         assert!(push(lane, 1, 12, EventKind::Return, Slot::Args, b"ok"));
-        let mut copies = lane.rx.lock();
-        copies.drain();
-        let got = copies.take_for(&event(1, 10, EventKind::Call));
-        assert_eq!((got.key.as_deref(), got.args.as_deref()), (Some(&b"gold"[..]), Some(&b"[1]"[..])));
-        let got = copies.take_for(&event(2, 11, EventKind::Call));
-        assert_eq!((got.key.as_deref(), got.args), (Some(&b"silver"[..]), None));
-        let got = copies.take_for(&event(1, 12, EventKind::Return));
-        assert_eq!((got.key, got.args.as_deref()), (None, Some(&b"ok"[..])));
+        let mut copies = HeldCopies::default();
+        lane.rx.lock().drain_into(&mut copies);
+        let pending: Vec<PendingCopies> = [event(1, 10, EventKind::Call), event(2, 11, EventKind::Call), event(1, 12, EventKind::Return)]
+            .iter()
+            .map(|event| copies.take_for(event))
+            .collect();
+        let mut got = pending.into_iter().map(|p| copies.resolve(p));
+        let (first, second, third) = (got.next().unwrap(), got.next().unwrap(), got.next().unwrap());
+        assert_eq!((first.key.as_deref(), first.args.as_deref()), (Some(&b"gold"[..]), Some(&b"[1]"[..])));
+        assert_eq!((second.key.as_deref(), second.args), (Some(&b"silver"[..]), None));
+        assert_eq!((third.key, third.args.as_deref()), (None, Some(&b"ok"[..])));
     }
 }
