@@ -10,7 +10,9 @@
 //! both in the order it pushed them (its timestamps only grow), so the collector matches them
 //! by `(pid, ts)` in one pass as it drains the thread (`HeldCopies::take_for`); a copy
 //! whose event never reached its ring (full) is dropped when a later event passes it. A call
-//! can have two copies, its key and its arguments, told apart by their [`Slot`].
+//! can have two copies, its key and its arguments, told apart by their [`Slot`]. The copy's
+//! bytes wait in the thread's `HeldCopies` until the event is folded in, and only then become
+//! a `TermCopy` (see `HeldCopies` for why).
 //!
 //! A full term ring refuses the copy (counted, `args_dropped`); the event still goes.
 
