@@ -134,7 +134,6 @@ impl Consumer {
             };
             shards.record_with(event, thread, copies);
         }
-        drop((plain, with));
         held.iter_mut().for_each(HeldCopies::let_go);
         shards.dispatch();
     }
