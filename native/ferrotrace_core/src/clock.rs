@@ -110,6 +110,14 @@ pub fn to_ns(ticks: u64) -> u64 {
     }
 }
 
+/// Nanoseconds in a span of `ticks` (a difference of two `now` values).
+pub fn ticks_to_ns(ticks: u64) -> u64 {
+    match clock().tsc {
+        Some((_, ns_per_tick)) => (ticks as f64 * ns_per_tick) as u64,
+        None => ticks,
+    }
+}
+
 /// Ticks in a span of `ns` nanoseconds.
 pub fn ns_to_ticks(ns: u64) -> u64 {
     match clock().tsc {

@@ -31,6 +31,17 @@ use crate::shards::Shards;
 /// How often the collector drains the rings.
 pub const COLLECT_INTERVAL: Duration = Duration::from_millis(1);
 
+/// How far behind the rings the collector fell: what tells an operator whose session dropped
+/// events whether the rings are too small for the load or the collector went without CPU.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Backlog {
+    /// The most events one ring held when it was drained.
+    pub ring_peak: u64,
+    /// The longest time between two collections of the running session, in nanoseconds (the
+    /// collector's thread runs one every [`COLLECT_INTERVAL`] when it gets a CPU).
+    pub longest_gap_ns: u64,
+}
+
 /// The consumer side: owned by whoever holds the session's consumer lock (the collector or a
 /// reader).
 pub struct Consumer {
@@ -49,6 +60,12 @@ pub struct Consumer {
     held: Vec<HeldCopies>,
     /// A producer's events while its copies are matched (reused).
     drained: Vec<PackedEvent>,
+    /// The fullest ring drained so far.
+    ring_peak: u64,
+    /// When the last collection of the running session took its cutoff, and the longest
+    /// time between two, in ticks.
+    last_collection: u64,
+    longest_gap: u64,
 }
 
 impl Consumer {
@@ -61,7 +78,15 @@ impl Consumer {
             pending_with: Vec::new(),
             held: Vec::new(),
             drained: Vec::new(),
+            ring_peak: 0,
+            last_collection: clock::now(),
+            longest_gap: 0,
         }
+    }
+
+    /// How far behind the collector fell so far.
+    pub fn backlog(&self) -> Backlog {
+        Backlog { ring_peak: self.ring_peak, longest_gap_ns: clock::ticks_to_ns(self.longest_gap) }
     }
 
     fn drain(&mut self, producer: &Producer) {
@@ -69,14 +94,16 @@ impl Consumer {
         let Some(lane) = &producer.terms else {
             if let Some(rx) = producer.rx.lock().as_mut() {
                 let pending = &mut self.pending;
-                self.aggregated += rx.drain(|event| pending.push((event, thread)));
+                let drained = rx.drain(|event| pending.push((event, thread)));
+                self.took(drained);
             }
             return;
         };
         let mut lane = lane.rx.lock();
         if let Some(rx) = producer.rx.lock().as_mut() {
             let drained = &mut self.drained;
-            self.aggregated += rx.drain(|event| drained.push(event));
+            let count = rx.drain(|event| drained.push(event));
+            self.took(count);
         }
         let index = thread as usize;
         if self.held.len() <= index {
@@ -89,6 +116,12 @@ impl Consumer {
             let taken = held.take_for(&event.unpack());
             self.pending_with.push((event, thread, taken));
         }
+    }
+
+    /// Counts `count` events drained from one ring.
+    fn took(&mut self, count: u64) {
+        self.aggregated += count;
+        self.ring_peak = self.ring_peak.max(count);
     }
 
     /// Folds in the pending events stamped before `cutoff`, in timestamp order.
@@ -158,6 +191,11 @@ impl Consumer {
     /// are freed only by `Session::halt`, under that lock, which the caller holds.
     pub(crate) unsafe fn collect(&mut self, producers: &[AtomicPtr<Producer>], flush: bool) {
         let cutoff = if flush { u64::MAX } else { clock::now_ordered() };
+        if !flush {
+            // A stopped session's reads flush; the gaps that matter are the running ones.
+            self.longest_gap = self.longest_gap.max(cutoff.saturating_sub(self.last_collection));
+            self.last_collection = cutoff;
+        }
         // After this, every event stamped before `cutoff` is in a ring (module docs).
         quiesce::wait_for_quiescence();
         for entry in producers {
@@ -195,6 +233,41 @@ mod tests {
     use crate::event::{Event, EventKind, Mfa};
     use crate::ring;
     use std::time::Instant;
+
+    /// The backlog: the fullest ring drained, and the longest time between two collections
+    /// of the running session (a flush, a stopped session's read, does not count).
+    #[test]
+    fn backlog_is_the_fullest_ring_and_the_longest_gap() {
+        crate::clock::init();
+        let mut consumer = consumer_of(1, || Aggregator::new(10, 100));
+        let producers: Vec<Box<Producer>> = (0..2).map(|_| Box::new(Producer::new(64))).collect();
+        let entries: Vec<AtomicPtr<Producer>> =
+            producers.iter().map(|p| AtomicPtr::new(&**p as *const Producer as *mut Producer)).collect();
+        let push = |producer: &Producer, count: u64| {
+            for n in 0..count {
+                let event = Event { ts: clock::now(), pid: 0x13, mfa: Mfa { module: 0x0b, function: 0x4b, arity: n as u32 % 2 }, kind: EventKind::Call };
+                // SAFETY: this thread is the producer's only user.
+                let pushed = producer.tx.as_ref().unwrap().with_mut(|tx| unsafe { (*tx).push(PackedEvent::pack(&event).unwrap()) });
+                assert!(pushed.is_ok());
+            }
+        };
+        push(&producers[0], 10);
+        push(&producers[1], 40);
+        // SAFETY: the producers outlive the consumer's use of them here.
+        unsafe { consumer.collect(&entries, false) };
+        assert_eq!(consumer.backlog().ring_peak, 40, "the fullest ring, not the sum");
+        std::thread::sleep(Duration::from_millis(20));
+        push(&producers[0], 25);
+        // SAFETY: as above.
+        unsafe { consumer.collect(&entries, false) };
+        let backlog = consumer.backlog();
+        assert_eq!(backlog.ring_peak, 40);
+        assert!(backlog.longest_gap_ns >= 20_000_000, "{backlog:?}");
+        std::thread::sleep(Duration::from_millis(60));
+        // SAFETY: as above.
+        unsafe { consumer.collect(&entries, true) };
+        assert!(consumer.backlog().longest_gap_ns < 60_000_000, "a flush is not a gap: {:?}", consumer.backlog());
+    }
 
     /// A consumer with `count` aggregators made by `make`, for the benches.
     fn consumer_of(count: usize, make: impl Fn() -> Aggregator) -> Consumer {

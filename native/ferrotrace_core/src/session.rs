@@ -14,7 +14,7 @@ use crate::sync::Mutex;
 use crate::aggregate::keyed::KeySource;
 use crate::aggregate::Aggregator;
 use crate::clock;
-use crate::collector::{Consumer, COLLECT_INTERVAL};
+use crate::collector::{Backlog, Consumer, COLLECT_INTERVAL};
 use crate::shards::{Aggregates, Shards};
 use crate::limit::Limiter;
 use crate::options::Config;
@@ -373,6 +373,12 @@ impl Session {
     fn accounting(&self, consumer: &Consumer) -> Accounting {
         // SAFETY: as in `collect`.
         unsafe { consumer.accounting(&self.producers) }
+    }
+
+    /// How far behind its rings the collector fell (see [`Backlog`]), and the events one ring
+    /// holds.
+    pub fn backlog(&self) -> (Backlog, usize) {
+        (self.consumer.lock().backlog(), self.config.ring_size.next_power_of_two())
     }
 
     /// Runs `f` on the session's figures (every aggregator's, as one) and accounting, after

@@ -31,6 +31,7 @@ mod atoms {
         ring_bytes, functions, collector_cpu_ns, aggregators, ring_alloc_failures, ferrotrace_stopped,
         mfa, count, returns, exceptions, total,
         user, owner_down, duration, loops, foreign_events, bad_spec, ferrotrace_loops,
+        backlog, ring_peak, ring_size, longest_gap_us,
     }
 }
 
@@ -253,6 +254,7 @@ fn session_summary<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
         Err(e) => return e,
     };
     let ring_bytes = session.ring_bytes();
+    let (backlog, ring_size) = session.backlog();
     let stopped = session.stopped();
     let (status, reason, stopped_at) = match stopped {
         Some(s) => (atoms::stopped(), Atom::from_str(env, s.reason.name()).expect("atom").encode(env), s.at_ms.encode(env)),
@@ -278,6 +280,11 @@ fn session_summary<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
             ])),
             (atoms::collector_cpu_ns(), session.collector_cpu_ns().encode(env)),
             (atoms::aggregators(), session.aggregators().encode(env)),
+            (atoms::backlog(), map(env, &[
+                (atoms::ring_peak(), backlog.ring_peak.encode(env)),
+                (atoms::ring_size(), ring_size.encode(env)),
+                (atoms::longest_gap_us(), (backlog.longest_gap_ns / 1_000).encode(env)),
+            ])),
         ]);
         (atoms::ok(), summary).encode(env)
     })
