@@ -374,6 +374,12 @@ ft_extra(#{events := Ev} = Summary, DrainMs) ->
                              {_, 0} -> undefined;
                              {Cpu, Agg} -> Cpu / Agg
                          end,
+      %% The fullest ring at a drain and the longest gap between drains: what a drop means.
+      ft_backlog => case maps:get(backlog, Summary, undefined) of
+                        #{ring_peak := Peak, ring_size := Size, longest_gap_us := Gap} ->
+                            io_lib:format("~b/~b ~.1fms", [Peak, Size, Gap / 1000]);
+                        _ -> "n/a"
+                    end,
       ft_drain_ms => DrainMs,
       ft_count => maps:get(count, Fn, undefined),
       ft_p50 => maps:get(p50, Fn, undefined),
@@ -556,11 +562,11 @@ note(Scenario, RoundNo, C, R = #{ft_seen := _}) ->
                   end,
     io:format("~p ~p round ~p: seen=~p aggregated=~p dropped=~p sampled_out=~p~s ~s "
               "count(f/1)=~p p50=~pns p99=~pns aggregation_drain=~pms "
-              "collector_cpu_ns/event=~s~n",
+              "collector_cpu_ns/event=~s fullest_ring/longest_gap=~s~n",
               [C, Scenario, RoundNo, maps:get(ft_seen, R), maps:get(ft_aggregated, R),
                maps:get(ft_dropped, R), maps:get(ft_sampled_out, R), Limited, Expected,
                maps:get(ft_count, R), maps:get(ft_p50, R), maps:get(ft_p99, R),
-               maps:get(ft_drain_ms, R), CollectorNs]);
+               maps:get(ft_drain_ms, R), CollectorNs, maps:get(ft_backlog, R, "n/a")]);
 note(Scenario, RoundNo, C, R = #{ft_summary := Other}) ->
     io:format("~p ~p round ~p: unexpected summary ~p (drain ~pms)~n",
               [C, Scenario, RoundNo, Other, maps:get(ft_drain_ms, R)]);

@@ -270,6 +270,9 @@ processes(Kinds, Options0) ->
 %% (`open_calls' still awaiting their return, `abandoned_calls', `unmatched_returns', ...),
 %% `status' (`running' | `stopped'), `stop_reason' (`user', `duration', `limit',
 %% `owner_down', `unload', `error', or `undefined' while running) and `stopped_at' (ms);
+%% `backlog' (`ring_peak', the most events one scheduler's ring held when the collector
+%% drained it, of `ring_size'; `longest_gap_us', the longest time between two drains while
+%% the session ran: a ring that fills in less than that gap drops, see `report/1');
 %% `stacks' (`paths' kept for the `collapsed' export, returned calls not kept: `overflow'
 %% past 10,000 paths, `too_deep' past 64 frames).
 %% Each call entry also has `slowest' and `slow_calls_dropped' (see {@link slowest/2}),

@@ -64,7 +64,7 @@ start(Spec, Options, Nodes, Owner) ->
     end.
 
 %% @doc The merged summary, with `nodes', `nodes_down' and `by_node'.
--spec summary(pid()) -> map() | {error, term()}.
+-spec summary(pid()) -> ferrotrace:summary() | {error, term()}.
 summary(Cluster) ->
     case gather(Cluster) of
         {error, _} = Error -> Error;
@@ -466,6 +466,7 @@ merge(Info = #{cluster := Cluster, stop_reason := Reason0}, Figures) ->
       events => add_maps([E || #{events := E} <- Summaries]),
       pairing => add_maps([P || #{pairing := P} <- Summaries]),
       memory => add_maps([M || #{memory := M} <- Summaries]),
+      backlog => max_maps([B || #{backlog := B} <- Summaries]),
       stacks => add_maps([M || #{stacks := M} <- Summaries]),
       collector_cpu_ns => lists:sum([C || #{collector_cpu_ns := C} <- Summaries]),
       aggregators => lists:sum([maps:get(aggregators, S, 1) || S <- Summaries]),
@@ -506,6 +507,14 @@ add_maps(Maps) ->
                                           maps:update_with(K, fun(Old) -> Old + V end, V, A);
                                      (K, V, A) -> A#{K => V}
                                   end, Acc, M)
+                end, #{}, Maps).
+
+%% The largest value of each key (the backlog: the fullest ring and the longest gap of any
+%% node, not their sum).
+max_maps(Maps) ->
+    lists:foldl(fun(M, Acc) ->
+                        maps:fold(fun(K, V, A) -> maps:update_with(K, fun(Old) -> max(Old, V) end, V, A) end,
+                                  Acc, M)
                 end, #{}, Maps).
 
 first([]) -> undefined;

@@ -173,8 +173,20 @@ header(Summary = #{id := Id, status := Status, elapsed_ms := Ms, events := Event
     Elapsed = io_lib:format("~ts after ~.1f s", [StatusText, Ms / 1000]),
     [wrap("ferrotrace session ", [[Name, ":"], Elapsed], "", Width),
      wrap("events: ", EventParts, Width),
+     backlog(Summary, Count(dropped, Events), Width),
      wrap("pairing: ", PairingParts, Width),
      Loops].
+
+%% When events were dropped or a ring came within a tenth of full: how full the fullest ring
+%% got and the longest the collector went without draining, which tell a ring too small for
+%% the load from a collector starved of CPU (a gap of many milliseconds).
+backlog(#{backlog := #{ring_peak := Peak, ring_size := Size, longest_gap_us := GapUs}}, Dropped, Width)
+  when Dropped > 0; Peak * 10 >= Size * 9 ->
+    wrap("rings: ", [io_lib:format("the fullest held ~b of ~b events", [Peak, Size]),
+                     io_lib:format("~.1f ms at most between two drains", [GapUs / 1000]),
+                     "a larger ring_size or sample => N keeps up"], Width);
+backlog(_Summary, _Dropped, _Width) ->
+    [].
 
 %% "Prefix a, b, c" over as many lines as Width needs, continuation lines indented (by two
 %% spaces when the prefix is too wide for a part; a part wider than a line is shortened).

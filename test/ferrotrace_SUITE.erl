@@ -104,6 +104,18 @@ exact_counts_small_ring(_Config) ->
           = Events} = ferrotrace:summary(S),
     ct:pal("events with a 64-event ring: ~p", [Events]),
     ok = check_accounting(Events),
+    %% A ring drops only when full, and the next drain then finds it full: the backlog says
+    %% so, and the report prints it.
+    #{backlog := #{ring_peak := Peak, ring_size := 64, longest_gap_us := GapUs}} = ferrotrace:summary(S),
+    ct:pal("backlog: the fullest ring held ~b of 64 events, ~b us at most between drains", [Peak, GapUs]),
+    ?assert(Peak =< 64),
+    ?assert(GapUs > 0),
+    Report = unicode:characters_to_list(ferrotrace:format(S)),
+    case Dropped of
+        0 -> ok;
+        _ -> ?assertEqual(64, Peak),
+             ?assertNotEqual(nomatch, string:find(Report, "rings: the fullest held 64 of 64 events"))
+    end,
     ?assertEqual(2 * N, Seen),
     ?assertEqual(Seen, Aggregated + Dropped),
     CallsPlusReturns = lists:sum([C + R + E || #{count := C, returns := R, exceptions := E}

@@ -106,6 +106,10 @@ merged_exactly(Config) ->
     ?assert(Seen >= 600, Seen),
     ?assertEqual(Seen, Agg),
     ?assertEqual(stopped, maps:get(status, Summary)),
+    %% The backlog is the worst node's, not a sum: the fullest ring of any node.
+    Peaks = [P || #{backlog := #{ring_peak := P}} <- maps:values(ByNode)],
+    ?assertMatch(#{ring_peak := _, ring_size := 32768, longest_gap_us := _}, maps:get(backlog, Summary)),
+    ?assertEqual(lists:max(Peaks), maps:get(ring_peak, maps:get(backlog, Summary))),
     %% Merged percentiles equal those of one histogram of all durations: each node's own
     %% hdr_log export, added by the Python hdrhistogram package (an independent merge).
     Files = [begin

@@ -7,7 +7,7 @@
 -include_lib("stdlib/include/assert.hrl").
 
 -export([spec_forms_test_/0, spec_errors_test_/0, compiled_fun_test/0, shell_fun_test_/0,
-         spec_filters_calls_test/0, names_test_/0, report_fits_test_/0, report_rows_test/0,
+         spec_filters_calls_test/0, names_test_/0, report_fits_test_/0, report_rows_test/0, report_backlog_test/0,
          report_sort_test/0, report_mfa_test/0, report_pairing_test/0, report_options_test_/0,
          report_legacy_summary_test/0, report_live_session_test/0, help_test/0,
          docs_test/0]).
@@ -319,6 +319,27 @@ report_fits_test_() ->
                || W <- ["counted only (loops):", "MyApp.Server.loop/1", "6045 calls still open",
                         "192805 seen", "ferrotrace session", "running after 3.0 s"]]
       end} || Width <- [40, 60, 80, 100, 132]].
+
+%% The "rings:" line shows when events were dropped or a ring came within a tenth of full,
+%% and says how full and how long between drains; a summary without a backlog (an older
+%% node's, in a cluster) prints none.
+-spec report_backlog_test() -> ok.
+report_backlog_test() ->
+    Report = fun(Dropped, Peak) ->
+                     S = summary(),
+                     Events = maps:get(events, S),
+                     Summary = S#{events := Events#{dropped => Dropped},
+                                  backlog => #{ring_peak => Peak, ring_size => 32768,
+                                               longest_gap_us => 31200}},
+                     flat(ferrotrace_report:format(Summary, fun histogram/1, #{width => 100}))
+             end,
+    Line = fun(Text) -> [L || L <- lines(Text), string:prefix(L, "rings:") =/= nomatch] end,
+    ?assertMatch(["rings: the fullest held 32768 of 32768 events, 31.2 ms at most between two drains," ++ _],
+                 Line(Report(17735, 32768))),
+    ?assertMatch(["rings: the fullest held 29500 of 32768 events" ++ _], Line(Report(0, 29500))),
+    ?assertEqual([], Line(Report(0, 29400))),
+    ?assertEqual([], Line(flat(ferrotrace_report:format(summary(), fun histogram/1, #{})))),
+    ok.
 
 -spec report_rows_test() -> ok.
 report_rows_test() ->

@@ -75,7 +75,7 @@ SCHEMA = {
     "format": str, "version": int, "id": int, "status": str, "stop_reason": (str, type(None)),
     "started_at": int, "stopped_at": OPT_INT, "elapsed_ms": int, "loops": list,
     "calls": list, "events": dict, "pairing": dict, "memory": dict, "collector_cpu_ns": int,
-    "stacks": dict,
+    "stacks": dict, "backlog": dict,
 }
 CALL = {"mfa": str, "count": INT, "returns": INT, "exceptions": INT, "total": INT,
         "mean": OPT_INT, "p50": OPT_INT, "p90": OPT_INT, "p99": OPT_INT, "p999": OPT_INT,
@@ -103,6 +103,9 @@ def json_summary(path):
             raise SystemExit(f"calls[{i}].mfa: {call['mfa']!r} is not m:f/a")
     check(doc["events"], EVENTS, "events")
     check(doc["stacks"], {"paths": INT, "overflow": INT, "too_deep": INT}, "stacks")
+    check(doc["backlog"], {"ring_peak": INT, "ring_size": INT, "longest_gap_us": INT}, "backlog")
+    if doc["backlog"]["ring_peak"] > doc["backlog"]["ring_size"]:
+        raise SystemExit("backlog: a ring held more than its size")
     e = doc["events"]
     if e["seen"] != e["aggregated"] + e["dropped"] + e["sampled_out"] + e["limited"]:
         raise SystemExit("events do not add up")
