@@ -20,6 +20,64 @@
 %%% 4> ferrotrace:summary(S).
 %%% '''
 %%%
+%%% == Example ==
+%%% A remote shell into the demo shop of `make demo', three seconds of its checkouts (the
+%%% histogram's empty rows cut here):
+%%% ```
+%%% 1> {ok, S} = ferrotrace:calls("shop_api:checkout/1", #{duration => 3000}).
+%%% 2> ferrotrace:report(S).
+%%% ferrotrace session 114908862090244288: stopped (duration) after 3.0 s
+%%% events: 6669 seen, 6669 aggregated, 0 dropped (ring full), 0 sampled out,
+%%%         0 over a limit
+%%% pairing: 6 calls still open, 0 abandoned, 0 returns without a call
+%%%
+%%% FUNCTION             COUNT  EXC  P50 us  P99 us  P99.9 us  MAX us  TOTAL ms
+%%% shop_api:checkout/1   3337  140    3772   14098     55673   56590     14943
+%%%
+%%%   shop_api:checkout/1  latency
+%%%        value  ------------- Distribution ------------- count
+%%%      4.10 us |                                         11
+%%%      8.19 us |                                         15
+%%%      16.4 us |                                         9
+%%%      32.8 us |                                         3
+%%%      65.5 us |                                         20
+%%%       131 us |                                         18
+%%%       262 us |                                         20
+%%%       524 us |                                         19
+%%%      1.05 ms |@@@@@@@@@@                                    441
+%%%      2.10 ms |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@                       1492
+%%%      4.19 ms |@@@@@@@@@@@@@@@@@@@@@@@@@@                            1117
+%%%      8.39 ms |@@@@                                       133
+%%%      16.8 ms |                                         0
+%%%      33.6 ms |                                         33
+%%%
+%%%   slowest calls (3 of 10 kept)
+%%%     56.6 ms  16:22:51.169633  <0.90.0>                 return
+%%%     56.2 ms  16:22:52.911842  <0.89.0>                 return
+%%%     55.9 ms  16:22:52.241281  <0.92.0>                 return
+%%% '''
+%%% The 6 open calls were in flight when the session stopped; {@link slowest/2} gives the
+%%% kept calls as maps.
+%%%
+%%% == Structure ==
+%%% An event travels: the traced process's scheduler calls {@link ferrotrace_tracer}'s NIF
+%%% callbacks (`enabled*' may answer `discard' for a sampled-out process; `trace/5' stamps
+%%% the event, applies the limits and pushes it into the scheduler's own ring) -> the
+%%% session's collector thread drains the rings every millisecond, orders the events by time
+%%% and pairs calls with returns per process -> histograms, counters and kept calls, read
+%%% by this module. The Erlang side:
+%%% <ul>
+%%% <li>`ferrotrace' (here): sessions by id or name, summaries, reports, exports;</li>
+%%% <li>`ferrotrace_spec' reads specs (`"m:f/2"', funs, match specs),
+%%% `ferrotrace_options' options;</li>
+%%% <li>`ferrotrace_session': the keeper of one session, a process that sets its trace
+%%% patterns and flags, clears them when the session stops, and stops the session when its
+%%% owner (the shell) goes; `ferrotrace_registry' maps names and ids to keepers;</li>
+%%% <li>`ferrotrace_report', `ferrotrace_slow', `ferrotrace_events_report': text;
+%%% `ferrotrace_export': files for other tools; `ferrotrace_cluster': one session on several
+%%% nodes.</li>
+%%% </ul>
+%%%
 %%% == Safety ==
 %%% Every session is bounded: it stops by itself after `duration' (default 10 s), its rings
 %%% hold at most `ring_size' events per scheduler thread (a full ring drops and counts), at
@@ -27,6 +85,28 @@
 %%% created it (the shell) dies. A stopped session makes the VM unhook the tracer from every
 %%% tracee at its next event. Statistics stay readable after `stop/1' until `release/1' or
 %%% the owner's death.
+%%%
+%%% == Dangers ==
+%%% What the bounds above do not cover:
+%%% <ul>
+%%% <li>The VM's own work per traced event is paid by the traced process, whatever the
+%%% tracer: about 0.37 us per event on the 2-core machine `make bench' ran on, to which
+%%% ferrotrace adds about 0.07 us; a traced call with its return costs about 0.9 us. A broad spec
+%%% (`` {'_', '_', '_'} '', a whole application) on a busy node slows every call it matches;
+%%% narrow the spec, or bound the cost with `sample => N' (decided before the VM builds
+%%% the event) or `max_rate'.</li>
+%%% <li>Return tracing turns off last-call optimisation for the traced functions. Server
+%%% loops found in the spec are traced without it (counted, not timed, see `loops' in the
+%%% summary), and a function found nested 4,096 deep is switched to counting; until then a
+%%% deep tail recursion keeps one frame per call.</li>
+%%% <li>On OTP 25 a process has one tracer: a session refuses processes that `dbg',
+%%% `recon_trace' or another session already trace (`{error, {already_traced, ...}}').</li>
+%%% <li>`args => true' and keys copy terms on the traced process's scheduler, up to
+%%% `max_term_bytes' each: a large argument costs its copy on every call.</li>
+%%% <li>Memory: 32 bytes x `ring_size' per scheduler thread that produced an event (1 MiB
+%%% each by default), two to three times that again with `args' or keys; `duration => infinity'
+%%% keeps it until `stop/1'.</li>
+%%% </ul>
 %%%
 %%% == Options ==
 %%% <ul>
@@ -97,10 +177,87 @@
 %% What calls/2 traces; see ferrotrace_spec for the forms.
 -type spec() :: mfa_spec() | {module() | '_', atom() | '_', [tuple()] | function()}
               | string() | binary().
--type options() :: #{atom() => term()} | [{atom(), term()}].
+%% The options of session/1, calls/2 and processes/2 (see "Options" above); a list of
+%% `{Name, Value}' pairs is taken too. An option that is not one of these, or a value out of
+%% its range, is answered `{error, {unknown_option, ...}}' or `{error, {bad_option, ...}}'.
+-type options() :: #{duration => pos_integer() | infinity,
+                     ring_size => pos_integer(),
+                     max_functions => pos_integer(),
+                     max_open_calls => pos_integer(),
+                     max_events => pos_integer() | infinity,
+                     max_rate => {pos_integer(), pos_integer()} | infinity,
+                     on_limit => stop | drop,
+                     sample => pos_integer(),
+                     slowest => non_neg_integer(),
+                     threshold => non_neg_integer() | infinity,
+                     max_slow_calls => pos_integer(),
+                     recent => non_neg_integer(),
+                     intervals => pos_integer(),
+                     max_intervals => pos_integer(),
+                     args => boolean(),
+                     max_term_bytes => pos_integer(),
+                     key => none | message | caller,
+                     max_keys => pos_integer(),
+                     aggregators => pos_integer() | auto,
+                     name => atom(),
+                     owner => pid() | none,
+                     keep => non_neg_integer() | infinity,
+                     %% calls/2 only:
+                     pids => pid_spec(),
+                     scope => local | global,
+                     also => [ferrotrace_events:kind()],
+                     callers => boolean(),
+                     nodes => [node()]}
+                 | [{atom(), term()}].
 -type bucket() :: {LowNs :: non_neg_integer(), HighNs :: non_neg_integer(),
                    Count :: non_neg_integer()}.
--export_type([session/0, spec/0, mfa_spec/0, pid_spec/0, bucket/0, options/0]).
+%% A time in ns; `undefined' for a figure of no call yet.
+-type time() :: non_neg_integer() | undefined.
+%% One traced function in summary/1: counts, the latency (total and percentiles, ns), and
+%% what the session's options add (see summary/1).
+-type call_summary() :: #{mfa := mfa(),
+                          count := non_neg_integer(),
+                          returns := non_neg_integer(),
+                          exceptions := non_neg_integer(),
+                          total := non_neg_integer(),
+                          mean := time(), p50 := time(), p90 := time(), p99 := time(),
+                          p999 := time(), max := time(),
+                          own => #{atom() => time()},
+                          migrations => non_neg_integer(),
+                          slowest => [ferrotrace_slow:slow_call()],
+                          slow_calls_dropped => non_neg_integer(),
+                          by_key => [#{atom() => term()}],
+                          callers => [#{atom() => term()}],
+                          keys_overflow => non_neg_integer(),
+                          split => #{running | descheduled | gc => #{atom() => time()}}}.
+%% What summary/1 answers: every key is described in its doc.
+-type summary() :: #{id := ferrotrace_tracer:session_id() | pid(),
+                     name := atom(),
+                     status := running | stopped,
+                     stop_reason := user | duration | limit | owner_down | unload | error | undefined,
+                     started_at := integer(),
+                     stopped_at := integer() | undefined,
+                     elapsed_ms := non_neg_integer(),
+                     calls := [call_summary()],
+                     loops := [mfa()],
+                     events := #{seen := non_neg_integer(), aggregated := non_neg_integer(),
+                                 dropped := non_neg_integer(), sampled_out := non_neg_integer(),
+                                 limited := non_neg_integer(), ignored := non_neg_integer(),
+                                 args_dropped := non_neg_integer()},
+                     pairing := #{atom() => non_neg_integer()},
+                     memory := #{ring_bytes := non_neg_integer(), functions := non_neg_integer(),
+                                 ring_alloc_failures := non_neg_integer()},
+                     backlog := #{ring_peak := non_neg_integer(), ring_size := pos_integer(),
+                                  longest_gap_us := non_neg_integer()},
+                     stacks := #{paths := non_neg_integer(), overflow := non_neg_integer(),
+                                 too_deep := non_neg_integer()},
+                     collector_cpu_ns := non_neg_integer(),
+                     aggregators := pos_integer(),
+                     messages => map(), scheduling => map(), gc => map(), processes => map(),
+                     ports => map(),
+                     nodes => [node()], nodes_down => [node()], by_node => #{node() => summary()}}.
+-export_type([session/0, spec/0, mfa_spec/0, pid_spec/0, bucket/0, options/0, summary/0,
+              call_summary/0, time/0]).
 
 %% Options handled here; the rest go to the engine.
 -define(CALL_OPTIONS, [pids, scope, also, callers]).
@@ -286,7 +443,7 @@ processes(Kinds, Options0) ->
 %% processes"), and call entries gain `split => #{running, descheduled, gc}' when
 %% scheduling is traced with the calls. A cluster session (a pid, see `nodes') merges its
 %% nodes' figures.
--spec summary(session() | pid()) -> map() | {error, term()}.
+-spec summary(session() | pid()) -> summary() | {error, term()}.
 summary(Name) when is_atom(Name) ->
     with_name(Name, fun summary/1);
 summary(Cluster) when is_pid(Cluster) ->

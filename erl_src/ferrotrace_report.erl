@@ -33,7 +33,7 @@
 
 %% @doc The report for `Summary' with the default options; `Histogram(MFA)' gives a
 %% function's buckets.
--spec format(map(), fun((mfa()) -> [ferrotrace:bucket()] | {error, term()})) -> iolist().
+-spec format(ferrotrace:summary(), fun((mfa()) -> [ferrotrace:bucket()] | {error, term()})) -> iolist().
 format(Summary, Histogram) ->
     {ok, Options} = check_options(#{}),
     render(Summary, Histogram, Options).
@@ -48,7 +48,7 @@ format(Summary, Histogram) ->
 %% <li>`histograms => N': histograms drawn for the first N rows (default 3).</li>
 %% </ul>
 %% Answers `{error, Reason}' for a bad option, naming it and what is accepted.
--spec format(map(), fun((mfa()) -> [ferrotrace:bucket()] | {error, term()}),
+-spec format(ferrotrace:summary(), fun((mfa()) -> [ferrotrace:bucket()] | {error, term()}),
              options() | [{atom(), term()}]) -> iolist() | {error, term()}.
 format(Summary, Histogram, Options0) ->
     case check_options(Options0) of
