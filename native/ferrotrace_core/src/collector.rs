@@ -365,17 +365,35 @@ mod tests {
     #[test]
     #[ignore = "a benchmark: make collector-ceiling"]
     fn collector_ceiling_with_args() {
+        collector_ceiling_with_copies(crate::copies::Slot::Args);
+    }
+
+    /// The same with keys (`key => message`): every call comes with one of four keys (the
+    /// bench's `f/1` keyed by `X rem 4`), its return with none. Run by `make collector-ceiling`.
+    #[test]
+    #[ignore = "a benchmark: make collector-ceiling"]
+    fn collector_ceiling_with_keys() {
+        collector_ceiling_with_copies(crate::copies::Slot::Key);
+    }
+
+    fn collector_ceiling_with_copies(slot: crate::copies::Slot) {
+        use crate::aggregate::keyed::{KeySource, KeysConfig};
+        use crate::copies::Slot;
         const THREADS: usize = 4;
         const PIDS_PER_THREAD: u64 = 256;
         const PER_ROUND: usize = 16_384;
         const ROUNDS: usize = 100;
         crate::clock::init();
         let slowest = crate::aggregate::slowest::SlowestConfig { keep: 0, threshold_ns: None, max_slow_calls: 1 };
-        let mut consumer = consumer_of(1, || Aggregator::new(1_000, 100_000).with_slowest(slowest));
+        let keys = KeysConfig { source: KeySource::Message, max_keys: 1_000 };
+        let mut consumer = consumer_of(1, || {
+            let aggregator = Aggregator::new(1_000, 100_000).with_slowest(slowest);
+            if slot == Slot::Key { aggregator.with_keys(keys) } else { aggregator }
+        });
         let producers: Vec<Producer> = (0..THREADS)
             .map(|_| {
                 let mut p = Producer::new(PER_ROUND);
-                p.terms = crate::copies::TermLane::new(2 * PER_ROUND, 1024, true, false);
+                p.terms = crate::copies::TermLane::new(2 * PER_ROUND, 1024, slot == Slot::Args, slot == Slot::Key);
                 p
             })
             .collect();
@@ -393,15 +411,23 @@ mod tests {
                     for (k, kind) in [EventKind::Call, EventKind::Return].into_iter().enumerate() {
                         // Interleaved in time with the other rings', as in `collector_ceiling`.
                         let ts = ts + (((2 * i + k) * THREADS + t) as u64 + 1) * 7;
-                        let body: &[u8] = if kind == EventKind::Call { &call_copy } else { &return_copy };
-                        // SAFETY: this thread is the producer's only user.
-                        let copied = unsafe {
-                            lane.push_copy(pid, ts, kind, crate::copies::Slot::Args, |out| {
-                                out[..body.len()].copy_from_slice(body);
-                                body.len()
-                            })
+                        let key = [n as u8 % 4; 3];
+                        let body: Option<&[u8]> = match (slot, kind) {
+                            (Slot::Args, EventKind::Call) => Some(&call_copy),
+                            (Slot::Args, _) => Some(&return_copy),
+                            (Slot::Key, EventKind::Call) => Some(&key),
+                            (Slot::Key, _) => None,
                         };
-                        assert!(copied);
+                        if let Some(body) = body {
+                            // SAFETY: this thread is the producer's only user.
+                            let copied = unsafe {
+                                lane.push_copy(pid, ts, kind, slot, |out| {
+                                    out[..body.len()].copy_from_slice(body);
+                                    body.len()
+                                })
+                            };
+                            assert!(copied);
+                        }
                         let packed = PackedEvent::pack(&Event { ts, pid, mfa, kind }).unwrap();
                         // SAFETY: as above.
                         let pushed = producer.tx.as_ref().unwrap().with_mut(|tx| unsafe { (*tx).push(packed) });
@@ -419,9 +445,16 @@ mod tests {
             events += (THREADS * PER_ROUND) as u64;
         }
         assert_eq!(consumer.aggregated, events);
+        if slot == Slot::Key {
+            let mut aggregates = consumer.shards.aggregates();
+            let (_, stats) = aggregates.view().functions().next().unwrap();
+            assert_eq!(stats.by_key.as_ref().map(|k| k.len()), Some(4), "four keys");
+        }
         let rate = events as f64 / spent.as_secs_f64();
         println!(
-            "collector ceiling with args: {events} events (each with a copy) in {:.1} ms: {:.1} M events/s, {:.1} ns/event",
+            "collector ceiling with {}: {events} events (each {}) in {:.1} ms: {:.1} M events/s, {:.1} ns/event",
+            if slot == Slot::Args { "args" } else { "keys" },
+            if slot == Slot::Args { "with a copy" } else { "call with one of four keys" },
             spent.as_secs_f64() * 1e3,
             rate / 1e6,
             1e9 / rate,
