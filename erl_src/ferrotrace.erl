@@ -172,14 +172,14 @@
 -export([export/2, export/3]).  % exports and cluster sessions, at the end of the file
 
 -type session() :: ferrotrace_tracer:session_id() | atom().
+%% A session: its id (what session/1 and calls/2 answer) or its name (`name => Atom').
 -type mfa_spec() :: {module() | '_', atom() | '_', arity() | '_'}.
+%% A function, or several with `` '_' '' for any module, name or arity.
 -type pid_spec() :: all | new | existing | [pid()].
-%% What calls/2 traces; see ferrotrace_spec for the forms.
+%% The processes calls/2 traces: all, those spawned from now on, those alive now, or a list.
 -type spec() :: mfa_spec() | {module() | '_', atom() | '_', [tuple()] | function()}
               | string() | binary().
-%% The options of session/1, calls/2 and processes/2 (see "Options" above); a list of
-%% `{Name, Value}' pairs is taken too. An option that is not one of these, or a value out of
-%% its range, is answered `{error, {unknown_option, ...}}' or `{error, {bad_option, ...}}'.
+%% What calls/2 traces; see ferrotrace_spec for the forms.
 -type options() :: #{duration => pos_integer() | infinity,
                      ring_size => pos_integer(),
                      max_functions => pos_integer(),
@@ -202,19 +202,21 @@
                      name => atom(),
                      owner => pid() | none,
                      keep => non_neg_integer() | infinity,
-                     %% calls/2 only:
                      pids => pid_spec(),
                      scope => local | global,
                      also => [ferrotrace_events:kind()],
                      callers => boolean(),
                      nodes => [node()]}
                  | [{atom(), term()}].
+%% The options of session/1, calls/2 and processes/2 (see the module doc's "Options"); a list of
+%% `{Name, Value}' pairs is taken too. An option that is not one of these, or a value out of
+%% its range, is answered `{error, {unknown_option, ...}}' or `{error, {bad_option, ...}}'.
+%% `pids', `scope', `also', `callers' and `nodes' are for calls/2 only.
 -type bucket() :: {LowNs :: non_neg_integer(), HighNs :: non_neg_integer(),
                    Count :: non_neg_integer()}.
-%% A time in ns; `undefined' for a figure of no call yet.
+%% A histogram bucket: how many values fell in LowNs..HighNs (power-of-two bounds).
 -type time() :: non_neg_integer() | undefined.
-%% One traced function in summary/1: counts, the latency (total and percentiles, ns), and
-%% what the session's options add (see summary/1).
+%% A time in ns; `undefined' for a figure of no call yet.
 -type call_summary() :: #{mfa := mfa(),
                           count := non_neg_integer(),
                           returns := non_neg_integer(),
@@ -230,7 +232,8 @@
                           callers => [#{atom() => term()}],
                           keys_overflow => non_neg_integer(),
                           split => #{running | descheduled | gc => #{atom() => time()}}}.
-%% What summary/1 answers: every key is described in its doc.
+%% One traced function in summary/1: counts, the latency (total and percentiles, ns), and
+%% what the session's options add (see summary/1).
 -type summary() :: #{id := ferrotrace_tracer:session_id() | pid(),
                      name := atom(),
                      status := running | stopped,
@@ -256,6 +259,7 @@
                      messages => map(), scheduling => map(), gc => map(), processes => map(),
                      ports => map(),
                      nodes => [node()], nodes_down => [node()], by_node => #{node() => summary()}}.
+%% What summary/1 answers; its doc describes every key.
 -export_type([session/0, spec/0, mfa_spec/0, pid_spec/0, bucket/0, options/0, summary/0,
               call_summary/0, time/0]).
 

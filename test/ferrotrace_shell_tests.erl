@@ -521,6 +521,12 @@ docs_test() ->
     {ok, Rendered} = ft_ct:capture(fun() -> c:h(ferrotrace, calls) end),
     ?assertNotEqual(nomatch, string:find(Rendered, "Traces calls matching")),
     ?assertEqual(nomatch, string:find(Rendered, "no documentation")),
+    %% Every exported type is documented, and ht/2 shows it with its keys.
+    [?assert(is_list(Doc(type, T, 0)) andalso Doc(type, T, 0) =/= [], T)
+     || T <- [session, spec, mfa_spec, pid_spec, options, bucket, summary, call_summary, time]],
+    {ok, Type} = ft_ct:capture(fun() -> c:ht(ferrotrace, summary) end),
+    [?assertNotEqual(nomatch, string:find(Type, K), K)
+     || K <- ["backlog :=", "ring_peak :=", "What summary/1 answers"]],
     ok.
 
 %%--------------------------------------------------------------------------------------
