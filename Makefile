@@ -1,5 +1,5 @@
 # ferrotrace: the README's two commands are `make demo` and `make test`.
-.PHONY: all setup compile demo test test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty bench loom miri collector-ceiling clean export-tools
+.PHONY: all setup compile demo test test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty bench bench-reads loom miri collector-ceiling clean export-tools
 
 DEBIAN_PACKAGES = erlang-nox erlang-dev rebar3 erlang-common-test erlang-eunit erlang-dialyzer erlang-tools
 
@@ -86,6 +86,13 @@ miri:
 # One collector thread's ceiling: events/s it drains, orders and aggregates.
 collector-ceiling:
 	cargo test --release -p ferrotrace_core --lib collector_ceiling -- --ignored --nocapture
+
+# Summaries read every 200 ms during a load, aggregation split over 4 threads: drops, the
+# backlog and the slowest read, without and with the reads (about 4 minutes on 2 cores).
+bench-reads: compile
+	mkdir -p bench/out
+	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_reads.erl
+	erl -noshell -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_reads:main(), halt().'
 
 clean:
 	rebar3 clean

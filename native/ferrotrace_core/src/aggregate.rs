@@ -420,6 +420,11 @@ impl Aggregator {
         std::mem::take(&mut self.new_loops)
     }
 
+    /// True if loops were found that `take_new_loops` has not taken yet.
+    pub fn has_new_loops(&self) -> bool {
+        !self.new_loops.is_empty()
+    }
+
     /// Every function counted without pairing.
     pub fn loops(&self) -> impl Iterator<Item = &Mfa> {
         self.loops.keys()

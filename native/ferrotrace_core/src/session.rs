@@ -395,12 +395,23 @@ impl Session {
 
     /// Under the consumer lock: collects (everything if stopped), then runs `f` on the
     /// aggregators and the accounting.
+    ///
+    /// With aggregator threads, the reader locks their aggregators (frozen where `accounting`
+    /// was taken) and lets go of the consumer lock before `f` merges and reads them: a merge
+    /// takes milliseconds, and the collector drains on meanwhile instead of letting the rings
+    /// fill. `f` must not take the consumer lock (no `backlog`, `ring_bytes`, `halt` in it):
+    /// the collector may be waiting, under it, for an aggregator thread that waits for `f`.
     fn up_to_date<R>(&self, f: impl FnOnce(&mut Aggregates<'_>, Accounting) -> R) -> R {
         let mut consumer = self.consumer.lock();
         let flush = self.stopped().is_some();
         self.collect(&mut consumer, flush);
         let accounting = self.accounting(&consumer);
-        let mut aggregates = consumer.shards.aggregates();
+        let Some(handles) = consumer.shards.detach() else {
+            let mut aggregates = consumer.shards.aggregates();
+            return f(&mut aggregates, accounting);
+        };
+        let mut aggregates = Aggregates::of_parts(handles.iter().map(|part| part.lock()).collect());
+        drop(consumer);
         let read = f(&mut aggregates, accounting);
         drop(aggregates);
         read
@@ -683,6 +694,55 @@ mod tests {
             a
         });
         assert_eq!(a.seen, a.aggregated + a.dropped);
+        assert!(release(session.id));
+    }
+
+    /// With aggregator threads, a reader lets go of the consumer lock before it merges and
+    /// reads: the collector (here, another thread taking that lock) goes on meanwhile, and the
+    /// figures read are those the accounting counts. With one aggregator, which is the
+    /// collector's own, the reader keeps the lock.
+    #[test]
+    #[cfg_attr(miri, ignore = "timing: a 500 ms wait decides, and Miri runs the other threads far slower")]
+    fn a_split_read_lets_the_collector_go_on() {
+        for (aggregators, goes_on) in [(2, true), (1, false)] {
+            let config = Config { aggregators, ring_size: 64, duration_ms: None, ..Config::default() };
+            let session = start_test(config);
+            run_threads(session.id, 1, 20);
+            let (tx, rx) = std::sync::mpsc::channel();
+            let other = Arc::clone(&session);
+            let went_on = session.read(|aggregator, a| {
+                assert_eq!(aggregator.function(&F).map_or(0, |f| f.calls + f.returns), a.aggregated);
+                // Sent to no one once the read gave up waiting (one aggregator).
+                std::thread::spawn(move || {
+                    let _ = tx.send(other.backlog());
+                });
+                rx.recv_timeout(Duration::from_millis(500)).is_ok()
+            });
+            assert_eq!(went_on, goes_on, "aggregators {aggregators}");
+            session.stop(StopReason::User);
+            assert!(release(session.id));
+        }
+    }
+
+    /// A loop found at run time by an aggregator thread (a function nested `LOOP_DEPTH` deep
+    /// in one process) reaches the loop notifier once, though the collector no longer locks
+    /// the aggregators at every collection to look for loops.
+    #[test]
+    #[cfg_attr(miri, ignore = "thousands of events: too slow under Miri")]
+    fn a_loop_found_by_an_aggregator_thread_is_reported_once() {
+        let depth = crate::aggregate::LOOP_DEPTH as u64;
+        let config = Config { aggregators: 2, ring_size: 2 * depth as usize, duration_ms: None, ..Config::default() };
+        let session = start_test(config);
+        let (tx, rx) = std::sync::mpsc::channel();
+        session.on_loops(Box::new(move |_, loops| drop(tx.send(loops))));
+        let pid = 7 << 4 | 3;
+        for _ in 0..depth {
+            assert_eq!(emit(session.id, pid, EventKind::Call), Emitted::Traced);
+        }
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(vec![F]));
+        emit(session.id, pid, EventKind::Call);
+        assert!(rx.recv_timeout(Duration::from_millis(200)).is_err(), "reported once");
+        session.stop(StopReason::User);
         assert!(release(session.id));
     }
 

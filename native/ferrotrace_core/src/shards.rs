@@ -89,6 +89,9 @@ struct Worker {
     spent: Receiver<Vec<Routed>>,
     thread: Option<JoinHandle<()>>,
     cpu_ns: Arc<AtomicU64>,
+    /// Set by the thread when its aggregator found a loop at run time, so that the collector
+    /// locks the aggregators for their loops only then (a reader may hold them a while).
+    found_loops: Arc<AtomicBool>,
     /// Its events of the collection under way.
     batch: Vec<Routed>,
 }
@@ -141,15 +144,19 @@ impl Shards {
         for index in 0..count {
             let aggregator = Arc::new(Mutex::new(make(index as u32, count as u32)));
             let cpu_ns = Arc::new(AtomicU64::new(0));
+            let found_loops = Arc::new(AtomicBool::new(false));
             let (tx, rx) = mpsc::sync_channel(BATCHES_IN_FLIGHT);
             let (spent_tx, spent) = mpsc::channel();
             let thread = {
-                let (aggregator, cpu_ns, failed) = (Arc::clone(&aggregator), Arc::clone(&cpu_ns), Arc::clone(&failed));
+                let shared = (Arc::clone(&aggregator), Arc::clone(&cpu_ns), Arc::clone(&found_loops), Arc::clone(&failed));
                 std::thread::Builder::new()
                     .name(format!("{name}-{index}"))
-                    .spawn(move || run_worker(&rx, &spent_tx, &aggregator, &cpu_ns, &failed))?
+                    .spawn(move || {
+                        let (aggregator, cpu_ns, found_loops, failed) = shared;
+                        run_worker(&rx, &spent_tx, &aggregator, &cpu_ns, &found_loops, &failed)
+                    })?
             };
-            workers.push(Worker { aggregator, tx: Some(tx), spent, thread: Some(thread), cpu_ns, batch: Vec::new() });
+            workers.push(Worker { aggregator, tx: Some(tx), spent, thread: Some(thread), cpu_ns, found_loops, batch: Vec::new() });
         }
         Ok(Shards { one: None, workers, router, collections: 0, failed })
     }
@@ -268,11 +275,29 @@ impl Shards {
         Aggregates { one: one.as_mut(), parts, merged: None }
     }
 
+    /// With aggregator threads: hands over and waits for every event routed so far, then
+    /// gives the aggregators themselves, for a reader to lock and read after it let go of the
+    /// consumer lock (the collector then drains on while the reader merges). `None` with one
+    /// aggregator, which is the collector's own: read it through [`Shards::aggregates`].
+    pub(crate) fn detach(&mut self) -> Option<Vec<Arc<Mutex<Aggregator>>>> {
+        if self.workers.is_empty() {
+            return None;
+        }
+        self.flush();
+        Some(self.workers.iter().map(|worker| Arc::clone(&worker.aggregator)).collect())
+    }
+
     /// Loops found at run time since the last call, by any aggregator, each once; every
     /// aggregator is told of each, so that none pairs its calls any more.
     pub fn take_new_loops(&mut self) -> Vec<Mfa> {
         if let Some(one) = &mut self.one {
             return one.take_new_loops();
+        }
+        // Every flag cleared (no short cut); a loop found after its flag was cleared sets it
+        // again and is taken next time.
+        let found = self.workers.iter().fold(false, |found, worker| worker.found_loops.swap(false, Ordering::Acquire) | found);
+        if !found {
+            return Vec::new();
         }
         let mut parts: Vec<_> = self.workers.iter().map(|worker| worker.aggregator.lock()).collect();
         let mut loops = Vec::new();
@@ -322,6 +347,7 @@ fn run_worker(
     spent: &mpsc::Sender<Vec<Routed>>,
     aggregator: &Mutex<Aggregator>,
     cpu_ns: &AtomicU64,
+    found_loops: &AtomicBool,
     failed: &AtomicBool,
 ) {
     while let Ok(message) = rx.recv() {
@@ -332,6 +358,11 @@ fn run_worker(
                     for routed in batch.drain(..) {
                         let (event, thread, copies) = unroute(routed);
                         aggregator.record_routed(&event, thread, copies);
+                    }
+                    if aggregator.has_new_loops() {
+                        // Under the aggregator's lock: whoever clears the flag and then
+                        // takes the lock sees the loops.
+                        found_loops.store(true, Ordering::Release);
                     }
                 }));
                 if recorded.is_err() {
@@ -358,7 +389,12 @@ pub struct Aggregates<'a> {
     merged: Option<Aggregator>,
 }
 
-impl Aggregates<'_> {
+impl<'a> Aggregates<'a> {
+    /// The aggregator threads' aggregators, locked (see [`Shards::detach`]).
+    pub(crate) fn of_parts(parts: Vec<MutexGuard<'a, Aggregator>>) -> Aggregates<'a> {
+        Aggregates { one: None, parts, merged: None }
+    }
+
     /// The session's figures as one aggregator: the one itself when alone, else the parts'
     /// merge (made once per `Aggregates`, and again after `for_each_mut`).
     pub fn view(&mut self) -> &Aggregator {

@@ -139,7 +139,7 @@ fn find<'a>(env: Env<'a>, id: Term<'a>) -> Result<std::sync::Arc<Session>, Term<
     }
 }
 
-/// `f` on a session's aggregator (under the collector's lock), or `find`'s error
+/// `f` on a session's figures, up to date (`Session::read`), or `find`'s error
 /// (`{error, {no_such_session | bad_session, Id}}`); for the export and event NIFs.
 pub(crate) fn with_aggregator<'a>(
     env: Env<'a>,
@@ -306,7 +306,7 @@ fn session_interval<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
         None => (atoms::running(), atoms::undefined().encode(env)),
     };
     session.with_aggregates(|aggregates| {
-        // Read under the consumer lock, after the collection: the session's own clock.
+        // Read after the collection (the aggregators as it left them): the session's own clock.
         let now_ms = session.started_ms + session.elapsed_ms();
         let agg = aggregates.view();
         let since = agg.interval_started_ms().unwrap_or(session.started_ms);
