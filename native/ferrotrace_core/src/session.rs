@@ -724,6 +724,46 @@ mod tests {
         }
     }
 
+    /// Reads, configuring reads and stops at once, with aggregator threads: a reader holds
+    /// the aggregators without the consumer lock while the collector, the producers and a
+    /// stop go on. Nothing waits forever, and the figures stay exact. (200 rounds passed
+    /// when the read path changed; 10 here.)
+    #[test]
+    #[cfg_attr(miri, ignore = "tens of thousands of events: too slow under Miri")]
+    fn reads_and_stops_at_once_with_aggregator_threads() {
+        for round in 0..10u64 {
+            let config = Config { aggregators: 3, ring_size: 256, duration_ms: None, ..Config::default() };
+            let session = start_test(config);
+            let id = session.id;
+            let producers = std::thread::spawn(move || run_threads(id, 2, 20_000));
+            let readers: Vec<_> = (0..2)
+                .map(|_| {
+                    let session = Arc::clone(&session);
+                    std::thread::spawn(move || {
+                        for _ in 0..20 {
+                            session.with_aggregates(|aggregates| {
+                                std::thread::sleep(Duration::from_millis(1));
+                                aggregates.for_each_mut(|_| {});
+                            });
+                            session.read(|_, _| std::thread::sleep(Duration::from_millis(2)));
+                            let _ = session.backlog();
+                        }
+                    })
+                })
+                .collect();
+            std::thread::sleep(Duration::from_millis(round % 7 * 3));
+            session.stop(StopReason::User);
+            producers.join().unwrap();
+            readers.into_iter().for_each(|reader| reader.join().unwrap());
+            let a = session.read(|aggregator, a| {
+                assert_eq!(aggregator.function(&F).map_or(0, |f| f.calls + f.returns), a.aggregated);
+                a
+            });
+            assert_eq!(a.seen, a.aggregated + a.dropped);
+            assert!(release(session.id));
+        }
+    }
+
     /// A loop found at run time by an aggregator thread (a function nested `LOOP_DEPTH` deep
     /// in one process) reaches the loop notifier once, though the collector no longer locks
     /// the aggregators at every collection to look for loops.
