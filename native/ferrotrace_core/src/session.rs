@@ -553,6 +553,17 @@ mod tests {
         start(config, 0, None).unwrap()
     }
 
+    /// The session's accounting, after checking that it is exact: every event of `F`
+    /// aggregated is in `F`'s figures, and every event seen was aggregated or dropped.
+    fn exact_accounting(session: &Session) -> Accounting {
+        let a = session.read(|aggregator, a| {
+            assert_eq!(aggregator.function(&F).map_or(0, |f| f.calls + f.returns), a.aggregated);
+            a
+        });
+        assert_eq!(a.seen, a.aggregated + a.dropped);
+        a
+    }
+
     #[test]
     #[cfg_attr(miri, ignore = "thousands of events: too slow under Miri (small_session_is_exact covers the path)")]
     fn max_events_with_drop_counts_the_excess_exactly() {
@@ -689,11 +700,7 @@ mod tests {
         let session = start_test(config);
         run_threads(session.id, 2, 40);
         session.stop(StopReason::User);
-        let a = session.read(|aggregator, a| {
-            assert_eq!(aggregator.function(&F).map_or(0, |f| f.calls + f.returns), a.aggregated);
-            a
-        });
-        assert_eq!(a.seen, a.aggregated + a.dropped);
+        exact_accounting(&session);
         assert!(release(session.id));
     }
 
@@ -755,11 +762,7 @@ mod tests {
             session.stop(StopReason::User);
             producers.join().unwrap();
             readers.into_iter().for_each(|reader| reader.join().unwrap());
-            let a = session.read(|aggregator, a| {
-                assert_eq!(aggregator.function(&F).map_or(0, |f| f.calls + f.returns), a.aggregated);
-                a
-            });
-            assert_eq!(a.seen, a.aggregated + a.dropped);
+            exact_accounting(&session);
             assert!(release(session.id));
         }
     }
@@ -812,13 +815,8 @@ mod tests {
         let session = start_test(config);
         run_threads(session.id, threads, calls);
         session.stop(StopReason::User);
-        let a = session.read(|aggregator, a| {
-            let f = aggregator.function(&F);
-            assert_eq!(f.map_or(0, |f| f.calls + f.returns), a.aggregated);
-            a
-        });
+        let a = exact_accounting(&session);
         assert_eq!(a.seen, 2 * threads * calls);
-        assert_eq!(a.seen, a.aggregated + a.dropped);
         assert!(release(session.id));
     }
 
