@@ -300,7 +300,13 @@ impl Session {
             // SAFETY: producers are freed only under the consumer lock, which we hold.
             .filter(|p| unsafe { p.load(Ordering::Acquire).as_ref() }.is_some_and(Producer::has_ring))
             .count();
-        rings * (self.config.ring_size.next_power_of_two() * std::mem::size_of::<crate::event::PackedEvent>())
+        rings * (self.ring_slots() * std::mem::size_of::<crate::event::PackedEvent>())
+    }
+
+    /// Events one ring holds: `ring_size`, rounded up to a power of two as `ring::channel`
+    /// allocates it.
+    fn ring_slots(&self) -> usize {
+        self.config.ring_size.next_power_of_two()
     }
 
     /// Sets what the collector calls with loops found at run time (see [`LoopNotifier`]).
@@ -378,7 +384,7 @@ impl Session {
     /// How far behind its rings the collector fell (see [`Backlog`]), and the events one ring
     /// holds.
     pub fn backlog(&self) -> (Backlog, usize) {
-        (self.consumer.lock().backlog(), self.config.ring_size.next_power_of_two())
+        (self.consumer.lock().backlog(), self.ring_slots())
     }
 
     /// Runs `f` on the session's figures (every aggregator's, as one) and accounting, after
