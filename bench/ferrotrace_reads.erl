@@ -1,9 +1,11 @@
-%%% @doc Reads under load: what `summary/1' every 200 ms costs a session whose aggregation is
-%%% split over threads (`aggregators => 4'). Two processes call 14 `lists' functions 30,000
-%%% times each (about 51.5 M events with `{lists, '_', '_'}' traced) while a third reads the
-%%% summary, or sleeps; it prints, per run, the events dropped, the backlog (the fullest ring
-%%% and the longest gap between two drains) and the slowest read. Run by `make bench-reads'
-%%% (about 4 minutes on 2 cores); `ferrotrace_reads:main([Aggregators])' runs one size.
+%%% @doc Reads under load: what `summary/1' every 200 ms costs a session, with one aggregator
+%%% and with its aggregation split over threads (`aggregators => 4'). Two processes call 14
+%%% `lists' functions 30,000 times each (about 22 M events with `{lists, '_', '_'}' traced)
+%%% while a third reads the summary, or sleeps; it prints, per run, the events dropped, the
+%%% backlog (the fullest ring and the longest gap between two drains), the slowest read under
+%%% load, and the median of 9 reads once the load is gone (`idle_read_ms': the read's own
+%%% cost, about 40 functions). Run by `make bench-reads' (about 2 minutes on 2 cores);
+%%% `ferrotrace_reads:main([Aggregators])' runs one size.
 -module(ferrotrace_reads).
 -export([main/0, main/1]).
 
@@ -11,6 +13,7 @@
 
 -spec main() -> ok.
 main() ->
+    main([1]),
     main([4]).
 
 -spec main([pos_integer()]) -> ok.
@@ -26,11 +29,12 @@ run(Aggregators, Reads) ->
     [receive {done, W} -> ok end || W <- Workers],
     Reader ! {stop, self()},
     Slowest = receive {slowest_read_us, Us} -> Us end,
+    Idle = lists:nth(5, lists:sort([element(1, timer:tc(ferrotrace, summary, [S])) || _ <- lists:seq(1, 9)])),
     #{events := #{seen := Seen, dropped := Dropped},
       backlog := #{ring_peak := Peak, ring_size := Size, longest_gap_us := Gap}} = ferrotrace:summary(S),
     io:format("reads aggregators=~b reads=~p seen=~b dropped=~b fullest_ring=~b/~b longest_gap_ms=~.1f "
-              "slowest_read_ms=~.1f~n",
-              [Aggregators, Reads, Seen, Dropped, Peak, Size, Gap / 1000, Slowest / 1000]),
+              "slowest_read_ms=~.1f idle_read_ms=~.1f~n",
+              [Aggregators, Reads, Seen, Dropped, Peak, Size, Gap / 1000, Slowest / 1000, Idle / 1000]),
     ok = ferrotrace:release(S).
 
 reader(S, Reads, Slowest) ->

@@ -424,7 +424,8 @@ processes(Kinds, Options0) ->
 
 %% @doc Statistics so far: `calls' (one map per function, sorted by total time, with `mfa',
 %% `count', `returns', `exceptions', `total', `mean', `p50', `p90', `p99', `p999', `max';
-%% times in ns, `undefined' before the first return), `loops' (functions counted but not
+%% times in ns, `undefined' before the first return; `mean' is exact, `total' over the
+%% latencies recorded; the percentiles are HDR's, to 3 significant digits), `loops' (functions counted but not
 %% timed, see {@link calls/2}), `events' (`seen', `aggregated', `dropped', `sampled_out',
 %% `limited': seen = aggregated + dropped + sampled_out + limited, exactly; `ignored';
 %% `args_dropped', copies (arguments, results, keys) refused by a full term ring), `pairing'

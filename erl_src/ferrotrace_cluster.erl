@@ -485,9 +485,17 @@ merge_histograms(Figures) ->
     [begin
          {ok, Merged} = ferrotrace_tracer:histogram_merge(Parts),
          {ok, F} = ferrotrace_tracer:histogram_figures(Merged),
-         {MFA, {Merged, maps:merge(maps:with([mean, p50, p90, p99, p999, max], F),
-                                   maps:get(MFA, Counts, #{}))}}
+         Added = maps:get(MFA, Counts, #{}),
+         {MFA, {Merged, maps:merge(exact_mean(maps:with([count, mean, p50, p90, p99, p999, max], F), Added),
+                                   Added)}}
      end || {MFA, Parts} <- maps:to_list(Bins)].
+
+%% The figures without the histogram's count, and with the exact mean (the nodes' summed
+%% totals over the latencies recorded), as one node's summary has it.
+exact_mean(#{count := Recorded} = Figures, #{total := Total}) when Recorded > 0 ->
+    maps:remove(count, Figures#{mean => round(Total / Recorded)});
+exact_mean(Figures, _) ->
+    maps:remove(count, Figures).
 
 %% [{MFA, Bin}] with a function's histograms added.
 merge_tagged(Hs) ->

@@ -121,6 +121,8 @@ merged_exactly(Config) ->
     Theirs = ft_export_tools:hdr_sum(Config, Files),
     ?assertEqual(3, length(Theirs), Theirs),
     ok = ft_export_tools:assert_sums(Calls, Theirs),
+    %% The merged mean is exact, as one node's is: the summed totals over the returns.
+    [?assertEqual(round(T / N), M, MFA) || #{mfa := MFA, total := T, returns := N, mean := M} <- Calls],
     %% histogram/2 adds up to the merged count.
     Buckets = ferrotrace:histogram(C, {ft_export_target, leaf, 1}),
     ?assertEqual(120, lists:sum([X || {_, _, X} <- Buckets])),

@@ -291,7 +291,11 @@ histogram_nifs(_Config) ->
     Keys = [count, mean, p50, p90, p99, p999, max],
     {ok, F} = ferrotrace_tracer:histogram_figures(Outer),
     ?assertEqual(lists:sort([min, buckets | Keys]), lists:sort(maps:keys(F))),
-    ?assertEqual(maps:with(Keys, Call), maps:with(Keys, F)),
+    %% The summary's mean is exact (its total over the count); a bare histogram's is HDR's
+    %% estimate, within its precision (0.1%) of it.
+    ?assertEqual(maps:with(Keys -- [mean], Call), maps:with(Keys -- [mean], F)),
+    #{mean := ExactMean} = Call,
+    ?assert(abs(maps:get(mean, F) - ExactMean) =< ExactMean div 1000 + 1, {F, Call}),
     ?assertEqual(20, lists:sum([N || {_, _, N} <- maps:get(buckets, F)])),
     {ok, Twice} = ferrotrace_tracer:histogram_merge([Outer, Outer]),
     {ok, F2} = ferrotrace_tracer:histogram_figures(Twice),

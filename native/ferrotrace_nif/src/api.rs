@@ -214,12 +214,11 @@ fn function_term<'a>(env: Env<'a>, session: &Session, mfa: &Mfa, stats: &Functio
 /// latency histogram they go with (cumulative, or of one interval).
 fn figures_term<'a>(env: Env<'a>, mfa: &Mfa, counts: (u64, u64, u64, u64), h: &Histogram<u64>) -> Term<'a> {
     let (calls, returns, exceptions, total_ns) = counts;
-    crate::distribution::quantiles(env, h, &[
+    crate::distribution::quantiles(env, h, Some(total_ns), &[
         (atoms::mfa(), mfa_term(env, mfa)),
         (atoms::count(), calls.encode(env)),
         (atoms::returns(), returns.encode(env)),
         (atoms::exceptions(), exceptions.encode(env)),
-        (atoms::total(), total_ns.encode(env)),
     ])
 }
 

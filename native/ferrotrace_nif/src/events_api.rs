@@ -36,7 +36,7 @@ fn map<'a>(env: Env<'a>, pairs: &[(Atom, Term<'a>)]) -> Term<'a> {
 /// A distribution as a call entry shows latencies: `count, mean, p50, p90, p99, p999, max`
 /// (`undefined` when empty).
 fn distribution<'a>(env: Env<'a>, h: &Histogram<u64>) -> Term<'a> {
-    crate::distribution::distribution(env, h, &[])
+    crate::distribution::distribution(env, h, None, &[])
 }
 
 /// A pid (or port) from the bits the tracer kept: tracees are local pids and ports, which

@@ -130,7 +130,7 @@ fn histogram_figures<'a>(env: Env<'a>, bytes: Binary<'a>) -> Term<'a> {
     let figures = decode(env, bytes).map(|h| {
         let min = distribution::value_or_undefined(env, (!h.is_empty()).then(|| h.min()));
         let buckets = distribution::log2_buckets(&h).encode(env);
-        distribution::distribution(env, &h, &[(atoms::min(), min), (atoms::buckets(), buckets)])
+        distribution::distribution(env, &h, None, &[(atoms::min(), min), (atoms::buckets(), buckets)])
     });
     reply(env, figures)
 }

@@ -32,5 +32,5 @@ pub(super) fn add_keys<'a>(env: Env<'a>, entry: Term<'a>, stats: &FunctionStats,
 }
 
 fn key_term<'a>(env: Env<'a>, name: Atom, key: &[u8], s: &KeyStats) -> Term<'a> {
-    distribution(env, &s.latency, &[(name, copy_term_in(env, key)), (atoms::total(), s.total_ns.encode(env))])
+    distribution(env, &s.latency, Some(s.total_ns), &[(name, copy_term_in(env, key))])
 }

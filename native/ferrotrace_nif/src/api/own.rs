@@ -8,12 +8,12 @@ use ferrotrace_core::aggregate::FunctionStats;
 use crate::distribution;
 
 mod atoms {
-    rustler::atoms! { own, total }
+    rustler::atoms! { own }
 }
 
 /// Adds `own => #{total, mean, p50, p90, p99, p999, max}` (ns; `undefined` before the first
 /// paired call) to a function's summary entry.
 pub(super) fn add_keys<'a>(env: Env<'a>, entry: Term<'a>, stats: &FunctionStats) -> Term<'a> {
-    let own = distribution::quantiles(env, &stats.own.latency, &[(atoms::total(), stats.own.total_ns.encode(env))]);
+    let own = distribution::quantiles(env, &stats.own.latency, Some(stats.own.total_ns), &[]);
     entry.map_put(atoms::own().encode(env), own).unwrap_or(entry)
 }
