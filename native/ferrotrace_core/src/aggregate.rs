@@ -111,10 +111,6 @@ pub struct IntervalStats {
 }
 
 impl IntervalStats {
-    fn new() -> Self {
-        IntervalStats { calls: 0, returns: 0, exceptions: 0, total_ns: 0, latency: small_histogram() }
-    }
-
     /// True if nothing happened in the interval.
     pub fn is_empty(&self) -> bool {
         self.calls == 0 && self.returns == 0 && self.exceptions == 0
@@ -171,16 +167,30 @@ pub struct FunctionStats {
 impl FunctionStats {
     fn new(first_ns: u64) -> Self {
         // Auto-resizing keeps a function with short calls small (tens of KiB).
+        FunctionStats::with_histograms(first_ns, [small_histogram(), small_histogram(), small_histogram()])
+    }
+
+    /// These figures emptied, as `new(first_ns)` makes them, but for the histograms' counts,
+    /// zeroed and kept allocated: a merge made into them (`Aggregator::merged`) copies into
+    /// memory already mapped instead of faulting in fresh pages.
+    fn emptied(self, first_ns: u64) -> Self {
+        let mut histograms = [self.latency, self.interval.latency, self.own.latency];
+        histograms.iter_mut().for_each(Histogram::reset);
+        FunctionStats::with_histograms(first_ns, histograms)
+    }
+
+    /// Empty figures over the given empty histograms: latency, the interval's, own time's.
+    fn with_histograms(first_ns: u64, [latency, interval, own]: [Histogram<u64>; 3]) -> Self {
         FunctionStats {
             calls: 0,
             returns: 0,
             exceptions: 0,
             total_ns: 0,
-            latency: small_histogram(),
+            latency,
             loop_only: false,
-            interval: IntervalStats::new(),
+            interval: IntervalStats { calls: 0, returns: 0, exceptions: 0, total_ns: 0, latency: interval },
             slow: SlowCalls::new(SlowestConfig::default()),
-            own: OwnTime::new(),
+            own: OwnTime { total_ns: 0, latency: own },
             split: None,
             migrations: 0,
             by_key: None,

@@ -144,6 +144,11 @@ pub struct Session {
     stopped: OnceLock<Stopped>,
     /// Serialises `halt`. Lock order: `halting`, then `consumer`.
     halting: Mutex<()>,
+    /// With aggregator threads, the last read's merge, for the next read to be made in
+    /// (`Aggregator::merged_reusing`): its memory stays mapped, as much as one aggregator's
+    /// histograms, until the session is released. Locked only to take or put it back,
+    /// never while waiting for another lock.
+    spare_merge: Mutex<Option<Aggregator>>,
     collector: Mutex<Option<JoinHandle<()>>>,
     pub(crate) collector_exit: AtomicBool,
     /// Sampling and limits, read by every producer.
@@ -195,6 +200,7 @@ pub fn start(config: Config, keeper: u64, notifier: Option<Notifier>) -> Result<
         system_offset_ns: system_ns - clock::to_ns(started_ticks) as i128,
         producers: (0..MAX_THREADS).map(|_| AtomicPtr::new(std::ptr::null_mut())).collect(),
         consumer: Mutex::new(Consumer::new(shards)),
+        spare_merge: Mutex::new(None),
         gate: Gate {
             id,
             slot: SESSIONS.state(id),
@@ -416,10 +422,12 @@ impl Session {
             let mut aggregates = consumer.shards.aggregates();
             return f(&mut aggregates, accounting);
         };
-        let mut aggregates = Aggregates::of_parts(handles.iter().map(|part| part.lock()).collect());
+        let spare = self.spare_merge.lock().take();
+        let mut aggregates = Aggregates::of_parts(handles.iter().map(|part| part.lock()).collect(), spare);
         drop(consumer);
         let read = f(&mut aggregates, accounting);
-        drop(aggregates);
+        let spare = aggregates.into_spare();
+        *self.spare_merge.lock() = spare;
         read
     }
 
@@ -706,7 +714,11 @@ mod tests {
         let session = start_test(config);
         run_threads(session.id, 2, 40);
         session.stop(StopReason::User);
-        exact_accounting(&session);
+        assert!(session.spare_merge.lock().is_none());
+        let first = exact_accounting(&session);
+        // The read's merge is kept for the next read to be made in, which reads the same.
+        assert!(session.spare_merge.lock().is_some(), "the merge is kept");
+        assert_eq!(exact_accounting(&session), first);
         assert!(release(session.id));
     }
 

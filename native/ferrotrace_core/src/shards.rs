@@ -272,7 +272,7 @@ impl Shards {
         }
         let Shards { one, workers, .. } = self;
         let parts = workers.iter().map(|worker| worker.aggregator.lock()).collect();
-        Aggregates { one: one.as_mut(), parts, merged: None }
+        Aggregates { one: one.as_mut(), parts, merged: None, spare: None }
     }
 
     /// With aggregator threads: hands over and waits for every event routed so far, then
@@ -387,24 +387,32 @@ pub struct Aggregates<'a> {
     one: Option<&'a mut Aggregator>,
     parts: Vec<MutexGuard<'a, Aggregator>>,
     merged: Option<Aggregator>,
+    /// An earlier merge, whose histograms the next merge is made in.
+    spare: Option<Aggregator>,
 }
 
 impl<'a> Aggregates<'a> {
-    /// The aggregator threads' aggregators, locked (see [`Shards::detach`]).
-    pub(crate) fn of_parts(parts: Vec<MutexGuard<'a, Aggregator>>) -> Aggregates<'a> {
-        Aggregates { one: None, parts, merged: None }
+    /// The aggregator threads' aggregators, locked (see [`Shards::detach`]), with an earlier
+    /// read's merge to make the next one in, if there is one.
+    pub(crate) fn of_parts(parts: Vec<MutexGuard<'a, Aggregator>>, spare: Option<Aggregator>) -> Aggregates<'a> {
+        Aggregates { one: None, parts, merged: None, spare }
+    }
+
+    /// Lets go of the parts and gives the merge made (or the spare one), for the next read.
+    pub(crate) fn into_spare(self) -> Option<Aggregator> {
+        self.merged.or(self.spare)
     }
 
     /// The session's figures as one aggregator: the one itself when alone, else the parts'
     /// merge (made once per `Aggregates`, and again after `for_each_mut`).
     pub fn view(&mut self) -> &Aggregator {
-        let Aggregates { one, parts, merged } = self;
+        let Aggregates { one, parts, merged, spare } = self;
         if let Some(one) = one {
             return one;
         }
         merged.get_or_insert_with(|| {
             let parts: Vec<&Aggregator> = parts.iter().map(|guard| &**guard).collect();
-            Aggregator::merged(&parts)
+            Aggregator::merged_reusing(&parts, spare.take())
         })
     }
 
@@ -416,6 +424,8 @@ impl<'a> Aggregates<'a> {
         for part in &mut self.parts {
             f(part);
         }
-        self.merged = None;
+        if let Some(merged) = self.merged.take() {
+            self.spare = Some(merged);
+        }
     }
 }

@@ -6,7 +6,7 @@
 use hdrhistogram::Histogram;
 
 use super::top::add_histogram;
-use super::{small_histogram, MAX_LATENCY_NS};
+use super::MAX_LATENCY_NS;
 
 /// The own time of one function's calls.
 pub struct OwnTime {
@@ -17,10 +17,6 @@ pub struct OwnTime {
 }
 
 impl OwnTime {
-    pub(super) fn new() -> Self {
-        OwnTime { total_ns: 0, latency: small_histogram() }
-    }
-
     /// Adds `other`'s own times to these (`Aggregator::merged`).
     pub fn merge_from(&mut self, other: &OwnTime) {
         self.total_ns = self.total_ns.saturating_add(other.total_ns);

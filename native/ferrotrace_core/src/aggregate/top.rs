@@ -95,8 +95,9 @@ pub fn histogram() -> Histogram<u64> {
 /// Adds `from`'s counts to `into`: exact, both having the same precision (and auto-resizing,
 /// as every histogram of the aggregator does).
 pub fn add_histogram(into: &mut Histogram<u64>, from: &Histogram<u64>) {
-    if into.is_empty() {
-        // A copy of the counts; adding into a histogram sized otherwise records value by value.
+    if into.is_empty() && into.buckets() < from.buckets() {
+        // A copy of the counts (adding would grow `into` first). An empty `into` as large as
+        // `from` takes the copy in place; a larger one has `from` recorded value by value.
         into.clone_from(from);
         return;
     }
