@@ -486,16 +486,16 @@ merge_histograms(Figures) ->
          {ok, Merged} = ferrotrace_tracer:histogram_merge(Parts),
          {ok, F} = ferrotrace_tracer:histogram_figures(Merged),
          Added = maps:get(MFA, Counts, #{}),
-         {MFA, {Merged, maps:merge(exact_mean(maps:with([count, mean, p50, p90, p99, p999, max], F), Added),
-                                   Added)}}
+         Quantiles = maps:with([p50, p90, p99, p999, max], F),
+         {MFA, {Merged, maps:merge(Quantiles#{mean => exact_mean(F, Added)}, Added)}}
      end || {MFA, Parts} <- maps:to_list(Bins)].
 
-%% The figures without the histogram's count, and with the exact mean (the nodes' summed
-%% totals over the latencies recorded), as one node's summary has it.
-exact_mean(#{count := Recorded} = Figures, #{total := Total}) when Recorded > 0 ->
-    maps:remove(count, Figures#{mean => round(Total / Recorded)});
-exact_mean(Figures, _) ->
-    maps:remove(count, Figures).
+%% The mean as one node's summary has it: exact, the nodes' summed totals over the latencies
+%% the merged histogram recorded (HDR's estimate, or `undefined', when there is no total).
+exact_mean(#{count := Recorded}, #{total := Total}) when Recorded > 0 ->
+    round(Total / Recorded);
+exact_mean(#{mean := Mean}, _) ->
+    Mean.
 
 %% [{MFA, Bin}] with a function's histograms added.
 merge_tagged(Hs) ->
