@@ -12,14 +12,13 @@ pub trait TermReader {
     type Term: Copy;
     /// The elements of a tuple of exactly three elements.
     fn tuple3(&self, term: Self::Term) -> Option<[Self::Term; 3]>;
-    /// True for an atom.
-    fn is_atom(&self, term: Self::Term) -> bool;
+    /// The raw word of an atom, kept past the callback; `None` for any other term. One call
+    /// checks and takes the word, so a word is never taken from a term not checked.
+    fn atom_bits(&self, term: Self::Term) -> Option<u64>;
     /// The length of a proper list.
     fn list_length(&self, term: Self::Term) -> Option<u32>;
     /// The value of an integer that fits 64 bits.
     fn integer(&self, term: Self::Term) -> Option<i64>;
-    /// The raw word of an immediate term (only called on atoms).
-    fn bits(&self, term: Self::Term) -> u64;
 }
 
 /// Largest arity the VM allows.
@@ -30,9 +29,7 @@ pub const MAX_ARITY: i64 = 255;
 #[inline]
 pub fn decode_mfa<R: TermReader>(reader: &R, message: R::Term) -> Option<Mfa> {
     let [module, function, args] = reader.tuple3(message)?;
-    if !reader.is_atom(module) || !reader.is_atom(function) {
-        return None;
-    }
+    let (module, function) = (reader.atom_bits(module)?, reader.atom_bits(function)?);
     let arity = match reader.list_length(args) {
         Some(length) => length,
         None => match reader.integer(args) {
@@ -43,7 +40,7 @@ pub fn decode_mfa<R: TermReader>(reader: &R, message: R::Term) -> Option<Mfa> {
     if arity as i64 > MAX_ARITY {
         return None;
     }
-    Some(Mfa { module: reader.bits(module), function: reader.bits(function), arity })
+    Some(Mfa { module, function, arity })
 }
 
 #[cfg(test)]
@@ -74,8 +71,11 @@ mod tests {
                 _ => None,
             }
         }
-        fn is_atom(&self, term: &'a Model) -> bool {
-            matches!(term, Model::Atom(_))
+        fn atom_bits(&self, term: &'a Model) -> Option<u64> {
+            match term {
+                Model::Atom(a) => Some(*a as u64),
+                _ => None,
+            }
         }
         fn list_length(&self, term: &'a Model) -> Option<u32> {
             match term {
@@ -87,12 +87,6 @@ mod tests {
             match term {
                 Model::Integer(i) => Some(*i),
                 _ => None,
-            }
-        }
-        fn bits(&self, term: &'a Model) -> u64 {
-            match term {
-                Model::Atom(a) => *a as u64,
-                _ => panic!("bits() asked of a non-atom"),
             }
         }
     }

@@ -20,7 +20,8 @@
 //! - [`options`]: session options with safe defaults;
 //! - [`decode`]: reading trace messages, never trusting their shape;
 //! - [`event`]: the event record;
-//! - [`hasher`]: the hasher of the collector's maps.
+//! - [`hasher`]: the hasher of the collector's maps;
+//! - [`hdr_bytes`]: histograms read back from bytes, bounded before anything is allocated.
 
 #![warn(missing_docs)]
 
@@ -47,6 +48,8 @@ pub mod process;
 pub mod event;
 #[cfg(not(loom))]
 pub mod hasher;
+#[cfg(not(loom))]
+pub mod hdr_bytes;
 #[cfg(not(loom))]
 pub mod limit;
 #[cfg(not(loom))]

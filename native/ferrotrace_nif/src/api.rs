@@ -13,7 +13,8 @@ use ferrotrace_core::decode;
 use ferrotrace_core::event::Mfa;
 use ferrotrace_core::options::{self, OptionError, OptionValue};
 use ferrotrace_core::session::{self, Accounting, Notifier, Session, StartError, StopReason, Stopped};
-use crate::term::{term_bits, term_from_bits, EnvReader};
+use crate::immediate::{kept_term, Immediate};
+use crate::term::EnvReader;
 
 mod keys;
 mod own;
@@ -55,9 +56,7 @@ fn option_value(term: Term) -> OptionValue {
 /// them), so their slots and statistics cannot leak.
 fn release_orphans(env: Env) {
     for orphan in session::all() {
-        // SAFETY: a local pid is an immediate and the bits came from a pid term
-        // (`new_session`), so they are a valid term in any env.
-        let keeper = unsafe { Term::new(env, term_from_bits(orphan.keeper)) };
+        let keeper = kept_term(env, orphan.keeper);
         if keeper.decode::<LocalPid>().is_ok_and(|pid| !pid.is_alive(env)) {
             session::release(orphan.id);
         }
@@ -96,7 +95,7 @@ fn new_session<'a>(env: Env<'a>, opts: Term<'a>, keeper: LocalPid) -> Term<'a> {
         }
     };
     release_orphans(env);
-    let keeper_bits = term_bits(keeper.encode(env).as_c_arg());
+    let keeper_bits = Immediate::of_pid(env, &keeper).bits();
     match session::start(config, keeper_bits, Some(stop_notifier(keeper))).inspect(|s| s.on_loops(loop_notifier(keeper))) {
         Ok(session) => (atoms::ok(), session.id).encode(env),
         Err(StartError::TooManySessions) => error(env, (atoms::too_many_sessions(), session::MAX_SESSIONS)),
@@ -191,12 +190,7 @@ fn sessions() -> Vec<u64> {
 }
 
 fn mfa_term<'a>(env: Env<'a>, mfa: &Mfa) -> Term<'a> {
-    // SAFETY: module and function bits were checked to be atoms (immediates) when the event
-    // was decoded, and atoms are never freed.
-    let (m, f) = unsafe {
-        (Term::new(env, term_from_bits(mfa.module)), Term::new(env, term_from_bits(mfa.function)))
-    };
-    (m, f, mfa.arity).encode(env)
+    (kept_term(env, mfa.module), kept_term(env, mfa.function), mfa.arity).encode(env)
 }
 
 fn map<'a>(env: Env<'a>, pairs: &[(Atom, Term<'a>)]) -> Term<'a> {
@@ -348,11 +342,12 @@ fn decode_pattern(term: Term) -> NifResult<MfaPattern> {
     let (m, f, a): (Term, Term, Term) = term.decode()?;
     let any = |t: Term| t.is_atom() && t.atom_to_string().is_ok_and(|s| s == "_");
     let atom = |t: Term| -> NifResult<Option<u64>> {
-        match (any(t), t.is_atom()) {
-            (true, _) => Ok(None),
-            (false, true) => Ok(Some(term_bits(t.as_c_arg()))),
-            _ => Err(rustler::Error::BadArg),
+        if any(t) {
+            return Ok(None);
         }
+        // SAFETY: `t` is a term of this NIF call's env.
+        let word = unsafe { Immediate::atom(t.get_env().as_c_arg(), t.as_c_arg()) };
+        word.map(|atom| Some(atom.bits())).ok_or(rustler::Error::BadArg)
     };
     let arity = if any(a) { None } else { Some(a.decode::<u32>().ok().filter(|a| *a <= 255).ok_or(rustler::Error::BadArg)?) };
     Ok(MfaPattern { module: atom(m)?, function: atom(f)?, arity })

@@ -15,10 +15,7 @@ use rustler::sys::{
 
 use ferrotrace_core::terms::{self, Opaque, TermSink, TermSource, View};
 
-use crate::term::{term_bits, term_from_bits};
-
-/// Immediates carry primary tag 3 (`TAG_PRIMARY_IMMED1`) in their low two bits.
-const IMMEDIATE_TAG: u64 = 0x3;
+use crate::immediate::Immediate;
 
 /// The encoder's view of terms in a NIF environment (the trace callback's).
 pub struct EnvSource(pub *mut ErlNifEnv);
@@ -28,9 +25,8 @@ impl TermSource for EnvSource {
 
     fn view(&self, term: ErlNifTerm) -> View<'_, ErlNifTerm> {
         let env = self.0;
-        let bits = term_bits(term);
-        if bits & 0x3 == IMMEDIATE_TAG {
-            return View::Immediate(bits);
+        if let Some(word) = Immediate::of(term) {
+            return View::Immediate(word.bits());
         }
         // SAFETY: `env` is the current NIF call's env and `term` one of its terms (or a part
         // of one); every out-pointer below is valid, and what the calls give back (a tuple's
@@ -42,7 +38,7 @@ impl TermSource for EnvSource {
                     if enif_get_list_cell(env, term, &mut head, &mut tail) != 0 {
                         View::Cons(head, tail)
                     } else {
-                        View::Immediate(bits)
+                        View::Opaque(Opaque::Other)
                     }
                 }
                 ErlNifTermType::ERL_NIF_TERM_TYPE_TUPLE => {
@@ -150,9 +146,9 @@ impl EnvSink {
 impl TermSink for EnvSink {
     type Term = ErlNifTerm;
     fn immediate(&mut self, bits: u64) -> ErlNifTerm {
-        // SAFETY: the encoder writes only the bits of immediates (tag checked in `view`)
-        // of this VM, valid in any env for as long as the VM runs.
-        unsafe { term_from_bits(bits) }
+        // The encoder writes only the words of immediates (`view`); any other word would be
+        // a broken copy, rebuilt as `undefined` rather than as a term.
+        Immediate::kept(bits).map_or_else(|| self.atom(c"undefined"), Immediate::raw)
     }
     fn int(&mut self, value: i64) -> ErlNifTerm {
         // SAFETY: a valid env.

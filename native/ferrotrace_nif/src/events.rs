@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 use rustler::sys::{
     enif_get_int64, enif_get_list_cell, enif_get_local_pid, enif_get_local_port, enif_get_map_size,
-    enif_get_map_value, enif_get_tuple, enif_get_uint64, enif_inspect_binary, enif_is_atom, enif_make_atom,
+    enif_get_map_value, enif_get_tuple, enif_get_uint64, enif_inspect_binary, enif_make_atom,
     enif_term_type, ErlNifBinary, ErlNifEnv, ErlNifPid, ErlNifPort, ErlNifTerm, ErlNifTermType,
 };
 
@@ -16,7 +16,8 @@ use ferrotrace_core::decode::decode_mfa;
 use ferrotrace_core::event::{EventKind, Mfa, ProcTag, NO_MFA};
 use ferrotrace_core::msgsize::{size_words, Shape, SizeReader};
 
-use crate::term::{term_bits, EnvReader};
+use crate::immediate::Immediate;
+use crate::term::EnvReader;
 
 struct Atoms {
     send: ErlNifTerm,
@@ -187,9 +188,8 @@ fn sized(env: *mut ErlNifEnv, message: ErlNifTerm, to: u64) -> Mfa {
 /// `env` is the callback's env and `term` one of its terms.
 #[inline]
 unsafe fn local_pid_bits(env: *mut ErlNifEnv, term: ErlNifTerm) -> u64 {
-    let mut pid = std::mem::MaybeUninit::<ErlNifPid>::uninit();
-    // SAFETY: the caller's contract; `pid` is a valid out-pointer.
-    if unsafe { enif_get_local_pid(env, term, pid.as_mut_ptr()) } != 0 { term_bits(term) } else { 0 }
+    // SAFETY: the caller's contract.
+    unsafe { Immediate::local_pid(env, term) }.map_or(0, Immediate::bits)
 }
 
 /// The words in use in a GC info list (`heap_size + old_heap_size + mbuf_size`); at most
@@ -316,13 +316,13 @@ fn exit_reason(env: *mut ErlNifEnv, reason: ErlNifTerm) -> u64 {
     // SAFETY: `env` is the callback's env and `reason` one of its terms; the tuple's first
     // element is read only when it has one.
     unsafe {
-        if enif_is_atom(env, reason) != 0 {
-            return term_bits(reason);
+        if let Some(atom) = Immediate::atom(env, reason) {
+            return atom.bits();
         }
         let mut arity: c_int = 0;
         let mut elements: *const ErlNifTerm = std::ptr::null();
-        if enif_get_tuple(env, reason, &mut arity, &mut elements) != 0 && arity > 0 && enif_is_atom(env, *elements) != 0 {
-            return term_bits(*elements);
+        if enif_get_tuple(env, reason, &mut arity, &mut elements) != 0 && arity > 0 {
+            return Immediate::atom(env, *elements).map_or(0, Immediate::bits);
         }
     }
     0

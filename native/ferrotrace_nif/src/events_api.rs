@@ -11,7 +11,7 @@ use ferrotrace_core::event::Mfa;
 use ferrotrace_core::process::ProcessTable;
 
 use crate::api::with_aggregator;
-use crate::term::term_from_bits;
+use crate::immediate::kept_term;
 
 mod atoms {
     rustler::atoms! {
@@ -45,12 +45,10 @@ fn pid<'a>(env: Env<'a>, bits: u64) -> Term<'a> {
     immediate(env, bits)
 }
 
-/// A term from the bits of an immediate the tracer kept: a tracee (a local pid or port), a
-/// local pid checked with `enif_get_local_pid`, or an atom.
+/// A term from the word of an immediate the tracer kept: a tracee (a local pid or port), a
+/// local pid, or an atom (see `crate::immediate`).
 fn immediate<'a>(env: Env<'a>, bits: u64) -> Term<'a> {
-    // SAFETY: every caller passes bits of an immediate taken from a term of this VM (see
-    // above), which is `term_from_bits`'s contract and valid in any env.
-    unsafe { Term::new(env, term_from_bits(bits)) }
+    kept_term(env, bits)
 }
 
 fn mfa<'a>(env: Env<'a>, m: &Mfa) -> Term<'a> {

@@ -7,11 +7,10 @@
 //! - JSON through serde_json: escaping and number formatting done by a well-kept crate.
 //! - Folded stacks are one line per path; no library is needed to write them.
 
-use std::io::Cursor;
 use std::time::{Duration, UNIX_EPOCH};
 
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
-use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 use rustler::types::map::MapIterator;
 use rustler::{Binary, Encoder, Env, NewBinary, Term, TermType};
@@ -21,7 +20,7 @@ use ferrotrace_core::event::Mfa;
 
 use crate::api::with_aggregator;
 use crate::distribution;
-use crate::term::term_from_bits;
+use crate::immediate::kept_term;
 
 mod atoms {
     rustler::atoms! {
@@ -43,10 +42,7 @@ fn binary<'a>(env: Env<'a>, bytes: &[u8]) -> Term<'a> {
 
 /// An atom's text from its bits (atoms are immediates and never freed).
 fn atom_text(env: Env, bits: u64) -> String {
-    // SAFETY: the bits were checked to be an atom when the event was decoded; atoms are
-    // immediates, valid in any env, and never freed.
-    let term = unsafe { Term::new(env, term_from_bits(bits)) };
-    term.atom_to_string().unwrap_or_else(|_| "?".to_string())
+    kept_term(env, bits).atom_to_string().unwrap_or_else(|_| "?".to_string())
 }
 
 /// `m:f/a` as Erlang writes a function reference (module and function unquoted).
@@ -54,8 +50,9 @@ fn mfa_text(env: Env, mfa: &Mfa) -> String {
     format!("{}:{}/{}", atom_text(env, mfa.module), atom_text(env, mfa.function), mfa.arity)
 }
 
+/// A histogram from bytes any caller may pass: bounded before anything is allocated.
 fn deserialize(bytes: &[u8]) -> Option<Histogram<u64>> {
-    Deserializer::new().deserialize(&mut Cursor::new(bytes)).ok()
+    ferrotrace_core::hdr_bytes::decode(bytes).ok()
 }
 
 /// `{error, {bad_histogram, Bytes}}`: `bytes` do not decode, or do not add up with the rest.
@@ -89,8 +86,7 @@ fn session_histograms_bytes<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
     with_aggregator(env, id, |agg| {
         let out: Result<Vec<_>, _> = agg.functions()
             .map(|(mfa, stats)| {
-                // SAFETY: module and function bits are atoms (checked at decode), immediates.
-                let (m, f) = unsafe { (Term::new(env, term_from_bits(mfa.module)), Term::new(env, term_from_bits(mfa.function))) };
+                let (m, f) = (kept_term(env, mfa.module), kept_term(env, mfa.function));
                 Ok(((m, f, mfa.arity).encode(env), encode(env, &stats.latency)?))
             })
             .collect();
@@ -229,44 +225,67 @@ fn session_stack_counts<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
     })
 }
 
+/// How deep `to_json` nests (ferrotrace's own documents nest under 10): past it the term is
+/// refused, not walked, so that no term can run the dirty scheduler's stack out (a list
+/// nested 400 deep did).
+const MAX_JSON_DEPTH: u32 = 100;
+
+/// Why a term is not JSON: a part that is not, or nesting past `MAX_JSON_DEPTH`.
+enum NotJson<'a> {
+    Part(Term<'a>),
+    TooDeep,
+}
+
 /// A term as JSON: maps (atom or binary keys) are objects, lists arrays, integers and floats
 /// numbers, `true`/`false` booleans, `null` and `undefined` null, other atoms and UTF-8
 /// binaries strings. Anything else (tuples, pids, ...) is refused: shape it first.
-fn json_value(term: Term) -> Result<serde_json::Value, Term> {
+fn json_value(term: Term, depth: u32) -> Result<serde_json::Value, NotJson> {
     use serde_json::Value;
+    let part = |t| NotJson::Part(t);
+    if depth > MAX_JSON_DEPTH {
+        return Err(NotJson::TooDeep);
+    }
     Ok(match term.get_type() {
         TermType::Map => {
             let mut object = serde_json::Map::new();
-            for (key, value) in MapIterator::new(term).ok_or(term)? {
-                let key = if key.is_atom() { key.atom_to_string().map_err(|_| key)? } else { key.decode::<String>().map_err(|_| key)? };
-                object.insert(key, json_value(value)?);
+            for (key, value) in MapIterator::new(term).ok_or(part(term))? {
+                let key = if key.is_atom() { key.atom_to_string().map_err(|_| part(key))? } else { key.decode::<String>().map_err(|_| part(key))? };
+                object.insert(key, json_value(value, depth + 1)?);
             }
             Value::Object(object)
         }
-        TermType::List => Value::Array(term.decode::<Vec<Term>>().map_err(|_| term)?.into_iter().map(json_value).collect::<Result<_, _>>()?),
+        TermType::List => Value::Array(
+            term.decode::<Vec<Term>>()
+                .map_err(|_| part(term))?
+                .into_iter()
+                .map(|item| json_value(item, depth + 1))
+                .collect::<Result<_, _>>()?,
+        ),
         TermType::Integer => match (term.decode::<i64>(), term.decode::<u64>()) {
             (Ok(i), _) => Value::from(i),
             (_, Ok(u)) => Value::from(u),
-            _ => return Err(term),
+            _ => return Err(part(term)),
         },
-        TermType::Float => serde_json::Number::from_f64(term.decode::<f64>().map_err(|_| term)?).map(Value::Number).ok_or(term)?,
-        TermType::Atom => match term.atom_to_string().map_err(|_| term)?.as_str() {
+        TermType::Float => serde_json::Number::from_f64(term.decode::<f64>().map_err(|_| part(term))?).map(Value::Number).ok_or(part(term))?,
+        TermType::Atom => match term.atom_to_string().map_err(|_| part(term))?.as_str() {
             "true" => Value::Bool(true),
             "false" => Value::Bool(false),
             "null" | "undefined" => Value::Null,
             other => Value::String(other.to_string()),
         },
-        TermType::Binary => Value::String(term.decode::<String>().map_err(|_| term)?),
-        _ => return Err(term),
+        TermType::Binary => Value::String(term.decode::<String>().map_err(|_| part(term))?),
+        _ => return Err(part(term)),
     })
 }
 
-/// `to_json(Term) -> {ok, Binary} | {error, {not_json, Part}}`; see `json_value`.
+/// `to_json(Term) -> {ok, Binary} | {error, {not_json, Part}} | {error, {too_deep, Max}}`;
+/// see `json_value`.
 #[rustler::nif(schedule = "DirtyCpu")]
 fn to_json<'a>(env: Env<'a>, term: Term<'a>) -> Term<'a> {
-    match json_value(term).map(|v| serde_json::to_vec_pretty(&v)) {
+    match json_value(term, 0).map(|v| serde_json::to_vec_pretty(&v)) {
         Ok(Ok(bytes)) => (atoms::ok(), binary(env, &bytes)).encode(env),
         Ok(Err(_)) => error(env, atoms::serialize()),
-        Err(part) => error(env, (atoms::not_json(), part)),
+        Err(NotJson::Part(part)) => error(env, (atoms::not_json(), part)),
+        Err(NotJson::TooDeep) => error(env, (atoms::too_deep(), MAX_JSON_DEPTH)),
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! The NIF library behind the Erlang module `ferrotrace_tracer`: the `erl_tracer` callbacks
 //! ([`tracer`], the hot path), reading terms ([`term`]), and the management NIFs used by the
-//! `ferrotrace` API (`api`, which also sends the keeper `{ferrotrace_stopped, Id, Reason}`).
+//! `ferrotrace` API (`api`, which also sends the keeper `{ferrotrace_stopped, Id, Reason}`),
+//! and [`immediate`], the one checked way a term's word outlives its NIF call.
 //! `raw` is the NIF scaffolding shared with the bench floor crate. The engine itself (rings,
 //! sessions, aggregation) is the `ferrotrace_core` crate.
 
@@ -15,6 +16,7 @@ mod distribution;
 mod export;
 mod events;
 mod events_api;
+pub mod immediate;
 mod raw;
 pub mod term;
 pub mod tracer;

@@ -1,32 +1,12 @@
-//! Reading terms: raw term words, and the decoder's [`TermReader`] over `enif_*` calls.
+//! Reading terms: the decoder's [`TermReader`] over `enif_*` calls.
 
 use std::ffi::c_int;
 
-use rustler::sys::{enif_get_int64, enif_get_list_length, enif_get_tuple, enif_is_atom, ErlNifEnv, ErlNifTerm};
+use rustler::sys::{enif_get_int64, enif_get_list_length, enif_get_tuple, ErlNifEnv, ErlNifTerm};
 
 use ferrotrace_core::decode::TermReader;
 
-/// The raw bits of a term (`ErlNifTerm` is a transparent word whose field is private).
-#[inline]
-pub fn term_bits(term: ErlNifTerm) -> u64 {
-    // SAFETY: `ErlNifTerm` is `#[repr(transparent)]` over a `usize`; every bit pattern of a
-    // term is a valid `usize`.
-    unsafe { std::mem::transmute::<ErlNifTerm, usize>(term) as u64 }
-}
-
-/// A term from raw bits.
-///
-/// # Safety
-/// `bits` must be the bits of an immediate term (an atom, a local pid, a small integer) taken
-/// from a term of this VM by [`term_bits`]: immediates are valid in every environment for as
-/// long as the VM runs. Any other term (a boxed or list term) would point into a heap that may
-/// be gone, and the VM would read freed memory.
-#[inline]
-pub unsafe fn term_from_bits(bits: u64) -> ErlNifTerm {
-    // SAFETY: `ErlNifTerm` is a transparent `usize`; validity as a term is the caller's
-    // contract above.
-    unsafe { std::mem::transmute::<usize, ErlNifTerm>(bits as usize) }
-}
+use crate::immediate::Immediate;
 
 /// The decoder's view of terms in a NIF environment.
 pub struct EnvReader(pub *mut ErlNifEnv);
@@ -47,9 +27,9 @@ impl TermReader for EnvReader {
         }
     }
     #[inline]
-    fn is_atom(&self, term: ErlNifTerm) -> bool {
-        // SAFETY: a valid env and term, as above; the call only reads the term.
-        unsafe { enif_is_atom(self.0, term) != 0 }
+    fn atom_bits(&self, term: ErlNifTerm) -> Option<u64> {
+        // SAFETY: a valid env and term, as above.
+        unsafe { Immediate::atom(self.0, term) }.map(Immediate::bits)
     }
     #[inline]
     fn list_length(&self, term: ErlNifTerm) -> Option<u32> {
@@ -62,9 +42,5 @@ impl TermReader for EnvReader {
         let mut value: i64 = 0;
         // SAFETY: a valid env and term; `value` is a valid out-pointer.
         (unsafe { enif_get_int64(self.0, term, &mut value) } != 0).then_some(value)
-    }
-    #[inline]
-    fn bits(&self, term: ErlNifTerm) -> u64 {
-        term_bits(term)
     }
 }

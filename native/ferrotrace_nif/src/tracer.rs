@@ -22,8 +22,9 @@ use ferrotrace_core::producer::{Admission, ProducerRef};
 use ferrotrace_core::quiesce::with_token;
 use ferrotrace_core::session;
 
+use crate::immediate::Immediate;
 use crate::raw::{args, guarded, register_raw_nif};
-use crate::term::{term_bits, EnvReader};
+use crate::term::EnvReader;
 
 /// Raw atom terms the callbacks compare against or return. Atoms are immediates and never
 /// freed, so their bits are valid in every environment.
@@ -112,7 +113,7 @@ unsafe fn session_id(env: *mut ErlNifEnv, state: ErlNifTerm) -> Option<u64> {
 fn sampled_out(id: u64, tracee: ErlNifTerm) -> bool {
     with_token(|token| {
         let active = token.enter();
-        session::live_session(id, &active).is_some_and(|session| session.producer(&active).sample_out(term_bits(tracee)))
+        session::live_session(id, &active).is_some_and(|session| session.producer(&active).sample_out(Immediate::of(tracee).map_or(0, Immediate::bits)))
     })
     .unwrap_or(false)
 }
@@ -196,6 +197,11 @@ unsafe extern "C" fn trace(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNi
             let active = token.enter();
             let Some(session) = session::live_session(id, &active) else { return };
             let producer = session.producer(&active);
+            // The tracee's word is kept and rebuilt when the session is read: only a local
+            // pid or port (an immediate) may be. The VM never passes anything else, but
+            // `trace/5` is an exported function any code can call.
+            // SAFETY: `env` is this callback's env, `argv[2]` its term.
+            let Some(tracee) = (unsafe { Immediate::tracee(env, argv[2]) }) else { return producer.ignore() };
             let tag = argv[0];
             let kind = if tag == a.call {
                 EventKind::Call
@@ -206,12 +212,12 @@ unsafe extern "C" fn trace(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNi
             } else {
                 // SAFETY: `env` and `argv` are this callback's.
                 match unsafe { crate::events::decode(env, argv) } {
-                    Some((kind, mfa)) => return push(&producer, kind, mfa, argv[2], |_, _| {}),
+                    Some((kind, mfa)) => return push(&producer, kind, mfa, tracee, |_, _| {}),
                     None => return producer.ignore(),
                 }
             };
             let Some(mfa) = decode_mfa(&EnvReader(env), argv[3]) else { return producer.ignore() };
-            push(&producer, kind, mfa, argv[2], |pid, ts| {
+            push(&producer, kind, mfa, tracee, |pid, ts| {
                 if producer.copies_terms() {
                     // SAFETY: `env` is this callback's env and `argv` its five terms.
                     unsafe { copy_terms(env, a, &producer, kind, pid, ts, argv) };
@@ -225,8 +231,8 @@ unsafe extern "C" fn trace(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNi
 /// Stamps an event of `tracee`, applies the session's limits and queues it; `copy(pid, ts)`
 /// runs for an admitted event just before it is queued (its copies go first).
 #[inline(always)]
-fn push(producer: &ProducerRef<'_>, kind: EventKind, mfa: Mfa, tracee: ErlNifTerm, copy: impl FnOnce(u64, u64)) {
-    let (ts, pid) = (clock::now(), term_bits(tracee));
+fn push(producer: &ProducerRef<'_>, kind: EventKind, mfa: Mfa, tracee: Immediate, copy: impl FnOnce(u64, u64)) {
+    let (ts, pid) = (clock::now(), tracee.bits());
     if producer.admit(pid, ts) == Admission::Take {
         copy(pid, ts);
         producer.push(Event { ts, pid, mfa, kind });

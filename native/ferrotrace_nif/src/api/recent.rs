@@ -5,7 +5,7 @@ use rustler::{Atom, Encoder, Env, Term};
 use ferrotrace_core::event::EventKind;
 
 use super::{error, find, map, mfa_term};
-use crate::term::term_from_bits;
+use crate::immediate::kept_term;
 
 mod atoms {
     rustler::atoms! {
@@ -30,9 +30,7 @@ fn session_recent<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
         let events: Vec<Term> = recorder
             .events()
             .map(|e| {
-                // SAFETY: a tracee's local pid bits, an immediate taken from a pid term on the
-                // hot path: valid in any env for as long as the VM runs.
-                let pid = unsafe { Term::new(env, term_from_bits(e.pid)) };
+                let pid = kept_term(env, e.pid);
                 let kind: Atom = match e.kind {
                     EventKind::Call => atoms::call(),
                     EventKind::Exception => atoms::exception(),

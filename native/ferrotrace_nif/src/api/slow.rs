@@ -8,7 +8,7 @@ use ferrotrace_core::aggregate::slowest::SlowCall;
 use ferrotrace_core::aggregate::FunctionStats;
 
 use super::{decode_mfa, error, find, map};
-use crate::term::term_from_bits;
+use crate::immediate::kept_term;
 
 mod atoms {
     rustler::atoms! {
@@ -24,9 +24,7 @@ mod atoms {
 /// has `args`, the argument list, and `result` is `{return, Value}` or
 /// `{exception, Class, Reason}`.
 fn call_term<'a>(env: Env<'a>, call: &SlowCall, offset_ns: i128) -> Term<'a> {
-    // SAFETY: the bits are a tracee's local pid, an immediate, taken from a pid term by the
-    // hot path: valid in any env for as long as the VM runs (a dead process's pid included).
-    let pid = unsafe { Term::new(env, term_from_bits(call.pid)) };
+    let pid = kept_term(env, call.pid);
     let started_us = ((call.start_ns as i128 + offset_ns) / 1000) as i64;
     let kind: Atom = if call.exception { atoms::exception() } else { atoms::return_() };
     let result = match &call.result {
