@@ -246,7 +246,8 @@
                      events := #{seen := non_neg_integer(), aggregated := non_neg_integer(),
                                  dropped := non_neg_integer(), sampled_out := non_neg_integer(),
                                  limited := non_neg_integer(), ignored := non_neg_integer(),
-                                 args_dropped := non_neg_integer()},
+                                 args_dropped := non_neg_integer(),
+                                 frames_refused := non_neg_integer()},
                      pairing := #{atom() => non_neg_integer()},
                      memory := #{ring_bytes := non_neg_integer(), functions := non_neg_integer(),
                                  ring_alloc_failures := non_neg_integer()},
@@ -428,7 +429,9 @@ processes(Kinds, Options0) ->
 %% latencies recorded; the percentiles are HDR's, to 3 significant digits), `loops' (functions counted but not
 %% timed, see {@link calls/2}), `events' (`seen', `aggregated', `dropped', `sampled_out',
 %% `limited': seen = aggregated + dropped + sampled_out + limited, exactly; `ignored';
-%% `args_dropped', copies (arguments, results, keys) refused by a full term ring), `pairing'
+%% `args_dropped', copies (arguments, results, keys) refused by a full term ring;
+%% `frames_refused', calls refused on the scheduler because their process had 120
+%% return-trace frames of the session open: no event, no frame), `pairing'
 %% (`open_calls' still awaiting their return, `abandoned_calls', `unmatched_returns', ...),
 %% `status' (`running' | `stopped'), `stop_reason' (`user', `duration', `limit',
 %% `owner_down', `unload', `error', or `undefined' while running) and `stopped_at' (ms);

@@ -175,7 +175,18 @@ header(Summary = #{id := Id, status := Status, elapsed_ms := Ms, events := Event
      wrap("events: ", EventParts, Width),
      backlog(Summary, Count(dropped, Events), Width),
      wrap("pairing: ", PairingParts, Width),
+     frames(Count(frames_refused, Events), Width),
      Loops].
+
+%% Calls refused on the scheduler by the frame bound: their process had as many return-trace
+%% frames open as a process may keep (a loop that waits where the analysis could not see, or
+%% a deep recursion); they are neither timed nor counted in the table.
+frames(0, _Width) ->
+    [];
+frames(Refused, Width) ->
+    wrap("frames: ", [io_lib:format("~b calls refused (a process had 120 return-trace frames open: "
+                                    "a loop or a deep recursion)", [Refused]),
+                      "its deeper calls are not in the table"], Width).
 
 %% When events were dropped or a ring came within a tenth of full: how full the fullest ring
 %% got and the longest the collector went without draining, which tell a ring too small for

@@ -175,8 +175,16 @@ handle_info({ferrotrace_stopped, Id, _Reason}, State = #state{id = Id, stopped =
     {noreply, State#state{stopped = true}};
 handle_info({ferrotrace_loops, Id, Loops}, State = #state{id = Id, stopped = false,
                                                          backend = Backend}) ->
-    %% Loops the code did not show (cycles through funs or apply): stop return tracing them.
+    %% Loops the code did not show (cycles through funs or apply): stop return tracing them,
+    %% then tell the engine, which until then counts their frames against the frame bound.
+    %% A raw session's patterns are the caller's: its loops are counted only where the VM
+    %% says their pattern keeps no frame.
     ok = add_loops(Id, Backend, [{MFA, ?COUNT_ONLY} || MFA <- Loops]),
+    Frameless = case Backend of
+                    none -> [MFA || MFA <- Loops, not keeps_frames(MFA)];
+                    _ -> Loops
+                end,
+    _ = ferrotrace_tracer:session_add_loops(Id, Frameless),
     {ok, _, _, Info} = ferrotrace_registry:lookup(Id),
     ok = ferrotrace_registry:update(Id, #{loops => lists:usort(maps:get(loops, Info, []) ++ Loops)}),
     {noreply, State};
@@ -367,6 +375,16 @@ stop_tracing(_Id, {trace_session, Session, _Scopes}) ->
 stop_tracing(Id, legacy) ->
     ok = ferrotrace_registry:remove_patterns(Id),
     untrace_processes(Id).
+
+%% True if the VM's call pattern of `MFA' pushes a frame per call (return or exception
+%% tracing, in its local or global pattern).
+keeps_frames(MFA) ->
+    Specs = [Spec || Which <- [match_spec, meta_match_spec],
+                     {_, Spec} <- [erlang:trace_info(MFA, Which)], is_list(Spec)],
+    lists:any(fun({_Head, _Guards, Body}) ->
+                      lists:any(fun(Action) -> lists:member(Action, [{return_trace}, {exception_trace}]) end, Body);
+                 (_) -> false
+              end, lists:append(Specs)).
 
 add_loops(Id, legacy, Loops) ->
     ferrotrace_registry:add_loops(Id, Loops);

@@ -26,7 +26,7 @@
          enabled_running_procs/3, enabled_running_ports/3, enabled_ports/3]).
 -export([session_events/1, session_event_histogram/2, session_set_events/2]).
 -export([new_session/2, stop_session/2, release_session/1, sessions/0,
-         session_summary/1, session_histogram/2, session_set_tracing/3,
+         session_summary/1, session_histogram/2, session_set_tracing/3, session_add_loops/2,
          session_interval/1]).
 -export([session_slow_calls/3, session_recent/1]).
 -export([session_histograms_bytes/1, session_tagged_histograms/1, session_collapsed/2,
@@ -115,6 +115,12 @@ session_histogram(_Id, _MFA) -> ?NOT_LOADED.
 %% @private
 -spec session_set_tracing(session_id(), [ferrotrace:mfa_spec()], [mfa()]) -> ok | {error, term()}.
 session_set_tracing(_Id, _Specs, _Loops) -> ?NOT_LOADED.
+
+%% @private
+%% @doc Tells the engine that these loops found at run time are no longer return traced:
+%% their calls are counted, not paired, and their frames leave the frame bound.
+-spec session_add_loops(session_id(), [mfa()]) -> ok | {error, term()}.
+session_add_loops(_Id, _Loops) -> ?NOT_LOADED.
 
 %% @private
 %% @doc The figures since the previous call (or the session's start), then a new interval.

@@ -100,15 +100,18 @@ drive(Server, N) ->
     after 5000 -> error({server_stuck, N})
     end.
 
-%% A loop through a fun cannot be seen in the code: the engine finds it when one process
-%% nests the function 4,096 deep, and from then on it is counted only. The stack stays
-%% within that bound.
+%% A loop through a fun cannot be seen in the code: the frame bound refuses its calls once
+%% its process has 120 frames open, and the engine finds it when the function has been
+%% nested 90 deep for 50 ms (the collector looks every few tens of ms); from then on it is
+%% counted only. The stack stays within the bound.
 -spec fun_loop_found_at_run_time(config()) -> ok.
 fun_loop_found_at_run_time(_Config) ->
     Server = spawn(fun() -> ft_loop_target:fun_loop(fun ft_loop_target:fun_loop/1) end),
     ok = drive(Server, 10),
     {stack_size, Before} = erlang:process_info(Server, stack_size),
     {ok, S} = ferrotrace:calls({ft_loop_target, fun_loop, 1}, #{duration => ?LONG}),
+    ok = drive(Server, 50000),
+    ok = ft_ct:poll(fun() -> maps:get(loops, ferrotrace:summary(S)) =/= [] end, 10000),
     ok = drive(Server, 50000),
     {stack_size, During} = erlang:process_info(Server, stack_size),
     ok = ferrotrace:stop(S),

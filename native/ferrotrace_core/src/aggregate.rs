@@ -29,6 +29,7 @@ use std::collections::VecDeque;
 use hdrhistogram::Histogram;
 
 use crate::event::{Event, EventKind, Mfa};
+use crate::frames::{FrameTable, MAX_FRAMES};
 use crate::hasher::WordMap;
 use crate::process::ProcessTable;
 
@@ -65,10 +66,16 @@ pub const SIGNIFICANT_DIGITS: u8 = 3;
 /// `max_open_calls` bounds the total.
 pub const MAX_DEPTH: usize = 65_536;
 /// Open calls of one function in one process at which it is taken for a tail-recursive loop
-/// (traced with return tracing, each iteration keeps a VM stack frame). Well above the depth
-/// of ordinary body recursion over short lists; checked every `LOOP_CHECK_EVERY` frames.
-pub const LOOP_DEPTH: usize = 4_096;
-const LOOP_CHECK_EVERY: usize = 1_024;
+/// (traced with return tracing, each iteration keeps a VM stack frame), if they also span
+/// `LOOP_MIN_SPAN_NS`: a loop that waits for messages. Below the frame bound
+/// ([`MAX_FRAMES`]), which refuses further calls of the process on the scheduler, so that a
+/// loop is found (and traced count-only from then on) before its process's other calls are
+/// refused; checked every `LOOP_CHECK_EVERY` frames past it.
+pub const LOOP_DEPTH: usize = MAX_FRAMES as usize * 3 / 4;
+const LOOP_CHECK_EVERY: usize = 16;
+/// How long the nested calls of a loop span at least: a recursion over a long list nests
+/// as deep in microseconds, and keeps its timing (the frame bound keeps its frames few).
+pub const LOOP_MIN_SPAN_NS: u64 = 50_000_000;
 /// Functions outside the filter remembered as such; past this they are matched each time.
 const MAX_FOREIGN: usize = 4_096;
 /// Marks a function outside the session's filter in the function index.
@@ -283,10 +290,14 @@ pub struct Aggregator {
     /// The specs traced; `None` aggregates every function (raw sessions).
     filter: Option<Vec<MfaPattern>>,
     foreign: usize,
-    /// Functions counted without pairing: set by the caller or found at run time.
-    loops: WordMap<Mfa, ()>,
+    /// Functions counted without pairing (set by the caller: found in the code, or at run
+    /// time and then traced count-only), with when the callbacks stopped counting their calls
+    /// on the frame table (ns; 0 for loops traced count-only from the start).
+    loops: WordMap<Mfa, u64>,
     /// Loops found at run time and not yet taken by `take_new_loops`.
     new_loops: Vec<Mfa>,
+    /// Loops found at run time and reported, not yet set by the caller.
+    reported_loops: WordMap<Mfa, ()>,
     /// When the current interval began (ms, the caller's clock); `None` before the first
     /// [`Aggregator::reset_interval`].
     interval_started_ms: Option<u64>,
@@ -312,6 +323,14 @@ pub struct Aggregator {
     shard: Shard,
     /// Frame stacks held by the aggregators merged into this one ([`Aggregator::merged`]).
     stacks_elsewhere: usize,
+    /// The session's frame table, told what counted events stand for no open frame
+    /// ([`crate::frames`]); none in tests and merges.
+    frames: Option<&'static FrameTable>,
+    /// For the event being recorded: what its process's line of the frame table settles.
+    settle: i64,
+    /// Processes whose stacks reached `LOOP_DEPTH` frames: [`Aggregator::find_stuck_loops`]
+    /// looks at them, not at every stack.
+    deep: WordMap<u64, ()>,
 }
 
 /// Empty stacks tolerated beyond the non-empty ones before a sweep.
@@ -335,6 +354,7 @@ impl Aggregator {
             foreign: 0,
             loops: WordMap::default(),
             new_loops: Vec::new(),
+            reported_loops: WordMap::default(),
             interval_started_ms: None,
             slowest: SlowestConfig::default(),
             recorder: None,
@@ -347,7 +367,18 @@ impl Aggregator {
             keys_left: keyed::DEFAULT_MAX_KEYS,
             shard: Shard::default(),
             stacks_elsewhere: 0,
+            frames: None,
+            settle: 0,
+            deep: WordMap::default(),
         }
+    }
+
+    /// Settles the session's frame table as events are folded in: calls less returns less
+    /// the frames open on this aggregator's stacks ([`crate::frames`]). Set it before the
+    /// first event.
+    pub fn with_frames(mut self, frames: &'static FrameTable) -> Self {
+        self.frames = Some(frames);
+        self
     }
 
     /// Makes this aggregator the `index`-th of `count` sharing one session: it keeps the
@@ -416,8 +447,14 @@ impl Aggregator {
     /// Counts the calls of `mfas` without pairing them (they are traced without return
     /// tracing); their open frames are dropped.
     pub fn set_loops(&mut self, mfas: &[Mfa]) {
+        self.set_loops_since(mfas, 0);
+    }
+
+    /// As [`Aggregator::set_loops`], for loops the callbacks stopped counting on the frame
+    /// table at `since_ns` (their calls stamped before were counted, and are settled here).
+    pub fn set_loops_since(&mut self, mfas: &[Mfa], since_ns: u64) {
         for mfa in mfas {
-            self.loops.insert(*mfa, ());
+            self.loops.insert(*mfa, since_ns);
             if let Some(&index) = self.functions.get(mfa).filter(|index| **index != FOREIGN) {
                 self.stats[index].1.loop_only = true;
             }
@@ -443,13 +480,16 @@ impl Aggregator {
     fn drop_frames_of(&mut self, mfa: Mfa) {
         let mut dropped = 0;
         let mut emptied = 0;
-        for stack in self.stacks.values_mut() {
+        for (pid, stack) in self.stacks.iter_mut() {
             let before = stack.len();
             if before == 0 {
                 continue;
             }
             stack.retain(|frame| frame.mfa != mfa);
             dropped += before - stack.len();
+            if let Some(frames) = self.frames {
+                frames.settle(*pid, (before - stack.len()) as i64);
+            }
             emptied += usize::from(stack.is_empty());
         }
         // Not abandoned: a loop's frames are just not timed (those the VM already holds may
@@ -469,9 +509,18 @@ impl Aggregator {
     /// A sharded aggregator ([`Aggregator::with_shard`]) must own the event's tracee: feed
     /// it with [`Aggregator::record_routed`].
     pub fn record(&mut self, event: &Event) {
+        // A call counts +1 and a return -1 on the frame table; each frame the event leaves
+        // on (or takes off) the process's stack takes one back (`crate::frames`).
+        self.settle = 0;
         match event.kind {
-            EventKind::Call => self.record_call(event),
-            EventKind::Return | EventKind::Exception => self.record_return(event),
+            EventKind::Call => {
+                self.settle = 1;
+                self.record_call(event);
+            }
+            EventKind::Return | EventKind::Exception => {
+                self.settle = -1;
+                self.record_return(event);
+            }
             EventKind::Exit => {
                 if let Some(stack) = self.stacks.remove(&event.pid) {
                     if !stack.is_empty() {
@@ -479,10 +528,14 @@ impl Aggregator {
                     }
                     self.open_calls -= stack.len();
                     self.counters.abandoned_calls += stack.len() as u64;
+                    self.settle = stack.len() as i64;
                 }
                 self.events.record(&mut self.processes, event);
             }
             _ => self.events.record(&mut self.processes, event),
+        }
+        if let Some(frames) = self.frames {
+            frames.settle(event.pid, self.settle);
         }
     }
 
@@ -539,6 +592,10 @@ impl Aggregator {
         match self.stats_for(event.mfa, event.ts) {
             Some(stats) if stats.loop_only => {
                 stats.count_call();
+                // Not counted on the frame table, unless made before the callbacks knew.
+                if self.loops.get(&event.mfa).is_some_and(|since| event.ts >= *since) {
+                    self.settle = 0;
+                }
                 return;
             }
             Some(stats) => stats.count_call(),
@@ -564,6 +621,7 @@ impl Aggregator {
             stack.pop_front();
             self.open_calls -= 1;
             self.counters.abandoned_calls += 1;
+            self.settle += 1;
         }
         let parent = stack.back().map_or(stacks::ROOT, |frame| frame.node);
         let node = self.stack_paths.enter(parent, event.mfa);
@@ -580,24 +638,54 @@ impl Aggregator {
             },
         });
         self.open_calls += 1;
+        self.settle -= 1;
+        if stack.len() == LOOP_DEPTH {
+            self.deep.insert(event.pid, ());
+        }
         if stack.len() >= LOOP_DEPTH && stack.len().is_multiple_of(LOOP_CHECK_EVERY) {
-            let nested = stack.iter().filter(|frame| frame.mfa == event.mfa).count();
-            if nested >= LOOP_DEPTH {
+            let mut nested = stack.iter().filter(|frame| frame.mfa == event.mfa);
+            let oldest = nested.next().map_or(event.ts, |frame| frame.ts);
+            if nested.count() + 1 >= LOOP_DEPTH && event.ts.saturating_sub(oldest) >= LOOP_MIN_SPAN_NS {
                 self.mark_loop(event.mfa, event.ts);
             }
         }
     }
 
-    /// A function nested `LOOP_DEPTH` deep in one process without returning: count it from
-    /// now on, and tell the caller so that it stops return tracing it.
-    fn mark_loop(&mut self, mfa: Mfa, ts: u64) {
-        if let Some(stats) = self.stats_for(mfa, ts) {
-            if !stats.loop_only {
-                stats.loop_only = true;
-                self.loops.insert(mfa, ());
-                self.new_loops.push(mfa);
-                self.drop_frames_of(mfa);
+    /// Loops that wait fast: a process whose innermost function is nested `LOOP_DEPTH` deep,
+    /// the oldest of those calls made `LOOP_MIN_SPAN_NS` before `now_ns`. A loop that takes a
+    /// message every microsecond nests past `LOOP_DEPTH` before its calls span that long; the
+    /// frame bound then refuses its calls and no event of it comes to look at, so the
+    /// collector asks now and then ([`crate::shards::Shards::find_stuck_loops`]). Found loops
+    /// are counted from then on, as those `record_call` finds.
+    pub fn find_stuck_loops(&mut self, now_ns: u64) {
+        if self.deep.is_empty() {
+            return;
+        }
+        let stacks = &self.stacks;
+        let mut found = Vec::new();
+        self.deep.retain(|pid, _| {
+            let Some(stack) = stacks.get(pid).filter(|stack| stack.len() >= LOOP_DEPTH) else { return false };
+            let Some(top) = stack.back() else { return false };
+            let mut nested = stack.iter().filter(|frame| frame.mfa == top.mfa);
+            let oldest = nested.next().map_or(now_ns, |frame| frame.ts);
+            if nested.count() + 1 >= LOOP_DEPTH && now_ns.saturating_sub(oldest) >= LOOP_MIN_SPAN_NS {
+                found.push((top.mfa, top.ts));
             }
+            true
+        });
+        for (mfa, ts) in found {
+            self.mark_loop(mfa, ts);
+        }
+    }
+
+    /// A function nested `LOOP_DEPTH` deep in one process without returning: tell the caller
+    /// (once), so that it stops return tracing it and then says so with `set_loops`. Until
+    /// then its calls keep their frames, and are paired and bounded as any other: counting
+    /// them as frameless before the trace pattern changed would let frames pass the bound.
+    fn mark_loop(&mut self, mfa: Mfa, ts: u64) {
+        if self.stats_for(mfa, ts).is_some_and(|stats| !stats.loop_only) && !self.reported_loops.contains_key(&mfa) {
+            self.reported_loops.insert(mfa, ());
+            self.new_loops.push(mfa);
         }
     }
 
@@ -668,6 +756,7 @@ impl Aggregator {
         }
         self.open_calls -= abandoned + 1;
         self.counters.abandoned_calls += abandoned as u64;
+        self.settle += abandoned as i64 + 1;
         if stack.is_empty() {
             self.nonempty_stacks -= 1;
             if self.stacks.len() > 2 * self.nonempty_stacks + EMPTY_STACK_SLACK {
@@ -810,21 +899,34 @@ mod tests {
     #[test]
     #[cfg_attr(miri, ignore = "13,000 events and depth scans: minutes under Miri; the paths are the loop tests above")]
     fn a_function_nested_past_loop_depth_becomes_a_loop() {
+        // A recursion as deep, but over in microseconds, keeps its timing.
+        let mut fast = Aggregator::new(100, 1_000_000);
+        for ts in 1..=(LOOP_DEPTH + 4 * LOOP_CHECK_EVERY) as u64 {
+            fast.record(&ev(EventKind::Call, 1, G, ts));
+        }
+        assert!(fast.take_new_loops().is_empty());
+        // One iteration a millisecond: a loop that waits.
         let mut agg = Aggregator::new(100, 1_000_000);
         agg.record(&ev(EventKind::Call, 1, F, 0));
         for ts in 1..=(LOOP_DEPTH + LOOP_CHECK_EVERY) as u64 {
-            agg.record(&ev(EventKind::Call, 1, G, ts));
+            agg.record(&ev(EventKind::Call, 1, G, ts * 1_000_000));
         }
         assert_eq!(agg.take_new_loops(), vec![G]);
+        // Reported once; paired as before until the caller has stopped return tracing it.
+        for ts in 0..(2 * LOOP_CHECK_EVERY) as u64 {
+            agg.record(&ev(EventKind::Call, 1, G, 500_000_000 + ts * 1_000_000));
+        }
         assert!(agg.take_new_loops().is_empty());
+        assert!(!agg.function(&G).unwrap().loop_only);
+        agg.set_loops(&[G]);
         assert!(agg.function(&G).unwrap().loop_only);
         // Only F's frame is left open; G's frames were dropped.
         assert_eq!(agg.open_calls(), 1);
         // The dropped frames are not abandoned calls, and their returns are not unmatched.
         assert_eq!(agg.counters().abandoned_calls, 0);
-        agg.record(&ev(EventKind::Return, 1, G, 99_000));
+        agg.record(&ev(EventKind::Return, 1, G, 990_000_000));
         assert_eq!(agg.counters().unmatched_returns, 0);
-        agg.record(&ev(EventKind::Return, 1, F, 100_000));
+        agg.record(&ev(EventKind::Return, 1, F, 1_000_000_000));
         assert_eq!(agg.function(&F).unwrap().latency.len(), 1);
         // Body recursion below the depth is paired as before.
         let mut agg = Aggregator::new(100, 1_000_000);

@@ -5,6 +5,7 @@
 //!
 //! In the order events travel:
 //! - [`slots`]: session ids and the slot table the hot path reads first;
+//! - [`frames`]: the frame bound the `enabled_call` callback reads (open frames per process);
 //! - [`quiesce`]: the per-thread token, the active mark and grace periods;
 //! - [`clock`]: the timestamps;
 //! - [`producer`]: a thread's ring, counters and admission (sampling, limits);
@@ -46,6 +47,8 @@ pub mod owner;
 pub mod process;
 #[cfg(not(loom))]
 pub mod event;
+#[cfg(not(loom))]
+pub mod frames;
 #[cfg(not(loom))]
 pub mod hasher;
 #[cfg(not(loom))]

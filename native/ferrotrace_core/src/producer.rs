@@ -36,6 +36,9 @@ pub struct Accounting {
     pub ignored: u64,
     /// Copies of arguments, results or keys refused by a full term ring (`args`, `key`).
     pub args_dropped: u64,
+    /// Calls refused in `enabled_call` because their process had `frames::MAX_FRAMES`
+    /// return-trace frames open (outside the identity: the VM built no event for them).
+    pub frames_refused: u64,
 }
 
 /// What every producer of one session checks before taking an event: the session's
@@ -63,6 +66,8 @@ pub(crate) struct ProducerCounters {
     leases: Leases,
     /// Copies refused by a full term ring (`args`, keys).
     copies_dropped: AtomicU64,
+    /// Calls refused by the frame bound.
+    frames_refused: AtomicU64,
 }
 
 /// One thread's side of a session.
@@ -114,6 +119,7 @@ impl Producer {
         total.sampled_out += c.sampled_out.load(Ordering::Acquire);
         total.limited += c.limited.load(Ordering::Acquire);
         total.args_dropped += c.copies_dropped.load(Ordering::Acquire);
+        total.frames_refused += c.frames_refused.load(Ordering::Acquire);
     }
 }
 
@@ -128,16 +134,9 @@ pub enum Admission {
     Limited,
 }
 
-/// A full-avalanche mix of a word (the splitmix64 finalizer): pid terms differ only in a few
-/// middle bits, and a plain multiplication left those out of the bits `sample` reads.
-#[inline]
-fn mix(mut x: u64) -> u64 {
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    x ^ (x >> 33)
-}
+// `sample` hashes pids with the frame table's full-avalanche mix: pid terms differ only in a
+// few middle bits, and a plain multiplication left those out of the bits `sample` reads.
+use crate::frames::mix;
 
 #[inline]
 fn bump(counter: &AtomicU64) {
@@ -193,19 +192,34 @@ impl ProducerRef<'_> {
         Admission::Take
     }
 
-    /// Pushes an event, counting a drop when the ring is full or missing.
+    /// Counts a call refused by the frame bound (in `enabled_call`).
     #[inline]
-    pub fn push(&self, event: Event) {
+    pub fn refuse_frame(&self) {
+        bump(&self.producer.counters.frames_refused);
+    }
+
+    /// Pushes an event, counting a drop when the ring is full or missing. True if it entered
+    /// the ring.
+    #[inline]
+    pub fn push(&self, event: Event) -> bool {
         let counters = &self.producer.counters;
-        let Some(packed) = PackedEvent::pack(&event) else { return bump(&counters.ignored) };
-        let Some(tx) = &self.producer.tx else { return bump(&counters.dropped) };
+        let Some(packed) = PackedEvent::pack(&event) else {
+            bump(&counters.ignored);
+            return false;
+        };
+        let Some(tx) = &self.producer.tx else {
+            bump(&counters.dropped);
+            return false;
+        };
         // SAFETY: only the thread owning this producer has a `ProducerRef` to it (see the
         // `Sync` impl of `Producer`), and no other `&mut` to `tx` is live on this thread: it
         // is created here and dropped before returning, and `push` does not re-enter.
         let pushed = tx.with_mut(|tx| unsafe { (*tx).push(packed) });
         if pushed.is_err() {
             bump(&counters.dropped);
+            return false;
         }
+        true
     }
 
     /// Counts a copy refused by a full term ring.

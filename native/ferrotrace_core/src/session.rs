@@ -15,12 +15,13 @@ use crate::aggregate::keyed::KeySource;
 use crate::aggregate::Aggregator;
 use crate::clock;
 use crate::collector::{Backlog, Consumer, COLLECT_INTERVAL};
+use crate::frames::FrameTable;
 use crate::shards::{Aggregates, Shards};
 use crate::limit::Limiter;
 use crate::options::Config;
 use crate::producer::{Gate, Producer, ProducerRef};
 use crate::quiesce::{self, Active, MAX_THREADS};
-use crate::slots::Slots;
+use crate::slots::{slot_of, Slots};
 
 pub use crate::slots::MAX_SESSIONS;
 
@@ -38,6 +39,13 @@ pub fn is_live(id: u64) -> bool {
 #[inline]
 pub fn live_sample(id: u64) -> Option<u64> {
     SESSIONS.live_sample(id)
+}
+
+/// The frame table of session `id`'s slot, for a callback that has just checked that `id` is
+/// running ([`live_sample`]). Reads static memory only.
+#[inline]
+pub fn frames_of(id: u64) -> Option<&'static FrameTable> {
+    FrameTable::of_slot(slot_of(id))
 }
 
 /// Whether running session `id` wants events other than calls and exits (see [`set_events`]).
@@ -182,12 +190,14 @@ pub enum StartError {
 pub fn start(config: Config, keeper: u64, notifier: Option<Notifier>) -> Result<Arc<Session>, StartError> {
     let mut registry = SESSIONS.registry();
     let (slot, id) = registry.allocate().ok_or(StartError::TooManySessions)?;
+    let frames = FrameTable::for_start(slot);
     let shards = Shards::new(config.aggregators, &format!("ferrotrace-{slot}"), |index, count| {
         Aggregator::new(config.max_functions, config.max_open_calls)
             .with_slowest(config.slowest)
             .with_recent(config.recent)
             .with_keys(config.keys)
             .with_shard(index, count)
+            .with_frames(frames)
     })
     .map_err(|_| StartError::Thread)?;
     let started_ticks = clock::now();
@@ -454,8 +464,10 @@ impl Session {
     fn collector_loop(&self) {
         let deadline = self.config.duration_ms
             .map(|ms| self.started_ticks.saturating_add(clock::ns_to_ticks(ms * 1_000_000)));
+        let mut collections = 0u32;
         while !self.collector_exit.load(Ordering::Acquire) {
             std::thread::park_timeout(COLLECT_INTERVAL);
+            collections = collections.wrapping_add(1);
             if self.stopped().is_some() {
                 break;
             }
@@ -469,6 +481,10 @@ impl Session {
             }
             let mut consumer = self.consumer.lock();
             self.collect(&mut consumer, false);
+            // Every 64 collections (tens of ms): loops whose processes sit at the frame bound.
+            if collections.is_multiple_of(64) {
+                consumer.shards.find_stuck_loops(clock::to_ns(clock::now()));
+            }
             let loops = consumer.shards.take_new_loops();
             let failed = consumer.shards.failed();
             self.aggregators_cpu_ns.store(consumer.shards.threads_cpu_ns(), Ordering::Relaxed);
@@ -797,8 +813,10 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         session.on_loops(Box::new(move |_, loops| drop(tx.send(loops))));
         let pid = 7 << 4 | 3;
+        // One iteration a millisecond: the loop's calls span `LOOP_MIN_SPAN_NS`.
         for _ in 0..depth {
             assert_eq!(emit(session.id, pid, EventKind::Call), Emitted::Traced);
+            std::thread::sleep(Duration::from_millis(1));
         }
         assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(vec![F]));
         emit(session.id, pid, EventKind::Call);

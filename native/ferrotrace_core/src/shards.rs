@@ -287,8 +287,8 @@ impl Shards {
         Some(self.workers.iter().map(|worker| Arc::clone(&worker.aggregator)).collect())
     }
 
-    /// Loops found at run time since the last call, by any aggregator, each once; every
-    /// aggregator is told of each, so that none pairs its calls any more.
+    /// Loops found at run time since the last call, by any aggregator (each aggregator
+    /// reports a function once; two may report the same one).
     pub fn take_new_loops(&mut self) -> Vec<Mfa> {
         if let Some(one) = &mut self.one {
             return one.take_new_loops();
@@ -308,12 +308,23 @@ impl Shards {
                 }
             }
         }
-        if !loops.is_empty() {
-            for part in &mut parts {
-                part.set_loops(&loops);
+        loops
+    }
+
+    /// Looks for loops whose processes sit at the frame bound
+    /// ([`Aggregator::find_stuck_loops`]), in every aggregator; what is found is taken by
+    /// [`Shards::take_new_loops`].
+    pub fn find_stuck_loops(&mut self, now_ns: u64) {
+        if let Some(one) = &mut self.one {
+            return one.find_stuck_loops(now_ns);
+        }
+        for worker in &self.workers {
+            let mut aggregator = worker.aggregator.lock();
+            aggregator.find_stuck_loops(now_ns);
+            if aggregator.has_new_loops() {
+                worker.found_loops.store(true, Ordering::Release);
             }
         }
-        loops
     }
 
     /// CPU time of the aggregator threads (not the collector's), nanoseconds.

@@ -32,7 +32,7 @@ mod atoms {
         ring_bytes, functions, collector_cpu_ns, aggregators, ring_alloc_failures, ferrotrace_stopped,
         mfa, count, returns, exceptions, total,
         user, owner_down, duration, loops, foreign_events, bad_spec, ferrotrace_loops,
-        backlog, ring_peak, ring_size, longest_gap_us,
+        backlog, ring_peak, ring_size, longest_gap_us, frames_refused,
     }
 }
 
@@ -225,6 +225,7 @@ fn accounting_term<'a>(env: Env<'a>, a: &Accounting) -> Term<'a> {
         (atoms::limited(), a.limited.encode(env)),
         (atoms::ignored(), a.ignored.encode(env)),
         (atoms::args_dropped(), a.args_dropped.encode(env)),
+        (atoms::frames_refused(), a.frames_refused.encode(env)),
     ])
 }
 
@@ -337,6 +338,32 @@ fn session_histogram<'a>(env: Env<'a>, id: Term<'a>, mfa: Term<'a>) -> Term<'a> 
     })
 }
 
+/// `session_add_loops(Id, [MFA]) -> ok | {error, Reason}`: the keeper has stopped return
+/// tracing these functions (loops the engine found at run time): their calls are counted, not
+/// paired, and their open frames no longer count against the frame bound.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn session_add_loops<'a>(env: Env<'a>, id: Term<'a>, loops: Vec<Term<'a>>) -> Term<'a> {
+    let session = match find(env, id) {
+        Ok(session) => session,
+        Err(e) => return e,
+    };
+    let mut mfas = Vec::with_capacity(loops.len());
+    for mfa in loops {
+        match decode_mfa(env, mfa) {
+            Some(mfa) => mfas.push(mfa),
+            None => return error(env, (atoms::bad_mfa(), mfa)),
+        }
+    }
+    // The callbacks stop counting the loops' calls on the frame table first; the
+    // aggregators settle those stamped before.
+    let since = ferrotrace_core::clock::to_ns(ferrotrace_core::clock::now());
+    if let Some(frames) = session::frames_of(session.id) {
+        frames.add_loops(&mfas);
+    }
+    session.with_aggregates(|aggregates| aggregates.for_each_mut(|aggregator| aggregator.set_loops_since(&mfas, since)));
+    atoms::ok().encode(env)
+}
+
 /// A spec `{M | '_', F | '_', A | '_'}` as a filter pattern.
 fn decode_pattern(term: Term) -> NifResult<MfaPattern> {
     let (m, f, a): (Term, Term, Term) = term.decode()?;
@@ -375,6 +402,11 @@ fn session_set_tracing<'a>(env: Env<'a>, id: Term<'a>, specs: Vec<Term<'a>>, loo
             Some(mfa) => mfas.push(mfa),
             None => return error(env, (atoms::bad_mfa(), mfa)),
         }
+    }
+    // Loops found in the code are traced count-only from the start: the callbacks never
+    // count their calls on the frame table.
+    if let Some(frames) = session::frames_of(session.id) {
+        frames.add_loops(&mfas);
     }
     session.with_aggregates(|aggregates| {
         aggregates.for_each_mut(|aggregator| {

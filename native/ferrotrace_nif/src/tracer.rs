@@ -110,18 +110,37 @@ unsafe fn session_id(env: *mut ErlNifEnv, state: ErlNifTerm) -> Option<u64> {
 /// True, and counted, if the session's `sample` leaves `tracee` out. Enters the thread's
 /// active mark to reach the session's producer counters.
 #[inline]
-fn sampled_out(id: u64, tracee: ErlNifTerm) -> bool {
+fn sampled_out(id: u64, tracee: u64) -> bool {
     with_token(|token| {
         let active = token.enter();
-        session::live_session(id, &active).is_some_and(|session| session.producer(&active).sample_out(Immediate::of(tracee).map_or(0, Immediate::bits)))
+        session::live_session(id, &active).is_some_and(|session| session.producer(&active).sample_out(tracee))
     })
     .unwrap_or(false)
+}
+
+/// True, and counted, if `tracee` has the most return-trace frames of session `id` a
+/// process may keep (`ferrotrace_core::frames`): its call must be refused. The check reads
+/// two words of the session slot's frame table; only a refusal enters the active mark, to
+/// count it.
+#[inline]
+fn frames_full(id: u64, tracee: u64) -> bool {
+    if !session::frames_of(id).is_some_and(|frames| frames.full(tracee)) {
+        return false;
+    }
+    let _ = with_token(|token| {
+        let active = token.enter();
+        if let Some(session) = session::live_session(id, &active) {
+            session.producer(&active).refuse_frame();
+        }
+    });
+    true
 }
 
 /// The shared body of the enabled callbacks: `remove` (the VM unhooks the tracer from the
 /// tracee) unless the state names a running session, else `answer(atoms, tag)`; an event the
 /// session would trace is answered `discard` instead when `sample` leaves the tracee out (the
-/// VM then builds no event and, for a call, pushes no return frame).
+/// VM then builds no event and, for a call, pushes no return frame), and a call (`calls`)
+/// when the tracee has as many return-trace frames open as a process may keep.
 ///
 /// # Safety
 /// `env` is the callback's env and `argv` points at its three arguments.
@@ -129,6 +148,7 @@ fn sampled_out(id: u64, tracee: ErlNifTerm) -> bool {
 unsafe fn enabled_by(
     env: *mut ErlNifEnv,
     argv: *const ErlNifTerm,
+    calls: bool,
     answer: impl FnOnce(&Atoms, ErlNifTerm, bool) -> ErlNifTerm,
 ) -> ErlNifTerm {
     guarded(|| {
@@ -140,7 +160,12 @@ unsafe fn enabled_by(
         let Some(sample) = session::live_sample(id) else { return a.remove };
         let tag = argv[0];
         let answer = answer(a, tag, session::wants_events(id));
-        if sample > 1 && answer == a.trace && tag != a.trace_status && sampled_out(id, tracee) {
+        if answer != a.trace || tag == a.trace_status {
+            return answer;
+        }
+        // Only hashed, never kept: any word will do for a term that is not a pid.
+        let tracee = Immediate::of(tracee).map_or(0, Immediate::bits);
+        if (sample > 1 && sampled_out(id, tracee)) || (calls && frames_full(id, tracee)) {
             a.discard
         } else {
             answer
@@ -155,7 +180,7 @@ unsafe extern "C" fn enabled(env: *mut ErlNifEnv, _argc: c_int, argv: *const Erl
     // SAFETY: called by the VM as an arity-3 NIF: its env and three arguments.
     // With events, every tag is traced: `trace/5` aggregates it or counts it as ignored
     // (events.rs). A calls-only session keeps calls and exits.
-    unsafe { enabled_by(env, argv, |a, tag, events| {
+    unsafe { enabled_by(env, argv, false, |a, tag, events| {
         if events || tag == a.call || tag == a.trace_status || tag == a.exit {
             a.trace
         } else {
@@ -167,7 +192,7 @@ unsafe extern "C" fn enabled(env: *mut ErlNifEnv, _argc: c_int, argv: *const Erl
 /// `enabled_call/3`: the tag is `call`, only the session is checked.
 unsafe extern "C" fn enabled_call(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
     // SAFETY: called by the VM as an arity-3 NIF: its env and three arguments.
-    unsafe { enabled_by(env, argv, |a, _tag, _events| a.trace) }
+    unsafe { enabled_by(env, argv, true, |a, _tag, _events| a.trace) }
 }
 
 /// `enabled_procs/3`: the VM passes the event's own tag (`spawn`, `exit`, `link`, ...); all
@@ -175,7 +200,7 @@ unsafe extern "C" fn enabled_call(env: *mut ErlNifEnv, _argc: c_int, argv: *cons
 /// a calls-only session keeps only `exit`.
 unsafe extern "C" fn enabled_procs(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
     // SAFETY: called by the VM as an arity-3 NIF: its env and three arguments.
-    unsafe { enabled_by(env, argv, |a, tag, events| {
+    unsafe { enabled_by(env, argv, false, |a, tag, events| {
         if events || tag == a.exit || tag == a.trace_status {
             a.trace
         } else {
@@ -212,31 +237,47 @@ unsafe extern "C" fn trace(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNi
             } else {
                 // SAFETY: `env` and `argv` are this callback's.
                 match unsafe { crate::events::decode(env, argv) } {
-                    Some((kind, mfa)) => return push(&producer, kind, mfa, tracee, |_, _| {}),
+                    Some((kind, mfa)) => {
+                        push(&producer, kind, mfa, tracee, |_, _| {});
+                        return;
+                    }
                     None => return producer.ignore(),
                 }
             };
             let Some(mfa) = decode_mfa(&EnvReader(env), argv[3]) else { return producer.ignore() };
-            push(&producer, kind, mfa, tracee, |pid, ts| {
+            let pushed = push(&producer, kind, mfa, tracee, |pid, ts| {
                 if producer.copies_terms() {
                     // SAFETY: `env` is this callback's env and `argv` its five terms.
                     unsafe { copy_terms(env, a, &producer, kind, pid, ts, argv) };
                 }
             });
+            // The frame bound counts what entered the ring, but the calls of loops (traced
+            // count-only: no frame); the aggregators settle the rest.
+            if pushed {
+                if let Some(frames) = session::frames_of(id) {
+                    if kind != EventKind::Call {
+                        frames.pushed(tracee.bits(), -1);
+                    } else if !frames.is_loop(&mfa) {
+                        frames.pushed(tracee.bits(), 1);
+                    }
+                }
+            }
         });
         a.ok
     }, || atoms().ok)
 }
 
 /// Stamps an event of `tracee`, applies the session's limits and queues it; `copy(pid, ts)`
-/// runs for an admitted event just before it is queued (its copies go first).
+/// runs for an admitted event just before it is queued (its copies go first). True if the
+/// event entered the ring.
 #[inline(always)]
-fn push(producer: &ProducerRef<'_>, kind: EventKind, mfa: Mfa, tracee: Immediate, copy: impl FnOnce(u64, u64)) {
+fn push(producer: &ProducerRef<'_>, kind: EventKind, mfa: Mfa, tracee: Immediate, copy: impl FnOnce(u64, u64)) -> bool {
     let (ts, pid) = (clock::now(), tracee.bits());
-    if producer.admit(pid, ts) == Admission::Take {
-        copy(pid, ts);
-        producer.push(Event { ts, pid, mfa, kind });
+    if producer.admit(pid, ts) != Admission::Take {
+        return false;
     }
+    copy(pid, ts);
+    producer.push(Event { ts, pid, mfa, kind })
 }
 
 /// `enabled_<tag>/3` for the tags `events.rs` decodes: every event of a running session is
@@ -244,7 +285,7 @@ fn push(producer: &ProducerRef<'_>, kind: EventKind, mfa: Mfa, tracee: Immediate
 /// `remove` for a session that is gone.
 unsafe extern "C" fn enabled_any(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
     // SAFETY: called by the VM as an arity-3 NIF: its env and three arguments.
-    unsafe { enabled_by(env, argv, |a, _tag, events| if events { a.trace } else { a.discard_term() }) }
+    unsafe { enabled_by(env, argv, false, |a, _tag, events| if events { a.trace } else { a.discard_term() }) }
 }
 
 register_raw_nif!("enabled_send", 3, enabled_any);

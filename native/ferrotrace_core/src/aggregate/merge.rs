@@ -140,7 +140,7 @@ impl Aggregator {
             c.abandoned_calls += p.abandoned_calls;
             c.untracked_events += p.untracked_events;
             c.foreign_events += p.foreign_events;
-            out.loops.extend(part.loops.keys().map(|mfa| (*mfa, ())));
+            out.loops.extend(part.loops.iter().map(|(mfa, since)| (*mfa, *since)));
             out.interval_started_ms = out.interval_started_ms.max(part.interval_started_ms);
             match (&mut out.recorder, &part.recorder) {
                 (Some(into), Some(from)) => into.merge_from(from),

@@ -1,0 +1,116 @@
+%%% @doc The frame bound: return tracing keeps a frame per traced call until it returns,
+%%% so a loop the analysis cannot see (it waits in another module, or loops through a fun or
+%%% `apply') or a very deep recursion would grow its process's stack for as long as it runs.
+%%% The engine refuses calls on the scheduler once a process has 120 frames of the session
+%%% open: no process keeps more than about 1,000 words of them, during or after a session.
+-module(ferrotrace_frames_SUITE).
+
+-include_lib("stdlib/include/assert.hrl").
+
+-export([all/0, suite/0]).
+-export([reader_waiting_in_another_module/1, loop_through_a_fun/1, loop_through_apply/1,
+         tail_recursion_a_million_deep/1, every_function_with_readers/1]).
+
+-define(MAX_WORDS, 1000).
+-define(MESSAGES, 100000).
+
+-type config() :: [{atom(), term()}].
+
+-spec suite() -> [tuple()].
+suite() ->
+    [{ct_hooks, [{ft_ct, [ft_frames_sock, ft_frames_reader]}]}, {timetrap, {minutes, 3}}].
+
+-spec all() -> [atom()].
+all() ->
+    [reader_waiting_in_another_module, loop_through_a_fun, loop_through_apply,
+     tail_recursion_a_million_deep, every_function_with_readers].
+
+%% The server's connection reader: the module traced, the wait in the wrapper.
+-spec reader_waiting_in_another_module(config()) -> ok.
+reader_waiting_in_another_module(_Config) ->
+    reader_stays_small(fun ft_frames_reader:reader/0, {ft_frames_reader, '_', '_'}).
+
+-spec loop_through_a_fun(config()) -> ok.
+loop_through_a_fun(_Config) ->
+    reader_stays_small(fun ft_frames_reader:via_fun/0, {ft_frames_reader, '_', '_'}).
+
+-spec loop_through_apply(config()) -> ok.
+loop_through_apply(_Config) ->
+    reader_stays_small(fun() -> ft_frames_reader:via_apply(0) end, {ft_frames_reader, '_', '_'}).
+
+%% A traced tail recursion a million deep keeps at most 5,000 words while it runs; the calls
+%% past the bound are refused and counted, and the outer calls still pair.
+-spec tail_recursion_a_million_deep(config()) -> ok.
+tail_recursion_a_million_deep(_Config) ->
+    {ok, S} = ferrotrace:calls({ft_frames_reader, count_down, 1}, #{duration => 120000}),
+    Self = self(),
+    P = spawn(fun() -> done = ft_frames_reader:count_down(1000000), Self ! {done, self()} end),
+    Max = watch(P, 0),
+    ?assert(Max =< 5000, {max_stack_words, Max}),
+    #{events := #{frames_refused := Refused}, calls := Calls} = ferrotrace:summary(S),
+    ?assert(Refused > 0, Refused),
+    [#{count := Count}] = Calls,
+    ?assert(Count > 0 andalso Count =< 1000000, Count),
+    ok = ferrotrace:stop(S),
+    ok = ferrotrace:release(S).
+
+%% Ten readers and a `'_'' session of every function: each reader's stack stays small.
+-spec every_function_with_readers(config()) -> ok.
+every_function_with_readers(_Config) ->
+    Readers = [spawn(fun ft_frames_reader:reader/0) || _ <- lists:seq(1, 10)],
+    {ok, S} = ferrotrace:calls({'_', '_', '_'}, #{duration => 120000, max_functions => 100000}),
+    Max = lists:max([feed(P, ?MESSAGES div 10, 0) || P <- Readers]),
+    ok = ferrotrace:stop(S),
+    After = lists:max([words(P) || P <- Readers]),
+    [exit(P, kill) || P <- Readers],
+    ok = ferrotrace:release(S),
+    ?assert(Max =< ?MAX_WORDS, {max_stack_words, Max}),
+    ?assert(After =< ?MAX_WORDS, {stack_words_after, After}).
+
+%%--------------------------------------------------------------------------------------
+
+%% `Start' runs a reader; traced with `Spec', fed ?MESSAGES messages, its stack (sampled every
+%% 100 messages) never passes ?MAX_WORDS, nor after the session; `handle/2' is still timed.
+reader_stays_small(Start, Spec) ->
+    {ok, S} = ferrotrace:calls(Spec, #{duration => 120000}),
+    P = spawn(Start),
+    Max = feed(P, ?MESSAGES, 0),
+    Summary = #{calls := Calls} = ferrotrace:summary(S),
+    ok = ferrotrace:stop(S),
+    After = words(P),
+    exit(P, kill),
+    ok = ferrotrace:release(S),
+    ct:pal("max ~b words, after ~b; events ~p; loops ~p", [Max, After, maps:get(events, Summary), maps:get(loops, Summary)]),
+    ?assert(Max =< ?MAX_WORDS, {max_stack_words, Max}),
+    ?assert(After =< ?MAX_WORDS, {stack_words_after, After}),
+    [Handle] = [C || C = #{mfa := {ft_frames_reader, handle, 2}} <- Calls],
+    ?assertMatch(#{returns := R} when R > 0, Handle).
+
+%% Sends `N' messages to `P', sampling its stack every 100; waits for each hundred to be taken.
+feed(P, 0, Max) ->
+    max(Max, words(P));
+feed(P, N, Max) ->
+    P ! {data, 1},
+    case N rem 100 of
+        0 -> ok = ft_ct:poll(fun() -> message_queue(P) =:= 0 end, 10000),
+             feed(P, N - 1, max(Max, words(P)));
+        _ -> feed(P, N - 1, Max)
+    end.
+
+message_queue(P) ->
+    {message_queue_len, L} = process_info(P, message_queue_len),
+    L.
+
+words(P) ->
+    {stack_size, Words} = process_info(P, stack_size),
+    Words.
+
+watch(P, Max) ->
+    receive
+        {done, P} -> Max
+    after 0 ->
+        case process_info(P, stack_size) of
+            {stack_size, W} -> watch(P, max(Max, W));
+            undefined -> Max
+        end
+    end.

@@ -1,0 +1,33 @@
+%%% @doc Connection readers whose loops wait in another module (`ft_frames_sock:recv/1'),
+%%% loop through a fun or `apply', and a tail recursion: what the frame bound is for.
+-module(ft_frames_reader).
+-export([reader/0, handle/2, via_fun/0, via_apply/1, count_down/1]).
+
+%% @doc Reads forever: the loop waits inside `ft_frames_sock'.
+-spec reader() -> no_return().
+reader() -> reader(0).
+
+reader(N) ->
+    D = ft_frames_sock:recv(socket),
+    reader(handle(D, N)).
+
+%% @doc Handles one message: the call whose latency an operator wants.
+-spec handle(integer(), integer()) -> integer().
+handle(D, N) -> N + D.
+
+%% @doc Reads forever, the loop going through a fun.
+-spec via_fun() -> no_return().
+via_fun() ->
+    Loop = fun(Self, N) -> D = ft_frames_sock:recv(socket), Self(Self, handle(D, N)) end,
+    Loop(Loop, 0).
+
+%% @doc Reads forever, the loop going through `apply/3'.
+-spec via_apply(integer()) -> no_return().
+via_apply(N) ->
+    D = ft_frames_sock:recv(socket),
+    apply(?MODULE, via_apply, [handle(D, N)]).
+
+%% @doc Tail recursion `N' deep.
+-spec count_down(non_neg_integer()) -> done.
+count_down(0) -> done;
+count_down(N) -> count_down(N - 1).
