@@ -226,6 +226,7 @@
                           p999 := time(), max := time(),
                           own => #{atom() => time()},
                           migrations => non_neg_integer(),
+                          max_frames => non_neg_integer(),
                           slowest => [ferrotrace_slow:slow_call()],
                           slow_calls_dropped => non_neg_integer(),
                           by_key => [#{atom() => term()}],
@@ -442,8 +443,11 @@ processes(Kinds, Options0) ->
 %% past 10,000 paths, `too_deep' past 64 frames).
 %% Each call entry also has `slowest' and `slow_calls_dropped' (see {@link slowest/2}),
 %% `own' (`#{total, mean, p50, p90, p99, p999, max}': own time, the latency less the time in
-%% traced callees of the same process) and `migrations' (calls that returned on another
-%% scheduler thread than the one they were called on). With keys, it has
+%% traced callees of the same process), `migrations' (calls that returned on another
+%% scheduler thread than the one they were called on) and `max_frames' (the most
+%% return-trace frames of the session its process had open at one of its calls: calls past
+%% 120 are refused, see `frames_refused'; for a loop found while it ran, how deep it got
+%% before it was traced count-only). With keys, it has
 %% `by_key => [#{key, count, total, mean, p50, p90, p99, p999, max}]' (or `callers', with
 %% `caller' for `key'), most total time first, and `keys_overflow' (see `ferrotrace_keys').
 %% Sessions that trace other kinds (processes/2, `also', or a raw session's own flags) add

@@ -168,7 +168,7 @@ header(Summary = #{id := Id, status := Status, elapsed_ms := Ms, events := Event
     Loops = case maps:get(loops, Summary, []) of
                 [] -> [];
                 LoopMFAs -> wrap("counted only (loops): ",
-                                 [ferrotrace_names:mfa(L) || L <- LoopMFAs], Width)
+                                 [loop_text(L, maps:get(calls, Summary, [])) || L <- LoopMFAs], Width)
             end,
     Elapsed = io_lib:format("~ts after ~.1f s", [StatusText, Ms / 1000]),
     [wrap("ferrotrace session ", [[Name, ":"], Elapsed], "", Width),
@@ -178,15 +178,23 @@ header(Summary = #{id := Id, status := Status, elapsed_ms := Ms, events := Event
      frames(Count(frames_refused, Events), Width),
      Loops].
 
+%% A loop, and for one found while it ran (not in the code) how many frames it had reached:
+%% those stay on its process's stack.
+loop_text(MFA, Calls) ->
+    case [N || #{mfa := M, max_frames := N} <- Calls, M =:= MFA] of
+        [Frames] when Frames > 1 -> io_lib:format("~ts (found at ~b frames)", [ferrotrace_names:mfa(MFA), Frames]);
+        _ -> ferrotrace_names:mfa(MFA)
+    end.
+
 %% Calls refused on the scheduler by the frame bound: their process had as many return-trace
 %% frames open as a process may keep (a loop that waits where the analysis could not see, or
 %% a deep recursion); they are neither timed nor counted in the table.
 frames(0, _Width) ->
     [];
 frames(Refused, Width) ->
-    wrap("frames: ", [io_lib:format("~b calls refused (a process had 120 return-trace frames open: "
-                                    "a loop or a deep recursion)", [Refused]),
-                      "its deeper calls are not in the table"], Width).
+    wrap("frames: ", [io_lib:format("~b calls refused", [Refused]),
+                      "a process had 120 return-trace frames open",
+                      "a loop or a deep recursion", "its deeper calls are not in the table"], Width).
 
 %% When events were dropped or a ring came within a tenth of full: how full the fullest ring
 %% got and the longest the collector went without draining, which tell a ring too small for

@@ -49,8 +49,12 @@ tail_recursion_a_million_deep(_Config) ->
     ?assert(Max =< 5000, {max_stack_words, Max}),
     #{events := #{frames_refused := Refused}, calls := Calls} = ferrotrace:summary(S),
     ?assert(Refused > 0, Refused),
-    [#{count := Count}] = Calls,
+    [#{count := Count, max_frames := MaxFrames}] = Calls,
     ?assert(Count > 0 andalso Count =< 1000000, Count),
+    %% The bound is 120 frames; the process reached it.
+    ?assert(MaxFrames > 90 andalso MaxFrames =< 120, MaxFrames),
+    {ok, Text} = ft_ct:capture(fun() -> ferrotrace:report(S) end),
+    ?assertMatch({match, _}, re:run(Text, "frames: [0-9]+ calls refused, a process had 120 return-trace frames open")),
     ok = ferrotrace:stop(S),
     ok = ferrotrace:release(S).
 

@@ -164,6 +164,10 @@ pub struct FunctionStats {
     pub split: Option<Box<split::SplitStats>>,
     /// Calls that returned on another scheduler thread than the one they were called on.
     pub migrations: u64,
+    /// The most return-trace frames of the session its process had open at one of its calls
+    /// (the frame bound refuses calls past `frames::MAX_FRAMES`; a loop found at run time
+    /// shows how deep it went before it was).
+    pub max_frames: u32,
     /// Latency per key (`key`), once a call came with one.
     pub by_key: Option<Box<keyed::KeyedLatency>>,
     /// When the function's first event was recorded (ns): orders functions when
@@ -200,6 +204,7 @@ impl FunctionStats {
             own: OwnTime { total_ns: 0, latency: own },
             split: None,
             migrations: 0,
+            max_frames: 0,
             by_key: None,
             first_ns,
         }
@@ -642,12 +647,18 @@ impl Aggregator {
         if stack.len() == LOOP_DEPTH {
             self.deep.insert(event.pid, ());
         }
-        if stack.len() >= LOOP_DEPTH && stack.len().is_multiple_of(LOOP_CHECK_EVERY) {
+        let depth = stack.len();
+        let looping = depth >= LOOP_DEPTH && depth.is_multiple_of(LOOP_CHECK_EVERY) && {
             let mut nested = stack.iter().filter(|frame| frame.mfa == event.mfa);
             let oldest = nested.next().map_or(event.ts, |frame| frame.ts);
-            if nested.count() + 1 >= LOOP_DEPTH && event.ts.saturating_sub(oldest) >= LOOP_MIN_SPAN_NS {
-                self.mark_loop(event.mfa, event.ts);
-            }
+            nested.count() + 1 >= LOOP_DEPTH && event.ts.saturating_sub(oldest) >= LOOP_MIN_SPAN_NS
+        };
+        // The function was looked up above: this hits `last_function`.
+        if let Some(stats) = self.stats_for(event.mfa, event.ts) {
+            stats.max_frames = stats.max_frames.max(depth as u32);
+        }
+        if looping {
+            self.mark_loop(event.mfa, event.ts);
         }
     }
 

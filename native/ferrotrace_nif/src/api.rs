@@ -32,7 +32,7 @@ mod atoms {
         ring_bytes, functions, collector_cpu_ns, aggregators, ring_alloc_failures, ferrotrace_stopped,
         mfa, count, returns, exceptions, total,
         user, owner_down, duration, loops, foreign_events, bad_spec, ferrotrace_loops,
-        backlog, ring_peak, ring_size, longest_gap_us, frames_refused,
+        backlog, ring_peak, ring_size, longest_gap_us, frames_refused, max_frames,
     }
 }
 
@@ -199,6 +199,7 @@ fn map<'a>(env: Env<'a>, pairs: &[(Atom, Term<'a>)]) -> Term<'a> {
 
 fn function_term<'a>(env: Env<'a>, session: &Session, mfa: &Mfa, stats: &FunctionStats) -> Term<'a> {
     let entry = figures_term(env, mfa, (stats.calls, stats.returns, stats.exceptions, stats.total_ns), &stats.latency);
+    let entry = entry.map_put(atoms::max_frames().encode(env), stats.max_frames.encode(env)).unwrap_or(entry);
     let entry = slow::add_keys(env, entry, stats, session.system_offset_ns());
     let entry = keys::add_keys(env, entry, stats, session.config.keys.source);
     own::add_keys(env, entry, stats)

@@ -68,6 +68,7 @@ impl FunctionStats {
             self.split.get_or_insert_with(Default::default).merge_from(from);
         }
         self.migrations += other.migrations;
+        self.max_frames = self.max_frames.max(other.max_frames);
         if let Some(from) = &other.by_key {
             self.by_key.get_or_insert_with(Default::default).merge_from(from);
         }
