@@ -625,7 +625,8 @@ options_map(Options) ->
     ferrotrace_options:to_map(Options).
 
 start(Options, Tracing) ->
-    case code:ensure_loaded(ferrotrace_tracer) of
+    %% Not code:load_file/1, and one load at a time: see ferrotrace_code.
+    case ferrotrace_code:ensure_tracer() of
         {module, _} ->
             case {settings(Options, Tracing), ferrotrace_intervals:check(Options)} of
                 {{ok, Settings}, {ok, Intervals}} ->
@@ -646,7 +647,10 @@ start(Options, Tracing) ->
 with_intervals({ok, Id}, {_, _} = Intervals) ->
     case ferrotrace_registry:lookup(Id) of
         {ok, Id, Keeper, _} ->
-            ok = ferrotrace_registry:update(Id, #{intervals => ferrotrace_intervals:start(Id, Keeper, Intervals)});
+            case ferrotrace_intervals:start(Id, Keeper, Intervals) of
+                Pid when is_pid(Pid) -> ok = ferrotrace_registry:update(Id, #{intervals => Pid});
+                {error, _} -> ok
+            end;
         error ->
             ok
     end,
@@ -718,15 +722,21 @@ with_id(Session, Fun) ->
         {ok, Id, _Keeper, Info} -> Fun(Id, Info);
         error when is_integer(Session) -> Fun(Session, #{});
         error when is_atom(Session) -> {error, {no_such_session, Session}};
-        error -> {error, {bad_session, Session}}
+        error -> {error, {bad_session, ferrotrace_registry:brief(Session)}}
     end.
 
+%% A keeper that died during the call (killed, or it ended as another client released the
+%% session) is no answer: what it left is cleaned up now (ferrotrace_registry:reap/1), then
+%% the engine answers for the session.
 with_keeper(Session, Call, KeeperGone) ->
     case ferrotrace_registry:lookup(Session) of
         {ok, Id, Keeper, _Info} ->
-            try Call(Keeper)
-            catch exit:{noproc, _} -> KeeperGone(Id);
-                  exit:{normal, _} -> KeeperGone(Id)
+            case Call(Keeper) of
+                {error, {Gone, _}} when Gone =:= keeper_down; Gone =:= not_a_keeper ->
+                    ok = ferrotrace_registry:reap(Id),
+                    KeeperGone(Id);
+                Answer ->
+                    Answer
             end;
         error when is_integer(Session) ->
             %% No keeper (a session from before a registry restart): the engine answers.
@@ -734,7 +744,7 @@ with_keeper(Session, Call, KeeperGone) ->
         error when is_atom(Session) ->
             {error, {no_such_session, Session}};
         error ->
-            {error, {bad_session, Session}}
+            {error, {bad_session, ferrotrace_registry:brief(Session)}}
     end.
 
 %% trace_pattern/3 silently matches nothing in a module that is not loaded: load it first.
