@@ -180,6 +180,7 @@ keepers() ->
 answers_not_exits(_Config) ->
     Peer = peer(),
     {DeadOwner, Bad} = in_peer(Peer, races, [400]),
+    ct:pal("dead owner: ~p~nbad answers: ~p of 400, the first: ~p", [DeadOwner, length(Bad), lists:sublist(Bad, 5)]),
     ?assertMatch({error, {owner_down, _}}, DeadOwner),
     ?assertEqual([], lists:sublist(Bad, 10)),
     ok.
@@ -189,7 +190,7 @@ answers_not_exits(_Config) ->
 races(N) ->
     Dead = spawn(fun() -> ok end),
     timer:sleep(10),
-    DeadOwner = ferrotrace:session(#{owner => Dead, keep => 0}),
+    DeadOwner = try ferrotrace:session(#{owner => Dead, keep => 0}) catch Class:Reason -> {Class, Reason} end,
     Owner = spawn(fun() -> receive stop -> ok end end),
     Ops = [fun() -> ferrotrace:session(#{owner => Dead, keep => 0}) end,
            fun() -> ferrotrace:calls({ft_test_target, f, 1}, #{owner => Dead, keep => 0}) end,
