@@ -16,9 +16,10 @@
 
 -export([all/0, init_per_testcase/2, end_per_testcase/2]).
 -export([registry_kill_leaves_no_pattern/1, no_orphan_after_chaos/1, answers_not_exits/1,
-         internal_functions_answer/1, reload_while_busy/1]).
+         internal_functions_answer/1, reload_while_busy/1, load_behind_a_load/1]).
 %% Run in the peer.
--export([kill_rounds/1, chaos/1, nif_orphans/0, keepers/0, races/1, reloads/1]).
+-export([kill_rounds/1, chaos/1, nif_orphans/0, keepers/0, races/1, reloads/1,
+         behind_a_load/3]).
 
 -type config() :: [{atom(), term()}].
 
@@ -28,7 +29,7 @@
 -spec all() -> [atom()].
 all() ->
     [registry_kill_leaves_no_pattern, no_orphan_after_chaos, answers_not_exits,
-     internal_functions_answer, reload_while_busy].
+     internal_functions_answer, reload_while_busy, load_behind_a_load].
 
 -spec init_per_testcase(atom(), config()) -> config().
 init_per_testcase(_Case, Config) ->
@@ -308,3 +309,37 @@ reloads(N) ->
     _ = [exit(B, kill) || B <- Busy],
     Final = ferrotrace:session(#{owner => Owner, duration => 1000}),
     {Reloads, Final}.
+
+%% Right after a delete and purge, a load by ferrotrace (ensure_tracer/0, as every API call
+%% makes) and a second load of the module at once, as ferrotrace_code's doc describes:
+%% the safe reload (reload_tracer/0) and ensure_tracer/0 always answer. A plain
+%% code:load_file/1 behind a plain code:ensure_loaded/1 is the OTP 25 bug the doc warns
+%% of: on OTP 25 it goes unanswered (checked, so that the doc stays true), on later
+%% releases it is reported.
+-spec load_behind_a_load(config()) -> ok.
+load_behind_a_load(_Config) ->
+    Ours = fun ferrotrace_code:ensure_tracer/0,
+    Safe = in_peer(peer(), behind_a_load, [Ours, fun ferrotrace_code:reload_tracer/0, 10]),
+    ?assertEqual([], [R || R <- Safe, R =/= {{module, ferrotrace_tracer}, {module, ferrotrace_tracer}}]),
+    Naive = in_peer(peer(), behind_a_load, [fun() -> code:ensure_loaded(ferrotrace_tracer) end,
+                                            fun() -> code:load_file(ferrotrace_tracer) end, 5]),
+    ct:pal("code:load_file/1 behind a plain code:ensure_loaded/1, OTP ~s: ~p", [erlang:system_info(otp_release), Naive]),
+    case erlang:system_info(otp_release) of
+        "25" -> ?assert(lists:member(no_answer, [B || {_, B} <- Naive]));
+        _ -> ok
+    end,
+    ok.
+
+%% @private
+-spec behind_a_load(fun(() -> term()), fun(() -> term()), pos_integer()) -> [{term(), term()}].
+behind_a_load(First, Second, Rounds) ->
+    [begin
+         _ = code:delete(ferrotrace_tracer),
+         _ = code:purge(ferrotrace_tracer),
+         Self = self(),
+         spawn(fun() -> Self ! {first, First()} end),
+         spawn(fun() -> Self ! {second, Second()} end),
+         A = receive {first, X} -> X after 10000 -> no_answer end,
+         B = receive {second, Y} -> Y after 10000 -> no_answer end,
+         {A, B}
+     end || _ <- lists:seq(1, Rounds)].
