@@ -61,13 +61,13 @@ in_peer(Peer, F, A) ->
 %%--------------------------------------------------------------------------------------
 %% 1. A killed registry leaves no pattern.
 
-%% The registry is killed before the start, just after it, while stop runs and while
-%% release runs (at several delays); the session is then stopped and released. Afterwards
+%% The registry is killed before the start, while it runs, just after it, while stop runs
+%% and while release runs (at several delays); the session is then stopped and released. Afterwards
 %% no function of the traced module has a match spec and no process has our tracer.
 -spec registry_kill_leaves_no_pattern(config()) -> ok.
 registry_kill_leaves_no_pattern(_Config) ->
     Peer = peer(),
-    Results = in_peer(Peer, kill_rounds, [[before_start, after_start, during_stop, during_release]]),
+    Results = in_peer(Peer, kill_rounds, [[before_start, during_start, after_start, during_stop, during_release]]),
     ct:pal("rounds: ~p", [length(Results)]),
     ?assertEqual([], [R || R <- Results, R =/= clean]),
     ok.
@@ -95,6 +95,7 @@ kill_rounds(Moments) ->
 kill_round(Moment, Delay, Owner) ->
     Kill = fun() -> kill_registry() end,
     _ = Moment =:= before_start andalso Kill(),
+    _ = [spawn(fun() -> timer:sleep(Delay), Kill() end) || Moment =:= during_start],
     {ok, S} = ferrotrace:calls(?SPEC, #{owner => Owner, duration => 60000}),
     _ = Moment =:= after_start andalso Kill(),
     _ = [spawn(fun() -> timer:sleep(Delay), Kill() end) || Moment =:= during_stop],
