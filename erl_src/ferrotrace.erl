@@ -570,6 +570,8 @@ format(Session) ->
 
 %% @doc Stops the session: tracing ends, the patterns and flags it set are removed. The
 %% figures stay readable until {@link release/1}. Stopping a stopped session is `ok'.
+%% Never an exit: a session whose keeper was killed or released it meanwhile answers
+%% `{error, {no_such_session, Id}}' once what it set is removed.
 -spec stop(session() | pid()) -> ok | {error, term()}.
 stop(Name) when is_atom(Name) ->
     with_name(Name, fun stop/1);
@@ -580,6 +582,8 @@ stop(Session) ->
                 fun(Id) -> ferrotrace_tracer:stop_session(Id, user) end).
 
 %% @doc Stops the session and frees everything it holds; its id is dead afterwards.
+%% Never an exit: as {@link stop/1}, `{error, {no_such_session, Id}}' for a session that
+%% another client released meanwhile.
 -spec release(session() | pid()) -> ok | {error, term()}.
 release(Name) when is_atom(Name) ->
     with_name(Name, fun release/1);
