@@ -271,7 +271,8 @@
 
 %% @doc Creates a session for raw use as `{tracer, ferrotrace_tracer, Session}' with
 %% `erlang:trace/3'; you set the trace patterns (with `return_trace' or `exception_trace'
-%% for latencies). The session belongs to the caller (see `owner' in the module doc).
+%% for latencies). The session belongs to the caller (see `owner' in the module doc); an
+%% `owner' that is already gone is refused, `{error, {owner_down, Pid}}' (as by calls/2).
 -spec session(options()) -> {ok, ferrotrace_tracer:session_id()} | {error, term()}.
 session(Options0) ->
     explain(case options_map(Options0) of
