@@ -273,7 +273,8 @@
 
 %% @doc Creates a session for raw use as `{tracer, ferrotrace_tracer, Session}' with
 %% `erlang:trace/3'; you set the trace patterns (with `return_trace' or `exception_trace'
-%% for latencies). The session belongs to the caller (see `owner' in the module doc).
+%% for latencies). The session belongs to the caller (see `owner' in the module doc); an
+%% `owner' that is already gone is refused, `{error, {owner_down, Pid}}' (as by calls/2).
 -spec session(options()) -> {ok, ferrotrace_tracer:session_id()} | {error, term()}.
 session(Options0) ->
     explain(case options_map(Options0) of
@@ -577,6 +578,8 @@ format(Session) ->
 
 %% @doc Stops the session: tracing ends, the patterns and flags it set are removed. The
 %% figures stay readable until {@link release/1}. Stopping a stopped session is `ok'.
+%% Never an exit: a session whose keeper was killed or released it meanwhile answers
+%% `{error, {no_such_session, Id}}' once what it set is removed.
 -spec stop(session() | pid()) -> ok | {error, term()}.
 stop(Name) when is_atom(Name) ->
     with_name(Name, fun stop/1);
@@ -587,6 +590,8 @@ stop(Session) ->
                 fun(Id) -> ferrotrace_tracer:stop_session(Id, user) end).
 
 %% @doc Stops the session and frees everything it holds; its id is dead afterwards.
+%% Never an exit: as {@link stop/1}, `{error, {no_such_session, Id}}' for a session that
+%% another client released meanwhile.
 -spec release(session() | pid()) -> ok | {error, term()}.
 release(Name) when is_atom(Name) ->
     with_name(Name, fun release/1);
@@ -632,7 +637,8 @@ options_map(Options) ->
     ferrotrace_options:to_map(Options).
 
 start(Options, Tracing) ->
-    case code:ensure_loaded(ferrotrace_tracer) of
+    %% Not code:load_file/1, and one load at a time: see ferrotrace_code.
+    case ferrotrace_code:ensure_tracer() of
         {module, _} ->
             case {settings(Options, Tracing), ferrotrace_intervals:check(Options)} of
                 {{ok, Settings}, {ok, Intervals}} ->
@@ -653,7 +659,10 @@ start(Options, Tracing) ->
 with_intervals({ok, Id}, {_, _} = Intervals) ->
     case ferrotrace_registry:lookup(Id) of
         {ok, Id, Keeper, _} ->
-            ok = ferrotrace_registry:update(Id, #{intervals => ferrotrace_intervals:start(Id, Keeper, Intervals)});
+            case ferrotrace_intervals:start(Id, Keeper, Intervals) of
+                Pid when is_pid(Pid) -> ok = ferrotrace_registry:update(Id, #{intervals => Pid});
+                {error, _} -> ok
+            end;
         error ->
             ok
     end,
@@ -725,15 +734,21 @@ with_id(Session, Fun) ->
         {ok, Id, _Keeper, Info} -> Fun(Id, Info);
         error when is_integer(Session) -> Fun(Session, #{});
         error when is_atom(Session) -> {error, {no_such_session, Session}};
-        error -> {error, {bad_session, Session}}
+        error -> {error, {bad_session, ferrotrace_registry:brief(Session)}}
     end.
 
+%% A keeper that died during the call (killed, or it ended as another client released the
+%% session) is no answer: what it left is cleaned up now (ferrotrace_registry:reap/1), then
+%% the engine answers for the session.
 with_keeper(Session, Call, KeeperGone) ->
     case ferrotrace_registry:lookup(Session) of
         {ok, Id, Keeper, _Info} ->
-            try Call(Keeper)
-            catch exit:{noproc, _} -> KeeperGone(Id);
-                  exit:{normal, _} -> KeeperGone(Id)
+            case Call(Keeper) of
+                {error, {Gone, _}} when Gone =:= keeper_down; Gone =:= not_a_keeper ->
+                    ok = ferrotrace_registry:reap(Id),
+                    KeeperGone(Id);
+                Answer ->
+                    Answer
             end;
         error when is_integer(Session) ->
             %% No keeper (a session from before a registry restart): the engine answers.
@@ -741,7 +756,7 @@ with_keeper(Session, Call, KeeperGone) ->
         error when is_atom(Session) ->
             {error, {no_such_session, Session}};
         error ->
-            {error, {bad_session, Session}}
+            {error, {bad_session, ferrotrace_registry:brief(Session)}}
     end.
 
 %% trace_pattern/3 silently matches nothing in a module that is not loaded: load it first.

@@ -39,16 +39,28 @@
 %% How often a part looks whether its session stopped by itself.
 -define(POLL_MS, 200).
 -define(MARK, '$ferrotrace_cluster').
+-define(PART_MARK, '$ferrotrace_cluster_part').
 
 %% @doc Starts the parts on `Nodes' (called by {@link ferrotrace:calls/2}).
 %% `Owner' is `{shell, GroupLeader}', `{process, Pid}' or `none'.
 -spec calls(term(), map(), [node()], {shell | process, pid()} | none) ->
           {ok, pid()} | {error, term()}.
-calls(Spec, Options, Nodes, Owner) ->
-    case maps:get(name, Options, undefined) of
-        Name when is_atom(Name), Name =/= none -> start(Spec, Options, Nodes, Owner);
-        Name -> {error, {bad_option, {name, Name, <<"an atom naming the session">>}}}
-    end.
+calls(Spec, Options, Nodes, Owner) when is_map(Options), is_list(Nodes) ->
+    case lists:all(fun is_atom/1, Nodes) andalso valid_owner(Owner) of
+        true ->
+            case maps:get(name, Options, undefined) of
+                Name when is_atom(Name), Name =/= none -> start(Spec, Options, Nodes, Owner);
+                Name -> {error, {bad_option, {name, ferrotrace_registry:brief(Name), <<"an atom naming the session">>}}}
+            end;
+        false ->
+            {error, badarg}
+    end;
+calls(_Spec, _Options, _Nodes, _Owner) ->
+    {error, badarg}.
+
+valid_owner(none) -> true;
+valid_owner({Kind, Pid}) -> (Kind =:= shell orelse Kind =:= process) andalso is_pid(Pid);
+valid_owner(_) -> false.
 
 start(Spec, Options, Nodes, Owner) ->
     Caller = self(),
@@ -331,14 +343,9 @@ control(Node, Part, What) ->
     end.
 
 call(Cluster, Request) ->
-    IsCluster = node(Cluster) =:= node() andalso
-        case erlang:process_info(Cluster, dictionary) of
-            {dictionary, Dict} -> lists:member({?MARK, true}, Dict);
-            undefined -> false
-        end,
-    case IsCluster of
+    case is_marked(Cluster, ?MARK) of
         true -> call_cluster(Cluster, Request);
-        false -> {error, {no_such_session, Cluster}}
+        false -> {error, {no_such_session, ferrotrace_registry:brief(Cluster)}}
     end.
 
 call_cluster(Cluster, Request) ->
@@ -360,11 +367,14 @@ call_cluster(Cluster, Request) ->
 
 %% @private
 %% @doc Runs on `Node' through erpc: starts this node's part and its session.
+%% Arguments are checked before anything is spawned: `{error, badarg}' otherwise.
 -spec start_part(pid(), term(), map(), node()) -> {ok, pid(), pos_integer()} | {error, term()}.
-start_part(Coordinator, Spec, Options, _From) ->
+start_part(Coordinator, Spec, Options, _From) when is_pid(Coordinator), is_map(Options) ->
     Caller = self(),
     Ref = make_ref(),
     Part = spawn(fun() ->
+                         %% Marks this process as a part for part_control/2's check.
+                         put(?PART_MARK, true),
                          Monitor = monitor(process, Coordinator),
                          case ferrotrace:calls(Spec, (maps:remove(name, Options))#{owner => self()}) of
                              {ok, Id} ->
@@ -377,8 +387,10 @@ start_part(Coordinator, Spec, Options, _From) ->
     Monitor = monitor(process, Part),
     receive
         {Ref, Result} -> demonitor(Monitor, [flush]), Result;
-        {'DOWN', Monitor, process, _, Reason} -> {error, {part, Reason}}
-    end.
+        {'DOWN', Monitor, process, _, Reason} -> {error, {part, ferrotrace_registry:brief(Reason)}}
+    end;
+start_part(_Coordinator, _Spec, _Options, _From) ->
+    {error, badarg}.
 
 part(Coordinator, Monitor, Id, Status) ->
     receive
@@ -402,14 +414,36 @@ part(Coordinator, Monitor, Id, Status) ->
 
 %% @private
 %% @doc Runs on a part's node: `stop' or `release' its session.
+%% `Part' must be a part on this node: any other process answers
+%% `{error, {no_such_part, Part}}' at once, and a part that does not answer in time
+%% `{error, timeout}'.
 -spec part_control(pid(), stop | release) -> ok | {error, term()}.
-part_control(Part, What) ->
-    Monitor = monitor(process, Part),
-    Part ! {control, self(), Monitor, What},
-    receive
-        {Monitor, Reply} -> demonitor(Monitor, [flush]), Reply;
-        {'DOWN', Monitor, process, _, _} -> ok
-    end.
+part_control(Part, What) when What =:= stop; What =:= release ->
+    case is_marked(Part, ?PART_MARK) of
+        true ->
+            Monitor = monitor(process, Part),
+            Part ! {control, self(), Monitor, What},
+            receive
+                {Monitor, Reply} -> demonitor(Monitor, [flush]), Reply;
+                {'DOWN', Monitor, process, _, _} -> ok
+            after ?CALL_TIMEOUT ->
+                    demonitor(Monitor, [flush]),
+                    {error, timeout}
+            end;
+        false ->
+            {error, {no_such_part, ferrotrace_registry:brief(Part)}}
+    end;
+part_control(_Part, What) ->
+    {error, {bad_control, ferrotrace_registry:brief(What)}}.
+
+%% A local process that put `Mark' in its dictionary (a coordinator or a part).
+is_marked(Pid, Mark) when is_pid(Pid), node(Pid) =:= node() ->
+    case erlang:process_info(Pid, dictionary) of
+        {dictionary, Dict} -> lists:member({Mark, true}, Dict);
+        undefined -> false
+    end;
+is_marked(_, _) ->
+    false.
 
 %% @private
 %% @doc Runs on a part's node: its summary and histograms (V2 compressed).

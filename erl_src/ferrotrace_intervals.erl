@@ -56,19 +56,35 @@ check(Options) ->
     end.
 
 %% @doc Starts the snapshots of session `Id' (kept by `Keeper'); they end with the keeper.
--spec start(ferrotrace_tracer:session_id(), pid(), {pos_integer(), pos_integer()}) -> pid().
-start(Id, Keeper, {Period, Max}) ->
+%% Arguments are checked here, before a process is spawned: `{error, badarg}' otherwise.
+-spec start(ferrotrace_tracer:session_id(), pid(), {pos_integer(), pos_integer()}) ->
+          pid() | {error, badarg}.
+start(Id, Keeper, {Period, Max}) when is_integer(Id), is_pid(Keeper), node(Keeper) =:= node(),
+                                      is_integer(Period), Period >= ?MIN_PERIOD,
+                                      is_integer(Max), Max >= 2 ->
     spawn(fun() ->
                   Ref = monitor(process, Keeper),
                   erlang:send_after(Period, self(), tick),
                   loop(#s{id = Id, keeper = Ref, period = Period, max = Max})
-          end).
+          end);
+start(_Id, _Keeper, _Intervals) ->
+    {error, badarg}.
 
 %% @doc The intervals up to now (a snapshot is taken first), `Ms' each: `{ok, [{OffsetMs,
 %% LengthMs, [{MFA, Bin}]}]}' oldest first, or an error naming the periods `Ms' may be.
+%% `Pid' must be the snapshot process of a registered session (as the registry's
+%% `intervals' has it): any other answers `{error, {needs, intervals}}' at once.
 -spec read(pid(), pos_integer()) -> {ok, [{non_neg_integer(), non_neg_integer(), [{mfa(), binary()}]}]}
                                         | {error, term()}.
 read(Pid, Ms) ->
+    Known = is_pid(Pid) andalso
+        [Id || {Id, _, _, #{intervals := P}} <- ferrotrace_registry:sessions(), P =:= Pid] =/= [],
+    case Known of
+        true -> read_known(Pid, Ms);
+        false -> {error, {needs, intervals}}
+    end.
+
+read_known(Pid, Ms) ->
     Ref = monitor(process, Pid),
     Pid ! {read, self(), Ref},
     receive

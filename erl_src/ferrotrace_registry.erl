@@ -3,7 +3,7 @@
 %%% each session set.
 %%%
 %%% One small process, started on first use (a remote shell may attach to a node where the
-%%% ferrotrace application was never started), owns two ETS tables:
+%%% ferrotrace application was never started), keeps two ETS tables:
 %%% <ul>
 %%% <li>`ferrotrace_sessions': `{Id, Name, Keeper, Info}' per session not yet released,
 %%% read by the API without a call;</li>
@@ -14,15 +14,33 @@
 %%% pattern that no other live session still needs, are atomic with respect to every other
 %%% session's start and stop. The registry also monitors each keeper: a keeper that was
 %%% killed has its engine session released and its patterns and flags removed here.
+%%%
+%%% == Surviving its own death ==
+%%% The tables are not the registry's: a second process, `ferrotrace_registry_tables', that
+%%% does nothing else (it takes no requests, so nothing but an explicit kill ends it) owns
+%%% them. A registry that is killed loses nothing: the next call starts a new one, which
+%%% monitors every keeper in `ferrotrace_sessions' again (releasing and cleaning up after
+%%% those that died meanwhile) and removes the claims of sessions no longer registered.
+%%% A claim is written before its pattern is set and deleted only after the pattern is
+%%% removed, so a registry killed between the two leaves a claim that the next stop (or the
+%%% next registry) removes, never a pattern nobody knows of. A call in flight when the
+%%% registry dies is made again to the new one (every request is idempotent).
 -module(ferrotrace_registry).
 -behaviour(gen_server).
 
 -export([ensure_started/0, register/3, unregister/1, lookup/1, sessions/0, update/2,
-         set_patterns/2, add_loops/2, remove_patterns/1, patterns/1]).
+         set_patterns/2, add_loops/2, remove_patterns/1, patterns/1, reap/1, is_keeper/1,
+         brief/1]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 
 -define(SESSIONS, ferrotrace_sessions).
 -define(CLAIMS, ferrotrace_claims).
+-define(LOOPS_CACHE, ferrotrace_loops_cache).
+-define(TABLES, ferrotrace_registry_tables).
+%% A call in flight when the registry dies is made again, this many times at most.
+-define(ATTEMPTS, 5).
+%% Terms larger than this (bytes, external format) are summarised in error reasons.
+-define(BRIEF_BYTES, 1024).
 
 %% A call pattern as set with erlang:trace_pattern/3.
 -type pattern() :: #{mfa := ferrotrace:mfa_spec(),
@@ -36,6 +54,7 @@
 %% @doc The registry's pid, starting it if needed. Safe to call concurrently.
 -spec ensure_started() -> pid().
 ensure_started() ->
+    ok = ensure_tables(),
     case whereis(?MODULE) of
         undefined ->
             %% Not linked to the caller (a shell evaluator that may crash), and its group
@@ -47,6 +66,37 @@ ensure_started() ->
         Pid ->
             Pid
     end.
+
+%% The tables' owner: started once, never asked anything, so it outlives any registry.
+ensure_tables() ->
+    case whereis(?TABLES) of
+        undefined ->
+            Caller = self(),
+            Ref = make_ref(),
+            {Pid, Monitor} = spawn_monitor(fun() -> tables_init(Caller, Ref) end),
+            receive
+                {Ref, ok} -> erlang:demonitor(Monitor, [flush]), ok;
+                {'DOWN', Monitor, process, Pid, _} -> ensure_tables() % another caller won
+            end;
+        _ ->
+            ok
+    end.
+
+tables_init(Caller, Ref) ->
+    %% Registering first: of two concurrent starts, the loser exits before creating a table.
+    try register(?TABLES, self())
+    catch error:badarg -> exit(normal)
+    end,
+    group_leader(whereis(init), self()),
+    _ = ets:new(?SESSIONS, [named_table, public, set, {read_concurrency, true}]),
+    _ = ets:new(?CLAIMS, [named_table, public, ordered_set]),
+    %% ferrotrace_loops' cache of each module version's tail calls.
+    _ = ets:new(?LOOPS_CACHE, [named_table, public, set, {read_concurrency, true}]),
+    Caller ! {Ref, ok},
+    tables_loop().
+
+tables_loop() ->
+    receive _ -> tables_loop() end.
 
 %% @doc Records a session kept by `Keeper'; `Info' must hold `name' (an atom or
 %% `undefined'). Names are unique among sessions not yet released. A cluster session
@@ -118,38 +168,97 @@ add_loops(Id, Loops) ->
 remove_patterns(Id) ->
     call({remove_patterns, Id}).
 
+%% @doc Called when the keeper of session `Id' was seen to die: if it died without cleaning
+%% up (killed), its engine session is released and its patterns and flags removed now,
+%% before this returns (the registry would do it on the keeper's `DOWN', a little later).
+-spec reap(ferrotrace_tracer:session_id()) -> ok.
+reap(Id) ->
+    call({reap, Id}).
+
+%% @doc True if `Pid' keeps a registered session (a `ferrotrace_session' keeper or a
+%% cluster coordinator).
+-spec is_keeper(term()) -> boolean().
+is_keeper(Pid) when is_pid(Pid) ->
+    _ = ensure_started(),
+    ets:match(?SESSIONS, {'_', '_', Pid, '_'}, 1) =/= '$end_of_table';
+is_keeper(_) ->
+    false.
+
+%% @doc `Term' itself if it is small, else a summary (`{ferrotrace_large_term, Bytes}'), for
+%% error reasons that must never carry a caller's huge argument.
+-spec brief(term()) -> term().
+brief(Term) when is_atom(Term); is_pid(Term); is_reference(Term); is_port(Term);
+                 is_number(Term) ->
+    Term;
+brief(Term) ->
+    case erlang:external_size(Term) of
+        Small when Small =< ?BRIEF_BYTES -> Term;
+        Bytes -> {ferrotrace_large_term, Bytes}
+    end.
+
 %% @doc The patterns session `Id' set and still holds.
 -spec patterns(ferrotrace_tracer:session_id()) -> [pattern()].
 patterns(Id) ->
     _ = ensure_started(),
     [P || {{_, _}, P} <- ets:match_object(?CLAIMS, {{Id, '_'}, '_'})].
 
+%% The registry's work is bounded (ETS and trace_pattern/3), so the call waits for it;
+%% a registry that dies meanwhile (killed) is started again and asked again.
 call(Request) ->
-    gen_server:call(ensure_started(), Request, infinity).
+    call(Request, ?ATTEMPTS).
+
+call(Request, Attempts) ->
+    try
+        gen_server:call(ensure_started(), Request, infinity)
+    catch
+        exit:{Reason, {gen_server, call, _}} when Attempts > 1, Reason =/= timeout ->
+            call(Request, Attempts - 1)
+    end.
 
 %%% gen_server
 
 %% @private
--spec init([]) -> {ok, #{reference() => ferrotrace_tracer:session_id()}}.
+%% A registry started after another died takes over its sessions: every keeper is
+%% monitored again (one that is already gone is cleaned up at its `DOWN'), and the claims
+%% of a session that is no longer registered are removed.
+-spec init([]) -> {ok, #{reference() => id()}}.
 init([]) ->
     group_leader(whereis(init), self()),
-    _ = ets:new(?SESSIONS, [named_table, public, set, {read_concurrency, true}]),
-    _ = ets:new(?CLAIMS, [named_table, protected, ordered_set]),
-    %% ferrotrace_loops' cache of each module version's tail calls.
-    _ = ets:new(ferrotrace_loops_cache, [named_table, public, set, {read_concurrency, true}]),
-    {ok, #{}}.
+    ok = ensure_tables(),
+    Monitors = maps:from_list([{erlang:monitor(process, Keeper), Id}
+                               || {Id, _, Keeper, _} <- ets:tab2list(?SESSIONS)]),
+    Registered = fun(Id) -> ets:member(?SESSIONS, Id) end,
+    _ = [do_remove_patterns(Id)
+         || Id <- lists:usort([Id || {{Id, _}, _} <- ets:tab2list(?CLAIMS)]), not Registered(Id)],
+    {ok, Monitors}.
 
 %% @private
 -spec handle_call(term(), gen_server:from(), map()) -> {reply, term(), map()}.
 handle_call({register, Id, Keeper, Info = #{name := Name}}, _From, Monitors) ->
-    Taken = Name =/= undefined andalso ets:match_object(?SESSIONS, {'_', Name, '_', '_'}) =/= [],
-    case Taken of
-        true ->
-            [{Other, _, _, _}] = ets:match_object(?SESSIONS, {'_', Name, '_', '_'}),
+    %% Idempotent: a keeper whose first call was lost with a killed registry asks again.
+    Others = [Other || Name =/= undefined,
+                       {Other, _, _, _} <- ets:match_object(?SESSIONS, {'_', Name, '_', '_'}),
+                       Other =/= Id],
+    Monitored = lists:member(Id, maps:values(Monitors)),
+    case Others of
+        [Other | _] ->
             {reply, {error, {name_taken, Name, Other}}, Monitors};
-        false ->
+        [] when Monitored ->
+            true = ets:insert(?SESSIONS, {Id, Name, Keeper, Info}),
+            {reply, ok, Monitors};
+        [] ->
             true = ets:insert(?SESSIONS, {Id, Name, Keeper, Info}),
             {reply, ok, Monitors#{erlang:monitor(process, Keeper) => Id}}
+    end;
+handle_call({reap, Id}, _From, Monitors) ->
+    case ets:lookup(?SESSIONS, Id) of
+        [{Id, _, Keeper, _}] when is_integer(Id) ->
+            case is_process_alive(Keeper) of
+                true -> {reply, ok, Monitors};
+                false -> {reply, ok, clean_up(Id, Keeper, Monitors)}
+            end;
+        _ ->
+            {reply, ok, Monitors}
     end;
 handle_call({unregister, Id}, _From, Monitors) ->
     true = ets:delete(?SESSIONS, Id),
@@ -160,8 +269,8 @@ handle_call({add_loops, Id, Loops}, _From, Monitors) ->
     lists:foreach(
       fun({Key, P = #{mfa := Spec, scope := Scope}}) ->
               New = [L || L = {MFA, _} <- Loops, ferrotrace_spec:matches(Spec, MFA)],
-              _ = [erlang:trace_pattern(MFA, MS, [Scope]) || {MFA, MS} <- New],
-              true = ets:insert(?CLAIMS, {Key, P#{loops => maps:get(loops, P, []) ++ New}})
+              true = ets:insert(?CLAIMS, {Key, P#{loops => lists:usort(maps:get(loops, P, []) ++ New)}}),
+              _ = [erlang:trace_pattern(MFA, MS, [Scope]) || {MFA, MS} <- New]
       end, ets:match_object(?CLAIMS, {{Id, '_'}, '_'})),
     {reply, ok, Monitors};
 handle_call({remove_patterns, Id}, _From, Monitors) ->
@@ -175,23 +284,35 @@ handle_cast(_Request, Monitors) ->
 %% @private
 %% A keeper that ends normally has already cleaned up; one that was killed has not.
 -spec handle_info(term(), map()) -> {noreply, map()}.
-handle_info({'DOWN', Ref, process, _Keeper, _Reason}, Monitors) ->
+handle_info({'DOWN', Ref, process, Keeper, _Reason}, Monitors) ->
     case maps:take(Ref, Monitors) of
         {Cluster, Rest} when is_pid(Cluster) ->
             %% A cluster session's coordinator (ferrotrace_cluster): no engine session here.
             true = ets:delete(?SESSIONS, Cluster),
             {noreply, Rest};
         {Id, Rest} ->
-            _ = do_remove_patterns(Id),
-            ferrotrace_session:untrace_processes(Id),
-            _ = ferrotrace_tracer:release_session(Id),
-            true = ets:delete(?SESSIONS, Id),
-            {noreply, Rest};
+            {noreply, clean_up(Id, Keeper, Rest)};
         error ->
             {noreply, Monitors}
     end;
 handle_info(_Message, Monitors) ->
     {noreply, Monitors}.
+
+%% What a keeper that died without cleaning up (killed) leaves: its patterns, its flags and
+%% its engine session. Only if `Keeper' still keeps `Id' (a session that was released
+%% normally is no longer registered).
+clean_up(Id, Keeper, Monitors) ->
+    case ets:lookup(?SESSIONS, Id) of
+        [{Id, _, Keeper, _}] ->
+            _ = ferrotrace_code:ensure_tracer(),
+            _ = do_remove_patterns(Id),
+            ferrotrace_session:untrace_processes(Id),
+            _ = ferrotrace_tracer:release_session(Id),
+            true = ets:delete(?SESSIONS, Id);
+        _ ->
+            ok
+    end,
+    maps:filter(fun(_, Other) -> Other =/= Id end, Monitors).
 
 %%% Patterns
 
@@ -202,18 +323,19 @@ do_set_patterns(Id, Patterns) ->
         [{MFA, OtherId} | _] ->
             {error, {pattern_conflict, MFA, OtherId}};
         [] ->
-            Matched = lists:sum([apply_pattern(P) || P <- Patterns]),
+            %% Claimed first: a registry killed while setting them leaves claims that a
+            %% stop removes, never patterns that nobody knows of.
             true = ets:insert(?CLAIMS, [{{Id, MFA}, P} || P = #{mfa := MFA} <- Patterns]),
+            Matched = lists:sum([apply_pattern(P) || P <- Patterns]),
             exclude_own_modules(),
             {ok, Matched}
     end.
 
 do_remove_patterns(Id) ->
     Mine = ets:match_object(?CLAIMS, {{Id, '_'}, '_'}),
-    _ = [ets:delete(?CLAIMS, Key) || {Key, _} <- Mine],
-    Others = [P || {_, P} <- ets:tab2list(?CLAIMS)],
+    Others = [P || {{OtherId, _}, P} <- ets:tab2list(?CLAIMS), OtherId =/= Id],
     lists:foreach(
-      fun({_, P = #{mfa := MFA, scope := Scope}}) ->
+      fun({Key, P = #{mfa := MFA, scope := Scope}}) ->
               case lists:any(fun(Q) -> covers(Q, P) end, Others) of
                   true ->
                       ok;
@@ -222,7 +344,9 @@ do_remove_patterns(Id) ->
                       %% Set again what other sessions need inside what was just removed.
                       _ = [apply_pattern(Q) || Q <- Others, overlaps(P, Q)],
                       ok
-              end
+              end,
+              %% Forgotten only once removed (see the module doc).
+              true = ets:delete(?CLAIMS, Key)
       end, Mine),
     exclude_own_modules(),
     ok.

@@ -18,6 +18,14 @@
 %%% </ol>
 %%% The keeper is not linked to the owner, so the owner's crash cannot take it down before it
 %%% has cleaned up; the registry releases the session if the keeper itself is killed.
+%%%
+%%% Every function here answers a value or `{error, Reason}', never an exit, whatever
+%%% happens meanwhile: `start/3' answers the id the keeper sends as it starts (not a later
+%%% call, which a keeper that already stopped could not answer: its owner died, or another
+%%% client released the session), `{error, {owner_down, Pid}}' for an owner already gone,
+%%% and `{error, {no_such_session, Id}}' for a session released while it started;
+%%% `stop/1' and `release/1' check that they were given a keeper and answer
+%%% `{error, {keeper_down, Reason}}' if it died during the call.
 -module(ferrotrace_session).
 -behaviour(gen_server).
 
@@ -50,24 +58,47 @@
 %% frame per iteration for as long as the process lives.
 -define(COUNT_ONLY, [{'_', [], []}]).
 -define(TRACE_FLAGS, [call, procs]).
+%% How long stop/1 and release/1 wait for a keeper (it may walk every process to untrace).
+-define(CALL_TIMEOUT, 60000).
 
 %% @doc Starts a keeper and, if asked, sets up call tracing.
 -spec start(map(), tracing(), settings()) ->
           {ok, ferrotrace_tracer:session_id()} | {error, term()}.
 start(EngineOptions, Tracing, Settings) ->
     _ = ferrotrace_registry:ensure_started(),
-    case gen_server:start(?MODULE, {EngineOptions, Tracing, Settings}, []) of
-        {ok, Keeper} -> gen_server:call(Keeper, id, infinity);
-        {error, Reason} -> {error, Reason}
+    Ref = make_ref(),
+    case gen_server:start(?MODULE, {EngineOptions, Tracing, Settings, {self(), Ref}}, []) of
+        {ok, _Keeper} ->
+            %% Sent by init/1 before it returned, so here before the start's answer.
+            receive {Ref, Id} -> {ok, Id} end;
+        {error, Reason} ->
+            %% A refusal, or the keeper killed as it started.
+            receive {Ref, _} -> ok after 0 -> ok end,
+            {error, started_error(Reason)}
     end.
 
-%% @doc Stops tracing; the figures stay readable.
--spec stop(pid()) -> ok.
-stop(Keeper) -> gen_server:call(Keeper, stop, infinity).
+started_error(killed) -> {keeper_down, killed};
+started_error(Reason) -> ferrotrace_registry:brief(Reason).
 
-%% @doc Stops tracing and frees the session.
--spec release(pid()) -> ok.
-release(Keeper) -> gen_server:call(Keeper, release, infinity).
+%% @doc Stops tracing; the figures stay readable. `{error, Reason}' if `Keeper' is not a
+%% keeper, or it died during the call.
+-spec stop(pid()) -> ok | {error, term()}.
+stop(Keeper) -> call(Keeper, stop).
+
+%% @doc Stops tracing and frees the session; as {@link stop/1}.
+-spec release(pid()) -> ok | {error, term()}.
+release(Keeper) -> call(Keeper, release).
+
+call(Keeper, Request) ->
+    case ferrotrace_registry:is_keeper(Keeper) andalso node(Keeper) =:= node() of
+        true ->
+            try gen_server:call(Keeper, Request, ?CALL_TIMEOUT)
+            catch exit:{timeout, _} -> {error, timeout};
+                  exit:{Reason, _} -> {error, {keeper_down, Reason}}
+            end;
+        false ->
+            {error, {not_a_keeper, ferrotrace_registry:brief(Keeper)}}
+    end.
 
 %% @doc Modules no session ever traces.
 -spec own_modules() -> [module()].
@@ -84,21 +115,33 @@ own_modules() ->
 %% A refused start is acknowledged as `{error, Reason}' and the process exits `normal': a
 %% typo in an option is an answer for the shell, not a crash report (OTP 25's gen_server has
 %% no `{error, Reason}' return from init/1).
--spec init({map(), tracing(), settings()}) -> {ok, #state{}}.
-init({EngineOptions, Tracing, Settings = #{owner := Owner, keep := Keep}}) ->
+-spec init({map(), tracing(), settings(), {pid(), reference()}}) -> {ok, #state{}}.
+init({EngineOptions, Tracing, Settings = #{owner := Owner, keep := Keep}, {Caller, Ref}}) ->
     %% Not the shell's group leader: that one may be on a node that goes away.
     group_leader(whereis(init), self()),
     Monitor = case Owner of
                   none -> none;
                   {_, Pid} -> erlang:monitor(process, Pid)
               end,
+    %% Monitored first: an owner that dies from now on is seen as a `DOWN'. (A remote
+    %% shell's group leader is only monitored: its `DOWN' comes at once if it is gone.)
+    case Owner of
+        {_, Local} when node(Local) =:= node() ->
+            case is_process_alive(Local) of
+                true -> ok;
+                false -> refuse_early({owner_down, Local})
+            end;
+        _ ->
+            ok
+    end,
     case new_session(EngineOptions) of
         {ok, Id} ->
             Info = maps:merge(Settings, #{started_at => erlang:system_time(millisecond)}),
             case ferrotrace_registry:register(Id, self(), Info) of
                 ok ->
-                    case start_tracing(Id, Tracing) of
+                    case safe_start_tracing(Id, Tracing) of
                         {ok, Backend} ->
+                            Caller ! {Ref, Id},
                             {ok, #state{id = Id, owner = Monitor, keep = Keep,
                                         backend = Backend}};
                         {error, Reason} ->
@@ -106,12 +149,44 @@ init({EngineOptions, Tracing, Settings = #{owner := Owner, keep := Keep}}) ->
                     end;
                 {error, Reason} ->
                     _ = ferrotrace_tracer:release_session(Id),
-                    proc_lib:init_ack({error, Reason}),
-                    exit(normal)
+                    refuse_early(Reason)
             end;
         {error, Reason} ->
-            proc_lib:init_ack({error, Reason}),
-            exit(normal)
+            refuse_early(Reason)
+    end.
+
+-spec refuse_early(term()) -> no_return().
+refuse_early(Reason) ->
+    proc_lib:init_ack({error, Reason}),
+    exit(normal).
+
+%% Another client may release the session (by id, or every session) while it starts: the
+%% engine then answers `{error, {no_such_session, Id}}' to what follows, and the start
+%% answers that, with whatever was set undone.
+safe_start_tracing(Id, Tracing) ->
+    try start_tracing(Id, Tracing) of
+        {ok, Backend} ->
+            case lists:member(Id, ferrotrace_tracer:sessions()) of
+                true ->
+                    {ok, Backend};
+                false ->
+                    stop_tracing(Id, Backend),
+                    {error, {no_such_session, Id}}
+            end;
+        {error, _} = Error ->
+            Error
+    catch
+        error:{badmatch, {error, {no_such_session, Id}}} ->
+            _ = stop_tracing(Id, legacy_if_any()),
+            {error, {no_such_session, Id}}
+    end.
+
+%% What a start that failed half-way may have set, on OTP 25 and 26 (on OTP 27+ the trace
+%% session's handle dies with this keeper).
+legacy_if_any() ->
+    case trace_sessions() of
+        true -> none;
+        false -> legacy
     end.
 
 %% The engine has a fixed number of slots; sessions whose owner left and that only wait out
@@ -157,7 +232,8 @@ handle_cast(_Message, State) ->
 
 %% @private
 -spec handle_info(term(), #state{}) -> {noreply, #state{}} | {stop, normal, #state{}}.
-handle_info({'DOWN', Monitor, process, _, _}, State = #state{id = Id, owner = Monitor}) ->
+handle_info({'DOWN', Monitor, process, _, _}, State = #state{id = Id, owner = Monitor})
+  when Monitor =/= none ->
     %% The owner is gone: tracing stops now, the figures are kept for a while.
     ok = ferrotrace_registry:update(Id, #{left_at => erlang:system_time(millisecond)}),
     Stopped = end_session(owner_down, State#state{owner = none}),
@@ -185,8 +261,12 @@ handle_info({ferrotrace_loops, Id, Loops}, State = #state{id = Id, stopped = fal
                     _ -> Loops
                 end,
     _ = ferrotrace_tracer:session_add_loops(Id, Frameless),
-    {ok, _, _, Info} = ferrotrace_registry:lookup(Id),
-    ok = ferrotrace_registry:update(Id, #{loops => lists:usort(maps:get(loops, Info, []) ++ Loops)}),
+    case ferrotrace_registry:lookup(Id) of
+        {ok, _, _, Info} ->
+            ok = ferrotrace_registry:update(Id, #{loops => lists:usort(maps:get(loops, Info, []) ++ Loops)});
+        error ->
+            ok
+    end,
     {noreply, State};
 handle_info(expire, State) ->
     {stop, normal, State};
@@ -206,7 +286,9 @@ terminate(_Reason, State = #state{id = Id}) ->
 end_session(_Reason, State = #state{stopped = true}) ->
     State;
 end_session(Reason, State = #state{id = Id, backend = Backend}) ->
-    ok = ferrotrace_tracer:stop_session(Id, Reason),
+    %% `{error, {no_such_session, Id}}' when another client released it by id: the
+    %% patterns and flags are still this keeper's to remove.
+    _ = ferrotrace_tracer:stop_session(Id, Reason),
     stop_tracing(Id, Backend),
     State#state{stopped = true}.
 
