@@ -87,7 +87,7 @@ find(Specs, Exclude) ->
     Modules = lists:usort([M || {M, _, _} <- Specs, M =/= '_']),
     %% With every module traced, reading all loaded code takes seconds on a busy node: the
     %% loops that matter now are those live processes wait in (a server sits in its
-    %% receive). A loop entered later is caught at run time.
+    %% receive, perhaps in another module). A loop entered later is caught at run time.
     Roots = case lists:any(fun({M, _, _}) -> M =:= '_' end, Specs) of
                 true -> lists:usort(Modules ++ waiting_in());
                 false -> Modules
@@ -111,9 +111,12 @@ find(Specs, Exclude) ->
                        lists:any(fun(S) -> ferrotrace_spec:matches(S, MFA) end, Specs),
                        not lists:member(element(1, MFA), Exclude)]).
 
-%% The modules whose code live processes are running now.
+%% The modules whose code live processes are running now, or will return to: a reader
+%% loop waits in its socket wrapper's module, with the loop's frame below.
 waiting_in() ->
-    [M || P <- erlang:processes(), {current_function, {M, _, _}} <- [erlang:process_info(P, current_function)]].
+    lists:usort([M || P <- erlang:processes(),
+                      {current_stacktrace, Frames} <- [erlang:process_info(P, current_stacktrace)],
+                      {M, _, _, _} <- Frames]).
 
 %% One call to the code server for every path: on a busy node each call waits its turn.
 loaded_files() ->
