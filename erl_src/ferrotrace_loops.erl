@@ -51,6 +51,15 @@
 %%% modules and functions: `loop(S) -> D = wrapper:recv(S), handle(D), loop(S)' was missed
 %%% and kept a frame per message (a real server's readers reached 24,000 stack words).</li>
 %%% </ul>
+%%% The price is paid also where no frames would pile up: callbacks that tail-call each
+%%% other on a cycle that waits somewhere below are counted, e.g. the state functions of
+%%% `ssl_gen_statem' (`connection/3' -> `tls_sender:downgrade/2' -> `gen_statem:call/3'),
+%%% which return to `gen_statem' after each event. Their time is still in the latency of
+%%% whatever traced function called them; a spec naming such a function alone
+%%% (`{ssl_gen_statem, connection, 3}') loses its latency. Missing a loop costs a stack of
+%%% up to the engine's run-time bound per process, for as long as it lives; this costs
+%%% figures, and the summary lists what was counted (`loops').
+%%%
 %%% Tail recursion that does not wait (`lists:foldl/3', a loop over a list that computes)
 %%% ends by itself and its frames go when it returns: it keeps its timing.
 %%%
