@@ -8,117 +8,272 @@
 %%% for as long as the process lives, also after the session ends. Such functions must be
 %%% traced without return tracing: counted, not timed.
 %%%
-%%% A function is a server loop when it lies on a cycle of tail calls (a chain of
-%%% `call_last', `call_only', `call_ext_last' or `call_ext_only' instructions that leads
-%%% back to it) and a function of that cycle waits: it has a `receive', or calls a function
-%%% of its module that waits, or calls one of the OTP functions that wait for a reply or a
-%%% timer (`gen_server:call/2,3', `timer:sleep/1', ...: a client loop or a periodic worker
-%%% has no `receive' of its own). The cycle may
-%%% run through functions that are not traced (`?MODULE:loop(S)' for code upgrade is an
-%%% external tail call) and through other modules the spec names. The analysis reads the loaded code with
-%%% `beam_disasm'; results are cached per module version.
+%%% == What is a loop ==
 %%%
-%%% Tail recursion that does not wait for messages (`lists:foldl/3', a loop over a list)
-%%% ends by itself and its frames go when it returns: it keeps its timing. Such a loop
-%%% that runs very long, and cycles through funs or `apply' that cannot be seen here, are
-%%% caught by the engine at run time (one function nested 4,096 deep in one process).
+%%% A function is a loop when it lies on a cycle of tail calls (a chain of `call_last',
+%%% `call_only', `call_ext_last' or `call_ext_only' instructions that leads back to it) and
+%%% a function of that cycle waits. The cycle may run through functions that are not traced
+%%% (`?MODULE:loop(S)' for code upgrade is an external tail call) and through other modules
+%%% the spec names. Lying on a cycle is required: a helper that is not on one keeps its
+%%% timing, however much it waits (its frames go when it returns).
+%%%
+%%% A function waits when it has a `receive', or calls (tail or not) a function that waits,
+%%% in any loaded module: the calls of the functions on a cycle are followed into the
+%%% modules they call, transitively, up to 8 modules away and 300 modules
+%%% read per call of {@link find/2}. This finds the connection reader whose loop waits in
+%%% the `recv/1' of a socket wrapper module, or two modules further, before tracing starts.
+%%% Where code cannot be read (a module not loaded, a call beyond the bounds, a BIF, or a
+%%% call through `apply'), a fixed list of the functions of OTP that wait stands in
+%%% (`gen_server:call/2,3', `gen_tcp:recv/2,3', `ssl:recv/2,3', `socket:recv/1..4',
+%%% `timer:sleep/1', `erlang:hibernate/3', ...: `gen_tcp:recv' itself goes through
+%%% `apply' to `inet_tcp' and could not be followed).
+%%%
+%%% Preloaded modules (`erlang', `prim_inet', `prim_file', `erts_internal', ...) have no
+%%% file in `code:all_loaded()'. Their code is read from the running erts's `ebin', where
+%%% the file has the loaded module's MD5 or, as on Debian where those files are compiled
+%%% again from the same sources, its exports. Other code is read from its file only if that
+%%% is the version that is loaded. Each module version's reading is cached (by MD5).
+%%%
+%%% == Recursive helpers that wait ==
+%%%
+%%% Following calls transitively makes more recursive helpers loops than following them one
+%%% level inside a module did: a tail-recursive walk over a list that calls
+%%% `gen_server:call/3' (or `io:format/2', which waits for the group leader, or a wrapper of
+%%% either) for each element is counted, not timed. That is deliberate:
+%%% <ul>
+%%% <li>its depth and its time are set by other processes, not by its input: a walk that
+%%% waits on a server may run as long as a server loop, and with return tracing it keeps a
+%%% frame (3 words, 4 on OTP 27+) per element until it ends;</li>
+%%% <li>what its timing would say is kept anyway: every level's latency is the rest of the
+%%% walk, and the walk's whole time is in the latency of the function that called it, which
+%%% is not on the cycle and stays timed;</li>
+%%% <li>stopping at one level made the answer depend on where the code was split into
+%%% modules and functions: `loop(S) -> D = wrapper:recv(S), handle(D), loop(S)' was missed
+%%% and kept a frame per message (a real server's readers reached 24,000 stack words).</li>
+%%% </ul>
+%%% The price is paid also where no frames would pile up: callbacks that tail-call each
+%%% other on a cycle that waits somewhere below are counted, e.g. the state functions of
+%%% `ssl_gen_statem' (`connection/3' -> `tls_sender:downgrade/2' -> `gen_statem:call/3'),
+%%% which return to `gen_statem' after each event. Their time is still in the latency of
+%%% whatever traced function called them; a spec naming such a function alone
+%%% (`{ssl_gen_statem, connection, 3}') loses its latency. Missing a loop costs a stack of
+%%% up to the engine's run-time bound per process, for as long as it lives; this costs
+%%% figures, and the summary lists what was counted (`loops').
+%%%
+%%% Tail recursion that does not wait (`lists:foldl/3', a loop over a list that computes)
+%%% ends by itself and its frames go when it returns: it keeps its timing.
+%%%
+%%% == What is not found here ==
+%%%
+%%% Calls through a fun or `apply' (`call_fun', `apply', `apply_last', `erlang:apply/2,3')
+%%% cannot be followed. A function that waits and ends in such a tail call
+%%% (`loop(Next) -> receive M -> ..., Next(Next) end', a callback that calls back into its
+%%% loop) is taken as a loop of its own; a cycle whose only way back is a non-tail fun call,
+%%% a cycle through a module that only the fun or `apply' names, a wait only reached through
+%%% a fun or `apply' (other than the listed OTP functions), a cycle through modules the spec
+%%% does not name, and anything beyond the bounds are not found here. Those, and a loop that
+%%% does not wait but runs very long, are caught by the engine at run time (one function
+%%% nested 4,096 deep in one process).
 -module(ferrotrace_loops).
 
 -export([find/2]).
 
 -define(CACHE, ferrotrace_loops_cache).
+%% How far calls are followed from a cycle: modules away, and modules read per find/2
+%% (besides the modules the spec names).
+-define(MAX_DEPTH, 8).
+-define(MAX_MODULES, 300).
+
+%% What is kept of one module version: its tail calls `{Caller, Callee}', and per
+%% function whether it has a `receive', what it calls, and whether it ends in a call
+%% through a fun or `apply'.
+-type facts() :: {[{mfa(), mfa()}], #{mfa() => {boolean(), [mfa()], boolean()}}}.
 
 %% @doc The functions matched by `Specs' (in loaded modules, other than `Exclude') that lie
-%% on a tail-call cycle, sorted.
+%% on a tail-call cycle that waits, sorted.
 -spec find([ferrotrace:mfa_spec()], [module()]) -> [mfa()].
 find(Specs, Exclude) ->
     Modules = lists:usort([M || {M, _, _} <- Specs, M =/= '_']),
     %% With every module traced, reading all loaded code takes seconds on a busy node: the
     %% loops that matter now are those live processes wait in (a server sits in its
-    %% receive). A loop entered later is caught at run time.
+    %% receive, perhaps in another module). A loop entered later is caught at run time.
     Roots = case lists:any(fun({M, _, _}) -> M =:= '_' end, Specs) of
                 true -> lists:usort(Modules ++ waiting_in());
                 false -> Modules
             end -- Exclude,
-    Modules1 = edges(Roots),
-    Receivers = maps:from_list([{MFA, true} || {_, Receive} <- maps:values(Modules1),
-                                               MFA <- Receive]),
-    Cyclic = cyclic(maps:map(fun(_, {Calls, _}) -> Calls end, Modules1), Receivers),
-    lists:sort([MFA || MFA <- maps:keys(Cyclic), lists:any(fun(S) -> ferrotrace_spec:matches(S, MFA) end, Specs),
+    ensure_cache(),
+    Context0 = #{files => loaded_files(), erts_ebin => undefined, modules => #{},
+                 budget => ?MAX_MODULES},
+    %% The modules the spec names are read whatever the budget.
+    Context1 = lists:foldl(fun(M, C = #{budget := B}) -> C1 = element(2, read(M, C#{budget := 1})), C1#{budget := B} end,
+                           Context0, Roots),
+    #{modules := Read} = Context1,
+    Facts = [maps:get(M, Read) || M <- Roots],
+    %% A function that ends in a call through a fun or `apply' may be calling itself.
+    Edges = lists:append([Tail ++ [{MFA, MFA} || {MFA, {_, _, true}} <- maps:to_list(Functions)]
+                          || {Tail, Functions} <- Facts]),
+    Cycles = cycles(Edges),
+    {Calls, _} = explore(lists:append(Cycles), 0, #{}, Context1),
+    Waiting = waiting(Calls),
+    lists:sort([MFA || Cycle <- Cycles, lists:any(fun(C) -> is_map_key(C, Waiting) end, Cycle),
+                       MFA <- Cycle,
+                       lists:any(fun(S) -> ferrotrace_spec:matches(S, MFA) end, Specs),
                        not lists:member(element(1, MFA), Exclude)]).
 
-%% The modules whose code live processes are running now.
+%% The modules whose code live processes are running now, or will return to: a reader
+%% loop waits in its socket wrapper's module, with the loop's frame below.
 waiting_in() ->
-    [M || P <- erlang:processes(), {current_function, {M, _, _}} <- [erlang:process_info(P, current_function)]].
+    lists:usort([M || P <- erlang:processes(),
+                      {current_stacktrace, Frames} <- [erlang:process_info(P, current_stacktrace)],
+                      {M, _, _, _} <- Frames]).
 
-%% The tail-call graph of `Modules'. Calls into other modules are edges too, but those
-%% modules are not read (following every external tail call reads most of the node's code):
-%% a cycle through a module outside the set is caught at run time.
-edges(Modules) ->
-    %% One call to the code server for every path: on a busy node each call waits its turn.
-    Files = maps:from_list([{M, F} || {M, F} <- code:all_loaded(), is_list(F)]),
-    ensure_cache(),
-    maps:from_list([{M, module_tail_calls(M, maps:get(M, Files, none))} || M <- Modules]).
+%% One call to the code server for every path: on a busy node each call waits its turn.
+loaded_files() ->
+    maps:from_list(code:all_loaded()).
 
-%% The tail calls `{Caller, Callee}' made by the loaded code of `Module' (read from `File'),
-%% and the functions that wait for messages; empty when its object code cannot be read.
-module_tail_calls(Module, File) ->
-    MD5 = try erlang:get_module_info(Module, md5) catch error:badarg -> none end,
-    case ets:lookup(?CACHE, {Module, MD5}) of
-        [{_, Analysis}] ->
-            Analysis;
-        [] ->
-            Analysis = disassemble(Module, File, MD5),
-            true = ets:insert(?CACHE, {{Module, MD5}, Analysis}),
-            Analysis
+%% The calls made by the functions `Frontier' and by those they call, transitively:
+%% `#{Function => {Receives, Callees}}'. `Depth' counts the modules left to get there.
+%% Calls into a module not read (not loaded, unreadable, beyond the bounds) end there;
+%% calls of the listed OTP functions that wait are not followed.
+explore([], _Depth, Calls, Context) ->
+    {Calls, Context};
+explore(_Frontier, Depth, Calls, Context) when Depth > ?MAX_DEPTH ->
+    {Calls, Context};
+explore(Frontier, Depth, Calls, Context) ->
+    {Calls1, Next, Context1} = closure(Frontier, Calls, [], Context),
+    explore(Next, Depth + 1, Calls1, Context1).
+
+%% Follows the calls inside each function's module; those into other modules are left for
+%% the next step (`Next').
+closure([], Calls, Next, Context) ->
+    {Calls, Next, Context};
+closure([MFA | Rest], Calls, Next, Context) when is_map_key(MFA, Calls) ->
+    closure(Rest, Calls, Next, Context);
+closure([MFA = {M, _, _} | Rest], Calls, Next, Context) ->
+    case read(M, Context) of
+        {{_, #{MFA := {Receives, Callees, _}}}, Context1} ->
+            Followed = [C || C <- Callees, not blocking(C)],
+            Same = [C || C = {CM, _, _} <- Followed, CM =:= M],
+            Other = [C || C = {CM, _, _} <- Followed, CM =/= M],
+            closure(Same ++ Rest, Calls#{MFA => {Receives, Callees}}, Other ++ Next, Context1);
+        {_, Context1} ->
+            closure(Rest, Calls#{MFA => {false, []}}, Next, Context1)
     end.
 
+%% The functions that wait: those with a `receive' or a call of a listed OTP function,
+%% and every function calling one of these, transitively.
+waiting(Calls) ->
+    Callers = maps:fold(fun(Caller, {_, Callees}, Acc) ->
+                                lists:foldl(fun(Callee, A) ->
+                                                    maps:update_with(Callee, fun(L) -> [Caller | L] end,
+                                                                     [Caller], A)
+                                            end, Acc, Callees)
+                        end, #{}, Calls),
+    Seeds = [MFA || {MFA, {Receives, Callees}} <- maps:to_list(Calls),
+                    Receives orelse lists:any(fun blocking/1, Callees)],
+    spread(Seeds, Callers, #{}).
+
+spread([], _Callers, Waiting) ->
+    Waiting;
+spread([MFA | Rest], Callers, Waiting) when is_map_key(MFA, Waiting) ->
+    spread(Rest, Callers, Waiting);
+spread([MFA | Rest], Callers, Waiting) ->
+    spread(maps:get(MFA, Callers, []) ++ Rest, Callers, Waiting#{MFA => true}).
+
+%% The facts of `Module' (empty when its code cannot be read) and the context that keeps
+%% them. A module not read yet takes one from the budget; none left, it is not read.
+-spec read(module(), map()) -> {facts() | none, map()}.
+read(Module, Context = #{modules := Read}) when is_map_key(Module, Read) ->
+    {map_get(Module, Read), Context};
+read(_Module, Context = #{budget := 0}) ->
+    {none, Context};
+read(Module, Context = #{modules := Read, budget := Budget}) ->
+    {Facts, Context1} = module_facts(Module, Context),
+    {Facts, Context1#{modules := Read#{Module => Facts}, budget := Budget - 1}}.
+
+%% Cached per module version.
+module_facts(Module, Context = #{files := Files}) ->
+    MD5 = try erlang:get_module_info(Module, md5) catch error:badarg -> none end,
+    case ets:lookup(?CACHE, {facts, Module, MD5}) of
+        [{_, Facts}] ->
+            {Facts, Context};
+        [] ->
+            {File, Context1} = file_of(Module, maps:get(Module, Files, none), Context),
+            Facts = disassemble(Module, File, MD5),
+            true = ets:insert(?CACHE, {{facts, Module, MD5}, Facts}),
+            {Facts, Context1}
+    end.
+
+%% Where the code of a module can be read: its file, or for a preloaded module the file
+%% of the same name in the running erts's `ebin' (one call to the code server per find/2).
+file_of(_Module, preloaded, Context = #{erts_ebin := undefined}) ->
+    Ebin = try filename:join(code:lib_dir(erts), "ebin") catch _:_ -> none end,
+    file_of(_Module, preloaded, Context#{erts_ebin := Ebin});
+file_of(_Module, preloaded, Context = #{erts_ebin := none}) ->
+    {none, Context};
+file_of(Module, preloaded, Context = #{erts_ebin := Ebin}) ->
+    {{preloaded, filename:join(Ebin, atom_to_list(Module) ++ ".beam")}, Context};
+file_of(_Module, File, Context) when is_list(File) ->
+    {File, Context};
+file_of(_Module, _, Context) ->
+    {none, Context}.
+
 %% Reads the module's file directly (no code or file server in the way) and only if it is
-%% the code that is loaded.
+%% the code that is loaded (for a preloaded module: the same exports).
+-spec disassemble(module(), none | file:filename() | {preloaded, file:filename()}, binary() | none) ->
+          facts().
 disassemble(_Module, none, _MD5) ->
-    {[], []};
+    {[], #{}};
 disassemble(Module, File, MD5) ->
     try
-        {ok, Binary} = prim_file:read_file(File),
-        {ok, {Module, MD5}} = beam_lib:md5(Binary),
-        {beam_file, Module, _Exports, _Attributes, _Info, Functions} = beam_disasm:file(Binary),
+        {ok, Binary} = prim_file:read_file(case File of {preloaded, Path} -> Path; Path -> Path end),
+        {beam_file, Module, Exports, _Attributes, _Info, Functions} = beam_disasm:file(Binary),
+        true = case beam_lib:md5(Binary) of
+                   {ok, {Module, MD5}} -> true;
+                   _ when is_tuple(File) ->
+                       lists:sort([{F, A} || {F, A, _} <- Exports])
+                           =:= lists:sort(erlang:get_module_info(Module, exports));
+                   _ -> false
+               end,
         {[{{Module, F, A}, Callee} || {function, F, A, _Entry, Code} <- Functions,
                                       Instruction <- Code,
                                       Callee <- tail_callee(Instruction)],
-         waiting(Module, Functions)}
+         maps:from_list([{{Module, F, A}, {lists:any(fun waits/1, Code),
+                                           lists:usort([Callee || I <- Code, Callee <- callee(I)]),
+                                           dynamic_tail(Code)}}
+                         || {function, F, A, _Entry, Code} <- Functions])}
     catch
-        _:_ -> {[], []}
+        _:_ -> {[], #{}}
     end.
-
-%% The functions of the module that may wait for a message: those with a `receive' or a
-%% call to an OTP function that waits, and those calling one of these in the module (one
-%% level: following calls further makes most of a module's recursive helpers look like
-%% loops, and takes their timing).
-waiting(Module, Functions) ->
-    Calls = [{{Module, F, A}, lists:usort([Callee || I <- Code, Callee <- callee(I)]),
-              lists:any(fun waits/1, Code)}
-             || {function, F, A, _Entry, Code} <- Functions],
-    Direct = maps:from_list([{MFA, true} || {MFA, Callees, Receives} <- Calls,
-                                            Receives orelse lists:any(fun blocking/1, Callees)]),
-    lists:usort(maps:keys(Direct)
-                ++ [MFA || {MFA, Callees, _} <- Calls, lists:any(fun(C) -> is_map_key(C, Direct) end, Callees)]).
 
 waits({loop_rec, _, _}) -> true;
 waits({wait, _}) -> true;
 waits({wait_timeout, _, _}) -> true;
 waits(_) -> false.
 
-%% OTP functions that wait for a reply or a timer.
+%% OTP functions that wait for a reply, a packet or a timer: where their code cannot be
+%% read, or goes through `apply' (`gen_tcp:recv/2' calls `inet_tcp' so), they still wait.
 blocking({gen_server, call, A}) -> A =:= 2 orelse A =:= 3;
 blocking({gen_statem, call, A}) -> A =:= 2 orelse A =:= 3;
 blocking({gen_event, call, A}) -> A =:= 3 orelse A =:= 4;
 blocking({gen, call, A}) -> A =:= 3 orelse A =:= 4;
+blocking({gen, do_call, 4}) -> true;
 blocking({timer, sleep, 1}) -> true;
 blocking({erlang, hibernate, 3}) -> true;
 blocking({proc_lib, hibernate, 3}) -> true;
 blocking({rpc, call, A}) -> A =:= 4 orelse A =:= 5;
 blocking({erpc, call, A}) -> A >= 2 andalso A =< 5;
 blocking({erpc, receive_response, _}) -> true;
+blocking({gen_tcp, recv, A}) -> A =:= 2 orelse A =:= 3;
+blocking({gen_tcp, accept, A}) -> A =:= 1 orelse A =:= 2;
+blocking({gen_udp, recv, A}) -> A =:= 2 orelse A =:= 3;
+blocking({gen_sctp, recv, A}) -> A =:= 1 orelse A =:= 2;
+blocking({ssl, recv, A}) -> A =:= 2 orelse A =:= 3;
+blocking({ssl, transport_accept, A}) -> A =:= 1 orelse A =:= 2;
+blocking({prim_inet, recv, A}) -> A =:= 2 orelse A =:= 3;
+blocking({prim_inet, recvfrom, A}) -> A =:= 2 orelse A =:= 3;
+blocking({prim_inet, accept, A}) -> A >= 1 andalso A =< 3;
+blocking({socket, F, A}) -> lists:member(F, [recv, recvfrom, recvmsg, accept]) andalso A =< 5;
 blocking(_) -> false.
 
 %% Every function an instruction calls (tail or not).
@@ -132,19 +287,36 @@ tail_callee({call_ext_last, _, {extfunc, M, F, A}, _}) -> [{M, F, A}];
 tail_callee({call_ext_only, _, {extfunc, M, F, A}}) -> [{M, F, A}];
 tail_callee(_) -> [].
 
-%% The functions on a cycle of the graph that waits for messages: the members of strongly
-%% connected components (Tarjan) with more than one function or with a function that
-%% tail-calls itself, one of whose functions receives.
-cyclic(EdgesByModule, Receivers) ->
+%% Whether the code ends a path in a call through a fun or `apply' (a tail call whose
+%% callee is not known here).
+dynamic_tail([]) -> false;
+dynamic_tail([{apply_last, _, _} | _]) -> true;
+dynamic_tail([{call_ext_last, _, {extfunc, erlang, apply, A}, _} | _]) when A =:= 2; A =:= 3 -> true;
+dynamic_tail([{call_ext_only, _, {extfunc, erlang, apply, A}} | _]) when A =:= 2; A =:= 3 -> true;
+dynamic_tail([I | Rest]) -> (dynamic_call(I) andalso returns(Rest)) orelse dynamic_tail(Rest).
+
+dynamic_call({call_fun, _}) -> true;
+dynamic_call({call_fun2, _, _, _}) -> true;
+dynamic_call({apply, _}) -> true;
+dynamic_call(_) -> false.
+
+returns([{line, _} | Rest]) -> returns(Rest);
+returns([{deallocate, _}, return | _]) -> true;
+returns([return | _]) -> true;
+returns(_) -> false.
+
+%% The cycles of the tail-call graph: the strongly connected components (Tarjan) with more
+%% than one function or with a function that tail-calls itself.
+cycles(Edges) ->
     Graph = lists:foldl(fun({From, To}, G) -> maps:update_with(From, fun(L) -> [To | L] end, [To], G) end,
-                        #{}, lists:append(maps:values(EdgesByModule))),
+                        #{}, Edges),
     Visit = fun(V, Acc = #{index := Index}) when is_map_key(V, Index) -> Acc;
                (V, Acc) -> strongconnect(V, Graph, Acc)
             end,
-    #{cyclic := Cyclic} =
+    #{cycles := Cycles} =
         lists:foldl(Visit, #{n => 0, index => #{}, low => #{}, stack => [], on_stack => #{},
-                             cyclic => #{}, receivers => Receivers}, maps:keys(Graph)),
-    Cyclic.
+                             cycles => []}, maps:keys(Graph)),
+    Cycles.
 
 strongconnect(V, Graph, S0 = #{n := N, index := Index, low := Low, stack := Stack, on_stack := On}) ->
     S1 = S0#{n := N + 1, index := Index#{V => N}, low := Low#{V => N}, stack := [V | Stack],
@@ -158,7 +330,7 @@ strongconnect(V, Graph, S0 = #{n := N, index := Index, low := Low, stack := Stac
               (_W, S) ->
                    S
            end, S1, maps:get(V, Graph, [])),
-    #{index := Index2, low := Low2, stack := Stack2, on_stack := On2, cyclic := Cyclic} = S2,
+    #{index := Index2, low := Low2, stack := Stack2, on_stack := On2, cycles := Cycles} = S2,
     case map_get(V, Low2) =:= map_get(V, Index2) of
         true ->
             {Component, Rest} = pop_component(V, Stack2, []),
@@ -166,13 +338,11 @@ strongconnect(V, Graph, S0 = #{n := N, index := Index, low := Low, stack := Stac
                           [Single] -> lists:member(Single, maps:get(Single, Graph, []));
                           _ -> true
                       end,
-            #{receivers := Receivers} = S2,
-            IsLoop = IsCycle andalso lists:any(fun(C) -> is_map_key(C, Receivers) end, Component),
-            Cyclic2 = case IsLoop of
-                          true -> maps:merge(Cyclic, maps:from_list([{C, true} || C <- Component]));
-                          false -> Cyclic
+            Cycles2 = case IsCycle of
+                          true -> [Component | Cycles];
+                          false -> Cycles
                       end,
-            S2#{stack := Rest, on_stack := maps:without(Component, On2), cyclic := Cyclic2};
+            S2#{stack := Rest, on_stack := maps:without(Component, On2), cycles := Cycles2};
         false ->
             S2
     end.

@@ -1,0 +1,244 @@
+%%% @doc The loop analysis sees waits in other modules: a reader loop that waits in a socket
+%%% wrapper's `recv/1' (one module away, two, or `gen_tcp:recv/2' on a real loopback socket)
+%%% is found before tracing starts, its stack stays flat through 100,000 messages, and the
+%%% handler it calls keeps its timing. Recursive helpers: one that waits on a server for each
+%%% element is counted, one that only computes keeps its timing.
+-module(ferrotrace_loops_SUITE).
+
+-include_lib("stdlib/include/assert.hrl").
+
+-export([all/0, suite/0]).
+-export([found_in_other_modules/1, wait_in_unloaded_module/1, whole_node/1,
+         reader_one_module_away/1, reader_two_modules_away/1, reader_on_tcp/1,
+         helpers_counted_or_timed/1, fun_tail_call/1]).
+
+-define(READER, ft_wrapper_reader).
+-define(LONG, 120000).
+%% The most stack words a reader may have, during or after a session (the brief's bound).
+-define(MAX_STACK, 1000).
+
+-type config() :: [{atom(), term()}].
+
+-spec suite() -> [tuple()].
+suite() ->
+    [{timetrap, {minutes, 5}},
+     {ct_hooks, [{ft_ct, [ft_wrapper_reader, ft_wrapper_sock, ft_wrapper_inner]}]}].
+
+-spec all() -> [atom()].
+all() ->
+    [found_in_other_modules, wait_in_unloaded_module, whole_node, reader_one_module_away,
+     reader_two_modules_away, reader_on_tcp, helpers_counted_or_timed, fun_tail_call].
+
+%%--------------------------------------------------------------------------------------
+%% The analysis
+
+%% The loops of the reader module wait in `ft_wrapper_sock' (one module away), in
+%% `ft_wrapper_inner' (two), in `gen_tcp:recv/2' (behind `apply': the listed fallback), on
+%% a server for each element (`walk/3'), or end in a fun call after a receive
+%% (`dispatch/1'). The handler and the walk that only computes are not loops.
+-spec found_in_other_modules(config()) -> ok.
+found_in_other_modules(_Config) ->
+    {Us, Loops} = timer:tc(ferrotrace_loops, find, [[{?READER, '_', '_'}], []]),
+    ct:pal("find/2 on ~p: ~b us, ~p", [?READER, Us, Loops]),
+    ?assert(lists:member({?READER, loop, 1}, Loops), Loops),
+    ?assertEqual([{?READER, dispatch, 1}, {?READER, far_loop, 1}, {?READER, loop, 1},
+                  {?READER, tcp_loop, 2}, {?READER, walk, 3}], Loops),
+    ?assertEqual([{?READER, far_loop, 1}], ferrotrace_loops:find([{?READER, far_loop, 1}], [])),
+    %% Excluded modules give nothing.
+    ?assertEqual([], ferrotrace_loops:find([{?READER, '_', '_'}], [?READER])),
+    ok.
+
+%% Only loaded code is read: with the inner module unloaded, the wait two modules away is
+%% not seen (the engine's run-time bound covers it); loaded again, it is.
+-spec wait_in_unloaded_module(config()) -> ok.
+wait_in_unloaded_module(_Config) ->
+    true = code:delete(ft_wrapper_inner),
+    _ = code:purge(ft_wrapper_inner),
+    try
+        ?assertEqual(false, code:is_loaded(ft_wrapper_inner)),
+        ?assertEqual([], ferrotrace_loops:find([{?READER, far_loop, 1}], []))
+    after
+        {module, ft_wrapper_inner} = code:ensure_loaded(ft_wrapper_inner)
+    end,
+    ?assertEqual([{?READER, far_loop, 1}], ferrotrace_loops:find([{?READER, far_loop, 1}], [])),
+    ok.
+
+%% With every module traced, the loops of the processes running now are found, also in
+%% preloaded modules (read from erts's ebin), and a loop whose process waits in another
+%% module (the reader sits in the wrapper's recv/1); a second call is cached.
+-spec whole_node(config()) -> ok.
+whole_node(_Config) ->
+    Reader = spawn(fun() -> ?READER:loop(socket) end),
+    ok = ft_ct:poll(fun() -> element(2, process_info(Reader, current_function)) =:= {ft_wrapper_sock, recv, 1} end,
+                    5000),
+    {Cold, Loops} = timer:tc(ferrotrace_loops, find, [[{'_', '_', '_'}], []]),
+    {Warm, Loops} = timer:tc(ferrotrace_loops, find, [[{'_', '_', '_'}], []]),
+    ct:pal("find/2 on every module: ~b loops, ~b us cold (maybe cached by earlier cases), ~b us warm; "
+           "~b modules loaded", [length(Loops), Cold, Warm, length(code:all_loaded())]),
+    [?assert(lists:member(L, Loops), L) || L <- [{?READER, loop, 1}, {init, loop, 1},
+                                                 {erl_prim_loader, loop, 3}]],
+    ?assertMatch([_ | _], [L || L = {gen_server, loop, _} <- Loops], Loops),
+    ?assert(Warm < 1000000, Warm),
+    Reader ! {data, stop},
+    ok.
+
+%%--------------------------------------------------------------------------------------
+%% Sessions
+
+%% The issue's reader: its loop waits in the wrapper's recv/1. 100,000 messages traced with
+%% the whole reader module: the stack stays flat, the handler is timed.
+-spec reader_one_module_away(config()) -> ok.
+reader_one_module_away(_Config) ->
+    reader_stays_flat(fun(_) -> ?READER:loop(socket) end, {?READER, loop, 1}, message_feed(), 100000).
+
+%% The wait two modules away.
+-spec reader_two_modules_away(config()) -> ok.
+reader_two_modules_away(_Config) ->
+    reader_stays_flat(fun(_) -> ?READER:far_loop(socket) end, {?READER, far_loop, 1}, message_feed(), 50000).
+
+%% The wrapper's wait is `gen_tcp:recv/2' on a loopback socket; a client sends lines.
+-spec reader_on_tcp(config()) -> ok.
+reader_on_tcp(_Config) ->
+    {ok, Listen} = gen_tcp:listen(0, [binary, {ip, {127, 0, 0, 1}}, {packet, line}, {active, false},
+                                      {reuseaddr, true}]),
+    {ok, Port} = inet:port(Listen),
+    Self = self(),
+    Client = spawn_link(fun() -> tcp_client(Port, Self) end),
+    Reader = fun(Owner) -> {ok, Socket} = gen_tcp:accept(Listen, 10000), ?READER:tcp_loop(Socket, Owner) end,
+    Feed = fun(_Reader, From, To) ->
+                   Client ! {lines, self(), From, To},
+                   receive {sent, Client} -> ok after 60000 -> error(client_stuck) end
+           end,
+    try
+        reader_stays_flat(Reader, {?READER, tcp_loop, 2}, Feed, 30000)
+    after
+        unlink(Client),
+        exit(Client, kill),
+        gen_tcp:close(Listen)
+    end.
+
+tcp_client(Port, Owner) ->
+    {ok, Socket} = gen_tcp:connect({127, 0, 0, 1}, Port, [binary, {active, false}]),
+    tcp_client_loop(Socket, Owner).
+
+tcp_client_loop(Socket, Owner) ->
+    receive
+        {lines, From, First, Last} ->
+            ok = gen_tcp:send(Socket, [[integer_to_list(I), $\n] || I <- lists:seq(First, Last)]
+                                      ++ ["sync\n"]),
+            From ! {sent, self()},
+            tcp_client_loop(Socket, Owner)
+    end.
+
+%% Feeds messages `{data, I}' to a reader, and a sync after each batch.
+message_feed() ->
+    fun(Reader, From, To) ->
+            [Reader ! {data, I} || I <- lists:seq(From, To)],
+            Reader ! {data, {sync, self()}}
+    end.
+
+%% Starts a reader (`Start(Owner)' runs in it), feeds it a batch untraced, then traces the
+%% reader module while feeding `N' more in batches of 1,000, sampling its stack size all
+%% the while; feeds a batch after the session. The reader's stack stays at most
+%% ?MAX_STACK words during and after, the loop is counted only and the handler timed.
+reader_stays_flat(Start, LoopMFA, Feed, N) ->
+    Self = self(),
+    Reader = spawn(fun() -> Start(Self) end),
+    ok = feed(Reader, Feed, 1, 100),
+    {stack_size, Before} = process_info(Reader, stack_size),
+    {ok, S} = ferrotrace:calls({?READER, '_', '_'}, #{duration => ?LONG}),
+    Sampler = spawn_link(fun() -> sample(Reader, 0, 0) end),
+    T0 = erlang:monotonic_time(millisecond),
+    ok = feed(Reader, Feed, 1, N),
+    Took = erlang:monotonic_time(millisecond) - T0,
+    Sampler ! {done, self()},
+    {Max, Samples} = receive {max, Sampler, M, K} -> {M, K} after 10000 -> error(sampler_stuck) end,
+    {stack_size, During} = process_info(Reader, stack_size),
+    ok = ferrotrace:stop(S),
+    ok = feed(Reader, Feed, 1, 100),
+    {stack_size, After} = process_info(Reader, stack_size),
+    #{loops := Loops, calls := Calls, events := #{dropped := Dropped}} = ferrotrace:summary(S),
+    ct:pal("~b messages in ~b ms; reader stack words: before ~b, at most ~b over ~b samples, "
+           "at the end ~b, after ~b; loops ~p; ~b events dropped",
+           [N, Took, Before, Max, Samples, During, After, Loops, Dropped]),
+    exit(Reader, kill),
+    ?assert(Samples > 0),
+    ?assert(Max =< ?MAX_STACK, {Max, Before}),
+    ?assert(During =< ?MAX_STACK, {During, Before}),
+    ?assert(After =< ?MAX_STACK, {After, Before}),
+    ?assert(lists:member(LoopMFA, Loops), Loops),
+    #{count := LoopCount, returns := 0} = call(LoopMFA, Calls),
+    ?assert(LoopCount > 0),
+    %% The handler is timed: it has returns and latency figures.
+    #{count := Count, returns := Returns, p50 := P50, p99 := P99, max := Max99} = call({?READER, handle, 1}, Calls),
+    ct:pal("handle/1: ~b calls, ~b returns, p50 ~p ns, p99 ~p ns, max ~p ns", [Count, Returns, P50, P99, Max99]),
+    ?assert(Returns > 0 andalso Returns + Dropped >= N, {Returns, Dropped}),
+    ?assert(is_integer(P50) andalso P50 > 0, P50),
+    ?assert(is_integer(P99) andalso P99 >= P50, P99),
+    ok.
+
+call(MFA, Calls) ->
+    case [C || C = #{mfa := M} <- Calls, M =:= MFA] of
+        [C] -> C;
+        [] -> error({not_traced, MFA, [M || #{mfa := M} <- Calls]})
+    end.
+
+%% Feeds `From..To' in batches of 1,000, each ended by a sync the reader answers.
+feed(_Reader, _Feed, From, To) when From > To ->
+    ok;
+feed(Reader, Feed, From, To) ->
+    Last = min(To, From + 999),
+    Feed(Reader, From, Last),
+    receive {synced, Reader} -> ok after 60000 -> error({reader_stuck, From}) end,
+    feed(Reader, Feed, Last + 1, To).
+
+sample(Reader, Max, Samples) ->
+    receive
+        {done, From} -> From ! {max, self(), Max, Samples}
+    after 0 ->
+            case process_info(Reader, stack_size) of
+                {stack_size, Words} ->
+                    erlang:yield(),
+                    sample(Reader, max(Max, Words), Samples + 1);
+                undefined ->
+                    sample(Reader, Max, Samples)
+            end
+    end.
+
+%% A walk that waits on a server for each element is a loop (counted); a walk that only
+%% computes keeps its timing.
+-spec helpers_counted_or_timed(config()) -> ok.
+helpers_counted_or_timed(_Config) ->
+    Server = spawn(fun ft_wrapper_sock:serve/0),
+    {ok, S} = ferrotrace:calls([{?READER, walk, 3}, {?READER, sum, 2}], #{duration => ?LONG}),
+    List = lists:seq(1, 1000),
+    ?assertEqual(2 * lists:sum(List), ?READER:walk(Server, List, 0)),
+    ?assertEqual(2 * lists:sum(List) + 3000, ?READER:sum(List, 0)),
+    ok = ferrotrace:stop(S),
+    #{loops := Loops, calls := Calls} = ferrotrace:summary(S),
+    ?assertEqual([{?READER, walk, 3}], Loops),
+    #{count := WalkCount, returns := 0} = call({?READER, walk, 3}, Calls),
+    #{count := SumCount, returns := SumReturns, p50 := P50} = call({?READER, sum, 2}, Calls),
+    ct:pal("walk/3 counted ~b; sum/2 ~b calls, ~b returns, p50 ~p ns", [WalkCount, SumCount, SumReturns, P50]),
+    ?assertEqual(1001, WalkCount),
+    ?assertEqual(1001, SumCount),
+    ?assertEqual(1001, SumReturns),
+    ?assert(is_integer(P50) andalso P50 > 0, P50),
+    exit(Server, kill),
+    ok.
+
+%% A function that waits and ends in a tail call through a fun is taken as a loop before
+%% tracing starts: its stack stays flat from the first iteration.
+-spec fun_tail_call(config()) -> ok.
+fun_tail_call(_Config) ->
+    ?assertEqual([{?READER, dispatch, 1}], ferrotrace_loops:find([{?READER, dispatch, 1}], [])),
+    Reader = spawn(fun() -> ?READER:dispatch(fun ?READER:dispatch/1) end),
+    {ok, S} = ferrotrace:calls({?READER, dispatch, 1}, #{duration => ?LONG}),
+    [begin Reader ! {go, self()}, receive ok -> ok after 5000 -> error(stuck) end end
+     || _ <- lists:seq(1, 10000)],
+    {stack_size, Words} = process_info(Reader, stack_size),
+    ok = ferrotrace:stop(S),
+    ct:pal("dispatch/1 stack after 10,000 iterations: ~b words", [Words]),
+    ?assert(Words =< 32, Words),
+    exit(Reader, kill),
+    ok.
