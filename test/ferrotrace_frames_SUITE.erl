@@ -9,7 +9,8 @@
 
 -export([all/0, suite/0]).
 -export([reader_waiting_in_another_module/1, loop_through_a_fun/1, loop_through_apply/1,
-         tail_recursion_a_million_deep/1, every_function_with_readers/1]).
+         loop_through_an_untraced_module/1, tail_recursion_a_million_deep/1,
+         every_function_with_readers/1]).
 
 -define(MAX_WORDS, 1000).
 -define(MESSAGES, 100000).
@@ -23,7 +24,7 @@ suite() ->
 -spec all() -> [atom()].
 all() ->
     [reader_waiting_in_another_module, loop_through_a_fun, loop_through_apply,
-     tail_recursion_a_million_deep, every_function_with_readers].
+     loop_through_an_untraced_module, tail_recursion_a_million_deep, every_function_with_readers].
 
 %% The server's connection reader: the module traced, the wait in the wrapper.
 -spec reader_waiting_in_another_module(config()) -> ok.
@@ -37,6 +38,13 @@ loop_through_a_fun(_Config) ->
 -spec loop_through_apply(config()) -> ok.
 loop_through_apply(_Config) ->
     reader_stays_small(fun() -> ft_frames_reader:via_apply(0) end, {ft_frames_reader, '_', '_'}).
+
+%% A cycle through a module the spec does not name is not found in the code: the frame bound
+%% holds the stack, and the engine finds the loop while it runs (and says how deep it got).
+-spec loop_through_an_untraced_module(config()) -> ok.
+loop_through_an_untraced_module(_Config) ->
+    reader_stays_small(fun() -> ft_frames_reader:bounce(0) end, {ft_frames_reader, '_', '_'},
+                       [{ft_frames_reader, bounce, 1}]).
 
 %% A traced tail recursion a million deep keeps at most 5,000 words while it runs; the calls
 %% past the bound are refused and counted, and the outer calls still pair.
@@ -76,9 +84,14 @@ every_function_with_readers(_Config) ->
 %% `Start' runs a reader; traced with `Spec', fed ?MESSAGES messages, its stack (sampled every
 %% 100 messages) never passes ?MAX_WORDS, nor after the session; `handle/2' is still timed.
 reader_stays_small(Start, Spec) ->
+    reader_stays_small(Start, Spec, []).
+
+%% ... and `FoundRunning' are the loops found while they ran: each reached the bound first.
+reader_stays_small(Start, Spec, FoundRunning) ->
     {ok, S} = ferrotrace:calls(Spec, #{duration => 120000}),
     P = spawn(Start),
     Max = feed(P, ?MESSAGES, 0),
+    [ok = ft_ct:poll(fun() -> lists:member(L, maps:get(loops, ferrotrace:summary(S))) end, 10000) || L <- FoundRunning],
     Summary = #{calls := Calls} = ferrotrace:summary(S),
     ok = ferrotrace:stop(S),
     After = words(P),
@@ -88,7 +101,9 @@ reader_stays_small(Start, Spec) ->
     ?assert(Max =< ?MAX_WORDS, {max_stack_words, Max}),
     ?assert(After =< ?MAX_WORDS, {stack_words_after, After}),
     [Handle] = [C || C = #{mfa := {ft_frames_reader, handle, 2}} <- Calls],
-    ?assertMatch(#{returns := R} when R > 0, Handle).
+    ?assertMatch(#{returns := R} when R > 0, Handle),
+    [?assertMatch([#{max_frames := 120}], [C || C = #{mfa := M} <- Calls, M =:= L]) || L <- FoundRunning],
+    ok.
 
 %% Sends `N' messages to `P', sampling its stack every 100; waits for each hundred to be taken.
 feed(P, 0, Max) ->

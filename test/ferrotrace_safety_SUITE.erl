@@ -100,10 +100,9 @@ drive(Server, N) ->
     after 5000 -> error({server_stuck, N})
     end.
 
-%% A loop through a fun cannot be seen in the code: the frame bound refuses its calls once
-%% its process has 120 frames open, and the engine finds it when the function has been
-%% nested 90 deep for 50 ms (the collector looks every few tens of ms); from then on it is
-%% counted only. The stack stays within the bound.
+%% A loop that waits and goes round through a fun: found in the code (a wait ending in a
+%% tail call through a fun), or else held by the frame bound and found while it runs
+%% (ferrotrace_frames_SUITE); either way it ends up counted only, its stack small.
 -spec fun_loop_found_at_run_time(config()) -> ok.
 fun_loop_found_at_run_time(_Config) ->
     Server = spawn(fun() -> ft_loop_target:fun_loop(fun ft_loop_target:fun_loop/1) end),

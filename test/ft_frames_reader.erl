@@ -1,7 +1,7 @@
 %%% @doc Connection readers whose loops wait in another module (`ft_frames_sock:recv/1'),
 %%% loop through a fun or `apply', and a tail recursion: what the frame bound is for.
 -module(ft_frames_reader).
--export([reader/0, handle/2, via_fun/0, via_apply/1, count_down/1]).
+-export([reader/0, handle/2, via_fun/0, via_apply/1, bounce/1, count_down/1]).
 
 %% @doc Reads forever: the loop waits inside `ft_frames_sock'.
 -spec reader() -> no_return().
@@ -26,6 +26,12 @@ via_fun() ->
 via_apply(N) ->
     D = ft_frames_sock:recv(socket),
     apply(?MODULE, via_apply, [handle(D, N)]).
+
+%% @doc Reads forever, the loop going through `ft_frames_sock:next/1' and back.
+-spec bounce(integer()) -> no_return().
+bounce(N) ->
+    D = ft_frames_sock:recv(socket),
+    ft_frames_sock:next(handle(D, N)).
 
 %% @doc Tail recursion `N' deep.
 -spec count_down(non_neg_integer()) -> done.
