@@ -54,7 +54,7 @@
 -define(MAX_PIDS, 10000).
 
 %% OTP 25's spec of erlang:trace_info/2 omits the `{tracer, {Module, State}}' answer.
--dialyzer({no_match, [tracer/1]}).
+-dialyzer({no_match, [tracer/1, check_processes/2]}).
 
 -type watch() :: #{functions := [{mfa(), [tuple()]}],
                    fn_next := non_neg_integer(),
