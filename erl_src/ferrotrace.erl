@@ -244,6 +244,7 @@
                      elapsed_ms := non_neg_integer(),
                      calls := [call_summary()],
                      loops := [mfa()],
+                     displaced => displacement(),
                      events := #{seen := non_neg_integer(), aggregated := non_neg_integer(),
                                  dropped := non_neg_integer(), sampled_out := non_neg_integer(),
                                  limited := non_neg_integer(), ignored := non_neg_integer(),
@@ -262,8 +263,12 @@
                      ports => map(),
                      nodes => [node()], nodes_down => [node()], by_node => #{node() => summary()}}.
 %% What summary/1 answers; its doc describes every key.
+%% Another tool took over some of a session's processes or functions (OTP 25 and 26), see
+%% summary/1.
+-type displacement() :: #{at := integer(), processes := non_neg_integer(),
+                          functions := [mfa()], by := [term()], new_processes => true}.
 -export_type([session/0, spec/0, mfa_spec/0, pid_spec/0, bucket/0, options/0, summary/0,
-              call_summary/0, time/0]).
+              call_summary/0, time/0, displacement/0]).
 
 %% Options handled here; the rest go to the engine.
 -define(CALL_OPTIONS, [pids, scope, also, callers]).
@@ -456,6 +461,15 @@ processes(Kinds, Options0) ->
 %% processes"), and call entries gain `split => #{running, descheduled, gc}' when
 %% scheduling is traced with the calls. A cluster session (a pid, see `nodes') merges its
 %% nodes' figures.
+%% `displaced' is there only once another tool took over on OTP 25 or 26 (one tracer per
+%% process, one match spec per function): `#{at, processes, functions, by}', `at' when it
+%% was first noticed (ms; the keeper checks every 500 ms, bounded per round), `processes'
+%% how many live processes it found under another tracer, `functions' those whose match spec
+%% was replaced or removed, `by' the other tracers (a pid, `{Module, State}'; `[]' when only
+%% functions were seen: the VM does not say who set a pattern), and `new_processes => true'
+%% when new processes go to the other tracer. Such a session's counts miss what was taken,
+%% and its stop leaves the other tool's tracer and match specs in place. Never on OTP 27+,
+%% where sessions coexist.
 -spec summary(session() | pid()) -> summary() | {error, term()}.
 summary(Name) when is_atom(Name) ->
     with_name(Name, fun summary/1);
@@ -466,12 +480,14 @@ summary(Session) ->
         case ferrotrace_tracer:session_summary(Id) of
             {ok, Summary = #{calls := Calls}} ->
                 ByTotal = fun(#{total := A}, #{total := B}) -> A >= B end,
+                %% `displaced' (OTP 25 and 26): what the keeper's checks found, absent if none.
+                Merged = maps:merge(Summary, maps:with([displaced], Info)),
                 ferrotrace_events:merge(Id, Info,
-                    Summary#{calls := lists:sort(ByTotal, Calls),
-                             stacks => stack_counts(Id),
-                             name => maps:get(name, Info, undefined),
-                             loops => lists:usort(maps:get(loops, Info, []) ++
-                                                      maps:get(loops, Summary, []))});
+                    Merged#{calls := lists:sort(ByTotal, Calls),
+                            stacks => stack_counts(Id),
+                            name => maps:get(name, Info, undefined),
+                            loops => lists:usort(maps:get(loops, Info, []) ++
+                                                     maps:get(loops, Summary, []))});
             {error, _} = Error ->
                 Error
         end

@@ -41,6 +41,8 @@
 -define(ATTEMPTS, 5).
 %% Terms larger than this (bytes, external format) are summarised in error reasons.
 -define(BRIEF_BYTES, 1024).
+%% A displaced session's pattern is removed function by function up to this many functions.
+-define(ONE_BY_ONE, 1000).
 
 %% A call pattern as set with erlang:trace_pattern/3.
 -type pattern() :: #{mfa := ferrotrace:mfa_spec(),
@@ -163,7 +165,8 @@ add_loops(Id, Loops) ->
 
 %% @doc Removes the patterns session `Id' set, except where another live session set the
 %% same or a wider one; narrower patterns of other sessions inside a removed one are set
-%% again at once.
+%% again at once. A function whose match spec another tool replaced (recon_trace, dbg on
+%% OTP 25 and 26) keeps that tool's: only functions still carrying ours lose theirs.
 -spec remove_patterns(ferrotrace_tracer:session_id()) -> ok.
 remove_patterns(Id) ->
     call({remove_patterns, Id}).
@@ -334,22 +337,80 @@ do_set_patterns(Id, Patterns) ->
 do_remove_patterns(Id) ->
     Mine = ets:match_object(?CLAIMS, {{Id, '_'}, '_'}),
     Others = [P || {{OtherId, _}, P} <- ets:tab2list(?CLAIMS), OtherId =/= Id],
+    Displaced = case ets:lookup(?SESSIONS, Id) of
+                    [{Id, _, _, #{displaced := _}}] -> true;
+                    _ -> false
+                end,
     lists:foreach(
       fun({Key, P = #{mfa := MFA, scope := Scope}}) ->
               case lists:any(fun(Q) -> covers(Q, P) end, Others) of
                   true ->
                       ok;
                   false ->
-                      _ = erlang:trace_pattern(MFA, false, [Scope]),
-                      %% Set again what other sessions need inside what was just removed.
-                      _ = [apply_pattern(Q) || Q <- Others, overlaps(P, Q)],
-                      ok
+                      case foreign(P, Displaced) of
+                          {Functions, [_ | _] = Foreign} ->
+                              %% Another tool set its own match spec on some of these
+                              %% functions: remove only ours, theirs stays.
+                              remove_ours(P, Functions, Foreign, Others);
+                          _ ->
+                              _ = erlang:trace_pattern(MFA, false, [Scope]),
+                              %% Set again what other sessions need inside what was just removed.
+                              _ = [apply_pattern(Q) || Q <- Others, overlaps(P, Q)],
+                              ok
+                      end
               end,
               %% Forgotten only once removed (see the module doc).
               true = ets:delete(?CLAIMS, Key)
       end, Mine),
     exclude_own_modules(),
     ok.
+
+%% Another tool's pattern is never ours to remove (recon_trace, dbg or redbug replacing our
+%% match spec on OTP 25 and 26, see ferrotrace_displaced). The functions of pattern `P' that
+%% can be listed (a concrete MFA, the functions of a named module; a `'_'' module's only
+%% when the session was found displaced, since that walks all loaded code) and, of those,
+%% the ones whose match spec is now neither ours nor none: `{Functions, Foreign}', or
+%% `unknown' when not listed. Read with `trace_info(MFA, match_spec)', which does not stop
+%% the schedulers (`all' would).
+foreign(#{mfa := {'_', F, A}, scope := Scope} = P, true) ->
+    Functions = lists:append([ferrotrace_displaced:module_functions({M, F, A}, Scope)
+                              || {M, _} <- code:all_loaded()]),
+    foreign(P, Functions);
+foreign(#{mfa := {'_', _, _}}, false) ->
+    unknown;
+foreign(#{mfa := Spec, scope := Scope} = P, Displaced) when is_boolean(Displaced) ->
+    foreign(P, ferrotrace_displaced:module_functions(Spec, Scope));
+foreign(#{match_spec := MS} = P, Functions) ->
+    Loops = maps:from_list(maps:get(loops, P, [])),
+    Foreign = [MFA || MFA <- Functions,
+                      not lists:member(ferrotrace_displaced:ours(MFA), [maps:get(MFA, Loops, MS), false, undefined])],
+    {Functions, Foreign}.
+
+%% Removes pattern `P' where a function still carries our match spec (or a loop's) and no
+%% other live session's claim needs it, function by function (each trace_pattern/3 call
+%% waits for a code barrier) up to ?ONE_BY_ONE functions of ours. Past that (a `'_''
+%% module pattern of a displaced session), the whole pattern goes in one call and the
+%% `Foreign' functions get the match spec and scope they had a moment before back: the
+%% other tool misses their calls for that moment.
+remove_ours(#{mfa := Spec, match_spec := MS, scope := Scope} = P, Functions, Foreign, Others) ->
+    Loops = maps:from_list(maps:get(loops, P, [])),
+    Mine = [MFA || MFA <- Functions, ferrotrace_displaced:ours(MFA) =:= maps:get(MFA, Loops, MS)],
+    case length(Mine) =< ?ONE_BY_ONE of
+        true ->
+            _ = [erlang:trace_pattern(MFA, false, [Scope])
+                 || MFA <- Mine, not lists:any(fun(Q) -> overlaps(#{mfa => MFA}, Q) end, Others)],
+            ok;
+        false ->
+            Theirs = [{MFA, TheirMS, TheirScope}
+                      || MFA <- Foreign,
+                         {match_spec, TheirMS} <- [erlang:trace_info(MFA, match_spec)],
+                         {traced, TheirScope} <- [erlang:trace_info(MFA, traced)],
+                         is_list(TheirMS)],
+            _ = erlang:trace_pattern(Spec, false, [Scope]),
+            _ = [erlang:trace_pattern(MFA, TheirMS, [TheirScope]) || {MFA, TheirMS, TheirScope} <- Theirs],
+            _ = [apply_pattern(Q) || Q <- Others, overlaps(P, Q)],
+            ok
+    end.
 
 apply_pattern(#{mfa := MFA, match_spec := MS, scope := Scope} = Pattern) ->
     N = erlang:trace_pattern(MFA, MS, [Scope]),

@@ -14,6 +14,8 @@
 -export([check_watch_options/1, watch_screen/3, watch_end/3]).
 
 -define(TOP_HISTOGRAMS, 3).
+%% The report's `displaced:' line names at most this many functions.
+-define(DISPLACED_NAMED, 10).
 -define(DEFAULT_TOP, 20).
 -define(DEFAULT_WIDTH, 80).
 -define(MIN_WIDTH, 40).
@@ -176,6 +178,7 @@ header(Summary = #{id := Id, status := Status, elapsed_ms := Ms, events := Event
      backlog(Summary, Count(dropped, Events), Width),
      wrap("pairing: ", PairingParts, Width),
      frames(Count(frames_refused, Events), Width),
+     displaced(maps:get(displaced, Summary, undefined), Width),
      Loops].
 
 %% A loop, and for one found while it ran (not in the code) how many frames it had reached:
@@ -195,6 +198,42 @@ frames(Refused, Width) ->
     wrap("frames: ", [io_lib:format("~b calls refused", [Refused]),
                       "a process had 120 return-trace frames open",
                       "a loop or a deep recursion", "its deeper calls are not in the table"], Width).
+
+%% Another tool took over processes or functions of the session (OTP 25 and 26, see
+%% ferrotrace_displaced): the counts above miss what it took. At most ?DISPLACED_NAMED
+%% functions are named.
+displaced(#{at := At, processes := N, functions := Functions, by := By} = D, Width) ->
+    {{_, _, _}, {H, Mi, S}} = calendar:system_time_to_local_time(At, millisecond),
+    Who = case By of
+              [] -> "another tool";
+              _ -> io_lib:format("another tracer (~ts)",
+                                 [lists:join(", ", [io_lib:format("~0tp", [B]) || B <- By])])
+          end,
+    Took = [io_lib:format("at ~2..0b:~2..0b:~2..0b ~ts took ~b ~ts", [H, Mi, S, Who, N, plural(N, "process", "processes")])
+            || N > 0 orelse By =/= []]
+        ++ ["and new processes" || maps:get(new_processes, D, false)],
+    Named = [ferrotrace_names:mfa(MFA) || MFA <- lists:sublist(Functions, ?DISPLACED_NAMED)],
+    More = [io_lib:format("~b more", [length(Functions) - ?DISPLACED_NAMED])
+            || length(Functions) > ?DISPLACED_NAMED],
+    Replaced = case Functions of
+                   [] -> [];
+                   [_ | _] when Took =:= [] ->
+                       [io_lib:format("at ~2..0b:~2..0b:~2..0b ~b ~ts replaced: ~ts",
+                                      [H, Mi, S, length(Functions),
+                                       plural(length(Functions), "function's match spec", "functions' match specs"),
+                                       hd(Named)]) | tl(Named) ++ More];
+                   _ ->
+                       [io_lib:format("~b ~ts replaced: ~ts",
+                                      [length(Functions),
+                                       plural(length(Functions), "function's match spec", "functions' match specs"),
+                                       hd(Named)]) | tl(Named) ++ More]
+               end,
+    wrap("displaced: ", Took ++ Replaced, Width);
+displaced(_, _Width) ->
+    [].
+
+plural(1, One, _Many) -> One;
+plural(_, _One, Many) -> Many.
 
 %% When events were dropped or a ring came within a tenth of full: how full the fullest ring
 %% got and the longest the collector went without draining, which tell a ring too small for

@@ -52,6 +52,9 @@
                 keep :: non_neg_integer() | infinity,
                 %% How tracing was set: `legacy', or an OTP 27+ trace session.
                 backend = none :: none | legacy | {trace_session, term(), [local | global]},
+                %% What the legacy backend checks for another tool taking over (see
+                %% ferrotrace_displaced); `none' on OTP 27+ and for raw sessions.
+                watch = none :: none | ferrotrace_displaced:watch(),
                 stopped = false :: boolean()}).
 
 %% Tail-recursive server loops are counted, not timed: `return_trace' would keep a stack
@@ -143,7 +146,7 @@ init({EngineOptions, Tracing, Settings = #{owner := Owner, keep := Keep}, {Calle
                         {ok, Backend} ->
                             Caller ! {Ref, Id},
                             {ok, #state{id = Id, owner = Monitor, keep = Keep,
-                                        backend = Backend}};
+                                        backend = Backend, watch = watch(Id, Backend, Tracing)}};
                         {error, Reason} ->
                             refuse(Id, Reason)
                     end;
@@ -247,8 +250,16 @@ handle_info({ferrotrace_stopped, Id, _Reason}, State = #state{id = Id, stopped =
     %% The engine stopped the session itself (duration, a limit, unload, an error): only the
     %% patterns and flags are left to undo. No call into ferrotrace_tracer here: after an
     %% unload the module may be gone, and calling it would load it again mid-purge.
+    _ = last_check(State),
     stop_tracing(Id, Backend),
     {noreply, State#state{stopped = true}};
+handle_info(check_displaced, State = #state{id = Id, stopped = false, watch = Watch})
+  when Watch =/= none ->
+    %% Another tool taking over our processes or functions (OTP 25 and 26): see
+    %% ferrotrace_displaced. One bounded round, then the next one is due.
+    Checked = ferrotrace_displaced:check(Id, Watch),
+    _ = erlang:send_after(ferrotrace_displaced:interval(), self(), check_displaced),
+    {noreply, State#state{watch = Checked}};
 handle_info({ferrotrace_loops, Id, Loops}, State = #state{id = Id, stopped = false,
                                                          backend = Backend}) ->
     %% Loops the code did not show (cycles through funs or apply): stop return tracing them,
@@ -256,6 +267,10 @@ handle_info({ferrotrace_loops, Id, Loops}, State = #state{id = Id, stopped = fal
     %% A raw session's patterns are the caller's: its loops are counted only where the VM
     %% says their pattern keeps no frame.
     ok = add_loops(Id, Backend, [{MFA, ?COUNT_ONLY} || MFA <- Loops]),
+    Watch = case State#state.watch of
+                none -> none;
+                W -> ferrotrace_displaced:add_functions(W, Id, [{MFA, ?COUNT_ONLY} || MFA <- Loops])
+            end,
     Frameless = case Backend of
                     none -> [MFA || MFA <- Loops, not keeps_frames(MFA)];
                     _ -> Loops
@@ -267,7 +282,7 @@ handle_info({ferrotrace_loops, Id, Loops}, State = #state{id = Id, stopped = fal
         error ->
             ok
     end,
-    {noreply, State};
+    {noreply, State#state{watch = Watch}};
 handle_info(expire, State) ->
     {stop, normal, State};
 handle_info(_Message, State) ->
@@ -289,8 +304,26 @@ end_session(Reason, State = #state{id = Id, backend = Backend}) ->
     %% `{error, {no_such_session, Id}}' when another client released it by id: the
     %% patterns and flags are still this keeper's to remove.
     _ = ferrotrace_tracer:stop_session(Id, Reason),
+    _ = last_check(State),
     stop_tracing(Id, Backend),
     State#state{stopped = true}.
+
+%% What the legacy backend watches for another tool taking over: the processes traced and
+%% the functions patterned, right after they were set. Checked every
+%% ferrotrace_displaced:interval() ms until the session stops. OTP 27+ trace sessions do
+%% not displace each other (each has its own tracer and patterns): nothing to watch there.
+watch(Id, legacy, #{pids := Pids}) ->
+    _ = erlang:send_after(ferrotrace_displaced:interval(), self(), check_displaced),
+    ferrotrace_displaced:new(Id, ferrotrace_registry:patterns(Id), Pids);
+watch(_Id, _Backend, _Tracing) ->
+    none.
+
+%% A last round as the session stops: a takeover since the last round is recorded, and
+%% the registry then removes only the patterns still ours (see remove_patterns/1).
+last_check(#state{id = Id, watch = Watch}) when Watch =/= none ->
+    ferrotrace_displaced:check(Id, Watch);
+last_check(_State) ->
+    none.
 
 %%% Tracing
 
