@@ -9,7 +9,8 @@
 
 -export([all/0, suite/0]).
 -export([reader_waiting_in_another_module/1, loop_through_a_fun/1, loop_through_apply/1,
-         loop_through_an_untraced_module/1, tail_recursion_a_million_deep/1,
+         loop_through_an_untraced_module/1, cycle_of_two_through_an_untraced_module/1,
+         tail_recursion_a_million_deep/1,
          every_function_with_readers/1]).
 
 -define(MAX_WORDS, 1000).
@@ -24,7 +25,8 @@ suite() ->
 -spec all() -> [atom()].
 all() ->
     [reader_waiting_in_another_module, loop_through_a_fun, loop_through_apply,
-     loop_through_an_untraced_module, tail_recursion_a_million_deep, every_function_with_readers].
+     loop_through_an_untraced_module, cycle_of_two_through_an_untraced_module,
+     tail_recursion_a_million_deep, every_function_with_readers].
 
 %% The server's connection reader: the module traced, the wait in the wrapper.
 -spec reader_waiting_in_another_module(config()) -> ok.
@@ -45,6 +47,13 @@ loop_through_apply(_Config) ->
 loop_through_an_untraced_module(_Config) ->
     reader_stays_small(fun() -> ft_frames_reader:bounce(0) end, {ft_frames_reader, '_', '_'},
                        [{ft_frames_reader, bounce, 1}]).
+
+%% The same with two traced functions on the cycle (as yaws's aloop/4 and
+%% handle_method_result/7): each holds half the frames at the bound, and both are found.
+-spec cycle_of_two_through_an_untraced_module(config()) -> ok.
+cycle_of_two_through_an_untraced_module(_Config) ->
+    reader_stays_small(fun() -> ft_frames_reader:ping(0) end, {ft_frames_reader, '_', '_'},
+                       [{ft_frames_reader, ping, 1}, {ft_frames_reader, pong, 1}]).
 
 %% A traced tail recursion a million deep keeps at most 5,000 words while it runs; the calls
 %% past the bound are refused and counted, and the outer calls still pair.
@@ -102,7 +111,8 @@ reader_stays_small(Start, Spec, FoundRunning) ->
     ?assert(After =< ?MAX_WORDS, {stack_words_after, After}),
     [Handle] = [C || C = #{mfa := {ft_frames_reader, handle, 2}} <- Calls],
     ?assertMatch(#{returns := R} when R > 0, Handle),
-    [?assertMatch([#{max_frames := 120}], [C || C = #{mfa := M} <- Calls, M =:= L]) || L <- FoundRunning],
+    [?assertMatch([#{max_frames := F}] when F >= 90 andalso F =< 120, [C || C = #{mfa := M} <- Calls, M =:= L])
+     || L <- FoundRunning],
     ok.
 
 %% Sends `N' messages to `P', sampling its stack every 100; waits for each hundred to be taken.

@@ -1,7 +1,7 @@
 %%% @doc Connection readers whose loops wait in another module (`ft_frames_sock:recv/1'),
 %%% loop through a fun or `apply', and a tail recursion: what the frame bound is for.
 -module(ft_frames_reader).
--export([reader/0, handle/2, via_fun/0, via_apply/1, bounce/1, count_down/1]).
+-export([reader/0, handle/2, via_fun/0, via_apply/1, bounce/1, ping/1, pong/1, count_down/1]).
 
 %% @doc Reads forever: the loop waits inside `ft_frames_sock'.
 -spec reader() -> no_return().
@@ -32,6 +32,19 @@ via_apply(N) ->
 bounce(N) ->
     D = ft_frames_sock:recv(socket),
     ft_frames_sock:next(handle(D, N)).
+
+%% @doc Reads forever, going round `ping/1', `ft_frames_sock:to_pong/1', `pong/1' and
+%% `ft_frames_sock:to_ping/1': a loop of two traced functions the analysis does not see.
+-spec ping(integer()) -> no_return().
+ping(N) ->
+    D = ft_frames_sock:recv(socket),
+    ft_frames_sock:to_pong(handle(D, N)).
+
+%% @doc See `ping/1'.
+-spec pong(integer()) -> no_return().
+pong(N) ->
+    D = ft_frames_sock:recv(socket),
+    ft_frames_sock:to_ping(handle(D, N)).
 
 %% @doc Tail recursion `N' deep.
 -spec count_down(non_neg_integer()) -> done.

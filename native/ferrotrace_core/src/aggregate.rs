@@ -65,13 +65,17 @@ pub const SIGNIFICANT_DIGITS: u8 = 3;
 /// functions over long lists (list comprehensions) go thousands deep, so this is generous;
 /// `max_open_calls` bounds the total.
 pub const MAX_DEPTH: usize = 65_536;
-/// Open calls of one function in one process at which it is taken for a tail-recursive loop
-/// (traced with return tracing, each iteration keeps a VM stack frame), if they also span
+/// Open calls in one process at which the functions they repeat are taken for a loop (traced
+/// with return tracing, each iteration keeps a VM stack frame), if the calls also span
 /// `LOOP_MIN_SPAN_NS`: a loop that waits for messages. Below the frame bound
 /// ([`MAX_FRAMES`]), which refuses further calls of the process on the scheduler, so that a
 /// loop is found (and traced count-only from then on) before its process's other calls are
 /// refused; checked every `LOOP_CHECK_EVERY` frames past it.
 pub const LOOP_DEPTH: usize = MAX_FRAMES as usize * 3 / 4;
+/// Frames of one function among `LOOP_DEPTH` that make it part of the loop: a cycle of up to
+/// eight functions (a server's `aloop` and `handle_method_result`, 60 frames each at the
+/// bound) is found whole.
+const LOOP_SHARE: usize = LOOP_DEPTH / 8;
 const LOOP_CHECK_EVERY: usize = 16;
 /// How long the nested calls of a loop span at least: a recursion over a long list nests
 /// as deep in microseconds, and keeps its timing (the frame bound keeps its frames few).
@@ -336,6 +340,26 @@ pub struct Aggregator {
     /// Processes whose stacks reached `LOOP_DEPTH` frames: [`Aggregator::find_stuck_loops`]
     /// looks at them, not at every stack.
     deep: WordMap<u64, ()>,
+}
+
+/// The functions of a loop on `stack` (at least `LOOP_DEPTH` open calls), judged at `now_ns`:
+/// none unless the oldest call was made `LOOP_MIN_SPAN_NS` before (a recursion as deep but
+/// over in microseconds keeps its timing); else each function with `LOOP_SHARE` of the
+/// frames, in the order first seen. A loop of one function (a tail recursion, or a receive
+/// loop through a fun) or of a few (a cycle through another module) shows so.
+fn loop_functions(stack: &VecDeque<Frame>, now_ns: u64) -> Vec<Mfa> {
+    if stack.front().is_none_or(|oldest| now_ns.saturating_sub(oldest.ts) < LOOP_MIN_SPAN_NS) {
+        return Vec::new();
+    }
+    let mut counts: Vec<(Mfa, usize)> = Vec::new();
+    for frame in stack.iter().rev().take(LOOP_DEPTH) {
+        match counts.iter().position(|(mfa, _)| *mfa == frame.mfa) {
+            Some(i) => counts[i].1 += 1,
+            None if counts.len() < 64 => counts.push((frame.mfa, 1)),
+            None => {}
+        }
+    }
+    counts.into_iter().filter(|(_, n)| *n >= LOOP_SHARE).map(|(mfa, _)| mfa).collect()
 }
 
 /// Empty stacks tolerated beyond the non-empty ones before a sweep.
@@ -648,22 +672,22 @@ impl Aggregator {
             self.deep.insert(event.pid, ());
         }
         let depth = stack.len();
-        let looping = depth >= LOOP_DEPTH && depth.is_multiple_of(LOOP_CHECK_EVERY) && {
-            let mut nested = stack.iter().filter(|frame| frame.mfa == event.mfa);
-            let oldest = nested.next().map_or(event.ts, |frame| frame.ts);
-            nested.count() + 1 >= LOOP_DEPTH && event.ts.saturating_sub(oldest) >= LOOP_MIN_SPAN_NS
+        let looping = if depth >= LOOP_DEPTH && depth.is_multiple_of(LOOP_CHECK_EVERY) {
+            loop_functions(stack, event.ts)
+        } else {
+            Vec::new()
         };
         // The function was looked up above: this hits `last_function`.
         if let Some(stats) = self.stats_for(event.mfa, event.ts) {
             stats.max_frames = stats.max_frames.max(depth as u32);
         }
-        if looping {
-            self.mark_loop(event.mfa, event.ts);
+        for mfa in looping {
+            self.mark_loop(mfa, event.ts);
         }
     }
 
-    /// Loops that wait fast: a process whose innermost function is nested `LOOP_DEPTH` deep,
-    /// the oldest of those calls made `LOOP_MIN_SPAN_NS` before `now_ns`. A loop that takes a
+    /// Loops that wait fast: a process with `LOOP_DEPTH` open calls, the oldest made
+    /// `LOOP_MIN_SPAN_NS` before `now_ns` (see `loop_functions`). A loop that takes a
     /// message every microsecond nests past `LOOP_DEPTH` before its calls span that long; the
     /// frame bound then refuses its calls and no event of it comes to look at, so the
     /// collector asks now and then ([`crate::shards::Shards::find_stuck_loops`]). Found loops
@@ -676,16 +700,11 @@ impl Aggregator {
         let mut found = Vec::new();
         self.deep.retain(|pid, _| {
             let Some(stack) = stacks.get(pid).filter(|stack| stack.len() >= LOOP_DEPTH) else { return false };
-            let Some(top) = stack.back() else { return false };
-            let mut nested = stack.iter().filter(|frame| frame.mfa == top.mfa);
-            let oldest = nested.next().map_or(now_ns, |frame| frame.ts);
-            if nested.count() + 1 >= LOOP_DEPTH && now_ns.saturating_sub(oldest) >= LOOP_MIN_SPAN_NS {
-                found.push((top.mfa, top.ts));
-            }
+            found.extend(loop_functions(stack, now_ns));
             true
         });
-        for (mfa, ts) in found {
-            self.mark_loop(mfa, ts);
+        for mfa in found {
+            self.mark_loop(mfa, now_ns);
         }
     }
 
@@ -949,6 +968,26 @@ mod tests {
         }
         assert!(agg.take_new_loops().is_empty());
         assert_eq!(agg.function(&F).unwrap().latency.len(), LOOP_DEPTH as u64 - 1);
+    }
+
+    /// A loop of two functions (a cycle through a module the Erlang side does not read)
+    /// holds half the frames each: both are found, by a call or by the collector's look.
+    #[test]
+    fn a_cycle_of_two_functions_is_found_whole() {
+        let mut agg = Aggregator::new(100, 1_000_000);
+        for i in 0..(LOOP_DEPTH + LOOP_CHECK_EVERY) as u64 {
+            agg.record(&ev(EventKind::Call, 1, if i % 2 == 0 { F } else { G }, i * 1_000_000));
+        }
+        assert_eq!(agg.take_new_loops(), vec![G, F]);
+        // Sitting at the bound (its calls refused), found when the collector looks.
+        let mut stuck = Aggregator::new(100, 1_000_000);
+        for i in 0..LOOP_DEPTH as u64 + 1 {
+            stuck.record(&ev(EventKind::Call, 2, if i % 2 == 0 { F } else { G }, i));
+        }
+        stuck.find_stuck_loops(LOOP_MIN_SPAN_NS / 2);
+        assert!(stuck.take_new_loops().is_empty(), "not for long enough yet");
+        stuck.find_stuck_loops(LOOP_MIN_SPAN_NS + 1_000);
+        assert_eq!(stuck.take_new_loops(), vec![F, G]);
     }
 
     #[test]
