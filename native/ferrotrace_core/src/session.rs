@@ -589,8 +589,12 @@ pub const TRIM_AT: usize = 8 << 20;
 /// the process's RSS after it is freed; `malloc_trim(0)` returns every arena's free pages.
 /// It locks each arena in turn while it walks it (milliseconds for hundreds of MB), so it is
 /// called off the schedulers only: by a stop or a release, which run on a dirty scheduler
-/// or on the session's own threads. Does nothing on other C libraries.
+/// or on the session's own threads. Does nothing on other C libraries, nor where the
+/// environment variable `FERROTRACE_NO_TRIM` is set (to measure what it returns).
 pub fn trim_allocator() {
+    if std::env::var_os("FERROTRACE_NO_TRIM").is_some() {
+        return;
+    }
     #[cfg(all(target_os = "linux", target_env = "gnu", not(miri)))]
     // SAFETY: `malloc_trim` takes the arenas' own locks; it may be called from any thread
     // at any time, and it only returns free pages to the kernel.
