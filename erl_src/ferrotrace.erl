@@ -251,7 +251,15 @@
                                  args_dropped := non_neg_integer(),
                                  frames_refused := non_neg_integer()},
                      pairing := #{atom() => non_neg_integer()},
-                     memory := #{ring_bytes := non_neg_integer(), functions := non_neg_integer(),
+                     memory := #{ring_bytes := non_neg_integer(), term_rings := non_neg_integer(),
+                                 collector := non_neg_integer(), processes := non_neg_integer(),
+                                 open_frames := non_neg_integer(),
+                                 frame_copies := non_neg_integer(),
+                                 histograms := non_neg_integer(), intervals := non_neg_integer(),
+                                 slow_calls := non_neg_integer(), keys := non_neg_integer(),
+                                 recent := non_neg_integer(), tables := non_neg_integer(),
+                                 merge := non_neg_integer(), frame_table := non_neg_integer(),
+                                 total := non_neg_integer(), functions := non_neg_integer(),
                                  ring_alloc_failures := non_neg_integer()},
                      backlog := #{ring_peak := non_neg_integer(), ring_size := pos_integer(),
                                   longest_gap_us := non_neg_integer()},
@@ -447,6 +455,25 @@ processes(Kinds, Options0) ->
 %% the session ran: a ring that fills in less than that gap drops, see `report/1');
 %% `stacks' (`paths' kept for the `collapsed' export, returned calls not kept: `overflow'
 %% past 10,000 paths, `too_deep' past 64 frames).
+%% `memory' is what the session holds, in bytes, by part, and their `total':
+%% `ring_bytes' (event rings, one per scheduler thread that traced: exact), `term_rings'
+%% (with `args' or `key': the term rings, their buffers and the copies drained from them),
+%% `collector' (events drained and not yet folded in, batches for aggregator threads),
+%% `processes' (the process table), `open_frames' (the open calls' frames, capacity times
+%% frame size) and `frame_copies' (the argument and key copies they hold), `histograms'
+%% (each function's latency and own-time histograms, split and per-key ones, the other
+%% event kinds'), `intervals' (each function's interval histogram), `slow_calls' (kept slow
+%% calls with their copies), `keys' (key tables and key copies), `recent' (the recorder),
+%% `tables' (functions, call paths, top-N tables, the session's records), `merge' (with
+%% `aggregators' > 1, the merge kept between reads) and `frame_table' (the slot's frame
+%% table, allocated once per slot and kept for the next session); `functions' (a count)
+%% and `ring_alloc_failures' (threads whose ring could not be allocated). Rings and copies
+%% are exact but for malloc's rounding; hash maps are estimated from their capacity and a
+%% histogram from its counts (8 bytes a value); freed memory that the allocator keeps is
+%% not counted. A stopped session has freed its rings, term rings, collector buffers,
+%% process table and open frames (those parts are 0): its `total' is its figures alone,
+%% and `pairing''s `open_calls' and `processes' keep their values at the stop (the frames
+%% are freed, the calls not counted as abandoned).
 %% Each call entry also has `slowest' and `slow_calls_dropped' (see {@link slowest/2}),
 %% `own' (`#{total, mean, p50, p90, p99, p999, max}': own time, the latency less the time in
 %% traced callees of the same process), `migrations' (calls that returned on another

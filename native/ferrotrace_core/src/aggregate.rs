@@ -44,6 +44,7 @@ pub mod top;
 
 pub mod args;
 pub mod keyed;
+pub mod memory;
 pub mod own;
 pub mod recorder;
 use recorder::{Recorded, Recorder};

@@ -20,6 +20,7 @@
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::time::Duration;
 
+use crate::aggregate::memory::{alloc_bytes, vec_bytes, Memory};
 use crate::clock;
 use crate::copies::{HeldCopies, PendingCopies};
 use crate::event::PackedEvent;
@@ -223,6 +224,44 @@ impl Consumer {
         total.aggregated = self.aggregated;
         total.seen = total.aggregated + total.dropped + total.sampled_out + total.limited;
         total
+    }
+
+    /// The memory of the consumer side and of the live producers: `ring_bytes` (event
+    /// rings), `term_rings` (term rings, their buffers, the drained copies held here) and
+    /// `collector` (drained events waiting, batches being filled, producer records).
+    ///
+    /// # Safety
+    /// As for [`Consumer::collect`].
+    pub(crate) unsafe fn memory(&self, producers: &[AtomicPtr<Producer>]) -> Memory {
+        let mut memory = Memory::default();
+        for entry in producers {
+            // SAFETY: as in `collect`.
+            if let Some(producer) = unsafe { entry.load(Ordering::Acquire).as_ref() } {
+                memory.collector += alloc_bytes(std::mem::size_of::<Producer>());
+                if let Some(rx) = producer.rx.lock().as_ref() {
+                    memory.ring_bytes += rx.capacity() * std::mem::size_of::<PackedEvent>();
+                }
+                if let Some(lane) = &producer.terms {
+                    memory.term_rings += lane.bytes();
+                }
+            }
+        }
+        memory.term_rings += vec_bytes::<HeldCopies>(self.held.capacity()) + self.held.iter().map(HeldCopies::heap_bytes).sum::<usize>();
+        memory.collector += vec_bytes::<(PackedEvent, u32)>(self.pending.capacity())
+            + vec_bytes::<(PackedEvent, u32, PendingCopies)>(self.pending_with.capacity())
+            + vec_bytes::<PackedEvent>(self.drained.capacity())
+            + self.shards.buffer_bytes();
+        memory
+    }
+
+    /// Frees the buffers of a session that stopped (every event folded in): the drained
+    /// copies, the vectors of drained events, the batches.
+    pub(crate) fn free_buffers(&mut self) {
+        self.pending = Vec::new();
+        self.pending_with = Vec::new();
+        self.held = Vec::new();
+        self.drained = Vec::new();
+        self.shards.free_buffers();
     }
 }
 

@@ -58,17 +58,32 @@ pub struct ProcessTable {
     /// The pids given entries (`Aggregator::with_shard`): a child spawned by an owned
     /// process may be another aggregator's.
     shard: Shard,
+    /// Entries freed when the session stopped ([`ProcessTable::free_state`]), still counted
+    /// by [`ProcessTable::len`].
+    freed: usize,
 }
 
 impl ProcessTable {
-    /// Processes and ports with state now.
+    /// Processes and ports with state now (or when the session stopped, once the table
+    /// was freed).
     pub fn len(&self) -> usize {
-        self.table.len()
+        self.table.len() + self.freed
     }
 
     /// True when no process has state.
     pub fn is_empty(&self) -> bool {
-        self.table.is_empty()
+        self.len() == 0
+    }
+
+    /// Heap bytes of the table (estimated from its capacity).
+    pub fn bytes(&self) -> usize {
+        crate::aggregate::memory::map_bytes(&self.table)
+    }
+
+    /// Frees the entries, for a session that stopped: `len` still counts them.
+    pub fn free_state(&mut self) {
+        self.freed += self.table.len();
+        self.table = WordMap::default();
     }
 
     /// `pid`'s running totals `(descheduled, gc)` in ns, for the latency split; `None`
@@ -101,6 +116,7 @@ impl ProcessTable {
             self.table.entry(*pid).or_insert(*state);
         }
         self.untracked += other.untracked;
+        self.freed += other.freed;
         self.scheduling |= other.scheduling;
     }
 

@@ -12,6 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crate::sync::Mutex;
 
 use crate::aggregate::keyed::KeySource;
+use crate::aggregate::memory::Memory;
 use crate::aggregate::Aggregator;
 use crate::clock;
 use crate::collector::{Backlog, Consumer, COLLECT_INTERVAL};
@@ -342,7 +343,13 @@ impl Session {
     }
 
     /// Stops tracing (idempotent): callbacks answer `remove` from now on, the rings are
-    /// drained one last time and freed. Statistics stay readable until `release`.
+    /// drained one last time and freed with the term rings, the aggregator threads end,
+    /// and what only a running session needs is freed: the open call frames (and the copies
+    /// they hold), the process table, the collector's buffers. The figures stay readable
+    /// until `release`; `open_calls` and `tracked_processes` keep their values at the stop
+    /// (the calls still open then are neither paired nor counted as abandoned). If that
+    /// freed [`TRIM_AT`] bytes or more, the allocator is asked to give its free memory back
+    /// ([`trim_allocator`]).
     pub fn halt(&self, reason: StopReason) {
         let _halting = self.halting.lock();
         if self.stopped.get().is_some() {
@@ -365,8 +372,29 @@ impl Session {
         // Everything is routed: the aggregator threads finish and end.
         consumer.shards.stop();
         self.aggregators_cpu_ns.store(consumer.shards.threads_cpu_ns(), Ordering::Relaxed);
+        // What goes now: the rings (the producers, still in this session's array for
+        // `memory`'s count), the frames, the process table, the buffers.
+        let freed = {
+            // SAFETY: `producers` were swapped out of the array: `memory` sees none of them.
+            let mut before = unsafe { consumer.memory(&self.producers) };
+            before.add(&consumer.shards.aggregates().memory());
+            let rings: usize = producers.iter().map(|p| self.producer_bytes(p)).sum();
+            rings + before.collector + before.term_rings + before.open_frames + before.frame_copies + before.processes
+        };
+        consumer.shards.free_state();
+        consumer.free_buffers();
+        drop(producers);
         drop(consumer);
         let _ = self.stopped.set(Stopped { reason, at_ms: wall_ms() });
+        if freed >= TRIM_AT {
+            trim_allocator();
+        }
+    }
+
+    /// The rings of one producer being freed, in bytes.
+    fn producer_bytes(&self, producer: &Producer) -> usize {
+        let ring = producer.rx.lock().as_ref().map_or(0, |rx| rx.capacity() * std::mem::size_of::<crate::event::PackedEvent>());
+        ring + producer.terms.as_ref().map_or(0, |lane| lane.bytes())
     }
 
     /// Stops the session and waits for its collector thread to end (it notifies the keeper
@@ -409,6 +437,26 @@ impl Session {
         self.up_to_date(|aggregates, accounting| f(aggregates.view(), accounting))
     }
 
+    /// As [`Session::read`], with what the session holds ([`Memory`]), measured under the
+    /// same locks as the figures read (the merge counted is the one `f` reads). Walks every
+    /// open frame and function: for the summary, off the schedulers.
+    pub fn read_with_memory<R>(&self, f: impl FnOnce(&Aggregator, Accounting, Memory) -> R) -> R {
+        self.up_to_date_measured(true, |aggregates, accounting, mut memory| {
+            aggregates.view();
+            memory.add(&aggregates.memory());
+            f(aggregates.view(), accounting, memory)
+        })
+    }
+
+    /// What the session holds now, by part ([`Memory`]); with aggregator threads, the merge
+    /// counted is the one kept from the last read (none is made).
+    pub fn memory(&self) -> Memory {
+        self.up_to_date_measured(true, |aggregates, _, mut memory| {
+            memory.add(&aggregates.memory());
+            memory
+        })
+    }
+
     /// Runs `f` on the aggregators, up to date, for reading them and configuring each (a
     /// filter, loops, a new interval) under one lock.
     pub fn with_aggregates<R>(&self, f: impl FnOnce(&mut Aggregates<'_>) -> R) -> R {
@@ -424,18 +472,31 @@ impl Session {
     /// fill. `f` must not take the consumer lock (no `backlog`, `ring_bytes`, `halt` in it):
     /// the collector may be waiting, under it, for an aggregator thread that waits for `f`.
     fn up_to_date<R>(&self, f: impl FnOnce(&mut Aggregates<'_>, Accounting) -> R) -> R {
+        self.up_to_date_measured(false, |aggregates, accounting, _| f(aggregates, accounting))
+    }
+
+    /// As `up_to_date`, giving `f` the memory of the consumer side and the session's own
+    /// parts if `measure` (else nothing: zeroes).
+    fn up_to_date_measured<R>(&self, measure: bool, f: impl FnOnce(&mut Aggregates<'_>, Accounting, Memory) -> R) -> R {
         let mut consumer = self.consumer.lock();
         let flush = self.stopped().is_some();
         self.collect(&mut consumer, flush);
         let accounting = self.accounting(&consumer);
+        let mut memory = Memory::default();
+        if measure {
+            // SAFETY: as in `collect`.
+            memory = unsafe { consumer.memory(&self.producers) };
+            memory.frame_table = FrameTable::BYTES;
+            memory.tables += std::mem::size_of::<Session>() + self.producers.len() * std::mem::size_of::<AtomicPtr<Producer>>();
+        }
         let Some(handles) = consumer.shards.detach() else {
             let mut aggregates = consumer.shards.aggregates();
-            return f(&mut aggregates, accounting);
+            return f(&mut aggregates, accounting, memory);
         };
         let spare = self.spare_merge.lock().take();
         let mut aggregates = Aggregates::of_parts(handles.iter().map(|part| part.lock()).collect(), spare);
         drop(consumer);
-        let read = f(&mut aggregates, accounting);
+        let read = f(&mut aggregates, accounting, memory);
         let spare = aggregates.into_spare();
         *self.spare_merge.lock() = spare;
         read
@@ -503,11 +564,43 @@ impl Session {
     }
 }
 
-/// Stops the session and forgets it; its id is dead from now on.
+/// Stops the session and forgets it; its id is dead from now on. If the session held
+/// [`TRIM_AT`] bytes or more, the allocator is then asked to give its free memory back
+/// ([`trim_allocator`]), once the session is freed (unless a reader still holds it).
 pub fn release(id: u64) -> bool {
     let Some(session) = lookup(id) else { return false };
     session.stop(StopReason::User);
-    SESSIONS.registry().remove(id)
+    let held = session.memory().total() - FrameTable::BYTES;
+    let removed = SESSIONS.registry().remove(id);
+    drop(session);
+    if removed && held >= TRIM_AT {
+        trim_allocator();
+    }
+    removed
+}
+
+/// Bytes freed by a stop or a release from which the allocator is asked to give its free
+/// memory back to the system ([`trim_allocator`]).
+pub const TRIM_AT: usize = 8 << 20;
+
+/// Asks the allocator to give the free memory it keeps back to the system. With glibc,
+/// memory freed by another thread than the one that allocated it, and small blocks (under
+/// the mmap threshold: term copies, frames, histograms), stays in malloc's arenas and in
+/// the process's RSS after it is freed; `malloc_trim(0)` returns every arena's free pages.
+/// It locks each arena in turn while it walks it (milliseconds for hundreds of MB), so it is
+/// called off the schedulers only: by a stop or a release, which run on a dirty scheduler
+/// or on the session's own threads. Does nothing on other C libraries, nor where the
+/// environment variable `FERROTRACE_NO_TRIM` is set (to measure what it returns).
+pub fn trim_allocator() {
+    if std::env::var_os("FERROTRACE_NO_TRIM").is_some() {
+        return;
+    }
+    #[cfg(all(target_os = "linux", target_env = "gnu", not(miri)))]
+    // SAFETY: `malloc_trim` takes the arenas' own locks; it may be called from any thread
+    // at any time, and it only returns free pages to the kernel.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 impl Drop for Session {
@@ -917,6 +1010,71 @@ mod tests {
         assert_eq!(a.seen, 5 * EVENTS);
         println!("hot path: {best:.1} ns/event (best of 5 rounds of {EVENTS}; dropped {})", a.dropped);
         assert!(release(session.id));
+    }
+
+    /// What a session holds, by part: the parts add up to the total; the open frames and
+    /// the copies they hold are counted; a stop frees the rings, the term rings, the open
+    /// frames, the process table and the collector's buffers, keeping the figures (and the
+    /// count of the calls open at the stop).
+    #[test]
+    #[cfg_attr(miri, ignore = "4 MB rings and 300 copies: slow under Miri")]
+    fn memory_parts_add_up_and_a_stop_frees_all_but_the_figures() {
+        const CALLS: u64 = 300;
+        const BYTES: usize = 2_000;
+        for aggregators in [1, 2] {
+            let mut config = Config { aggregators, ring_size: 1 << 16, duration_ms: None, ..Config::default() };
+            config.args = crate::terms::ArgsConfig { enabled: true, max_term_bytes: 4_096 };
+            let session = start_test(config);
+            let id = session.id;
+            // Calls that never return, each with a copy of its arguments: open frames.
+            with_token(|token| {
+                let active = token.enter();
+                let session = live_session(id, &active).unwrap();
+                let producer = session.producer(&active);
+                for i in 0..CALLS {
+                    let (pid, ts) = (i << 4 | 3, clock::now());
+                    producer.copy_term(pid, ts, EventKind::Call, crate::copies::Slot::Args, |out| {
+                        out[..BYTES].fill(7);
+                        BYTES
+                    });
+                    assert_eq!(producer.admit(pid, ts), Admission::Take);
+                    producer.push(Event { ts, pid, mfa: F, kind: EventKind::Call });
+                }
+            })
+            .unwrap();
+            let (open, running) = session.read_with_memory(|agg, a, memory| {
+                assert_eq!((a.seen, a.aggregated, a.args_dropped), (CALLS, CALLS, 0));
+                (agg.open_calls(), memory)
+            });
+            assert_eq!(open, CALLS as usize);
+            assert_eq!(running.total(), running.parts().iter().map(|(_, bytes)| bytes).sum::<usize>());
+            assert_eq!(running.ring_bytes, session.ring_bytes());
+            assert!(running.ring_bytes >= (1 << 16) * 32, "{running:?}");
+            assert!(running.term_rings >= 2 * (1 << 16) * 32, "{running:?}");
+            assert!(running.open_frames >= CALLS as usize * 64, "{running:?}");
+            // Each copy: its bytes, the `Arc`'s counts, the box of the event's copies.
+            assert!(running.frame_copies >= CALLS as usize * BYTES, "{running:?}");
+            assert!(running.frame_copies < CALLS as usize * (BYTES + 200), "{running:?}");
+            assert!(running.histograms > 0 && running.intervals > 0 && running.tables > 0, "{running:?}");
+            assert_eq!(running.frame_table, FrameTable::BYTES);
+            session.stop(StopReason::User);
+            let stopped = session.read_with_memory(|agg, _, memory| {
+                assert_eq!(agg.open_calls(), CALLS as usize, "the calls open at the stop stay counted");
+                assert_eq!(agg.counters().abandoned_calls, 0);
+                memory
+            });
+            assert_eq!(stopped.total(), stopped.parts().iter().map(|(_, bytes)| bytes).sum::<usize>());
+            let freed = [stopped.ring_bytes, stopped.term_rings, stopped.collector, stopped.processes, stopped.open_frames, stopped.frame_copies];
+            assert_eq!(freed, [0; 6], "{stopped:?}");
+            assert_eq!(stopped.histograms, running.histograms);
+            assert_eq!(
+                stopped.total(),
+                stopped.histograms + stopped.intervals + stopped.slow_calls + stopped.keys + stopped.recent
+                    + stopped.tables + stopped.merge + stopped.frame_table,
+                "the figures alone"
+            );
+            assert!(release(id));
+        }
     }
 
     #[test]

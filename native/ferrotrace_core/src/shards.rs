@@ -332,6 +332,40 @@ impl Shards {
         self.workers.iter().map(|worker| worker.cpu_ns.load(Ordering::Relaxed)).sum()
     }
 
+    /// Heap bytes of the batches being filled for the aggregator threads and of those
+    /// handed back for reuse, with the copies in them (not those in flight).
+    pub fn buffer_bytes(&self) -> usize {
+        use crate::aggregate::memory::{alloc_bytes, opt_copy_bytes, vec_bytes};
+        let batch = |batch: &Vec<Routed>| {
+            vec_bytes::<Routed>(batch.capacity())
+                + batch
+                    .iter()
+                    .filter_map(|(_, _, copies)| copies.as_deref())
+                    .map(|c| alloc_bytes(std::mem::size_of::<EventCopies>()) + opt_copy_bytes(&c.args) + opt_copy_bytes(&c.key))
+                    .sum::<usize>()
+        };
+        self.workers.iter().map(|worker| batch(&worker.batch)).sum()
+    }
+
+    /// Frees the batches of stopped aggregator threads (call after [`Shards::stop`]).
+    pub fn free_buffers(&mut self) {
+        for worker in &mut self.workers {
+            worker.batch = Vec::new();
+            while worker.spent.try_recv().is_ok() {}
+        }
+    }
+
+    /// Frees every aggregator's open frames and process table ([`Aggregator::free_state`]),
+    /// for a session that stopped (call after [`Shards::stop`]).
+    pub fn free_state(&mut self) {
+        if let Some(one) = &mut self.one {
+            one.free_state();
+        }
+        for worker in &self.workers {
+            worker.aggregator.lock().free_state();
+        }
+    }
+
     /// Ends the aggregator threads once they have recorded everything; their aggregators
     /// stay readable, and any later event is recorded by the caller's thread.
     pub fn stop(&mut self) {
@@ -412,6 +446,22 @@ impl<'a> Aggregates<'a> {
     /// Lets go of the parts and gives the merge made (or the spare one), for the next read.
     pub(crate) fn into_spare(self) -> Option<Aggregator> {
         self.merged.or(self.spare)
+    }
+
+    /// The bytes the aggregators hold, by part ([`Aggregator::memory`]), with the merge
+    /// made for this read, or kept from an earlier one, as `merge` (its total).
+    pub fn memory(&self) -> crate::aggregate::memory::Memory {
+        let mut memory = crate::aggregate::memory::Memory::default();
+        if let Some(one) = &self.one {
+            memory.add(&one.memory());
+        }
+        for part in &self.parts {
+            memory.add(&part.memory());
+        }
+        if let Some(merge) = self.merged.as_ref().or(self.spare.as_ref()) {
+            memory.merge = merge.memory().total();
+        }
+        memory
     }
 
     /// The session's figures as one aggregator: the one itself when alone, else the parts'

@@ -241,6 +241,20 @@ fn pairing_term<'a>(env: Env<'a>, p: &PairingCounters, open: usize, processes: u
     ])
 }
 
+/// The summary's `memory`: every part of [`ferrotrace_core::aggregate::memory::Memory`] by
+/// its name, `total`, and the counts `functions` and `ring_alloc_failures`.
+fn memory_term<'a>(env: Env<'a>, memory: &ferrotrace_core::aggregate::memory::Memory, functions: usize, failures: u64) -> Term<'a> {
+    let mut pairs: Vec<(Atom, Term<'a>)> = memory
+        .parts()
+        .iter()
+        .filter_map(|(name, bytes)| Some((Atom::from_str(env, name).ok()?, bytes.encode(env))))
+        .collect();
+    pairs.push((atoms::total(), memory.total().encode(env)));
+    pairs.push((atoms::functions(), functions.encode(env)));
+    pairs.push((atoms::ring_alloc_failures(), failures.encode(env)));
+    map(env, &pairs)
+}
+
 /// `session_summary(Id) -> {ok, map()} | {error, Reason}`; see `ferrotrace:summary/1`.
 #[rustler::nif(schedule = "DirtyCpu")]
 fn session_summary<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
@@ -248,14 +262,13 @@ fn session_summary<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
         Ok(session) => session,
         Err(e) => return e,
     };
-    let ring_bytes = session.ring_bytes();
     let (backlog, ring_size) = session.backlog();
     let stopped = session.stopped();
     let (status, reason, stopped_at) = match stopped {
         Some(s) => (atoms::stopped(), Atom::from_str(env, s.reason.name()).expect("atom").encode(env), s.at_ms.encode(env)),
         None => (atoms::running(), atoms::undefined().encode(env), atoms::undefined().encode(env)),
     };
-    session.read(|agg, accounting| {
+    session.read_with_memory(|agg, accounting, memory| {
         let calls: Vec<Term> = agg.functions().map(|(mfa, stats)| function_term(env, &session, mfa, stats)).collect();
         let summary = map(env, &[
             (atoms::id(), session.id.encode(env)),
@@ -268,11 +281,7 @@ fn session_summary<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
             (atoms::loops(), agg.loops().map(|mfa| mfa_term(env, mfa)).collect::<Vec<_>>().encode(env)),
             (atoms::events(), accounting_term(env, &accounting)),
             (atoms::pairing(), pairing_term(env, &agg.counters(), agg.open_calls(), agg.tracked_processes())),
-            (atoms::memory(), map(env, &[
-                (atoms::ring_bytes(), ring_bytes.encode(env)),
-                (atoms::functions(), agg.functions().count().encode(env)),
-                (atoms::ring_alloc_failures(), session.ring_alloc_failures().encode(env)),
-            ])),
+            (atoms::memory(), memory_term(env, &memory, agg.functions().count(), session.ring_alloc_failures())),
             (atoms::collector_cpu_ns(), session.collector_cpu_ns().encode(env)),
             (atoms::aggregators(), session.aggregators().encode(env)),
             (atoms::backlog(), map(env, &[

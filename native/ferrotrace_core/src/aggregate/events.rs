@@ -43,6 +43,17 @@ pub struct EventStats {
 }
 
 impl EventStats {
+    /// Heap bytes: `(histograms, top-N tables)`.
+    pub fn bytes(&self) -> (usize, usize) {
+        use super::memory::histogram_bytes as h;
+        let (m, s, g, p) = (&self.messages, &self.scheduling, &self.gc, &self.procs);
+        let histograms = h(&m.sent_words) + h(&m.received_words) + h(&m.wakeup) + h(&s.run_slice)
+            + h(&g.minor) + h(&g.major) + h(&p.lifetime) + h(&self.ports.run_slice);
+        let tables = m.top_senders.bytes() + m.top_receivers.bytes() + m.wakeup_by_receiver.bytes()
+            + s.top_cpu.bytes() + s.out_locations.bytes() + g.top_pause.bytes() + p.exit_reasons.bytes();
+        (histograms, tables)
+    }
+
     /// Adds `other`'s figures to these (`Aggregator::merged`): exact for aggregators that
     /// own disjoint pids, but for the bounds of the per-pid tables and `size_capped` (see
     /// [`Messages::merge_from`]).

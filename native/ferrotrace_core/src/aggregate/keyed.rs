@@ -135,6 +135,14 @@ impl KeyedLatency {
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()
     }
+
+    /// Heap bytes: `(the key table and the key copies, the keys' histograms)`.
+    pub fn bytes(&self) -> (usize, usize) {
+        use super::memory::{copy_bytes, histogram_bytes, map_bytes};
+        let copies: usize = self.keys.keys().map(copy_bytes).sum();
+        let histograms: usize = self.keys.values().map(|stats| histogram_bytes(&stats.latency)).sum();
+        (map_bytes(&self.keys) + copies, histograms)
+    }
 }
 
 #[cfg(test)]

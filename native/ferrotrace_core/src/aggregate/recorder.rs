@@ -72,6 +72,12 @@ impl Recorder {
     pub fn total(&self) -> u64 {
         self.total
     }
+
+    /// Heap bytes: the ring of events and their copies.
+    pub fn bytes(&self) -> usize {
+        super::memory::vec_bytes::<Recorded>(self.events.capacity())
+            + self.events.iter().map(|event| super::memory::opt_copy_bytes(&event.copy)).sum::<usize>()
+    }
 }
 
 impl Aggregator {

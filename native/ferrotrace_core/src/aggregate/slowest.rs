@@ -170,6 +170,16 @@ impl SlowCalls {
     pub fn config(&self) -> SlowestConfig {
         self.config
     }
+
+    /// Heap bytes of the kept calls and their copies (`memory`'s `slow_calls`).
+    pub fn bytes(&self) -> usize {
+        use super::memory::{opt_copy_bytes, vec_bytes};
+        let copies = |call: &SlowCall| opt_copy_bytes(&call.args) + opt_copy_bytes(&call.result);
+        vec_bytes::<std::cmp::Reverse<SlowCall>>(self.top.capacity())
+            + vec_bytes::<SlowCall>(self.over.capacity())
+            + self.top.iter().map(|call| copies(&call.0)).sum::<usize>()
+            + self.over.iter().map(copies).sum::<usize>()
+    }
 }
 
 impl Aggregator {

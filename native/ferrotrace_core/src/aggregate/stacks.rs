@@ -65,6 +65,11 @@ pub struct StackPaths {
 }
 
 impl StackPaths {
+    /// Heap bytes: the trie's nodes and its index (estimated from its capacity).
+    pub fn bytes(&self) -> usize {
+        super::memory::vec_bytes::<Node>(self.nodes.capacity()) + super::memory::map_bytes(&self.children)
+    }
+
     /// Keeps at most `max_paths` distinct paths.
     pub fn new(max_paths: usize) -> Self {
         StackPaths { nodes: Vec::new(), children: HashMap::default(), last: None, max_paths, overflow: 0, too_deep: 0 }

@@ -36,6 +36,11 @@ impl<K: Hash + Eq + Copy> Default for TopTable<K> {
 }
 
 impl<K: Hash + Eq + Copy> TopTable<K> {
+    /// Heap bytes of the table (estimated from its capacity).
+    pub fn bytes(&self) -> usize {
+        super::memory::map_bytes(&self.entries)
+    }
+
     /// Adds one event of `value` to `key`'s tally.
     #[inline]
     pub fn add(&mut self, key: K, value: u64) {
