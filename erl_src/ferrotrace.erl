@@ -286,8 +286,15 @@
 
 %% @doc Creates a session for raw use as `{tracer, ferrotrace_tracer, Session}' with
 %% `erlang:trace/3'; you set the trace patterns (with `return_trace' or `exception_trace'
-%% for latencies). The session belongs to the caller (see `owner' in the module doc); an
+%% for latencies). The session belongs to the caller (see `owner' in {@link calls/2}); an
 %% `owner' that is already gone is refused, `{error, {owner_down, Pid}}' (as by calls/2).
+%% `Options' are those of {@link calls/2} (`h(ferrotrace, calls).' lists them with their
+%% defaults) but `pids', `scope', `also', `callers' and `nodes', which say what calls/2
+%% traces; here you set the patterns and flags. A raw session takes `key => message' to
+%% keep a histogram per `{message, Key}' that your own match specs set (see
+%% `ferrotrace_keys'). A raw session whose user sets `send', `` 'receive' '', `procs',
+%% `garbage_collection', `running', `ports' or `running_ports' gets the figures of
+%% {@link processes/2}.
 -spec session(options()) -> {ok, ferrotrace_tracer:session_id()} | {error, term()}.
 session(Options0) ->
     explain(case options_map(Options0) of
@@ -302,6 +309,59 @@ session(Options0) ->
 %% or a list of these (see `ferrotrace_spec'). Calls are aggregated in a new session that
 %% belongs to the caller. Tail-recursive loops among the matched functions are counted, not timed (they
 %% are listed under `loops' in the summary).
+%%
+%% `Options', a map or a list of `{Name, Value}' pairs; every one has a default:
+%% <ul>
+%% <li>`duration => Ms | infinity': the session stops by itself after this long (default
+%% 10000; at most one week; `infinity' must be asked for).</li>
+%% <li>`ring_size => N': events buffered per scheduler thread (default 32768; 64 to 2^24);
+%% a full ring drops the event and counts it (`dropped'), the scheduler never waits.</li>
+%% <li>`max_functions => N': functions that get statistics (default 1000); the events of
+%% others are counted as `untracked_events'.</li>
+%% <li>`max_open_calls => N': calls awaiting their return, over all processes (default
+%% 100000).</li>
+%% <li>`max_events => N | infinity': events taken in all (default `infinity'; like
+%% recon_trace's integer limit). `max_rate => {N, Ms} | infinity': at most N events per
+%% window of Ms milliseconds (default `infinity'; like recon_trace's `{N, Ms}').
+%% `on_limit => stop | drop': at either limit, `stop' (default) ends the session
+%% (its `stop_reason' is `limit'), `drop' keeps it and counts the excess as `limited'.</li>
+%% <li>`sample => N': keep the events of 1 process in N (by pid hash; default 1, all), so
+%% calls and returns stay paired; the rest are counted as `sampled_out'.</li>
+%% <li>`pids => all | new | existing | [pid()]': the processes to trace (default `all');
+%% `scope => local | global': `local' (default) traces local calls too.</li>
+%% <li>`owner => pid() | none': who the session belongs to (default the caller; in a shell,
+%% the shell's group leader, so the session outlives a crashed evaluator and stops when
+%% the shell is left); `none' needs a finite `duration'. `keep => Ms | infinity': how long
+%% the figures outlive the owner (default 600000). `name => atom()': a name accepted
+%% wherever a session id is (default none).</li>
+%% <li>`slowest => K': the K slowest calls kept per function (default 10; 0 off), see
+%% {@link slowest/2}; `threshold => Ns | infinity': every call slower than Ns kept (default
+%% `infinity', off), up to `max_slow_calls => N' per function (default 1000), see
+%% {@link slow_calls/2}; `recent => N': the flight recorder keeps the last N events
+%% (default 0, off), see {@link recent/1}.</li>
+%% <li>`args => true | false': copy each call's arguments and each return value or
+%% exception (default `false'), kept only with the calls kept by `slowest', `threshold' or
+%% `recent'; `max_term_bytes => N' bounds one copy (default 1024, 64 to 65536): a larger
+%% term is cut where it stood and marked `{ferrotrace_truncated, OriginalSize, Partial}'.</li>
+%% <li>`callers => true | false': key each call by its caller (default `false'); a match
+%% spec that sets `{message, Key}' keys calls by `Key' in any case. `max_keys => N' bounds
+%% the keys kept over the session (default 1000, 1 to 10000; calls past it counted in
+%% `keys_overflow').</li>
+%% <li>`also => [Kind]': trace these kinds of {@link processes/2} too (`messages', `procs',
+%% `gc', `scheduling', `ports'; default none).</li>
+%% <li>`intervals => Ms': keep each function's histogram per `Ms' (at least 10; default
+%% off) for {@link export/2}'s `{hdr_log, #{interval => Ms}}'; at most `max_intervals'
+%% (default 600), then neighbours merge and the interval doubles.</li>
+%% <li>`aggregators => N | auto': split aggregation by pid over N threads (1 to 16; default
+%% `auto', one per four CPUs, at least one); the caps (`max_functions', `max_open_calls',
+%% `max_keys') hold per aggregator; the summary's `aggregators' says how many.</li>
+%% <li>`nodes => [Node]': one session on each node through `erpc', read as one (default the
+%% local node only); answers `{ok, Cluster}', a pid every function here takes like a
+%% session id, see {@link ferrotrace_cluster}.</li>
+%% </ul>
+%% A bad option, spec or session gives `{error, Reason}' naming it, e.g.
+%% `{error, {bad_option, {ring_size, 3, <<"an integer from 64 to 16777216">>}}}'; an
+%% unknown option is answered with those that exist and the nearest one.
 -spec calls(spec() | [spec()], options()) ->
           {ok, ferrotrace_tracer:session_id()} | {error, term()}.
 calls(Spec, Options0) ->
