@@ -52,7 +52,7 @@
 
 -spec suite() -> [tuple()].
 suite() ->
-    [{timetrap, {minutes, 30}}].
+    [{timetrap, {minutes, 15}}].
 
 -spec all() -> [atom()].
 all() ->
@@ -91,6 +91,8 @@ random_calls(_Config) ->
     Timeout = env_int("FERROTRACE_FUZZ_TIMEOUT", ?DEFAULT_TIMEOUT),
     ct:pal("fuzz: seed ~b, ~b calls, ~b ms a call (reproduce: FERROTRACE_FUZZ_SEED=~b)",
            [Seed, Calls, Timeout, Seed]),
+    %% About 30 calls a second here; the deadline grows with the calls asked for.
+    ct:timetrap({seconds, 600 + Calls div 10}),
     T0 = erlang:monotonic_time(millisecond),
     Peer0 = start_peer(fuzz),
     Functions = functions(Peer0),
