@@ -351,6 +351,13 @@ peer_end(#{memory := Memory0, processes := Procs0}) ->
                || {P, M1} <- maps:to_list(Second), {ok, M0} <- [maps:find(P, First)],
                   M1 > M0 + 1024 * 1024],
     {ok, #{memory_before => Memory0, memory_after => Memory1, memory_growth => Memory1 - Memory0,
+           memory => erlang:memory(),
+           largest_processes => lists:sublist(lists:reverse(lists:keysort(2,
+               [{P, M, erlang:process_info(P, [initial_call, registered_name])}
+                || P <- processes(), {memory, M} <- [erlang:process_info(P, memory)]])), 3),
+           largest_tables => lists:sublist(lists:reverse(lists:keysort(2,
+               [{T, W * erlang:system_info(wordsize)} || T <- ets:all(),
+                                                         W <- [ets:info(T, memory)], is_integer(W)])), 3),
            processes_left => length(Left),
            left_initial_calls => lists:usort([IC || P <- Left,
                                                      {initial_call, IC} <- [erlang:process_info(P, initial_call)]]),
@@ -557,19 +564,22 @@ trace_non_local(Tracee0) ->
              end,
     {ok, S} = ferrotrace:session(#{recent => 100}),
     MFA = {ft_test_target, f, 1},
-    [ok = ferrotrace_tracer:trace(Tag, S, Tracee, Message, Opts)
-     || _ <- lists:seq(1, 50),
+    %% What trace/5 answers is kept (a raise is not the defect here): the node must live
+    %% through the reads that follow.
+    Traced = lists:usort(
+               [short(catch ferrotrace_tracer:trace(Tag, S, Tracee, Message, Opts))
+                || _ <- lists:seq(1, 50),
         {Tag, Message, Opts} <- [{call, {ft_test_target, f, [1]}, #{}},
                                  {return_from, MFA, #{extra => 1}},
                                  {call, {ft_test_target, f, [1]}, #{}},
                                  {exception_from, MFA, #{extra => {error, x}}},
-                                 {exit, normal, #{}}]],
+                                 {exit, normal, #{}}]]),
     Summary = ferrotrace:summary(S),
     Recent = ferrotrace:recent(S),
     Text = ferrotrace:format(S),
     _ = [erlang:garbage_collect(P) || P <- processes()],
     ok = ferrotrace:release(S),
-    {is_map(Summary), is_list(Recent), is_binary(Text)}.
+    {Traced, is_map(Summary), is_list(Recent), is_binary(Text)}.
 
 %% to_json/1 with a deeply nested term (a 400-deep list: SIGSEGV).
 -spec to_json_deep(config()) -> ok.
@@ -591,27 +601,23 @@ to_json(Kind, Depth) ->
 %% claims 4 GiB and holds a few bytes (a 4 GiB allocation).
 -spec histogram_huge_claims(config()) -> ok.
 histogram_huge_claims(_Config) ->
-    Bins = [{Cookie, Len, <<Cookie:32, Len:32, Tail/binary>>}
-            || Cookie <- [16#1c849304, 16#1c849313, 16#1c849314],
-               Len <- [16#FFFFFFFF],
-               Tail <- [<<1, 2, 3>>]] ++
-           [{header, Cookie, <<Cookie:32, 16#FFFFFFFF:32, 0:32, 3:32, 1:64,
-                               16#FFFFFFFFFFFF:64, 1.0:64/float, 1, 2, 3>>}
-            || Cookie <- [16#1c849303, 16#1c849313]],
+    Bins = [{{Cookie, few_bytes}, <<Cookie:32, 16#FFFFFFFF:32, 1, 2, 3>>}
+            || Cookie <- [16#1c849304, 16#1c849313, 16#1c849314]] ++
+           [{{Cookie, header}, <<Cookie:32, 16#FFFFFFFF:32, 0:32, 3:32, 1:64,
+                                 16#FFFFFFFFFFFF:64, 1.0:64/float, 1, 2, 3>>}
+            || Cookie <- [16#1c849303, 16#1c849304, 16#1c849313, 16#1c849314]],
     Calls = [{figures, fun(B, _) -> ferrotrace_tracer:histogram_figures(B) end},
              {merge, fun(B, _) -> ferrotrace_tracer:histogram_merge([B]) end},
              {merge_with_valid, fun(B, V) -> ferrotrace_tracer:histogram_merge([V, B]) end},
              {subtract_later, fun(B, V) -> ferrotrace_tracer:histogram_subtract(B, V) end},
              {subtract_earlier, fun(B, V) -> ferrotrace_tracer:histogram_subtract(V, B) end}],
-    Results = [{{Which, Cookie}, on_fresh_peer(fun() -> histogram_call(Call, Bin) end)}
-               || {Which, Call} <- Calls, {Cookie, _, Bin} <- Bins],
+    Results = [{{Which, Name}, on_fresh_peer(fun() -> histogram_call(Call, Bin) end)}
+               || {Which, Call} <- Calls, {Name, Bin} <- Bins],
     expect_survived(Results).
 
 histogram_call(Call, Bin) ->
-    {ok, S} = ferrotrace:calls({lists, seq, 2}, #{}),
-    _ = [lists:seq(1, N) || N <- lists:seq(1, 100)],
-    {ok, [{_, Valid} | _]} = ferrotrace_tracer:session_histograms_bytes(S),
-    ok = ferrotrace:release(S),
+    %% A valid histogram: the peer's live calls session has traced lists:seq/2.
+    [Valid | _] = maps:get(histograms, persistent_term:get({?MODULE, live})),
     case catch Call(Bin, Valid) of
         {error, _} -> ok;
         Other -> {answered, short(Other)}

@@ -1,0 +1,27 @@
+%%% @doc Erlang-side defects the fuzz suite (ferrotrace_fuzz_SUITE) found, each kept as a
+%%% case here once fixed.
+-module(ferrotrace_fuzz_found_tests).
+
+%% Not eunit.hrl: its generated test/0 has no spec (see ferrotrace_bad_input_tests).
+-include_lib("stdlib/include/assert.hrl").
+
+-export([process_name_of_anything_test/0]).
+
+%% A session handed a caller that is not a pid (a port, or junk given to the tracer's
+%% trace/5 by hand) made format/1 raise badarg in erlang:node/1 as it printed the slow
+%% calls. Any caller is printed.
+-spec process_name_of_anything_test() -> ok.
+process_name_of_anything_test() ->
+    Port = open_port({spawn_executable, "/bin/cat"}, []),
+    try
+        ?assertEqual(erlang:port_to_list(Port), ferrotrace_slow:process_name(Port))
+    after
+        port_close(Port)
+    end,
+    ?assertEqual("junk", ferrotrace_slow:process_name(junk)),
+    ?assertEqual("<<\"not a pid\">>", ferrotrace_slow:process_name(<<"not a pid">>)),
+    ?assertMatch("#Ref<" ++ _, ferrotrace_slow:process_name(make_ref())),
+    ?assertMatch("[1,2,3|...]", ferrotrace_slow:process_name(lists:seq(1, 100000))),
+    Self = pid_to_list(self()),
+    ?assertEqual(Self, ferrotrace_slow:process_name(self())),
+    ok.
