@@ -5,7 +5,7 @@
 %% Not eunit.hrl: its generated test/0 has no spec (see ferrotrace_bad_input_tests).
 -include_lib("stdlib/include/assert.hrl").
 
--export([process_name_of_anything_test/0]).
+-export([process_name_of_anything_test/0, improper_options_test/0]).
 
 %% A session handed a caller that is not a pid (a port, or junk given to the tracer's
 %% trace/5 by hand) made format/1 raise badarg in erlang:node/1 as it printed the slow
@@ -24,4 +24,15 @@ process_name_of_anything_test() ->
     ?assertMatch("[1,2,3|...]", ferrotrace_slow:process_name(lists:seq(1, 100000))),
     Self = pid_to_list(self()),
     ?assertEqual(Self, ferrotrace_slow:process_name(self())),
+    ok.
+
+%% An improper options list raised function_clause in lists:all/2 from every entry that
+%% takes options; it is a bad_options answer.
+-spec improper_options_test() -> ok.
+improper_options_test() ->
+    Improper = [{duration, 1} | b],
+    ?assertMatch({error, {bad_options, Improper, _}}, ferrotrace_options:to_map(Improper)),
+    ?assertMatch({error, {bad_options, Improper, _}}, ferrotrace:session(Improper)),
+    ?assertMatch({error, {bad_options, _, _}}, ferrotrace:report(1, [{top, 1} | b])),
+    ?assertEqual([], ferrotrace_tracer:sessions()),
     ok.
