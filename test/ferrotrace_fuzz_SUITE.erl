@@ -103,6 +103,9 @@ random_calls(_Config) ->
     End = peer_end_findings(Peer),
     stop_peer(Peer),
     All = lists:reverse(Findings) ++ End,
+    Raises = lists:sort([{FA, I} || {{api_raise, FA}, I} <- get()]),
+    ct:pal("fuzz: ferrotrace's own functions raised (function, arity, {reason, where}; first call "
+           "index):~n~p", [Raises]),
     ct:pal("fuzz: ~b calls in ~b ms, seed ~b: ~p", [Calls, erlang:monotonic_time(millisecond) - T0,
                                                      Seed, Tally]),
     case All of
@@ -119,7 +122,17 @@ fuzz_loop(I, Calls, Seed, Timeout, Funs, Peer, Findings, Tally) ->
     rand:seed(exsss, {Seed, I, 20}),
     {M, F, A} = element(rand:uniform(tuple_size(Funs)), Funs),
     Args = [arg() || _ <- lists:seq(1, A)],
-    {Outcome, Peer1} = call_on_peer(Peer, M, F, Args, Timeout),
+    {Outcome, Peer1} =
+        case call_on_peer(Peer, M, F, Args, Timeout) of
+            {Fine, P, Head} ->
+                %% The API's own module answers {error, Reason} for bad input: its raises are
+                %% listed at the end (not a failure: the internal modules may raise).
+                _ = [put({api_raise, {F, A, Head}}, I)
+                     || M =:= ferrotrace, get({api_raise, {F, A, Head}}) =:= undefined],
+                {Fine, P};
+            Answer ->
+                Answer
+        end,
     Tally1 = maps:update_with(outcome_kind(Outcome), fun(N) -> N + 1 end, 1, Tally),
     case Outcome of
         {fine, _} ->
@@ -143,7 +156,7 @@ outcome_kind({Kind, _}) -> Kind.
 call_on_peer(Peer = #{node := Node}, M, F, Args, Timeout) ->
     try erpc:call(Node, ?MODULE, peer_call, [M, F, Args, Timeout], Timeout + 15000) of
         {returned, _} -> {{fine, returned}, Peer};
-        {raised, _, _} -> {{fine, raised}, Peer};
+        {raised, _, Head} -> {{fine, raised}, Peer, Head};
         {hang, Info} ->
             case peer_alive(Peer) of
                 true -> {{hang, Info}, Peer};
@@ -314,7 +327,7 @@ peer_call(M, F, SymArgs, Timeout) ->
     receive
         {'DOWN', Ref, process, Pid, {'$ffz_returned', _}} -> {returned, ok};
         {'DOWN', Ref, process, Pid, killed} -> {heap_limit, #{}};
-        {'DOWN', Ref, process, Pid, _Reason} -> {raised, error, ok}
+        {'DOWN', Ref, process, Pid, Reason} -> {raised, error, raise_head(Reason)}
     after Timeout ->
             Info = erlang:process_info(Pid, [current_stacktrace, status, memory,
                                              message_queue_len]),
@@ -322,6 +335,17 @@ peer_call(M, F, SymArgs, Timeout) ->
             receive {'DOWN', Ref, process, Pid, _} -> ok after 5000 -> ok end,
             {hang, #{after_ms => Timeout, info => short(Info), still_alive => is_process_alive(Pid)}}
     end.
+
+%% The reason's name and where it was raised: `{badarg, {erlang, node, 1}}'.
+raise_head({Reason, [{M, F, A, _} | _]}) ->
+    {reason_name(Reason), {M, F, if is_list(A) -> length(A); true -> A end}};
+raise_head(Reason) ->
+    {reason_name(Reason), exit}.
+
+reason_name(Reason) when is_atom(Reason) -> Reason;
+reason_name(Reason) when is_tuple(Reason), tuple_size(Reason) > 0, is_atom(element(1, Reason)) ->
+    element(1, Reason);
+reason_name(_) -> other.
 
 short(Term) ->
     lists:flatten(io_lib:format("~P", [Term, ?DEPTH])).
@@ -358,6 +382,7 @@ peer_end(#{memory := Memory0, processes := Procs0}) ->
            largest_tables => lists:sublist(lists:reverse(lists:keysort(2,
                [{T, W * erlang:system_info(wordsize)} || T <- ets:all(),
                                                          W <- [ets:info(T, memory)], is_integer(W)])), 3),
+           sessions => length(ferrotrace_tracer:sessions()),
            processes_left => length(Left),
            left_initial_calls => lists:usort([IC || P <- Left,
                                                      {initial_call, IC} <- [erlang:process_info(P, initial_call)]]),
