@@ -34,6 +34,8 @@
 -define(DEFAULT_TIMEOUT, 5000).
 %% Growth of erlang:memory(total) on a peer that fails the run.
 -define(MEMORY_BOUND, 200 * 1024 * 1024).
+%% Growth of the peer's peak virtual size (kB) that fails the run: 3 GiB.
+-define(VM_PEAK_BOUND_KB, 3 * 1024 * 1024).
 %% A worker's heap beyond this many words is killed (and reported: one call built 800 MB).
 -define(MAX_HEAP_WORDS, 100 * 1024 * 1024).
 %% The run stops after this many findings (each death costs a fresh peer).
@@ -199,7 +201,15 @@ peer_end_findings(#{node := Node, baseline := Baseline} = Peer) ->
     try erpc:call(Node, ?MODULE, peer_end, [Baseline], 60000) of
         {ok, Report} ->
             ct:pal("fuzz: at the end of the last peer: ~p~nOS: ~p", [Report, os_status(Peer)]),
+            #{vm := Before} = Peer,
+            Now = vm_status(maps:get(os_pid, Peer)),
+            Peak = fun(Vm) when is_map(Vm) -> kb(maps:get(<<"VmPeak">>, Vm, <<"0 kB">>));
+                      (_) -> 0
+                   end,
             [{memory_growth, Report} || maps:get(memory_growth, Report) > ?MEMORY_BOUND] ++
+                %% A call that asked the OS for gigabytes (a crafted histogram's 4 GiB).
+                [{vm_peak_growth_kb, Peak(Now) - Peak(Before)}
+                 || Peak(Now) - Peak(Before) > ?VM_PEAK_BOUND_KB] ++
                 [{growing_processes, Report} || maps:get(growing, Report) =/= []]
     catch Class:Reason ->
             [{end_check_failed, {Class, Reason}}]
