@@ -5,7 +5,7 @@
 %% Not eunit.hrl: its generated test/0 has no spec (see ferrotrace_bad_input_tests).
 -include_lib("stdlib/include/assert.hrl").
 
--export([process_name_of_anything_test/0, improper_options_test/0]).
+-export([process_name_of_anything_test/0, improper_options_test/0, improper_kinds_test/0]).
 
 %% A session handed a caller that is not a pid (a port, or junk given to the tracer's
 %% trace/5 by hand) made format/1 raise badarg in erlang:node/1 as it printed the slow
@@ -34,5 +34,16 @@ improper_options_test() ->
     ?assertMatch({error, {bad_options, Improper, _}}, ferrotrace_options:to_map(Improper)),
     ?assertMatch({error, {bad_options, Improper, _}}, ferrotrace:session(Improper)),
     ?assertMatch({error, {bad_options, _, _}}, ferrotrace:report(1, [{top, 1} | b])),
+    ?assertEqual([], ferrotrace_tracer:sessions()),
+    ok.
+
+%% An improper list of kinds raised bad_generator in processes/2 (and `also'); it is a
+%% bad_kinds answer.
+-spec improper_kinds_test() -> ok.
+improper_kinds_test() ->
+    {module, ft_test_target} = code:ensure_loaded(ft_test_target),
+    ?assertMatch({error, {bad_kinds, [procs | x], _}}, ferrotrace_events:check_kinds([procs | x])),
+    ?assertMatch({error, {bad_kinds, [procs | x], _}}, ferrotrace:processes([procs | x], #{})),
+    ?assertMatch({error, _}, ferrotrace:calls({ft_test_target, f, 1}, #{also => [procs | x]})),
     ?assertEqual([], ferrotrace_tracer:sessions()),
     ok.
