@@ -123,7 +123,7 @@ fuzz_loop(I, Calls, _Seed, _Timeout, _Funs, Peer, Findings, Tally) when I > Call
 fuzz_loop(I, Calls, Seed, Timeout, Funs, Peer, Findings, Tally) ->
     rand:seed(exsss, {Seed, I, 20}),
     {M, F, A} = element(rand:uniform(tuple_size(Funs)), Funs),
-    Args = [arg() || _ <- lists:seq(1, A)],
+    Args = [arg(M, F, N) || N <- lists:seq(1, A)],
     {Outcome, Peer1} =
         case call_on_peer(Peer, M, F, Args, Timeout) of
             {Fine, P, Head} ->
@@ -402,8 +402,27 @@ peer_end(#{memory := Memory0, processes := Procs0}) ->
 %% The terms. Generated on the runner as data; `{'$ffz', What}' is made on the peer by
 %% resolve/1 (live pids and sessions, funs, ports, refs, huge and deep terms).
 
-arg() ->
+%% Where a function takes a session, half its arguments there are a live one (the raw
+%% session, the calls session, their names): the engine's state is fuzzed, not only its
+%% checks of the arguments.
+arg(ferrotrace_tracer, F, 2) when F =:= trace; F =:= enabled; F =:= enabled_call;
+                                 F =:= enabled_procs ->
+    session_arg();
+arg(ferrotrace_tracer, F, 1) ->
+    case atom_to_list(F) of
+        "session_" ++ _ when F =/= session_set_tracing, F =/= session_set_events -> session_arg();
+        _ -> term(3)
+    end;
+arg(ferrotrace, F, 1) when F =/= stop, F =/= release ->
+    session_arg();
+arg(_M, _F, _N) ->
     term(3).
+
+session_arg() ->
+    case rand:uniform(2) of
+        1 -> {'$ffz', pick([raw, calls, fuzz_raw, fuzz_calls, raw, calls])};
+        2 -> term(3)
+    end.
 
 term(0) ->
     leaf();
