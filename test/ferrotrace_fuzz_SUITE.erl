@@ -25,7 +25,7 @@
 -export([all/0, suite/0, init_per_suite/1, end_per_suite/1, end_per_testcase/2]).
 -export([random_calls/1, trace_non_local_tracee/1, to_json_deep/1, histogram_huge_claims/1]).
 %% Run on the peer.
--export([peer_setup/1, peer_call/4, peer_check/1, peer_end/1, resolve/1, bystander/0,
+-export([peer_setup/1, peer_call/4, peer_check/1, peer_probe/0, peer_end/1, resolve/1, bystander/0,
          null_io/0]).
 
 -type config() :: [{atom(), term()}].
@@ -40,6 +40,8 @@
 -define(MAX_HEAP_WORDS, 100 * 1024 * 1024).
 %% The run stops after this many findings (each death costs a fresh peer).
 -define(MAX_FINDINGS, 30).
+%% Every this many calls, the live sessions are read and the peer's processes collected.
+-define(PROBE_EVERY, 100).
 %% How deep arguments are printed in a report.
 -define(DEPTH, 12).
 
@@ -100,7 +102,11 @@ random_calls(_Config) ->
     Functions = functions(Peer0),
     ct:pal("fuzz: ~b functions in ~b modules; skipped: ~p",
            [length(Functions), length(lists:usort([M || {M, _, _} <- Functions])), ?SKIP]),
-    FunTuple = list_to_tuple(Functions),
+    %% The NIFs' functions are drawn four times as often as the others.
+    FunTuple = list_to_tuple(lists:append([case M of
+                                               ferrotrace_tracer -> [MFA, MFA, MFA, MFA];
+                                               _ -> [MFA]
+                                           end || MFA = {M, _, _} <- Functions])),
     {Peer, Findings, Tally} = fuzz_loop(1, Calls, Seed, Timeout, FunTuple, Peer0, [], #{}),
     End = peer_end_findings(Peer),
     stop_peer(Peer),
@@ -136,7 +142,23 @@ fuzz_loop(I, Calls, Seed, Timeout, Funs, Peer, Findings, Tally) ->
                 Answer
         end,
     Tally1 = maps:update_with(outcome_kind(Outcome), fun(N) -> N + 1 end, 1, Tally),
+    Recent = [{I, {M, F, A}, Args} | lists:sublist(get_recent(), ?PROBE_EVERY - 1)],
+    put(fuzz_recent, Recent),
     case Outcome of
+        {fine, _} when I rem ?PROBE_EVERY =:= 0 ->
+            %% Damage that shows later (a corrupt heap, a bad term kept by the engine):
+            %% the live sessions are read and every process collected.
+            case probe(Peer1) of
+                ok ->
+                    fuzz_loop(I + 1, Calls, Seed, Timeout, Funs, Peer1, Findings, Tally1);
+                {failed, Why} ->
+                    Finding = #{index => I, mfa => {probe_after, ?PROBE_EVERY, calls},
+                                args => lists:reverse(Recent), outcome => Why},
+                    ct:pal("fuzz: ~ts", [format_finding(Finding, Seed)]),
+                    put(fuzz_recent, []),
+                    fuzz_loop(I + 1, Calls, Seed, Timeout, Funs, restart_peer(Peer1),
+                              [Finding | Findings], Tally1)
+            end;
         {fine, _} ->
             fuzz_loop(I + 1, Calls, Seed, Timeout, Funs, Peer1, Findings, Tally1);
         _ ->
@@ -149,6 +171,21 @@ fuzz_loop(I, Calls, Seed, Timeout, Funs, Peer, Findings, Tally) ->
                 false ->
                     fuzz_loop(I + 1, Calls, Seed, Timeout, Funs, Peer1, [Finding | Findings], Tally1)
             end
+    end.
+
+get_recent() ->
+    case get(fuzz_recent) of
+        undefined -> [];
+        Recent -> Recent
+    end.
+
+probe(Peer = #{node := Node}) ->
+    try erpc:call(Node, ?MODULE, peer_probe, [], 60000) of
+        ok -> ok
+    catch
+        error:{erpc, noconnection} -> {failed, {node_died_in_probe, os_status(Peer)}};
+        error:{erpc, timeout} -> {failed, {probe_unresponsive, os_status(Peer)}};
+        Class:Reason -> {failed, {probe_raised, Class, short(Reason)}}
     end.
 
 outcome_kind({fine, Kind}) -> Kind;
@@ -299,7 +336,7 @@ keeper(Parent, Runner) ->
              null => Null, dead_pid => Dead, runner_pid => Runner, port => Port,
              registry => Registry, session_pids => SessionPids,
              summary => Summary, recent => Recent, histograms => Histograms,
-             ghost_pid => ghost_pid()},
+             ghost_pid => ghost_pid(), stable_ref => make_ref()},
     Parent ! {self(), Live},
     receive stop -> ok end.
 
@@ -360,6 +397,27 @@ reason_name(_) -> other.
 short(Term) ->
     lists:flatten(io_lib:format("~P", [Term, ?DEPTH])).
 
+%% @doc On the peer: the live sessions read (summary, flight recorder, report) and every
+%% process garbage collected. What the reads answer does not matter (a fuzzed call may have
+%% stopped or released a session); the node must live through them.
+-spec peer_probe() -> ok.
+peer_probe() ->
+    Live = persistent_term:get({?MODULE, live}),
+    Null = whereis(ferrotrace_fuzz_null),
+    {Pid, Ref} = spawn_monitor(
+                   fun() ->
+                           group_leader(Null, self()),
+                           _ = [catch Read(maps:get(K, Live))
+                                || K <- [raw, calls],
+                                   Read <- [fun ferrotrace:summary/1, fun ferrotrace:recent/1,
+                                            fun ferrotrace:format/1]],
+                           _ = [erlang:garbage_collect(P) || P <- processes()],
+                           exit(normal)
+                   end),
+    receive {'DOWN', Ref, process, Pid, _} -> ok
+    after 30000 -> exit(Pid, kill), error(probe_timeout)
+    end.
+
 %% @doc On the peer: whether the live state is still there (for the regressions).
 -spec peer_check(term()) -> map().
 peer_check(_) ->
@@ -408,6 +466,28 @@ peer_end(#{memory := Memory0, processes := Procs0}) ->
 arg(ferrotrace_tracer, F, 2) when F =:= trace; F =:= enabled; F =:= enabled_call;
                                  F =:= enabled_procs ->
     session_arg();
+%% trace/5: half the events are shaped as the VM sends them, so that they reach the
+%% aggregation with whatever tracee (argument 3) was generated.
+arg(ferrotrace_tracer, trace, 3) ->
+    %% A few tracees used again and again, so that a call and its return pair up.
+    case rand:uniform(2) of
+        1 -> term(3);
+        2 -> pick([{'$ffz', runner_pid}, {'$ffz', ghost_pid}, {'$ffz', stable_ref},
+                   {'$ffz', keeper}, <<"tracee">>, tracee, {'$ffz', port}])
+    end;
+arg(ferrotrace_tracer, trace, N) ->
+    case rand:uniform(2) of
+        1 -> term(3);
+        2 -> case N of
+                 1 -> pick([call, return_from, exception_from, exit, return_to, send,
+                            'receive', in, out, gc_major_start, spawn]);
+                 2 -> {'$ffz', pick([raw, calls, fuzz_raw, fuzz_calls])};
+                 4 -> pick([{lists, seq, [1, 2]}, {ft_test_target, f, [1]}, {lists, seq, 2},
+                            {ft_test_target, f, 1}, normal, {x, y}, [1, 2]]);
+                 5 -> pick([#{}, #{extra => 1}, #{extra => {error, x}},
+                            #{match_spec_result => true}, #{timestamp => 1}])
+             end
+    end;
 arg(ferrotrace_tracer, F, 1) ->
     case atom_to_list(F) of
         "session_" ++ _ when F =/= session_set_tracing, F =/= session_set_events -> session_arg();
@@ -579,6 +659,11 @@ nest(D, Wrap) -> Wrap(nest(D - 1, Wrap)).
 %%--------------------------------------------------------------------------------------
 %% Reports
 
+format_finding(#{index := I, mfa := {probe_after, N, calls}, args := Recent, outcome := Outcome},
+               Seed) ->
+    [io_lib:format("~nreading the live sessions after call #~b of seed ~b (FERROTRACE_FUZZ_SEED=~b): "
+                   "~P~n  the ~b calls before it:~n", [I, Seed, Seed, Outcome, ?DEPTH, N]),
+     [io_lib:format("  #~b ~p:~p/~b ~P~n", [J, M, F, A, Args, ?DEPTH]) || {J, {M, F, A}, Args} <- Recent]];
 format_finding(#{index := I, mfa := {M, F, A}, args := Args, outcome := Outcome}, Seed) ->
     io_lib:format("~n~p:~p/~b ~P~n  call #~b of seed ~b (FERROTRACE_FUZZ_SEED=~b); arguments:~n  ~P~n",
                   [M, F, A, Outcome, ?DEPTH, I, Seed, Seed, Args, ?DEPTH]);
