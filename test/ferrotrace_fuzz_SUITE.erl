@@ -14,7 +14,8 @@
 %%% several defects.
 %%%
 %%% Deterministic per seed: `FERROTRACE_FUZZ_SEED' (default: random, printed),
-%%% `FERROTRACE_FUZZ_CALLS' (default 3000; `make fuzz' makes 100000).
+%%% `FERROTRACE_FUZZ_CALLS' (default 3000; `make fuzz' makes 100000). `FERROTRACE_FUZZ_FROM'
+%% makes only the calls from that index on: a finding's window is replayed alone.
 %%%
 %%% The other cases are regressions for defects found by hand, each on its own peer: they
 %%% fail until the NIF is fixed.
@@ -107,8 +108,19 @@ random_calls(_Config) ->
                                                ferrotrace_tracer -> [MFA, MFA, MFA, MFA];
                                                _ -> [MFA]
                                            end || MFA = {M, _, _} <- Functions])),
-    {Peer, Findings, Tally} = fuzz_loop(1, Calls, Seed, Timeout, FunTuple, Peer0, [], #{}),
-    End = peer_end_findings(Peer),
+    %% FERROTRACE_FUZZ_FROM=I: calls I..FERROTRACE_FUZZ_CALLS only (each call's terms
+    %% depend on the seed and its index alone), to narrow a finding down.
+    From = env_int("FERROTRACE_FUZZ_FROM", 1),
+    {Peer, Findings, Tally} = fuzz_loop(From, Calls, Seed, Timeout, FunTuple, Peer0, [], #{}),
+    Last = case probe(Peer) of
+               ok -> [];
+               {failed, Why} -> [#{index => Calls, mfa => {probe_after, length(get_recent()), calls},
+                                   args => lists:reverse(get_recent()), outcome => Why}]
+           end,
+    End = case Last of
+              [] -> peer_end_findings(Peer);
+              _ -> Last
+          end,
     stop_peer(Peer),
     All = lists:reverse(Findings) ++ End,
     Raises = lists:sort([{FA, I} || {{api_raise, FA}, I} <- get()]),
