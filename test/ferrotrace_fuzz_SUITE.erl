@@ -111,6 +111,7 @@ random_calls(_Config) ->
     %% FERROTRACE_FUZZ_FROM=I: calls I..FERROTRACE_FUZZ_CALLS only (each call's terms
     %% depend on the seed and its index alone), to narrow a finding down.
     From = env_int("FERROTRACE_FUZZ_FROM", 1),
+    put(fuzz_peer_since, From),
     {Peer, Findings, Tally} = fuzz_loop(From, Calls, Seed, Timeout, FunTuple, Peer0, [], #{}),
     Last = case probe(Peer) of
                ok -> [];
@@ -139,7 +140,10 @@ random_calls(_Config) ->
 fuzz_loop(I, Calls, _Seed, _Timeout, _Funs, Peer, Findings, Tally) when I > Calls ->
     {Peer, Findings, Tally};
 fuzz_loop(I, Calls, Seed, Timeout, Funs, Peer, Findings, Tally) ->
-    rand:seed(exsss, {Seed, I, 20}),
+    %% Hashed: exsss seeded with {Seed, I, _} alone made seed S's call I much like seed
+    %% S + 1's call I - 1.
+    rand:seed(exsss, {erlang:phash2({Seed, I}, 1 bsl 32), erlang:phash2({I, Seed, fuzz}, 1 bsl 32),
+                      erlang:phash2({fuzz, Seed, I}, 1 bsl 32)}),
     {M, F, A} = element(rand:uniform(tuple_size(Funs)), Funs),
     Args = [arg(M, F, N) || N <- lists:seq(1, A)],
     {Outcome, Peer1} =
@@ -155,7 +159,12 @@ fuzz_loop(I, Calls, Seed, Timeout, Funs, Peer, Findings, Tally) ->
         end,
     Tally1 = maps:update_with(outcome_kind(Outcome), fun(N) -> N + 1 end, 1, Tally),
     Recent = [{I, {M, F, A}, Args} | lists:sublist(get_recent(), ?PROBE_EVERY - 1)],
-    put(fuzz_recent, Recent),
+    %% The calls a probe lists are those the peer it reads has run (FERROTRACE_FUZZ_FROM
+    %% the first of them replays its whole life).
+    case maps:get(node, Peer1) =:= maps:get(node, Peer) of
+        true -> put(fuzz_recent, Recent);
+        false -> put(fuzz_recent, []), put(fuzz_peer_since, I + 1)
+    end,
     case Outcome of
         {fine, _} when I rem ?PROBE_EVERY =:= 0 ->
             %% Damage that shows later (a corrupt heap, a bad term kept by the engine):
@@ -164,10 +173,13 @@ fuzz_loop(I, Calls, Seed, Timeout, Funs, Peer, Findings, Tally) ->
                 ok ->
                     fuzz_loop(I + 1, Calls, Seed, Timeout, Funs, Peer1, Findings, Tally1);
                 {failed, Why} ->
-                    Finding = #{index => I, mfa => {probe_after, ?PROBE_EVERY, calls},
-                                args => lists:reverse(Recent), outcome => Why},
+                    Since = get(fuzz_peer_since),
+                    Finding = #{index => I, mfa => {probe_after, length(get_recent()), calls},
+                                args => lists:reverse(get_recent()),
+                                outcome => {Why, peer_ran_calls_from, Since}},
                     ct:pal("fuzz: ~ts", [format_finding(Finding, Seed)]),
                     put(fuzz_recent, []),
+                    put(fuzz_peer_since, I + 1),
                     fuzz_loop(I + 1, Calls, Seed, Timeout, Funs, restart_peer(Peer1),
                               [Finding | Findings], Tally1)
             end;
@@ -698,7 +710,9 @@ env_int(Name, Default) ->
 %% Regressions, each on its own peer: they fail until the NIF is fixed.
 
 %% trace/5 with a live session and a tracee that is not a local pid, then the session's
-%% summary and flight recorder (heap corruption of the peer).
+%% summary and flight recorder (heap corruption of the peer); with `send' events, its
+%% session_events/1 (20 sends from a binary tracee: "eheap_alloc: Cannot allocate
+%% 17494803277448 bytes", or a tag_val_def assertion).
 -spec trace_non_local_tracee(config()) -> ok.
 trace_non_local_tracee(_Config) ->
     Tracees = [{binary, <<"not a pid">>}, {runner_pid, self()}, {ref, make_ref()},
@@ -724,13 +738,18 @@ trace_non_local(Tracee0) ->
                                  {return_from, MFA, #{extra => 1}},
                                  {call, {ft_test_target, f, [1]}, #{}},
                                  {exception_from, MFA, #{extra => {error, x}}},
-                                 {exit, normal, #{}}]]),
+                                 {exit, normal, #{}},
+                                 %% Message events, read by session_events/1 (found by the
+                                 %% fuzz suite: seed 6, call #3688, before this seeding).
+                                 {send, {x, y}, #{extra => self()}},
+                                 {'receive', {x, y}, #{}}]]),
+    Events = ferrotrace_tracer:session_events(S),
     Summary = ferrotrace:summary(S),
     Recent = ferrotrace:recent(S),
     Text = ferrotrace:format(S),
     _ = [erlang:garbage_collect(P) || P <- processes()],
     ok = ferrotrace:release(S),
-    {Traced, is_map(Summary), is_list(Recent), is_binary(Text)}.
+    {Traced, element(1, Events), is_map(Summary), is_list(Recent), is_binary(Text)}.
 
 %% to_json/1 with a deeply nested term (a 400-deep list: SIGSEGV).
 -spec to_json_deep(config()) -> ok.
