@@ -5,7 +5,8 @@
 %% Not eunit.hrl: its generated test/0 has no spec (see ferrotrace_bad_input_tests).
 -include_lib("stdlib/include/assert.hrl").
 
--export([process_name_of_anything_test/0, improper_options_test/0, improper_kinds_test/0]).
+-export([process_name_of_anything_test/0, improper_options_test/0, improper_kinds_test/0,
+         recent_lines_of_anything_test/0]).
 
 %% A session handed a caller that is not a pid (a port, or junk given to the tracer's
 %% trace/5 by hand) made format/1 raise badarg in erlang:node/1 as it printed the slow
@@ -46,4 +47,15 @@ improper_kinds_test() ->
     ?assertMatch({error, {bad_kinds, [procs | x], _}}, ferrotrace:processes([procs | x], #{})),
     ?assertMatch({error, _}, ferrotrace:calls({ft_test_target, f, 1}, #{also => [procs | x]})),
     ?assertEqual([], ferrotrace_tracer:sessions()),
+    ok.
+
+%% print_recent/1 raised badarg in pid_to_list/1 for a flight recorder holding a tracee
+%% that is not a pid (junk given to trace/5 by hand); it is printed.
+-spec recent_lines_of_anything_test() -> ok.
+recent_lines_of_anything_test() ->
+    Event = #{at => 1795513853748305, mfa => {m, f, 1}, event => call, duration => undefined},
+    Text = lists:flatten(io_lib:format("~s", [ferrotrace_recent:lines([Event#{pid => junk},
+                                                                       Event#{pid => self()}])])),
+    ?assertMatch({match, _}, re:run(Text, " junk m:f/1")),
+    ?assertMatch({match, _}, re:run(Text, pid_to_list(self()))),
     ok.
