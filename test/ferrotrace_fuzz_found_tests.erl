@@ -6,7 +6,7 @@
 -include_lib("stdlib/include/assert.hrl").
 
 -export([process_name_of_anything_test/0, improper_options_test/0, improper_kinds_test/0,
-         recent_lines_of_anything_test/0]).
+         recent_lines_of_anything_test/0, chrome_names_of_anything_test/0]).
 
 %% A session handed a caller that is not a pid (a port, or junk given to the tracer's
 %% trace/5 by hand) made format/1 raise badarg in erlang:node/1 as it printed the slow
@@ -58,4 +58,15 @@ recent_lines_of_anything_test() ->
                                                                        Event#{pid => self()}])])),
     ?assertMatch({match, _}, re:run(Text, " junk m:f/1")),
     ?assertMatch({match, _}, re:run(Text, pid_to_list(self()))),
+    ok.
+
+%% The chrome_trace export raised badarg in pid_to_list/1 for a flight recorder holding a
+%% tracee that is not a pid; it is named as it is, on a thread of its own.
+-spec chrome_names_of_anything_test() -> ok.
+chrome_names_of_anything_test() ->
+    [{junk, N, <<"junk">>}, {Ref, M, _}, {Self, S, SelfText}] =
+        ferrotrace_chrome:names([junk, Ref = make_ref(), Self = self()]),
+    ?assert(is_integer(N) andalso is_integer(M) andalso N =/= M),
+    ?assertEqual(list_to_binary(pid_to_list(Self)), SelfText),
+    ?assertEqual(S, list_to_integer(lists:nth(2, string:lexemes(pid_to_list(Self), "<.>")))),
     ok.
