@@ -407,14 +407,23 @@ peer_call(M, F, SymArgs, Timeout) ->
     {Pid, Ref} = spawn_opt(fun() ->
                                    group_leader(Null, self()),
                                    Args = resolve(SymArgs),
-                                   exit({'$ffz_returned', erlang:apply(M, F, Args)})
+                                   %% Caught: a process that dies of an error is logged by
+                                   %% the emulator with its arguments (10 MB binaries), and
+                                   %% the peer's logger_proxy grew by hundreds of MB.
+                                   try erlang:apply(M, F, Args) of
+                                       _ -> exit('$ffz_returned')
+                                   catch Class:Reason:Stack ->
+                                           exit({'$ffz_raised', Class,
+                                                 raise_head({Reason, Stack})})
+                                   end
                            end,
                            [monitor, {max_heap_size, #{size => ?MAX_HEAP_WORDS, kill => true,
                                                        error_logger => false}}]),
     receive
-        {'DOWN', Ref, process, Pid, {'$ffz_returned', _}} -> {returned, ok};
+        {'DOWN', Ref, process, Pid, '$ffz_returned'} -> {returned, ok};
+        {'DOWN', Ref, process, Pid, {'$ffz_raised', Class, Head}} -> {raised, Class, Head};
         {'DOWN', Ref, process, Pid, killed} -> {heap_limit, #{}};
-        {'DOWN', Ref, process, Pid, Reason} -> {raised, error, raise_head(Reason)}
+        {'DOWN', Ref, process, Pid, Reason} -> {raised, exit, raise_head(Reason)}
     after Timeout ->
             Info = erlang:process_info(Pid, [current_stacktrace, status, memory,
                                              message_queue_len]),
