@@ -95,7 +95,7 @@ bench-reads: compile
 	erl -noshell -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_reads:main(), halt().'
 
 # Every exported function called with seeded adversarial terms on a peer node: 100,000 calls
-# (the suite's default in `make test' is 3,000). FERROTRACE_FUZZ_SEED=N repeats a run.
+# (the suite's default in `make test' is 5,000). FERROTRACE_FUZZ_SEED=N repeats a run.
 fuzz: compile
 	FERROTRACE_FUZZ_CALLS=$${FERROTRACE_FUZZ_CALLS:-100000} rebar3 ct --suite test/ferrotrace_fuzz_SUITE --case random_calls
 

@@ -14,7 +14,7 @@
 %%% several defects.
 %%%
 %%% Deterministic per seed: `FERROTRACE_FUZZ_SEED' (default: random, printed),
-%%% `FERROTRACE_FUZZ_CALLS' (default 3000; `make fuzz' makes 100000). `FERROTRACE_FUZZ_FROM'
+%%% `FERROTRACE_FUZZ_CALLS' (default 5000; `make fuzz' makes 100000). `FERROTRACE_FUZZ_FROM'
 %% makes only the calls from that index on: a finding's window is replayed alone.
 %%%
 %%% The other cases are regressions for defects found by hand, each on its own peer: they
@@ -47,7 +47,7 @@
 
 -type config() :: [{atom(), term()}].
 
--define(DEFAULT_CALLS, 3000).
+-define(DEFAULT_CALLS, 5000).
 -define(DEFAULT_TIMEOUT, 5000).
 %% Growth of erlang:memory(total) on a peer that fails the run.
 -define(MEMORY_BOUND, 200 * 1024 * 1024).
@@ -112,7 +112,8 @@ random_calls(_Config) ->
     Timeout = env_int("FERROTRACE_FUZZ_TIMEOUT", ?DEFAULT_TIMEOUT),
     ct:pal("fuzz: seed ~b, ~b calls, ~b ms a call (reproduce: FERROTRACE_FUZZ_SEED=~b)",
            [Seed, Calls, Timeout, Seed]),
-    %% About 30 calls a second here; the deadline grows with the calls asked for.
+    %% 100 to 300 calls a second here (a hang costs its timeout); the deadline grows with
+    %% the calls asked for.
     ct:timetrap({seconds, 600 + Calls div 10}),
     T0 = erlang:monotonic_time(millisecond),
     Peer0 = start_peer(fuzz),
