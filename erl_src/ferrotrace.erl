@@ -283,6 +283,8 @@
 -define(SESSION_OPTIONS, [owner, keep, name, intervals, max_intervals]).
 %% Figures of a session whose owner left stay readable this long (ms).
 -define(DEFAULT_KEEP, 600000).
+%% The longest option key given a "did you mean" hint (option names are a few letters long).
+-define(HINT_MAX_KEY, 64).
 
 %% @doc Creates a session for raw use as `{tracer, ferrotrace_tracer, Session}' with
 %% `erlang:trace/3'; you set the trace patterns (with `return_trace' or `exception_trace'
@@ -384,17 +386,35 @@ explain({error, {unknown_option, Key, Engine}}, Own) when is_list(Engine) ->
 explain(Result, _Own) ->
     Result.
 
+%% Only a key of a sensible length gets a hint: the distance costs its length times each
+%% name's, and a key is whatever the caller passed (a 1 MB binary took 10 s here). Longer
+%% keys, lists that are not flat strings (improper, deep, not characters) and other terms
+%% are answered without one.
 nearest(Key, Names) when is_atom(Key) ->
-    nearest(atom_to_list(Key), Names);
-nearest(Key, Names) when is_binary(Key) ->
-    nearest(binary_to_list(Key), Names);
+    nearest_short(atom_to_list(Key), Names);
+nearest(Key, Names) when is_binary(Key), byte_size(Key) =< ?HINT_MAX_KEY ->
+    nearest_short(binary_to_list(Key), Names);
 nearest(Key, Names) when is_list(Key) ->
-    case lists:sort([{distance(Key, atom_to_list(N)), N} || N <- Names]) of
-        [{D, Name} | _] when D =< 2 -> Name;
-        _ -> none
+    case short_string(Key, ?HINT_MAX_KEY) of
+        true -> nearest_short(Key, Names);
+        false -> none
     end;
 nearest(_Key, _Names) ->
     none.
+
+nearest_short(Key, _Names) when length(Key) > ?HINT_MAX_KEY ->
+    none;
+nearest_short(Key, Names) ->
+    case lists:sort([{distance(Key, atom_to_list(N)), N} || N <- Names]) of
+        [{D, Name} | _] when D =< 2 -> Name;
+        _ -> none
+    end.
+
+%% A proper list of at most `Left' characters, looked at no further than that.
+short_string([], _Left) -> true;
+short_string(_List, 0) -> false;
+short_string([C | Rest], Left) when is_integer(C), C >= 0 -> short_string(Rest, Left - 1);
+short_string(_Other, _Left) -> false.
 
 %% Levenshtein distance, for option names (a few letters long).
 distance(A, B) ->

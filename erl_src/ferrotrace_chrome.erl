@@ -123,19 +123,24 @@ names_on(Node, Pids) ->
 
 %% @doc Runs on the processes' node: `{Pid, Number, "<0.N.S> registered_name"}' per pid, the
 %% registered name as it is now (none for a process that exited or has none).
--spec names([pid()]) -> [{pid(), non_neg_integer(), binary()}].
+-spec names([pid() | term()]) -> [{pid() | term(), non_neg_integer(), binary()}].
 names(Pids) ->
     [{Pid, number(Pid),
-      case erlang:process_info(Pid, registered_name) of
+      case is_pid(Pid) andalso node(Pid) =:= node() andalso erlang:process_info(Pid, registered_name) of
           {registered_name, Name} -> iolist_to_binary([pid_text(Pid), " ", atom_to_binary(Name)]);
           _ -> pid_text(Pid)
       end} || Pid <- Pids].
 
-pid_text(Pid) -> list_to_binary(pid_to_list(Pid)).
+%% A tracee that is not a pid (junk given to the tracer's trace/5 by hand) is named as it
+%% is, cut short, and numbered past the pids' numbers, not a badarg.
+pid_text(Pid) when is_pid(Pid) -> list_to_binary(pid_to_list(Pid));
+pid_text(Other) -> iolist_to_binary(io_lib:format("~P", [Other, 4])).
 
-number(Pid) ->
+number(Pid) when is_pid(Pid) ->
     [_, N | _] = string:lexemes(pid_to_list(Pid), "<.>"),
-    list_to_integer(N).
+    list_to_integer(N);
+number(Other) ->
+    (1 bsl 32) + erlang:phash2(Other, 1 bsl 27).
 
 mfa_text({M, F, A}) ->
     iolist_to_binary(io_lib:format("~ts:~ts/~b", [atom_to_binary(M), atom_to_binary(F), A])).

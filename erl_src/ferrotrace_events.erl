@@ -18,7 +18,9 @@
 %% @doc Checks a list of kinds (or one kind): `{ok, Kinds}' (deduplicated) or `{error, {bad_kinds, ...}}'.
 -spec check_kinds(term()) -> {ok, [kind()]} | {error, term()}.
 check_kinds(Kinds) when is_list(Kinds) ->
-    case [K || K <- Kinds, not lists:member(K, ?KINDS)] of
+    %% An improper list is refused whole (a comprehension over it raises bad_generator).
+    case proper_list(Kinds) andalso [K || K <- Kinds, not lists:member(K, ?KINDS)] of
+        false -> {error, {bad_kinds, Kinds, <<"a list of messages, procs, gc, scheduling, ports">>}};
         [] -> {ok, lists:usort(Kinds)};
         Bad -> {error, {bad_kinds, Bad, <<"a list of messages, procs, gc, scheduling, ports">>}}
     end;
@@ -27,6 +29,9 @@ check_kinds(Kind) when is_atom(Kind) ->
     check_kinds([Kind]);
 check_kinds(Kinds) ->
     {error, {bad_kinds, Kinds, <<"a list of messages, procs, gc, scheduling, ports">>}}.
+
+proper_list([_ | T]) -> proper_list(T);
+proper_list(Tail) -> Tail =:= [].
 
 %% @doc The trace flags of `Kinds' for processes (and, with `ports', for ports).
 -spec flags([kind()]) -> [atom()].

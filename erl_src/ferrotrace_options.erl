@@ -12,7 +12,7 @@
 to_map(Options) when is_map(Options) ->
     {ok, Options};
 to_map(Options) when is_list(Options) ->
-    case lists:all(fun({K, _}) -> is_atom(K); (_) -> false end, Options) of
+    case pairs(Options) of
         true -> {ok, maps:from_list(lists:reverse(Options))};
         false -> bad(Options)
     end;
@@ -21,3 +21,8 @@ to_map(Options) ->
 
 bad(Options) ->
     {error, {bad_options, Options, <<"a map or a list of {Key, Value} pairs">>}}.
+
+%% A proper list of `{Atom, Value}' pairs (an improper list is refused, not a raise).
+pairs([]) -> true;
+pairs([{K, _} | Rest]) when is_atom(K) -> pairs(Rest);
+pairs(_) -> false.

@@ -42,8 +42,13 @@ events(Id) ->
 lines(Events) ->
     [line(E) || E <- Events].
 
+%% A pid as `<0.123.0>'; anything else a session was handed as the tracee (junk given to
+%% the tracer's trace/5 by hand) printed as it is, cut short, not a badarg.
+pid_text(Pid) when is_pid(Pid) -> pid_to_list(Pid);
+pid_text(Other) -> io_lib:format("~P", [Other, 4]).
+
 line(#{at := At, pid := Pid, mfa := {M, F, _} = MFA, event := Kind, duration := D} = E) ->
-    Time = [ferrotrace_slow:format_time(At), " ", pid_to_list(Pid), " "],
+    Time = [ferrotrace_slow:format_time(At), " ", pid_text(Pid), " "],
     Head = [Time, ferrotrace_names:mfa(MFA)],
     Result = case E of
                  #{result := {return, V}} -> io_lib:format("~P", [V, ?DEPTH]);

@@ -60,16 +60,22 @@ result_text(R) when is_atom(R) -> atom_to_list(R);
 result_text({return, V}) -> io_lib:format("return ~P", [V, 8]);
 result_text({exception, C, R}) -> io_lib:format("exception ~p:~P", [C, R, 8]).
 
-%% @doc A pid as `<0.123.0>', followed by its registered name if it has one now.
--spec process_name(pid()) -> string().
-process_name(Pid) ->
+%% @doc A pid as `<0.123.0>', followed by its registered name if it has one now. Anything
+%% else a session was handed as the caller (a port, or junk given to the tracer's `trace/5'
+%% by hand) is printed as it is, cut short.
+-spec process_name(term()) -> string().
+process_name(Pid) when is_pid(Pid) ->
     %% A merged summary may hold other nodes' pids: only local ones are looked up.
     Local = node(Pid) =:= node(),
     Name = case Local andalso is_process_alive(Pid) andalso erlang:process_info(Pid, registered_name) of
                {registered_name, N} -> " " ++ atom_to_list(N);
                _ -> ""
            end,
-    pid_to_list(Pid) ++ Name.
+    pid_to_list(Pid) ++ Name;
+process_name(Port) when is_port(Port) ->
+    erlang:port_to_list(Port);
+process_name(Other) ->
+    lists:flatten(io_lib:format("~P", [Other, 4])).
 
 %% @doc System time in microseconds as `13:55:09.123456' (local time).
 -spec format_time(integer()) -> string().

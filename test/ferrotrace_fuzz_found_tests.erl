@@ -1,0 +1,72 @@
+%%% @doc Erlang-side defects the fuzz suite (ferrotrace_fuzz_SUITE) found, each kept as a
+%%% case here once fixed.
+-module(ferrotrace_fuzz_found_tests).
+
+%% Not eunit.hrl: its generated test/0 has no spec (see ferrotrace_bad_input_tests).
+-include_lib("stdlib/include/assert.hrl").
+
+-export([process_name_of_anything_test/0, improper_options_test/0, improper_kinds_test/0,
+         recent_lines_of_anything_test/0, chrome_names_of_anything_test/0]).
+
+%% A session handed a caller that is not a pid (a port, or junk given to the tracer's
+%% trace/5 by hand) made format/1 raise badarg in erlang:node/1 as it printed the slow
+%% calls. Any caller is printed.
+-spec process_name_of_anything_test() -> ok.
+process_name_of_anything_test() ->
+    Port = open_port({spawn_executable, "/bin/cat"}, []),
+    try
+        ?assertEqual(erlang:port_to_list(Port), ferrotrace_slow:process_name(Port))
+    after
+        port_close(Port)
+    end,
+    ?assertEqual("junk", ferrotrace_slow:process_name(junk)),
+    ?assertEqual("<<\"not a pid\">>", ferrotrace_slow:process_name(<<"not a pid">>)),
+    ?assertMatch("#Ref<" ++ _, ferrotrace_slow:process_name(make_ref())),
+    ?assertMatch("[1,2,3|...]", ferrotrace_slow:process_name(lists:seq(1, 100000))),
+    Self = pid_to_list(self()),
+    ?assertEqual(Self, ferrotrace_slow:process_name(self())),
+    ok.
+
+%% An improper options list raised function_clause in lists:all/2 from every entry that
+%% takes options; it is a bad_options answer.
+-spec improper_options_test() -> ok.
+improper_options_test() ->
+    Improper = [{duration, 1} | b],
+    ?assertMatch({error, {bad_options, Improper, _}}, ferrotrace_options:to_map(Improper)),
+    ?assertMatch({error, {bad_options, Improper, _}}, ferrotrace:session(Improper)),
+    ?assertMatch({error, {bad_options, _, _}}, ferrotrace:report(1, [{top, 1} | b])),
+    ?assertEqual([], ferrotrace_tracer:sessions()),
+    ok.
+
+%% An improper list of kinds raised bad_generator in processes/2 (and `also'); it is a
+%% bad_kinds answer.
+-spec improper_kinds_test() -> ok.
+improper_kinds_test() ->
+    {module, ft_test_target} = code:ensure_loaded(ft_test_target),
+    ?assertMatch({error, {bad_kinds, [procs | x], _}}, ferrotrace_events:check_kinds([procs | x])),
+    ?assertMatch({error, {bad_kinds, [procs | x], _}}, ferrotrace:processes([procs | x], #{})),
+    ?assertMatch({error, _}, ferrotrace:calls({ft_test_target, f, 1}, #{also => [procs | x]})),
+    ?assertEqual([], ferrotrace_tracer:sessions()),
+    ok.
+
+%% print_recent/1 raised badarg in pid_to_list/1 for a flight recorder holding a tracee
+%% that is not a pid (junk given to trace/5 by hand); it is printed.
+-spec recent_lines_of_anything_test() -> ok.
+recent_lines_of_anything_test() ->
+    Event = #{at => 1795513853748305, mfa => {m, f, 1}, event => call, duration => undefined},
+    Text = lists:flatten(io_lib:format("~s", [ferrotrace_recent:lines([Event#{pid => junk},
+                                                                       Event#{pid => self()}])])),
+    ?assertMatch({match, _}, re:run(Text, " junk m:f/1")),
+    ?assertMatch({match, _}, re:run(Text, pid_to_list(self()))),
+    ok.
+
+%% The chrome_trace export raised badarg in pid_to_list/1 for a flight recorder holding a
+%% tracee that is not a pid; it is named as it is, on a thread of its own.
+-spec chrome_names_of_anything_test() -> ok.
+chrome_names_of_anything_test() ->
+    [{junk, N, <<"junk">>}, {Ref, M, _}, {Self, S, SelfText}] =
+        ferrotrace_chrome:names([junk, Ref = make_ref(), Self = self()]),
+    ?assert(is_integer(N) andalso is_integer(M) andalso N =/= M),
+    ?assertEqual(list_to_binary(pid_to_list(Self)), SelfText),
+    ?assertEqual(S, list_to_integer(lists:nth(2, string:lexemes(pid_to_list(Self), "<.>")))),
+    ok.
