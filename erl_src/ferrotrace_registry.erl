@@ -236,8 +236,19 @@ init([]) ->
     {ok, Monitors}.
 
 %% @private
+%% The requests are ferrotrace's own, but the functions that make them are exported, so any
+%% term may arrive: one the registry cannot serve is answered `{error, {bad_request, _}}'
+%% (summarised), never a crash, whose report would carry the term and whose restart every
+%% other caller would wait for (found by the fuzz suite: a 6 MB binary as `Keeper').
 -spec handle_call(term(), gen_server:from(), map()) -> {reply, term(), map()}.
-handle_call({register, Id, Keeper, Info = #{name := Name}}, _From, Monitors) ->
+handle_call(Request, From, Monitors) ->
+    try
+        serve(Request, From, Monitors)
+    catch
+        error:_ -> {reply, {error, {bad_request, brief(Request)}}, Monitors}
+    end.
+
+serve({register, Id, Keeper, Info = #{name := Name}}, _From, Monitors) when is_pid(Keeper) ->
     %% Idempotent: a keeper whose first call was lost with a killed registry asks again.
     Others = [Other || Name =/= undefined,
                        {Other, _, _, _} <- ets:match_object(?SESSIONS, {'_', Name, '_', '_'}),
@@ -253,7 +264,7 @@ handle_call({register, Id, Keeper, Info = #{name := Name}}, _From, Monitors) ->
             true = ets:insert(?SESSIONS, {Id, Name, Keeper, Info}),
             {reply, ok, Monitors#{erlang:monitor(process, Keeper) => Id}}
     end;
-handle_call({reap, Id}, _From, Monitors) ->
+serve({reap, Id}, _From, Monitors) ->
     case ets:lookup(?SESSIONS, Id) of
         [{Id, _, Keeper, _}] when is_integer(Id) ->
             case is_process_alive(Keeper) of
@@ -263,12 +274,12 @@ handle_call({reap, Id}, _From, Monitors) ->
         _ ->
             {reply, ok, Monitors}
     end;
-handle_call({unregister, Id}, _From, Monitors) ->
+serve({unregister, Id}, _From, Monitors) ->
     true = ets:delete(?SESSIONS, Id),
     {reply, ok, Monitors};
-handle_call({set_patterns, Id, Patterns}, _From, Monitors) ->
+serve({set_patterns, Id, Patterns}, _From, Monitors) ->
     {reply, do_set_patterns(Id, Patterns), Monitors};
-handle_call({add_loops, Id, Loops}, _From, Monitors) ->
+serve({add_loops, Id, Loops}, _From, Monitors) ->
     lists:foreach(
       fun({Key, P = #{mfa := Spec, scope := Scope}}) ->
               New = [L || L = {MFA, _} <- Loops, ferrotrace_spec:matches(Spec, MFA)],
@@ -276,8 +287,10 @@ handle_call({add_loops, Id, Loops}, _From, Monitors) ->
               _ = [erlang:trace_pattern(MFA, MS, [Scope]) || {MFA, MS} <- New]
       end, ets:match_object(?CLAIMS, {{Id, '_'}, '_'})),
     {reply, ok, Monitors};
-handle_call({remove_patterns, Id}, _From, Monitors) ->
-    {reply, do_remove_patterns(Id), Monitors}.
+serve({remove_patterns, Id}, _From, Monitors) ->
+    {reply, do_remove_patterns(Id), Monitors};
+serve(Request, _From, Monitors) ->
+    {reply, {error, {bad_request, brief(Request)}}, Monitors}.
 
 %% @private
 -spec handle_cast(term(), map()) -> {noreply, map()}.

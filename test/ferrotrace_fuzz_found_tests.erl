@@ -6,7 +6,8 @@
 -include_lib("stdlib/include/assert.hrl").
 
 -export([process_name_of_anything_test/0, improper_options_test/0, improper_kinds_test/0,
-         recent_lines_of_anything_test/0, chrome_names_of_anything_test/0]).
+         recent_lines_of_anything_test/0, chrome_names_of_anything_test/0,
+         registry_answers_junk_test/0]).
 
 %% A session handed a caller that is not a pid (a port, or junk given to the tracer's
 %% trace/5 by hand) made format/1 raise badarg in erlang:node/1 as it printed the slow
@@ -69,4 +70,18 @@ chrome_names_of_anything_test() ->
     ?assert(is_integer(N) andalso is_integer(M) andalso N =/= M),
     ?assertEqual(list_to_binary(pid_to_list(Self)), SelfText),
     ?assertEqual(S, list_to_integer(lists:nth(2, string:lexemes(pid_to_list(Self), "<.>")))),
+    ok.
+
+%% Junk given to the registry's exported functions crashed it (`register(1, self(), #{})',
+%% a 6 MB binary as the keeper): its crash report carried the term, and every caller waited
+%% for its restarts. It answers bad_request, summarised, and stays the same process.
+-spec registry_answers_junk_test() -> ok.
+registry_answers_junk_test() ->
+    Registry = ferrotrace_registry:ensure_started(),
+    Huge = binary:copy(<<"x">>, 6 bsl 20),
+    ?assertMatch({error, {bad_request, _}}, ferrotrace_registry:register(1, self(), #{})),
+    ?assertMatch({error, {bad_request, {ferrotrace_large_term, _}}},
+                 ferrotrace_registry:register(self(), Huge, -29097)),
+    ?assertMatch({error, {bad_request, _}}, ferrotrace_registry:set_patterns(1, [junk])),
+    ?assertEqual(Registry, whereis(ferrotrace_registry)),
     ok.
