@@ -22,6 +22,10 @@ use rustler::{Env, LocalPid, Term};
 const PRIMARY_MASK: u64 = 0x3;
 const PRIMARY_IMMEDIATE: u64 = 0x3;
 
+/// The tag of a local pid in its low four bits (`_TAG_IMMED1_PID`: an immediate, subtag 0).
+const LOCAL_PID_MASK: u64 = 0xF;
+const LOCAL_PID_TAG: u64 = 0x3;
+
 /// The word of an immediate term of this VM, checked to be one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(transparent)]
@@ -53,12 +57,19 @@ impl Immediate {
         if unsafe { enif_get_local_pid(env, term, pid.as_mut_ptr()) } != 0 { Self::tagged(bits(term)) } else { None }
     }
 
-    /// A tracee: a local pid, or a local port for the port events.
+    /// A tracee: a local pid, or a local port for the port events. On the hot path: a word
+    /// with the VM's tag of a local pid is taken as one without a call into the VM (the
+    /// test is erts's own `is_internal_pid`: the low four bits `0b0011`, the same in every
+    /// 64-bit VM this library loads in); any other word is asked of the VM.
     ///
     /// # Safety
     /// As [`Immediate::local_pid`].
     #[inline]
     pub unsafe fn tracee(env: *mut ErlNifEnv, term: ErlNifTerm) -> Option<Immediate> {
+        let word = bits(term);
+        if word & LOCAL_PID_MASK == LOCAL_PID_TAG {
+            return Some(Immediate(word));
+        }
         // SAFETY: the caller's contract.
         if let Some(pid) = unsafe { Self::local_pid(env, term) } {
             return Some(pid);
