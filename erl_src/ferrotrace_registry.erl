@@ -187,16 +187,25 @@ is_keeper(Pid) when is_pid(Pid) ->
 is_keeper(_) ->
     false.
 
-%% @doc `Term' itself if it is small, else a summary (`{ferrotrace_large_term, Bytes}'), for
-%% error reasons that must never carry a caller's huge argument.
+%% @doc `Term' itself if it is small, else the same shape with its large parts summarised
+%% (`{ferrotrace_large_term, Bytes}'), for error reasons that must never carry a caller's
+%% huge argument: `{unknown_option, HugeKey, Hint}' keeps its tag and hint. Tuples of up
+%% to 16 elements are kept, three levels deep; any other large term is summarised whole.
 -spec brief(term()) -> term().
-brief(Term) when is_atom(Term); is_pid(Term); is_reference(Term); is_port(Term);
-                 is_number(Term) ->
-    Term;
 brief(Term) ->
+    brief(Term, 3).
+
+brief(Term, _Depth) when is_atom(Term); is_pid(Term); is_reference(Term); is_port(Term);
+                         is_number(Term) ->
+    Term;
+brief(Term, Depth) ->
     case erlang:external_size(Term) of
-        Small when Small =< ?BRIEF_BYTES -> Term;
-        Bytes -> {ferrotrace_large_term, Bytes}
+        Small when Small =< ?BRIEF_BYTES ->
+            Term;
+        _ when is_tuple(Term), tuple_size(Term) =< 16, Depth > 0 ->
+            list_to_tuple([brief(Element, Depth - 1) || Element <- tuple_to_list(Term)]);
+        Bytes ->
+            {ferrotrace_large_term, Bytes}
     end.
 
 %% @doc The patterns session `Id' set and still holds.

@@ -80,7 +80,7 @@ registry_answers_junk_test() ->
     Registry = ferrotrace_registry:ensure_started(),
     Huge = binary:copy(<<"x">>, 6 bsl 20),
     ?assertMatch({error, {bad_request, _}}, ferrotrace_registry:register(1, self(), #{})),
-    ?assertMatch({error, {bad_request, {ferrotrace_large_term, _}}},
+    ?assertMatch({error, {bad_request, {register, _, {ferrotrace_large_term, _}, -29097}}},
                  ferrotrace_registry:register(self(), Huge, -29097)),
     ?assertMatch({error, {bad_request, _}}, ferrotrace_registry:set_patterns(1, [junk])),
     ?assertEqual(Registry, whereis(ferrotrace_registry)),
