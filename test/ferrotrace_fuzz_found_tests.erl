@@ -65,8 +65,8 @@ recent_lines_of_anything_test() ->
 %% tracee that is not a pid; it is named as it is, on a thread of its own.
 -spec chrome_names_of_anything_test() -> ok.
 chrome_names_of_anything_test() ->
-    [{junk, N, <<"junk">>}, {Ref, M, _}, {Self, S, SelfText}] =
-        ferrotrace_chrome:names([junk, Ref = make_ref(), Self = self()]),
+    {Ref, Self} = {make_ref(), self()},
+    [{junk, N, <<"junk">>}, {Ref, M, _}, {Self, S, SelfText}] = ferrotrace_chrome:names([junk, Ref, Self]),
     ?assert(is_integer(N) andalso is_integer(M) andalso N =/= M),
     ?assertEqual(list_to_binary(pid_to_list(Self)), SelfText),
     ?assertEqual(S, list_to_integer(lists:nth(2, string:lexemes(pid_to_list(Self), "<.>")))),

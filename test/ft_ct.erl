@@ -99,6 +99,9 @@ io_reply({put_chars, Chars}) -> io_reply({put_chars, latin1, Chars});
 io_reply({put_chars, Enc, M, F, A}) -> io_reply({put_chars, Enc, apply(M, F, A)});
 io_reply({put_chars, M, F, A}) -> io_reply({put_chars, latin1, M, F, A});
 io_reply({get_geometry, _}) -> {{error, enotsup}, []};
+%% A pager's question (OTP 27's c:h/2 pages long docs: 'more (y/n)? (y)'): Enter, go on.
+io_reply({get_line, _Encoding, _Prompt}) -> {"\n", []};
+io_reply({get_line, _Prompt}) -> {"\n", []};
 io_reply(getopts) -> {[{encoding, unicode}], []};
 io_reply({requests, Rs}) ->
     lists:foldl(fun(R, {_, Acc}) -> {Reply, Text} = io_reply(R), {Reply, [Acc, Text]} end,
