@@ -45,7 +45,7 @@
 %%% patterns): no check runs for that backend.
 -module(ferrotrace_displaced).
 
--export([new/3, add_functions/3, check/2, interval/0, ours/1, module_functions/2]).
+-export([new/3, add_functions/3, check/2, interval/0, match_spec/1, module_functions/2]).
 
 -define(CHECK_MS, 500).
 -define(MAX_FUNCTIONS, 1000).
@@ -116,13 +116,14 @@ module_functions({M, F, A}, Scope) ->
 
 %% @doc The match spec a function carries now: a list, `false' (none) or `undefined' (no
 %% such function).
--spec ours(mfa()) -> [tuple()] | false | undefined.
-ours(MFA) ->
-    match_spec(MFA).
-
+-spec match_spec(mfa()) -> [tuple()] | false | undefined.
 match_spec(MFA) ->
-    try erlang:trace_info(MFA, match_spec) of
-        {match_spec, MS} -> MS;
+    trace_info(MFA, match_spec).
+
+%% What `erlang:trace_info/2' says of `Item' (a function or a process), or `undefined'.
+trace_info(Item, Key) ->
+    try erlang:trace_info(Item, Key) of
+        {Key, Value} -> Value;
         _ -> undefined
     catch error:badarg -> undefined
     end.
@@ -189,11 +190,7 @@ check_processes(Id, Watch = #{pids := Pids, pid_next := Next, taken := Taken0, b
     Watch#{pid_next := After, taken := Taken, by := By, new_taken := NewTaken}.
 
 tracer(Target) ->
-    try erlang:trace_info(Target, tracer) of
-        {tracer, T} -> T;
-        _ -> undefined
-    catch error:badarg -> undefined
-    end.
+    trace_info(Target, tracer).
 
 %% `N' items from position `Next' on (wrapping), and where the next window starts.
 window(List, Next, N) ->

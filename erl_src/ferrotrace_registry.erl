@@ -405,7 +405,7 @@ foreign(#{mfa := Spec, scope := Scope} = P, Displaced) when is_boolean(Displaced
 foreign(#{match_spec := MS} = P, Functions) ->
     Loops = maps:from_list(maps:get(loops, P, [])),
     Foreign = [MFA || MFA <- Functions,
-                      not lists:member(ferrotrace_displaced:ours(MFA), [maps:get(MFA, Loops, MS), false, undefined])],
+                      not lists:member(ferrotrace_displaced:match_spec(MFA), [maps:get(MFA, Loops, MS), false, undefined])],
     {Functions, Foreign}.
 
 %% Removes pattern `P' where a function still carries our match spec (or a loop's) and no
@@ -416,7 +416,7 @@ foreign(#{match_spec := MS} = P, Functions) ->
 %% other tool misses their calls for that moment.
 remove_ours(#{mfa := Spec, match_spec := MS, scope := Scope} = P, Functions, Foreign, Others) ->
     Loops = maps:from_list(maps:get(loops, P, [])),
-    Mine = [MFA || MFA <- Functions, ferrotrace_displaced:ours(MFA) =:= maps:get(MFA, Loops, MS)],
+    Mine = [MFA || MFA <- Functions, ferrotrace_displaced:match_spec(MFA) =:= maps:get(MFA, Loops, MS)],
     case length(Mine) =< ?ONE_BY_ONE of
         true ->
             _ = [erlang:trace_pattern(MFA, false, [Scope])
