@@ -29,6 +29,8 @@ use crate::producer::{Accounting, Producer};
 use crate::quiesce;
 use crate::shards::Shards;
 
+pub(crate) mod thread;
+
 /// How often the collector drains the rings.
 pub const COLLECT_INTERVAL: Duration = Duration::from_millis(1);
 

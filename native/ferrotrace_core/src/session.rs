@@ -2,7 +2,9 @@
 //! period, last drain, free the producers, tell the keeper), release (forget the id).
 //!
 //! Events travel `slots` (is the id live?) -> `producer` (admit, push into this thread's
-//! ring) -> `collector` (drain, order, aggregate); this module ties them together.
+//! ring) -> `collector` (drain, order, aggregate); this module ties them together. The
+//! collector thread's body is `collector/thread.rs`; the read path the management NIFs use
+//! (summaries, merges, memory) is `session/read.rs`.
 
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -15,9 +17,9 @@ use crate::aggregate::keyed::KeySource;
 use crate::aggregate::memory::Memory;
 use crate::aggregate::Aggregator;
 use crate::clock;
-use crate::collector::{Backlog, Consumer, COLLECT_INTERVAL};
+use crate::collector::Consumer;
 use crate::frames::FrameTable;
-use crate::shards::{Aggregates, Shards};
+use crate::shards::Shards;
 use crate::limit::Limiter;
 use crate::options::Config;
 use crate::producer::{Gate, Producer, ProducerRef};
@@ -25,6 +27,8 @@ use crate::quiesce::{self, Active, MAX_THREADS};
 use crate::slots::{slot_of, Slots};
 
 pub use crate::slots::MAX_SESSIONS;
+
+mod read;
 
 /// The slot table every callback reads first, and the registry that owns the sessions.
 static SESSIONS: Slots<Session> = Slots::new();
@@ -157,7 +161,7 @@ pub struct Session {
     /// (`Aggregator::merged_reusing`): its memory stays mapped, as much as one aggregator's
     /// histograms, until the session is released. Locked only to take or put it back,
     /// never while waiting for another lock.
-    spare_merge: Mutex<Option<Aggregator>>,
+    pub(crate) spare_merge: Mutex<Option<Aggregator>>,
     collector: Mutex<Option<JoinHandle<()>>>,
     pub(crate) collector_exit: AtomicBool,
     /// Sampling and limits, read by every producer.
@@ -170,7 +174,7 @@ pub struct Session {
     /// CPU time the collector thread has used, nanoseconds.
     pub(crate) collector_cpu_ns: AtomicU64,
     /// CPU time the aggregator threads (`aggregators` > 1) have used, nanoseconds.
-    aggregators_cpu_ns: AtomicU64,
+    pub(crate) aggregators_cpu_ns: AtomicU64,
 }
 
 pub(crate) fn wall_ms() -> u64 {
@@ -235,7 +239,7 @@ pub fn start(config: Config, keeper: u64, notifier: Option<Notifier>) -> Result<
         let session = Arc::clone(&session);
         std::thread::Builder::new()
             .name(format!("ferrotrace-{slot}"))
-            .spawn(move || session.run_collector())
+            .spawn(move || crate::collector::thread::run(&session))
             .map_err(|_| StartError::Thread)?
     };
     *session.collector.lock() = Some(collector);
@@ -410,157 +414,32 @@ impl Session {
     }
 }
 
-/// Reading the statistics, and the collector thread: both bring the aggregation up to date
-/// with `Consumer::collect` under the consumer lock (`collector.rs`).
+/// The bridge to the consumer side: the collector thread (`collector/thread.rs`) and the
+/// readers (`session/read.rs`) both bring the aggregation up to date with `Consumer::collect`
+/// under the consumer lock.
 impl Session {
     /// Drains every ring and folds in the events older than the cutoff (all if `flush`).
-    fn collect(&self, consumer: &mut Consumer, flush: bool) {
+    pub(crate) fn collect(&self, consumer: &mut Consumer, flush: bool) {
         // SAFETY: `consumer` is borrowed from this session's consumer lock, and these are its
         // producers: `Consumer::collect`'s contract.
         unsafe { consumer.collect(&self.producers, flush) }
     }
 
-    fn accounting(&self, consumer: &Consumer) -> Accounting {
+    /// The session's counters, the retired producers' and the live ones'.
+    pub(crate) fn accounting(&self, consumer: &Consumer) -> Accounting {
         // SAFETY: as in `collect`.
         unsafe { consumer.accounting(&self.producers) }
     }
 
-    /// How far behind its rings the collector fell (see [`Backlog`]), and the events one ring
-    /// holds.
-    pub fn backlog(&self) -> (Backlog, usize) {
-        (self.consumer.lock().backlog(), self.ring_slots())
-    }
-
-    /// Runs `f` on the session's figures (every aggregator's, as one) and accounting, after
-    /// bringing them up to date.
-    pub fn read<R>(&self, f: impl FnOnce(&Aggregator, Accounting) -> R) -> R {
-        self.up_to_date(|aggregates, accounting| f(aggregates.view(), accounting))
-    }
-
-    /// As [`Session::read`], with what the session holds ([`Memory`]), measured under the
-    /// same locks as the figures read (the merge counted is the one `f` reads). Walks every
-    /// open frame and function: for the summary, off the schedulers.
-    pub fn read_with_memory<R>(&self, f: impl FnOnce(&Aggregator, Accounting, Memory) -> R) -> R {
-        self.up_to_date_measured(true, |aggregates, accounting, mut memory| {
-            aggregates.view();
-            memory.add(&aggregates.memory());
-            f(aggregates.view(), accounting, memory)
-        })
-    }
-
-    /// What the session holds now, by part ([`Memory`]); with aggregator threads, the merge
-    /// counted is the one kept from the last read (none is made).
-    pub fn memory(&self) -> Memory {
-        self.up_to_date_measured(true, |aggregates, _, mut memory| {
-            memory.add(&aggregates.memory());
-            memory
-        })
-    }
-
-    /// Runs `f` on the aggregators, up to date, for reading them and configuring each (a
-    /// filter, loops, a new interval) under one lock.
-    pub fn with_aggregates<R>(&self, f: impl FnOnce(&mut Aggregates<'_>) -> R) -> R {
-        self.up_to_date(|aggregates, _| f(aggregates))
-    }
-
-    /// Under the consumer lock: collects (everything if stopped), then runs `f` on the
-    /// aggregators and the accounting.
-    ///
-    /// With aggregator threads, the reader locks their aggregators (frozen where `accounting`
-    /// was taken) and lets go of the consumer lock before `f` merges and reads them: a merge
-    /// takes milliseconds, and the collector drains on meanwhile instead of letting the rings
-    /// fill. `f` must not take the consumer lock (no `backlog`, `ring_bytes`, `halt` in it):
-    /// the collector may be waiting, under it, for an aggregator thread that waits for `f`.
-    fn up_to_date<R>(&self, f: impl FnOnce(&mut Aggregates<'_>, Accounting) -> R) -> R {
-        self.up_to_date_measured(false, |aggregates, accounting, _| f(aggregates, accounting))
-    }
-
-    /// As `up_to_date`, giving `f` the memory of the consumer side and the session's own
-    /// parts if `measure` (else nothing: zeroes).
-    fn up_to_date_measured<R>(&self, measure: bool, f: impl FnOnce(&mut Aggregates<'_>, Accounting, Memory) -> R) -> R {
-        let mut consumer = self.consumer.lock();
-        let flush = self.stopped().is_some();
-        self.collect(&mut consumer, flush);
-        let accounting = self.accounting(&consumer);
-        let mut memory = Memory::default();
-        if measure {
-            // SAFETY: as in `collect`.
-            memory = unsafe { consumer.memory(&self.producers) };
-            memory.frame_table = FrameTable::BYTES;
-            memory.tables += std::mem::size_of::<Session>() + self.producers.len() * std::mem::size_of::<AtomicPtr<Producer>>();
-        }
-        let Some(handles) = consumer.shards.detach() else {
-            let mut aggregates = consumer.shards.aggregates();
-            return f(&mut aggregates, accounting, memory);
-        };
-        let spare = self.spare_merge.lock().take();
-        let mut aggregates = Aggregates::of_parts(handles.iter().map(|part| part.lock()).collect(), spare);
-        drop(consumer);
-        let read = f(&mut aggregates, accounting, memory);
-        let spare = aggregates.into_spare();
-        *self.spare_merge.lock() = spare;
-        read
+    /// What the consumer side holds (its buffers, the live producers' rings), measured.
+    pub(crate) fn consumer_memory(&self, consumer: &Consumer) -> Memory {
+        // SAFETY: as in `collect`.
+        unsafe { consumer.memory(&self.producers) }
     }
 
     /// Aggregators: 1, or `aggregators`.
     pub fn aggregators(&self) -> usize {
         self.config.aggregators
-    }
-
-    /// The collector thread's body: collect until stopped, then notify, as its last act.
-    pub(crate) fn run_collector(&self) {
-        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.collector_loop()));
-        if run.is_err() {
-            self.halt(StopReason::Error);
-        }
-        self.collector_cpu_ns.store(clock::thread_cpu_ns(), Ordering::Relaxed);
-        let notifier = self.notifier.lock().take();
-        if let (Some(notify), Some(stopped)) = (notifier, self.stopped()) {
-            // The notifier is the NIF layer's; a panic in it must not take the thread's
-            // unwinding anywhere (this thread is ours, but stay quiet and finish).
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| notify(self.id, stopped)));
-        }
-    }
-
-    fn collector_loop(&self) {
-        let deadline = self.config.duration_ms
-            .map(|ms| self.started_ticks.saturating_add(clock::ns_to_ticks(ms * 1_000_000)));
-        let mut collections = 0u32;
-        while !self.collector_exit.load(Ordering::Acquire) {
-            std::thread::park_timeout(COLLECT_INTERVAL);
-            collections = collections.wrapping_add(1);
-            if self.stopped().is_some() {
-                break;
-            }
-            if self.gate.limit_tripped.load(Ordering::Acquire) {
-                self.halt(StopReason::Limit);
-                break;
-            }
-            if deadline.is_some_and(|d| clock::now() >= d) {
-                self.halt(StopReason::Duration);
-                break;
-            }
-            let mut consumer = self.consumer.lock();
-            self.collect(&mut consumer, false);
-            // Every 64 collections (tens of ms): loops whose processes sit at the frame bound.
-            if collections.is_multiple_of(64) {
-                consumer.shards.find_stuck_loops(clock::to_ns(clock::now()));
-            }
-            let loops = consumer.shards.take_new_loops();
-            let failed = consumer.shards.failed();
-            self.aggregators_cpu_ns.store(consumer.shards.threads_cpu_ns(), Ordering::Relaxed);
-            drop(consumer);
-            if failed {
-                self.halt(StopReason::Error);
-                break;
-            }
-            if !loops.is_empty() {
-                if let Some(notify) = self.loop_notifier.lock().as_mut() {
-                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| notify(self.id, loops)));
-                }
-            }
-            self.collector_cpu_ns.store(clock::thread_cpu_ns(), Ordering::Relaxed);
-        }
     }
 }
 
