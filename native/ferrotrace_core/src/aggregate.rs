@@ -52,7 +52,7 @@ pub mod slowest;
 use own::OwnTime;
 use slowest::{SlowCall, SlowCalls, SlowestConfig};
 pub mod stacks;
-use crate::terms::{EventCopies, TermCopy};
+use crate::term_format::{EventCopies, TermCopy};
 
 pub mod merge;
 pub mod shard;

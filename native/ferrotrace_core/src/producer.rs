@@ -3,14 +3,14 @@
 //! Each (thread, session) pair gets one [`Producer`], created on the thread's first event of
 //! the session and reached through a [`ProducerRef`], which can only be made with the thread's
 //! own token (`Session::producer`). Everything a callback writes is on lines that only its
-//! thread writes: the ring's tail and slots, and the counters.
+//! thread writes: the ring's tail and cells, and the counters.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 use crate::sync::Mutex;
 
-use crate::copies::Slot;
+use crate::term_lane::CopyOf;
 use crate::event::{Event, EventKind, PackedEvent};
 use crate::limit::{Leases, Limiter};
 use crate::options::OnLimit;
@@ -81,7 +81,7 @@ pub(crate) struct Producer {
     pub(crate) thread: u32,
     counters: CachePadded<ProducerCounters>,
     /// The term ring, when the session copies arguments and results (`args`).
-    pub(crate) terms: Option<crate::copies::TermLane>,
+    pub(crate) terms: Option<crate::term_lane::TermLane>,
 }
 
 // SAFETY: `tx` and the producer side of `terms` (its ring's producer end and its scratch
@@ -235,7 +235,7 @@ impl ProducerRef<'_> {
     }
 }
 
-/// The term lane (`args`, `key`, see `crate::copies`).
+/// The term lane (`args`, `key`, see `crate::term_lane`).
 impl ProducerRef<'_> {
     /// True if the session copies arguments, results or keys (and this thread's term ring
     /// could be allocated).
@@ -256,15 +256,15 @@ impl ProducerRef<'_> {
         self.producer.terms.as_ref().is_some_and(|lane| lane.keys)
     }
 
-    /// Copies a term for the event of `pid` stamped `ts`, as its `slot`: `encode` writes it
+    /// Copies a term for the event of `pid` stamped `ts`, as its `copy_of` (arguments or key): `encode` writes it
     /// into the buffer it is given (at most `max_term_bytes`) and returns the length. Counted
     /// as dropped when the term ring is full. Push the copies before their event.
     #[inline]
-    pub fn copy_term(&self, pid: u64, ts: u64, kind: EventKind, slot: Slot, encode: impl FnOnce(&mut [u8]) -> usize) {
+    pub fn copy_term(&self, pid: u64, ts: u64, kind: EventKind, copy_of: CopyOf, encode: impl FnOnce(&mut [u8]) -> usize) {
         let Some(lane) = &self.producer.terms else { return };
         // SAFETY: only the thread owning this producer has a `ProducerRef` to it (see the
         // `Sync` impl of `Producer`), and `push_copy` does not re-enter this producer.
-        if !unsafe { lane.push_copy(pid, ts, kind, slot, encode) } {
+        if !unsafe { lane.push_copy(pid, ts, kind, copy_of, encode) } {
             self.count_copy_dropped();
         }
     }

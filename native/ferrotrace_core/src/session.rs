@@ -265,11 +265,11 @@ impl Session {
             fresh.thread = token.index() as u32;
             let (args, keys) = (self.config.args.enabled, self.config.keys.source != KeySource::None);
             if (args || keys) && fresh.has_ring() {
-                // A small copy is two 32-byte chunks (header, body). Per event slot: one copy
+                // A small copy is two 32-byte chunks (header, body). Per event cell: one copy
                 // with `args` (or a key per call, half an event's worth); with both, a call
                 // carries two copies, so three chunks per event on average.
                 let chunks = if args && keys { 3 } else { 2 } * self.config.ring_size;
-                fresh.terms = crate::copies::TermLane::new(chunks, self.config.args.max_term_bytes, args, keys);
+                fresh.terms = crate::term_lane::TermLane::new(chunks, self.config.args.max_term_bytes, args, keys);
                 if fresh.terms.is_none() {
                     // The thread's events still go, without copies: counted as a failed ring.
                     self.ring_alloc_failures.fetch_add(1, Ordering::Relaxed);
@@ -321,12 +321,12 @@ impl Session {
             // SAFETY: producers are freed only under the consumer lock, which we hold.
             .filter(|p| unsafe { p.load(Ordering::Acquire).as_ref() }.is_some_and(Producer::has_ring))
             .count();
-        rings * (self.ring_slots() * std::mem::size_of::<crate::event::PackedEvent>())
+        rings * (self.ring_cells() * std::mem::size_of::<crate::event::PackedEvent>())
     }
 
     /// Events one ring holds: `ring_size`, rounded up to a power of two as `ring::channel`
     /// allocates it.
-    fn ring_slots(&self) -> usize {
+    fn ring_cells(&self) -> usize {
         self.config.ring_size.next_power_of_two()
     }
 
@@ -902,7 +902,7 @@ mod tests {
         const BYTES: usize = 2_000;
         for aggregators in [1, 2] {
             let mut config = Config { aggregators, ring_size: 1 << 16, duration_ms: None, ..Config::default() };
-            config.args = crate::terms::ArgsConfig { enabled: true, max_term_bytes: 4_096 };
+            config.args = crate::term_format::ArgsConfig { enabled: true, max_term_bytes: 4_096 };
             let session = start_test(config);
             let id = session.id;
             // Calls that never return, each with a copy of its arguments: open frames.
@@ -912,7 +912,7 @@ mod tests {
                 let producer = session.producer(&active);
                 for i in 0..CALLS {
                     let (pid, ts) = (i << 4 | 3, clock::now());
-                    producer.copy_term(pid, ts, EventKind::Call, crate::copies::Slot::Args, |out| {
+                    producer.copy_term(pid, ts, EventKind::Call, crate::term_lane::CopyOf::Args, |out| {
                         out[..BYTES].fill(7);
                         BYTES
                     });

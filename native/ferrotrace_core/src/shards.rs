@@ -31,7 +31,7 @@ use crate::aggregate::Aggregator;
 use crate::clock;
 use crate::event::{Event, Mfa, PackedEvent};
 use crate::sync::Mutex;
-use crate::terms::EventCopies;
+use crate::term_format::EventCopies;
 
 /// Accepted `aggregators`, inclusive.
 pub const AGGREGATORS_RANGE: (i64, i64) = (1, 16);

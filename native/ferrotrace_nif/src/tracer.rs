@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 use rustler::sys::{enif_get_int64, enif_get_map_value, enif_get_tuple, enif_make_atom, ErlNifEnv, ErlNifTerm};
 
 use ferrotrace_core::clock;
-use ferrotrace_core::copies::Slot;
+use ferrotrace_core::term_lane::CopyOf;
 use ferrotrace_core::decode::decode_mfa;
 use ferrotrace_core::event::{Event, EventKind, Mfa};
 use ferrotrace_core::producer::{Admission, ProducerRef};
@@ -299,7 +299,7 @@ register_raw_nif!("enabled_ports", 3, enabled_any);
 /// exception) that the VM passes as `extra` in the options, into the thread's term ring,
 /// before the event is pushed. `key`: copies a call's `match_spec_result` (what its match
 /// spec's `{message, Key}` returned; absent when it returned `true`) the same way. Bounded by
-/// `max_term_bytes` (see `ferrotrace_core::terms`).
+/// `max_term_bytes` (see `ferrotrace_core::term_format`).
 /// Nothing is allocated but what the VM allocates, bounded, for a reference or a remote pid
 /// or port (`enif_term_to_binary`, a few dozen bytes) or a large map's iterator.
 ///
@@ -319,7 +319,7 @@ unsafe fn copy_terms(
         let mut key = argv[4];
         // SAFETY: the caller's contract; `key` is a valid out-pointer.
         if unsafe { enif_get_map_value(env, argv[4], a.match_spec_result, &mut key) } != 0 {
-            producer.copy_term(pid, ts, kind, Slot::Key, |out| crate::copy::encode(env, key, out));
+            producer.copy_term(pid, ts, kind, CopyOf::Key, |out| crate::copy::encode(env, key, out));
         }
     }
     if !producer.copies_args() {
@@ -341,7 +341,7 @@ unsafe fn copy_terms(
             return;
         }
     }
-    producer.copy_term(pid, ts, kind, Slot::Args, |out| crate::copy::encode(env, term, out));
+    producer.copy_term(pid, ts, kind, CopyOf::Args, |out| crate::copy::encode(env, term, out));
 }
 
 register_raw_nif!("enabled", 3, enabled);

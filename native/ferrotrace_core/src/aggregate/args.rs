@@ -9,7 +9,7 @@
 
 use super::Aggregator;
 use crate::event::Event;
-use crate::terms::EventCopies;
+use crate::term_format::EventCopies;
 
 impl Aggregator {
     /// Folds one event in with the copies made for it: its arguments or result, and a call's
@@ -36,7 +36,7 @@ mod tests {
     use super::*;
     use crate::aggregate::slowest::SlowestConfig;
     use crate::event::{EventKind, Mfa};
-    use crate::terms::TermCopy;
+    use crate::term_format::TermCopy;
     use std::sync::Arc;
 
     const F: Mfa = Mfa { module: 1, function: 2, arity: 1 };

@@ -168,7 +168,7 @@ mod tests {
     use super::super::MfaPattern;
     use super::*;
     use crate::event::{Event, EventKind};
-    use crate::terms::EventCopies;
+    use crate::term_format::EventCopies;
     use hdrhistogram::Histogram;
     use proptest::prelude::*;
     use std::sync::Arc;

@@ -13,7 +13,7 @@
 
 use super::Aggregator;
 use crate::event::{Event, EventKind};
-use crate::terms::EventCopies;
+use crate::term_format::EventCopies;
 
 pub use crate::owner::{shard_of, Shard};
 

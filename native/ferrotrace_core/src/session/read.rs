@@ -18,7 +18,7 @@ impl Session {
     /// How far behind its rings the collector fell (see [`Backlog`]), and the events one ring
     /// holds.
     pub fn backlog(&self) -> (Backlog, usize) {
-        (self.consumer.lock().backlog(), self.ring_slots())
+        (self.consumer.lock().backlog(), self.ring_cells())
     }
 
     /// Runs `f` on the session's figures (every aggregator's, as one) and accounting, after
