@@ -1,5 +1,5 @@
 //! Terms copied with `args => true`: walking a term through the `enif_*` API for the encoder
-//! (on the scheduler, in `trace/5`), and building it again for Erlang (in the API NIFs).
+//! (on the scheduler, in `trace/5`), and building it again for Erlang (in the management NIFs).
 //! The format and its bounds are `ferrotrace_core::term_format`'.
 
 use std::ffi::{c_int, c_uint};
@@ -15,7 +15,7 @@ use rustler::sys::{
 
 use ferrotrace_core::term_format::{self, Opaque, TermSink, TermSource, View};
 
-use crate::immediate::Immediate;
+use super::immediate::Immediate;
 
 /// The encoder's view of terms in a NIF environment (the trace callback's).
 pub struct EnvSource(pub *mut ErlNifEnv);

@@ -10,9 +10,8 @@
 //! counter, no reference count. Panics are caught here and never reach the VM.
 
 use std::ffi::c_int;
-use std::sync::OnceLock;
 
-use rustler::sys::{enif_get_int64, enif_get_map_value, enif_get_tuple, enif_make_atom, ErlNifEnv, ErlNifTerm};
+use rustler::sys::{enif_get_int64, enif_get_map_value, enif_get_tuple, ErlNifEnv, ErlNifTerm};
 
 use ferrotrace_core::clock;
 use ferrotrace_core::term_lane::CopyOf;
@@ -22,62 +21,10 @@ use ferrotrace_core::producer::{Admission, ProducerRef};
 use ferrotrace_core::quiesce::with_token;
 use ferrotrace_core::session;
 
-use crate::immediate::Immediate;
-use crate::raw::{args, guarded, register_raw_nif};
-use crate::term::EnvReader;
-
-/// Raw atom terms the callbacks compare against or return. Atoms are immediates and never
-/// freed, so their bits are valid in every environment.
-pub(crate) struct Atoms {
-    ok: ErlNifTerm,
-    pub(crate) trace: ErlNifTerm,
-    discard: ErlNifTerm,
-    remove: ErlNifTerm,
-    trace_status: ErlNifTerm,
-    call: ErlNifTerm,
-    exit: ErlNifTerm,
-    return_from: ErlNifTerm,
-    exception_from: ErlNifTerm,
-    extra: ErlNifTerm,
-    match_spec_result: ErlNifTerm,
-}
-
-static ATOMS: OnceLock<Atoms> = OnceLock::new();
-
-/// Creates the atoms; called from the library's `load`.
-///
-/// # Safety
-/// `env` must be a valid environment.
-pub unsafe fn init_atoms(env: *mut ErlNifEnv) {
-    // SAFETY: `env` is valid (the caller's contract) and `name` a NUL-terminated string.
-    let atom = |name: &std::ffi::CStr| unsafe { enif_make_atom(env, name.as_ptr()) };
-    let _ = ATOMS.set(Atoms {
-        ok: atom(c"ok"),
-        trace: atom(c"trace"),
-        discard: atom(c"discard"),
-        remove: atom(c"remove"),
-        trace_status: atom(c"trace_status"),
-        call: atom(c"call"),
-        exit: atom(c"exit"),
-        return_from: atom(c"return_from"),
-        exception_from: atom(c"exception_from"),
-        extra: atom(c"extra"),
-        match_spec_result: atom(c"match_spec_result"),
-    });
-}
-
-impl Atoms {
-    /// The `discard` atom.
-    pub(crate) fn discard_term(&self) -> ErlNifTerm {
-        self.discard
-    }
-}
-
-#[inline]
-fn atoms() -> &'static Atoms {
-    // Set in `load`, before any NIF can run.
-    ATOMS.get().expect("ferrotrace atoms are initialised at load")
-}
+use super::atoms::{atoms, Atoms};
+use super::raw::{args, guarded, register_raw_nif};
+use crate::encoding::immediate::Immediate;
+use crate::encoding::term_reader::EnvReader;
 
 /// The session id from `enabled`'s arguments. The contract is `(Tag, TracerState, Tracee)`,
 /// but when the module was not loaded yet, `erlang:trace/3` first calls
@@ -179,7 +126,7 @@ unsafe fn enabled_by(
 unsafe extern "C" fn enabled(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
     // SAFETY: called by the VM as an arity-3 NIF: its env and three arguments.
     // With events, every tag is traced: `trace/5` aggregates it or counts it as ignored
-    // (events.rs). A calls-only session keeps calls and exits.
+    // (activity.rs). A calls-only session keeps calls and exits.
     unsafe { enabled_by(env, argv, false, |a, tag, events| {
         if events || tag == a.call || tag == a.trace_status || tag == a.exit {
             a.trace
@@ -236,7 +183,7 @@ unsafe extern "C" fn trace(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNi
                 EventKind::Exception
             } else {
                 // SAFETY: `env` and `argv` are this callback's.
-                match unsafe { crate::events::decode(env, argv) } {
+                match unsafe { super::activity::decode(env, argv) } {
                     Some((kind, mfa)) => {
                         push(&producer, kind, mfa, tracee, |_, _| {});
                         return;
@@ -280,12 +227,12 @@ fn push(producer: &ProducerRef<'_>, kind: EventKind, mfa: Mfa, tracee: Immediate
     producer.push(Event { ts, pid, mfa, kind })
 }
 
-/// `enabled_<tag>/3` for the tags `events.rs` decodes: every event of a running session is
+/// `enabled_<tag>/3` for the tags `activity.rs` decodes: every event of a running session is
 /// traced (the VM then calls `trace/5`), unless the session is calls-only (`discard`);
 /// `remove` for a session that is gone.
 unsafe extern "C" fn enabled_any(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
     // SAFETY: called by the VM as an arity-3 NIF: its env and three arguments.
-    unsafe { enabled_by(env, argv, false, |a, _tag, events| if events { a.trace } else { a.discard_term() }) }
+    unsafe { enabled_by(env, argv, false, |a, _tag, events| if events { a.trace } else { a.discard }) }
 }
 
 register_raw_nif!("enabled_send", 3, enabled_any);
@@ -319,7 +266,7 @@ unsafe fn copy_terms(
         let mut key = argv[4];
         // SAFETY: the caller's contract; `key` is a valid out-pointer.
         if unsafe { enif_get_map_value(env, argv[4], a.match_spec_result, &mut key) } != 0 {
-            producer.copy_term(pid, ts, kind, CopyOf::Key, |out| crate::copy::encode(env, key, out));
+            producer.copy_term(pid, ts, kind, CopyOf::Key, |out| crate::encoding::term_copy::encode(env, key, out));
         }
     }
     if !producer.copies_args() {
@@ -341,7 +288,7 @@ unsafe fn copy_terms(
             return;
         }
     }
-    producer.copy_term(pid, ts, kind, CopyOf::Args, |out| crate::copy::encode(env, term, out));
+    producer.copy_term(pid, ts, kind, CopyOf::Args, |out| crate::encoding::term_copy::encode(env, term, out));
 }
 
 register_raw_nif!("enabled", 3, enabled);
