@@ -93,6 +93,7 @@ pub fn channel<T: Copy>(capacity: usize) -> Result<(RingProducer<T>, RingConsume
 
 impl<T: Copy> RingProducer<T> {
     /// Number of cells.
+    #[cfg(test)]
     pub fn capacity(&self) -> usize {
         self.shared.cells.len()
     }
@@ -145,6 +146,7 @@ impl<T: Copy> RingProducer<T> {
     }
 
     /// Total number of values ever pushed.
+    #[cfg(test)]
     pub fn pushed(&self) -> u64 {
         self.tail
     }

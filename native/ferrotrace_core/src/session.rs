@@ -34,7 +34,7 @@ mod read;
 static SESSIONS: Slots<Session> = Slots::new();
 
 /// True if `id` names a running session. Reads one static word: no session memory.
-#[inline]
+#[cfg(test)]
 pub fn is_live(id: u64) -> bool {
     SESSIONS.is_live(id)
 }
@@ -312,7 +312,8 @@ impl Session {
         }
     }
 
-    /// Bytes held by this session's rings now.
+    /// Bytes held by this session's rings now (the summary counts them in `Memory`).
+    #[cfg(test)]
     pub fn ring_bytes(&self) -> usize {
         let _consumer = self.consumer.lock();
         let rings = self

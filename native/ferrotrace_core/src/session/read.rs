@@ -59,7 +59,7 @@ impl Session {
     /// With aggregator threads, the reader locks their aggregators (frozen where `accounting`
     /// was taken) and lets go of the consumer lock before `f` merges and reads them: a merge
     /// takes milliseconds, and the collector drains on meanwhile instead of letting the rings
-    /// fill. `f` must not take the consumer lock (no `backlog`, `ring_bytes`, `halt` in it):
+    /// fill. `f` must not take the consumer lock (no `backlog` or `halt` in it):
     /// the collector may be waiting, under it, for an aggregator thread that waits for `f`.
     fn up_to_date<R>(&self, f: impl FnOnce(&mut Aggregates<'_>, Accounting) -> R) -> R {
         self.up_to_date_measured(false, |aggregates, accounting, _| f(aggregates, accounting))
