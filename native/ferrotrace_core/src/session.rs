@@ -53,16 +53,17 @@ pub fn frames_of(id: u64) -> Option<&'static FrameTable> {
     FrameTable::of_slot(slot_of(id))
 }
 
-/// Whether running session `id` wants events other than calls and exits (see [`set_events`]).
+/// Whether running session `id` wants activity, the events other than calls and exits (see
+/// [`set_activity`]).
 #[inline]
-pub fn wants_events(id: u64) -> bool {
-    SESSIONS.wants_events(id)
+pub fn wants_activity(id: u64) -> bool {
+    SESSIONS.wants_activity(id)
 }
 
-/// Sets what [`wants_events`] answers for session `id` (the keeper calls it before it sets any
+/// Sets what [`wants_activity`] answers for session `id` (the keeper calls it before it sets any
 /// trace flag). Returns false if `id` is not live.
-pub fn set_events(id: u64, events: bool) -> bool {
-    SESSIONS.set_events(id, events)
+pub fn set_activity(id: u64, activity: bool) -> bool {
+    SESSIONS.set_activity(id, activity)
 }
 
 /// The running session `id`, borrowed for as long as the thread's active mark lives (that is

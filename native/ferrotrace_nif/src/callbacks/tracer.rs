@@ -106,7 +106,7 @@ unsafe fn enabled_by(
         let Some((id, tracee)) = (unsafe { enabled_session_id(env, argv) }) else { return a.remove };
         let Some(sample) = session::live_sample(id) else { return a.remove };
         let tag = argv[0];
-        let answer = answer(a, tag, session::wants_events(id));
+        let answer = answer(a, tag, session::wants_activity(id));
         if answer != a.trace || tag == a.trace_status {
             return answer;
         }
@@ -125,10 +125,10 @@ unsafe fn enabled_by(
 /// session (`calls/2` without other kinds); `trace_status` keeps the tracer.
 unsafe extern "C" fn enabled(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
     // SAFETY: called by the VM as an arity-3 NIF: its env and three arguments.
-    // With events, every tag is traced: `trace/5` aggregates it or counts it as ignored
+    // With activity, every tag is traced: `trace/5` aggregates it or counts it as ignored
     // (activity.rs). A calls-only session keeps calls and exits.
-    unsafe { enabled_by(env, argv, false, |a, tag, events| {
-        if events || tag == a.call || tag == a.trace_status || tag == a.exit {
+    unsafe { enabled_by(env, argv, false, |a, tag, activity| {
+        if activity || tag == a.call || tag == a.trace_status || tag == a.exit {
             a.trace
         } else {
             a.discard
@@ -139,7 +139,7 @@ unsafe extern "C" fn enabled(env: *mut ErlNifEnv, _argc: c_int, argv: *const Erl
 /// `enabled_call/3`: the tag is `call`, only the session is checked.
 unsafe extern "C" fn enabled_call(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
     // SAFETY: called by the VM as an arity-3 NIF: its env and three arguments.
-    unsafe { enabled_by(env, argv, true, |a, _tag, _events| a.trace) }
+    unsafe { enabled_by(env, argv, true, |a, _tag, _activity| a.trace) }
 }
 
 /// `enabled_procs/3`: the VM passes the event's own tag (`spawn`, `exit`, `link`, ...); all
@@ -147,8 +147,8 @@ unsafe extern "C" fn enabled_call(env: *mut ErlNifEnv, _argc: c_int, argv: *cons
 /// a calls-only session keeps only `exit`.
 unsafe extern "C" fn enabled_procs(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
     // SAFETY: called by the VM as an arity-3 NIF: its env and three arguments.
-    unsafe { enabled_by(env, argv, false, |a, tag, events| {
-        if events || tag == a.exit || tag == a.trace_status {
+    unsafe { enabled_by(env, argv, false, |a, tag, activity| {
+        if activity || tag == a.exit || tag == a.trace_status {
             a.trace
         } else {
             a.discard
@@ -232,7 +232,7 @@ fn push(producer: &ProducerRef<'_>, kind: EventKind, mfa: Mfa, tracee: Immediate
 /// `remove` for a session that is gone.
 unsafe extern "C" fn enabled_any(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
     // SAFETY: called by the VM as an arity-3 NIF: its env and three arguments.
-    unsafe { enabled_by(env, argv, false, |a, _tag, events| if events { a.trace } else { a.discard }) }
+    unsafe { enabled_by(env, argv, false, |a, _tag, activity| if activity { a.trace } else { a.discard }) }
 }
 
 register_raw_nif!("enabled_send", 3, enabled_any);

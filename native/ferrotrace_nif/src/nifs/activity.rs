@@ -1,5 +1,6 @@
-//! Management NIFs for the event kinds other than calls: the `messages`, `scheduling`, `gc`,
-//! `processes` and `ports` figures of a session, and their histograms. Read off the
+//! Management NIFs for activity, the event kinds other than calls: the `messages`,
+//! `scheduling`, `gc`, `processes` and `ports` figures of a session, and their histograms.
+//! (The NIFs keep the names the Erlang side loads: `session_events/1`, ...) Read off the
 //! schedulers (dirty), from the collector's aggregates.
 
 use hdrhistogram::Histogram;
@@ -150,7 +151,7 @@ fn summary<'a>(env: Env<'a>, t: &EventStats, table: &ProcessTable) -> Term<'a> {
     ])
 }
 
-fn with_events<'a>(env: Env<'a>, id: Term<'a>, f: impl FnOnce(&EventStats) -> Term<'a>) -> Term<'a> {
+fn with_activity<'a>(env: Env<'a>, id: Term<'a>, f: impl FnOnce(&EventStats) -> Term<'a>) -> Term<'a> {
     with_aggregator(env, id, |agg| f(&agg.events))
 }
 
@@ -200,16 +201,16 @@ fn session_event_histogram<'a>(env: Env<'a>, id: Term<'a>, series: Term<'a>) -> 
     let Some(which) = which else {
         return error(env, (atoms::bad_series(), series));
     };
-    with_events(env, id, |t| (atoms::ok(), super::distribution::log2_buckets(which(t))).encode(env))
+    with_activity(env, id, |t| (atoms::ok(), super::distribution::log2_buckets(which(t))).encode(env))
 }
 
 /// `session_set_events(Id, Bool) -> ok | {error, Reason}`: `false` makes a session
 /// calls-only (its `enabled` callbacks discard every tag but `call` and `exit`), as
 /// `calls/2` without other kinds wants; sessions start with `true`.
 #[rustler::nif]
-fn session_set_events<'a>(env: Env<'a>, id: Term<'a>, events: bool) -> Term<'a> {
+fn session_set_events<'a>(env: Env<'a>, id: Term<'a>, activity: bool) -> Term<'a> {
     match id.decode::<u64>() {
-        Ok(n) if ferrotrace_core::session::set_events(n, events) => atoms::ok().encode(env),
+        Ok(n) if ferrotrace_core::session::set_activity(n, activity) => atoms::ok().encode(env),
         Ok(_) => error(env, (atoms::no_such_session(), id)),
         Err(_) => error(env, (atoms::bad_session(), id)),
     }
