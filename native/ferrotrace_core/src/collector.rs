@@ -94,7 +94,7 @@ impl Consumer {
 
     fn drain(&mut self, producer: &Producer) {
         let thread = producer.thread;
-        let Some(lane) = &producer.terms else {
+        let Some(lane) = &producer.term_lane else {
             if let Some(rx) = producer.rx.lock().as_mut() {
                 let pending = &mut self.pending;
                 let drained = rx.drain(|event| pending.push((event, thread)));
@@ -243,7 +243,7 @@ impl Consumer {
                 if let Some(rx) = producer.rx.lock().as_ref() {
                     memory.ring_bytes += rx.capacity() * std::mem::size_of::<PackedEvent>();
                 }
-                if let Some(lane) = &producer.terms {
+                if let Some(lane) = &producer.term_lane {
                     memory.term_rings += lane.bytes();
                 }
             }
@@ -434,7 +434,7 @@ mod tests {
         let producers: Vec<Producer> = (0..THREADS)
             .map(|_| {
                 let mut p = Producer::new(PER_ROUND);
-                p.terms = crate::term_lane::TermLane::new(2 * PER_ROUND, 1024, copy_of == CopyOf::Args, copy_of == CopyOf::Key);
+                p.term_lane = crate::term_lane::TermLane::new(2 * PER_ROUND, 1024, copy_of == CopyOf::Args, copy_of == CopyOf::Key);
                 p
             })
             .collect();
@@ -444,7 +444,7 @@ mod tests {
         let mut events = 0u64;
         for round in 0..ROUNDS {
             for (t, producer) in producers.iter().enumerate() {
-                let lane = producer.terms.as_ref().unwrap();
+                let lane = producer.term_lane.as_ref().unwrap();
                 for i in 0..PER_ROUND / 2 {
                     let n = (round * PER_ROUND + i) as u64;
                     let pid = ((t as u64 * PIDS_PER_THREAD + n % PIDS_PER_THREAD) << 4) | 3;

@@ -80,11 +80,12 @@ pub(crate) struct Producer {
     /// The index of the thread that owns this producer (its events ran there).
     pub(crate) thread: u32,
     counters: CachePadded<ProducerCounters>,
-    /// The term ring, when the session copies arguments and results (`args`).
-    pub(crate) terms: Option<crate::term_lane::TermLane>,
+    /// The term lane (a term ring and its encoding buffer), when the session copies
+    /// arguments and results (`args`) or keys (`key`).
+    pub(crate) term_lane: Option<crate::term_lane::TermLane>,
 }
 
-// SAFETY: `tx` and the producer side of `terms` (its ring's producer end and its scratch
+// SAFETY: `tx` and the producer side of `term_lane` (its ring's producer end and its scratch
 // buffer) are the only parts that are not `Sync`; they are reached only through a `ProducerRef`,
 // which is made only by `Session::producer` from the token of the thread whose index names this
 // producer, and which (like the token) cannot leave that thread. So they are only ever used by
@@ -103,7 +104,7 @@ impl Producer {
             rx: CachePadded::new(Mutex::new(rx)),
             thread: 0,
             counters: CachePadded::new(ProducerCounters::default()),
-            terms: None,
+            term_lane: None,
         }
     }
 
@@ -241,19 +242,19 @@ impl ProducerRef<'_> {
     /// could be allocated).
     #[inline]
     pub fn copies_terms(&self) -> bool {
-        self.producer.terms.is_some()
+        self.producer.term_lane.is_some()
     }
 
     /// True if the session copies arguments and results (`args`).
     #[inline]
     pub fn copies_args(&self) -> bool {
-        self.producer.terms.as_ref().is_some_and(|lane| lane.args)
+        self.producer.term_lane.as_ref().is_some_and(|lane| lane.args)
     }
 
     /// True if the session copies calls' keys (`key`).
     #[inline]
     pub fn copies_keys(&self) -> bool {
-        self.producer.terms.as_ref().is_some_and(|lane| lane.keys)
+        self.producer.term_lane.as_ref().is_some_and(|lane| lane.keys)
     }
 
     /// Copies a term for the event of `pid` stamped `ts`, as its `copy_of` (arguments or key): `encode` writes it
@@ -261,7 +262,7 @@ impl ProducerRef<'_> {
     /// as dropped when the term ring is full. Push the copies before their event.
     #[inline]
     pub fn copy_term(&self, pid: u64, ts: u64, kind: EventKind, copy_of: CopyOf, encode: impl FnOnce(&mut [u8]) -> usize) {
-        let Some(lane) = &self.producer.terms else { return };
+        let Some(lane) = &self.producer.term_lane else { return };
         // SAFETY: only the thread owning this producer has a `ProducerRef` to it (see the
         // `Sync` impl of `Producer`), and `push_copy` does not re-enter this producer.
         if !unsafe { lane.push_copy(pid, ts, kind, copy_of, encode) } {

@@ -270,8 +270,8 @@ impl Session {
                 // with `args` (or a key per call, half an event's worth); with both, a call
                 // carries two copies, so three chunks per event on average.
                 let chunks = if args && keys { 3 } else { 2 } * self.config.ring_size;
-                fresh.terms = crate::term_lane::TermLane::new(chunks, self.config.args.max_term_bytes, args, keys);
-                if fresh.terms.is_none() {
+                fresh.term_lane = crate::term_lane::TermLane::new(chunks, self.config.args.max_term_bytes, args, keys);
+                if fresh.term_lane.is_none() {
                     // The thread's events still go, without copies: counted as a failed ring.
                     self.ring_alloc_failures.fetch_add(1, Ordering::Relaxed);
                 }
@@ -400,7 +400,7 @@ impl Session {
     /// The rings of one producer being freed, in bytes.
     fn producer_bytes(&self, producer: &Producer) -> usize {
         let ring = producer.rx.lock().as_ref().map_or(0, |rx| rx.capacity() * std::mem::size_of::<crate::event::PackedEvent>());
-        ring + producer.terms.as_ref().map_or(0, |lane| lane.bytes())
+        ring + producer.term_lane.as_ref().map_or(0, |lane| lane.bytes())
     }
 
     /// Stops the session and waits for its collector thread to end (it notifies the keeper

@@ -279,8 +279,8 @@ mod tests {
     #[test]
     fn copies_pair_with_their_events_in_push_order() {
         let mut producer = Producer::new(64);
-        producer.terms = TermLane::new(16, 100, true, false);
-        let lane = producer.terms.as_ref().unwrap();
+        producer.term_lane = TermLane::new(16, 100, true, false);
+        let lane = producer.term_lane.as_ref().unwrap();
         let push = |pid, ts, kind, body: &[u8]| push(lane, pid, ts, kind, CopyOf::Args, body);
         let long: Vec<u8> = (0..100).collect();
         assert!(push(1, 10, EventKind::Call, b"short"));
@@ -312,8 +312,8 @@ mod tests {
     #[test]
     fn held_copies_stay_whole_when_earlier_ones_go() {
         let mut producer = Producer::new(64);
-        producer.terms = TermLane::new(2048, 100, true, false);
-        let lane = producer.terms.as_ref().unwrap();
+        producer.term_lane = TermLane::new(2048, 100, true, false);
+        let lane = producer.term_lane.as_ref().unwrap();
         let body = |ts: u64| -> Vec<u8> { (0..100).map(|i| (ts * 7 + i) as u8).collect() };
         let mut copies = HeldCopies::default();
         let mut pending = VecDeque::new();
@@ -340,8 +340,8 @@ mod tests {
     #[test]
     fn a_call_takes_its_key_and_its_arguments() {
         let mut producer = Producer::new(64);
-        producer.terms = TermLane::new(64, 100, true, true);
-        let lane = producer.terms.as_ref().unwrap();
+        producer.term_lane = TermLane::new(64, 100, true, true);
+        let lane = producer.term_lane.as_ref().unwrap();
         assert!(push(lane, 1, 10, EventKind::Call, CopyOf::Key, b"gold"));
         assert!(push(lane, 1, 10, EventKind::Call, CopyOf::Args, b"[1]"));
         assert!(push(lane, 2, 11, EventKind::Call, CopyOf::Key, b"silver"));
