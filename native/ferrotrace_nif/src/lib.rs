@@ -3,8 +3,9 @@
 //! The NIF library behind the Erlang module `ferrotrace_tracer`, in three parts:
 //! - [`callbacks`]: the `erl_tracer` callbacks (`enabled*/3`, `trace/5`), the hot path, run
 //!   on the traced processes' schedulers;
-//! - `nifs`: the management NIFs the `ferrotrace` API calls (sessions, summaries, exports; it
-//!   also sends the keeper `{ferrotrace_stopped, Id, Reason}`);
+//! - `management`: the management NIFs the `ferrotrace` API calls (sessions, summaries,
+//!   exports; it also sends the keeper `{ferrotrace_stopped, Id, Reason}`). Every file here
+//!   is a NIF, so the part is named for what its NIFs are for, as the docs call them;
 //! - [`encoding`]: between Erlang terms and the engine's words and bytes (reading trace
 //!   messages, immediates, term copies), used by both.
 //!
@@ -15,7 +16,7 @@
 
 pub mod callbacks;
 pub mod encoding;
-mod nifs;
+mod management;
 
 use ferrotrace_core::{clock, session};
 
