@@ -50,8 +50,6 @@ pub mod clock;
 #[cfg(not(loom))]
 pub mod collector;
 #[cfg(not(loom))]
-pub mod term_lane;
-#[cfg(not(loom))]
 pub mod decode;
 #[cfg(not(loom))]
 pub mod msgsize;
@@ -82,4 +80,6 @@ pub mod shards;
 #[cfg(not(loom))]
 pub mod slots;
 pub mod term_format;
+#[cfg(not(loom))]
+pub mod term_lane;
 mod sync;
