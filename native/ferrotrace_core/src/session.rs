@@ -162,7 +162,7 @@ pub struct Session {
     /// (`Aggregator::merged_reusing`): its memory stays mapped, as much as one aggregator's
     /// histograms, until the session is released. Locked only to take or put it back,
     /// never while waiting for another lock.
-    pub(crate) spare_merge: Mutex<Option<Aggregator>>,
+    spare_merge: Mutex<Option<Aggregator>>,
     collector: Mutex<Option<JoinHandle<()>>>,
     pub(crate) collector_exit: AtomicBool,
     /// Sampling and limits, read by every producer.
@@ -428,13 +428,13 @@ impl Session {
     }
 
     /// The session's counters, the retired producers' and the live ones'.
-    pub(crate) fn accounting(&self, consumer: &Consumer) -> Accounting {
+    fn accounting(&self, consumer: &Consumer) -> Accounting {
         // SAFETY: as in `collect`.
         unsafe { consumer.accounting(&self.producers) }
     }
 
     /// What the consumer side holds (its buffers, the live producers' rings), measured.
-    pub(crate) fn consumer_memory(&self, consumer: &Consumer) -> Memory {
+    fn consumer_memory(&self, consumer: &Consumer) -> Memory {
         // SAFETY: as in `collect`.
         unsafe { consumer.memory(&self.producers) }
     }
