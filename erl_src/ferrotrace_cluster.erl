@@ -20,12 +20,11 @@
 %%% </ul>
 %%%
 %%% == Merging ==
-%%% Counts add. Latencies merge exactly: each node ships its HDR histograms in
-%%% HdrHistogram's V2 compressed encoding, the coordinator's node adds them bucket by bucket
-%%% and reads the percentiles from the sum (never averaging percentiles), so the cluster p99
-%%% is the p99 of all calls to HDR precision. `summary/1' adds `nodes', `nodes_down' and
-%%% `by_node => #{Node => Summary}'. A node that went down is listed in `nodes_down' and left
-%%% out of the merged figures; the others carry on. `hdr_log' with `interval => Ms' (a
+%%% Each node's summary and histograms are read on its node and merged by
+%%% {@link ferrotrace_cluster_merge}: counts add, HDR histograms add (percentiles are read
+%%% from the sum, never averaged), means are exact. `summary/1' adds `nodes', `nodes_down'
+%%% and `by_node => #{Node => Summary}'. A node that went down is listed in `nodes_down' and
+%%% left out of the merged figures; the others carry on. `hdr_log' with `interval => Ms' (a
 %%% session started with `intervals => P') places each node's intervals on one clock, in
 %%% slots of `Ms' from the earliest node's start, and adds a slot's histograms.
 -module(ferrotrace_cluster).
@@ -80,7 +79,7 @@ start(Spec, Options, Nodes, Owner) ->
 summary(Cluster) ->
     case gather(Cluster) of
         {error, _} = Error -> Error;
-        {Info, Figures} -> merge(Info, Figures)
+        {Info, Figures} -> ferrotrace_cluster_merge:summary(Info, Figures)
     end.
 
 %% @doc Whether the cluster session runs (as its coordinator knows: a part that stopped by
@@ -100,13 +99,8 @@ status(Cluster) ->
 -spec histogram(pid(), mfa()) -> [ferrotrace:bucket()] | {error, term()}.
 histogram(Cluster, MFA) ->
     case gather(Cluster) of
-        {error, _} = Error ->
-            Error;
-        {_Info, Figures} ->
-            case [B || {_Node, {_Summary, Hs}} <- Figures, {M, B} <- Hs, M =:= MFA] of
-                [] -> {error, {no_such_function, MFA}};
-                Parts -> maps:get(buckets, figures(Parts))
-            end
+        {error, _} = Error -> Error;
+        {_Info, Figures} -> ferrotrace_cluster_merge:histogram(Figures, MFA)
     end.
 
 %% @doc Stops every node's part; figures stay readable.
@@ -133,7 +127,7 @@ format(Cluster, Options) ->
                        DownNodes -> io_lib:format("nodes down (left out): ~p~n", [DownNodes])
                    end,
             case maps:get(by_node, Options, false) of
-                true -> [Main, Down, by_node_table(Summary)];
+                true -> [Main, Down, ferrotrace_report:by_node_table(Summary)];
                 false -> [Main, Down]
             end
     end.
@@ -146,8 +140,6 @@ export(Cluster, json, _Options) ->
         Summary -> ferrotrace_tracer:to_json(ferrotrace_export:json_document(Summary))
     end;
 export(Cluster, hdr_log, #{interval := Ms}) ->
-    %% Each node's intervals, placed by their start on one clock (system time, ms) in slots of
-    %% Ms from the earliest node's start; a slot's histograms of a function are added.
     case replies(Cluster, ferrotrace_export, intervals, fun(Id) -> [Id, Ms] end) of
         {ok, NodeReplies} ->
             Replies = [R || {_Node, R} <- NodeReplies],
@@ -156,16 +148,8 @@ export(Cluster, hdr_log, #{interval := Ms}) ->
                     Error;
                 [] ->
                     Nodes = [{Start, Is} || {ok, Start, Is} <- Replies],
-                    Start0 = lists:min([erlang:system_time(millisecond) | [S || {S, _} <- Nodes]]),
-                    Slots = lists:foldl(
-                              fun({Slot, From, To, Hs}, Acc) ->
-                                      maps:update_with(Slot, fun({F, T, Old}) -> {min(F, From), max(T, To), Hs ++ Old} end,
-                                                       {From, To, Hs}, Acc)
-                              end, #{},
-                              [{(S + Off - Start0) div Ms, S + Off - Start0, S + Off + Len - Start0, Hs}
-                               || {S, Is} <- Nodes, {Off, Len, Hs} <- Is]),
-                    ferrotrace_export:hdr_log_intervals(
-                      Start0, [{From, To - From, merge_tagged(Hs)} || {_, {From, To, Hs}} <- lists:keysort(1, maps:to_list(Slots))])
+                    {Start, Intervals} = ferrotrace_cluster_merge:intervals(Ms, erlang:system_time(millisecond), Nodes),
+                    ferrotrace_export:hdr_log_intervals(Start, Intervals)
             end;
         {error, _} = Error ->
             Error
@@ -175,11 +159,8 @@ export(Cluster, hdr_log, _Options) ->
         {error, _} = Error ->
             Error;
         {_Info, Figures} ->
-            Merged = merge_histograms(Figures),
-            Summaries = [S || {_, {S, _}} <- Figures],
-            Start = lists:min([T || #{started_at := T} <- Summaries] ++ [erlang:system_time(millisecond)]),
-            Elapsed = lists:max([0 | [E || #{elapsed_ms := E} <- Summaries]]),
-            ferrotrace_export:hdr_log(Start, Elapsed, [{MFA, Bin} || {MFA, {Bin, _}} <- Merged])
+            {Start, Elapsed, Histograms} = ferrotrace_cluster_merge:hdr_log(Figures, erlang:system_time(millisecond)),
+            ferrotrace_export:hdr_log(Start, Elapsed, Histograms)
     end;
 export(Cluster, chrome_trace, _Options) ->
     %% Each node's recorder, read on its node; the nodes become Chrome processes in order.
@@ -208,8 +189,7 @@ slow_calls(Cluster, MFA, Which) ->
     Function = case Which of slowest -> slowest; threshold -> slow_calls end,
     case from_parts(Cluster, ferrotrace, Function, fun(Id) -> [Id, MFA] end) of
         {error, _} = Error -> Error;
-        Lists when Which =:= slowest -> lists:sort(fun(#{duration := A}, #{duration := B}) -> A >= B end, lists:append(Lists));
-        Lists -> lists:sort(fun(#{started_at := A}, #{started_at := B}) -> A =< B end, lists:append(Lists))
+        Lists -> ferrotrace_cluster_merge:slow_calls(Which, Lists)
     end.
 
 %% @doc Every live node's recorded events (`recent'), merged in time order.
@@ -217,20 +197,15 @@ slow_calls(Cluster, MFA, Which) ->
 recent(Cluster) ->
     case from_parts(Cluster, ferrotrace, recent, fun(Id) -> [Id] end) of
         {error, _} = Error -> Error;
-        Lists -> lists:sort(fun(#{at := A}, #{at := B}) -> A =< B end, lists:append(Lists))
+        Lists -> ferrotrace_cluster_merge:recent(Lists)
     end.
 
-%% The lists `Module:Function(Args(Id))' returns on each live node (one that never called
-%% the function has none of it); an error only if no node answered a list.
+%% The lists `Module:Function(Args(Id))' returns on each live node (see
+%% ferrotrace_cluster_merge:lists/1).
 from_parts(Cluster, Module, Function, Args) ->
     case replies(Cluster, Module, Function, Args) of
-        {ok, Replies} ->
-            case {[L || {_, L} <- Replies, is_list(L)], [E || {_, {error, _} = E} <- Replies]} of
-                {[], [Error | _]} -> Error;
-                {Lists, _} -> Lists
-            end;
-        {error, _} = Error ->
-            Error
+        {ok, Replies} -> ferrotrace_cluster_merge:lists(Replies);
+        {error, _} = Error -> Error
     end.
 
 %% Each live node's answer to `Module:Function(Args(Id))' (`Id' its session), with the node;
@@ -242,6 +217,31 @@ replies(Cluster, Module, Function, Args) ->
                   || {Node, {_Pid, Id}} <- Parts, not lists:member(Node, Down)]};
         {error, _} = Error ->
             Error
+    end.
+
+%% Every live node's summary and histograms, and what the coordinator knows of the session
+%% (ferrotrace_cluster_merge:info()); a node that does not answer is counted as down.
+gather(Cluster) ->
+    case call(Cluster, info) of
+        {ok, Parts, Down0, StopReason} ->
+            Replies = [{Node, remote_call(Node, ?MODULE, part_figures, [Id, all], ?CALL_TIMEOUT)}
+                       || {Node, {_Pid, Id}} <- Parts, not lists:member(Node, Down0)],
+            {Figures, Down} = ferrotrace_cluster_merge:figures(Down0, Replies),
+            Name = case ferrotrace_registry:lookup(Cluster) of
+                       {ok, _, _, #{name := N}} -> N;
+                       error -> undefined
+                   end,
+            {#{id => Cluster, name => Name, nodes => [N || {N, _} <- Parts], nodes_down => Down,
+               stop_reason => StopReason}, Figures};
+        {error, _} = Error ->
+            Error
+    end.
+
+%% erpc:call/5 whose failure (node down, timeout, an exception there) is a value:
+%% `{badrpc, Reason}', which callers skip or count as the node being down.
+remote_call(Node, Module, Function, Args, Timeout) ->
+    try erpc:call(Node, Module, Function, Args, Timeout)
+    catch Class:Reason -> {badrpc, {Class, Reason}}
     end.
 
 %%--------------------------------------------------------------------------------------
@@ -453,141 +453,4 @@ part_figures(Id, _Which) ->
         {{error, _} = Error, _} -> Error;
         {_, {error, _} = Error} -> Error;
         {Summary, {ok, Histograms}} -> {ok, Summary, Histograms}
-    end.
-
-%%--------------------------------------------------------------------------------------
-%% Merging.
-
-gather(Cluster) ->
-    case call(Cluster, info) of
-        {ok, Parts, Down0, StopReason} ->
-            Replies = [{Node, remote_call(Node, ?MODULE, part_figures, [Id, all], ?CALL_TIMEOUT)}
-                       || {Node, {_Pid, Id}} <- Parts, not lists:member(Node, Down0)],
-            Figures = [{Node, {S, H}} || {Node, {ok, S, H}} <- Replies],
-            Down = lists:usort(Down0 ++ [Node || {Node, R} <- Replies, element(1, R) =/= ok]),
-            {#{cluster => Cluster, nodes => [N || {N, _} <- Parts], nodes_down => Down,
-               stop_reason => StopReason}, Figures};
-        {error, _} = Error ->
-            Error
-    end.
-
-merge(Info = #{cluster := Cluster, stop_reason := Reason0}, Figures) ->
-    Summaries = [S || {_, {S, _}} <- Figures],
-    Calls = [Call#{mfa => MFA} || {MFA, {_Bin, Call}} <- merge_histograms(Figures)],
-    ByTotal = fun(#{total := A}, #{total := B}) -> A >= B end,
-    Status = case lists:any(fun(#{status := S}) -> S =:= running end, Summaries) of
-                 true -> running;
-                 false -> stopped
-             end,
-    Reason = case {Status, Reason0} of
-                 {running, _} -> undefined;
-                 {stopped, undefined} -> first([R || #{stop_reason := R} <- Summaries]);
-                 {stopped, R} -> R
-             end,
-    Name = case ferrotrace_registry:lookup(Cluster) of
-               {ok, _, _, #{name := N}} -> N;
-               error -> undefined
-           end,
-    #{id => Cluster, name => Name, status => Status, stop_reason => Reason,
-      started_at => min_of([T || #{started_at := T} <- Summaries]),
-      stopped_at => case Status of
-                        running -> undefined;
-                        stopped -> max_of([T || #{stopped_at := T} <- Summaries, is_integer(T)])
-                    end,
-      elapsed_ms => max_of([E || #{elapsed_ms := E} <- Summaries]),
-      calls => lists:sort(ByTotal, Calls),
-      loops => lists:usort(lists:append([L || #{loops := L} <- Summaries])),
-      events => add_maps([E || #{events := E} <- Summaries]),
-      pairing => add_maps([P || #{pairing := P} <- Summaries]),
-      memory => add_maps([M || #{memory := M} <- Summaries]),
-      backlog => max_maps([B || #{backlog := B} <- Summaries]),
-      stacks => add_maps([M || #{stacks := M} <- Summaries]),
-      collector_cpu_ns => lists:sum([C || #{collector_cpu_ns := C} <- Summaries]),
-      aggregators => lists:sum([maps:get(aggregators, S, 1) || S <- Summaries]),
-      nodes => maps:get(nodes, Info), nodes_down => maps:get(nodes_down, Info),
-      by_node => maps:from_list([{Node, S} || {Node, {S, _}} <- Figures])}.
-
-%% [{MFA, {MergedBin, CallFigures}}]: counts added, latency read from the summed histogram.
-merge_histograms(Figures) ->
-    Bins = lists:foldl(fun({MFA, Bin}, Acc) -> maps:update_with(MFA, fun(L) -> [Bin | L] end, [Bin], Acc) end,
-                       #{}, [H || {_, {_, Hs}} <- Figures, H <- Hs]),
-    Counts = lists:foldl(
-               fun(#{mfa := MFA} = C, Acc) ->
-                       Add = maps:with([count, returns, exceptions, total], C),
-                       maps:update_with(MFA, fun(Old) -> add_maps([Old, Add]) end, Add, Acc)
-               end, #{}, [C || {_, {#{calls := Cs}, _}} <- Figures, C <- Cs]),
-    [begin
-         {ok, Merged} = ferrotrace_tracer:histogram_merge(Parts),
-         {ok, F} = ferrotrace_tracer:histogram_figures(Merged),
-         Added = maps:get(MFA, Counts, #{}),
-         Quantiles = maps:with([p50, p90, p99, p999, max], F),
-         {MFA, {Merged, maps:merge(Quantiles#{mean => exact_mean(F, Added)}, Added)}}
-     end || {MFA, Parts} <- maps:to_list(Bins)].
-
-%% The mean as one node's summary has it: exact, the nodes' summed totals over the latencies
-%% the merged histogram recorded (HDR's estimate, or `undefined', when there is no total).
-exact_mean(#{count := Recorded}, #{total := Total}) when Recorded > 0 ->
-    round(Total / Recorded);
-exact_mean(#{mean := Mean}, _) ->
-    Mean.
-
-%% [{MFA, Bin}] with a function's histograms added.
-merge_tagged(Hs) ->
-    ByMFA = lists:foldl(fun({MFA, Bin}, Acc) -> maps:update_with(MFA, fun(L) -> [Bin | L] end, [Bin], Acc) end,
-                        #{}, Hs),
-    [begin {ok, Sum} = ferrotrace_tracer:histogram_merge(Bins), {MFA, Sum} end
-     || {MFA, Bins} <- lists:sort(maps:to_list(ByMFA))].
-
-figures(Parts) ->
-    {ok, Merged} = ferrotrace_tracer:histogram_merge(Parts),
-    {ok, F} = ferrotrace_tracer:histogram_figures(Merged),
-    F.
-
-add_maps(Maps) ->
-    lists:foldl(fun(M, Acc) ->
-                        maps:fold(fun(K, V, A) when is_integer(V) ->
-                                          maps:update_with(K, fun(Old) -> Old + V end, V, A);
-                                     (K, V, A) -> A#{K => V}
-                                  end, Acc, M)
-                end, #{}, Maps).
-
-%% The largest value of each key (the backlog: the fullest ring and the longest gap of any
-%% node, not their sum).
-max_maps(Maps) ->
-    lists:foldl(fun(M, Acc) ->
-                        maps:fold(fun(K, V, A) -> maps:update_with(K, fun(Old) -> max(Old, V) end, V, A) end,
-                                  Acc, M)
-                end, #{}, Maps).
-
-first([]) -> undefined;
-first([X | _]) -> X.
-
-min_of([]) -> undefined;
-min_of(L) -> lists:min(L).
-
-max_of([]) -> undefined;
-max_of(L) -> lists:max(L).
-
-%% One line per function and node: COUNT, P50, P99, MAX (µs).
-by_node_table(#{calls := Calls, by_node := ByNode}) ->
-    Header = io_lib:format("~nby node~n~-40s ~-24s ~10s ~10s ~10s ~10s~n",
-                           ["FUNCTION", "NODE", "COUNT", "P50(us)", "P99(us)", "MAX(us)"]),
-    Rows = [[io_lib:format("~-40ts ~-24s ~10b ~10s ~10s ~10s~n",
-                           [mfa_text(MFA), atom_to_list(Node), Count, us(P50), us(P99), us(Max)])
-             || {Node, #{calls := NodeCalls}} <- lists:sort(maps:to_list(ByNode)),
-                #{mfa := M, count := Count, p50 := P50, p99 := P99, max := Max} <- NodeCalls,
-                M =:= MFA]
-            || #{mfa := MFA} <- Calls],
-    [Header | Rows].
-
-us(undefined) -> "-";
-us(Ns) -> float_to_list(Ns / 1000, [{decimals, 1}]).
-
-mfa_text({M, F, A}) -> io_lib:format("~ts:~ts/~b", [M, F, A]).
-
-%% erpc:call/5 whose failure (node down, timeout, an exception there) is a value:
-%% `{badrpc, Reason}', which callers skip or count as the node being down.
-remote_call(Node, Module, Function, Args, Timeout) ->
-    try erpc:call(Node, Module, Function, Args, Timeout)
-    catch Class:Reason -> {badrpc, {Class, Reason}}
     end.
