@@ -1,5 +1,5 @@
 //! The collector: drains every producer's ring off the schedulers, orders events by
-//! timestamp, and feeds them to the aggregators (`shards.rs`). One thread per session, every
+//! timestamp, and feeds them to the aggregators (`shard/threads.rs`). One thread per session, every
 //! [`COLLECT_INTERVAL`]; readers of the statistics bring them up to date the same way.
 //!
 //! # Ordering by timestamp
@@ -27,7 +27,7 @@ use crate::event::PackedEvent;
 use crate::terms::EventCopies;
 use crate::producer::{Accounting, Producer};
 use crate::quiesce;
-use crate::shards::Shards;
+use crate::shard::threads::Shards;
 
 /// How often the collector drains the rings.
 pub const COLLECT_INTERVAL: Duration = Duration::from_millis(1);

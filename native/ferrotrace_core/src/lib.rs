@@ -11,8 +11,8 @@
 //! - [`producer`]: a thread's ring, counters and admission (sampling, limits);
 //! - [`ring`]: bounded single-producer/single-consumer rings with split handles;
 //! - [`collector`]: draining, ordering by timestamp, feeding the aggregators;
-//! - [`shards`]: aggregation split by pid over several threads (`aggregators`);
-//! - [`owner`]: which aggregator owns a pid when aggregation is split;
+//! - [`shard`]: aggregation split by pid over several threads (`aggregators`): which shard
+//!   owns a pid, where each event goes, the aggregator threads;
 //! - [`process`]: what each process is doing now (scheduled in or out, in GC, waited on);
 //! - [`aggregate`]: pairing calls with returns per process, HDR latency histograms, and the
 //!   figures of the other event kinds, fed by the process table;
@@ -42,8 +42,6 @@ pub mod decode;
 #[cfg(not(loom))]
 pub mod msgsize;
 #[cfg(not(loom))]
-pub mod owner;
-#[cfg(not(loom))]
 pub mod process;
 #[cfg(not(loom))]
 pub mod event;
@@ -64,7 +62,7 @@ pub mod ring;
 #[cfg(not(loom))]
 pub mod session;
 #[cfg(not(loom))]
-pub mod shards;
+pub mod shard;
 #[cfg(not(loom))]
 pub mod slots;
 pub mod terms;

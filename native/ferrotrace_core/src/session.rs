@@ -17,7 +17,7 @@ use crate::aggregate::Aggregator;
 use crate::clock;
 use crate::collector::{Backlog, Consumer, COLLECT_INTERVAL};
 use crate::frames::FrameTable;
-use crate::shards::{Aggregates, Shards};
+use crate::shard::threads::{Aggregates, Shards};
 use crate::limit::Limiter;
 use crate::options::Config;
 use crate::producer::{Gate, Producer, ProducerRef};
