@@ -449,7 +449,8 @@ text(Id, Options) ->
 print({error, _} = Error) -> Error;
 print(Text) -> io:put_chars(Text).
 
-%% @doc Prints a one-screen cheat sheet of the commands, specs and options.
+%% @doc Prints a one-screen cheat sheet of the commands and specs (the options:
+%% `h(ferrotrace, calls).').
 -spec help() -> ok.
 help() ->
     io:put_chars(ferrotrace_report:help()).
