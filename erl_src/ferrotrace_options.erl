@@ -145,68 +145,6 @@ default_width() ->
     end.
 
 %%--------------------------------------------------------------------------------------
-%% A session's keeper: owner, keep, name
-
-%% @doc Who owns the session, how long its figures outlive the owner, its name, and what it
-%% traces (`raw' for `session/1'): the settings of `ferrotrace_session:start/3', with the
-%% options left for the engine.
--spec settings(map(), ferrotrace_session:tracing()) ->
-          {ok, ferrotrace_session:settings(), map()} | {error, term()}.
-settings(Options, Tracing) ->
-    Keep = maps:get(keep, Options, ?DEFAULT_KEEP),
-    Name = maps:get(name, Options, undefined),
-    Spec = case Tracing of
-               none -> raw;
-               #{specs := Specs} -> Specs
-           end,
-    case {owner(maps:get(owner, Options, self()), maps:get(duration, Options, 10000)),
-          valid_keep(Keep), is_atom(Name) andalso Name =/= none} of
-        {{error, _} = Error, _, _} ->
-            Error;
-        {_, false, _} ->
-            {error, {bad_option, {keep, Keep, <<"milliseconds (a non-negative integer) or infinity">>}}};
-        {_, _, false} ->
-            {error, {bad_option, {name, Name, <<"an atom naming the session">>}}};
-        {{ok, Owner}, true, true} ->
-            {ok, #{owner => Owner, keep => Keep, name => Name, spec => Spec},
-             maps:without(?SESSION_OPTIONS, Options)}
-    end.
-
-valid_keep(infinity) -> true;
-valid_keep(Keep) -> is_integer(Keep) andalso Keep >= 0 andalso Keep =< 7 * 24 * 3600 * 1000.
-
-%% @doc The owner that `owner => Owner' (default the caller) and `duration => Duration'
-%% give. The operator's presence, not a process that happens to run the call: a shell
-%% evaluator is restarted after every exception typed in the shell, so a session started
-%% from a shell belongs to the shell's group leader, which lives as long as the shell
-%% (local, remote over `-remsh' or `remote_console', or IEx) and goes down with its
-%% connection.
--spec owner(term(), term()) -> {ok, ferrotrace_session:owner()} | {error, term()}.
-owner(none, infinity) ->
-    {error, {bad_option, {owner, none, <<"owner => none needs a finite duration">>}}};
-owner(none, _Duration) ->
-    {ok, none};
-owner(Pid, _Duration) when is_pid(Pid), node(Pid) =:= node() ->
-    case Pid =:= self() andalso shell_evaluator(Pid) of
-        true -> {ok, {shell, group_leader()}};
-        false -> {ok, {process, Pid}}
-    end;
-owner(Other, _Duration) ->
-    {error, {bad_option, {owner, Other, <<"a local pid, or none (needs a finite duration)">>}}}.
-
-%% The Erlang shell keeps its evaluator's pid under `evaluator' in its dictionary, and is
-%% linked to it (shell:start_eval/3, OTP 25 to 29).
-shell_evaluator(Pid) ->
-    {links, Links} = erlang:process_info(Pid, links),
-    lists:any(fun(Shell) when is_pid(Shell), node(Shell) =:= node() ->
-                      case erlang:process_info(Shell, dictionary) of
-                          {dictionary, Dict} -> lists:member({evaluator, Pid}, Dict);
-                          undefined -> false
-                      end;
-                 (_) -> false
-              end, Links).
-
-%%--------------------------------------------------------------------------------------
 %% What calls/2 and processes/2 trace
 
 %% @doc What `ferrotrace:calls(Spec, Options)' traces: the spec parsed (not ferrotrace's
@@ -324,6 +262,68 @@ loaded([{M, _, _} | Rest]) ->
         {module, M} -> loaded(Rest);
         {error, _} -> {error, {no_such_module, M}}
     end.
+
+%%--------------------------------------------------------------------------------------
+%% A session's keeper: owner, keep, name
+
+%% @doc Who owns the session, how long its figures outlive the owner, its name, and what it
+%% traces (`raw' for `session/1'): the settings of `ferrotrace_session:start/3', with the
+%% options left for the engine.
+-spec settings(map(), ferrotrace_session:tracing()) ->
+          {ok, ferrotrace_session:settings(), map()} | {error, term()}.
+settings(Options, Tracing) ->
+    Keep = maps:get(keep, Options, ?DEFAULT_KEEP),
+    Name = maps:get(name, Options, undefined),
+    Spec = case Tracing of
+               none -> raw;
+               #{specs := Specs} -> Specs
+           end,
+    case {owner(maps:get(owner, Options, self()), maps:get(duration, Options, 10000)),
+          valid_keep(Keep), is_atom(Name) andalso Name =/= none} of
+        {{error, _} = Error, _, _} ->
+            Error;
+        {_, false, _} ->
+            {error, {bad_option, {keep, Keep, <<"milliseconds (a non-negative integer) or infinity">>}}};
+        {_, _, false} ->
+            {error, {bad_option, {name, Name, <<"an atom naming the session">>}}};
+        {{ok, Owner}, true, true} ->
+            {ok, #{owner => Owner, keep => Keep, name => Name, spec => Spec},
+             maps:without(?SESSION_OPTIONS, Options)}
+    end.
+
+valid_keep(infinity) -> true;
+valid_keep(Keep) -> is_integer(Keep) andalso Keep >= 0 andalso Keep =< 7 * 24 * 3600 * 1000.
+
+%% @doc The owner that `owner => Owner' (default the caller) and `duration => Duration'
+%% give. The operator's presence, not a process that happens to run the call: a shell
+%% evaluator is restarted after every exception typed in the shell, so a session started
+%% from a shell belongs to the shell's group leader, which lives as long as the shell
+%% (local, remote over `-remsh' or `remote_console', or IEx) and goes down with its
+%% connection.
+-spec owner(term(), term()) -> {ok, ferrotrace_session:owner()} | {error, term()}.
+owner(none, infinity) ->
+    {error, {bad_option, {owner, none, <<"owner => none needs a finite duration">>}}};
+owner(none, _Duration) ->
+    {ok, none};
+owner(Pid, _Duration) when is_pid(Pid), node(Pid) =:= node() ->
+    case Pid =:= self() andalso shell_evaluator(Pid) of
+        true -> {ok, {shell, group_leader()}};
+        false -> {ok, {process, Pid}}
+    end;
+owner(Other, _Duration) ->
+    {error, {bad_option, {owner, Other, <<"a local pid, or none (needs a finite duration)">>}}}.
+
+%% The Erlang shell keeps its evaluator's pid under `evaluator' in its dictionary, and is
+%% linked to it (shell:start_eval/3, OTP 25 to 29).
+shell_evaluator(Pid) ->
+    {links, Links} = erlang:process_info(Pid, links),
+    lists:any(fun(Shell) when is_pid(Shell), node(Shell) =:= node() ->
+                      case erlang:process_info(Shell, dictionary) of
+                          {dictionary, Dict} -> lists:member({evaluator, Pid}, Dict);
+                          undefined -> false
+                      end;
+                 (_) -> false
+              end, Links).
 
 %%--------------------------------------------------------------------------------------
 %% Did you mean
