@@ -20,156 +20,35 @@
 %%% 4> ferrotrace:summary(S).
 %%% '''
 %%%
-%%% == Example ==
-%%% A remote shell into the demo shop of `make demo', three seconds of its checkouts (the
-%%% histogram's empty rows cut here):
-%%% ```
-%%% 1> {ok, S} = ferrotrace:calls("shop_api:checkout/1", #{duration => 3000}).
-%%% 2> ferrotrace:report(S).
-%%% ferrotrace session 114908862090244288: stopped (duration) after 3.0 s
-%%% events: 6669 seen, 6669 aggregated, 0 dropped (ring full), 0 sampled out,
-%%%         0 over a limit
-%%% pairing: 6 calls still open, 0 abandoned, 0 returns without a call
-%%%
-%%% FUNCTION             COUNT  EXC  P50 us  P99 us  P99.9 us  MAX us  TOTAL ms
-%%% shop_api:checkout/1   3337  140    3772   14098     55673   56590     14943
-%%%
-%%%   shop_api:checkout/1  latency
-%%%        value  ------------- Distribution ------------- count
-%%%      4.10 us |                                         11
-%%%      8.19 us |                                         15
-%%%      16.4 us |                                         9
-%%%      32.8 us |                                         3
-%%%      65.5 us |                                         20
-%%%       131 us |                                         18
-%%%       262 us |                                         20
-%%%       524 us |                                         19
-%%%      1.05 ms |@@@@@@@@@@                                    441
-%%%      2.10 ms |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@                       1492
-%%%      4.19 ms |@@@@@@@@@@@@@@@@@@@@@@@@@@                            1117
-%%%      8.39 ms |@@@@                                       133
-%%%      16.8 ms |                                         0
-%%%      33.6 ms |                                         33
-%%%
-%%%   slowest calls (3 of 10 kept)
-%%%     56.6 ms  16:22:51.169633  <0.90.0>                 return
-%%%     56.2 ms  16:22:52.911842  <0.89.0>                 return
-%%%     55.9 ms  16:22:52.241281  <0.92.0>                 return
-%%% '''
-%%% The 6 open calls were in flight when the session stopped; {@link slowest/2} gives the
-%%% kept calls as maps.
-%%%
-%%% == Structure ==
-%%% An event travels: the traced process's scheduler calls {@link ferrotrace_tracer}'s NIF
-%%% callbacks (`enabled*' may answer `discard' for a sampled-out process; `trace/5' stamps
-%%% the event, applies the limits and pushes it into the scheduler's own ring) -> the
-%%% session's collector thread drains the rings every millisecond, orders the events by time
-%%% and pairs calls with returns per process -> histograms, counters and kept calls, read
-%%% by this module. The Erlang side:
-%%% <ul>
-%%% <li>`ferrotrace' (here): sessions by id or name, summaries, reports, exports;</li>
-%%% <li>`ferrotrace_spec' reads specs (`"m:f/2"', funs, match specs),
-%%% `ferrotrace_options' options;</li>
-%%% <li>`ferrotrace_session': the keeper of one session, a process that sets its trace
-%%% patterns and flags, clears them when the session stops, and stops the session when its
-%%% owner (the shell) goes; `ferrotrace_registry' maps names and ids to keepers;</li>
-%%% <li>`ferrotrace_report', `ferrotrace_slow', `ferrotrace_events_report': text;
-%%% `ferrotrace_export': files for other tools; `ferrotrace_cluster': one session on several
-%%% nodes.</li>
-%%% </ul>
-%%%
 %%% == Safety ==
 %%% Every session is bounded: it stops by itself after `duration' (default 10 s), its rings
 %%% hold at most `ring_size' events per scheduler thread (a full ring drops and counts), at
 %%% most `max_functions' functions get histograms, and the session stops when the process that
 %%% created it (the shell) dies. A stopped session makes the VM unhook the tracer from every
 %%% tracee at its next event. Statistics stay readable after `stop/1' until `release/1' or
-%%% the owner's death.
+%%% the owner's death. What the bounds do not cover (the VM's own cost per traced event,
+%%% return tracing and tail calls, OTP 25's one tracer per process, copied arguments) is in
+%%% doc/safety.md: read it before tracing a production node.
 %%%
-%%% == Dangers ==
-%%% What the bounds above do not cover:
-%%% <ul>
-%%% <li>The VM's own work per traced event is paid by the traced process, whatever the
-%%% tracer: about 0.37 us per event on the 2-core machine `make bench' ran on, to which
-%%% ferrotrace adds about 0.07 us; a traced call with its return costs about 0.9 us. A broad spec
-%%% (`` {'_', '_', '_'} '', a whole application) on a busy node slows every call it matches;
-%%% narrow the spec, or bound the cost with `sample => N' (decided before the VM builds
-%%% the event) or `max_rate'.</li>
-%%% <li>Return tracing turns off last-call optimisation for the traced functions. Server
-%%% loops found in the spec are traced without it (counted, not timed, see `loops' in the
-%%% summary), and a function found nested 4,096 deep is switched to counting; until then a
-%%% deep tail recursion keeps one frame per call.</li>
-%%% <li>On OTP 25 a process has one tracer: a session refuses processes that `dbg',
-%%% `recon_trace' or another session already trace (`{error, {already_traced, ...}}').</li>
-%%% <li>`args => true' and keys copy terms on the traced process's scheduler, up to
-%%% `max_term_bytes' each: a large argument costs its copy on every call.</li>
-%%% <li>Memory: 32 bytes x `ring_size' per scheduler thread that produced an event (1 MiB
-%%% each by default), two to three times that again with `args' or keys; `duration => infinity'
-%%% keeps it until `stop/1'.</li>
-%%% </ul>
-%%%
-%%% == Options ==
-%%% <ul>
-%%% <li>`duration => Ms | infinity': stop after this long (default 10000).</li>
-%%% <li>`ring_size => N': events buffered per scheduler thread (default 32768; 64..2^24).</li>
-%%% <li>`max_functions => N': functions with statistics (default 1000).</li>
-%%% <li>`max_open_calls => N': calls awaiting their return, all processes (default 100000).</li>
-%%% <li>`max_events => N | infinity': events taken in all (default `infinity'; like
-%%% recon_trace's integer limit). Never exceeded, counted across schedulers without a
-%%% shared counter per event.</li>
-%%% <li>`max_rate => {N, Ms} | infinity': at most N events per window of Ms milliseconds
-%%% (default `infinity'; like recon_trace's `{N, Ms}').</li>
-%%% <li>`on_limit => stop | drop': at `max_events' or `max_rate', `stop' (default) ends the
-%%% session (`stop_reason' `limit'; the VM unhooks every tracee at its next event), `drop'
-%%% keeps the session and counts the excess as `limited'.</li>
-%%% <li>`slowest => K': the K slowest calls kept per function (default 10; 0 off), see
-%%% {@link slowest/2}; `threshold => Ns | infinity': every call slower than Ns kept, up to
-%%% `max_slow_calls => N' per function (default 1000), see {@link slow_calls/2}.</li>
-%%% <li>`recent => N': the flight recorder keeps the last N events (default 0, off), see
-%%% {@link recent/1}.</li>
-%%% <li>`intervals => Ms': keep each function's histogram per `Ms' (at least 10) for
-%%% {@link export/2}'s `{hdr_log, #{interval => Ms}}'; at most `max_intervals' (default
-%%% 600), then neighbours merge and the interval doubles (see `ferrotrace_intervals').</li>
-%%% <li>`args => true | false': copy each call's arguments and each return value or
-%%% exception (default `false'), kept only with the calls kept by `slowest', `threshold' or
-%%% `recent'; `max_term_bytes => N' bounds one copy (default 1024, 64 to 65536): a larger
-%%% term is cut where it stood, `{ferrotrace_truncated, OriginalSize, Partial}'.</li>
-%%% <li>Keys, like DTrace's `@[key] = quantize(...)': a spec whose match spec sets
-%%% `{message, Key}' (`{shop_api, checkout, fun([#{tier := T}]) -> message(T) end}') gets a
-%%% histogram per key in its call entry's `by_key'; `calls/2' only: `callers => true' keys
-%%% each call by its caller (`callers'); `max_keys => N' bounds the keys kept over the
-%%% session (default 1000, 1 to 10000; the calls past it counted in `keys_overflow');
-%%% `key => message' turns keys on for a raw session (see `ferrotrace_keys').</li>
-%%% <li>`aggregators => N | auto': split aggregation by pid over N threads (default
-%%% `auto': one per four CPUs, at least one; 1 to 16). One thread pairs and aggregates about
-%%% 13 to 20 M events/s, fewer than sixteen busy schedulers make; each process's events
-%%% still reach one aggregator in order, and reads merge them. The caps (`max_functions',
-%%% `max_open_calls', `max_keys') hold per aggregator. The summary says how many.</li>
-%%% <li>`sample => N': keep the events of 1 process in N (by pid hash; default 1, all), so
-%%% calls and returns stay paired; the rest are counted as `sampled_out'.</li>
-%%% <li>`calls/2' only: `pids => all | new | existing | [pid()]' (default `all'),
-%%% `scope => local | global' (default `local': local calls are traced too).</li>
-%%% <li>`calls/2' only: `nodes => [Node]' (default the local node only): one session on
-%%% each node through `erpc', read as one; answers `{ok, Cluster}' (a pid that every
-%%% function here takes like a session id) or `{error, {node, Node, Reason}}' with no
-%%% session left behind. Counts add and HDR histograms are added, so percentiles are
-%%% those of all the calls; see {@link ferrotrace_cluster}. `name => Atom' names it as it
-%%% names a local session (the same names; {@link list/0} shows it on this node).</li>
-%%% </ul>
-%%%
-%%% Figures are nanoseconds. A traced call's latency runs from the call event to its
-%%% `return_from' or `exception_from' event in the same process. `return_trace' turns off
-%%% last-call optimisation for the traced function, so a traced function that tail-calls
-%%% another still gets its own return, and its latency includes the callee's.
+%%% == More ==
+%%% Options: `h(ferrotrace, calls).' (the doc of {@link calls/2}). The cheat sheet:
+%%% {@link help/0}. The guides in doc/: using.md (the report and what each figure means,
+%%% specs, `watch/2'), slow-calls.md (slow calls, arguments, keys, the recorder),
+%%% processes.md, safety.md, clusters-and-exports.md, installing.md; how an event travels
+%%% and the file map: internals.md.
 -module(ferrotrace).
 
--export([processes/2]).
--export([session/1, calls/2, summary/1, histogram/2, report/1, format/1, stop/1, release/1,
-         list/0]).
--export([report/2, help/0, watch/1, watch/2]).  % the shell surface, at the end of the file
--export([slowest/2, slow_calls/2]).  % the slow calls kept, after histogram/2
--export([recent/1, print_recent/1]).  % the flight recorder, after slow_calls/2
--export([export/2, export/3]).  % exports and cluster sessions, at the end of the file
+%% In the order an operator meets them, as the functions below are.
+-export([session/1, calls/2, processes/2]).
+-export([summary/1, histogram/2, slowest/2, slow_calls/2, recent/1, print_recent/1]).
+-export([report/1, report/2, format/1, help/0]).
+-export([stop/1, release/1, list/0]).
+-export([watch/1, watch/2]).
+-export([export/2, export/3]).
+
+%% Every function that takes a session finds it through one dispatch: by name, a cluster
+%% session by its pid, a local one by its id (ferrotrace_dispatch).
+-import(ferrotrace_dispatch, [named/2, with_session/3, by_keeper/2]).
 
 -type session() :: ferrotrace_tracer:session_id() | atom().
 %% A session: its id (what session/1 and calls/2 answer) or its name (`name => Atom').
@@ -180,38 +59,9 @@
 -type spec() :: mfa_spec() | {module() | '_', atom() | '_', [tuple()] | function()}
               | string() | binary().
 %% What calls/2 traces; see ferrotrace_spec for the forms.
--type options() :: #{duration => pos_integer() | infinity,
-                     ring_size => pos_integer(),
-                     max_functions => pos_integer(),
-                     max_open_calls => pos_integer(),
-                     max_events => pos_integer() | infinity,
-                     max_rate => {pos_integer(), pos_integer()} | infinity,
-                     on_limit => stop | drop,
-                     sample => pos_integer(),
-                     slowest => non_neg_integer(),
-                     threshold => non_neg_integer() | infinity,
-                     max_slow_calls => pos_integer(),
-                     recent => non_neg_integer(),
-                     intervals => pos_integer(),
-                     max_intervals => pos_integer(),
-                     args => boolean(),
-                     max_term_bytes => pos_integer(),
-                     key => none | message | caller,
-                     max_keys => pos_integer(),
-                     aggregators => pos_integer() | auto,
-                     name => atom(),
-                     owner => pid() | none,
-                     keep => non_neg_integer() | infinity,
-                     pids => pid_spec(),
-                     scope => local | global,
-                     also => [ferrotrace_events:kind()],
-                     callers => boolean(),
-                     nodes => [node()]}
-                 | [{atom(), term()}].
-%% The options of session/1, calls/2 and processes/2 (see the module doc's "Options"); a list of
-%% `{Name, Value}' pairs is taken too. An option that is not one of these, or a value out of
-%% its range, is answered `{error, {unknown_option, ...}}' or `{error, {bad_option, ...}}'.
-%% `pids', `scope', `also', `callers' and `nodes' are for calls/2 only.
+-type options() :: ferrotrace_options:options().
+%% The options of session/1, calls/2 and processes/2, a map or a list of `{Name, Value}'
+%% pairs: {@link calls/2} documents each.
 -type bucket() :: {LowNs :: non_neg_integer(), HighNs :: non_neg_integer(),
                    Count :: non_neg_integer()}.
 %% A histogram bucket: how many values fell in LowNs..HighNs (power-of-two bounds).
@@ -278,13 +128,8 @@
 -export_type([session/0, spec/0, mfa_spec/0, pid_spec/0, bucket/0, options/0, summary/0,
               call_summary/0, time/0, displacement/0]).
 
-%% Options handled here; the rest go to the engine.
--define(CALL_OPTIONS, [pids, scope, also, callers]).
--define(SESSION_OPTIONS, [owner, keep, name, intervals, max_intervals]).
-%% Figures of a session whose owner left stay readable this long (ms).
--define(DEFAULT_KEEP, 600000).
-%% The longest option key given a "did you mean" hint (option names are a few letters long).
--define(HINT_MAX_KEY, 64).
+%%--------------------------------------------------------------------------------------
+%% Starting a session
 
 %% @doc Creates a session for raw use as `{tracer, ferrotrace_tracer, Session}' with
 %% `erlang:trace/3'; you set the trace patterns (with `return_trace' or `exception_trace'
@@ -298,11 +143,8 @@
 %% `garbage_collection', `running', `ports' or `running_ports' gets the figures of
 %% {@link processes/2}.
 -spec session(options()) -> {ok, ferrotrace_tracer:session_id()} | {error, term()}.
-session(Options0) ->
-    explain(case options_map(Options0) of
-                {ok, Options} -> start(Options, none);
-                {error, _} = Error -> Error
-            end, ?SESSION_OPTIONS).
+session(Options) ->
+    ferrotrace_options:explain(ferrotrace_start:session(Options), session).
 
 %% @doc Traces calls matching `Spec' with return and exception tracing. `Spec' is an
 %% `{M, F, A}' with `` '_' '' wildcards, `{M, F, MatchSpec}' (heads and guards; ferrotrace
@@ -312,7 +154,15 @@ session(Options0) ->
 %% belongs to the caller. Tail-recursive loops among the matched functions are counted, not timed (they
 %% are listed under `loops' in the summary).
 %%
-%% `Options', a map or a list of `{Name, Value}' pairs; every one has a default:
+%% Figures are nanoseconds. A traced call's latency runs from the call event to its
+%% `return_from' or `exception_from' event in the same process. `return_trace' turns off
+%% last-call optimisation for the traced function, so a traced function that tail-calls
+%% another still gets its own return, and its latency includes the callee's.
+%%
+%% `Options', a map or a list of `{Name, Value}' pairs; every one has a default. This is
+%% the one list of the options: {@link session/1} takes them all but those that say what
+%% calls/2 traces (`pids', `scope', `also', `callers', `nodes'), {@link processes/2} those
+%% and `pids'.
 %% <ul>
 %% <li>`duration => Ms | infinity': the session stops by itself after this long (default
 %% 10000; at most one week; `infinity' must be asked for).</li>
@@ -323,10 +173,12 @@ session(Options0) ->
 %% <li>`max_open_calls => N': calls awaiting their return, over all processes (default
 %% 100000).</li>
 %% <li>`max_events => N | infinity': events taken in all (default `infinity'; like
-%% recon_trace's integer limit). `max_rate => {N, Ms} | infinity': at most N events per
+%% recon_trace's integer limit); never exceeded, counted across schedulers without a
+%% shared counter per event. `max_rate => {N, Ms} | infinity': at most N events per
 %% window of Ms milliseconds (default `infinity'; like recon_trace's `{N, Ms}').
 %% `on_limit => stop | drop': at either limit, `stop' (default) ends the session
-%% (its `stop_reason' is `limit'), `drop' keeps it and counts the excess as `limited'.</li>
+%% (its `stop_reason' is `limit'; the VM unhooks every tracee at its next event), `drop'
+%% keeps it and counts the excess as `limited'.</li>
 %% <li>`sample => N': keep the events of 1 process in N (by pid hash; default 1, all), so
 %% calls and returns stay paired; the rest are counted as `sampled_out'.</li>
 %% <li>`pids => all | new | existing | [pid()]': the processes to trace (default `all');
@@ -345,144 +197,39 @@ session(Options0) ->
 %% exception (default `false'), kept only with the calls kept by `slowest', `threshold' or
 %% `recent'; `max_term_bytes => N' bounds one copy (default 1024, 64 to 65536): a larger
 %% term is cut where it stood and marked `{ferrotrace_truncated, OriginalSize, Partial}'.</li>
-%% <li>`callers => true | false': key each call by its caller (default `false'); a match
-%% spec that sets `{message, Key}' keys calls by `Key' in any case. `max_keys => N' bounds
-%% the keys kept over the session (default 1000, 1 to 10000; calls past it counted in
-%% `keys_overflow').</li>
+%% <li>Keys, like DTrace's `@[key] = quantize(...)': a spec whose match spec sets
+%% `{message, Key}' (`{shop_api, checkout, fun([#{tier := T}]) -> message(T) end}') gets a
+%% histogram per key in its call entry's `by_key'. `callers => true | false': key each
+%% call by its caller instead (default `false'; in `callers'). `max_keys => N' bounds the
+%% keys kept over the session (default 1000, 1 to 10000; calls past it counted in
+%% `keys_overflow'). A raw session takes `key => message' (see {@link session/1} and
+%% `ferrotrace_keys').</li>
 %% <li>`also => [Kind]': trace these kinds of {@link processes/2} too (`messages', `procs',
 %% `gc', `scheduling', `ports'; default none).</li>
 %% <li>`intervals => Ms': keep each function's histogram per `Ms' (at least 10; default
 %% off) for {@link export/2}'s `{hdr_log, #{interval => Ms}}'; at most `max_intervals'
-%% (default 600), then neighbours merge and the interval doubles.</li>
+%% (default 600), then neighbours merge and the interval doubles (see
+%% `ferrotrace_intervals').</li>
 %% <li>`aggregators => N | auto': split aggregation by pid over N threads (1 to 16; default
-%% `auto', one per four CPUs, at least one); the caps (`max_functions', `max_open_calls',
-%% `max_keys') hold per aggregator; the summary's `aggregators' says how many.</li>
+%% `auto', one per four CPUs, at least one). One thread pairs and aggregates about 13 to
+%% 20 M events/s, fewer than sixteen busy schedulers make; each process's events still
+%% reach one aggregator in order, and reads merge them. The caps (`max_functions',
+%% `max_open_calls', `max_keys') hold per aggregator; the summary's `aggregators' says how
+%% many.</li>
 %% <li>`nodes => [Node]': one session on each node through `erpc', read as one (default the
 %% local node only); answers `{ok, Cluster}', a pid every function here takes like a
-%% session id, see {@link ferrotrace_cluster}.</li>
+%% session id, or `{error, {node, Node, Reason}}' with no session left behind. Counts add
+%% and HDR histograms are added, so percentiles are those of all the calls; `name => Atom'
+%% names it as it names a local session ({@link list/0} shows it on this node). See
+%% {@link ferrotrace_cluster}.</li>
 %% </ul>
 %% A bad option, spec or session gives `{error, Reason}' naming it, e.g.
 %% `{error, {bad_option, {ring_size, 3, <<"an integer from 64 to 16777216">>}}}'; an
 %% unknown option is answered with those that exist and the nearest one.
 -spec calls(spec() | [spec()], options()) ->
           {ok, ferrotrace_tracer:session_id()} | {error, term()}.
-calls(Spec, Options0) ->
-    explain(case options_map(Options0) of
-                {ok, #{nodes := _} = Options} -> cluster_calls(Spec, Options);
-                {ok, Options} -> calls_with(Spec, Options);
-                {error, _} = Error -> Error
-            end, [nodes | ?CALL_OPTIONS ++ ?SESSION_OPTIONS]).
-
-%% An unknown option is answered with every option the entry takes (the engine's and the
-%% entry's own), and the nearest one when the key looks like a typo of it.
-explain({error, {unknown_option, Key, Engine}}, Own) when is_list(Engine) ->
-    Names = lists:usort(Own ++ Engine),
-    Accepted = lists:join(", ", [atom_to_list(N) || N <- Names]),
-    Hint = case nearest(Key, Names) of
-               none -> "";
-               Name -> ["; did you mean ", atom_to_list(Name), "?"]
-           end,
-    {error, {unknown_option, Key, iolist_to_binary(["one of ", Accepted, Hint])}};
-explain(Result, _Own) ->
-    Result.
-
-%% Only a key of a sensible length gets a hint: the distance costs its length times each
-%% name's, and a key is whatever the caller passed (a 1 MB binary took 10 s here). Longer
-%% keys, lists that are not flat strings (improper, deep, not characters) and other terms
-%% are answered without one.
-nearest(Key, Names) when is_atom(Key) ->
-    nearest_short(atom_to_list(Key), Names);
-nearest(Key, Names) when is_binary(Key), byte_size(Key) =< ?HINT_MAX_KEY ->
-    nearest_short(binary_to_list(Key), Names);
-nearest(Key, Names) when is_list(Key) ->
-    case short_string(Key, ?HINT_MAX_KEY) of
-        true -> nearest_short(Key, Names);
-        false -> none
-    end;
-nearest(_Key, _Names) ->
-    none.
-
-nearest_short(Key, _Names) when length(Key) > ?HINT_MAX_KEY ->
-    none;
-nearest_short(Key, Names) ->
-    case lists:sort([{distance(Key, atom_to_list(N)), N} || N <- Names]) of
-        [{D, Name} | _] when D =< 2 -> Name;
-        _ -> none
-    end.
-
-%% A proper list of at most `Left' characters, looked at no further than that.
-short_string([], _Left) -> true;
-short_string(_List, 0) -> false;
-short_string([C | Rest], Left) when is_integer(C), C >= 0 -> short_string(Rest, Left - 1);
-short_string(_Other, _Left) -> false.
-
-%% Levenshtein distance, for option names (a few letters long).
-distance(A, B) ->
-    First = lists:seq(0, length(B)),
-    {Last, _} = lists:foldl(fun(CharA, {Prev, I}) -> {distance_row(CharA, B, Prev, [I]), I + 1} end,
-                            {First, 1}, A),
-    lists:last(Last).
-
-distance_row(_CharA, [], _Prev, Acc) ->
-    lists:reverse(Acc);
-distance_row(CharA, [CharB | B], [Diag, Up | Prev], [Left | _] = Acc) ->
-    Cost = case CharA =:= CharB of true -> 0; false -> 1 end,
-    distance_row(CharA, B, [Up | Prev], [min(min(Left, Up) + 1, Diag + Cost) | Acc]).
-
-calls_with(Spec, Options) ->
-    case ferrotrace_spec:parse(Spec) of
-        {ok, Parsed} ->
-            Specs = [{M, F, A} || {M, F, A, _} <- Parsed],
-            case check_modules(Specs) of
-                ok ->
-                    case [S || S = {M, _, _} <- Specs, lists:member(M, ferrotrace_session:own_modules())] of
-                        [] -> calls_with(Specs, Parsed, Options);
-                        [Own | _] -> {error, {bad_spec, Own, <<"ferrotrace does not trace itself">>}}
-                    end;
-                {error, _} = Error ->
-                    Error
-            end;
-        {error, _} = Error ->
-            Error
-    end.
-
-calls_with(Specs, Parsed, Options) ->
-    Pids = maps:get(pids, Options, all),
-    Scope = maps:get(scope, Options, local),
-    case {valid_pids(Pids), lists:member(Scope, [local, global]),
-          also_kinds(maps:get(also, Options, []), Pids)} of
-        {false, _, _} ->
-            {error, {bad_option, {pids, Pids, <<"all, new, existing or a non-empty list of local pids">>}}};
-        {_, false, _} ->
-            {error, {bad_option, {scope, Scope, <<"local or global">>}}};
-        {_, _, {error, _} = Error} ->
-            Error;
-        {true, true, {ok, Kinds}} ->
-            case ferrotrace_keys:heads([Heads || {_, _, _, Heads} <- Parsed], Options) of
-                {ok, Heads, KeyOptions} ->
-                    Tracing = #{specs => Specs, heads => Heads, pids => Pids, scope => Scope},
-                    start(maps:merge(maps:without(?CALL_OPTIONS, Options), KeyOptions),
-                          with_kinds(Tracing, Kinds));
-                {error, _} = Error ->
-                    Error
-            end
-    end.
-
-with_kinds(Tracing, []) -> Tracing;
-with_kinds(Tracing, Kinds) -> Tracing#{kinds => Kinds}.
-
-%% The kinds of `also' (or of processes/2): known kinds; `ports' only with pids that
-%% include ports (all, new, existing).
-also_kinds(Kinds0, Pids) ->
-    case ferrotrace_events:check_kinds(Kinds0) of
-        {ok, Kinds} ->
-            case lists:member(ports, Kinds) andalso is_list(Pids) of
-                true -> {error, {bad_option, {pids, Pids, <<"all, new or existing with the ports kind">>}}};
-                false -> {ok, Kinds}
-            end;
-        {error, {bad_kinds, _, Accepted}} ->
-            {error, {bad_option, {also, Kinds0, Accepted}}}
-    end.
+calls(Spec, Options) ->
+    ferrotrace_options:explain(ferrotrace_start:calls(Spec, Options), calls).
 
 %% @doc Traces processes rather than functions: `Kinds' is a non-empty list of `messages'
 %% (send and receive), `procs' (spawn, exit, link, register), `gc' (garbage collections),
@@ -493,30 +240,11 @@ also_kinds(Kinds0, Pids) ->
 %% To trace calls and processes in one session, use `calls/2' with `#{also => Kinds}'.
 -spec processes(Kinds :: [ferrotrace_events:kind()], Options :: options()) ->
           {ok, ferrotrace_tracer:session_id()} | {error, term()}.
-processes(Kinds, Options0) ->
-    case options_map(Options0) of
-        {ok, Options} ->
-            Pids = maps:get(pids, Options, all),
-            case {valid_pids(Pids), ferrotrace_events:check_kinds(Kinds)} of
-                {false, _} ->
-                    {error, {bad_option, {pids, Pids, <<"all, new, existing or a non-empty list of local pids">>}}};
-                {_, {error, _} = Error} ->
-                    Error;
-                {true, {ok, []}} ->
-                    {error, {bad_kinds, [], <<"a list of messages, procs, gc, scheduling, ports">>}};
-                {true, {ok, _}} ->
-                    case also_kinds(Kinds, Pids) of
-                        {ok, Checked} ->
-                            Tracing = #{specs => [], heads => [], pids => Pids, scope => local,
-                                        kinds => Checked},
-                            start(maps:without(?CALL_OPTIONS, Options), Tracing);
-                        {error, {bad_option, {pids, _, _}}} = Error ->
-                            Error
-                    end
-            end;
-        {error, _} = Error ->
-            Error
-    end.
+processes(Kinds, Options) ->
+    ferrotrace_start:processes(Kinds, Options).
+
+%%--------------------------------------------------------------------------------------
+%% Reading a session: figures, histograms, kept calls, the recorder
 
 %% @doc Statistics so far: `calls' (one map per function, sorted by total time, with `mfa',
 %% `count', `returns', `exceptions', `total', `mean', `p50', `p90', `p99', `p999', `max';
@@ -578,12 +306,8 @@ processes(Kinds, Options0) ->
 %% and its stop leaves the other tool's tracer and match specs in place. Never on OTP 27+,
 %% where sessions coexist.
 -spec summary(session() | pid()) -> summary() | {error, term()}.
-summary(Name) when is_atom(Name) ->
-    with_name(Name, fun summary/1);
-summary(Cluster) when is_pid(Cluster) ->
-    ferrotrace_cluster:summary(Cluster);
 summary(Session) ->
-    with_id(Session, fun(Id, Info) ->
+    with_session(Session, fun(Id, _Keeper, Info) ->
         case ferrotrace_tracer:session_summary(Id) of
             {ok, Summary = #{calls := Calls}} ->
                 ByTotal = fun(#{total := A}, #{total := B}) -> A >= B end,
@@ -598,27 +322,31 @@ summary(Session) ->
             {error, _} = Error ->
                 Error
         end
-    end).
+    end, fun ferrotrace_cluster:summary/1).
+
+stack_counts(Id) ->
+    case ferrotrace_tracer:session_stack_counts(Id) of
+        {ok, Counts} -> Counts;
+        {error, _} -> #{paths => 0, overflow => 0, too_deep => 0}
+    end.
 
 %% @doc The latency distribution of one function in power-of-two buckets, ascending; or
 %% of another series: `wakeup', `run_slice', `lifetime', `size_words' (words, not ns),
 %% `{gc, minor}', `{gc, major}', `{ports, run_slice}'.
 -spec histogram(session() | pid(), mfa() | ferrotrace_events:series()) -> [bucket()] | {error, term()}.
-histogram(Name, MFA) when is_atom(Name) ->
-    with_name(Name, fun(S) -> histogram(S, MFA) end);
-histogram(Cluster, MFA) when is_pid(Cluster) ->
-    ferrotrace_cluster:histogram(Cluster, MFA);
-histogram(Session, Series) when Series =:= wakeup; Series =:= run_slice; Series =:= lifetime;
-                                Series =:= size_words; Series =:= {gc, minor};
-                                Series =:= {gc, major}; Series =:= {ports, run_slice} ->
-    with_id(Session, fun(Id, _) -> ferrotrace_events:histogram(Id, Series) end);
-histogram(Session, MFA) ->
-    with_id(Session, fun(Id, _) ->
-        case ferrotrace_tracer:session_histogram(Id, MFA) of
-            {ok, Buckets} -> Buckets;
-            {error, _} = Error -> Error
-        end
-    end).
+histogram(Session, Series) ->
+    with_session(Session, fun(Id, _, _) -> local_histogram(Id, Series) end,
+                 fun(Cluster) -> ferrotrace_cluster:histogram(Cluster, Series) end).
+
+local_histogram(Id, Series) when Series =:= wakeup; Series =:= run_slice; Series =:= lifetime;
+                                 Series =:= size_words; Series =:= {gc, minor};
+                                 Series =:= {gc, major}; Series =:= {ports, run_slice} ->
+    ferrotrace_events:histogram(Id, Series);
+local_histogram(Id, MFA) ->
+    case ferrotrace_tracer:session_histogram(Id, MFA) of
+        {ok, Buckets} -> Buckets;
+        {error, _} = Error -> Error
+    end.
 
 %% @doc The slowest calls of `MFA' the session kept (`slowest => K' calls per function,
 %% default 10), slowest first: maps `#{pid, started_at, duration, result}' with
@@ -627,24 +355,21 @@ histogram(Session, MFA) ->
 %% `{return, Value}' or `{exception, Class, Reason}'.
 %% A cluster session's are every node's, slowest first.
 -spec slowest(session() | pid(), mfa()) -> [ferrotrace_slow:slow_call()] | {error, term()}.
-slowest(Name, MFA) when is_atom(Name) ->
-    with_name(Name, fun(S) -> slowest(S, MFA) end);
-slowest(Cluster, MFA) when is_pid(Cluster) ->
-    ferrotrace_cluster:slow_calls(Cluster, MFA, slowest);
 slowest(Session, MFA) ->
-    with_id(Session, fun(Id, _) -> ferrotrace_slow:calls(Id, MFA, slowest) end).
+    kept_calls(Session, MFA, slowest).
 
 %% @doc The calls of `MFA' slower than the session's `threshold => Ns', in the order they
 %% began (at most `max_slow_calls' per function, default 1000; the excess is counted in the
 %% call entry's `slow_calls_dropped'); maps as {@link slowest/2}'s.
 %% A cluster session's are every node's, in the order they began.
 -spec slow_calls(session() | pid(), mfa()) -> [ferrotrace_slow:slow_call()] | {error, term()}.
-slow_calls(Name, MFA) when is_atom(Name) ->
-    with_name(Name, fun(S) -> slow_calls(S, MFA) end);
-slow_calls(Cluster, MFA) when is_pid(Cluster) ->
-    ferrotrace_cluster:slow_calls(Cluster, MFA, threshold);
 slow_calls(Session, MFA) ->
-    with_id(Session, fun(Id, _) -> ferrotrace_slow:calls(Id, MFA, threshold) end).
+    kept_calls(Session, MFA, threshold).
+
+%% The calls kept by `slowest' or by `threshold', on this node or every node's.
+kept_calls(Session, MFA, Which) ->
+    with_session(Session, fun(Id, _, _) -> ferrotrace_slow:calls(Id, MFA, Which) end,
+                 fun(Cluster) -> ferrotrace_cluster:slow_calls(Cluster, MFA, Which) end).
 
 %% @doc The last events the session recorded (`recent => N'), oldest first: maps
 %% `#{at, pid, mfa, event, duration}' with `at' in system time (us), `event' `call',
@@ -654,12 +379,9 @@ slow_calls(Session, MFA) ->
 %% A cluster session's are every node's recorded events, merged in time order (each node
 %% keeps its own last N).
 -spec recent(session() | pid()) -> [ferrotrace_recent:event()] | {error, term()}.
-recent(Name) when is_atom(Name) ->
-    with_name(Name, fun recent/1);
-recent(Cluster) when is_pid(Cluster) ->
-    ferrotrace_cluster:recent(Cluster);
 recent(Session) ->
-    with_id(Session, fun(Id, _) -> ferrotrace_recent:events(Id) end).
+    with_session(Session, fun(Id, _, _) -> ferrotrace_recent:events(Id) end,
+                 fun ferrotrace_cluster:recent/1).
 
 %% @doc Prints {@link recent/1}'s events as recon_trace-like lines
 %% (`13:55:09.123456 <0.123.0> m:f/1', `... m:f/1 --> return (12.0 ms)').
@@ -670,59 +392,90 @@ print_recent(Session) ->
         Events -> io:put_chars(ferrotrace_recent:lines(Events))
     end.
 
+%%--------------------------------------------------------------------------------------
+%% Reports: text for the shell, scripts and the cheat sheet
+
 %% @doc Prints the table sorted by total time and, for the top functions, a histogram drawn
 %% like DTrace's `quantize'.
 -spec report(session() | pid()) -> ok | {error, term()}.
 report(Session) ->
-    case format(Session) of
-        {error, _} = Error -> Error;
-        Text -> io:put_chars(Text)
-    end.
+    print(format(Session)).
+
+%% @doc Prints the report of `Session' with `Options' (a map or a proplist):
+%% `top => N | all' (rows shown, default 20; a line says how many were left out),
+%% `sort => count | total | p99 | max' (default `total'), `mfa => Pattern' (only the
+%% functions matching an `{M, F, A}' with `` '_' '' wildcards or a spec string such as
+%% `"MyApp.Cart"'), `width => Columns' (default the terminal's, else 80) and
+%% `histograms => N' (drawn for the first N rows, default 3). Names print as Erlang or
+%% Elixir writes them; each time column has one unit, shown in its header. For a cluster
+%% session (see `nodes' in {@link calls/2}), `by_node => true' adds a table with one line
+%% per function and node, and the nodes that went down are named.
+-spec report(session() | pid(), ferrotrace_report:options() | [{atom(), term()}]) ->
+          ok | {error, term()}.
+report(Session, Options0) ->
+    %% A name is answered first, then the options, then the id: as every entry with options.
+    named(Session, fun(S) ->
+        case ferrotrace_report:check_options(Options0, S) of
+            {ok, Options} ->
+                print(with_session(S, fun(Id, _, _) -> text(Id, Options) end,
+                                   fun(Cluster) -> ferrotrace_cluster:format(Cluster, Options) end));
+            {error, _} = Error ->
+                Error
+        end
+    end).
 
 %% @doc The text that {@link report/1} prints, as a flat binary: for `bin/rel eval', `rpc'
 %% and scripts, whose output would otherwise go to the node's console.
 -spec format(session() | pid()) -> binary() | {error, term()}.
-format(Name) when is_atom(Name) ->
-    with_name(Name, fun format/1);
-format(Cluster) when is_pid(Cluster) ->
-    case ferrotrace_cluster:format(Cluster, #{}) of
-        {error, _} = Error -> Error;
-        Text -> unicode:characters_to_binary(Text)
-    end;
 format(Session) ->
-    case summary(Session) of
+    Text = with_session(Session, fun(Id, _, _) -> text(Id, #{}) end,
+                        fun(Cluster) -> ferrotrace_cluster:format(Cluster, #{}) end),
+    case Text of
+        {error, _} = Error -> Error;
+        _ -> unicode:characters_to_binary(Text)
+    end.
+
+%% A local session's report: the table and histograms, then the other kinds' figures.
+text(Id, Options) ->
+    case summary(Id) of
         {error, _} = Error ->
             Error;
         Summary ->
-            Text = ferrotrace_report:format(Summary, fun(MFA) -> histogram(Session, MFA) end),
-            Events = ferrotrace_events_report:format(Summary, fun(S) -> histogram(Session, S) end),
-            unicode:characters_to_binary([Text, Events])
+            Histogram = fun(Series) -> histogram(Id, Series) end,
+            [ferrotrace_report:format(Summary, Histogram, Options),
+             ferrotrace_events_report:format(Summary, Histogram)]
     end.
+
+print({error, _} = Error) -> Error;
+print(Text) -> io:put_chars(Text).
+
+%% @doc Prints a one-screen cheat sheet of the commands and specs (the options:
+%% `h(ferrotrace, calls).').
+-spec help() -> ok.
+help() ->
+    io:put_chars(ferrotrace_report:help()).
+
+%%--------------------------------------------------------------------------------------
+%% Ending sessions, and the sessions there are
 
 %% @doc Stops the session: tracing ends, the patterns and flags it set are removed. The
 %% figures stay readable until {@link release/1}. Stopping a stopped session is `ok'.
 %% Never an exit: a session whose keeper was killed or released it meanwhile answers
 %% `{error, {no_such_session, Id}}' once what it set is removed.
 -spec stop(session() | pid()) -> ok | {error, term()}.
-stop(Name) when is_atom(Name) ->
-    with_name(Name, fun stop/1);
-stop(Cluster) when is_pid(Cluster) ->
-    ferrotrace_cluster:stop(Cluster);
 stop(Session) ->
-    with_keeper(Session, fun ferrotrace_session:stop/1,
-                fun(Id) -> ferrotrace_tracer:stop_session(Id, user) end).
+    with_session(Session, by_keeper(fun ferrotrace_session:stop/1,
+                                    fun(Id) -> ferrotrace_tracer:stop_session(Id, user) end),
+                 fun ferrotrace_cluster:stop/1).
 
 %% @doc Stops the session and frees everything it holds; its id is dead afterwards.
 %% Never an exit: as {@link stop/1}, `{error, {no_such_session, Id}}' for a session that
 %% another client released meanwhile.
 -spec release(session() | pid()) -> ok | {error, term()}.
-release(Name) when is_atom(Name) ->
-    with_name(Name, fun release/1);
-release(Cluster) when is_pid(Cluster) ->
-    ferrotrace_cluster:release(Cluster);
 release(Session) ->
-    with_keeper(Session, fun ferrotrace_session:release/1,
-                fun(Id) -> ferrotrace_tracer:release_session(Id) end).
+    with_session(Session, by_keeper(fun ferrotrace_session:release/1,
+                                    fun ferrotrace_tracer:release_session/1),
+                 fun ferrotrace_cluster:release/1).
 
 %% @doc Every session on this node not yet released, oldest first: its `id', `name',
 %% `status', `stop_reason', `spec' (what `calls/2' traces, `raw' for {@link session/1}),
@@ -753,201 +506,8 @@ list() ->
               end
       end, ferrotrace_registry:sessions()).
 
-%% Internals
-
-%% Options come as a map or, from Elixir (`duration: 1000') and old habits, a proplist.
-options_map(Options) ->
-    ferrotrace_options:to_map(Options).
-
-start(Options, Tracing) ->
-    %% Not code:load_file/1, and one load at a time: see ferrotrace_code.
-    case ferrotrace_code:ensure_tracer() of
-        {module, _} ->
-            case {settings(Options, Tracing), ferrotrace_intervals:check(Options)} of
-                {{ok, Settings}, {ok, Intervals}} ->
-                    Started = ferrotrace_session:start(maps:without(?SESSION_OPTIONS, Options),
-                                                       Tracing, Settings),
-                    with_intervals(Started, Intervals);
-                {{error, _} = Error, _} ->
-                    Error;
-                {_, {error, _} = Error} ->
-                    Error
-            end;
-        {error, Reason} ->
-            {error, {nif_not_loaded, Reason}}
-    end.
-
-%% `intervals => Ms': per-interval histograms for hdr_log (ferrotrace_intervals), taken
-%% until the keeper ends.
-with_intervals({ok, Id}, {_, _} = Intervals) ->
-    case ferrotrace_registry:lookup(Id) of
-        {ok, Id, Keeper, _} ->
-            case ferrotrace_intervals:start(Id, Keeper, Intervals) of
-                Pid when is_pid(Pid) -> ok = ferrotrace_registry:update(Id, #{intervals => Pid});
-                {error, _} -> ok
-            end;
-        error ->
-            ok
-    end,
-    {ok, Id};
-with_intervals(Started, _) ->
-    Started.
-
-%% Who owns the session, how long its figures outlive the owner, its name.
-settings(Options, Tracing) ->
-    Keep = maps:get(keep, Options, ?DEFAULT_KEEP),
-    Name = maps:get(name, Options, undefined),
-    Spec = case Tracing of
-               none -> raw;
-               #{specs := Specs} -> Specs
-           end,
-    case {owner(maps:get(owner, Options, self()), maps:get(duration, Options, 10000)),
-          valid_keep(Keep), is_atom(Name) andalso Name =/= none} of
-        {{error, _} = Error, _, _} ->
-            Error;
-        {_, false, _} ->
-            {error, {bad_option, {keep, Keep, <<"milliseconds (a non-negative integer) or infinity">>}}};
-        {_, _, false} ->
-            {error, {bad_option, {name, Name, <<"an atom naming the session">>}}};
-        {{ok, Owner}, true, true} ->
-            {ok, #{owner => Owner, keep => Keep, name => Name, spec => Spec}}
-    end.
-
-valid_keep(infinity) -> true;
-valid_keep(Keep) -> is_integer(Keep) andalso Keep >= 0 andalso Keep =< 7 * 24 * 3600 * 1000.
-
-%% The operator's presence, not a process that happens to run the call: a shell evaluator is
-%% restarted after every exception typed in the shell, so a session started from a shell
-%% belongs to the shell's group leader, which lives as long as the shell (local, remote over
-%% `-remsh' or `remote_console', or IEx) and goes down with its connection.
-owner(none, infinity) ->
-    {error, {bad_option, {owner, none, <<"owner => none needs a finite duration">>}}};
-owner(none, _Duration) ->
-    {ok, none};
-owner(Pid, _Duration) when is_pid(Pid), node(Pid) =:= node() ->
-    case Pid =:= self() andalso shell_evaluator(Pid) of
-        true -> {ok, {shell, group_leader()}};
-        false -> {ok, {process, Pid}}
-    end;
-owner(Other, _Duration) ->
-    {error, {bad_option, {owner, Other, <<"a local pid, or none (needs a finite duration)">>}}}.
-
-%% The Erlang shell keeps its evaluator's pid under `evaluator' in its dictionary, and is
-%% linked to it (shell:start_eval/3, OTP 25 to 29).
-shell_evaluator(Pid) ->
-    {links, Links} = erlang:process_info(Pid, links),
-    lists:any(fun(Shell) when is_pid(Shell), node(Shell) =:= node() ->
-                      case erlang:process_info(Shell, dictionary) of
-                          {dictionary, Dict} -> lists:member({evaluator, Pid}, Dict);
-                          undefined -> false
-                      end;
-                 (_) -> false
-              end, Links).
-
-%% A name stands for its session: a local session's id, or a cluster session's pid.
-with_name(Name, Fun) ->
-    case ferrotrace_registry:lookup(Name) of
-        {ok, IdOrCluster, _Keeper, _Info} -> Fun(IdOrCluster);
-        error -> {error, {no_such_session, Name}}
-    end.
-
-%% Resolves an id or a name.
-with_id(Session, Fun) ->
-    case ferrotrace_registry:lookup(Session) of
-        {ok, Id, _Keeper, Info} -> Fun(Id, Info);
-        error when is_integer(Session) -> Fun(Session, #{});
-        error when is_atom(Session) -> {error, {no_such_session, Session}};
-        error -> {error, {bad_session, ferrotrace_registry:brief(Session)}}
-    end.
-
-%% A keeper that died during the call (killed, or it ended as another client released the
-%% session) is no answer: what it left is cleaned up now (ferrotrace_registry:reap/1), then
-%% the engine answers for the session.
-with_keeper(Session, Call, KeeperGone) ->
-    case ferrotrace_registry:lookup(Session) of
-        {ok, Id, Keeper, _Info} ->
-            case Call(Keeper) of
-                {error, {Gone, _}} when Gone =:= keeper_down; Gone =:= not_a_keeper ->
-                    ok = ferrotrace_registry:reap(Id),
-                    KeeperGone(Id);
-                Answer ->
-                    Answer
-            end;
-        error when is_integer(Session) ->
-            %% No keeper (a session from before a registry restart): the engine answers.
-            KeeperGone(Session);
-        error when is_atom(Session) ->
-            {error, {no_such_session, Session}};
-        error ->
-            {error, {bad_session, ferrotrace_registry:brief(Session)}}
-    end.
-
-%% trace_pattern/3 silently matches nothing in a module that is not loaded: load it first.
-check_modules([]) ->
-    ok;
-check_modules([{'_', _, _} | Rest]) ->
-    check_modules(Rest);
-check_modules([{M, _, _} | Rest]) ->
-    case code:ensure_loaded(M) of
-        {module, M} -> check_modules(Rest);
-        {error, _} -> {error, {no_such_module, M}}
-    end.
-
-valid_pids(Pids) when Pids =:= all; Pids =:= new; Pids =:= existing -> true;
-valid_pids([_ | _] = Pids) -> lists:all(fun(P) -> is_pid(P) andalso node(P) =:= node() end, Pids);
-valid_pids(_) -> false.
-
 %%--------------------------------------------------------------------------------------
-%% The shell surface: reports that fit a terminal, the cheat sheet.
-
-
-%% @doc Prints the report of `Session' with `Options' (a map or a proplist):
-%% `top => N | all' (rows shown, default 20; a line says how many were left out),
-%% `sort => count | total | p99 | max' (default `total'), `mfa => Pattern' (only the
-%% functions matching an `{M, F, A}' with `` '_' '' wildcards or a spec string such as
-%% `"MyApp.Cart"'), `width => Columns' (default the terminal's, else 80) and
-%% `histograms => N' (drawn for the first N rows, default 3). Names print as Erlang or
-%% Elixir writes them; each time column has one unit, shown in its header. For a cluster
-%% session (see `nodes' in {@link calls/2}), `by_node => true' adds a table with one line
-%% per function and node, and the nodes that went down are named.
--spec report(session() | pid(), ferrotrace_report:options() | [{atom(), term()}]) ->
-          ok | {error, term()}.
-report(Name, Options) when is_atom(Name) ->
-    with_name(Name, fun(S) -> report(S, Options) end);
-report(Cluster, Options0) when is_pid(Cluster) ->
-    %% `by_node => true' (cluster sessions): one more table, a line per function and node.
-    Options = case options_map(Options0) of {ok, M} -> M; _ -> Options0 end,
-    ByNode = is_map(Options) andalso maps:get(by_node, Options, false),
-    case ferrotrace_report:check_options(maybe_without(by_node, Options)) of
-        {ok, _} when is_boolean(ByNode) ->
-            case ferrotrace_cluster:format(Cluster, (maybe_without(by_node, Options))#{by_node => ByNode}) of
-                {error, _} = Error -> Error;
-                Text -> io:put_chars(Text)
-            end;
-        {ok, _} ->
-            {error, {bad_option, {by_node, ByNode, <<"true or false">>}}};
-        {error, _} = Error ->
-            Error
-    end;
-report(Session, Options) ->
-    case ferrotrace_report:check_options(Options) of
-        {ok, _} ->
-            case summary(Session) of
-                {error, _} = Error ->
-                    Error;
-                Summary ->
-                    Histogram = fun(MFA) -> histogram(Session, MFA) end,
-                    Events = ferrotrace_events_report:format(Summary, fun(S) -> histogram(Session, S) end),
-                    io:put_chars([ferrotrace_report:format(Summary, Histogram, Options), Events])
-            end;
-        {error, _} = Error ->
-            Error
-    end.
-
-%% @doc Prints a one-screen cheat sheet of the commands, specs and options.
--spec help() -> ok.
-help() ->
-    io:put_chars(ferrotrace_report:help()).
+%% The live view (ferrotrace_watch)
 
 %% @doc A live view of `Session' (an id or a name) with the default options: see
 %% {@link watch/2}.
@@ -974,60 +534,13 @@ watch(Session) ->
 %% session that does not exist, or a bad option, naming it and what is accepted
 %% (`{bad_option, {interval, 0, <<"...">>}}'). Reading an interval resets it: two watches
 %% of one session split the calls between them.
--spec watch(session(), ferrotrace_report:watch_options() | [{atom(), term()}]) ->
+-spec watch(session(), ferrotrace_watch:options() | [{atom(), term()}]) ->
           ok | {error, term()}.
 watch(Session, Options) ->
-    case ferrotrace_report:check_watch_options(Options) of
-        {ok, Checked} ->
-            with_id(Session, fun(Id, Info) ->
-                Who = #{id => Id, name => maps:get(name, Info, undefined)},
-                watch_start(Who, Checked)
-            end);
-        {error, _} = Error ->
-            Error
-    end.
-
-watch_start(Who = #{id := Id}, Options = #{interval := Interval}) ->
-    %% This read ends whatever interval was open: the first screen covers one interval.
-    case ferrotrace_tracer:session_interval(Id) of
-        {ok, #{status := stopped, stop_reason := Reason}} ->
-            io:put_chars(ferrotrace_report:watch_end(Who, {stopped, Reason}, Options));
-        {ok, _} ->
-            watch_loop(Who, Options, 1, erlang:monotonic_time(millisecond) + Interval);
-        {error, _} = Error ->
-            Error
-    end.
-
-watch_loop(Who = #{id := Id}, Options = #{interval := Interval, count := Count}, N, Next) ->
-    watch_sleep(Next - erlang:monotonic_time(millisecond)),
-    case ferrotrace_tracer:session_interval(Id) of
-        {ok, Figures = #{status := Status}} ->
-            io:put_chars(ferrotrace_report:watch_screen(Who#{number => N}, Figures, Options)),
-            case {Status, Count} of
-                {stopped, _} ->
-                    Why = {stopped, maps:get(stop_reason, Figures, undefined)},
-                    io:put_chars(ferrotrace_report:watch_end(Who, Why, Options));
-                {running, N} ->
-                    ok;
-                {running, _} ->
-                    %% Ticks keep to the schedule; one that is already past is skipped.
-                    Now = erlang:monotonic_time(millisecond),
-                    watch_loop(Who, Options, N + 1, max(Next + Interval, Now))
-            end;
-        {error, {no_such_session, _}} ->
-            io:put_chars(ferrotrace_report:watch_end(Who, released, Options));
-        {error, _} = Error ->
-            Error
-    end.
-
-%% Sleeps without taking any message: the caller is often the shell's evaluator.
-watch_sleep(Ms) when Ms > 0 ->
-    receive after Ms -> ok end;
-watch_sleep(_) ->
-    ok.
+    ferrotrace_watch:watch(Session, Options).
 
 %%--------------------------------------------------------------------------------------
-%% Exports (ferrotrace_export) and cluster sessions (ferrotrace_cluster).
+%% Exports (ferrotrace_export)
 
 %% @doc The figures of `Session' in a format other tools read, as bytes. `Format' is
 %% `hdr_log' (HdrHistogram interval log, V2 compressed, one histogram per function tagged
@@ -1054,44 +567,16 @@ export(Session, Format, File) ->
         Bytes -> file:write_file(File, Bytes)
     end.
 
-export_with(Name, Format, Options) when is_atom(Name) ->
-    with_name(Name, fun(S) -> export_with(S, Format, Options) end);
 export_with(Session, Format, Options0) ->
-    case ferrotrace_export:check(Format, Options0) of
-        {ok, Options} when is_pid(Session) ->
-            unwrap(ferrotrace_cluster:export(Session, Format, Options));
-        {ok, Options} ->
-            with_id(Session, fun(Id, _) -> unwrap(ferrotrace_export:local(Id, Format, Options)) end);
-        {error, _} = Error ->
-            Error
-    end.
+    named(Session, fun(S) ->
+        case ferrotrace_export:check(Format, Options0) of
+            {ok, Options} ->
+                unwrap(with_session(S, fun(Id, _, _) -> ferrotrace_export:local(Id, Format, Options) end,
+                                    fun(Cluster) -> ferrotrace_cluster:export(Cluster, Format, Options) end));
+            {error, _} = Error ->
+                Error
+        end
+    end).
 
 unwrap({ok, Bytes}) -> Bytes;
 unwrap({error, _} = Error) -> Error.
-
-%% A cluster session: `nodes => [Node]' (see ferrotrace_cluster). `[node()]' alone is a
-%% local session, as without the option.
-cluster_calls(Spec, Options = #{nodes := Nodes}) ->
-    Rest = maps:remove(nodes, Options),
-    case is_list(Nodes) andalso Nodes =/= [] andalso lists:all(fun is_atom/1, Nodes) of
-        false ->
-            {error, {bad_option, {nodes, Nodes, <<"a non-empty list of node names">>}}};
-        true when Nodes =:= [node()] ->
-            calls_with(Spec, Rest);
-        true ->
-            case owner(maps:get(owner, Rest, self()), maps:get(duration, Rest, 10000)) of
-                {ok, Owner} ->
-                    ferrotrace_cluster:calls(Spec, maps:remove(owner, Rest), lists:usort(Nodes), Owner);
-                {error, _} = Error ->
-                    Error
-            end
-    end.
-
-maybe_without(Key, Options) when is_map(Options) -> maps:remove(Key, Options);
-maybe_without(_Key, Options) -> Options.
-
-stack_counts(Id) ->
-    case ferrotrace_tracer:session_stack_counts(Id) of
-        {ok, Counts} -> Counts;
-        {error, _} -> #{paths => 0, overflow => 0, too_deep => 0}
-    end.

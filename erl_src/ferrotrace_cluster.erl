@@ -4,42 +4,49 @@
 %%% `erpc' (ferrotrace must be in every node's code path, as in a release) and answers
 %%% `{ok, Cluster}', a pid that every `ferrotrace' reading function takes like a session id.
 %%%
-%%% == Shape ==
+%%% == Protocol ==
 %%% <ul>
-%%% <li>A coordinator process on the calling node watches the owner (as a local session
-%%% does) and every node (`monitor_node/2').</li>
-%%% <li>On each node a part process owns that node's session (`owner => Part') and
-%%% monitors the coordinator: if the coordinator dies, or the node loses contact with it
-%%% (net split), the part exits and the node's keeper stops its session (`owner_down'),
-%%% as for any owner. Each node's session also has its own `duration', so no remote part
-%%% outlives it, whatever the network does.</li>
+%%% <li>A coordinator on the calling node (a `gen_server', started unlinked as a session's
+%%% keeper is, so the caller's crash cannot take it down before it has cleaned up) is
+%%% registered in {@link ferrotrace_registry} with its pid as both id and keeper: the
+%%% registry names and lists it, forgets it if it dies, and is where every call here
+%%% checks that a pid is a cluster session. It watches the owner (as a keeper does) and
+%%% every node (`monitor_node/2').</li>
+%%% <li>On each node a part process owns that node's session (`owner => Part'), which is
+%%% registered there with `cluster => Coordinator' in its info: `part_control/2' finds a
+%%% part through the registry. The part monitors the coordinator: if the coordinator dies,
+%%% or the node loses contact with it (net split), the part exits and the node's keeper
+%%% stops its session (`owner_down'), as for any owner. Each node's session also has its
+%%% own `duration', so no remote part outlives it, whatever the network does.</li>
 %%% <li>A part tells the coordinator when its session stopped by itself (duration or a
 %%% limit); the coordinator then stops every other part.</li>
 %%% <li>A node that cannot start its part gives `{error, {node, Node, Reason}}'; the parts
 %%% already started are released first, so no session is left behind.</li>
+%%% <li>`release/1', or `keep' milliseconds after the owner left, releases every part (each
+%%% releases its session and exits) and ends the coordinator.</li>
 %%% </ul>
 %%%
-%%% == Merging ==
-%%% Counts add. Latencies merge exactly: each node ships its HDR histograms in
-%%% HdrHistogram's V2 compressed encoding, the coordinator's node adds them bucket by bucket
-%%% and reads the percentiles from the sum (never averaging percentiles), so the cluster p99
-%%% is the p99 of all calls to HDR precision. `summary/1' adds `nodes', `nodes_down' and
-%%% `by_node => #{Node => Summary}'. A node that went down is listed in `nodes_down' and left
-%%% out of the merged figures; the others carry on. `hdr_log' with `interval => Ms' (a
-%%% session started with `intervals => P') places each node's intervals on one clock, in
-%%% slots of `Ms' from the earliest node's start, and adds a slot's histograms.
+%%% == Reading ==
+%%% A reading function asks the coordinator for the parts, asks each live node for its
+%%% answer (`part_figures/2', or the `ferrotrace' function itself) and merges the answers
+%%% with {@link ferrotrace_cluster_merge}: counts add, HDR histograms add, means are exact.
+%%% `summary/1' adds `nodes', `nodes_down' and `by_node => #{Node => Summary}'. A node that
+%%% went down is listed in `nodes_down' and left out of the merged figures; the others carry
+%%% on. `hdr_log' with `interval => Ms' (a session started with `intervals => P') places
+%%% each node's intervals on one clock, in slots of `Ms' from the earliest node's start, and
+%%% adds a slot's histograms.
 -module(ferrotrace_cluster).
+-behaviour(gen_server).
 
 -export([calls/4, summary/1, histogram/2, stop/1, release/1, export/3, format/2, status/1]).
 -export([slow_calls/3, recent/1]).
 %% Called on each node through erpc.
 -export([start_part/4, part_figures/2, part_control/2]).
+-export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 
 -define(CALL_TIMEOUT, 15000).
 %% How often a part looks whether its session stopped by itself.
 -define(POLL_MS, 200).
--define(MARK, '$ferrotrace_cluster').
--define(PART_MARK, '$ferrotrace_cluster_part').
 
 %% @doc Starts the parts on `Nodes' (called by {@link ferrotrace:calls/2}).
 %% `Owner' is `{shell, GroupLeader}', `{process, Pid}' or `none'.
@@ -63,16 +70,12 @@ valid_owner({Kind, Pid}) -> (Kind =:= shell orelse Kind =:= process) andalso is_
 valid_owner(_) -> false.
 
 start(Spec, Options, Nodes, Owner) ->
-    Caller = self(),
-    Ref = make_ref(),
-    Coordinator = spawn(fun() -> coordinator_init(Caller, Ref, Spec, Options, Nodes, Owner) end),
-    Monitor = monitor(process, Coordinator),
-    receive
-        {Ref, Result} ->
-            demonitor(Monitor, [flush]),
-            Result;
-        {'DOWN', Monitor, process, _, Reason} ->
-            {error, {coordinator, Reason}}
+    _ = ferrotrace_registry:ensure_started(),
+    case gen_server:start(?MODULE, {Spec, Options, Nodes, Owner}, []) of
+        {ok, Coordinator} -> {ok, Coordinator};
+        %% A refusal (init/1 acknowledges it as an error), or the coordinator killed as it started.
+        {error, {refused, Reason}} -> {error, Reason};
+        {error, Reason} -> {error, {coordinator, ferrotrace_registry:brief(Reason)}}
     end.
 
 %% @doc The merged summary, with `nodes', `nodes_down' and `by_node'.
@@ -80,7 +83,7 @@ start(Spec, Options, Nodes, Owner) ->
 summary(Cluster) ->
     case gather(Cluster) of
         {error, _} = Error -> Error;
-        {Info, Figures} -> merge(Info, Figures)
+        {Info, Figures} -> ferrotrace_cluster_merge:summary(Info, Figures)
     end.
 
 %% @doc Whether the cluster session runs (as its coordinator knows: a part that stopped by
@@ -100,13 +103,8 @@ status(Cluster) ->
 -spec histogram(pid(), mfa()) -> [ferrotrace:bucket()] | {error, term()}.
 histogram(Cluster, MFA) ->
     case gather(Cluster) of
-        {error, _} = Error ->
-            Error;
-        {_Info, Figures} ->
-            case [B || {_Node, {_Summary, Hs}} <- Figures, {M, B} <- Hs, M =:= MFA] of
-                [] -> {error, {no_such_function, MFA}};
-                Parts -> maps:get(buckets, figures(Parts))
-            end
+        {error, _} = Error -> Error;
+        {_Info, Figures} -> ferrotrace_cluster_merge:histogram(Figures, MFA)
     end.
 
 %% @doc Stops every node's part; figures stay readable.
@@ -133,7 +131,7 @@ format(Cluster, Options) ->
                        DownNodes -> io_lib:format("nodes down (left out): ~p~n", [DownNodes])
                    end,
             case maps:get(by_node, Options, false) of
-                true -> [Main, Down, by_node_table(Summary)];
+                true -> [Main, Down, ferrotrace_report:by_node_table(Summary)];
                 false -> [Main, Down]
             end
     end.
@@ -146,8 +144,6 @@ export(Cluster, json, _Options) ->
         Summary -> ferrotrace_tracer:to_json(ferrotrace_export:json_document(Summary))
     end;
 export(Cluster, hdr_log, #{interval := Ms}) ->
-    %% Each node's intervals, placed by their start on one clock (system time, ms) in slots of
-    %% Ms from the earliest node's start; a slot's histograms of a function are added.
     case replies(Cluster, ferrotrace_export, intervals, fun(Id) -> [Id, Ms] end) of
         {ok, NodeReplies} ->
             Replies = [R || {_Node, R} <- NodeReplies],
@@ -156,16 +152,8 @@ export(Cluster, hdr_log, #{interval := Ms}) ->
                     Error;
                 [] ->
                     Nodes = [{Start, Is} || {ok, Start, Is} <- Replies],
-                    Start0 = lists:min([erlang:system_time(millisecond) | [S || {S, _} <- Nodes]]),
-                    Slots = lists:foldl(
-                              fun({Slot, From, To, Hs}, Acc) ->
-                                      maps:update_with(Slot, fun({F, T, Old}) -> {min(F, From), max(T, To), Hs ++ Old} end,
-                                                       {From, To, Hs}, Acc)
-                              end, #{},
-                              [{(S + Off - Start0) div Ms, S + Off - Start0, S + Off + Len - Start0, Hs}
-                               || {S, Is} <- Nodes, {Off, Len, Hs} <- Is]),
-                    ferrotrace_export:hdr_log_intervals(
-                      Start0, [{From, To - From, merge_tagged(Hs)} || {_, {From, To, Hs}} <- lists:keysort(1, maps:to_list(Slots))])
+                    {Start, Intervals} = ferrotrace_cluster_merge:intervals(Ms, erlang:system_time(millisecond), Nodes),
+                    ferrotrace_export:hdr_log_intervals(Start, Intervals)
             end;
         {error, _} = Error ->
             Error
@@ -175,11 +163,8 @@ export(Cluster, hdr_log, _Options) ->
         {error, _} = Error ->
             Error;
         {_Info, Figures} ->
-            Merged = merge_histograms(Figures),
-            Summaries = [S || {_, {S, _}} <- Figures],
-            Start = lists:min([T || #{started_at := T} <- Summaries] ++ [erlang:system_time(millisecond)]),
-            Elapsed = lists:max([0 | [E || #{elapsed_ms := E} <- Summaries]]),
-            ferrotrace_export:hdr_log(Start, Elapsed, [{MFA, Bin} || {MFA, {Bin, _}} <- Merged])
+            {Start, Elapsed, Histograms} = ferrotrace_cluster_merge:hdr_log(Figures, erlang:system_time(millisecond)),
+            ferrotrace_export:hdr_log(Start, Elapsed, Histograms)
     end;
 export(Cluster, chrome_trace, _Options) ->
     %% Each node's recorder, read on its node; the nodes become Chrome processes in order.
@@ -208,8 +193,7 @@ slow_calls(Cluster, MFA, Which) ->
     Function = case Which of slowest -> slowest; threshold -> slow_calls end,
     case from_parts(Cluster, ferrotrace, Function, fun(Id) -> [Id, MFA] end) of
         {error, _} = Error -> Error;
-        Lists when Which =:= slowest -> lists:sort(fun(#{duration := A}, #{duration := B}) -> A >= B end, lists:append(Lists));
-        Lists -> lists:sort(fun(#{started_at := A}, #{started_at := B}) -> A =< B end, lists:append(Lists))
+        Lists -> ferrotrace_cluster_merge:slow_calls(Which, Lists)
     end.
 
 %% @doc Every live node's recorded events (`recent'), merged in time order.
@@ -217,20 +201,15 @@ slow_calls(Cluster, MFA, Which) ->
 recent(Cluster) ->
     case from_parts(Cluster, ferrotrace, recent, fun(Id) -> [Id] end) of
         {error, _} = Error -> Error;
-        Lists -> lists:sort(fun(#{at := A}, #{at := B}) -> A =< B end, lists:append(Lists))
+        Lists -> ferrotrace_cluster_merge:recent(Lists)
     end.
 
-%% The lists `Module:Function(Args(Id))' returns on each live node (one that never called
-%% the function has none of it); an error only if no node answered a list.
+%% The lists `Module:Function(Args(Id))' returns on each live node (see
+%% ferrotrace_cluster_merge:lists/1).
 from_parts(Cluster, Module, Function, Args) ->
     case replies(Cluster, Module, Function, Args) of
-        {ok, Replies} ->
-            case {[L || {_, L} <- Replies, is_list(L)], [E || {_, {error, _} = E} <- Replies]} of
-                {[], [Error | _]} -> Error;
-                {Lists, _} -> Lists
-            end;
-        {error, _} = Error ->
-            Error
+        {ok, Replies} -> ferrotrace_cluster_merge:lists(Replies);
+        {error, _} = Error -> Error
     end.
 
 %% Each live node's answer to `Module:Function(Args(Id))' (`Id' its session), with the node;
@@ -244,38 +223,82 @@ replies(Cluster, Module, Function, Args) ->
             Error
     end.
 
+%% Every live node's summary and histograms, and what the coordinator knows of the session
+%% (ferrotrace_cluster_merge:info()); a node that does not answer is counted as down.
+gather(Cluster) ->
+    case call(Cluster, info) of
+        {ok, Parts, Down0, StopReason} ->
+            Replies = [{Node, remote_call(Node, ?MODULE, part_figures, [Id, all], ?CALL_TIMEOUT)}
+                       || {Node, {_Pid, Id}} <- Parts, not lists:member(Node, Down0)],
+            {Figures, Down} = ferrotrace_cluster_merge:figures(Down0, Replies),
+            Name = case ferrotrace_registry:lookup(Cluster) of
+                       {ok, _, _, #{name := N}} -> N;
+                       error -> undefined
+                   end,
+            {#{id => Cluster, name => Name, nodes => [N || {N, _} <- Parts], nodes_down => Down,
+               stop_reason => StopReason}, Figures};
+        {error, _} = Error ->
+            Error
+    end.
+
+%% A request to a coordinator: `Cluster' must be one (registered with itself as keeper),
+%% else `{error, {no_such_session, Cluster}}' at once, without a message sent.
+call(Cluster, Request) ->
+    case is_pid(Cluster) andalso node(Cluster) =:= node()
+        andalso ferrotrace_registry:lookup(Cluster) of
+        {ok, Cluster, Cluster, _} ->
+            try gen_server:call(Cluster, Request, ?CALL_TIMEOUT)
+            catch exit:{timeout, _} -> {error, timeout};
+                  exit:_ -> {error, {no_such_session, Cluster}}
+            end;
+        _ ->
+            {error, {no_such_session, ferrotrace_registry:brief(Cluster)}}
+    end.
+
+%% erpc:call/5 whose failure (node down, timeout, an exception there) is a value:
+%% `{badrpc, Reason}', which callers skip or count as the node being down.
+remote_call(Node, Module, Function, Args, Timeout) ->
+    try erpc:call(Node, Module, Function, Args, Timeout)
+    catch Class:Reason -> {badrpc, {Class, Reason}}
+    end.
+
 %%--------------------------------------------------------------------------------------
 %% The coordinator.
 
 -record(c, {owner :: reference() | none, parts :: [{node(), {pid(), pos_integer()}}],
             down = [] :: [node()], stop_reason = undefined :: atom(), keep :: timeout()}).
 
-coordinator_init(Caller, Ref, Spec, Options, Nodes, Owner) ->
-    %% Marks this process as a cluster session for call/2's check.
-    put(?MARK, true),
+%% @private
+%% Registers the session, then starts every part; a refusal is acknowledged as
+%% `{error, {refused, Reason}}' and the process exits `normal' (as a keeper's, see
+%% ferrotrace_session), with nothing left registered or started.
+-spec init({term(), map(), [node()], ferrotrace_session:owner()}) -> {ok, #c{}}.
+init({Spec, Options, Nodes, Owner}) ->
     %% Listed and named in the node's registry like a local session (names are shared).
     Info = #{name => maps:get(name, Options, undefined), spec => Spec, owner => Owner,
              started_at => erlang:system_time(millisecond), nodes => Nodes},
     case ferrotrace_registry:register(self(), self(), Info) of
-        ok -> coordinator_start(Caller, Ref, Spec, Options, Nodes, Owner);
-        {error, _} = Taken -> Caller ! {Ref, Taken}
+        ok ->
+            case start_parts(Spec, Options, Nodes, []) of
+                {ok, Parts} ->
+                    _ = [monitor_node(N, true) || {N, _} <- Parts, N =/= node()],
+                    OwnerRef = case Owner of
+                                   none -> none;
+                                   {_, Pid} -> monitor(process, Pid)
+                               end,
+                    {ok, #c{owner = OwnerRef, parts = Parts, keep = maps:get(keep, Options, 600000)}};
+                {error, Reason} ->
+                    ok = ferrotrace_registry:unregister(self()),
+                    refuse(Reason)
+            end;
+        {error, Reason} ->
+            refuse(Reason)
     end.
 
-coordinator_start(Caller, Ref, Spec, Options, Nodes, Owner) ->
-    case start_parts(Spec, Options, Nodes, []) of
-        {ok, Parts} ->
-            _ = [monitor_node(N, true) || {N, _} <- Parts, N =/= node()],
-            OwnerRef = case Owner of
-                           none -> none;
-                           {_, Pid} -> monitor(process, Pid)
-                       end,
-            Caller ! {Ref, {ok, self()}},
-            coordinator(#c{owner = OwnerRef, parts = Parts,
-                           keep = maps:get(keep, Options, 600000)});
-        {error, _} = Error ->
-            ok = ferrotrace_registry:unregister(self()),
-            Caller ! {Ref, Error}
-    end.
+-spec refuse(term()) -> no_return().
+refuse(Reason) ->
+    proc_lib:init_ack({error, {refused, Reason}}),
+    exit(normal).
 
 start_parts(_Spec, _Options, [], Acc) ->
     {ok, lists:reverse(Acc)};
@@ -293,43 +316,45 @@ start_parts(Spec, Options, [Node | Rest], Acc) ->
             {error, {node, Node, Reason2}}
     end.
 
-coordinator(State = #c{owner = OwnerRef, parts = Parts}) ->
-    receive
-        {call, From, Tag, parts} ->
-            From ! {Tag, {ok, Parts, State#c.down}},
-            coordinator(State);
-        {call, From, Tag, info} ->
-            From ! {Tag, {ok, Parts, State#c.down, State#c.stop_reason}},
-            coordinator(State);
-        {call, From, Tag, stop} ->
-            State1 = stop_all(user, State),
-            From ! {Tag, ok},
-            coordinator(State1);
-        {call, From, Tag, release} ->
-            _ = [control(N, P, release) || {N, {P, _}} <- Parts, not lists:member(N, State#c.down)],
-            ok = ferrotrace_registry:unregister(self()),
-            From ! {Tag, ok};
-        {part_stopped, Node, Reason} ->
-            coordinator(stop_all(Reason, State, Node));
-        {nodedown, Node} ->
-            coordinator(State#c{down = lists:usort([Node | State#c.down])});
-        {'DOWN', OwnerRef, process, _, _} ->
-            %% The owner left: every part stops; figures stay readable for `keep'.
-            State1 = stop_all(owner_down, State#c{owner = none}),
-            case State#c.keep of
-                infinity -> coordinator(State1);
-                Keep -> erlang:send_after(Keep, self(), keep_expired), coordinator(State1)
-            end;
-        keep_expired ->
-            _ = [control(N, P, release) || {N, {P, _}} <- Parts, not lists:member(N, State#c.down)],
-            ok = ferrotrace_registry:unregister(self());
-        _ ->
-            coordinator(State)
-    end.
+%% @private
+-spec handle_call(parts | info | stop | release, gen_server:from(), #c{}) ->
+          {reply, term(), #c{}} | {stop, normal, ok, #c{}}.
+handle_call(parts, _From, State = #c{parts = Parts, down = Down}) ->
+    {reply, {ok, Parts, Down}, State};
+handle_call(info, _From, State = #c{parts = Parts, down = Down, stop_reason = Reason}) ->
+    {reply, {ok, Parts, Down, Reason}, State};
+handle_call(stop, _From, State) ->
+    {reply, ok, stop_all(user, State, none)};
+handle_call(release, _From, State) ->
+    {stop, normal, release_all(State), State}.
 
-stop_all(Reason, State) ->
-    stop_all(Reason, State, none).
+%% @private
+-spec handle_cast(term(), #c{}) -> {noreply, #c{}}.
+handle_cast(_Message, State) ->
+    {noreply, State}.
 
+%% @private
+-spec handle_info(term(), #c{}) -> {noreply, #c{}} | {stop, normal, #c{}}.
+handle_info({part_stopped, Node, Reason}, State) ->
+    {noreply, stop_all(Reason, State, Node)};
+handle_info({nodedown, Node}, State) ->
+    {noreply, State#c{down = lists:usort([Node | State#c.down])}};
+handle_info({'DOWN', OwnerRef, process, _, _}, State = #c{owner = OwnerRef}) when OwnerRef =/= none ->
+    %% The owner left: every part stops; figures stay readable for `keep'.
+    State1 = stop_all(owner_down, State#c{owner = none}, none),
+    case State#c.keep of
+        infinity -> ok;
+        Keep -> _ = erlang:send_after(Keep, self(), keep_expired), ok
+    end,
+    {noreply, State1};
+handle_info(keep_expired, State) ->
+    ok = release_all(State),
+    {stop, normal, State};
+handle_info(_Message, State) ->
+    {noreply, State}.
+
+%% Stops every live part but `Except' (the one that stopped by itself); the first reason
+%% is the session's.
 stop_all(Reason, State = #c{parts = Parts, down = Down}, Except) ->
     _ = [control(N, P, stop) || {N, {P, _}} <- Parts, N =/= Except, not lists:member(N, Down)],
     case State#c.stop_reason of
@@ -337,29 +362,14 @@ stop_all(Reason, State = #c{parts = Parts, down = Down}, Except) ->
         _ -> State
     end.
 
+%% Releases every live part and forgets the session; the coordinator then ends.
+release_all(#c{parts = Parts, down = Down}) ->
+    _ = [control(N, P, release) || {N, {P, _}} <- Parts, not lists:member(N, Down)],
+    ferrotrace_registry:unregister(self()).
+
 control(Node, Part, What) ->
     try erpc:call(Node, ?MODULE, part_control, [Part, What], ?CALL_TIMEOUT)
     catch _:_ -> {error, {node, Node, unreachable}}
-    end.
-
-call(Cluster, Request) ->
-    case is_marked(Cluster, ?MARK) of
-        true -> call_cluster(Cluster, Request);
-        false -> {error, {no_such_session, ferrotrace_registry:brief(Cluster)}}
-    end.
-
-call_cluster(Cluster, Request) ->
-    Monitor = monitor(process, Cluster),
-    Cluster ! {call, self(), Monitor, Request},
-    receive
-        {Monitor, Reply} ->
-            demonitor(Monitor, [flush]),
-            Reply;
-        {'DOWN', Monitor, process, _, _} ->
-            {error, {no_such_session, Cluster}}
-    after ?CALL_TIMEOUT ->
-            demonitor(Monitor, [flush]),
-            {error, timeout}
     end.
 
 %%--------------------------------------------------------------------------------------
@@ -372,25 +382,26 @@ call_cluster(Cluster, Request) ->
 start_part(Coordinator, Spec, Options, _From) when is_pid(Coordinator), is_map(Options) ->
     Caller = self(),
     Ref = make_ref(),
-    Part = spawn(fun() ->
-                         %% Marks this process as a part for part_control/2's check.
-                         put(?PART_MARK, true),
-                         Monitor = monitor(process, Coordinator),
-                         case ferrotrace:calls(Spec, (maps:remove(name, Options))#{owner => self()}) of
-                             {ok, Id} ->
-                                 Caller ! {Ref, {ok, self(), Id}},
-                                 part(Coordinator, Monitor, Id, running);
-                             {error, _} = Error ->
-                                 Caller ! {Ref, Error}
-                         end
-                 end),
-    Monitor = monitor(process, Part),
+    {Part, Monitor} = spawn_monitor(fun() -> part_init(Caller, Ref, Coordinator, Spec, Options) end),
     receive
         {Ref, Result} -> demonitor(Monitor, [flush]), Result;
-        {'DOWN', Monitor, process, _, Reason} -> {error, {part, ferrotrace_registry:brief(Reason)}}
+        {'DOWN', Monitor, process, Part, Reason} -> {error, {part, ferrotrace_registry:brief(Reason)}}
     end;
 start_part(_Coordinator, _Spec, _Options, _From) ->
     {error, badarg}.
+
+part_init(Caller, Ref, Coordinator, Spec, Options) ->
+    Monitor = monitor(process, Coordinator),
+    case ferrotrace:calls(Spec, (maps:remove(name, Options))#{owner => self()}) of
+        {ok, Id} ->
+            %% Marks the session as this part's, for part_control/2 (and before the
+            %% coordinator knows the part, so before it can send any control).
+            ok = ferrotrace_registry:update(Id, #{cluster => Coordinator}),
+            Caller ! {Ref, {ok, self(), Id}},
+            part(Coordinator, Monitor, Id, running);
+        {error, _} = Error ->
+            Caller ! {Ref, Error}
+    end.
 
 part(Coordinator, Monitor, Id, Status) ->
     receive
@@ -414,12 +425,12 @@ part(Coordinator, Monitor, Id, Status) ->
 
 %% @private
 %% @doc Runs on a part's node: `stop' or `release' its session.
-%% `Part' must be a part on this node: any other process answers
-%% `{error, {no_such_part, Part}}' at once, and a part that does not answer in time
-%% `{error, timeout}'.
+%% `Part' must be a part on this node (the owner of a session registered with a
+%% `cluster'): any other process answers `{error, {no_such_part, Part}}' at once, and a
+%% part that does not answer in time `{error, timeout}'.
 -spec part_control(pid(), stop | release) -> ok | {error, term()}.
 part_control(Part, What) when What =:= stop; What =:= release ->
-    case is_marked(Part, ?PART_MARK) of
+    case is_part(Part) of
         true ->
             Monitor = monitor(process, Part),
             Part ! {control, self(), Monitor, What},
@@ -436,13 +447,12 @@ part_control(Part, What) when What =:= stop; What =:= release ->
 part_control(_Part, What) ->
     {error, {bad_control, ferrotrace_registry:brief(What)}}.
 
-%% A local process that put `Mark' in its dictionary (a coordinator or a part).
-is_marked(Pid, Mark) when is_pid(Pid), node(Pid) =:= node() ->
-    case erlang:process_info(Pid, dictionary) of
-        {dictionary, Dict} -> lists:member({Mark, true}, Dict);
-        undefined -> false
-    end;
-is_marked(_, _) ->
+%% A live local process that owns a registered session of a cluster: a part.
+is_part(Pid) when is_pid(Pid), node(Pid) =:= node() ->
+    is_process_alive(Pid) andalso lists:any(fun({_, _, _, #{owner := Owner, cluster := _}}) -> Owner =:= {process, Pid};
+                 (_) -> false
+              end, ferrotrace_registry:sessions());
+is_part(_) ->
     false.
 
 %% @private
@@ -453,141 +463,4 @@ part_figures(Id, _Which) ->
         {{error, _} = Error, _} -> Error;
         {_, {error, _} = Error} -> Error;
         {Summary, {ok, Histograms}} -> {ok, Summary, Histograms}
-    end.
-
-%%--------------------------------------------------------------------------------------
-%% Merging.
-
-gather(Cluster) ->
-    case call(Cluster, info) of
-        {ok, Parts, Down0, StopReason} ->
-            Replies = [{Node, remote_call(Node, ?MODULE, part_figures, [Id, all], ?CALL_TIMEOUT)}
-                       || {Node, {_Pid, Id}} <- Parts, not lists:member(Node, Down0)],
-            Figures = [{Node, {S, H}} || {Node, {ok, S, H}} <- Replies],
-            Down = lists:usort(Down0 ++ [Node || {Node, R} <- Replies, element(1, R) =/= ok]),
-            {#{cluster => Cluster, nodes => [N || {N, _} <- Parts], nodes_down => Down,
-               stop_reason => StopReason}, Figures};
-        {error, _} = Error ->
-            Error
-    end.
-
-merge(Info = #{cluster := Cluster, stop_reason := Reason0}, Figures) ->
-    Summaries = [S || {_, {S, _}} <- Figures],
-    Calls = [Call#{mfa => MFA} || {MFA, {_Bin, Call}} <- merge_histograms(Figures)],
-    ByTotal = fun(#{total := A}, #{total := B}) -> A >= B end,
-    Status = case lists:any(fun(#{status := S}) -> S =:= running end, Summaries) of
-                 true -> running;
-                 false -> stopped
-             end,
-    Reason = case {Status, Reason0} of
-                 {running, _} -> undefined;
-                 {stopped, undefined} -> first([R || #{stop_reason := R} <- Summaries]);
-                 {stopped, R} -> R
-             end,
-    Name = case ferrotrace_registry:lookup(Cluster) of
-               {ok, _, _, #{name := N}} -> N;
-               error -> undefined
-           end,
-    #{id => Cluster, name => Name, status => Status, stop_reason => Reason,
-      started_at => min_of([T || #{started_at := T} <- Summaries]),
-      stopped_at => case Status of
-                        running -> undefined;
-                        stopped -> max_of([T || #{stopped_at := T} <- Summaries, is_integer(T)])
-                    end,
-      elapsed_ms => max_of([E || #{elapsed_ms := E} <- Summaries]),
-      calls => lists:sort(ByTotal, Calls),
-      loops => lists:usort(lists:append([L || #{loops := L} <- Summaries])),
-      events => add_maps([E || #{events := E} <- Summaries]),
-      pairing => add_maps([P || #{pairing := P} <- Summaries]),
-      memory => add_maps([M || #{memory := M} <- Summaries]),
-      backlog => max_maps([B || #{backlog := B} <- Summaries]),
-      stacks => add_maps([M || #{stacks := M} <- Summaries]),
-      collector_cpu_ns => lists:sum([C || #{collector_cpu_ns := C} <- Summaries]),
-      aggregators => lists:sum([maps:get(aggregators, S, 1) || S <- Summaries]),
-      nodes => maps:get(nodes, Info), nodes_down => maps:get(nodes_down, Info),
-      by_node => maps:from_list([{Node, S} || {Node, {S, _}} <- Figures])}.
-
-%% [{MFA, {MergedBin, CallFigures}}]: counts added, latency read from the summed histogram.
-merge_histograms(Figures) ->
-    Bins = lists:foldl(fun({MFA, Bin}, Acc) -> maps:update_with(MFA, fun(L) -> [Bin | L] end, [Bin], Acc) end,
-                       #{}, [H || {_, {_, Hs}} <- Figures, H <- Hs]),
-    Counts = lists:foldl(
-               fun(#{mfa := MFA} = C, Acc) ->
-                       Add = maps:with([count, returns, exceptions, total], C),
-                       maps:update_with(MFA, fun(Old) -> add_maps([Old, Add]) end, Add, Acc)
-               end, #{}, [C || {_, {#{calls := Cs}, _}} <- Figures, C <- Cs]),
-    [begin
-         {ok, Merged} = ferrotrace_tracer:histogram_merge(Parts),
-         {ok, F} = ferrotrace_tracer:histogram_figures(Merged),
-         Added = maps:get(MFA, Counts, #{}),
-         Quantiles = maps:with([p50, p90, p99, p999, max], F),
-         {MFA, {Merged, maps:merge(Quantiles#{mean => exact_mean(F, Added)}, Added)}}
-     end || {MFA, Parts} <- maps:to_list(Bins)].
-
-%% The mean as one node's summary has it: exact, the nodes' summed totals over the latencies
-%% the merged histogram recorded (HDR's estimate, or `undefined', when there is no total).
-exact_mean(#{count := Recorded}, #{total := Total}) when Recorded > 0 ->
-    round(Total / Recorded);
-exact_mean(#{mean := Mean}, _) ->
-    Mean.
-
-%% [{MFA, Bin}] with a function's histograms added.
-merge_tagged(Hs) ->
-    ByMFA = lists:foldl(fun({MFA, Bin}, Acc) -> maps:update_with(MFA, fun(L) -> [Bin | L] end, [Bin], Acc) end,
-                        #{}, Hs),
-    [begin {ok, Sum} = ferrotrace_tracer:histogram_merge(Bins), {MFA, Sum} end
-     || {MFA, Bins} <- lists:sort(maps:to_list(ByMFA))].
-
-figures(Parts) ->
-    {ok, Merged} = ferrotrace_tracer:histogram_merge(Parts),
-    {ok, F} = ferrotrace_tracer:histogram_figures(Merged),
-    F.
-
-add_maps(Maps) ->
-    lists:foldl(fun(M, Acc) ->
-                        maps:fold(fun(K, V, A) when is_integer(V) ->
-                                          maps:update_with(K, fun(Old) -> Old + V end, V, A);
-                                     (K, V, A) -> A#{K => V}
-                                  end, Acc, M)
-                end, #{}, Maps).
-
-%% The largest value of each key (the backlog: the fullest ring and the longest gap of any
-%% node, not their sum).
-max_maps(Maps) ->
-    lists:foldl(fun(M, Acc) ->
-                        maps:fold(fun(K, V, A) -> maps:update_with(K, fun(Old) -> max(Old, V) end, V, A) end,
-                                  Acc, M)
-                end, #{}, Maps).
-
-first([]) -> undefined;
-first([X | _]) -> X.
-
-min_of([]) -> undefined;
-min_of(L) -> lists:min(L).
-
-max_of([]) -> undefined;
-max_of(L) -> lists:max(L).
-
-%% One line per function and node: COUNT, P50, P99, MAX (µs).
-by_node_table(#{calls := Calls, by_node := ByNode}) ->
-    Header = io_lib:format("~nby node~n~-40s ~-24s ~10s ~10s ~10s ~10s~n",
-                           ["FUNCTION", "NODE", "COUNT", "P50(us)", "P99(us)", "MAX(us)"]),
-    Rows = [[io_lib:format("~-40ts ~-24s ~10b ~10s ~10s ~10s~n",
-                           [mfa_text(MFA), atom_to_list(Node), Count, us(P50), us(P99), us(Max)])
-             || {Node, #{calls := NodeCalls}} <- lists:sort(maps:to_list(ByNode)),
-                #{mfa := M, count := Count, p50 := P50, p99 := P99, max := Max} <- NodeCalls,
-                M =:= MFA]
-            || #{mfa := MFA} <- Calls],
-    [Header | Rows].
-
-us(undefined) -> "-";
-us(Ns) -> float_to_list(Ns / 1000, [{decimals, 1}]).
-
-mfa_text({M, F, A}) -> io_lib:format("~ts:~ts/~b", [M, F, A]).
-
-%% erpc:call/5 whose failure (node down, timeout, an exception there) is a value:
-%% `{badrpc, Reason}', which callers skip or count as the node being down.
-remote_call(Node, Module, Function, Args, Timeout) ->
-    try erpc:call(Node, Module, Function, Args, Timeout)
-    catch Class:Reason -> {badrpc, {Class, Reason}}
     end.

@@ -21,17 +21,15 @@
 %%% </ul>
 -module(ferrotrace_export).
 
--export([formats/0, check/2, local/3, json_document/1, jsonable/1, hdr_log/3, merge_folded/1,
+-export([check/2, local/3, json_document/1, jsonable/1, hdr_log/3, merge_folded/1,
          chrome_trace/1, intervals/2, hdr_log_intervals/2]).
 
 -type format() :: hdr_log | json | collapsed | chrome_trace.
 -export_type([format/0]).
 
--define(FORMATS, <<"hdr_log, json, collapsed or chrome_trace">>).
-
-%% @doc The formats `export' takes.
--spec formats() -> [format()].
-formats() -> [hdr_log, json, collapsed, chrome_trace].
+%% The formats `export' takes (format()), and how an error names them.
+-define(FORMATS, [hdr_log, json, collapsed, chrome_trace]).
+-define(FORMATS_TEXT, <<"hdr_log, json, collapsed or chrome_trace">>).
 
 %% @doc Checks a format and its options: `{ok, Options}' with defaults filled in.
 -spec check(term(), term()) -> {ok, map()} | {error, term()}.
@@ -41,8 +39,8 @@ check(Format, Options) when not is_map(Options) ->
         Error -> Error
     end;
 check(Format, Options) when is_map(Options) ->
-    case lists:member(Format, formats()) of
-        false -> {error, {bad_format, Format, ?FORMATS}};
+    case lists:member(Format, ?FORMATS) of
+        false -> {error, {bad_format, Format, ?FORMATS_TEXT}};
         true -> check_options(Format, maps:to_list(Options), #{})
     end.
 

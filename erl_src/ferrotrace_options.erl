@@ -1,10 +1,63 @@
-%%% @doc Options as the API takes them: a map or, from Elixir (`duration: 1000') and old
-%%% habits, a list of `{Key, Value}' pairs, where the first pair of a key counts (as
-%%% `proplists:get_value/2' reads it). One reading for sessions, reports, the live view and
-%%% exports, so that they agree on a repeated key and on the error.
+%%% @doc Options as the API takes them, checked before anything starts: a map or, from
+%%% Elixir (`duration: 1000') and old habits, a list of `{Key, Value}' pairs, where the first
+%%% pair of a key counts (as `proplists:get_value/2' reads it). One reading for sessions,
+%%% reports, the live view and exports, so that they agree on a repeated key and on the
+%%% error. The options themselves are documented once, in the edoc of `ferrotrace:calls/2'.
+%%%
+%%% In the order a call meets them: {@link to_map/1}; the options of reports and the live
+%%% view ({@link check/2}); what `calls/2' and `processes/2' trace ({@link calls/2},
+%%% {@link processes/2}); the options a session's keeper takes ({@link settings/2}, with
+%%% the owner: {@link owner/2}); the answer to an unknown option ({@link explain/2}).
 -module(ferrotrace_options).
 
--export([to_map/1]).
+-export([to_map/1, check/2, default_width/0]).
+-export([calls/2, processes/2]).
+-export([settings/2, owner/2]).
+-export([explain/2]).
+
+-type options() :: #{duration => pos_integer() | infinity,
+                     ring_size => pos_integer(),
+                     max_functions => pos_integer(),
+                     max_open_calls => pos_integer(),
+                     max_events => pos_integer() | infinity,
+                     max_rate => {pos_integer(), pos_integer()} | infinity,
+                     on_limit => stop | drop,
+                     sample => pos_integer(),
+                     slowest => non_neg_integer(),
+                     threshold => non_neg_integer() | infinity,
+                     max_slow_calls => pos_integer(),
+                     recent => non_neg_integer(),
+                     intervals => pos_integer(),
+                     max_intervals => pos_integer(),
+                     args => boolean(),
+                     max_term_bytes => pos_integer(),
+                     key => none | message | caller,
+                     max_keys => pos_integer(),
+                     aggregators => pos_integer() | auto,
+                     name => atom(),
+                     owner => pid() | none,
+                     keep => non_neg_integer() | infinity,
+                     pids => ferrotrace:pid_spec(),
+                     scope => local | global,
+                     also => [ferrotrace_events:kind()],
+                     callers => boolean(),
+                     nodes => [node()]}
+                 | [{atom(), term()}].
+%% The options of `ferrotrace:session/1', `calls/2' and `processes/2' (`ferrotrace:options()'),
+%% each documented in the edoc of `ferrotrace:calls/2'.
+-export_type([options/0]).
+
+%% The options that say what calls/2 traces, and those the keeper takes; the rest go to
+%% the engine.
+-define(CALL_OPTIONS, [pids, scope, also, callers]).
+-define(SESSION_OPTIONS, [owner, keep, name, intervals, max_intervals]).
+
+%% Figures of a session whose owner left stay readable this long (ms).
+-define(DEFAULT_KEEP, 600000).
+%% The longest option key given a "did you mean" hint (option names are a few letters long).
+-define(HINT_MAX_KEY, 64).
+-define(DEFAULT_WIDTH, 80).
+-define(MIN_WIDTH, 40).
 
 %% @doc `{ok, Map}' of a map or a list of `{Key, Value}' pairs with atom keys (the first
 %% pair of a key wins), else `{error, {bad_options, Options, Accepted}}'.
@@ -26,3 +79,315 @@ bad(Options) ->
 pairs([]) -> true;
 pairs([{K, _} | Rest]) when is_atom(K) -> pairs(Rest);
 pairs(_) -> false.
+
+%%--------------------------------------------------------------------------------------
+%% Reports and the live view
+
+%% @doc Checks the options of a report or of the live view (a map or a proplist) against
+%% `Accepted', the keys it takes with their defaults in the order an error names them, and
+%% fills in the defaults. A key not in `Accepted' is `{error, {unknown_option, Key,
+%% <<"top, sort, ... or width">>}}', a bad value `{error, {bad_option, {Key, Value,
+%% WhatIsAccepted}}}'. `mfa' is checked into a list of `{M, F, A}' patterns, or `all'.
+-spec check(term(), [{atom(), term()}]) -> {ok, map()} | {error, term()}.
+check(Options0, Accepted) ->
+    case to_map(Options0) of
+        {ok, Options} ->
+            case [K || K <- maps:keys(Options), not lists:keymember(K, 1, Accepted)] of
+                [Unknown | _] -> {error, {unknown_option, Unknown, names(Accepted)}};
+                [] -> check_each(maps:to_list(maps:merge(maps:from_list(Accepted), Options)), #{})
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+%% "a, b or c"
+names(Accepted) ->
+    Names = [atom_to_list(K) || {K, _} <- Accepted],
+    iolist_to_binary([lists:join(", ", lists:droplast(Names)), " or ", lists:last(Names)]).
+
+check_each([], Acc) ->
+    {ok, Acc};
+check_each([{Key, Value} | Rest], Acc) ->
+    case value(Key, Value) of
+        {ok, Checked} -> check_each(Rest, Acc#{Key => Checked});
+        {error, Accepted} -> {error, {bad_option, {Key, Value, Accepted}}}
+    end.
+
+value(interval, Ms) when is_integer(Ms), Ms >= 10, Ms =< 3600000 -> {ok, Ms};
+value(interval, _) -> {error, <<"milliseconds, an integer from 10 to 3600000">>};
+value(count, infinity) -> {ok, infinity};
+value(count, N) when is_integer(N), N > 0 -> {ok, N};
+value(count, _) -> {error, <<"a positive integer or infinity">>};
+value(top, all) -> {ok, all};
+value(top, N) when is_integer(N), N > 0 -> {ok, N};
+value(top, _) -> {error, <<"a positive integer or all">>};
+value(sort, S) when S =:= count; S =:= total; S =:= p99; S =:= max -> {ok, S};
+value(sort, _) -> {error, <<"count, total, p99 or max">>};
+value(width, W) when is_integer(W), W >= ?MIN_WIDTH, W =< 1000 -> {ok, W};
+value(width, _) -> {error, <<"an integer from 40 to 1000">>};
+value(histograms, N) when is_integer(N), N >= 0 -> {ok, N};
+value(histograms, _) -> {error, <<"a non-negative integer">>};
+value(mfa, '_') -> {ok, all};
+value(mfa, Pattern) ->
+    case ferrotrace_spec:parse(Pattern) of
+        {ok, Patterns} -> {ok, [{M, F, A} || {M, F, A, _} <- Patterns]};
+        {error, _} -> {error, <<"an {M, F, A} with '_' wildcards, or a spec string">>}
+    end.
+
+%% @doc The width a report or screen fits by default: the terminal's (`io:columns()'), else
+%% 80 columns.
+-spec default_width() -> pos_integer().
+default_width() ->
+    try io:columns() of
+        {ok, Columns} when is_integer(Columns), Columns >= ?MIN_WIDTH -> min(Columns, 1000);
+        _ -> ?DEFAULT_WIDTH
+    catch _:_ -> ?DEFAULT_WIDTH
+    end.
+
+%%--------------------------------------------------------------------------------------
+%% What calls/2 and processes/2 trace
+
+%% @doc What `ferrotrace:calls(Spec, Options)' traces: the spec parsed (not ferrotrace's
+%% own modules) and its modules loaded, `pids', `scope', `also' and keys checked.
+%% `{ok, Tracing, Rest}' with the options left for the session, or the first error.
+-spec calls(term(), map()) -> {ok, ferrotrace_session:tracing(), map()} | {error, term()}.
+calls(Spec, Options) ->
+    case ferrotrace_spec:parse(Spec) of
+        {ok, Parsed} ->
+            Specs = [{M, F, A} || {M, F, A, _} <- Parsed],
+            case loaded(Specs) of
+                ok ->
+                    case [S || S = {M, _, _} <- Specs, lists:member(M, ferrotrace_session:own_modules())] of
+                        [] -> calls(Specs, Parsed, Options);
+                        [Own | _] -> {error, {bad_spec, Own, <<"ferrotrace does not trace itself">>}}
+                    end;
+                {error, _} = Error ->
+                    Error
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+calls(Specs, Parsed, Options) ->
+    Pids = maps:get(pids, Options, all),
+    Scope = maps:get(scope, Options, local),
+    case {pids(Pids), lists:member(Scope, [local, global]), kinds(maps:get(also, Options, []), Pids)} of
+        {{error, _} = Error, _, _} ->
+            Error;
+        {_, false, _} ->
+            {error, {bad_option, {scope, Scope, <<"local or global">>}}};
+        {_, _, {error, _} = Error} ->
+            Error;
+        {ok, true, {ok, Kinds}} ->
+            case ferrotrace_keys:heads([Heads || {_, _, _, Heads} <- Parsed], Options) of
+                {ok, Heads, KeyOptions} ->
+                    Tracing = #{specs => Specs, heads => Heads, pids => Pids, scope => Scope},
+                    {ok, with_kinds(Tracing, Kinds),
+                     maps:merge(maps:without(?CALL_OPTIONS, Options), KeyOptions)};
+                {error, _} = Error ->
+                    Error
+            end
+    end.
+
+with_kinds(Tracing, []) -> Tracing;
+with_kinds(Tracing, Kinds) -> Tracing#{kinds => Kinds}.
+
+%% @doc What `ferrotrace:processes(Kinds, Options)' traces: a non-empty list of known
+%% kinds and `pids'. `{ok, Tracing, Rest}' with the options left for the session, or the
+%% first error.
+-spec processes(term(), term()) -> {ok, ferrotrace_session:tracing(), map()} | {error, term()}.
+processes(Kinds, Options0) ->
+    case to_map(Options0) of
+        {ok, Options} ->
+            Pids = maps:get(pids, Options, all),
+            case {pids(Pids), ferrotrace_events:check_kinds(Kinds)} of
+                {{error, _} = Error, _} ->
+                    Error;
+                {_, {error, _} = Error} ->
+                    Error;
+                {ok, {ok, []}} ->
+                    {error, {bad_kinds, [], <<"a list of messages, procs, gc, scheduling, ports">>}};
+                {ok, {ok, _}} ->
+                    case kinds(Kinds, Pids) of
+                        {ok, Checked} ->
+                            {ok, #{specs => [], heads => [], pids => Pids, scope => local, kinds => Checked},
+                             maps:without(?CALL_OPTIONS, Options)};
+                        {error, {bad_option, {pids, _, _}}} = Error ->
+                            Error
+                    end
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+%% `ok' for the `pids' option (`all', `new', `existing' or a non-empty list of local
+%% pids), else its `{error, {bad_option, {pids, ...}}}'.
+-spec pids(term()) -> ok | {error, term()}.
+pids(Pids) when Pids =:= all; Pids =:= new; Pids =:= existing ->
+    ok;
+pids([_ | _] = Pids) ->
+    case lists:all(fun(P) -> is_pid(P) andalso node(P) =:= node() end, Pids) of
+        true -> ok;
+        false -> bad_pids(Pids)
+    end;
+pids(Pids) ->
+    bad_pids(Pids).
+
+bad_pids(Pids) ->
+    {error, {bad_option, {pids, Pids, <<"all, new, existing or a non-empty list of local pids">>}}}.
+
+%% The kinds of `also' (or of `processes/2') traced with `Pids': known kinds (see
+%% `ferrotrace_events'); `ports' only with pids that include ports (all, new, existing).
+-spec kinds(term(), term()) -> {ok, [ferrotrace_events:kind()]} | {error, term()}.
+kinds(Kinds0, Pids) ->
+    case ferrotrace_events:check_kinds(Kinds0) of
+        {ok, Kinds} ->
+            case lists:member(ports, Kinds) andalso is_list(Pids) of
+                true -> {error, {bad_option, {pids, Pids, <<"all, new or existing with the ports kind">>}}};
+                false -> {ok, Kinds}
+            end;
+        {error, {bad_kinds, _, Accepted}} ->
+            {error, {bad_option, {also, Kinds0, Accepted}}}
+    end.
+
+%% Loads the modules a spec names: trace_pattern/3 silently matches nothing in a
+%% module that is not loaded. `{error, {no_such_module, M}}' for the first that cannot be.
+-spec loaded([ferrotrace:mfa_spec()]) -> ok | {error, {no_such_module, module()}}.
+loaded([]) ->
+    ok;
+loaded([{'_', _, _} | Rest]) ->
+    loaded(Rest);
+loaded([{M, _, _} | Rest]) ->
+    case code:ensure_loaded(M) of
+        {module, M} -> loaded(Rest);
+        {error, _} -> {error, {no_such_module, M}}
+    end.
+
+%%--------------------------------------------------------------------------------------
+%% A session's keeper: owner, keep, name
+
+%% @doc Who owns the session, how long its figures outlive the owner, its name, and what it
+%% traces (`raw' for `session/1'): the settings of `ferrotrace_session:start/3', with the
+%% options left for the engine.
+-spec settings(map(), ferrotrace_session:tracing()) ->
+          {ok, ferrotrace_session:settings(), map()} | {error, term()}.
+settings(Options, Tracing) ->
+    Keep = maps:get(keep, Options, ?DEFAULT_KEEP),
+    Name = maps:get(name, Options, undefined),
+    Spec = case Tracing of
+               none -> raw;
+               #{specs := Specs} -> Specs
+           end,
+    case {owner(maps:get(owner, Options, self()), maps:get(duration, Options, 10000)),
+          valid_keep(Keep), is_atom(Name) andalso Name =/= none} of
+        {{error, _} = Error, _, _} ->
+            Error;
+        {_, false, _} ->
+            {error, {bad_option, {keep, Keep, <<"milliseconds (a non-negative integer) or infinity">>}}};
+        {_, _, false} ->
+            {error, {bad_option, {name, Name, <<"an atom naming the session">>}}};
+        {{ok, Owner}, true, true} ->
+            {ok, #{owner => Owner, keep => Keep, name => Name, spec => Spec},
+             maps:without(?SESSION_OPTIONS, Options)}
+    end.
+
+valid_keep(infinity) -> true;
+valid_keep(Keep) -> is_integer(Keep) andalso Keep >= 0 andalso Keep =< 7 * 24 * 3600 * 1000.
+
+%% @doc The owner that `owner => Owner' (default the caller) and `duration => Duration'
+%% give. The operator's presence, not a process that happens to run the call: a shell
+%% evaluator is restarted after every exception typed in the shell, so a session started
+%% from a shell belongs to the shell's group leader, which lives as long as the shell
+%% (local, remote over `-remsh' or `remote_console', or IEx) and goes down with its
+%% connection.
+-spec owner(term(), term()) -> {ok, ferrotrace_session:owner()} | {error, term()}.
+owner(none, infinity) ->
+    {error, {bad_option, {owner, none, <<"owner => none needs a finite duration">>}}};
+owner(none, _Duration) ->
+    {ok, none};
+owner(Pid, _Duration) when is_pid(Pid), node(Pid) =:= node() ->
+    case Pid =:= self() andalso shell_evaluator(Pid) of
+        true -> {ok, {shell, group_leader()}};
+        false -> {ok, {process, Pid}}
+    end;
+owner(Other, _Duration) ->
+    {error, {bad_option, {owner, Other, <<"a local pid, or none (needs a finite duration)">>}}}.
+
+%% The Erlang shell keeps its evaluator's pid under `evaluator' in its dictionary, and is
+%% linked to it (shell:start_eval/3, OTP 25 to 29).
+shell_evaluator(Pid) ->
+    {links, Links} = erlang:process_info(Pid, links),
+    lists:any(fun(Shell) when is_pid(Shell), node(Shell) =:= node() ->
+                      case erlang:process_info(Shell, dictionary) of
+                          {dictionary, Dict} -> lists:member({evaluator, Pid}, Dict);
+                          undefined -> false
+                      end;
+                 (_) -> false
+              end, Links).
+
+%%--------------------------------------------------------------------------------------
+%% Did you mean
+
+%% @doc An unknown option (`{error, {unknown_option, Key, EngineOptions}}' from the engine)
+%% is answered with every option the entry (`session' or `calls') takes, the engine's and
+%% its own, and the nearest one when the key looks like a typo of it; any other result is
+%% returned as it is.
+-spec explain(Result, session | calls) -> Result | {error, {unknown_option, term(), binary()}}.
+explain(Result, session) ->
+    explain_with(Result, ?SESSION_OPTIONS);
+explain(Result, calls) ->
+    explain_with(Result, [nodes | ?CALL_OPTIONS ++ ?SESSION_OPTIONS]).
+
+explain_with({error, {unknown_option, Key, Engine}}, Own) when is_list(Engine) ->
+    Names = lists:usort(Own ++ Engine),
+    Accepted = lists:join(", ", [atom_to_list(N) || N <- Names]),
+    Hint = case nearest(Key, Names) of
+               none -> "";
+               Name -> ["; did you mean ", atom_to_list(Name), "?"]
+           end,
+    {error, {unknown_option, Key, iolist_to_binary(["one of ", Accepted, Hint])}};
+explain_with(Result, _Own) ->
+    Result.
+
+%% Only a key of a sensible length gets a hint: the distance costs its length times each
+%% name's, and a key is whatever the caller passed (a 1 MB binary took 10 s here). Longer
+%% keys, lists that are not flat strings (improper, deep, not characters) and other terms
+%% are answered without one.
+nearest(Key, Names) when is_atom(Key) ->
+    nearest_short(atom_to_list(Key), Names);
+nearest(Key, Names) when is_binary(Key), byte_size(Key) =< ?HINT_MAX_KEY ->
+    nearest_short(binary_to_list(Key), Names);
+nearest(Key, Names) when is_list(Key) ->
+    case short_string(Key, ?HINT_MAX_KEY) of
+        true -> nearest_short(Key, Names);
+        false -> none
+    end;
+nearest(_Key, _Names) ->
+    none.
+
+nearest_short(Key, _Names) when length(Key) > ?HINT_MAX_KEY ->
+    none;
+nearest_short(Key, Names) ->
+    case lists:sort([{distance(Key, atom_to_list(N)), N} || N <- Names]) of
+        [{D, Name} | _] when D =< 2 -> Name;
+        _ -> none
+    end.
+
+%% A proper list of at most `Left' characters, looked at no further than that.
+short_string([], _Left) -> true;
+short_string(_List, 0) -> false;
+short_string([C | Rest], Left) when is_integer(C), C >= 0 -> short_string(Rest, Left - 1);
+short_string(_Other, _Left) -> false.
+
+%% Levenshtein distance, for option names (a few letters long).
+distance(A, B) ->
+    First = lists:seq(0, length(B)),
+    {Last, _} = lists:foldl(fun(CharA, {Prev, I}) -> {distance_row(CharA, B, Prev, [I]), I + 1} end,
+                            {First, 1}, A),
+    lists:last(Last).
+
+distance_row(_CharA, [], _Prev, Acc) ->
+    lists:reverse(Acc);
+distance_row(CharA, [CharB | B], [Diag, Up | Prev], [Left | _] = Acc) ->
+    Cost = case CharA =:= CharB of true -> 0; false -> 1 end,
+    distance_row(CharA, B, [Up | Prev], [min(min(Left, Up) + 1, Diag + Cost) | Acc]).

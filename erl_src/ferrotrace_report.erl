@@ -10,28 +10,22 @@
 %%% function name and arity.
 -module(ferrotrace_report).
 
--export([format/2, format/3, check_options/1, format_ns/1, cut/2, help/0]).
--export([check_watch_options/1, watch_screen/3, watch_end/3]).
+-export([format/2, format/3, check_options/1, check_options/2, format_ns/1, cut/2, help/0]).
+-export([sort/2, rows/5]).  % the table, for the live view (ferrotrace_watch)
 
 -define(TOP_HISTOGRAMS, 3).
 %% The report's `displaced:' line names at most this many functions.
 -define(DISPLACED_NAMED, 10).
 -define(DEFAULT_TOP, 20).
--define(DEFAULT_WIDTH, 80).
--define(MIN_WIDTH, 40).
 -define(MIN_NAME, 24).
+-export([by_node_table/1]).  % the last section's
 
 -type options() :: #{top => pos_integer() | all,
                      sort => count | total | p99 | max,
                      mfa => term(),
                      width => pos_integer(),
                      histograms => non_neg_integer()}.
--type watch_options() :: #{interval => pos_integer(),
-                           top => pos_integer(),
-                           sort => count | total | p99 | max,
-                           count => pos_integer() | infinity,
-                           width => pos_integer()}.
--export_type([options/0, watch_options/0]).
+-export_type([options/0]).
 
 %% @doc The report for `Summary' with the default options; `Histogram(MFA)' gives a
 %% function's buckets.
@@ -58,61 +52,36 @@ format(Summary, Histogram, Options0) ->
         {error, _} = Error -> Error
     end.
 
-%% @doc Checks report options and fills in the defaults.
+%% @doc Checks report options and fills in the defaults (see ferrotrace_options:check/2).
 -spec check_options(term()) -> {ok, map()} | {error, term()}.
-check_options(Options) when not is_map(Options) ->
-    case ferrotrace_options:to_map(Options) of
-        {ok, Map} -> check_options(Map);
-        Error -> Error
+check_options(Options) ->
+    ferrotrace_options:check(Options, [{top, ?DEFAULT_TOP}, {sort, total}, {mfa, '_'},
+                                       {width, ferrotrace_options:default_width()},
+                                       {histograms, ?TOP_HISTOGRAMS}]).
+
+%% @doc Checks the options of `ferrotrace:report(Session, Options)': `{ok, Options}' as
+%% given; for a cluster session (a pid), which also takes `by_node => true' (one more
+%% table, a line per function and node), as a map with `by_node'.
+-spec check_options(term(), term()) -> {ok, term()} | {error, term()}.
+check_options(Options0, Cluster) when is_pid(Cluster) ->
+    Options = case ferrotrace_options:to_map(Options0) of {ok, M} -> M; _ -> Options0 end,
+    ByNode = is_map(Options) andalso maps:get(by_node, Options, false),
+    case check_options(maybe_without(by_node, Options)) of
+        {ok, _} when is_boolean(ByNode) ->
+            {ok, (maybe_without(by_node, Options))#{by_node => ByNode}};
+        {ok, _} ->
+            {error, {bad_option, {by_node, ByNode, <<"true or false">>}}};
+        {error, _} = Error ->
+            Error
     end;
-check_options(Options) when is_map(Options) ->
-    with_defaults(Options, #{top => ?DEFAULT_TOP, sort => total, mfa => '_', width => default_width(),
-                             histograms => ?TOP_HISTOGRAMS},
-                  <<"top, sort, mfa, width or histograms">>).
-
-%% Checks `Options' (a map) against `Defaults', whose keys are the options accepted, and
-%% fills in the rest.
-with_defaults(Options, Defaults, Accepted) ->
-    case [K || K <- maps:keys(Options), not maps:is_key(K, Defaults)] of
-        [Unknown | _] -> {error, {unknown_option, Unknown, Accepted}};
-        [] -> check_each(maps:to_list(maps:merge(Defaults, Options)), #{})
+check_options(Options, _Session) ->
+    case check_options(Options) of
+        {ok, _} -> {ok, Options};
+        {error, _} = Error -> Error
     end.
 
-check_each([], Acc) ->
-    {ok, Acc};
-check_each([{Key, Value} | Rest], Acc) ->
-    case check(Key, Value) of
-        {ok, Checked} -> check_each(Rest, Acc#{Key => Checked});
-        {error, Accepted} -> {error, {bad_option, {Key, Value, Accepted}}}
-    end.
-
-check(interval, Ms) when is_integer(Ms), Ms >= 10, Ms =< 3600000 -> {ok, Ms};
-check(interval, _) -> {error, <<"milliseconds, an integer from 10 to 3600000">>};
-check(count, infinity) -> {ok, infinity};
-check(count, N) when is_integer(N), N > 0 -> {ok, N};
-check(count, _) -> {error, <<"a positive integer or infinity">>};
-check(top, all) -> {ok, all};
-check(top, N) when is_integer(N), N > 0 -> {ok, N};
-check(top, _) -> {error, <<"a positive integer or all">>};
-check(sort, S) when S =:= count; S =:= total; S =:= p99; S =:= max -> {ok, S};
-check(sort, _) -> {error, <<"count, total, p99 or max">>};
-check(width, W) when is_integer(W), W >= ?MIN_WIDTH, W =< 1000 -> {ok, W};
-check(width, _) -> {error, <<"an integer from 40 to 1000">>};
-check(histograms, N) when is_integer(N), N >= 0 -> {ok, N};
-check(histograms, _) -> {error, <<"a non-negative integer">>};
-check(mfa, '_') -> {ok, all};
-check(mfa, Pattern) ->
-    case ferrotrace_spec:parse(Pattern) of
-        {ok, Patterns} -> {ok, [{M, F, A} || {M, F, A, _} <- Patterns]};
-        {error, _} -> {error, <<"an {M, F, A} with '_' wildcards, or a spec string">>}
-    end.
-
-default_width() ->
-    try io:columns() of
-        {ok, Columns} when is_integer(Columns), Columns >= ?MIN_WIDTH -> min(Columns, 1000);
-        _ -> ?DEFAULT_WIDTH
-    catch _:_ -> ?DEFAULT_WIDTH
-    end.
+maybe_without(Key, Options) when is_map(Options) -> maps:remove(Key, Options);
+maybe_without(_Key, Options) -> Options.
 
 %%--------------------------------------------------------------------------------------
 
@@ -135,6 +104,9 @@ render(Summary = #{calls := Calls0}, Histogram,
 matches(all, _) -> true;
 matches(Patterns, MFA) -> lists:any(fun(P) -> ferrotrace_spec:matches(P, MFA) end, Patterns).
 
+%% @doc `Calls' (call entries of a summary or of an interval) by `Key', largest first; a
+%% call without the figure (no return yet) last.
+-spec sort(atom(), [map()]) -> [map()].
 sort(Key, Calls) ->
     Value = fun(C) -> case maps:get(Key, C, undefined) of
                           undefined -> -1;
@@ -303,18 +275,26 @@ table(_Shown, _Sort, _Width, true) ->
 table([], _Sort, _Width, false) ->
     "no function matches\n";
 table(Calls, Sort, Width, false) ->
-    Columns0 = [column(Header, Key, Kind, Calls) || {Header, Key, Kind} <- ?COLUMNS],
+    [[Line, "\n"] || Line <- rows(Calls, ?COLUMNS, ?DROP_ORDER, Sort, Width)].
+
+%% @doc The lines of a table of `Calls' (no newlines): a header, then a row per call with
+%% its function's name and a cell per column of `Columns' (`{Header, Key, count | time}');
+%% while the table is wider than `Width', the columns of `Drop' go in that order (never
+%% the `Sort' column), then the names are shortened in the middle.
+-spec rows([map()], [{string(), atom(), count | time}], [atom()], atom(), pos_integer()) ->
+          [iolist()].
+rows(Calls, Columns0, Drop, Sort, Width) ->
+    Cells0 = [column(Header, Key, Kind, Calls) || {Header, Key, Kind} <- Columns0],
     Names = [unicode:characters_to_list(ferrotrace_names:mfa(MFA)) || #{mfa := MFA} <- Calls],
     NameWidth = lists:max([length("FUNCTION") | [string:length(N) || N <- Names]]),
-    Columns = fit(Columns0, ?DROP_ORDER, Sort, NameWidth, Width),
+    Columns = fit(Cells0, Drop, Sort, NameWidth, Width),
     Numbers = lists:sum([W + ?GAP || {_, _, W, _} <- Columns]),
     NameCol = max(min(NameWidth, Width - Numbers), length("FUNCTION")),
+    Gap = lists:duplicate(?GAP, $\s),
     HeaderLine = [string:pad("FUNCTION", NameCol),
-                  [[lists:duplicate(?GAP, $\s), string:pad(H, W, leading)]
-                   || {_, H, W, _} <- Columns], "\n"],
+                  [[Gap, string:pad(H, W, leading)] || {_, H, W, _} <- Columns]],
     Rows = [[string:pad(shorten(Name, NameCol), NameCol),
-             [[lists:duplicate(?GAP, $\s), string:pad(lists:nth(I, Cells), W, leading)]
-              || {_, _, W, Cells} <- Columns], "\n"]
+             [[Gap, string:pad(lists:nth(I, Cells), W, leading)] || {_, _, W, Cells} <- Columns]]
             || {I, Name} <- lists:zip(lists:seq(1, length(Names)), Names)],
     [HeaderLine | Rows].
 
@@ -469,11 +449,7 @@ help() ->
       "  M  {M, F, '_'}  {M, F, Arity}  \"m:f/1\"  \"MyApp.Cart.add/2\"  functions\n"
       "  \"m:f(X, _) when X > 10\"  {m, f, fun([X]) when X > 10 -> true end}  filters\n"
       "  {m, f, fun([#{tier := T}]) -> message(T) end}  a histogram per key (by_key)\n"
-      "Options (map or proplist):\n"
-      "  duration => Ms | infinity (10000)  max_events => N  max_rate => {N, Ms}\n"
-      "  sample => N  pids => all | new | existing | [Pid]  name => Atom\n"
-      "  also => Kinds  slowest => K  threshold => Ns  recent => N  nodes => [Node]\n"
-      "  args => true  callers => true (latency per caller)  max_keys => N\n"
+      "Options (map or proplist), each with its default: h(ferrotrace, calls).\n"
       "Report options: top => N | all  sort => count | total | p99 | max\n"
       "  mfa => {M, F, A} | \"MyApp.Cart\"   width => Columns   histograms => N\n"
       "Safe by default: limits, one bounded ring per scheduler, no mailbox; the\n"
@@ -481,97 +457,22 @@ help() ->
       "Docs: h(ferrotrace). h(ferrotrace, calls).\n">>.
 
 %%--------------------------------------------------------------------------------------
-%% The live view (ferrotrace:watch/2)
+%% Cluster sessions (ferrotrace_cluster): the by-node table.
 
-%% @doc Checks the options of `ferrotrace:watch/2' (a map or a proplist) and fills in the
-%% defaults: `interval' 1000 ms, `top' 10, `sort' `count', `count' `infinity', `width' the
-%% terminal's (else 80).
--spec check_watch_options(term()) -> {ok, map()} | {error, term()}.
-check_watch_options(Options) when not is_map(Options) ->
-    case ferrotrace_options:to_map(Options) of
-        {ok, Map} -> check_watch_options(Map);
-        Error -> Error
-    end;
-check_watch_options(Options) when is_map(Options) ->
-    Defaults = #{interval => 1000, top => 10, sort => count, count => infinity,
-                 width => default_width()},
-    case with_defaults(Options, Defaults, <<"interval, top, sort, count or width">>) of
-        {ok, #{top := all}} -> {error, {bad_option, {top, all, <<"a positive integer">>}}};
-        Checked -> Checked
-    end.
+%% @doc One line per function and node of a cluster session's summary (its `by_node'),
+%% in the order of its `calls': COUNT, P50, P99, MAX (µs).
+-spec by_node_table(ferrotrace:summary()) -> iolist().
+by_node_table(#{calls := Calls, by_node := ByNode}) ->
+    Header = io_lib:format("~nby node~n~-40s ~-24s ~10s ~10s ~10s ~10s~n",
+                           ["FUNCTION", "NODE", "COUNT", "P50(us)", "P99(us)", "MAX(us)"]),
+    Rows = [[io_lib:format("~-40ts ~-24s ~10b ~10s ~10s ~10s~n",
+                           [io_lib:format("~ts:~ts/~b", [Mod, F, A]), atom_to_list(Node), Count,
+                            by_node_us(P50), by_node_us(P99), by_node_us(Max)])
+             || {Node, #{calls := NodeCalls}} <- lists:sort(maps:to_list(ByNode)),
+                #{mfa := M, count := Count, p50 := P50, p99 := P99, max := Max} <- NodeCalls,
+                M =:= MFA]
+            || #{mfa := {Mod, F, A} = MFA} <- Calls],
+    [Header | Rows].
 
-%% {Header, Key, Kind} of the live view's columns, and the order they go in when the width
-%% is too small (never the sort column).
--define(WATCH_COLUMNS, [{"COUNT", count, count}, {"RATE/s", rate, count}, {"P50", p50, time},
-                        {"P99", p99, time}, {"MAX", max, time}, {"TOTAL", total, time}]).
--define(WATCH_DROP, [p50, rate, total, p99, max]).
-
-%% @doc One screen of `ferrotrace:watch/2': `Who' is `#{id, name, number}' (the interval's
-%% number, from 1), `Figures' what `ferrotrace_tracer:session_interval/1' answered, `Options'
-%% checked by {@link check_watch_options/1}. Every line is at most `width' columns, ASCII.
--spec watch_screen(#{id := integer(), name := atom(), number := pos_integer()},
-                   #{elapsed_ms := non_neg_integer(), calls := [map()], atom() => term()},
-                   map()) -> iolist().
-watch_screen(Who = #{number := N}, #{elapsed_ms := Elapsed, calls := Calls0},
-             #{top := Top, sort := Sort, width := Width}) ->
-    {{_, _, _}, {H, Mi, S}} = calendar:local_time(),
-    Total = lists:sum([C || #{count := C} <- Calls0]),
-    %% What changes each screen first: a long session id may be cut off at the end.
-    Header = io_lib:format("ferrotrace watch #~b ~2..0b:~2..0b:~2..0b ~ts, ~b calls; session ~ts",
-                           [N, H, Mi, S, format_ms(Elapsed), Total, session_name(Who)]),
-    Calls = [C#{rate => C0 * 1000 div max(Elapsed, 1)} || C = #{count := C0} <- Calls0],
-    Shown = lists:sublist(sort(Sort, Calls), Top),
-    Body = case Shown of
-               [] -> ["  no calls in this interval"];
-               _ -> watch_table(Shown, Sort, Width)
-           end,
-    More = case length(Calls) - length(Shown) of
-               0 -> [];
-               Left -> [io_lib:format("  ... ~b more functions (top => N shows more)", [Left])]
-           end,
-    [[clip(Line, Width), "\n"] || Line <- [Header | Body] ++ More].
-
-%% @doc The last line of `ferrotrace:watch/2' when the session stopped or was released.
--spec watch_end(#{id := integer(), name := atom(), atom() => term()},
-                {stopped, atom()} | released, map()) -> iolist().
-watch_end(Who, {stopped, Reason}, #{width := Width}) ->
-    Line = io_lib:format("ferrotrace watch: session ~ts stopped (~tp), watch ends",
-                         [session_name(Who), Reason]),
-    [clip(Line, Width), "\n"];
-watch_end(Who, released, #{width := Width}) ->
-    Line = io_lib:format("ferrotrace watch: session ~ts was released, watch ends",
-                         [session_name(Who)]),
-    [clip(Line, Width), "\n"].
-
-session_name(#{id := Id, name := Name}) when Name =/= undefined ->
-    io_lib:format("~tp (id ~b)", [Name, Id]);
-session_name(#{id := Id}) ->
-    io_lib:format("~b", [Id]).
-
-format_ms(Ms) ->
-    io_lib:format("~.2f s", [Ms / 1000]).
-
-watch_table(Calls, Sort, Width) ->
-    Wanted = [C || C = {_, Key, _} <- ?WATCH_COLUMNS, Key =/= total orelse Sort =:= total],
-    Columns0 = [column(Header, Key, Kind, Calls) || {Header, Key, Kind} <- Wanted],
-    Names = [unicode:characters_to_list(ferrotrace_names:mfa(MFA)) || #{mfa := MFA} <- Calls],
-    NameWidth = lists:max([length("FUNCTION") | [string:length(Nm) || Nm <- Names]]),
-    Columns = fit(Columns0, ?WATCH_DROP, Sort, NameWidth, Width),
-    Numbers = lists:sum([W + ?GAP || {_, _, W, _} <- Columns]),
-    NameCol = max(min(NameWidth, Width - Numbers), length("FUNCTION")),
-    Gap = lists:duplicate(?GAP, $\s),
-    HeaderLine = [string:pad("FUNCTION", NameCol),
-                  [[Gap, string:pad(H, W, leading)] || {_, H, W, _} <- Columns]],
-    Rows = [[string:pad(shorten(Name, NameCol), NameCol),
-             [[Gap, string:pad(lists:nth(I, Cells), W, leading)] || {_, _, W, Cells} <- Columns]]
-            || {I, Name} <- lists:zip(lists:seq(1, length(Names)), Names)],
-    [HeaderLine | Rows].
-
-%% A line cut to `Width' columns, anything outside printable ASCII shown as `?'.
-clip(Line, Width) ->
-    Chars = case unicode:characters_to_list(Line) of
-                L when is_list(L) -> L;
-                _ -> "?"
-            end,
-    Ascii = [if C >= $\s, C =< $~ -> C; true -> $? end || C <- Chars],
-    lists:sublist(string:trim(Ascii, trailing), Width).
+by_node_us(undefined) -> "-";
+by_node_us(Ns) -> float_to_list(Ns / 1000, [{decimals, 1}]).

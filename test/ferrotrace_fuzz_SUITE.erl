@@ -68,7 +68,8 @@
     %% Blocks by design: with a live session and `count => infinity' (the default) it
     %% prints a screen every interval until the session stops.
     {ferrotrace, watch, 1, blocks_by_design},
-    {ferrotrace, watch, 2, blocks_by_design}
+    {ferrotrace, watch, 2, blocks_by_design},
+    {ferrotrace_watch, watch, 2, blocks_by_design}
 ]).
 
 -spec suite() -> [tuple()].

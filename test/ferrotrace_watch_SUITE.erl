@@ -137,7 +137,7 @@ start_watch(Session, Options) ->
 %% sleeping: waiting for the end of an interval; done: returned.
 where(Pid) ->
     case erlang:process_info(Pid, [current_function, status]) of
-        [{current_function, {ferrotrace, watch_sleep, 1}}, {status, waiting}] -> sleeping;
+        [{current_function, {ferrotrace_watch, sleep, 1}}, {status, waiting}] -> sleeping;
         undefined -> done;
         _ -> starting
     end.

@@ -1,7 +1,7 @@
 //! The collector: drains every producer's ring off the schedulers, orders events by
-//! timestamp, and feeds them to the aggregators (`shards.rs`). One thread per session, every
-//! [`COLLECT_INTERVAL`] (its body is `collector/thread.rs`); readers of the statistics bring
-//! them up to date the same way (`session/read.rs`).
+//! timestamp, and feeds them to the aggregators (`shard/threads.rs`). One thread per session,
+//! every [`COLLECT_INTERVAL`] (its body is `collector/thread.rs`); readers of the statistics
+//! bring them up to date the same way (`session/read.rs`).
 //!
 //! # Ordering by timestamp
 //! A process can migrate between schedulers, so its events sit in several rings. Each
@@ -28,7 +28,7 @@ use crate::event::PackedEvent;
 use crate::term_format::EventCopies;
 use crate::producer::{Accounting, Producer};
 use crate::quiesce;
-use crate::shards::Shards;
+use crate::shard::threads::Shards;
 
 pub(crate) mod thread;
 

@@ -24,8 +24,8 @@
 //! On the session's own threads:
 //! - [`collector`]: draining, ordering by timestamp, feeding the aggregators; its thread's
 //!   body is `collector/thread.rs`;
-//! - [`shards`]: aggregation split by pid over several threads (`aggregators`);
-//! - [`owner`]: which aggregator owns a pid when aggregation is split;
+//! - [`shard`]: aggregation split by pid over several threads (`aggregators`): which shard
+//!   owns a pid, where each event goes, the aggregator threads;
 //! - [`hasher`]: the hasher of the collector's maps;
 //! - [`process`]: what each process is doing now (scheduled in or out, in GC, waited on);
 //! - [`aggregate`]: pairing calls with returns per process, HDR latency histograms, and the
@@ -54,8 +54,6 @@ pub mod decode;
 #[cfg(not(loom))]
 pub mod msgsize;
 #[cfg(not(loom))]
-pub mod owner;
-#[cfg(not(loom))]
 pub mod process;
 #[cfg(not(loom))]
 pub mod event;
@@ -76,7 +74,7 @@ pub mod ring;
 #[cfg(not(loom))]
 pub mod session;
 #[cfg(not(loom))]
-pub mod shards;
+pub mod shard;
 #[cfg(not(loom))]
 pub mod slots;
 pub mod term_format;

@@ -5,7 +5,7 @@ use std::fmt;
 use crate::aggregate::keyed::{KeySource, KeysConfig, MAX_KEYS_RANGE};
 use crate::aggregate::recorder::RECENT_RANGE;
 use crate::aggregate::slowest::{SlowestConfig, KEEP_RANGE, MAX_SLOW_CALLS_RANGE, THRESHOLD_RANGE};
-use crate::shards::{auto_count, AGGREGATORS_RANGE};
+use crate::shard::{auto_count, AGGREGATORS_RANGE};
 use crate::term_format::ArgsConfig;
 use crate::term_format::MAX_TERM_BYTES_RANGE;
 

@@ -8,11 +8,11 @@
 //! processes are counted in `untracked`. A process whose exit is never seen (procs not traced)
 //! keeps its entry until the session ends.
 //!
-//! The table keeps state, not statistics: the aggregates (`crate::aggregate::events`) tell it
+//! The table keeps state, not statistics: the aggregates (`crate::aggregate::activity`) tell it
 //! what happened to a process, and it answers with what that ended (a run slice, a wait, a
 //! collection, a life), which they count.
 
-use crate::owner::Shard;
+use crate::shard::Shard;
 use crate::hasher::WordMap;
 
 /// Processes and ports with state at most.
@@ -229,7 +229,7 @@ mod tests {
 
     #[test]
     fn a_sharded_table_gives_entries_to_its_own_pids_only() {
-        use crate::owner::shard_of;
+        use crate::shard::shard_of;
         let mut t = ProcessTable::default();
         t.set_shard(Shard { index: 1, count: 2 });
         let (mine, theirs) = (0..100u64).map(|i| i << 4 | 3).partition::<Vec<u64>, _>(|pid| shard_of(*pid, 2) == 1);

@@ -19,7 +19,7 @@ use crate::aggregate::Aggregator;
 use crate::clock;
 use crate::collector::Consumer;
 use crate::frames::FrameTable;
-use crate::shards::Shards;
+use crate::shard::threads::Shards;
 use crate::limit::Limiter;
 use crate::options::Config;
 use crate::producer::{Gate, Producer, ProducerRef};

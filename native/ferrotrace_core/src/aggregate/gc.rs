@@ -2,7 +2,8 @@
 
 use hdrhistogram::Histogram;
 
-use super::top::{add_histogram, histogram, record_ns, TopTable};
+use super::histogram::{add_histogram, histogram, record_ns};
+use super::top::TopTable;
 
 /// GC statistics.
 pub struct Gc {

@@ -15,8 +15,8 @@
 
 use hdrhistogram::Histogram;
 
-use super::top::add_histogram;
-use super::MAX_LATENCY_NS;
+use super::histogram::{add_histogram, histogram_bytes, MAX_LATENCY_NS};
+use super::memory::{copy_bytes, map_bytes};
 use crate::hasher::WordMap;
 use crate::term_format::TermCopy;
 
@@ -127,18 +127,19 @@ impl KeyedLatency {
     }
 
     /// Keys kept.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.keys.len()
     }
 
     /// True if no key was kept.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()
     }
 
     /// Heap bytes: `(the key table and the key copies, the keys' histograms)`.
     pub fn bytes(&self) -> (usize, usize) {
-        use super::memory::{copy_bytes, histogram_bytes, map_bytes};
         let copies: usize = self.keys.keys().map(copy_bytes).sum();
         let histograms: usize = self.keys.values().map(|stats| histogram_bytes(&stats.latency)).sum();
         (map_bytes(&self.keys) + copies, histograms)

@@ -1,14 +1,17 @@
 //! What a session holds, by part, in bytes: `ferrotrace:summary/1`'s `memory`.
 //!
 //! Computed off the hot path, by a reader that holds the aggregators (the summary NIF, on a
-//! dirty scheduler), by walking what each part holds. Sizes are the allocations' own,
+//! dirty scheduler), by walking what each part holds: each measured thing says its own bytes
+//! with the helpers here (`Aggregator::memory` adds them up), so this module depends on
+//! nothing it measures. Sizes are the allocations' own,
 //! estimated where Rust does not say them:
 //! - a vector's or a deque's bytes are its capacity times its element's size (exact, but
 //!   for the allocator's rounding, [`alloc_bytes`]);
 //! - a hash map's are estimated from its capacity ([`map_bytes`]): hashbrown's buckets (a
 //!   power of two, capacity × 8 / 7) times the entry's size plus a control byte each;
-//! - a histogram's counts are [`Histogram::distinct_values`] × 8 bytes (its counts vector's
-//!   length: an auto-resizing histogram's vector may have grown past it);
+//! - a histogram's counts are `Histogram::distinct_values` × 8 bytes (its counts vector's
+//!   length: an auto-resizing histogram's vector may have grown past it:
+//!   [`super::histogram::histogram_bytes`]);
 //! - a kept term copy (`Arc<[u8]>`) is its bytes plus the two reference counts; a copy
 //!   shared by a slow call and the recorder is counted in both;
 //! - every allocation gets glibc malloc's overhead, 8 bytes rounded up to 16, at least 32
@@ -22,9 +25,6 @@
 use std::collections::HashMap;
 use std::mem::size_of;
 
-use hdrhistogram::Histogram;
-
-use super::{Aggregator, Frame, FunctionStats};
 use crate::term_format::{EventCopies, TermCopy};
 
 /// The bytes of one session, by part. `total()` is their sum.
@@ -139,12 +139,6 @@ pub fn map_bytes<K, V, S>(map: &HashMap<K, V, S>) -> usize {
     alloc_bytes(buckets * (size_of::<(K, V)>() + 1) + 16)
 }
 
-/// A histogram's counts: `distinct_values` × 8 bytes.
-#[inline]
-pub fn histogram_bytes(h: &Histogram<u64>) -> usize {
-    alloc_bytes(h.distinct_values() * size_of::<u64>())
-}
-
 /// A kept copy's heap bytes: its bytes and the `Arc`'s two counts.
 #[inline]
 pub fn copy_bytes(copy: &TermCopy) -> usize {
@@ -157,72 +151,8 @@ pub fn opt_copy_bytes(copy: &Option<TermCopy>) -> usize {
     copy.as_ref().map_or(0, copy_bytes)
 }
 
-impl FunctionStats {
-    /// Adds this function's heap bytes (not its own record, counted with the function
-    /// table) to `memory`'s parts.
-    fn add_memory(&self, memory: &mut Memory) {
-        memory.histograms += histogram_bytes(&self.latency) + histogram_bytes(&self.own.latency);
-        memory.intervals += histogram_bytes(&self.interval.latency);
-        memory.slow_calls += self.slow.bytes();
-        if let Some(split) = &self.split {
-            memory.histograms += alloc_bytes(size_of::<super::split::SplitStats>())
-                + histogram_bytes(&split.running)
-                + histogram_bytes(&split.descheduled)
-                + histogram_bytes(&split.gc);
-        }
-        if let Some(keyed) = &self.by_key {
-            let (table, histograms) = keyed.bytes();
-            memory.keys += alloc_bytes(size_of::<super::keyed::KeyedLatency>()) + table;
-            memory.histograms += histograms;
-        }
-    }
-}
-
-impl Aggregator {
-    /// The bytes this aggregator holds, by part (its share of [`Memory`]: the processes,
-    /// open frames, histograms, slow calls, keys, recent events and tables; not the
-    /// rings, the collector's buffers or the frame table, which are the session's).
-    pub fn memory(&self) -> Memory {
-        let mut memory = Memory { processes: self.processes.bytes(), ..Memory::default() };
-        memory.open_frames = map_bytes(&self.stacks)
-            + self.stacks.values().map(|stack| vec_bytes::<Frame>(stack.capacity())).sum::<usize>()
-            + map_bytes(&self.deep);
-        memory.frame_copies = self
-            .stacks
-            .values()
-            .flat_map(|stack| stack.iter())
-            .filter_map(|frame| frame.copies.as_deref())
-            .map(|copies| alloc_bytes(size_of::<EventCopies>()) + opt_copy_bytes(&copies.args) + opt_copy_bytes(&copies.key))
-            .sum();
-        for (_, stats) in &self.stats {
-            stats.add_memory(&mut memory);
-        }
-        if let Some(recorder) = &self.recorder {
-            memory.recent = recorder.bytes();
-        }
-        let (histograms, tables) = self.events.bytes();
-        memory.histograms += histograms;
-        memory.tables = tables
-            + map_bytes(&self.functions)
-            + vec_bytes::<(crate::event::Mfa, FunctionStats)>(self.stats.capacity())
-            + map_bytes(&self.loops)
-            + map_bytes(&self.reported_loops)
-            + vec_bytes::<crate::event::Mfa>(self.new_loops.capacity())
-            + self.filter.as_ref().map_or(0, |f| vec_bytes::<super::MfaPattern>(f.capacity()))
-            + self.stack_paths.bytes();
-        memory
-    }
-
-    /// Frees the open call frames (the stacks and the copies they hold) and the process
-    /// table, for a session that stopped: no event comes any more. What they counted stays
-    /// as numbers: `open_calls` and `tracked_processes` answer the values at the stop (the
-    /// calls still open then are not counted as abandoned), and the process table's length
-    /// those it had.
-    pub fn free_state(&mut self) {
-        self.stacks = Default::default();
-        self.deep = Default::default();
-        self.copy = None;
-        self.key = None;
-        self.processes.free_state();
-    }
+/// An event's boxed copies (an open frame's, a routed event's): the box and both copies.
+#[inline]
+pub fn boxed_copies_bytes(copies: &EventCopies) -> usize {
+    alloc_bytes(size_of::<EventCopies>()) + opt_copy_bytes(&copies.args) + opt_copy_bytes(&copies.key)
 }

@@ -1,6 +1,6 @@
 //! Reading several aggregators as one: [`Aggregator::merged`] builds the aggregator that a
 //! single one would have become after seeing every event the parts saw, given parts that own
-//! disjoint pids ([`Aggregator::with_shard`], fed by [`super::shard::Router`]).
+//! disjoint pids ([`Aggregator::with_shard`], fed by [`crate::shard::route::Router`]).
 //!
 //! Per-pid state and figures come from one part each and are copied; per-function and
 //! per-path figures are summed (HDR histograms add exactly: same precision, counts per
@@ -16,65 +16,11 @@
 //! (`take_new_loops`), which only its finder counts as a loop until the others are told
 //! (`set_loops`).
 
-use super::slowest::SlowCalls;
-use super::{Aggregator, FunctionStats, IntervalStats};
+use super::functions::FunctionStats;
+use super::stacks::StackPaths;
+use super::Aggregator;
 use crate::event::Mfa;
 use crate::hasher::WordMap;
-
-/// `mine` and `theirs`, each in order of `key`, as one list in that order, `mine` first at
-/// equal keys: how two aggregators' bounded lists in time order (recent events, calls over
-/// the threshold) merge before their bound is applied.
-pub(super) fn in_order<'a, T: Clone + 'a, K: Ord>(
-    mine: impl IntoIterator<Item = T>,
-    theirs: impl IntoIterator<Item = &'a T>,
-    key: impl Fn(&T) -> K,
-) -> Vec<T> {
-    let (mut mine, mut theirs) = (mine.into_iter().peekable(), theirs.into_iter().peekable());
-    let mut merged = Vec::new();
-    loop {
-        let next = match (mine.peek(), theirs.peek()) {
-            (Some(a), Some(b)) if key(a) <= key(b) => mine.next(),
-            (_, Some(_)) => theirs.next().cloned(),
-            (Some(_), None) => mine.next(),
-            (None, None) => return merged,
-        };
-        merged.extend(next);
-    }
-}
-
-impl IntervalStats {
-    fn merge_from(&mut self, other: &IntervalStats) {
-        self.calls += other.calls;
-        self.returns += other.returns;
-        self.exceptions += other.exceptions;
-        self.total_ns = self.total_ns.saturating_add(other.total_ns);
-        super::top::add_histogram(&mut self.latency, &other.latency);
-    }
-}
-
-impl FunctionStats {
-    /// Adds `other`'s figures (the same function, in another aggregator) to these.
-    pub fn merge_from(&mut self, other: &FunctionStats) {
-        self.calls += other.calls;
-        self.returns += other.returns;
-        self.exceptions += other.exceptions;
-        self.total_ns = self.total_ns.saturating_add(other.total_ns);
-        super::top::add_histogram(&mut self.latency, &other.latency);
-        self.loop_only |= other.loop_only;
-        self.interval.merge_from(&other.interval);
-        self.slow.merge_from(&other.slow);
-        self.own.merge_from(&other.own);
-        if let Some(from) = &other.split {
-            self.split.get_or_insert_with(Default::default).merge_from(from);
-        }
-        self.migrations += other.migrations;
-        self.max_frames = self.max_frames.max(other.max_frames);
-        if let Some(from) = &other.by_key {
-            self.by_key.get_or_insert_with(Default::default).merge_from(from);
-        }
-        self.first_ns = self.first_ns.min(other.first_ns);
-    }
-}
 
 impl Aggregator {
     /// One aggregator answering every read as a single one would have after seeing all the
@@ -97,51 +43,48 @@ impl Aggregator {
     /// most of their time went to page faults (the allocator hands large freed blocks back
     /// to the kernel between reads).
     pub fn merged_reusing(parts: &[&Aggregator], spare: Option<Aggregator>) -> Aggregator {
-        let mut spare: WordMap<Mfa, FunctionStats> = spare.map(|s| s.stats.into_iter().collect()).unwrap_or_default();
+        let mut spare: WordMap<Mfa, FunctionStats> =
+            spare.map(|s| s.functions.stats.into_iter().collect()).unwrap_or_default();
         let mut out = Aggregator::new(0, 0);
         // Bounds are summed from the parts'.
         out.keys_left = 0;
-        out.stack_paths = super::stacks::StackPaths::new(0);
+        out.stack_paths = StackPaths::new(0);
         if let Some(first) = parts.first() {
-            out.slowest = first.slowest;
-            out.filter = first.filter.clone();
+            out.functions.slowest = first.functions.slowest;
+            out.functions.filter = first.functions.filter.clone();
         }
         // Functions in the order they were first seen over all parts (ties: the earlier
         // part, then the part's own order).
         let mut first_seen: WordMap<Mfa, (u64, usize, usize)> = WordMap::default();
         for (p, part) in parts.iter().enumerate() {
-            for (i, (mfa, stats)) in part.stats.iter().enumerate() {
+            for (i, (mfa, stats)) in part.functions.stats.iter().enumerate() {
                 let seen = (stats.first_ns, p, i);
                 first_seen.entry(*mfa).and_modify(|s| *s = (*s).min(seen)).or_insert(seen);
             }
         }
         let mut order: Vec<(Mfa, (u64, usize, usize))> = first_seen.into_iter().collect();
         order.sort_unstable_by_key(|(_, seen)| *seen);
+        let functions = &mut out.functions;
         for (mfa, (first_ns, _, _)) in order {
-            let mut stats = match spare.remove(&mfa) {
-                Some(earlier) => earlier.emptied(first_ns),
-                None => FunctionStats::new(first_ns),
+            let stats = match spare.remove(&mfa) {
+                Some(earlier) => earlier.emptied(first_ns, functions.slowest),
+                None => FunctionStats::new(first_ns, functions.slowest),
             };
-            stats.slow = SlowCalls::new(out.slowest);
-            out.functions.insert(mfa, out.stats.len());
-            out.stats.push((mfa, stats));
+            functions.index.insert(mfa, functions.stats.len());
+            functions.stats.push((mfa, stats));
         }
         for part in parts {
-            for (mfa, stats) in &part.stats {
-                let index = out.functions[mfa];
-                out.stats[index].1.merge_from(stats);
+            for (mfa, stats) in &part.functions.stats {
+                let index = out.functions.index[mfa];
+                out.functions.stats[index].1.merge_from(stats);
             }
-            out.max_functions = out.max_functions.saturating_add(part.max_functions);
-            out.max_open_calls = out.max_open_calls.saturating_add(part.max_open_calls);
-            out.open_calls += part.open_calls;
-            out.nonempty_stacks += part.nonempty_stacks;
-            out.stacks_elsewhere += part.stacks_held();
-            let (c, p) = (&mut out.counters, part.counters);
-            c.unmatched_returns += p.unmatched_returns;
-            c.abandoned_calls += p.abandoned_calls;
-            c.untracked_events += p.untracked_events;
-            c.foreign_events += p.foreign_events;
-            out.loops.extend(part.loops.iter().map(|(mfa, since)| (*mfa, *since)));
+            out.functions.max_functions = out.functions.max_functions.saturating_add(part.functions.max_functions);
+            out.open.max_open = out.open.max_open.saturating_add(part.open.max_open);
+            out.open.open += part.open.open;
+            out.open.nonempty += part.open.nonempty;
+            out.open.elsewhere += part.stacks_held();
+            out.counters.add(&part.counters);
+            out.loops.counted.extend(part.loops.counted.iter().map(|(mfa, since)| (*mfa, *since)));
             out.interval_started_ms = out.interval_started_ms.max(part.interval_started_ms);
             match (&mut out.recorder, &part.recorder) {
                 (Some(into), Some(from)) => into.merge_from(from),
@@ -150,7 +93,7 @@ impl Aggregator {
             }
             out.stack_paths.merge_from(&part.stack_paths);
             out.processes.merge_from(&part.processes);
-            out.events.merge_from(&part.events);
+            out.activity.merge_from(&part.activity);
             out.keys_left = out.keys_left.saturating_add(part.keys_left);
         }
         out
@@ -161,12 +104,12 @@ impl Aggregator {
 mod tests {
     use super::super::keyed::{KeySource, KeysConfig};
     use super::super::recorder::Recorded;
-    use super::super::shard::{self, Router};
     use super::super::slowest::{SlowCall, SlowestConfig};
     use super::super::stacks::Folded;
     use super::super::top::{Tally, TopTable};
     use super::super::MfaPattern;
     use super::*;
+    use crate::shard::{self, route::Router};
     use crate::event::{Event, EventKind};
     use crate::term_format::EventCopies;
     use hdrhistogram::Histogram;
@@ -267,7 +210,7 @@ mod tests {
         let mut loops: Vec<Mfa> = agg.loops().copied().collect();
         loops.sort();
         let paths = agg.stack_paths();
-        let (e, m) = (&agg.events, &agg.events.messages);
+        let (e, m) = (&agg.activity, &agg.activity.messages);
         let (s, g, p) = (&e.scheduling, &e.gc, &e.procs);
         View {
             functions,
@@ -388,7 +331,7 @@ mod tests {
         let mut agg = aggregator();
         for step in steps {
             match step {
-                Step::Event(event, thread, copies) => agg.record_on_with(event, *thread, copies.clone()),
+                Step::Event(event, thread, copies) => agg.record_from(event, *thread, copies.clone()),
                 Step::Reset(now) => agg.reset_interval(*now),
             }
         }
@@ -441,9 +384,9 @@ mod tests {
         let steps: Vec<Step> = events.iter().map(|e| Step::Event(*e, 0, EventCopies::default())).collect();
         let parts = sharded(&steps, count);
         let merged = merged_of(&parts);
-        assert_eq!(merged.events.messages.wakeup.len(), 1, "the receiver's owner saw the send");
-        assert!(merged.events.messages.wakeup.equivalent(merged.events.messages.wakeup.max(), 1_000));
-        assert_eq!(merged.events.procs.lifetime.len(), 1, "the child's owner saw the spawn");
+        assert_eq!(merged.activity.messages.wakeup.len(), 1, "the receiver's owner saw the send");
+        assert!(merged.activity.messages.wakeup.equivalent(merged.activity.messages.wakeup.max(), 1_000));
+        assert_eq!(merged.activity.procs.lifetime.len(), 1, "the child's owner saw the spawn");
         assert_eq!(view(&merged), view(&single(&steps)));
     }
 

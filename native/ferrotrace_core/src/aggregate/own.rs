@@ -5,8 +5,7 @@
 
 use hdrhistogram::Histogram;
 
-use super::top::add_histogram;
-use super::MAX_LATENCY_NS;
+use super::histogram::{add_histogram, MAX_LATENCY_NS};
 
 /// The own time of one function's calls.
 pub struct OwnTime {
@@ -34,17 +33,14 @@ impl OwnTime {
 
 #[cfg(test)]
 mod tests {
+    use crate::aggregate::tests::ev;
     use crate::aggregate::Aggregator;
-    use crate::event::{Event, EventKind, Mfa};
+    use crate::event::{EventKind, Mfa};
     use proptest::prelude::*;
 
     const F: Mfa = Mfa { module: 1, function: 2, arity: 0 };
     const G: Mfa = Mfa { module: 1, function: 3, arity: 0 };
     const H: Mfa = Mfa { module: 1, function: 4, arity: 0 };
-
-    fn ev(kind: EventKind, pid: u64, mfa: Mfa, ts: u64) -> Event {
-        Event { ts, pid, mfa, kind }
-    }
 
     #[test]
     fn own_time_excludes_traced_callees() {

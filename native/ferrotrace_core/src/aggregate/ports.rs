@@ -2,7 +2,7 @@
 
 use hdrhistogram::Histogram;
 
-use super::top::{add_histogram, histogram};
+use super::histogram::{add_histogram, histogram};
 
 /// Port statistics.
 pub struct Ports {

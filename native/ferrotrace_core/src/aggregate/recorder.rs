@@ -4,7 +4,8 @@
 
 use std::collections::VecDeque;
 
-use super::Aggregator;
+use super::memory::{opt_copy_bytes, vec_bytes};
+use super::ordered::in_order;
 use crate::event::{EventKind, Mfa};
 
 /// Accepted `recent`, inclusive (0, the default, turns the recorder off).
@@ -57,7 +58,7 @@ impl Recorder {
     /// events at the same time keep this one's first. `total` is summed.
     pub fn merge_from(&mut self, other: &Recorder) {
         self.capacity = self.capacity.max(other.capacity);
-        let merged = super::merge::in_order(std::mem::take(&mut self.events), &other.events, |event| event.ts_ns);
+        let merged = in_order(std::mem::take(&mut self.events), &other.events, |event| event.ts_ns);
         let older = merged.len().saturating_sub(self.capacity);
         self.events = merged.into_iter().skip(older).collect();
         self.total += other.total;
@@ -75,27 +76,14 @@ impl Recorder {
 
     /// Heap bytes: the ring of events and their copies.
     pub fn bytes(&self) -> usize {
-        super::memory::vec_bytes::<Recorded>(self.events.capacity())
-            + self.events.iter().map(|event| super::memory::opt_copy_bytes(&event.copy)).sum::<usize>()
-    }
-}
-
-impl Aggregator {
-    /// Keeps the last `capacity` events of the traced functions; 0: none.
-    pub fn with_recent(mut self, capacity: usize) -> Self {
-        self.recorder = (capacity > 0).then(|| Recorder::new(capacity));
-        self
-    }
-
-    /// The flight recorder, if the session has one.
-    pub fn recorder(&self) -> Option<&Recorder> {
-        self.recorder.as_ref()
+        vec_bytes::<Recorded>(self.events.capacity()) + self.events.iter().map(|event| opt_copy_bytes(&event.copy)).sum::<usize>()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::aggregate::Aggregator;
     use crate::event::Event;
 
     const F: Mfa = Mfa { module: 1, function: 2, arity: 0 };

@@ -3,7 +3,8 @@
 
 use hdrhistogram::Histogram;
 
-use super::top::{add_histogram, histogram, record_ns, TopTable};
+use super::histogram::{add_histogram, histogram, record_ns};
+use super::top::TopTable;
 use crate::event::Mfa;
 
 /// Scheduling statistics (processes; ports have their own in [`super::ports`]).

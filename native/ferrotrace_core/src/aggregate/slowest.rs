@@ -9,14 +9,16 @@
 use std::collections::BinaryHeap;
 use std::cmp::Reverse;
 
-use super::Aggregator;
+use super::histogram::MAX_LATENCY_NS;
+use super::memory::{opt_copy_bytes, vec_bytes};
+use super::ordered::in_order;
 
 /// Default number of slowest calls kept per function.
 pub const DEFAULT_KEEP: usize = 10;
 /// Accepted `slowest`, inclusive (0 turns it off).
 pub const KEEP_RANGE: (i64, i64) = (0, 1_000);
 /// Accepted `threshold` in ns, inclusive (up to the one-hour latency bound).
-pub const THRESHOLD_RANGE: (i64, i64) = (1, super::MAX_LATENCY_NS as i64);
+pub const THRESHOLD_RANGE: (i64, i64) = (1, MAX_LATENCY_NS as i64);
 /// Default bound of the calls kept over the threshold, per function.
 pub const DEFAULT_MAX_SLOW_CALLS: usize = 1_000;
 /// Accepted `max_slow_calls`, inclusive.
@@ -140,7 +142,7 @@ impl SlowCalls {
         }
         // Both lists are in the order calls ended: merge them and keep the first ones.
         let ends = |c: &SlowCall| c.start_ns.saturating_add(c.duration_ns);
-        let mut merged = super::merge::in_order(std::mem::take(&mut self.over), &other.over, ends);
+        let mut merged = in_order(std::mem::take(&mut self.over), &other.over, ends);
         let bound = self.config.max_slow_calls;
         self.over_dropped += other.over_dropped + merged.len().saturating_sub(bound) as u64;
         merged.truncate(bound);
@@ -167,13 +169,13 @@ impl SlowCalls {
     }
 
     /// What this keeps.
+    #[cfg(test)]
     pub fn config(&self) -> SlowestConfig {
         self.config
     }
 
     /// Heap bytes of the kept calls and their copies (`memory`'s `slow_calls`).
     pub fn bytes(&self) -> usize {
-        use super::memory::{opt_copy_bytes, vec_bytes};
         let copies = |call: &SlowCall| opt_copy_bytes(&call.args) + opt_copy_bytes(&call.result);
         vec_bytes::<std::cmp::Reverse<SlowCall>>(self.top.capacity())
             + vec_bytes::<SlowCall>(self.over.capacity())
@@ -182,18 +184,10 @@ impl SlowCalls {
     }
 }
 
-impl Aggregator {
-    /// Keeps slow calls as `config` says, for the functions seen from now on (set it before
-    /// the first event; the session does at start).
-    pub fn with_slowest(mut self, config: SlowestConfig) -> Self {
-        self.slowest = config;
-        self
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::aggregate::Aggregator;
     use crate::event::{Event, EventKind, Mfa};
     use proptest::prelude::*;
 

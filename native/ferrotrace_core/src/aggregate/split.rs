@@ -5,7 +5,7 @@
 
 use hdrhistogram::Histogram;
 
-use super::top::{add_histogram, histogram, record_ns};
+use super::histogram::{add_histogram, histogram, record_ns};
 
 /// The three parts' distributions, ns.
 pub struct SplitStats {

@@ -16,8 +16,9 @@
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
-use crate::hasher::WordHasher;
+use super::memory::{map_bytes, vec_bytes};
 use crate::event::Mfa;
+use crate::hasher::WordHasher;
 
 /// Deepest path kept: deeper calls (long recursions) are counted in `too_deep`.
 pub const MAX_PATH_DEPTH: usize = 64;
@@ -67,7 +68,7 @@ pub struct StackPaths {
 impl StackPaths {
     /// Heap bytes: the trie's nodes and its index (estimated from its capacity).
     pub fn bytes(&self) -> usize {
-        super::memory::vec_bytes::<Node>(self.nodes.capacity()) + super::memory::map_bytes(&self.children)
+        vec_bytes::<Node>(self.nodes.capacity()) + map_bytes(&self.children)
     }
 
     /// Keeps at most `max_paths` distinct paths.

@@ -3,9 +3,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash};
 
-use hdrhistogram::Histogram;
-
-use super::{MAX_LATENCY_NS, SIGNIFICANT_DIGITS};
+use super::memory::map_bytes;
 use crate::hasher::WordHasher;
 
 /// Keys one table keeps; events of further keys are counted in [`TopTable::overflow`].
@@ -38,7 +36,7 @@ impl<K: Hash + Eq + Copy> Default for TopTable<K> {
 impl<K: Hash + Eq + Copy> TopTable<K> {
     /// Heap bytes of the table (estimated from its capacity).
     pub fn bytes(&self) -> usize {
-        super::memory::map_bytes(&self.entries)
+        map_bytes(&self.entries)
     }
 
     /// Adds one event of `value` to `key`'s tally.
@@ -74,11 +72,13 @@ impl<K: Hash + Eq + Copy> TopTable<K> {
     }
 
     /// Keys tallied.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
     /// True when nothing was tallied.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
@@ -88,34 +88,6 @@ fn bump(tally: &mut Tally, value: u64) {
     tally.count += 1;
     tally.total = tally.total.saturating_add(value);
     tally.max = tally.max.max(value);
-}
-
-/// An auto-resizing HDR histogram (3 significant digits) that starts small.
-pub fn histogram() -> Histogram<u64> {
-    let mut h = Histogram::new_with_bounds(1, 2, SIGNIFICANT_DIGITS).expect("static histogram bounds are valid");
-    h.auto(true);
-    h
-}
-
-/// Adds `from`'s counts to `into`: exact, both having the same precision (and auto-resizing,
-/// as every histogram of the aggregator does).
-pub fn add_histogram(into: &mut Histogram<u64>, from: &Histogram<u64>) {
-    if into.is_empty() && into.buckets() < from.buckets() {
-        // A copy of the counts (adding would grow `into` first). An empty `into` as large as
-        // `from` takes the copy in place; a larger one has `from` recorded value by value.
-        into.clone_from(from);
-        return;
-    }
-    // Cannot fail: `into` auto-resizes, and every value of `from` is within the one-hour
-    // bound, so the counts array's length fits a usize.
-    let _ = into.add(from);
-}
-
-/// Records a duration in ns, clamped to 1 ns .. one hour like call latencies.
-#[inline]
-pub fn record_ns(h: &mut Histogram<u64>, ns: u64) {
-    // Cannot fail: auto-resize is on and the value is bounded.
-    let _ = h.record(ns.clamp(1, MAX_LATENCY_NS));
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use crate::aggregate::Aggregator;
 use crate::collector::Backlog;
 use crate::frames::FrameTable;
 use crate::producer::{Accounting, Producer};
-use crate::shards::Aggregates;
+use crate::shard::threads::Aggregates;
 
 use super::Session;
 

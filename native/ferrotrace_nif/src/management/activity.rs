@@ -6,7 +6,7 @@
 use hdrhistogram::Histogram;
 use rustler::{Atom, Encoder, Env, Term};
 
-use ferrotrace_core::aggregate::events::{kinds, EventStats};
+use ferrotrace_core::aggregate::activity::{kinds, ActivityStats};
 use ferrotrace_core::aggregate::top::Tally;
 use ferrotrace_core::event::Mfa;
 use ferrotrace_core::process::ProcessTable;
@@ -70,7 +70,7 @@ fn top<'a>(env: Env<'a>, list: Vec<(u64, Tally)>, total_key: Atom, with_max: boo
         .encode(env)
 }
 
-fn summary<'a>(env: Env<'a>, t: &EventStats, table: &ProcessTable) -> Term<'a> {
+fn summary<'a>(env: Env<'a>, t: &ActivityStats, table: &ProcessTable) -> Term<'a> {
     let m = &t.messages;
     let messages = map(env, &[
         (atoms::sent(), m.sent.encode(env)),
@@ -151,8 +151,8 @@ fn summary<'a>(env: Env<'a>, t: &EventStats, table: &ProcessTable) -> Term<'a> {
     ])
 }
 
-fn with_activity<'a>(env: Env<'a>, id: Term<'a>, f: impl FnOnce(&EventStats) -> Term<'a>) -> Term<'a> {
-    with_aggregator(env, id, |agg| f(&agg.events))
+fn with_activity<'a>(env: Env<'a>, id: Term<'a>, f: impl FnOnce(&ActivityStats) -> Term<'a>) -> Term<'a> {
+    with_aggregator(env, id, |agg| f(&agg.activity))
 }
 
 /// `session_events(Id) -> {ok, map()} | {error, Reason}`: the figures of every event kind
@@ -173,7 +173,7 @@ fn session_events<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
             .filter(|(_, stats)| stats.migrations > 0)
             .map(|(m, stats)| (mfa(env, m), stats.migrations).encode(env))
             .collect();
-        let figures = summary(env, &agg.events, &agg.processes)
+        let figures = summary(env, &agg.activity, &agg.processes)
             .map_put(atoms::splits().encode(env), splits.encode(env))
             .and_then(|t| t.map_put(atoms::migrations().encode(env), migrations.encode(env)))
             .expect("a map");
@@ -188,7 +188,7 @@ fn session_events<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
 #[rustler::nif(schedule = "DirtyCpu")]
 fn session_event_histogram<'a>(env: Env<'a>, id: Term<'a>, series: Term<'a>) -> Term<'a> {
     let name = |t: Term| t.atom_to_string().ok();
-    let which: Option<fn(&EventStats) -> &Histogram<u64>> = match (name(series), series.decode::<(Atom, Atom)>().ok()) {
+    let which: Option<fn(&ActivityStats) -> &Histogram<u64>> = match (name(series), series.decode::<(Atom, Atom)>().ok()) {
         (Some(s), _) if s == "wakeup" => Some(|t| &t.messages.wakeup),
         (Some(s), _) if s == "run_slice" => Some(|t| &t.scheduling.run_slice),
         (Some(s), _) if s == "lifetime" => Some(|t| &t.procs.lifetime),

@@ -1,7 +1,8 @@
-//! Ownership of processes when aggregation is split over several aggregators (one thread
-//! each): every pid belongs to one of them by a hash, and an aggregator made
-//! [`with_shard`](super::Aggregator::with_shard) keeps the state and figures of its own
-//! processes only. [`Aggregator::merged`](super::Aggregator::merged) then answers for all.
+//! Routing a split session's events to their shards: every pid belongs to one shard by a
+//! hash ([`super::shard_of`]), and an aggregator made
+//! [`with_shard`](crate::aggregate::Aggregator::with_shard) keeps the state and figures of
+//! its own processes only. [`Aggregator::merged`](crate::aggregate::Aggregator::merged) then
+//! answers for all.
 //!
 //! An event belongs to its tracee's owner. A few also move a *second* process on
 //! ([`other_pid`]): a `send` starts the receiver's wait to be scheduled in (its wakeup), a
@@ -9,13 +10,11 @@
 //! only that part. And one fact is session-wide: once any process was scheduled in or out,
 //! every call takes a latency-split snapshot (`ProcessTable::splits`); the first scheduling
 //! event goes to every aggregator so that each learns it at the same point of the stream.
-//! [`Router`] says where each event goes; [`Aggregator::record_routed`] takes it in.
+//! [`Router`] says where each event goes;
+//! [`Aggregator::record_routed`](crate::aggregate::Aggregator::record_routed) takes it in.
 
-use super::Aggregator;
+use super::shard_of;
 use crate::event::{Event, EventKind};
-use crate::term_format::EventCopies;
-
-pub use crate::owner::{shard_of, Shard};
 
 /// The second process `event` moves on besides its tracee, if any: the receiver of a `send`
 /// (or of a send to a process that does not exist), the child of a `spawn`. `None` when the
@@ -53,7 +52,7 @@ impl Targets {
 
 /// Routes the ordered stream of one session to `count` aggregators, the `i`-th made
 /// `with_shard(i, count)`: each must take the events [`Router::targets`] names for it with
-/// [`Aggregator::record_routed`], in the order the router saw them. Events that come with
+/// `Aggregator::record_routed`, in the order the router saw them. Events that come with
 /// copies (`args`, `key`: calls, returns, exceptions) only ever go to one aggregator.
 #[derive(Clone, Debug)]
 pub struct Router {
@@ -92,27 +91,6 @@ impl Router {
     }
 }
 
-impl Aggregator {
-    /// Folds in an event [`Router`] sent to this aggregator, which ran on thread `thread`
-    /// with `copies` (as [`Aggregator::record_on_with`]): all of it if this aggregator owns
-    /// the tracee, else only what concerns the owned second pid, or that scheduling is
-    /// traced. The check is here rather than in `record`, so that an unsharded session's
-    /// collector does not pay it per event.
-    #[inline]
-    pub fn record_routed(&mut self, event: &Event, thread: u32, copies: EventCopies) {
-        if self.shard.owns(event.pid) {
-            self.record_on_with(event, thread, copies);
-            return;
-        }
-        match event.kind {
-            EventKind::Send | EventKind::SendDead => self.processes.message_to(event.mfa.module, event.ts),
-            EventKind::Spawn => self.processes.born(event.mfa.module, event.ts),
-            EventKind::In | EventKind::Out | EventKind::OutExited => self.processes.scheduling_seen(),
-            _ => {}
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,34 +98,6 @@ mod tests {
 
     fn ev(kind: EventKind, pid: u64, module: u64) -> Event {
         Event { ts: 0, pid, mfa: Mfa { module, function: 0, arity: 0 }, kind }
-    }
-
-    #[test]
-    #[cfg_attr(miri, ignore = "40,000 hashes: slow under Miri; the hash is plain arithmetic")]
-    fn consecutive_pids_spread_evenly() {
-        for count in [2u32, 3, 4, 7, 16] {
-            let mut per = vec![0u32; count as usize];
-            let n = 10_000u64;
-            for i in 0..n {
-                let pid = (0x1_0000 + i) << 4 | 3;
-                per[shard_of(pid, count) as usize] += 1;
-            }
-            let fair = n as f64 / count as f64;
-            for (shard, got) in per.iter().enumerate() {
-                let share = *got as f64 / fair;
-                assert!((0.8..=1.2).contains(&share), "{count} shards: shard {shard} got {got} of {n}: {per:?}");
-            }
-        }
-    }
-
-    #[test]
-    fn one_shard_owns_everything() {
-        for pid in [0, 3, 19, u64::MAX] {
-            assert_eq!(shard_of(pid, 1), 0);
-            assert_eq!(shard_of(pid, 0), 0);
-            assert!(Shard::default().owns(pid));
-            assert!(shard_of(pid, 5) < 5);
-        }
     }
 
     #[test]

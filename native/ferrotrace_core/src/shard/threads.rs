@@ -1,10 +1,11 @@
-//! Aggregation split by pid over several threads (`aggregators => N`).
+//! A session's shards: its one aggregator, or several each on a thread of its own
+//! (`aggregators => N`).
 //!
 //! One collector thread orders, pairs and aggregates about 16 M events/s (`make
 //! collector-ceiling`, rings interleaved in time as schedulers fill them), less than sixteen
 //! schedulers produce. Over half of that time is aggregation (the per-process stacks, the
 //! histograms), not draining or ordering, so the collector still drains and orders
-//! every event, then routes each to the aggregator that owns its pid ([`Router`]); each
+//! every event, then routes each to the aggregator that owns its pid ([`Router`]: its shard); each
 //! aggregator runs on a thread of its own and takes its events in batches through a bounded
 //! channel. The collector does no aggregation then, so that it can route for many
 //! aggregators: its cost per event is what bounds the session (`make collector-ceiling`
@@ -26,26 +27,13 @@ use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, MutexGuard};
 use std::thread::JoinHandle;
 
-use crate::aggregate::shard::{Router, Targets};
+use super::route::{Router, Targets};
+use crate::aggregate::memory::{boxed_copies_bytes, vec_bytes, Memory};
 use crate::aggregate::Aggregator;
 use crate::clock;
 use crate::event::{Event, Mfa, PackedEvent};
 use crate::sync::Mutex;
 use crate::term_format::EventCopies;
-
-/// Accepted `aggregators`, inclusive.
-pub const AGGREGATORS_RANGE: (i64, i64) = (1, 16);
-
-/// Schedulers one aggregator keeps up with, for `aggregators => auto`: a scheduler at the
-/// no-op floor makes about 3 M events/s, and one aggregator takes 13 to 20 M events/s (the
-/// aggregator threads' CPU per event in `make collector-ceiling`, and the live bench's).
-const SCHEDULERS_PER_AGGREGATOR: usize = 4;
-
-/// `aggregators => auto`: one aggregator per four CPUs (schedulers), at least one.
-pub fn auto_count() -> usize {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    cpus.div_ceil(SCHEDULERS_PER_AGGREGATOR).clamp(1, AGGREGATORS_RANGE.1 as usize)
-}
 
 /// Events per batch: a batch is handed over as soon as it is full, so the aggregator threads
 /// work while the collector still routes the rest of a collection.
@@ -118,7 +106,7 @@ impl Worker {
     }
 }
 
-/// A session's aggregators.
+/// A session's shards: its one aggregator (the collector's own), or one per aggregator thread.
 pub struct Shards {
     /// The one aggregator, the collector thread's own, unless `aggregators > 1`.
     one: Option<Aggregator>,
@@ -176,7 +164,7 @@ impl Shards {
     #[inline]
     pub fn record(&mut self, packed: PackedEvent, thread: u32) {
         match &mut self.one {
-            Some(one) => one.record_on(&unpack_ns(packed), thread),
+            Some(one) => one.record_from(&unpack_ns(packed), thread, EventCopies::default()),
             None => self.route(packed, thread, None),
         }
     }
@@ -186,7 +174,7 @@ impl Shards {
     #[inline]
     pub fn record_with(&mut self, packed: PackedEvent, thread: u32, copies: EventCopies) {
         match &mut self.one {
-            Some(one) => one.record_on_with(&unpack_ns(packed), thread, copies),
+            Some(one) => one.record_from(&unpack_ns(packed), thread, copies),
             None => {
                 let any = copies.args.is_some() || copies.key.is_some();
                 self.route(packed, thread, any.then(|| Box::new(copies)))
@@ -222,7 +210,7 @@ impl Shards {
     }
 
     /// Ends a collection. A batch not yet full is handed over only every
-    /// [`PARTIAL_EVERY`] collections: at a low event rate, waking every aggregator thread
+    /// `PARTIAL_EVERY` collections: at a low event rate, waking every aggregator thread
     /// every millisecond would cost more than the events (readers and `stop` hand over
     /// everything first).
     pub fn dispatch(&mut self) {
@@ -335,14 +323,9 @@ impl Shards {
     /// Heap bytes of the batches being filled for the aggregator threads and of those
     /// handed back for reuse, with the copies in them (not those in flight).
     pub fn buffer_bytes(&self) -> usize {
-        use crate::aggregate::memory::{alloc_bytes, opt_copy_bytes, vec_bytes};
         let batch = |batch: &Vec<Routed>| {
             vec_bytes::<Routed>(batch.capacity())
-                + batch
-                    .iter()
-                    .filter_map(|(_, _, copies)| copies.as_deref())
-                    .map(|c| alloc_bytes(std::mem::size_of::<EventCopies>()) + opt_copy_bytes(&c.args) + opt_copy_bytes(&c.key))
-                    .sum::<usize>()
+                + batch.iter().filter_map(|(_, _, copies)| copies.as_deref()).map(boxed_copies_bytes).sum::<usize>()
         };
         self.workers.iter().map(|worker| batch(&worker.batch)).sum()
     }
@@ -450,8 +433,8 @@ impl<'a> Aggregates<'a> {
 
     /// The bytes the aggregators hold, by part ([`Aggregator::memory`]), with the merge
     /// made for this read, or kept from an earlier one, as `merge` (its total).
-    pub fn memory(&self) -> crate::aggregate::memory::Memory {
-        let mut memory = crate::aggregate::memory::Memory::default();
+    pub fn memory(&self) -> Memory {
+        let mut memory = Memory::default();
         if let Some(one) = &self.one {
             memory.add(&one.memory());
         }

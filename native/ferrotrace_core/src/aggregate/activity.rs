@@ -1,18 +1,21 @@
-//! The figures of every event kind other than calls (messages, scheduling, GC, processes,
-//! ports): the one place where such an event moves its process on in the process table and
-//! what that ended (a run slice, a wait, a collection, a life) is counted.
+//! Process activity: the figures of every event kind other than calls (messages,
+//! scheduling, GC, processes, ports). The one place where such an event moves its process on
+//! in the process table and what that ended (a run slice, a wait, a collection, a life) is
+//! counted.
 
 use super::gc::Gc;
 use super::messages::Messages;
 use super::ports::Ports;
 use super::procs::Procs;
 use super::scheduling::Scheduling;
-use super::top::record_ns;
+use super::histogram::{histogram_bytes, record_ns};
 use crate::event::{Event, EventKind};
 use crate::process::ProcessTable;
 
-/// The kinds of events seen, bit per kind, for the summary to show only those.
+/// The kinds of activity seen, bit per kind, for the summary to show only those.
 pub mod kinds {
+    use crate::event::EventKind;
+
     /// Messages.
     pub const MESSAGES: u8 = 1;
     /// Processes (procs).
@@ -23,12 +26,25 @@ pub mod kinds {
     pub const SCHEDULING: u8 = 8;
     /// Ports.
     pub const PORTS: u8 = 16;
+
+    /// The kind `kind` is an event of (none for calls, returns and exceptions).
+    #[inline]
+    pub const fn of(kind: EventKind) -> u8 {
+        match kind {
+            EventKind::Call | EventKind::Return | EventKind::Exception => 0,
+            EventKind::Send | EventKind::SendDead | EventKind::Receive | EventKind::ReceiveTimeout => MESSAGES,
+            EventKind::Spawn | EventKind::Spawned | EventKind::ProcOther | EventKind::Exit => PROCS,
+            EventKind::GcStart | EventKind::GcEnd => GC,
+            EventKind::In | EventKind::Out | EventKind::OutExited => SCHEDULING,
+            EventKind::PortOpen | EventKind::PortClosed | EventKind::PortIn | EventKind::PortOut => PORTS,
+        }
+    }
 }
 
-/// The aggregates of the event kinds other than calls.
+/// The figures of process activity: every event kind other than calls.
 #[derive(Default)]
-pub struct EventStats {
-    /// Kinds of events seen ([`kinds`]).
+pub struct ActivityStats {
+    /// Kinds of activity seen ([`kinds`]).
     pub seen: u8,
     /// Message statistics.
     pub messages: Messages,
@@ -42,10 +58,10 @@ pub struct EventStats {
     pub ports: Ports,
 }
 
-impl EventStats {
+impl ActivityStats {
     /// Heap bytes: `(histograms, top-N tables)`.
     pub fn bytes(&self) -> (usize, usize) {
-        use super::memory::histogram_bytes as h;
+        let h = histogram_bytes;
         let (m, s, g, p) = (&self.messages, &self.scheduling, &self.gc, &self.procs);
         let histograms = h(&m.sent_words) + h(&m.received_words) + h(&m.wakeup) + h(&s.run_slice)
             + h(&g.minor) + h(&g.major) + h(&p.lifetime) + h(&self.ports.run_slice);
@@ -57,7 +73,7 @@ impl EventStats {
     /// Adds `other`'s figures to these (`Aggregator::merged`): exact for aggregators that
     /// own disjoint pids, but for the bounds of the per-pid tables and `size_capped` (see
     /// [`Messages::merge_from`]).
-    pub fn merge_from(&mut self, other: &EventStats) {
+    pub fn merge_from(&mut self, other: &ActivityStats) {
         self.seen |= other.seen;
         self.messages.merge_from(&other.messages);
         self.scheduling.merge_from(&other.scheduling);
@@ -72,51 +88,35 @@ impl EventStats {
     #[inline]
     pub fn record(&mut self, processes: &mut ProcessTable, event: &Event) {
         let (pid, ts, mfa) = (event.pid, event.ts, event.mfa);
+        self.seen |= kinds::of(event.kind);
         match event.kind {
             EventKind::Call | EventKind::Return | EventKind::Exception => {}
             EventKind::Send | EventKind::SendDead => {
-                self.seen |= kinds::MESSAGES;
                 self.messages.send(pid, mfa.function, mfa.arity != 0, event.kind == EventKind::SendDead);
                 // The receiver's wakeup starts when the message is sent to it while it is
                 // out (`'receive'` is traced later, by the receiver itself, when it takes
                 // the message in: it is running by then).
                 processes.message_to(mfa.module, ts);
             }
-            EventKind::Receive => {
-                self.seen |= kinds::MESSAGES;
-                self.messages.receive(pid, mfa.function, mfa.arity != 0);
-            }
-            EventKind::ReceiveTimeout => {
-                self.seen |= kinds::MESSAGES;
-                self.messages.timeouts += 1;
-            }
+            EventKind::Receive => self.messages.receive(pid, mfa.function, mfa.arity != 0),
+            EventKind::ReceiveTimeout => self.messages.timeouts += 1,
             EventKind::Spawn => {
-                self.seen |= kinds::PROCS;
                 self.procs.spawned += 1;
                 processes.born(mfa.module, ts);
             }
-            EventKind::Spawned => {
-                self.seen |= kinds::PROCS;
-                processes.born(pid, ts);
-            }
+            EventKind::Spawned => processes.born(pid, ts),
             EventKind::ProcOther => {
-                self.seen |= kinds::PROCS;
                 if let Some(count) = self.procs.other.get_mut(mfa.arity as usize) {
                     *count += 1;
                 }
             }
             EventKind::Exit => {
-                self.seen |= kinds::PROCS;
                 let gone = processes.gone(pid, ts);
                 self.procs.exit(mfa.module, gone.lived);
                 self.gc.unpaired += u64::from(gone.in_gc);
             }
-            EventKind::GcStart => {
-                self.seen |= kinds::GC;
-                self.gc.unpaired += u64::from(processes.gc_started(pid, ts, mfa.arity != 0, mfa.function));
-            }
+            EventKind::GcStart => self.gc.unpaired += u64::from(processes.gc_started(pid, ts, mfa.arity != 0, mfa.function)),
             EventKind::GcEnd => {
-                self.seen |= kinds::GC;
                 let major = mfa.arity != 0;
                 match processes.gc_ended(pid, ts, major) {
                     Some((pause, words_before)) => self.gc.collection(pid, major, pause, words_before, mfa.function),
@@ -124,14 +124,12 @@ impl EventStats {
                 }
             }
             EventKind::In => {
-                self.seen |= kinds::SCHEDULING;
                 self.scheduling.ins += 1;
                 if let Some(wakeup) = processes.scheduled_in(pid, ts) {
                     self.messages.wakeup(pid, wakeup);
                 }
             }
             EventKind::Out | EventKind::OutExited => {
-                self.seen |= kinds::SCHEDULING;
                 let slice = processes.scheduled_out(pid, ts);
                 self.scheduling.out(pid, slice, mfa);
                 if event.kind == EventKind::OutExited {
@@ -139,21 +137,13 @@ impl EventStats {
                     self.gc.unpaired += u64::from(processes.gone(pid, ts).in_gc);
                 }
             }
-            EventKind::PortOpen => {
-                self.seen |= kinds::PORTS;
-                self.ports.opened += 1;
-            }
+            EventKind::PortOpen => self.ports.opened += 1,
             EventKind::PortClosed => {
-                self.seen |= kinds::PORTS;
                 self.ports.closed += 1;
                 processes.gone(pid, ts);
             }
-            EventKind::PortIn => {
-                self.seen |= kinds::PORTS;
-                processes.port_in(pid, ts);
-            }
+            EventKind::PortIn => processes.port_in(pid, ts),
             EventKind::PortOut => {
-                self.seen |= kinds::PORTS;
                 if let Some(slice) = processes.port_out(pid, ts) {
                     record_ns(&mut self.ports.run_slice, slice);
                 }
@@ -176,7 +166,7 @@ mod tests {
     #[derive(Default)]
     struct Fed {
         table: ProcessTable,
-        stats: EventStats,
+        stats: ActivityStats,
     }
 
     impl Fed {

@@ -1,0 +1,61 @@
+%%% @private
+%%% @doc One dispatch for every API function that takes a session: a name (`name => Atom')
+%%% stands for what it names, a pid is a cluster session (`ferrotrace_cluster'), anything
+%%% else must be a local session's id, looked up in `ferrotrace_registry'. The answers for
+%%% a session that is none are the same everywhere: `{error, {no_such_session, Name}}' for
+%%% a name, `{error, {bad_session, Term}}' for a term that is no id (shortened by
+%%% `ferrotrace_registry:brief/1'), and for an id the engine's or the cluster's answer.
+-module(ferrotrace_dispatch).
+
+-export([named/2, with_session/3, by_keeper/2]).
+
+%% What a local session's function is given: its id, its keeper (`none' for an id the
+%% registry does not hold) and what the registry knows of it.
+-type local(Answer) :: fun((ferrotrace_tracer:session_id(), pid() | none, map()) -> Answer).
+
+%% @doc `Fun(Session)', a name replaced by what it names: a local session's id or a cluster
+%% session's pid. For entries that check their options after the name and before the id.
+-spec named(term(), fun((term()) -> Answer)) -> Answer | {error, {no_such_session, atom()}}.
+named(Name, Fun) when is_atom(Name) ->
+    case ferrotrace_registry:lookup(Name) of
+        {ok, IdOrCluster, _Keeper, _Info} -> Fun(IdOrCluster);
+        error -> {error, {no_such_session, Name}}
+    end;
+named(Session, Fun) ->
+    Fun(Session).
+
+%% @doc `Cluster(Pid)' for a cluster session (ferrotrace_cluster answers for a pid that is
+%% none); `Local(Id, Keeper, Info)' for a local one, or `Local(Id, none, #{})' for an id the
+%% registry does not hold (a session from before a registry restart): the engine answers.
+-spec with_session(term(), local(Answer), fun((pid()) -> Answer)) ->
+          Answer | {error, {no_such_session | bad_session, term()}}.
+with_session(Session, Local, Cluster) ->
+    named(Session, fun(Pid) when is_pid(Pid) ->
+                           Cluster(Pid);
+                      (Id) ->
+                           case ferrotrace_registry:lookup(Id) of
+                               {ok, Found, Keeper, Info} -> Local(Found, Keeper, Info);
+                               error when is_integer(Id) -> Local(Id, none, #{});
+                               error -> {error, {bad_session, ferrotrace_registry:brief(Id)}}
+                           end
+                   end).
+
+%% @doc A local session's function for stop/1 and release/1: `Call(Keeper)', the keeper
+%% stops or releases its session and removes what it set. A keeper that died during the
+%% call (killed, or it ended as another client released the session) is no answer: what
+%% it left is cleaned up now (ferrotrace_registry:reap/1), then `Engine(Id)' answers, as
+%% it does for a session without a keeper.
+-spec by_keeper(fun((pid()) -> Answer), fun((ferrotrace_tracer:session_id()) -> Answer)) ->
+          local(Answer).
+by_keeper(Call, Engine) ->
+    fun(Id, none, _Info) ->
+            Engine(Id);
+       (Id, Keeper, _Info) ->
+            case Call(Keeper) of
+                {error, {Gone, _}} when Gone =:= keeper_down; Gone =:= not_a_keeper ->
+                    ok = ferrotrace_registry:reap(Id),
+                    Engine(Id);
+                Answer ->
+                    Answer
+            end
+    end.
