@@ -1,6 +1,7 @@
 //! The collector: drains every producer's ring off the schedulers, orders events by
-//! timestamp, and feeds them to the aggregators (`shard/threads.rs`). One thread per session, every
-//! [`COLLECT_INTERVAL`]; readers of the statistics bring them up to date the same way.
+//! timestamp, and feeds them to the aggregators (`shard/threads.rs`). One thread per session,
+//! every [`COLLECT_INTERVAL`] (its body is `collector/thread.rs`); readers of the statistics
+//! bring them up to date the same way (`session/read.rs`).
 //!
 //! # Ordering by timestamp
 //! A process can migrate between schedulers, so its events sit in several rings. Each
@@ -22,12 +23,14 @@ use std::time::Duration;
 
 use crate::aggregate::memory::{alloc_bytes, vec_bytes, Memory};
 use crate::clock;
-use crate::copies::{HeldCopies, PendingCopies};
+use crate::term_lane::{HeldCopies, PendingCopies};
 use crate::event::PackedEvent;
-use crate::terms::EventCopies;
+use crate::term_format::EventCopies;
 use crate::producer::{Accounting, Producer};
 use crate::quiesce;
 use crate::shard::threads::Shards;
+
+pub(crate) mod thread;
 
 /// How often the collector drains the rings.
 pub const COLLECT_INTERVAL: Duration = Duration::from_millis(1);
@@ -92,7 +95,7 @@ impl Consumer {
 
     fn drain(&mut self, producer: &Producer) {
         let thread = producer.thread;
-        let Some(lane) = &producer.terms else {
+        let Some(lane) = &producer.term_lane else {
             if let Some(rx) = producer.rx.lock().as_mut() {
                 let pending = &mut self.pending;
                 let drained = rx.drain(|event| pending.push((event, thread)));
@@ -241,7 +244,7 @@ impl Consumer {
                 if let Some(rx) = producer.rx.lock().as_ref() {
                     memory.ring_bytes += rx.capacity() * std::mem::size_of::<PackedEvent>();
                 }
-                if let Some(lane) = &producer.terms {
+                if let Some(lane) = &producer.term_lane {
                     memory.term_rings += lane.bytes();
                 }
             }
@@ -404,7 +407,7 @@ mod tests {
     #[test]
     #[ignore = "a benchmark: make collector-ceiling"]
     fn collector_ceiling_with_args() {
-        collector_ceiling_with_copies(crate::copies::Slot::Args);
+        collector_ceiling_with_copies(crate::term_lane::CopyOf::Args);
     }
 
     /// The same with keys (`key => message`): every call comes with one of four keys (the
@@ -412,12 +415,12 @@ mod tests {
     #[test]
     #[ignore = "a benchmark: make collector-ceiling"]
     fn collector_ceiling_with_keys() {
-        collector_ceiling_with_copies(crate::copies::Slot::Key);
+        collector_ceiling_with_copies(crate::term_lane::CopyOf::Key);
     }
 
-    fn collector_ceiling_with_copies(slot: crate::copies::Slot) {
+    fn collector_ceiling_with_copies(copy_of: crate::term_lane::CopyOf) {
         use crate::aggregate::keyed::{KeySource, KeysConfig};
-        use crate::copies::Slot;
+        use crate::term_lane::CopyOf;
         const THREADS: usize = 4;
         const PIDS_PER_THREAD: u64 = 256;
         const PER_ROUND: usize = 16_384;
@@ -427,12 +430,12 @@ mod tests {
         let keys = KeysConfig { source: KeySource::Message, max_keys: 1_000 };
         let mut consumer = consumer_of(1, || {
             let aggregator = Aggregator::new(1_000, 100_000).with_slowest(slowest);
-            if slot == Slot::Key { aggregator.with_keys(keys) } else { aggregator }
+            if copy_of == CopyOf::Key { aggregator.with_keys(keys) } else { aggregator }
         });
         let producers: Vec<Producer> = (0..THREADS)
             .map(|_| {
                 let mut p = Producer::new(PER_ROUND);
-                p.terms = crate::copies::TermLane::new(2 * PER_ROUND, 1024, slot == Slot::Args, slot == Slot::Key);
+                p.term_lane = crate::term_lane::TermLane::new(2 * PER_ROUND, 1024, copy_of == CopyOf::Args, copy_of == CopyOf::Key);
                 p
             })
             .collect();
@@ -442,7 +445,7 @@ mod tests {
         let mut events = 0u64;
         for round in 0..ROUNDS {
             for (t, producer) in producers.iter().enumerate() {
-                let lane = producer.terms.as_ref().unwrap();
+                let lane = producer.term_lane.as_ref().unwrap();
                 for i in 0..PER_ROUND / 2 {
                     let n = (round * PER_ROUND + i) as u64;
                     let pid = ((t as u64 * PIDS_PER_THREAD + n % PIDS_PER_THREAD) << 4) | 3;
@@ -451,16 +454,16 @@ mod tests {
                         // Interleaved in time with the other rings', as in `collector_ceiling`.
                         let ts = ts + (((2 * i + k) * THREADS + t) as u64 + 1) * 7;
                         let key = [n as u8 % 4; 3];
-                        let body: Option<&[u8]> = match (slot, kind) {
-                            (Slot::Args, EventKind::Call) => Some(&call_copy),
-                            (Slot::Args, _) => Some(&return_copy),
-                            (Slot::Key, EventKind::Call) => Some(&key),
-                            (Slot::Key, _) => None,
+                        let body: Option<&[u8]> = match (copy_of, kind) {
+                            (CopyOf::Args, EventKind::Call) => Some(&call_copy),
+                            (CopyOf::Args, _) => Some(&return_copy),
+                            (CopyOf::Key, EventKind::Call) => Some(&key),
+                            (CopyOf::Key, _) => None,
                         };
                         if let Some(body) = body {
                             // SAFETY: this thread is the producer's only user.
                             let copied = unsafe {
-                                lane.push_copy(pid, ts, kind, slot, |out| {
+                                lane.push_copy(pid, ts, kind, copy_of, |out| {
                                     out[..body.len()].copy_from_slice(body);
                                     body.len()
                                 })
@@ -484,7 +487,7 @@ mod tests {
             events += (THREADS * PER_ROUND) as u64;
         }
         assert_eq!(consumer.aggregated, events);
-        if slot == Slot::Key {
+        if copy_of == CopyOf::Key {
             let mut aggregates = consumer.shards.aggregates();
             let (_, stats) = aggregates.view().functions().next().unwrap();
             assert_eq!(stats.by_key.as_ref().map(|k| k.len()), Some(4), "four keys");
@@ -492,8 +495,8 @@ mod tests {
         let rate = events as f64 / spent.as_secs_f64();
         println!(
             "collector ceiling with {}: {events} events (each {}) in {:.1} ms: {:.1} M events/s, {:.1} ns/event",
-            if slot == Slot::Args { "args" } else { "keys" },
-            if slot == Slot::Args { "with a copy" } else { "call with one of four keys" },
+            if copy_of == CopyOf::Args { "args" } else { "keys" },
+            if copy_of == CopyOf::Args { "with a copy" } else { "call with one of four keys" },
             spent.as_secs_f64() * 1e3,
             rate / 1e6,
             1e9 / rate,

@@ -1,28 +1,42 @@
 //! # ferrotrace_core
 //!
 //! The engine behind ferrotrace's Erlang tracer, free of any NIF code so that it can be tested
-//! with plain `cargo test`:
+//! with plain `cargo test`.
 //!
-//! In the order events travel:
+//! Every module, in the order events travel: this is the engine's one file map (the internals
+//! page, `doc/internals.md`, links here rather than keeping its own).
+//!
+//! On a scheduler thread, inside the `enabled*` and `trace` callbacks:
 //! - [`slots`]: session ids and the slot table the hot path reads first;
 //! - [`frames`]: the frame bound the `enabled_call` callback reads (open frames per process);
 //! - [`quiesce`]: the per-thread token, the active mark and grace periods;
+//! - [`decode`]: reading trace messages, never trusting their shape;
+//! - [`msgsize`]: a message's size in words, by a bounded walk (`messages`);
 //! - [`clock`]: the timestamps;
+//! - [`event`]: the event record;
+//! - [`limit`]: `max_events` and `max_rate` leased to threads, no shared counter per event;
 //! - [`producer`]: a thread's ring, counters and admission (sampling, limits);
 //! - [`ring`]: bounded single-producer/single-consumer rings with split handles;
-//! - [`collector`]: draining, ordering by timestamp, feeding the aggregators;
+//! - [`term_format`]: the bounded encoding of a copied term (arguments, results, keys);
+//! - [`term_lane`]: how a copy travels beside its event, in the thread's term ring, and waits
+//!   in the collector for its event to be folded in;
+//!
+//! On the session's own threads:
+//! - [`collector`]: draining, ordering by timestamp, feeding the aggregators; its thread's
+//!   body is `collector/thread.rs`;
 //! - [`shard`]: aggregation split by pid over several threads (`aggregators`): which shard
 //!   owns a pid, where each event goes, the aggregator threads;
+//! - [`hasher`]: the hasher of the collector's maps;
 //! - [`process`]: what each process is doing now (scheduled in or out, in GC, waited on);
 //! - [`aggregate`]: pairing calls with returns per process, HDR latency histograms, and the
 //!   figures of the other event kinds, fed by the process table;
-//! - [`session`]: lifecycle: start, stop (and the keeper's notification), release;
-//! - [`limit`]: `max_events` and `max_rate` leased to threads, no shared counter per event;
+//!
+//! Around them, for the management NIFs:
+//! - [`session`]: lifecycle: start, stop (and the keeper's notification), release; the read
+//!   path the summaries take is `session/read.rs`;
 //! - [`options`]: session options with safe defaults;
-//! - [`decode`]: reading trace messages, never trusting their shape;
-//! - [`event`]: the event record;
-//! - [`hasher`]: the hasher of the collector's maps;
-//! - [`hdr_bytes`]: histograms read back from bytes, bounded before anything is allocated.
+//! - [`hdr_bytes`]: histograms read back from bytes, bounded before anything is allocated;
+//! - `sync` (private): the primitives the lock-free parts use, std's or loom's (`make loom`).
 
 #![warn(missing_docs)]
 
@@ -35,8 +49,6 @@ pub mod aggregate;
 pub mod clock;
 #[cfg(not(loom))]
 pub mod collector;
-#[cfg(not(loom))]
-pub mod copies;
 #[cfg(not(loom))]
 pub mod decode;
 #[cfg(not(loom))]
@@ -65,5 +77,7 @@ pub mod session;
 pub mod shard;
 #[cfg(not(loom))]
 pub mod slots;
-pub mod terms;
+pub mod term_format;
+#[cfg(not(loom))]
+pub mod term_lane;
 mod sync;

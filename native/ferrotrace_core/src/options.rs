@@ -6,8 +6,8 @@ use crate::aggregate::keyed::{KeySource, KeysConfig, MAX_KEYS_RANGE};
 use crate::aggregate::recorder::RECENT_RANGE;
 use crate::aggregate::slowest::{SlowestConfig, KEEP_RANGE, MAX_SLOW_CALLS_RANGE, THRESHOLD_RANGE};
 use crate::shard::{auto_count, AGGREGATORS_RANGE};
-use crate::terms::ArgsConfig;
-use crate::terms::MAX_TERM_BYTES_RANGE;
+use crate::term_format::ArgsConfig;
+use crate::term_format::MAX_TERM_BYTES_RANGE;
 
 /// An option value as the NIF layer saw it.
 #[derive(Clone, Debug, PartialEq)]

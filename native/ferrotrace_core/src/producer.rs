@@ -3,14 +3,14 @@
 //! Each (thread, session) pair gets one [`Producer`], created on the thread's first event of
 //! the session and reached through a [`ProducerRef`], which can only be made with the thread's
 //! own token (`Session::producer`). Everything a callback writes is on lines that only its
-//! thread writes: the ring's tail and slots, and the counters.
+//! thread writes: the ring's tail and cells, and the counters.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 use crate::sync::Mutex;
 
-use crate::copies::Slot;
+use crate::term_lane::CopyOf;
 use crate::event::{Event, EventKind, PackedEvent};
 use crate::limit::{Leases, Limiter};
 use crate::options::OnLimit;
@@ -80,11 +80,12 @@ pub(crate) struct Producer {
     /// The index of the thread that owns this producer (its events ran there).
     pub(crate) thread: u32,
     counters: CachePadded<ProducerCounters>,
-    /// The term ring, when the session copies arguments and results (`args`).
-    pub(crate) terms: Option<crate::copies::TermLane>,
+    /// The term lane (a term ring and its encoding buffer), when the session copies
+    /// arguments and results (`args`) or keys (`key`).
+    pub(crate) term_lane: Option<crate::term_lane::TermLane>,
 }
 
-// SAFETY: `tx` and the producer side of `terms` (its ring's producer end and its scratch
+// SAFETY: `tx` and the producer side of `term_lane` (its ring's producer end and its scratch
 // buffer) are the only parts that are not `Sync`; they are reached only through a `ProducerRef`,
 // which is made only by `Session::producer` from the token of the thread whose index names this
 // producer, and which (like the token) cannot leave that thread. So they are only ever used by
@@ -103,7 +104,7 @@ impl Producer {
             rx: CachePadded::new(Mutex::new(rx)),
             thread: 0,
             counters: CachePadded::new(ProducerCounters::default()),
-            terms: None,
+            term_lane: None,
         }
     }
 
@@ -235,36 +236,36 @@ impl ProducerRef<'_> {
     }
 }
 
-/// The term lane (`args`, `key`, see `crate::copies`).
+/// The term lane (`args`, `key`, see `crate::term_lane`).
 impl ProducerRef<'_> {
     /// True if the session copies arguments, results or keys (and this thread's term ring
     /// could be allocated).
     #[inline]
     pub fn copies_terms(&self) -> bool {
-        self.producer.terms.is_some()
+        self.producer.term_lane.is_some()
     }
 
     /// True if the session copies arguments and results (`args`).
     #[inline]
     pub fn copies_args(&self) -> bool {
-        self.producer.terms.as_ref().is_some_and(|lane| lane.args)
+        self.producer.term_lane.as_ref().is_some_and(|lane| lane.args)
     }
 
     /// True if the session copies calls' keys (`key`).
     #[inline]
     pub fn copies_keys(&self) -> bool {
-        self.producer.terms.as_ref().is_some_and(|lane| lane.keys)
+        self.producer.term_lane.as_ref().is_some_and(|lane| lane.keys)
     }
 
-    /// Copies a term for the event of `pid` stamped `ts`, as its `slot`: `encode` writes it
+    /// Copies a term for the event of `pid` stamped `ts`, as its `copy_of` (arguments or key): `encode` writes it
     /// into the buffer it is given (at most `max_term_bytes`) and returns the length. Counted
     /// as dropped when the term ring is full. Push the copies before their event.
     #[inline]
-    pub fn copy_term(&self, pid: u64, ts: u64, kind: EventKind, slot: Slot, encode: impl FnOnce(&mut [u8]) -> usize) {
-        let Some(lane) = &self.producer.terms else { return };
+    pub fn copy_term(&self, pid: u64, ts: u64, kind: EventKind, copy_of: CopyOf, encode: impl FnOnce(&mut [u8]) -> usize) {
+        let Some(lane) = &self.producer.term_lane else { return };
         // SAFETY: only the thread owning this producer has a `ProducerRef` to it (see the
         // `Sync` impl of `Producer`), and `push_copy` does not re-enter this producer.
-        if !unsafe { lane.push_copy(pid, ts, kind, slot, encode) } {
+        if !unsafe { lane.push_copy(pid, ts, kind, copy_of, encode) } {
             self.count_copy_dropped();
         }
     }

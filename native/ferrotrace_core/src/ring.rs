@@ -3,17 +3,18 @@
 //! [`channel`] allocates the ring (fallibly: a ring can be large and is created on a scheduler
 //! thread, where an allocation failure must not abort the VM) and returns a [`RingProducer`] and
 //! a [`RingConsumer`]. Each handle is unique and pushes or drains through `&mut self`, so "one
-//! producer, one consumer" is what the type system enforces, not a caller's promise.
+//! producer, one consumer" is what the type system enforces, not a caller's promise. A value
+//! sits in one of the ring's *cells* ("slot" is kept for a session's place in `slots`).
 //!
 //! Every scheduler thread owns the producer handle of its own ring, so a push touches only
-//! cache lines that its thread writes: the slot, and `tail`. The consumer writes only `head`.
+//! cache lines that its thread writes: the cell, and `tail`. The consumer writes only `head`.
 //! A full ring refuses the value and the caller counts a drop: the hot path never waits.
 //!
 //! Correctness argument (the usual Lamport ring): `tail` is written only by the producer and
-//! `head` only by the consumer. The producer writes slot `tail % cap` and then publishes it with
-//! a Release store of `tail + 1`; the consumer Acquire-loads `tail`, so it sees the slot's
-//! contents. Symmetrically the consumer releases slots by a Release store of `head`, and the
-//! producer Acquire-loads `head` before reusing a slot, so the consumer's reads of a slot
+//! `head` only by the consumer. The producer writes cell `tail % cap` and then publishes it with
+//! a Release store of `tail + 1`; the consumer Acquire-loads `tail`, so it sees the cell's
+//! contents. Symmetrically the consumer releases cells by a Release store of `head`, and the
+//! producer Acquire-loads `head` before reusing a cell, so the consumer's reads of a cell
 //! happen before the producer overwrites it. Indices grow without wrapping (u64 never
 //! overflows in practice), so `tail - head` is the fill level. `make loom` checks this with
 //! loom (`tests::loom_*`).
@@ -29,25 +30,25 @@ use crate::sync::{Arc, AtomicU64, Ordering, UnsafeCell};
 pub struct AllocError;
 
 struct Shared<T> {
-    slots: Box<[UnsafeCell<MaybeUninit<T>>]>,
+    cells: Box<[UnsafeCell<MaybeUninit<T>>]>,
     mask: u64,
     tail: CachePadded<AtomicU64>,
     head: CachePadded<AtomicU64>,
 }
 
-// SAFETY: a slot is written only by the unique `RingProducer` and read only by the unique
+// SAFETY: a cell is written only by the unique `RingProducer` and read only by the unique
 // `RingConsumer`, and the Release/Acquire pairs on `tail` and `head` order those accesses
 // (module docs). `T: Send` because values move from the producer's thread to the consumer's.
 unsafe impl<T: Copy + Send> Send for Shared<T> {}
-// SAFETY: as above; the shared parts other than slots are atomics.
+// SAFETY: as above; the shared parts other than cells are atomics.
 unsafe impl<T: Copy + Send> Sync for Shared<T> {}
 
 /// The producer side: pushes values. One per ring.
 pub struct RingProducer<T: Copy> {
     shared: Arc<Shared<T>>,
-    /// `shared.slots` and its mask, copied here so that a push reads only this handle's line
-    /// before the slot (no load of the shared block's fields, no bounds check).
-    slots: *const UnsafeCell<MaybeUninit<T>>,
+    /// `shared.cells` and its mask, copied here so that a push reads only this handle's line
+    /// before the cell (no load of the shared block's fields, no bounds check).
+    cells: *const UnsafeCell<MaybeUninit<T>>,
     mask: u64,
     /// The producer's own copy of `tail` (it is the only writer).
     tail: u64,
@@ -55,7 +56,7 @@ pub struct RingProducer<T: Copy> {
     cached_head: u64,
 }
 
-// SAFETY: `slots` points into `shared`, which the handle keeps alive; moving the handle to
+// SAFETY: `cells` points into `shared`, which the handle keeps alive; moving the handle to
 // another thread moves the unique producer role with it (the Arc'ed block is Send + Sync).
 unsafe impl<T: Copy + Send> Send for RingProducer<T> {}
 
@@ -70,18 +71,18 @@ pub struct RingConsumer<T: Copy> {
 /// least 2). Fails, without aborting, when the memory cannot be had.
 pub fn channel<T: Copy>(capacity: usize) -> Result<(RingProducer<T>, RingConsumer<T>), AllocError> {
     let cap = capacity.max(2).checked_next_power_of_two().ok_or(AllocError)?;
-    let mut slots: Vec<UnsafeCell<MaybeUninit<T>>> = Vec::new();
-    slots.try_reserve_exact(cap).map_err(|_| AllocError)?;
+    let mut cells: Vec<UnsafeCell<MaybeUninit<T>>> = Vec::new();
+    cells.try_reserve_exact(cap).map_err(|_| AllocError)?;
     // Under loom, cells are built one by one (they carry loom's bookkeeping).
-    slots.extend((0..cap).map(|_| UnsafeCell::new(MaybeUninit::uninit())));
+    cells.extend((0..cap).map(|_| UnsafeCell::new(MaybeUninit::uninit())));
     let shared = Arc::new(Shared {
-        slots: slots.into_boxed_slice(),
+        cells: cells.into_boxed_slice(),
         mask: cap as u64 - 1,
         tail: CachePadded::new(AtomicU64::new(0)),
         head: CachePadded::new(AtomicU64::new(0)),
     });
     let producer = RingProducer {
-        slots: shared.slots.as_ptr(),
+        cells: shared.cells.as_ptr(),
         mask: shared.mask,
         shared: Arc::clone(&shared),
         tail: 0,
@@ -91,9 +92,10 @@ pub fn channel<T: Copy>(capacity: usize) -> Result<(RingProducer<T>, RingConsume
 }
 
 impl<T: Copy> RingProducer<T> {
-    /// Number of slots.
+    /// Number of cells.
+    #[cfg(test)]
     pub fn capacity(&self) -> usize {
-        self.shared.slots.len()
+        self.shared.cells.len()
     }
 
     /// Appends `value`, or gives it back when the ring is full.
@@ -106,14 +108,14 @@ impl<T: Copy> RingProducer<T> {
                 return Err(value);
             }
         }
-        // SAFETY: `tail & mask < cap`, the length of the slots `self.slots` points at, which
+        // SAFETY: `tail & mask < cap`, the length of the cells `self.cells` points at, which
         // `self.shared` keeps allocated.
-        let slot = unsafe { &*self.slots.add((self.tail & self.mask) as usize) };
-        // SAFETY: `tail - head < cap`, so the consumer is done with this slot (its Release
-        // store of `head`, read by our Acquire load, came after its last read of the slot) and
+        let cell = unsafe { &*self.cells.add((self.tail & self.mask) as usize) };
+        // SAFETY: `tail - head < cap`, so the consumer is done with this cell (its Release
+        // store of `head`, read by our Acquire load, came after its last read of the cell) and
         // will not read it before our Release store of `tail + 1` below. We are the only
         // producer (`&mut self` of the unique producer handle).
-        slot.with_mut(|p| unsafe { (*p).write(value) });
+        cell.with_mut(|p| unsafe { (*p).write(value) });
         self.tail += 1;
         self.shared.tail.store(self.tail, Ordering::Release);
         Ok(())
@@ -131,12 +133,12 @@ impl<T: Copy> RingProducer<T> {
             }
         }
         for (i, value) in values.iter().enumerate() {
-            // SAFETY: `(tail + i) & mask < cap`, within the slots `self.shared` keeps
+            // SAFETY: `(tail + i) & mask < cap`, within the cells `self.shared` keeps
             // allocated.
-            let slot = unsafe { &*self.slots.add(((self.tail + i as u64) & self.mask) as usize) };
-            // SAFETY: `tail + n - head <= cap`, so the consumer is done with these slots (as in
+            let cell = unsafe { &*self.cells.add(((self.tail + i as u64) & self.mask) as usize) };
+            // SAFETY: `tail + n - head <= cap`, so the consumer is done with these cells (as in
             // `push`) and reads none of them before our Release store of the new tail below.
-            slot.with_mut(|p| unsafe { (*p).write(*value) });
+            cell.with_mut(|p| unsafe { (*p).write(*value) });
         }
         self.tail += n;
         self.shared.tail.store(self.tail, Ordering::Release);
@@ -144,15 +146,16 @@ impl<T: Copy> RingProducer<T> {
     }
 
     /// Total number of values ever pushed.
+    #[cfg(test)]
     pub fn pushed(&self) -> u64 {
         self.tail
     }
 }
 
 impl<T: Copy> RingConsumer<T> {
-    /// Number of slots.
+    /// Number of cells.
     pub fn capacity(&self) -> usize {
-        self.shared.slots.len()
+        self.shared.cells.len()
     }
 
     /// Removes every value present now, oldest first, handing each to `sink`.
@@ -162,11 +165,11 @@ impl<T: Copy> RingConsumer<T> {
         let head = self.head;
         let tail = shared.tail.load(Ordering::Acquire);
         for index in head..tail {
-            let slot = &shared.slots[(index & shared.mask) as usize];
-            // SAFETY: `index < tail`: the producer wrote this slot before its Release store
+            let cell = &shared.cells[(index & shared.mask) as usize];
+            // SAFETY: `index < tail`: the producer wrote this cell before its Release store
             // of `tail`, which our Acquire load read; it will not write it again before our
             // Release store of `head` below. We are the only consumer (`&mut self`).
-            sink(slot.with(|p| unsafe { (*p).assume_init() }));
+            sink(cell.with(|p| unsafe { (*p).assume_init() }));
         }
         self.head = tail;
         shared.head.store(tail, Ordering::Release);
@@ -244,8 +247,8 @@ mod tests {
 }
 
 /// Loom models of the ring (`make loom`): every interleaving of a producer and a consumer on
-/// a ring of two slots, pushing past the capacity, must deliver each value once, in order,
-/// with no data race on a slot.
+/// a ring of two cells, pushing past the capacity, must deliver each value once, in order,
+/// with no data race on a cell.
 #[cfg(all(test, loom))]
 mod loom_tests {
     use super::*;
@@ -268,7 +271,7 @@ mod loom_tests {
             let accepted = producer.join().unwrap();
             rx.drain(|v| got.push(v));
             assert_eq!(got, accepted, "drained exactly what was accepted, in order");
-            assert!(accepted.len() >= 2, "two slots are never refused while empty");
+            assert!(accepted.len() >= 2, "two cells are never refused while empty");
         });
     }
 }

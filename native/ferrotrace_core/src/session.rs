@@ -2,7 +2,9 @@
 //! period, last drain, free the producers, tell the keeper), release (forget the id).
 //!
 //! Events travel `slots` (is the id live?) -> `producer` (admit, push into this thread's
-//! ring) -> `collector` (drain, order, aggregate); this module ties them together.
+//! ring) -> `collector` (drain, order, aggregate); this module ties them together. The
+//! collector thread's body is `collector/thread.rs`; the read path the management NIFs use
+//! (summaries, merges, memory) is `session/read.rs`.
 
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -15,9 +17,9 @@ use crate::aggregate::keyed::KeySource;
 use crate::aggregate::memory::Memory;
 use crate::aggregate::Aggregator;
 use crate::clock;
-use crate::collector::{Backlog, Consumer, COLLECT_INTERVAL};
+use crate::collector::Consumer;
 use crate::frames::FrameTable;
-use crate::shard::threads::{Aggregates, Shards};
+use crate::shard::threads::Shards;
 use crate::limit::Limiter;
 use crate::options::Config;
 use crate::producer::{Gate, Producer, ProducerRef};
@@ -26,11 +28,13 @@ use crate::slots::{slot_of, Slots};
 
 pub use crate::slots::MAX_SESSIONS;
 
+mod read;
+
 /// The slot table every callback reads first, and the registry that owns the sessions.
 static SESSIONS: Slots<Session> = Slots::new();
 
 /// True if `id` names a running session. Reads one static word: no session memory.
-#[inline]
+#[cfg(test)]
 pub fn is_live(id: u64) -> bool {
     SESSIONS.is_live(id)
 }
@@ -49,16 +53,17 @@ pub fn frames_of(id: u64) -> Option<&'static FrameTable> {
     FrameTable::of_slot(slot_of(id))
 }
 
-/// Whether running session `id` wants events other than calls and exits (see [`set_events`]).
+/// Whether running session `id` wants activity, the events other than calls and exits (see
+/// [`set_activity`]).
 #[inline]
-pub fn wants_events(id: u64) -> bool {
-    SESSIONS.wants_events(id)
+pub fn wants_activity(id: u64) -> bool {
+    SESSIONS.wants_activity(id)
 }
 
-/// Sets what [`wants_events`] answers for session `id` (the keeper calls it before it sets any
+/// Sets what [`wants_activity`] answers for session `id` (the keeper calls it before it sets any
 /// trace flag). Returns false if `id` is not live.
-pub fn set_events(id: u64, events: bool) -> bool {
-    SESSIONS.set_events(id, events)
+pub fn set_activity(id: u64, activity: bool) -> bool {
+    SESSIONS.set_activity(id, activity)
 }
 
 /// The running session `id`, borrowed for as long as the thread's active mark lives (that is
@@ -170,7 +175,7 @@ pub struct Session {
     /// CPU time the collector thread has used, nanoseconds.
     pub(crate) collector_cpu_ns: AtomicU64,
     /// CPU time the aggregator threads (`aggregators` > 1) have used, nanoseconds.
-    aggregators_cpu_ns: AtomicU64,
+    pub(crate) aggregators_cpu_ns: AtomicU64,
 }
 
 pub(crate) fn wall_ms() -> u64 {
@@ -235,7 +240,7 @@ pub fn start(config: Config, keeper: u64, notifier: Option<Notifier>) -> Result<
         let session = Arc::clone(&session);
         std::thread::Builder::new()
             .name(format!("ferrotrace-{slot}"))
-            .spawn(move || session.run_collector())
+            .spawn(move || crate::collector::thread::run(&session))
             .map_err(|_| StartError::Thread)?
     };
     *session.collector.lock() = Some(collector);
@@ -261,12 +266,12 @@ impl Session {
             fresh.thread = token.index() as u32;
             let (args, keys) = (self.config.args.enabled, self.config.keys.source != KeySource::None);
             if (args || keys) && fresh.has_ring() {
-                // A small copy is two 32-byte chunks (header, body). Per event slot: one copy
+                // A small copy is two 32-byte chunks (header, body). Per event cell: one copy
                 // with `args` (or a key per call, half an event's worth); with both, a call
                 // carries two copies, so three chunks per event on average.
                 let chunks = if args && keys { 3 } else { 2 } * self.config.ring_size;
-                fresh.terms = crate::copies::TermLane::new(chunks, self.config.args.max_term_bytes, args, keys);
-                if fresh.terms.is_none() {
+                fresh.term_lane = crate::term_lane::TermLane::new(chunks, self.config.args.max_term_bytes, args, keys);
+                if fresh.term_lane.is_none() {
                     // The thread's events still go, without copies: counted as a failed ring.
                     self.ring_alloc_failures.fetch_add(1, Ordering::Relaxed);
                 }
@@ -308,7 +313,8 @@ impl Session {
         }
     }
 
-    /// Bytes held by this session's rings now.
+    /// Bytes held by this session's rings now (the summary counts them in `Memory`).
+    #[cfg(test)]
     pub fn ring_bytes(&self) -> usize {
         let _consumer = self.consumer.lock();
         let rings = self
@@ -317,12 +323,12 @@ impl Session {
             // SAFETY: producers are freed only under the consumer lock, which we hold.
             .filter(|p| unsafe { p.load(Ordering::Acquire).as_ref() }.is_some_and(Producer::has_ring))
             .count();
-        rings * (self.ring_slots() * std::mem::size_of::<crate::event::PackedEvent>())
+        rings * (self.ring_cells() * std::mem::size_of::<crate::event::PackedEvent>())
     }
 
     /// Events one ring holds: `ring_size`, rounded up to a power of two as `ring::channel`
     /// allocates it.
-    fn ring_slots(&self) -> usize {
+    fn ring_cells(&self) -> usize {
         self.config.ring_size.next_power_of_two()
     }
 
@@ -394,7 +400,7 @@ impl Session {
     /// The rings of one producer being freed, in bytes.
     fn producer_bytes(&self, producer: &Producer) -> usize {
         let ring = producer.rx.lock().as_ref().map_or(0, |rx| rx.capacity() * std::mem::size_of::<crate::event::PackedEvent>());
-        ring + producer.terms.as_ref().map_or(0, |lane| lane.bytes())
+        ring + producer.term_lane.as_ref().map_or(0, |lane| lane.bytes())
     }
 
     /// Stops the session and waits for its collector thread to end (it notifies the keeper
@@ -410,157 +416,32 @@ impl Session {
     }
 }
 
-/// Reading the statistics, and the collector thread: both bring the aggregation up to date
-/// with `Consumer::collect` under the consumer lock (`collector.rs`).
+/// The bridge to the consumer side: the collector thread (`collector/thread.rs`) and the
+/// readers (`session/read.rs`) both bring the aggregation up to date with `Consumer::collect`
+/// under the consumer lock.
 impl Session {
     /// Drains every ring and folds in the events older than the cutoff (all if `flush`).
-    fn collect(&self, consumer: &mut Consumer, flush: bool) {
+    pub(crate) fn collect(&self, consumer: &mut Consumer, flush: bool) {
         // SAFETY: `consumer` is borrowed from this session's consumer lock, and these are its
         // producers: `Consumer::collect`'s contract.
         unsafe { consumer.collect(&self.producers, flush) }
     }
 
+    /// The session's counters, the retired producers' and the live ones'.
     fn accounting(&self, consumer: &Consumer) -> Accounting {
         // SAFETY: as in `collect`.
         unsafe { consumer.accounting(&self.producers) }
     }
 
-    /// How far behind its rings the collector fell (see [`Backlog`]), and the events one ring
-    /// holds.
-    pub fn backlog(&self) -> (Backlog, usize) {
-        (self.consumer.lock().backlog(), self.ring_slots())
-    }
-
-    /// Runs `f` on the session's figures (every aggregator's, as one) and accounting, after
-    /// bringing them up to date.
-    pub fn read<R>(&self, f: impl FnOnce(&Aggregator, Accounting) -> R) -> R {
-        self.up_to_date(|aggregates, accounting| f(aggregates.view(), accounting))
-    }
-
-    /// As [`Session::read`], with what the session holds ([`Memory`]), measured under the
-    /// same locks as the figures read (the merge counted is the one `f` reads). Walks every
-    /// open frame and function: for the summary, off the schedulers.
-    pub fn read_with_memory<R>(&self, f: impl FnOnce(&Aggregator, Accounting, Memory) -> R) -> R {
-        self.up_to_date_measured(true, |aggregates, accounting, mut memory| {
-            aggregates.view();
-            memory.add(&aggregates.memory());
-            f(aggregates.view(), accounting, memory)
-        })
-    }
-
-    /// What the session holds now, by part ([`Memory`]); with aggregator threads, the merge
-    /// counted is the one kept from the last read (none is made).
-    pub fn memory(&self) -> Memory {
-        self.up_to_date_measured(true, |aggregates, _, mut memory| {
-            memory.add(&aggregates.memory());
-            memory
-        })
-    }
-
-    /// Runs `f` on the aggregators, up to date, for reading them and configuring each (a
-    /// filter, loops, a new interval) under one lock.
-    pub fn with_aggregates<R>(&self, f: impl FnOnce(&mut Aggregates<'_>) -> R) -> R {
-        self.up_to_date(|aggregates, _| f(aggregates))
-    }
-
-    /// Under the consumer lock: collects (everything if stopped), then runs `f` on the
-    /// aggregators and the accounting.
-    ///
-    /// With aggregator threads, the reader locks their aggregators (frozen where `accounting`
-    /// was taken) and lets go of the consumer lock before `f` merges and reads them: a merge
-    /// takes milliseconds, and the collector drains on meanwhile instead of letting the rings
-    /// fill. `f` must not take the consumer lock (no `backlog`, `ring_bytes`, `halt` in it):
-    /// the collector may be waiting, under it, for an aggregator thread that waits for `f`.
-    fn up_to_date<R>(&self, f: impl FnOnce(&mut Aggregates<'_>, Accounting) -> R) -> R {
-        self.up_to_date_measured(false, |aggregates, accounting, _| f(aggregates, accounting))
-    }
-
-    /// As `up_to_date`, giving `f` the memory of the consumer side and the session's own
-    /// parts if `measure` (else nothing: zeroes).
-    fn up_to_date_measured<R>(&self, measure: bool, f: impl FnOnce(&mut Aggregates<'_>, Accounting, Memory) -> R) -> R {
-        let mut consumer = self.consumer.lock();
-        let flush = self.stopped().is_some();
-        self.collect(&mut consumer, flush);
-        let accounting = self.accounting(&consumer);
-        let mut memory = Memory::default();
-        if measure {
-            // SAFETY: as in `collect`.
-            memory = unsafe { consumer.memory(&self.producers) };
-            memory.frame_table = FrameTable::BYTES;
-            memory.tables += std::mem::size_of::<Session>() + self.producers.len() * std::mem::size_of::<AtomicPtr<Producer>>();
-        }
-        let Some(handles) = consumer.shards.detach() else {
-            let mut aggregates = consumer.shards.aggregates();
-            return f(&mut aggregates, accounting, memory);
-        };
-        let spare = self.spare_merge.lock().take();
-        let mut aggregates = Aggregates::of_parts(handles.iter().map(|part| part.lock()).collect(), spare);
-        drop(consumer);
-        let read = f(&mut aggregates, accounting, memory);
-        let spare = aggregates.into_spare();
-        *self.spare_merge.lock() = spare;
-        read
+    /// What the consumer side holds (its buffers, the live producers' rings), measured.
+    fn consumer_memory(&self, consumer: &Consumer) -> Memory {
+        // SAFETY: as in `collect`.
+        unsafe { consumer.memory(&self.producers) }
     }
 
     /// Aggregators: 1, or `aggregators`.
     pub fn aggregators(&self) -> usize {
         self.config.aggregators
-    }
-
-    /// The collector thread's body: collect until stopped, then notify, as its last act.
-    pub(crate) fn run_collector(&self) {
-        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.collector_loop()));
-        if run.is_err() {
-            self.halt(StopReason::Error);
-        }
-        self.collector_cpu_ns.store(clock::thread_cpu_ns(), Ordering::Relaxed);
-        let notifier = self.notifier.lock().take();
-        if let (Some(notify), Some(stopped)) = (notifier, self.stopped()) {
-            // The notifier is the NIF layer's; a panic in it must not take the thread's
-            // unwinding anywhere (this thread is ours, but stay quiet and finish).
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| notify(self.id, stopped)));
-        }
-    }
-
-    fn collector_loop(&self) {
-        let deadline = self.config.duration_ms
-            .map(|ms| self.started_ticks.saturating_add(clock::ns_to_ticks(ms * 1_000_000)));
-        let mut collections = 0u32;
-        while !self.collector_exit.load(Ordering::Acquire) {
-            std::thread::park_timeout(COLLECT_INTERVAL);
-            collections = collections.wrapping_add(1);
-            if self.stopped().is_some() {
-                break;
-            }
-            if self.gate.limit_tripped.load(Ordering::Acquire) {
-                self.halt(StopReason::Limit);
-                break;
-            }
-            if deadline.is_some_and(|d| clock::now() >= d) {
-                self.halt(StopReason::Duration);
-                break;
-            }
-            let mut consumer = self.consumer.lock();
-            self.collect(&mut consumer, false);
-            // Every 64 collections (tens of ms): loops whose processes sit at the frame bound.
-            if collections.is_multiple_of(64) {
-                consumer.shards.find_stuck_loops(clock::to_ns(clock::now()));
-            }
-            let loops = consumer.shards.take_new_loops();
-            let failed = consumer.shards.failed();
-            self.aggregators_cpu_ns.store(consumer.shards.threads_cpu_ns(), Ordering::Relaxed);
-            drop(consumer);
-            if failed {
-                self.halt(StopReason::Error);
-                break;
-            }
-            if !loops.is_empty() {
-                if let Some(notify) = self.loop_notifier.lock().as_mut() {
-                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| notify(self.id, loops)));
-                }
-            }
-            self.collector_cpu_ns.store(clock::thread_cpu_ns(), Ordering::Relaxed);
-        }
     }
 }
 
@@ -1023,7 +904,7 @@ mod tests {
         const BYTES: usize = 2_000;
         for aggregators in [1, 2] {
             let mut config = Config { aggregators, ring_size: 1 << 16, duration_ms: None, ..Config::default() };
-            config.args = crate::terms::ArgsConfig { enabled: true, max_term_bytes: 4_096 };
+            config.args = crate::term_format::ArgsConfig { enabled: true, max_term_bytes: 4_096 };
             let session = start_test(config);
             let id = session.id;
             // Calls that never return, each with a copy of its arguments: open frames.
@@ -1033,7 +914,7 @@ mod tests {
                 let producer = session.producer(&active);
                 for i in 0..CALLS {
                     let (pid, ts) = (i << 4 | 3, clock::now());
-                    producer.copy_term(pid, ts, EventKind::Call, crate::copies::Slot::Args, |out| {
+                    producer.copy_term(pid, ts, EventKind::Call, crate::term_lane::CopyOf::Args, |out| {
                         out[..BYTES].fill(7);
                         BYTES
                     });

@@ -52,8 +52,8 @@ pub(crate) struct SlotState {
     /// without entering or touching session memory.
     sample: AtomicU64,
     /// False: the session wants call events and exits only (a `calls/2` session without
-    /// other kinds), so the `enabled` callbacks discard every other tag.
-    events: AtomicBool,
+    /// activity, the other kinds), so the `enabled` callbacks discard every other tag.
+    activity: AtomicBool,
 }
 
 struct Slot<T> {
@@ -123,7 +123,7 @@ impl<T: Send + Sync> Slots<T> {
         Slots {
             slots: [const {
                 Slot {
-                    state: SlotState { tag: AtomicU64::new(FREE), sample: AtomicU64::new(1), events: AtomicBool::new(true) },
+                    state: SlotState { tag: AtomicU64::new(FREE), sample: AtomicU64::new(1), activity: AtomicBool::new(true) },
                     published: AtomicPtr::new(ptr::null_mut()),
                 }
             }; MAX_SESSIONS],
@@ -161,21 +161,21 @@ impl<T: Send + Sync> Slots<T> {
         self.is_live(id).then(|| self.slots[slot_of(id)].state.sample.load(Ordering::Relaxed))
     }
 
-    /// Whether running session `id` wants events other than calls and exits (true unless
-    /// [`set_events`](Slots::set_events) said otherwise). Read by the `enabled` callbacks
+    /// Whether running session `id` wants activity, the events other than calls and exits
+    /// (true unless [`set_activity`](Slots::set_activity) said otherwise). Read by the `enabled` callbacks
     /// after `live_sample`.
     #[inline]
-    pub fn wants_events(&self, id: u64) -> bool {
-        self.slots[slot_of(id)].state.events.load(Ordering::Acquire)
+    pub fn wants_activity(&self, id: u64) -> bool {
+        self.slots[slot_of(id)].state.activity.load(Ordering::Acquire)
     }
 
-    /// Sets what [`wants_events`](Slots::wants_events) answers for session `id` (the keeper
+    /// Sets what [`wants_activity`](Slots::wants_activity) answers for session `id` (the keeper
     /// calls it before it sets any trace flag). Returns false if `id` is not live.
-    pub fn set_events(&self, id: u64, events: bool) -> bool {
+    pub fn set_activity(&self, id: u64, activity: bool) -> bool {
         if !self.is_live(id) {
             return false;
         }
-        self.slots[slot_of(id)].state.events.store(events, Ordering::Release);
+        self.slots[slot_of(id)].state.activity.store(activity, Ordering::Release);
         true
     }
 
@@ -216,7 +216,7 @@ impl<T> Registry<'_, T> {
         debug_assert!(self.locked.entries[slot_of(id)].is_none());
         slot.published.store(Arc::as_ptr(&value) as *mut T, Ordering::Release);
         slot.state.sample.store(sample, Ordering::Release);
-        slot.state.events.store(true, Ordering::Release);
+        slot.state.activity.store(true, Ordering::Release);
         // SeqCst: the tag is the word grace periods are argued on (`quiesce`).
         slot.state.tag.store(tag(id, LIVE), Ordering::SeqCst);
         self.locked.entries[slot_of(id)] = Some((id, value));

@@ -3,7 +3,7 @@
 //! so that the loom models check the very code the hot path runs.
 //!
 //! `UnsafeCell` follows loom's closure API (`with`, `with_mut`) so that loom can see every
-//! access to a ring slot and report a data race.
+//! access to a ring cell and report a data race.
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

@@ -13,8 +13,8 @@
 //! so a misuse unhooks the tracer instead of tracing for ever.
 //!
 //! The functions are registered by hand rather than with `#[rustler::nif]`, with the same
-//! scaffolding as ferrotrace's own callbacks (`ferrotrace_nif/src/raw.rs`, included below), so
-//! the floor measures what is left when the tracer does nothing. `trace_call/5` is deliberately
+//! scaffolding as ferrotrace's own callbacks (`ferrotrace_nif/src/callbacks/raw.rs`, included
+//! below), so the floor measures what is left when the tracer does nothing. `trace_call/5` is deliberately
 //! not exported: under meta tracing OTP 25 calls it as the enabled check with only three valid
 //! arguments.
 
@@ -26,7 +26,7 @@ use rustler::codegen_runtime::c_int;
 use rustler::sys::{enif_make_badarg, ErlNifEnv, ErlNifTerm};
 use rustler::{Atom, Env, Term};
 
-#[path = "../../ferrotrace_nif/src/raw.rs"]
+#[path = "../../ferrotrace_nif/src/callbacks/raw.rs"]
 mod raw;
 
 use raw::{args, guarded, register_raw_nif};

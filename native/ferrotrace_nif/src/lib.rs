@@ -1,25 +1,22 @@
 //! # ferrotrace_tracer NIF library
 //!
-//! The NIF library behind the Erlang module `ferrotrace_tracer`: the `erl_tracer` callbacks
-//! ([`tracer`], the hot path), reading terms ([`term`]), and the management NIFs used by the
-//! `ferrotrace` API (`api`, which also sends the keeper `{ferrotrace_stopped, Id, Reason}`),
-//! and [`immediate`], the one checked way a term's word outlives its NIF call.
-//! `raw` is the NIF scaffolding shared with the bench floor crate. The engine itself (rings,
-//! sessions, aggregation) is the `ferrotrace_core` crate.
+//! The NIF library behind the Erlang module `ferrotrace_tracer`, in three parts:
+//! - [`callbacks`]: the `erl_tracer` callbacks (`enabled*/3`, `trace/5`), the hot path, run
+//!   on the traced processes' schedulers;
+//! - `management`: the management NIFs the `ferrotrace` API calls (sessions, summaries,
+//!   exports; it also sends the keeper `{ferrotrace_stopped, Id, Reason}`). Every file here
+//!   is a NIF, so the part is named for what its NIFs are for, as the docs call them;
+//! - [`encoding`]: between Erlang terms and the engine's words and bytes (reading trace
+//!   messages, immediates, term copies), used by both.
+//!
+//! The engine itself (rings, sessions, aggregation) is the `ferrotrace_core` crate.
 
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
-mod api;
-mod copy;
-mod distribution;
-mod export;
-mod events;
-mod events_api;
-pub mod immediate;
-mod raw;
-pub mod term;
-pub mod tracer;
+pub mod callbacks;
+pub mod encoding;
+mod management;
 
 use ferrotrace_core::{clock, session};
 
@@ -28,9 +25,7 @@ use rustler::codegen_runtime::{c_int, c_void, inventory, ErlNifEntry, ErlNifEnv,
 extern "C" fn load(env: *mut ErlNifEnv, _priv: *mut *mut c_void, _info: ErlNifTerm) -> c_int {
     let result = std::panic::catch_unwind(|| {
         // SAFETY: `env` is the environment the VM passes to `load`.
-        unsafe { tracer::init_atoms(env) };
-        // SAFETY: as above.
-        unsafe { events::init_atoms(env) };
+        unsafe { callbacks::atoms::init(env) };
         clock::init();
     });
     c_int::from(result.is_err())

@@ -4,7 +4,7 @@
 //! (`key => caller`: the match spec's `{message, {caller_line}}` or `{message, {caller}}`).
 //!
 //! The key is copied on the scheduler like an argument list (bounded by `max_term_bytes`,
-//! see `crate::terms`), rides in the call's open frame, and is counted when the call returns.
+//! see `crate::term_format`), rides in the call's open frame, and is counted when the call returns.
 //! Keys are compared by their encoded bytes: equal terms encode alike, and two keys cut at the
 //! same prefix (larger than `max_term_bytes`) count as one, marked truncated.
 //!
@@ -18,7 +18,7 @@ use hdrhistogram::Histogram;
 use super::histogram::{add_histogram, histogram_bytes, MAX_LATENCY_NS};
 use super::memory::{copy_bytes, map_bytes};
 use crate::hasher::WordMap;
-use crate::terms::TermCopy;
+use crate::term_format::TermCopy;
 
 /// Where a call's key comes from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -151,7 +151,7 @@ mod tests {
     use super::*;
     use crate::aggregate::Aggregator;
     use crate::event::{Event, EventKind, Mfa};
-    use crate::terms::EventCopies;
+    use crate::term_format::EventCopies;
     use std::sync::Arc;
 
     const F: Mfa = Mfa { module: 1, function: 2, arity: 1 };

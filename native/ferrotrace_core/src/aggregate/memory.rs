@@ -25,7 +25,7 @@
 use std::collections::HashMap;
 use std::mem::size_of;
 
-use crate::terms::{EventCopies, TermCopy};
+use crate::term_format::{EventCopies, TermCopy};
 
 /// The bytes of one session, by part. `total()` is their sum.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

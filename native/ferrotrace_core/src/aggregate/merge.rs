@@ -111,7 +111,7 @@ mod tests {
     use super::*;
     use crate::shard::{self, route::Router};
     use crate::event::{Event, EventKind};
-    use crate::terms::EventCopies;
+    use crate::term_format::EventCopies;
     use hdrhistogram::Histogram;
     use proptest::prelude::*;
     use std::sync::Arc;

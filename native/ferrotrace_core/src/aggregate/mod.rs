@@ -41,7 +41,7 @@ use crate::event::{Event, EventKind, Mfa};
 use crate::frames::FrameTable;
 use crate::process::ProcessTable;
 use crate::shard::Shard;
-use crate::terms::EventCopies;
+use crate::term_format::EventCopies;
 
 pub mod functions;
 pub mod pairing;

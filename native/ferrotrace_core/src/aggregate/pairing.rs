@@ -24,7 +24,7 @@ use super::stacks::{StackPaths, ROOT};
 use crate::event::Mfa;
 use crate::frames::{FrameTable, MAX_FRAMES};
 use crate::hasher::WordMap;
-use crate::terms::EventCopies;
+use crate::term_format::EventCopies;
 
 /// Open calls kept per process; deeper recursion abandons the oldest frame. Body-recursive
 /// functions over long lists (list comprehensions) go thousands deep, so this is generous;

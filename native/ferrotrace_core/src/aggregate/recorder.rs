@@ -25,7 +25,7 @@ pub struct Recorded {
     /// For a return or exception paired with its call: the call's duration, ns.
     pub duration_ns: Option<u64>,
     /// A call's arguments, or a return's value or an exception's `{Class, Reason}` (`args`).
-    pub copy: Option<crate::terms::TermCopy>,
+    pub copy: Option<crate::term_format::TermCopy>,
 }
 
 /// The last `capacity` events.

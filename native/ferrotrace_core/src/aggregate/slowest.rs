@@ -53,9 +53,9 @@ pub struct SlowCall {
     /// True if the call ended with an exception.
     pub exception: bool,
     /// Its arguments (`args => true`): a copy of the argument list.
-    pub args: Option<crate::terms::TermCopy>,
+    pub args: Option<crate::term_format::TermCopy>,
     /// Its return value or `{Class, Reason}` (`args => true`).
-    pub result: Option<crate::terms::TermCopy>,
+    pub result: Option<crate::term_format::TermCopy>,
 }
 
 impl SlowCall {

@@ -4,7 +4,7 @@
 use super::pairing::{EMPTY_STACK_SLACK, LOOP_CHECK_EVERY};
 use super::slowest::SlowestConfig;
 use super::*;
-use crate::terms::TermCopy;
+use crate::term_format::TermCopy;
 use hdrhistogram::Histogram;
 use proptest::prelude::*;
 use std::collections::HashMap;

@@ -33,7 +33,7 @@ use crate::aggregate::Aggregator;
 use crate::clock;
 use crate::event::{Event, Mfa, PackedEvent};
 use crate::sync::Mutex;
-use crate::terms::EventCopies;
+use crate::term_format::EventCopies;
 
 /// Events per batch: a batch is handed over as soon as it is full, so the aggregator threads
 /// work while the collector still routes the rest of a collection.

@@ -1,6 +1,7 @@
-//! The engine's management NIFs, called by the `ferrotrace` Erlang API (not on the hot path).
-//! They are exported by `ferrotrace_tracer` because one NIF library serves one module; users
-//! call `ferrotrace`, which documents them.
+//! The session NIFs, called by the `ferrotrace` Erlang API (not on the hot path): start,
+//! stop, release, the summary and its call entries, histograms, intervals, and the patterns
+//! and loops the keeper sets. They are exported by `ferrotrace_tracer` because one NIF
+//! library serves one module; users call `ferrotrace`, which documents them.
 
 use rustler::types::map::MapIterator;
 use rustler::{Atom, Encoder, Env, LocalPid, NifResult, Term};
@@ -13,17 +14,14 @@ use ferrotrace_core::decode;
 use ferrotrace_core::event::Mfa;
 use ferrotrace_core::options::{self, OptionError, OptionValue};
 use ferrotrace_core::session::{self, Accounting, Notifier, Session, StartError, StopReason, Stopped};
-use crate::immediate::{kept_term, Immediate};
-use crate::term::EnvReader;
-
-mod keys;
-mod own;
-mod recent;
-mod slow;
+use super::reply::{error, map, mfa_term};
+use super::{keys, own, slow};
+use crate::encoding::immediate::{kept_term, Immediate};
+use crate::encoding::term_reader::EnvReader;
 
 mod atoms {
     rustler::atoms! {
-        ok, error, undefined, running, stopped,
+        ok, undefined, running, stopped,
         bad_options, unknown_option, bad_option, too_many_sessions, thread_spawn_failed,
         bad_session, no_such_session, bad_mfa, no_such_function,
         id, status, stop_reason, started_at, stopped_at, elapsed_ms, calls, events, pairing, memory,
@@ -34,10 +32,6 @@ mod atoms {
         user, owner_down, duration, loops, foreign_events, bad_spec, ferrotrace_loops,
         backlog, ring_peak, ring_size, longest_gap_us, frames_refused, max_frames,
     }
-}
-
-fn error<'a>(env: Env<'a>, reason: impl Encoder) -> Term<'a> {
-    (atoms::error(), reason).encode(env)
 }
 
 fn option_value(term: Term) -> OptionValue {
@@ -111,7 +105,7 @@ fn stop_notifier(keeper: LocalPid) -> Notifier {
         let mut owned = OwnedEnv::new();
         // A keeper already gone makes the send fail: nothing to tell.
         let _ = owned.send_and_clear(&keeper, |env| {
-            let reason = Atom::from_str(env, stopped.reason.name()).map_or_else(|_| atoms::error().encode(env), |a| a.encode(env));
+            let reason = Atom::from_str(env, stopped.reason.name()).map_or_else(|_| rustler::types::atom::error().encode(env), |a| a.encode(env));
             (atoms::ferrotrace_stopped(), id, reason).encode(env)
         });
     })
@@ -131,7 +125,7 @@ fn loop_notifier(keeper: LocalPid) -> session::LoopNotifier {
 }
 
 /// Finds a session (running or stopped) by the id term, or says why not.
-fn find<'a>(env: Env<'a>, id: Term<'a>) -> Result<std::sync::Arc<Session>, Term<'a>> {
+pub(super) fn find<'a>(env: Env<'a>, id: Term<'a>) -> Result<std::sync::Arc<Session>, Term<'a>> {
     match id.decode::<u64>() {
         Ok(n) => session::lookup(n).ok_or_else(|| error(env, (atoms::no_such_session(), id))),
         Err(_) => Err(error(env, (atoms::bad_session(), id))),
@@ -189,14 +183,6 @@ fn sessions() -> Vec<u64> {
     session::all().iter().map(|s| s.id).collect()
 }
 
-fn mfa_term<'a>(env: Env<'a>, mfa: &Mfa) -> Term<'a> {
-    (kept_term(env, mfa.module), kept_term(env, mfa.function), mfa.arity).encode(env)
-}
-
-fn map<'a>(env: Env<'a>, pairs: &[(Atom, Term<'a>)]) -> Term<'a> {
-    Term::map_from_pairs(env, pairs).expect("atom keys are distinct")
-}
-
 fn function_term<'a>(env: Env<'a>, session: &Session, mfa: &Mfa, stats: &FunctionStats) -> Term<'a> {
     let entry = figures_term(env, mfa, (stats.calls, stats.returns, stats.exceptions, stats.total_ns), &stats.latency);
     let entry = entry.map_put(atoms::max_frames().encode(env), stats.max_frames.encode(env)).unwrap_or(entry);
@@ -209,7 +195,7 @@ fn function_term<'a>(env: Env<'a>, session: &Session, mfa: &Mfa, stats: &Functio
 /// latency histogram they go with (cumulative, or of one interval).
 fn figures_term<'a>(env: Env<'a>, mfa: &Mfa, counts: (u64, u64, u64, u64), h: &Histogram<u64>) -> Term<'a> {
     let (calls, returns, exceptions, total_ns) = counts;
-    crate::distribution::quantiles(env, h, Some(total_ns), &[
+    super::distribution::quantiles(env, h, Some(total_ns), &[
         (atoms::mfa(), mfa_term(env, mfa)),
         (atoms::count(), calls.encode(env)),
         (atoms::returns(), returns.encode(env)),
@@ -330,7 +316,7 @@ fn session_interval<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
 }
 
 /// `{M, F, A}` by the same decoder as the hot path's (an arity, or an argument list).
-fn decode_mfa(env: Env, term: Term) -> Option<Mfa> {
+pub(super) fn decode_mfa(env: Env, term: Term) -> Option<Mfa> {
     decode::decode_mfa(&EnvReader(env.as_c_arg()), term.as_c_arg())
 }
 
@@ -343,7 +329,7 @@ fn session_histogram<'a>(env: Env<'a>, id: Term<'a>, mfa: Term<'a>) -> Term<'a> 
     };
     let Some(key) = decode_mfa(env, mfa) else { return error(env, (atoms::bad_mfa(), mfa)) };
     session.read(|aggregator, _| match aggregator.function(&key) {
-        Some(stats) => (atoms::ok(), crate::distribution::log2_buckets(&stats.latency)).encode(env),
+        Some(stats) => (atoms::ok(), super::distribution::log2_buckets(&stats.latency)).encode(env),
         None => error(env, (atoms::no_such_function(), mfa)),
     })
 }

@@ -7,6 +7,8 @@
 use hdrhistogram::Histogram;
 use rustler::{Atom, Encoder, Env, Term};
 
+use super::reply::map;
+
 mod atoms {
     rustler::atoms! { undefined, count, mean, p50, p90, p99, p999, max, total }
 }
@@ -45,7 +47,7 @@ pub(crate) fn quantiles<'a>(env: Env<'a>, h: &Histogram<u64>, total: Option<u64>
     ];
     let total = total.map(|t| (atoms::total(), t.encode(env)));
     let pairs: Vec<(Atom, Term<'a>)> = with.iter().copied().chain(total).chain(figures).collect();
-    Term::map_from_pairs(env, &pairs).expect("keys are distinct atoms")
+    map(env, &pairs)
 }
 
 /// Power-of-two buckets `[{Low, High, Count}]` of `h`, ascending, empty buckets left out;

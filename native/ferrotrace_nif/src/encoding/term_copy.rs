@@ -1,6 +1,6 @@
 //! Terms copied with `args => true`: walking a term through the `enif_*` API for the encoder
-//! (on the scheduler, in `trace/5`), and building it again for Erlang (in the API NIFs).
-//! The format and its bounds are `ferrotrace_core::terms`'.
+//! (on the scheduler, in `trace/5`), and building it again for Erlang (in the management NIFs).
+//! The format and its bounds are `ferrotrace_core::term_format`'.
 
 use std::ffi::{c_int, c_uint};
 
@@ -13,9 +13,9 @@ use rustler::sys::{
     ErlNifBinary, ErlNifEnv, ErlNifMapIterator, ErlNifMapIteratorEntry, ErlNifTerm, ErlNifTermType,
 };
 
-use ferrotrace_core::terms::{self, Opaque, TermSink, TermSource, View};
+use ferrotrace_core::term_format::{self, Opaque, TermSink, TermSource, View};
 
-use crate::immediate::Immediate;
+use super::immediate::Immediate;
 
 /// The encoder's view of terms in a NIF environment (the trace callback's).
 pub struct EnvSource(pub *mut ErlNifEnv);
@@ -130,7 +130,7 @@ impl TermSource for EnvSource {
 
 /// Encodes `term` into `out` (the producer's buffer); its length.
 pub fn encode(env: *mut ErlNifEnv, term: ErlNifTerm, out: &mut [u8]) -> usize {
-    terms::encode(&EnvSource(env), term, out)
+    term_format::encode(&EnvSource(env), term, out)
 }
 
 /// Builds terms in `env` from a copy.
@@ -221,7 +221,7 @@ impl TermSink for EnvSink {
 /// The term a copy holds, built in `env`; `undefined` if the bytes are not a copy.
 pub fn decode(env: *mut ErlNifEnv, bytes: &[u8]) -> ErlNifTerm {
     let mut sink = EnvSink(env);
-    terms::decode(&mut sink, bytes).unwrap_or_else(|| sink.atom(c"undefined"))
+    term_format::decode(&mut sink, bytes).unwrap_or_else(|| sink.atom(c"undefined"))
 }
 
 /// A copy as a rustler term of `env`.

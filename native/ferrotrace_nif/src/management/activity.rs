@@ -1,5 +1,6 @@
-//! Management NIFs for the event kinds other than calls: the `messages`, `scheduling`, `gc`,
-//! `processes` and `ports` figures of a session, and their histograms. Read off the
+//! Management NIFs for activity, the event kinds other than calls: the `messages`,
+//! `scheduling`, `gc`, `processes` and `ports` figures of a session, and their histograms.
+//! (The NIFs keep the names the Erlang side loads: `session_events/1`, ...) Read off the
 //! schedulers (dirty), from the collector's aggregates.
 
 use hdrhistogram::Histogram;
@@ -10,12 +11,13 @@ use ferrotrace_core::aggregate::top::Tally;
 use ferrotrace_core::event::Mfa;
 use ferrotrace_core::process::ProcessTable;
 
-use crate::api::with_aggregator;
-use crate::immediate::kept_term;
+use super::reply::{error, map, mfa_term};
+use super::session::with_aggregator;
+use crate::encoding::immediate::kept_term;
 
 mod atoms {
     rustler::atoms! {
-        ok, error, undefined, other, bad_session, no_such_session, bad_series,
+        ok, undefined, other, bad_session, no_such_session, bad_series,
         messages, scheduling, gc, processes, ports, procs, seen, tracked, untracked,
         sent, received, timeouts, to_dead, size_words, size_capped, wakeup, top_senders,
         top_receivers, top_wakeup, run_slice, top_cpu, out_locations, minor, major,
@@ -29,14 +31,10 @@ mod atoms {
 /// Entries in each top list.
 const TOP: usize = 10;
 
-fn map<'a>(env: Env<'a>, pairs: &[(Atom, Term<'a>)]) -> Term<'a> {
-    Term::map_from_pairs(env, pairs).expect("atom keys are distinct")
-}
-
 /// A distribution as a call entry shows latencies: `count, mean, p50, p90, p99, p999, max`
 /// (`undefined` when empty).
 fn distribution<'a>(env: Env<'a>, h: &Histogram<u64>) -> Term<'a> {
-    crate::distribution::distribution(env, h, None, &[])
+    super::distribution::distribution(env, h, None, &[])
 }
 
 /// A pid (or port) from the bits the tracer kept: tracees are local pids and ports, which
@@ -51,12 +49,12 @@ fn immediate<'a>(env: Env<'a>, bits: u64) -> Term<'a> {
     kept_term(env, bits)
 }
 
+/// A function's `{M, F, A}`, or `undefined` for an event that has none (`NO_MFA`).
 fn mfa<'a>(env: Env<'a>, m: &Mfa) -> Term<'a> {
     if m.module == 0 {
         return atoms::undefined().encode(env);
     }
-    // Module and function bits are atoms from `decode_mfa` (immediates).
-    (immediate(env, m.module), immediate(env, m.function), m.arity).encode(env)
+    mfa_term(env, m)
 }
 
 fn top<'a>(env: Env<'a>, list: Vec<(u64, Tally)>, total_key: Atom, with_max: bool) -> Term<'a> {
@@ -153,7 +151,7 @@ fn summary<'a>(env: Env<'a>, t: &ActivityStats, table: &ProcessTable) -> Term<'a
     ])
 }
 
-fn with_events<'a>(env: Env<'a>, id: Term<'a>, f: impl FnOnce(&ActivityStats) -> Term<'a>) -> Term<'a> {
+fn with_activity<'a>(env: Env<'a>, id: Term<'a>, f: impl FnOnce(&ActivityStats) -> Term<'a>) -> Term<'a> {
     with_aggregator(env, id, |agg| f(&agg.activity))
 }
 
@@ -201,19 +199,19 @@ fn session_event_histogram<'a>(env: Env<'a>, id: Term<'a>, series: Term<'a>) -> 
         _ => None,
     };
     let Some(which) = which else {
-        return (atoms::error(), (atoms::bad_series(), series)).encode(env);
+        return error(env, (atoms::bad_series(), series));
     };
-    with_events(env, id, |t| (atoms::ok(), crate::distribution::log2_buckets(which(t))).encode(env))
+    with_activity(env, id, |t| (atoms::ok(), super::distribution::log2_buckets(which(t))).encode(env))
 }
 
 /// `session_set_events(Id, Bool) -> ok | {error, Reason}`: `false` makes a session
 /// calls-only (its `enabled` callbacks discard every tag but `call` and `exit`), as
 /// `calls/2` without other kinds wants; sessions start with `true`.
 #[rustler::nif]
-fn session_set_events<'a>(env: Env<'a>, id: Term<'a>, events: bool) -> Term<'a> {
+fn session_set_events<'a>(env: Env<'a>, id: Term<'a>, activity: bool) -> Term<'a> {
     match id.decode::<u64>() {
-        Ok(n) if ferrotrace_core::session::set_events(n, events) => atoms::ok().encode(env),
-        Ok(_) => (atoms::error(), (atoms::no_such_session(), id)).encode(env),
-        Err(_) => (atoms::error(), (atoms::bad_session(), id)).encode(env),
+        Ok(n) if ferrotrace_core::session::set_activity(n, activity) => atoms::ok().encode(env),
+        Ok(_) => error(env, (atoms::no_such_session(), id)),
+        Err(_) => error(env, (atoms::bad_session(), id)),
     }
 }

@@ -18,20 +18,17 @@ use rustler::{Binary, Encoder, Env, NewBinary, Term, TermType};
 use ferrotrace_core::aggregate::SIGNIFICANT_DIGITS;
 use ferrotrace_core::event::Mfa;
 
-use crate::api::with_aggregator;
-use crate::distribution;
-use crate::immediate::kept_term;
+use super::distribution;
+use super::reply::{error, map};
+use super::session::with_aggregator;
+use crate::encoding::immediate::kept_term;
 
 mod atoms {
     rustler::atoms! {
-        ok, error,
+        ok,
         bad_histogram, not_json, inclusive, exclusive, serialize,
         min, buckets, stacks, overflow, too_deep, paths,
     }
-}
-
-fn error<'a>(env: Env<'a>, reason: impl Encoder) -> Term<'a> {
-    (atoms::error(), reason).encode(env)
 }
 
 fn binary<'a>(env: Env<'a>, bytes: &[u8]) -> Term<'a> {
@@ -201,11 +198,11 @@ fn session_collapsed<'a>(env: Env<'a>, id: Term<'a>, weight: Term<'a>) -> Term<'
             text.push_str(&ns.to_string());
             text.push('\n');
         }
-        let info = Term::map_from_pairs(env, &[
-            (atoms::stacks().encode(env), paths.len().encode(env)),
-            (atoms::overflow().encode(env), paths.overflow().encode(env)),
-            (atoms::too_deep().encode(env), paths.too_deep().encode(env)),
-        ]).expect("distinct keys");
+        let info = map(env, &[
+            (atoms::stacks(), paths.len().encode(env)),
+            (atoms::overflow(), paths.overflow().encode(env)),
+            (atoms::too_deep(), paths.too_deep().encode(env)),
+        ]);
         (atoms::ok(), binary(env, text.as_bytes()), info).encode(env)
     })
 }
@@ -216,11 +213,11 @@ fn session_collapsed<'a>(env: Env<'a>, id: Term<'a>, weight: Term<'a>) -> Term<'
 fn session_stack_counts<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
     with_aggregator(env, id, |agg| {
         let paths = agg.stack_paths();
-        let counts = Term::map_from_pairs(env, &[
-            (atoms::paths().encode(env), paths.len().encode(env)),
-            (atoms::overflow().encode(env), paths.overflow().encode(env)),
-            (atoms::too_deep().encode(env), paths.too_deep().encode(env)),
-        ]).expect("distinct keys");
+        let counts = map(env, &[
+            (atoms::paths(), paths.len().encode(env)),
+            (atoms::overflow(), paths.overflow().encode(env)),
+            (atoms::too_deep(), paths.too_deep().encode(env)),
+        ]);
         (atoms::ok(), counts).encode(env)
     })
 }

@@ -1,14 +1,13 @@
-//! Decoding the trace tags other than calls (messages, procs, GC, running, ports) into
-//! fixed-size events, on the hot path: a few `enif_*` reads per event, a bounded walk for a
-//! message's size, nothing kept. `tracer.rs` calls it; their `enabled_<tag>/3` callbacks
-//! are there, with the others.
+//! Decoding *activity*, the trace tags other than calls (messages, procs, GC, running,
+//! ports), into fixed-size events, on the hot path: a few `enif_*` reads per event, a bounded
+//! walk for a message's size, nothing kept. `tracer.rs` calls it; their `enabled_<tag>/3`
+//! callbacks are there, with the others.
 
 use std::ffi::c_int;
-use std::sync::OnceLock;
 
 use rustler::sys::{
     enif_get_int64, enif_get_list_cell, enif_get_local_pid, enif_get_local_port, enif_get_map_size,
-    enif_get_map_value, enif_get_tuple, enif_get_uint64, enif_inspect_binary, enif_make_atom,
+    enif_get_map_value, enif_get_tuple, enif_get_uint64, enif_inspect_binary,
     enif_term_type, ErlNifBinary, ErlNifEnv, ErlNifPid, ErlNifPort, ErlNifTerm, ErlNifTermType,
 };
 
@@ -16,85 +15,9 @@ use ferrotrace_core::decode::decode_mfa;
 use ferrotrace_core::event::{EventKind, Mfa, ProcTag, NO_MFA};
 use ferrotrace_core::msgsize::{size_words, Shape, SizeReader};
 
-use crate::immediate::Immediate;
-use crate::term::EnvReader;
-
-struct Atoms {
-    send: ErlNifTerm,
-    send_to_non_existing_process: ErlNifTerm,
-    receive: ErlNifTerm,
-    timeout: ErlNifTerm,
-    spawn: ErlNifTerm,
-    spawned: ErlNifTerm,
-    link: ErlNifTerm,
-    unlink: ErlNifTerm,
-    getting_linked: ErlNifTerm,
-    getting_unlinked: ErlNifTerm,
-    register: ErlNifTerm,
-    unregister: ErlNifTerm,
-    gc_minor_start: ErlNifTerm,
-    gc_minor_end: ErlNifTerm,
-    gc_major_start: ErlNifTerm,
-    gc_major_end: ErlNifTerm,
-    in_: ErlNifTerm,
-    out: ErlNifTerm,
-    in_exiting: ErlNifTerm,
-    out_exiting: ErlNifTerm,
-    out_exited: ErlNifTerm,
-    open: ErlNifTerm,
-    closed: ErlNifTerm,
-    exit: ErlNifTerm,
-    extra: ErlNifTerm,
-    heap_size: ErlNifTerm,
-    old_heap_size: ErlNifTerm,
-    mbuf_size: ErlNifTerm,
-}
-
-static ATOMS: OnceLock<Atoms> = OnceLock::new();
-
-/// Creates the atoms; called from the library's `load`.
-///
-/// # Safety
-/// `env` must be a valid environment.
-pub unsafe fn init_atoms(env: *mut ErlNifEnv) {
-    // SAFETY: `env` is valid (the caller's contract) and `name` a NUL-terminated string.
-    let atom = |name: &std::ffi::CStr| unsafe { enif_make_atom(env, name.as_ptr()) };
-    let _ = ATOMS.set(Atoms {
-        send: atom(c"send"),
-        send_to_non_existing_process: atom(c"send_to_non_existing_process"),
-        receive: atom(c"receive"),
-        timeout: atom(c"timeout"),
-        spawn: atom(c"spawn"),
-        spawned: atom(c"spawned"),
-        link: atom(c"link"),
-        unlink: atom(c"unlink"),
-        getting_linked: atom(c"getting_linked"),
-        getting_unlinked: atom(c"getting_unlinked"),
-        register: atom(c"register"),
-        unregister: atom(c"unregister"),
-        gc_minor_start: atom(c"gc_minor_start"),
-        gc_minor_end: atom(c"gc_minor_end"),
-        gc_major_start: atom(c"gc_major_start"),
-        gc_major_end: atom(c"gc_major_end"),
-        in_: atom(c"in"),
-        out: atom(c"out"),
-        in_exiting: atom(c"in_exiting"),
-        out_exiting: atom(c"out_exiting"),
-        out_exited: atom(c"out_exited"),
-        open: atom(c"open"),
-        closed: atom(c"closed"),
-        exit: atom(c"exit"),
-        extra: atom(c"extra"),
-        heap_size: atom(c"heap_size"),
-        old_heap_size: atom(c"old_heap_size"),
-        mbuf_size: atom(c"mbuf_size"),
-    });
-}
-
-#[inline]
-fn atoms() -> &'static Atoms {
-    ATOMS.get().expect("ferrotrace event atoms are initialised at load")
-}
+use super::atoms::atoms;
+use crate::encoding::immediate::Immediate;
+use crate::encoding::term_reader::EnvReader;
 
 /// The size walk's view of terms in a NIF environment.
 struct SizeEnv(*mut ErlNifEnv);

@@ -10,74 +10,21 @@
 //! counter, no reference count. Panics are caught here and never reach the VM.
 
 use std::ffi::c_int;
-use std::sync::OnceLock;
 
-use rustler::sys::{enif_get_int64, enif_get_map_value, enif_get_tuple, enif_make_atom, ErlNifEnv, ErlNifTerm};
+use rustler::sys::{enif_get_int64, enif_get_map_value, enif_get_tuple, ErlNifEnv, ErlNifTerm};
 
 use ferrotrace_core::clock;
-use ferrotrace_core::copies::Slot;
+use ferrotrace_core::term_lane::CopyOf;
 use ferrotrace_core::decode::decode_mfa;
 use ferrotrace_core::event::{Event, EventKind, Mfa};
 use ferrotrace_core::producer::{Admission, ProducerRef};
 use ferrotrace_core::quiesce::with_token;
 use ferrotrace_core::session;
 
-use crate::immediate::Immediate;
-use crate::raw::{args, guarded, register_raw_nif};
-use crate::term::EnvReader;
-
-/// Raw atom terms the callbacks compare against or return. Atoms are immediates and never
-/// freed, so their bits are valid in every environment.
-pub(crate) struct Atoms {
-    ok: ErlNifTerm,
-    pub(crate) trace: ErlNifTerm,
-    discard: ErlNifTerm,
-    remove: ErlNifTerm,
-    trace_status: ErlNifTerm,
-    call: ErlNifTerm,
-    exit: ErlNifTerm,
-    return_from: ErlNifTerm,
-    exception_from: ErlNifTerm,
-    extra: ErlNifTerm,
-    match_spec_result: ErlNifTerm,
-}
-
-static ATOMS: OnceLock<Atoms> = OnceLock::new();
-
-/// Creates the atoms; called from the library's `load`.
-///
-/// # Safety
-/// `env` must be a valid environment.
-pub unsafe fn init_atoms(env: *mut ErlNifEnv) {
-    // SAFETY: `env` is valid (the caller's contract) and `name` a NUL-terminated string.
-    let atom = |name: &std::ffi::CStr| unsafe { enif_make_atom(env, name.as_ptr()) };
-    let _ = ATOMS.set(Atoms {
-        ok: atom(c"ok"),
-        trace: atom(c"trace"),
-        discard: atom(c"discard"),
-        remove: atom(c"remove"),
-        trace_status: atom(c"trace_status"),
-        call: atom(c"call"),
-        exit: atom(c"exit"),
-        return_from: atom(c"return_from"),
-        exception_from: atom(c"exception_from"),
-        extra: atom(c"extra"),
-        match_spec_result: atom(c"match_spec_result"),
-    });
-}
-
-impl Atoms {
-    /// The `discard` atom.
-    pub(crate) fn discard_term(&self) -> ErlNifTerm {
-        self.discard
-    }
-}
-
-#[inline]
-fn atoms() -> &'static Atoms {
-    // Set in `load`, before any NIF can run.
-    ATOMS.get().expect("ferrotrace atoms are initialised at load")
-}
+use super::atoms::{atoms, Atoms};
+use super::raw::{args, guarded, register_raw_nif};
+use crate::encoding::immediate::Immediate;
+use crate::encoding::term_reader::EnvReader;
 
 /// The session id from `enabled`'s arguments. The contract is `(Tag, TracerState, Tracee)`,
 /// but when the module was not loaded yet, `erlang:trace/3` first calls
@@ -159,7 +106,7 @@ unsafe fn enabled_by(
         let Some((id, tracee)) = (unsafe { enabled_session_id(env, argv) }) else { return a.remove };
         let Some(sample) = session::live_sample(id) else { return a.remove };
         let tag = argv[0];
-        let answer = answer(a, tag, session::wants_events(id));
+        let answer = answer(a, tag, session::wants_activity(id));
         if answer != a.trace || tag == a.trace_status {
             return answer;
         }
@@ -178,10 +125,10 @@ unsafe fn enabled_by(
 /// session (`calls/2` without other kinds); `trace_status` keeps the tracer.
 unsafe extern "C" fn enabled(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
     // SAFETY: called by the VM as an arity-3 NIF: its env and three arguments.
-    // With events, every tag is traced: `trace/5` aggregates it or counts it as ignored
-    // (events.rs). A calls-only session keeps calls and exits.
-    unsafe { enabled_by(env, argv, false, |a, tag, events| {
-        if events || tag == a.call || tag == a.trace_status || tag == a.exit {
+    // With activity, every tag is traced: `trace/5` aggregates it or counts it as ignored
+    // (activity.rs). A calls-only session keeps calls and exits.
+    unsafe { enabled_by(env, argv, false, |a, tag, activity| {
+        if activity || tag == a.call || tag == a.trace_status || tag == a.exit {
             a.trace
         } else {
             a.discard
@@ -192,7 +139,7 @@ unsafe extern "C" fn enabled(env: *mut ErlNifEnv, _argc: c_int, argv: *const Erl
 /// `enabled_call/3`: the tag is `call`, only the session is checked.
 unsafe extern "C" fn enabled_call(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
     // SAFETY: called by the VM as an arity-3 NIF: its env and three arguments.
-    unsafe { enabled_by(env, argv, true, |a, _tag, _events| a.trace) }
+    unsafe { enabled_by(env, argv, true, |a, _tag, _activity| a.trace) }
 }
 
 /// `enabled_procs/3`: the VM passes the event's own tag (`spawn`, `exit`, `link`, ...); all
@@ -200,8 +147,8 @@ unsafe extern "C" fn enabled_call(env: *mut ErlNifEnv, _argc: c_int, argv: *cons
 /// a calls-only session keeps only `exit`.
 unsafe extern "C" fn enabled_procs(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
     // SAFETY: called by the VM as an arity-3 NIF: its env and three arguments.
-    unsafe { enabled_by(env, argv, false, |a, tag, events| {
-        if events || tag == a.exit || tag == a.trace_status {
+    unsafe { enabled_by(env, argv, false, |a, tag, activity| {
+        if activity || tag == a.exit || tag == a.trace_status {
             a.trace
         } else {
             a.discard
@@ -236,7 +183,7 @@ unsafe extern "C" fn trace(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNi
                 EventKind::Exception
             } else {
                 // SAFETY: `env` and `argv` are this callback's.
-                match unsafe { crate::events::decode(env, argv) } {
+                match unsafe { super::activity::decode(env, argv) } {
                     Some((kind, mfa)) => {
                         push(&producer, kind, mfa, tracee, |_, _| {});
                         return;
@@ -280,12 +227,12 @@ fn push(producer: &ProducerRef<'_>, kind: EventKind, mfa: Mfa, tracee: Immediate
     producer.push(Event { ts, pid, mfa, kind })
 }
 
-/// `enabled_<tag>/3` for the tags `events.rs` decodes: every event of a running session is
+/// `enabled_<tag>/3` for the tags `activity.rs` decodes: every event of a running session is
 /// traced (the VM then calls `trace/5`), unless the session is calls-only (`discard`);
 /// `remove` for a session that is gone.
 unsafe extern "C" fn enabled_any(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
     // SAFETY: called by the VM as an arity-3 NIF: its env and three arguments.
-    unsafe { enabled_by(env, argv, false, |a, _tag, events| if events { a.trace } else { a.discard_term() }) }
+    unsafe { enabled_by(env, argv, false, |a, _tag, activity| if activity { a.trace } else { a.discard }) }
 }
 
 register_raw_nif!("enabled_send", 3, enabled_any);
@@ -299,7 +246,7 @@ register_raw_nif!("enabled_ports", 3, enabled_any);
 /// exception) that the VM passes as `extra` in the options, into the thread's term ring,
 /// before the event is pushed. `key`: copies a call's `match_spec_result` (what its match
 /// spec's `{message, Key}` returned; absent when it returned `true`) the same way. Bounded by
-/// `max_term_bytes` (see `ferrotrace_core::terms`).
+/// `max_term_bytes` (see `ferrotrace_core::term_format`).
 /// Nothing is allocated but what the VM allocates, bounded, for a reference or a remote pid
 /// or port (`enif_term_to_binary`, a few dozen bytes) or a large map's iterator.
 ///
@@ -319,7 +266,7 @@ unsafe fn copy_terms(
         let mut key = argv[4];
         // SAFETY: the caller's contract; `key` is a valid out-pointer.
         if unsafe { enif_get_map_value(env, argv[4], a.match_spec_result, &mut key) } != 0 {
-            producer.copy_term(pid, ts, kind, Slot::Key, |out| crate::copy::encode(env, key, out));
+            producer.copy_term(pid, ts, kind, CopyOf::Key, |out| crate::encoding::term_copy::encode(env, key, out));
         }
     }
     if !producer.copies_args() {
@@ -341,7 +288,7 @@ unsafe fn copy_terms(
             return;
         }
     }
-    producer.copy_term(pid, ts, kind, Slot::Args, |out| crate::copy::encode(env, term, out));
+    producer.copy_term(pid, ts, kind, CopyOf::Args, |out| crate::encoding::term_copy::encode(env, term, out));
 }
 
 register_raw_nif!("enabled", 3, enabled);

@@ -6,7 +6,7 @@ use rustler::sys::{enif_get_int64, enif_get_list_length, enif_get_tuple, ErlNifE
 
 use ferrotrace_core::decode::TermReader;
 
-use crate::immediate::Immediate;
+use super::immediate::Immediate;
 
 /// The decoder's view of terms in a NIF environment.
 pub struct EnvReader(pub *mut ErlNifEnv);

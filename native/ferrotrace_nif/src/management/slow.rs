@@ -7,8 +7,9 @@ use rustler::{Atom, Encoder, Env, Term};
 use ferrotrace_core::aggregate::slowest::SlowCall;
 use ferrotrace_core::aggregate::FunctionStats;
 
-use super::{decode_mfa, error, find, map};
-use crate::immediate::kept_term;
+use super::reply::{error, map};
+use super::session::{decode_mfa, find};
+use crate::encoding::immediate::kept_term;
 
 mod atoms {
     rustler::atoms! {
@@ -28,7 +29,7 @@ fn call_term<'a>(env: Env<'a>, call: &SlowCall, offset_ns: i128) -> Term<'a> {
     let started_us = ((call.start_ns as i128 + offset_ns) / 1000) as i64;
     let kind: Atom = if call.exception { atoms::exception() } else { atoms::return_() };
     let result = match &call.result {
-        Some(copy) => crate::copy::result_term(env, kind, call.exception, copy),
+        Some(copy) => crate::encoding::term_copy::result_term(env, kind, call.exception, copy),
         None => kind.encode(env),
     };
     let entry = map(env, &[
@@ -38,7 +39,7 @@ fn call_term<'a>(env: Env<'a>, call: &SlowCall, offset_ns: i128) -> Term<'a> {
         (atoms::result(), result),
     ]);
     match &call.args {
-        Some(copy) => entry.map_put(atoms::args().encode(env), crate::copy::copy_term_in(env, copy)).unwrap_or(entry),
+        Some(copy) => entry.map_put(atoms::args().encode(env), crate::encoding::term_copy::copy_term_in(env, copy)).unwrap_or(entry),
         None => entry,
     }
 }

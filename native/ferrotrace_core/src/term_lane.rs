@@ -4,13 +4,13 @@
 //! The 32-byte event does not change. A callback that copies a term writes a record into its
 //! thread's *term ring* (a ring of 32-byte chunks, allocated fallibly with the thread's
 //! producer, written only by that thread): a header chunk with the event's own pid and
-//! timestamp, then the encoded term ([`crate::terms`]), published at once. It pushes the
+//! timestamp, then the encoded term ([`crate::term_format`]), published at once. It pushes the
 //! record before the event, and the collector drains a thread's event ring before its term
 //! ring, so a drained event's copy has been drained too. A thread's copies and events are
 //! both in the order it pushed them (its timestamps only grow), so the collector matches them
 //! by `(pid, ts)` in one pass as it drains the thread (`HeldCopies::take_for`); a copy
 //! whose event never reached its ring (full) is dropped when a later event passes it. A call
-//! can have two copies, its key and its arguments, told apart by their [`Slot`]. The copy's
+//! can have two copies, its key and its arguments, told apart by their [`CopyOf`]. The copy's
 //! bytes wait in the thread's `HeldCopies` until the event is folded in, and only then become
 //! a `TermCopy` (see `HeldCopies` for why).
 //!
@@ -21,14 +21,14 @@ use std::collections::VecDeque;
 use crate::event::{Event, EventKind};
 use crate::ring::{self, RingConsumer, RingProducer};
 use crate::sync::{Mutex, UnsafeCell};
-use crate::terms::{EventCopies, TermCopy};
+use crate::term_format::{EventCopies, TermCopy};
 
-/// One slot of a term ring.
+/// One cell of a term ring.
 pub type Chunk = [u8; 32];
 
 /// Which copy of an event a record holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Slot {
+pub enum CopyOf {
     /// A call's argument list, or a return's value or an exception's `{Class, Reason}`.
     Args = 0,
     /// A call's key (`key`).
@@ -49,7 +49,7 @@ pub(crate) struct TermLane {
 }
 
 impl TermLane {
-    /// A lane of `chunks` slots (at least the largest record) copying arguments and results
+    /// A lane of `chunks` cells (at least the largest record) copying arguments and results
     /// (`args`) and keys (`keys`), or `None` if the memory cannot be had.
     pub(crate) fn new(chunks: usize, max_term_bytes: usize, args: bool, keys: bool) -> Option<TermLane> {
         let record = 1 + max_term_bytes.div_ceil(32);
@@ -67,7 +67,7 @@ impl TermLane {
         })
     }
 
-    /// Heap bytes: the ring (its slots, rounded up to a power of two as allocated) and the
+    /// Heap bytes: the ring (its cells, rounded up to a power of two as allocated) and the
     /// encoding buffer.
     pub(crate) fn bytes(&self) -> usize {
         use crate::aggregate::memory::vec_bytes;
@@ -87,7 +87,7 @@ impl TermLane {
     /// # Safety
     /// Only one thread ever calls this on a lane (its producer's), and not re-entrantly.
     #[inline]
-    pub(crate) unsafe fn push_copy(&self, pid: u64, ts: u64, kind: EventKind, slot: Slot, encode: impl FnOnce(&mut [u8]) -> usize) -> bool {
+    pub(crate) unsafe fn push_copy(&self, pid: u64, ts: u64, kind: EventKind, copy_of: CopyOf, encode: impl FnOnce(&mut [u8]) -> usize) -> bool {
         // SAFETY: the caller's contract: the two `&mut` made here are the only ones, and are
         // dropped before returning.
         self.scratch.with_mut(|scratch| unsafe {
@@ -100,7 +100,7 @@ impl TermLane {
             header[8..16].copy_from_slice(&ts.to_le_bytes());
             header[16..20].copy_from_slice(&(len as u32).to_le_bytes());
             header[20] = kind_byte(kind);
-            header[21] = slot as u8;
+            header[21] = copy_of as u8;
             let record = &scratch[..1 + len.div_ceil(32)];
             self.tx.with_mut(|tx| (*tx).push_all(record))
         })
@@ -122,7 +122,7 @@ impl LaneConsumer {
             None => {
                 let word = |at: usize| u64::from_le_bytes(chunk[at..at + 8].try_into().unwrap_or_default());
                 let len = u32::from_le_bytes(chunk[16..20].try_into().unwrap_or_default());
-                let header = Header { key: (word(0), word(8)), kind: chunk[20], slot: chunk[21] };
+                let header = Header { key: (word(0), word(8)), kind: chunk[20], copy_of: chunk[21] };
                 let span = Span { at: *base + bytes.len() as u64, len };
                 if len == 0 {
                     waiting.push_back((header, span));
@@ -143,12 +143,12 @@ impl LaneConsumer {
     }
 }
 
-/// What a record's header says: the event's `(pid, ts)`, its kind and the copy's slot.
+/// What a record's header says: the event's `(pid, ts)`, its kind and which copy it holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Header {
     key: (u64, u64),
     kind: u8,
-    slot: u8,
+    copy_of: u8,
 }
 
 /// Where a drained copy's bytes are in its thread's [`HeldCopies`]: a position counted from
@@ -203,7 +203,7 @@ impl HeldCopies {
     #[inline]
     pub(crate) fn take_for(&mut self, event: &Event) -> PendingCopies {
         let mut copies = PendingCopies::default();
-        while let Some(&(Header { key: (pid, ts), kind, slot }, span)) = self.waiting.front() {
+        while let Some(&(Header { key: (pid, ts), kind, copy_of }, span)) = self.waiting.front() {
             if ts < event.ts {
                 self.waiting.pop_front();
                 continue;
@@ -212,7 +212,7 @@ impl HeldCopies {
                 break;
             }
             self.waiting.pop_front();
-            if slot == Slot::Key as u8 {
+            if copy_of == CopyOf::Key as u8 {
                 copies.key = Some(span);
             } else {
                 copies.args = Some(span);
@@ -266,10 +266,10 @@ mod tests {
         Event { ts, pid, mfa: Mfa { module: 0, function: 0, arity: 0 }, kind }
     }
 
-    fn push(lane: &TermLane, pid: u64, ts: u64, kind: EventKind, slot: Slot, body: &[u8]) -> bool {
+    fn push(lane: &TermLane, pid: u64, ts: u64, kind: EventKind, copy_of: CopyOf, body: &[u8]) -> bool {
         // SAFETY: each test is its lane's only user.
         unsafe {
-            lane.push_copy(pid, ts, kind, slot, |out| {
+            lane.push_copy(pid, ts, kind, copy_of, |out| {
                 out[..body.len()].copy_from_slice(body);
                 body.len()
             })
@@ -279,9 +279,9 @@ mod tests {
     #[test]
     fn copies_pair_with_their_events_in_push_order() {
         let mut producer = Producer::new(64);
-        producer.terms = TermLane::new(16, 100, true, false);
-        let lane = producer.terms.as_ref().unwrap();
-        let push = |pid, ts, kind, body: &[u8]| push(lane, pid, ts, kind, Slot::Args, body);
+        producer.term_lane = TermLane::new(16, 100, true, false);
+        let lane = producer.term_lane.as_ref().unwrap();
+        let push = |pid, ts, kind, body: &[u8]| push(lane, pid, ts, kind, CopyOf::Args, body);
         let long: Vec<u8> = (0..100).collect();
         assert!(push(1, 10, EventKind::Call, b"short"));
         assert!(push(2, 11, EventKind::Call, &long));
@@ -312,14 +312,14 @@ mod tests {
     #[test]
     fn held_copies_stay_whole_when_earlier_ones_go() {
         let mut producer = Producer::new(64);
-        producer.terms = TermLane::new(2048, 100, true, false);
-        let lane = producer.terms.as_ref().unwrap();
+        producer.term_lane = TermLane::new(2048, 100, true, false);
+        let lane = producer.term_lane.as_ref().unwrap();
         let body = |ts: u64| -> Vec<u8> { (0..100).map(|i| (ts * 7 + i) as u8).collect() };
         let mut copies = HeldCopies::default();
         let mut pending = VecDeque::new();
         for round in 0..3u64 {
             let from = round * 300;
-            assert!((from..from + 300).all(|ts| push(lane, 1, ts, EventKind::Call, Slot::Args, &body(ts))));
+            assert!((from..from + 300).all(|ts| push(lane, 1, ts, EventKind::Call, CopyOf::Args, &body(ts))));
             lane.rx.lock().drain_into(&mut copies);
             pending.extend((from..from + 300).map(|ts| (ts, copies.take_for(&event(1, ts, EventKind::Call)))));
             // Fold in all but the last 100: their bytes go, the rest move to the front.
@@ -340,12 +340,12 @@ mod tests {
     #[test]
     fn a_call_takes_its_key_and_its_arguments() {
         let mut producer = Producer::new(64);
-        producer.terms = TermLane::new(64, 100, true, true);
-        let lane = producer.terms.as_ref().unwrap();
-        assert!(push(lane, 1, 10, EventKind::Call, Slot::Key, b"gold"));
-        assert!(push(lane, 1, 10, EventKind::Call, Slot::Args, b"[1]"));
-        assert!(push(lane, 2, 11, EventKind::Call, Slot::Key, b"silver"));
-        assert!(push(lane, 1, 12, EventKind::Return, Slot::Args, b"ok"));
+        producer.term_lane = TermLane::new(64, 100, true, true);
+        let lane = producer.term_lane.as_ref().unwrap();
+        assert!(push(lane, 1, 10, EventKind::Call, CopyOf::Key, b"gold"));
+        assert!(push(lane, 1, 10, EventKind::Call, CopyOf::Args, b"[1]"));
+        assert!(push(lane, 2, 11, EventKind::Call, CopyOf::Key, b"silver"));
+        assert!(push(lane, 1, 12, EventKind::Return, CopyOf::Args, b"ok"));
         let mut copies = HeldCopies::default();
         lane.rx.lock().drain_into(&mut copies);
         let pending: Vec<PendingCopies> = [event(1, 10, EventKind::Call), event(2, 11, EventKind::Call), event(1, 12, EventKind::Return)]

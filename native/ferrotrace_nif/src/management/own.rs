@@ -5,7 +5,7 @@ use rustler::{Encoder, Env, Term};
 
 use ferrotrace_core::aggregate::FunctionStats;
 
-use crate::distribution;
+use super::distribution;
 
 mod atoms {
     rustler::atoms! { own }

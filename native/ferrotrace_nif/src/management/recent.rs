@@ -4,8 +4,9 @@ use rustler::{Atom, Encoder, Env, Term};
 
 use ferrotrace_core::event::EventKind;
 
-use super::{error, find, map, mfa_term};
-use crate::immediate::kept_term;
+use super::reply::{error, map, mfa_term};
+use super::session::find;
+use crate::encoding::immediate::kept_term;
 
 mod atoms {
     rustler::atoms! {
@@ -48,9 +49,9 @@ fn session_recent<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
                 // `result` ({return, V} or {exception, Class, Reason}).
                 let copied = match (&e.copy, e.kind) {
                     (None, _) => None,
-                    (Some(copy), EventKind::Call) => Some((atoms::args(), crate::copy::copy_term_in(env, copy))),
+                    (Some(copy), EventKind::Call) => Some((atoms::args(), crate::encoding::term_copy::copy_term_in(env, copy))),
                     (Some(copy), k) => {
-                        Some((atoms::result(), crate::copy::result_term(env, kind, k == EventKind::Exception, copy)))
+                        Some((atoms::result(), crate::encoding::term_copy::result_term(env, kind, k == EventKind::Exception, copy)))
                     }
                 };
                 match copied {

@@ -7,8 +7,8 @@ use rustler::{Atom, Encoder, Env, Term};
 use ferrotrace_core::aggregate::keyed::{KeySource, KeyStats};
 use ferrotrace_core::aggregate::FunctionStats;
 
-use crate::copy::copy_term_in;
-use crate::distribution::distribution;
+use super::distribution::distribution;
+use crate::encoding::term_copy::copy_term_in;
 
 mod atoms {
     rustler::atoms! { by_key, callers, keys_overflow, key, caller, total }

@@ -1,0 +1,69 @@
+//! The collector thread's body: one per session, started by `session::start`. Every
+//! [`COLLECT_INTERVAL`] it drains, orders and folds in the events (`Session::collect`), checks
+//! the session's stop conditions (a tripped limit, the duration, a failed aggregator thread),
+//! and hands the loops the aggregators found to the keeper; when the session has stopped, it
+//! notifies the keeper as its last act.
+
+use std::sync::atomic::Ordering;
+
+use crate::clock;
+use crate::session::{Session, StopReason};
+
+use super::COLLECT_INTERVAL;
+
+/// Runs the collector of `session` until it stops, then notifies (`Notifier`). A panic in the
+/// loop (a bug) stops the session with `StopReason::Error` rather than leave it unwatched.
+pub(crate) fn run(session: &Session) {
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| collect_until_stopped(session)));
+    if run.is_err() {
+        session.halt(StopReason::Error);
+    }
+    session.collector_cpu_ns.store(clock::thread_cpu_ns(), Ordering::Relaxed);
+    let notifier = session.notifier.lock().take();
+    if let (Some(notify), Some(stopped)) = (notifier, session.stopped()) {
+        // The notifier is the NIF layer's; a panic in it must not take the thread's
+        // unwinding anywhere (this thread is ours, but stay quiet and finish).
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| notify(session.id, stopped)));
+    }
+}
+
+fn collect_until_stopped(session: &Session) {
+    let deadline = session.config.duration_ms
+        .map(|ms| session.started_ticks.saturating_add(clock::ns_to_ticks(ms * 1_000_000)));
+    let mut collections = 0u32;
+    while !session.collector_exit.load(Ordering::Acquire) {
+        std::thread::park_timeout(COLLECT_INTERVAL);
+        collections = collections.wrapping_add(1);
+        if session.stopped().is_some() {
+            break;
+        }
+        if session.gate.limit_tripped.load(Ordering::Acquire) {
+            session.halt(StopReason::Limit);
+            break;
+        }
+        if deadline.is_some_and(|d| clock::now() >= d) {
+            session.halt(StopReason::Duration);
+            break;
+        }
+        let mut consumer = session.consumer.lock();
+        session.collect(&mut consumer, false);
+        // Every 64 collections (tens of ms): loops whose processes sit at the frame bound.
+        if collections.is_multiple_of(64) {
+            consumer.shards.find_stuck_loops(clock::to_ns(clock::now()));
+        }
+        let loops = consumer.shards.take_new_loops();
+        let failed = consumer.shards.failed();
+        session.aggregators_cpu_ns.store(consumer.shards.threads_cpu_ns(), Ordering::Relaxed);
+        drop(consumer);
+        if failed {
+            session.halt(StopReason::Error);
+            break;
+        }
+        if !loops.is_empty() {
+            if let Some(notify) = session.loop_notifier.lock().as_mut() {
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| notify(session.id, loops)));
+            }
+        }
+        session.collector_cpu_ns.store(clock::thread_cpu_ns(), Ordering::Relaxed);
+    }
+}

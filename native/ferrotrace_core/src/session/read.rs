@@ -1,0 +1,93 @@
+//! The read path: what the management NIFs call to read a session's figures (summaries,
+//! histograms, slow calls, memory). Each read brings the aggregation up to date under the
+//! consumer lock, as the collector thread does (`Session::collect`), then, with aggregator
+//! threads, merges them off that lock.
+
+use std::sync::atomic::AtomicPtr;
+
+use crate::aggregate::memory::Memory;
+use crate::aggregate::Aggregator;
+use crate::collector::Backlog;
+use crate::frames::FrameTable;
+use crate::producer::{Accounting, Producer};
+use crate::shard::threads::Aggregates;
+
+use super::Session;
+
+impl Session {
+    /// How far behind its rings the collector fell (see [`Backlog`]), and the events one ring
+    /// holds.
+    pub fn backlog(&self) -> (Backlog, usize) {
+        (self.consumer.lock().backlog(), self.ring_cells())
+    }
+
+    /// Runs `f` on the session's figures (every aggregator's, as one) and accounting, after
+    /// bringing them up to date.
+    pub fn read<R>(&self, f: impl FnOnce(&Aggregator, Accounting) -> R) -> R {
+        self.up_to_date(|aggregates, accounting| f(aggregates.view(), accounting))
+    }
+
+    /// As [`Session::read`], with what the session holds ([`Memory`]), measured under the
+    /// same locks as the figures read (the merge counted is the one `f` reads). Walks every
+    /// open frame and function: for the summary, off the schedulers.
+    pub fn read_with_memory<R>(&self, f: impl FnOnce(&Aggregator, Accounting, Memory) -> R) -> R {
+        self.up_to_date_measured(true, |aggregates, accounting, mut memory| {
+            aggregates.view();
+            memory.add(&aggregates.memory());
+            f(aggregates.view(), accounting, memory)
+        })
+    }
+
+    /// What the session holds now, by part ([`Memory`]); with aggregator threads, the merge
+    /// counted is the one kept from the last read (none is made).
+    pub fn memory(&self) -> Memory {
+        self.up_to_date_measured(true, |aggregates, _, mut memory| {
+            memory.add(&aggregates.memory());
+            memory
+        })
+    }
+
+    /// Runs `f` on the aggregators, up to date, for reading them and configuring each (a
+    /// filter, loops, a new interval) under one lock.
+    pub fn with_aggregates<R>(&self, f: impl FnOnce(&mut Aggregates<'_>) -> R) -> R {
+        self.up_to_date(|aggregates, _| f(aggregates))
+    }
+
+    /// Under the consumer lock: collects (everything if stopped), then runs `f` on the
+    /// aggregators and the accounting.
+    ///
+    /// With aggregator threads, the reader locks their aggregators (frozen where `accounting`
+    /// was taken) and lets go of the consumer lock before `f` merges and reads them: a merge
+    /// takes milliseconds, and the collector drains on meanwhile instead of letting the rings
+    /// fill. `f` must not take the consumer lock (no `backlog` or `halt` in it):
+    /// the collector may be waiting, under it, for an aggregator thread that waits for `f`.
+    fn up_to_date<R>(&self, f: impl FnOnce(&mut Aggregates<'_>, Accounting) -> R) -> R {
+        self.up_to_date_measured(false, |aggregates, accounting, _| f(aggregates, accounting))
+    }
+
+    /// As `up_to_date`, giving `f` the memory of the consumer side and the session's own
+    /// parts if `measure` (else nothing: zeroes).
+    fn up_to_date_measured<R>(&self, measure: bool, f: impl FnOnce(&mut Aggregates<'_>, Accounting, Memory) -> R) -> R {
+        let mut consumer = self.consumer.lock();
+        let flush = self.stopped().is_some();
+        self.collect(&mut consumer, flush);
+        let accounting = self.accounting(&consumer);
+        let mut memory = Memory::default();
+        if measure {
+            memory = self.consumer_memory(&consumer);
+            memory.frame_table = FrameTable::BYTES;
+            memory.tables += std::mem::size_of::<Session>() + self.producers.len() * std::mem::size_of::<AtomicPtr<Producer>>();
+        }
+        let Some(handles) = consumer.shards.detach() else {
+            let mut aggregates = consumer.shards.aggregates();
+            return f(&mut aggregates, accounting, memory);
+        };
+        let spare = self.spare_merge.lock().take();
+        let mut aggregates = Aggregates::of_parts(handles.iter().map(|part| part.lock()).collect(), spare);
+        drop(consumer);
+        let read = f(&mut aggregates, accounting, memory);
+        let spare = aggregates.into_spare();
+        *self.spare_merge.lock() = spare;
+        read
+    }
+}

@@ -1,0 +1,24 @@
+//! The management NIFs the `ferrotrace` API calls, on dirty schedulers where they may take
+//! time: sessions and their summaries, and the exports. They read the engine through
+//! `ferrotrace_core::session` and reply with terms built by [`reply`] and [`distribution`].
+//!
+//! - `session`: start, stop, release; the summary, its call entries, histograms, intervals;
+//!   the patterns and loops the keeper sets;
+//! - `own`, `keys`, `slow`: the parts a call entry adds (own time, keys or callers, slow
+//!   calls), and `session_slow_calls/3`;
+//! - `recent`: the flight recorder;
+//! - `activity`: the figures of the kinds other than calls (messages, scheduling, GC,
+//!   processes, ports);
+//! - `export`: histograms as bytes, the HDR log, folded stacks, JSON;
+//! - [`distribution`]: a histogram as the map of figures every summary shows;
+//! - [`reply`]: `{error, Reason}`, maps from atom keys, `{M, F, A}`.
+
+mod activity;
+pub(crate) mod distribution;
+mod export;
+mod keys;
+mod own;
+mod recent;
+pub(crate) mod reply;
+pub(crate) mod session;
+mod slow;
