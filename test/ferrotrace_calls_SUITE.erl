@@ -8,9 +8,8 @@
 %%% Polls wait up to several seconds for things that normally happen within milliseconds.
 -module(ferrotrace_calls_SUITE).
 
--include_lib("stdlib/include/assert.hrl").
+-include("support/ft_ct.hrl").
 
--export([all/0, suite/0]).
 -export([exact_counts/1, exact_counts_burst/1, exact_counts_small_ring/1, sleep_latency/1,
          recursion/1, exceptions/1, raw_session/1, two_sessions/1, report/1, bad_pids/1,
          scope_global/1, max_functions/1, list_sessions/1]).
@@ -19,13 +18,9 @@
 -define(G, {ft_test_target, g, 1}).
 -define(LONG, 60000).
 
--type config() :: [{atom(), term()}].
-
--spec suite() -> [tuple()].
 suite() ->
     [{ct_hooks, [{ft_ct, [ft_test_target]}]}].
 
--spec all() -> [atom()].
 all() ->
     [exact_counts, exact_counts_burst, exact_counts_small_ring, sleep_latency, recursion,
      exceptions, raw_session, two_sessions, report, bad_pids, scope_global, max_functions,

@@ -37,15 +37,13 @@
 %%% </ul>
 -module(ferrotrace_fuzz_SUITE).
 
--include_lib("stdlib/include/assert.hrl").
+-include("support/ft_ct.hrl").
 
--export([all/0, suite/0, init_per_suite/1, end_per_suite/1, end_per_testcase/2]).
+-export([end_per_testcase/2]).
 -export([random_calls/1, trace_non_local_tracee/1, to_json_deep/1, histogram_huge_claims/1]).
 %% Run on the peer.
 -export([peer_setup/1, peer_call/4, peer_check/1, peer_probe/0, peer_end/1, resolve/1, bystander/0,
          null_io/0]).
-
--type config() :: [{atom(), term()}].
 
 -define(DEFAULT_CALLS, 5000).
 -define(DEFAULT_TIMEOUT, 5000).
@@ -71,31 +69,11 @@
     {ferrotrace, watch, 2, blocks_by_design}
 ]).
 
--spec suite() -> [tuple()].
 suite() ->
-    [{timetrap, {minutes, 15}}].
+    [{timetrap, {minutes, 15}}, {ct_hooks, [{ft_ct, [{distribution, ferrotrace_fuzz_ct}]}]}].
 
--spec all() -> [atom()].
 all() ->
     [random_calls, trace_non_local_tracee, to_json_deep, histogram_huge_claims].
-
--spec init_per_suite(config()) -> config().
-init_per_suite(Config) ->
-    {module, ferrotrace_tracer} = code:ensure_loaded(ferrotrace_tracer),
-    Started = case node() of
-                  nonode@nohost ->
-                      _ = os:cmd("epmd -daemon"),
-                      {ok, _} = net_kernel:start([ferrotrace_fuzz_ct, shortnames]),
-                      true;
-                  _ ->
-                      false
-              end,
-    [{started_net, Started} | Config].
-
--spec end_per_suite(config()) -> ok.
-end_per_suite(Config) ->
-    _ = [net_kernel:stop() || proplists:get_value(started_net, Config)],
-    ok.
 
 -spec end_per_testcase(atom(), config()) -> ok.
 end_per_testcase(_Case, _Config) ->
@@ -297,8 +275,7 @@ peer_end_findings(#{node := Node, baseline := Baseline} = Peer) ->
 %% The peer
 
 start_peer(Name) ->
-    Paths = lists:append([["-pa", P] || P <- code:get_path(), lists:prefix(root_of_build(), P)]),
-    {ok, Pid, Node} = peer:start(#{name => peer:random_name(Name), args => Paths,
+    {ok, Pid, Node} = peer:start(#{name => peer:random_name(Name), args => ft_ct:code_path(),
                                    wait_boot => 60000}),
     {ok, State} = erpc:call(Node, ?MODULE, peer_setup, [self()], 60000),
     OsPid = maps:get(os_pid, State),
@@ -313,9 +290,6 @@ stop_peer(#{pid := Pid, node := Node, os_pid := OsPid}) ->
     %% A node stuck in a NIF does not halt: the OS process goes.
     _ = os:cmd("kill -9 " ++ OsPid ++ " 2>/dev/null"),
     ok.
-
-root_of_build() ->
-    filename:dirname(filename:dirname(filename:dirname(code:which(ferrotrace)))).
 
 os_status(#{os_pid := OsPid, vm := Before}) ->
     #{vm_before => Before, vm_now => vm_status(OsPid)}.

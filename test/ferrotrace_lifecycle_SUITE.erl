@@ -8,9 +8,8 @@
 %%% the times measured are printed to the CT log.
 -module(ferrotrace_lifecycle_SUITE).
 
--include_lib("stdlib/include/assert.hrl").
+-include("support/ft_ct.hrl").
 
--export([all/0, suite/0]).
 -export([stop_and_release/1, stop_unhooks_raw_tracee/1, stop_reasons/1,
          stopped_by_max_events/1, duration_stops/1, stopped_by_duration/1, stopped_by_unload/1,
          purge_and_reload/1, owner_death/1, owner_down_stops_the_session/1,
@@ -19,13 +18,9 @@
 -define(F, {ft_test_target, f, 1}).
 -define(LONG, 60000).
 
--type config() :: [{atom(), term()}].
-
--spec suite() -> [tuple()].
 suite() ->
     [{timetrap, {minutes, 2}}, {ct_hooks, [{ft_ct, [ft_test_target]}]}].
 
--spec all() -> [atom()].
 all() ->
     [stop_and_release, stop_unhooks_raw_tracee, stop_reasons,
      stopped_by_max_events, duration_stops, stopped_by_duration, stopped_by_unload,

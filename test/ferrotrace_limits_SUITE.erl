@@ -7,20 +7,15 @@
 %%% seen = aggregated + dropped + sampled_out + limited is checked everywhere.
 -module(ferrotrace_limits_SUITE).
 
--include_lib("stdlib/include/assert.hrl").
+-include("support/ft_ct.hrl").
 
--export([all/0, suite/0]).
 -export([max_events_stop/1, max_events_drop/1, max_rate_drop/1, max_rate_stop/1, sample/1]).
-
--type config() :: [{atom(), term()}].
 
 -define(F, {ft_test_target, f, 1}).
 
--spec suite() -> [tuple()].
 suite() ->
     [{timetrap, {minutes, 2}}, {ct_hooks, [{ft_ct, [ft_test_target]}]}].
 
--spec all() -> [atom()].
 all() ->
     [max_events_stop, max_events_drop, max_rate_drop, max_rate_stop, sample].
 

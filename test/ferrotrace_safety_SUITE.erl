@@ -3,9 +3,8 @@
 %%% nothing is left behind whoever stops a session is ferrotrace_lifecycle_SUITE.
 -module(ferrotrace_safety_SUITE).
 
--include_lib("stdlib/include/assert.hrl").
+-include("support/ft_ct.hrl").
 
--export([all/0, suite/0]).
 -export([server_loop_module/1, server_loop_everything/1, mutual_loop/1,
          fun_loop_found_at_run_time/1, client_loops/1, gen_server_everything/1, names/1,
          second_session_all_refused/1, refused_start_changes_nothing/1,
@@ -19,13 +18,9 @@
 %% return tracing a loop keeps 3 words per iteration: this is a handful of iterations.
 -define(STACK_SLACK, 32).
 
--type config() :: [{atom(), term()}].
-
--spec suite() -> [tuple()].
 suite() ->
     [{ct_hooks, [{ft_ct, [ft_test_target, ft_loop_target]}]}].
 
--spec all() -> [atom()].
 all() ->
     [server_loop_module, server_loop_everything, mutual_loop, fun_loop_found_at_run_time, client_loops,
      gen_server_everything, names, second_session_all_refused,
