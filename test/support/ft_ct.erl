@@ -22,60 +22,82 @@
          post_end_per_testcase/5]).
 
 -type option() :: module() | {distribution, atom()} | {export_tools, [atom()]}.
--type state() :: #{modules := [module()], distribution := atom() | none,
-                   export_tools := [atom()], started_net := boolean()}.
+-type state() :: #{suite := module() | undefined, modules := [module()],
+                   distribution := atom() | none, export_tools := [atom()],
+                   started_net := boolean()}.
 
 %% @doc CT hook: the hook's state is what `Options' asks for.
 -spec init(term(), [option()]) -> {ok, state()}.
 init(_Id, Options) ->
-    {ok, #{modules => [M || M <- Options, is_atom(M)],
+    {ok, #{suite => undefined,
+           modules => [M || M <- Options, is_atom(M)],
            distribution => proplists:get_value(distribution, Options, none),
            export_tools => proplists:get_value(export_tools, Options, []),
            started_net => false}}.
 
 %% @doc CT hook: before the suite, its modules loaded, the node distributed and the export
-%% readers installed where the options ask for them.
--spec pre_init_per_suite(module(), Config, state()) -> {Config, state()}
-              when Config :: [{atom(), term()}].
+%% readers installed where the options ask for them. Where the node cannot be distributed
+%% the suite fails (its cases are skipped). A hook whose suite failed in init_per_suite is
+%% not removed by CT (its end_per_suite is skipped): it then does nothing for the suites
+%% after it.
+-spec pre_init_per_suite(module(), Config, state()) ->
+          {Config | {fail, term()}, state()} when Config :: [{atom(), term()}].
+pre_init_per_suite(Suite, Config, State = #{suite := undefined}) ->
+    pre_init_per_suite(Suite, Config, State#{suite := Suite});
+pre_init_per_suite(Suite, Config, State = #{suite := Other}) when Suite =/= Other ->
+    {Config, State};
 pre_init_per_suite(_Suite, Config, State = #{modules := Modules, distribution := Name}) ->
     ok = load(Modules),
-    Started = Name =/= none andalso node() =:= nonode@nohost andalso start_distribution(Name),
-    Config1 = case State of
-                  #{export_tools := [_ | _]} -> ft_export_tools:setup(Config);
-                  _ -> Config
-              end,
-    {Config1, State#{started_net := Started}}.
+    case Name =/= none andalso node() =:= nonode@nohost andalso start_distribution(Name) of
+        {error, Reason} ->
+            {{fail, {no_distribution, Name, Reason}}, State};
+        Started ->
+            Config1 = case State of
+                          #{export_tools := [_ | _]} -> ft_export_tools:setup(Config);
+                          _ -> Config
+                      end,
+            {Config1, State#{started_net := Started}}
+    end.
 
+%% `true', or `{error, Reason}' (the name is taken: another run of the suite on this host).
 start_distribution(Name) ->
     _ = os:cmd("epmd -daemon"),
-    {ok, _} = net_kernel:start([Name, shortnames]),
-    true.
+    case net_kernel:start([Name, shortnames]) of
+        {ok, _} -> true;
+        {error, _} = Error -> Error
+    end.
 
 %% @doc CT hook: the suite leaves nothing traced, and the node as distributed as it found it.
 -spec post_end_per_suite(module(), term(), Return, state()) -> {Return, state()}.
-post_end_per_suite(_Suite, _Config, Return, State = #{modules := Modules}) ->
+post_end_per_suite(Suite, _Config, Return, State = #{suite := Suite, modules := Modules}) ->
     ok = cleanup(Modules),
     _ = [net_kernel:stop() || maps:get(started_net, State)],
-    {Return, State#{started_net := false}}.
+    {Return, State#{started_net := false}};
+post_end_per_suite(_OtherSuite, _Config, Return, State) ->
+    {Return, State}.
 
 %% @doc CT hook: every case starts with its modules loaded (a case may purge one) and
 %% nothing traced; a case that needs the export readers is skipped where they are missing.
 -spec pre_init_per_testcase(module(), atom(), Config, state()) ->
           {Config | {skip, term()}, state()} when Config :: [{atom(), term()}].
-pre_init_per_testcase(_Suite, Case, Config, State = #{modules := Modules}) ->
+pre_init_per_testcase(Suite, Case, Config, State = #{suite := Suite, modules := Modules}) ->
     ok = load(Modules),
     ok = cleanup(Modules),
     NeedsTools = lists:member(Case, maps:get(export_tools, State)),
     case proplists:get_value(tools, Config) of
         {unavailable, Why} when NeedsTools -> {{skip, {export_tools_unavailable, Why}}, State};
         _ -> {Config, State}
-    end.
+    end;
+pre_init_per_testcase(_OtherSuite, _Case, Config, State) ->
+    {Config, State}.
 
 %% @doc CT hook: a case leaves no peer node and nothing traced, also when it failed.
 -spec post_end_per_testcase(module(), atom(), term(), Return, state()) -> {Return, state()}.
-post_end_per_testcase(_Suite, _Case, _Config, Return, State = #{modules := Modules}) ->
+post_end_per_testcase(Suite, _Case, _Config, Return, State = #{suite := Suite, modules := Modules}) ->
     _ = [{catch peer:stop(Peer), erase({ft_ct_peer, Peer})} || {{ft_ct_peer, Peer}, _} <- get()],
     ok = cleanup(Modules),
+    {Return, State};
+post_end_per_testcase(_OtherSuite, _Case, _Config, Return, State) ->
     {Return, State}.
 
 %% @doc Loads the tracer module and `Modules' (a trace pattern on an unloaded module
