@@ -94,11 +94,16 @@ pre_init_per_testcase(_OtherSuite, _Case, Config, State) ->
 %% @doc CT hook: a case leaves no peer node and nothing traced, also when it failed.
 -spec post_end_per_testcase(module(), atom(), term(), Return, state()) -> {Return, state()}.
 post_end_per_testcase(Suite, _Case, _Config, Return, State = #{suite := Suite, modules := Modules}) ->
-    _ = [{catch peer:stop(Peer), erase({ft_ct_peer, Peer})} || {{ft_ct_peer, Peer}, _} <- get()],
+    _ = [stop_peer(Peer) || {{ft_ct_peer, Peer}, _} <- get()],
     ok = cleanup(Modules),
     {Return, State};
 post_end_per_testcase(_OtherSuite, _Case, _Config, Return, State) ->
     {Return, State}.
+
+%% A peer the case may have stopped already.
+stop_peer(Peer) ->
+    erase({ft_ct_peer, Peer}),
+    try peer:stop(Peer) catch _:_ -> ok end.
 
 %% @doc Loads the tracer module and `Modules' (a trace pattern on an unloaded module
 %% matches nothing).

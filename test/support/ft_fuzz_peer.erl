@@ -42,7 +42,7 @@ keeper(Parent, Runner) ->
     {ok, Released} = ferrotrace:session(#{}),
     ok = ferrotrace:release(Released),
     _ = [lists:seq(1, N) || N <- lists:seq(1, 200)],
-    _ = [catch ft_test_target:f(N) || N <- lists:seq(1, 50)],
+    _ = [try ft_test_target:f(N) catch _:_ -> error end || N <- lists:seq(1, 50)],
     _ = ferrotrace_tracer:trace(call, Raw, self(), {lists, seq, [1, 2]}, #{}),
     Summary = ferrotrace:summary(Calls),
     Recent = ferrotrace:recent(Calls),
@@ -53,7 +53,7 @@ keeper(Parent, Runner) ->
     Dead = spawn(fun() -> ok end),
     Port = open_port({spawn_executable, "/bin/cat"}, []),
     Registry = whereis(ferrotrace_registry),
-    SessionPids = [P || {_, _, P, _} <- catch ferrotrace_registry:sessions()],
+    SessionPids = [P || {_, _, P, _} <- ferrotrace_registry:sessions()],
     Live = #{raw => Raw, calls => Calls, stopped => Stopped, released => Released,
              names => [fuzz_raw, fuzz_calls], keeper => self(), bystander => Bystander,
              null => Null, dead_pid => Dead, runner_pid => Runner, port => Port,
@@ -142,7 +142,7 @@ peer_probe() ->
     {Pid, Ref} = spawn_monitor(
                    fun() ->
                            group_leader(Null, self()),
-                           _ = [catch Read(maps:get(K, Live))
+                           _ = [try Read(maps:get(K, Live)) catch _:_ -> error end
                                 || K <- [raw, calls],
                                    Read <- [fun ferrotrace:summary/1, fun ferrotrace:recent/1,
                                             fun ferrotrace:format/1]],
