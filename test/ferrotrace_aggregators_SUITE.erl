@@ -5,13 +5,10 @@
 %%% aggregators: a process's calls, the slowest of many processes, a sender and its receiver.
 -module(ferrotrace_aggregators_SUITE).
 
--include_lib("stdlib/include/assert.hrl").
+-include("support/ft_ct.hrl").
 
--export([all/0, suite/0]).
 -export([calls_exact/1, same_as_one/1, slowest_across/1, keys_across/1, messages_across/1,
          refused/1]).
-
--type config() :: [{atom(), term()}].
 
 -define(F, {ft_test_target, f, 1}).
 -define(REC, {ft_test_target, rec, 1}).
@@ -22,11 +19,9 @@
 %% Large enough that nothing drops while the workers run on a loaded 2-core machine.
 -define(RING, 1 bsl 18).
 
--spec suite() -> [tuple()].
 suite() ->
     [{ct_hooks, [{ft_ct, [ft_test_target]}]}].
 
--spec all() -> [atom()].
 all() ->
     [calls_exact, same_as_one, slowest_across, keys_across, messages_across, refused].
 

@@ -2,14 +2,11 @@
 %%% by `max_term_bytes' and marked where cut; copies of calls not kept never reach Erlang.
 -module(ferrotrace_args_SUITE).
 
--include_lib("stdlib/include/assert.hrl").
+-include("support/ft_ct.hrl").
 
--export([all/0, suite/0]).
 -export([kept_calls_carry_args/1, exceptions_carry_class_and_reason/1, large_args_are_cut/1,
          small_terms_round_trip/1, markers/1, off_by_default/1, recorder_lines/1,
          bad_options/1]).
-
--type config() :: [{atom(), term()}].
 
 -define(WORK, {ft_args_target, work, 2}).
 -define(FAIL, {ft_args_target, fail, 1}).
@@ -17,11 +14,9 @@
 -define(LONG, 120000).
 -define(MS, 1000000).
 
--spec suite() -> [tuple()].
 suite() ->
     [{ct_hooks, [{ft_ct, [ft_args_target]}]}].
 
--spec all() -> [atom()].
 all() ->
     [kept_calls_carry_args, exceptions_carry_class_and_reason, large_args_are_cut,
      small_terms_round_trip, markers, off_by_default, recorder_lines, bad_options].

@@ -3,72 +3,31 @@
 %% package), owner death, node death, stop and duration, a node without ferrotrace.
 -module(ferrotrace_cluster_SUITE).
 
--include_lib("stdlib/include/assert.hrl").
+-include("support/ft_ct.hrl").
 
--export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([merged_exactly/1, owner_death_stops_every_part/1, node_death_reported/1,
          stop_and_duration/1, limit_stops_every_part/1, node_without_ferrotrace/1, bad_nodes/1, report_by_node/1,
          named_and_listed/1, chrome_trace_per_node/1, hdr_log_intervals_merged/1,
          slow_and_recent_merged/1]).
 
--type config() :: [{atom(), term()}].
-
 -define(SPEC, [{ft_export_target, outer, 1}, {ft_export_target, mid, 1},
                {ft_export_target, leaf, 1}]).
 
--spec all() -> [atom()].
+%% Peers reach this node by name; two cases check merged figures with the export readers.
+suite() ->
+    [{ct_hooks, [{ft_ct, [ft_export_target, {distribution, ferrotrace_cluster_ct},
+                          {export_tools, [merged_exactly, hdr_log_intervals_merged]}]}]}].
+
 all() ->
     [merged_exactly, owner_death_stops_every_part, node_death_reported, stop_and_duration,
      limit_stops_every_part, node_without_ferrotrace, bad_nodes, report_by_node,
      named_and_listed, chrome_trace_per_node, hdr_log_intervals_merged, slow_and_recent_merged].
 
--spec init_per_suite(config()) -> config().
-init_per_suite(Config) ->
-    {module, ferrotrace_tracer} = code:ensure_loaded(ferrotrace_tracer),
-    {module, ft_export_target} = code:ensure_loaded(ft_export_target),
-    Started = case node() of
-                  nonode@nohost ->
-                      _ = os:cmd("epmd -daemon"),
-                      {ok, _} = net_kernel:start([ferrotrace_cluster_ct, shortnames]),
-                      true;
-                  _ ->
-                      false
-              end,
-    ft_export_tools:setup([{started_net, Started} | Config]).
-
--spec end_per_suite(config()) -> ok.
-end_per_suite(Config) ->
-    _ = [net_kernel:stop() || proplists:get_value(started_net, Config)],
-    ok.
-
--spec init_per_testcase(atom(), config()) -> config() | {skip, term()}.
-init_per_testcase(Case, Config) when Case =:= merged_exactly; Case =:= hdr_log_intervals_merged ->
-    case proplists:get_value(tools, Config) of
-        {unavailable, Why} -> {skip, {export_tools_unavailable, Why}};
-        _ -> init_per_testcase(any, Config)
-    end;
-init_per_testcase(_Case, Config) ->
-    [{peers, []} | Config].
-
--spec end_per_testcase(atom(), config()) -> ok.
-end_per_testcase(_Case, _Config) ->
-    _ = [catch peer:stop(P) || {peer, P} <- get()],
-    _ = [ferrotrace:release(Id) || #{id := Id} <- ferrotrace:list()],
-    erase(),
-    ok.
-
 %% A peer node with this node's code path (ferrotrace and the test modules), or without.
 peer(Name, WithFerrotrace) ->
-    Paths = case WithFerrotrace of
-                true -> lists:append([["-pa", P] || P <- code:get_path(), lists:prefix(root_of_build(), P)]);
-                false -> []
-            end,
-    {ok, Peer, Node} = peer:start_link(#{name => peer:random_name(Name), args => Paths}),
-    put({peer, Peer}, Node),
+    Code = case WithFerrotrace of true -> this_code; false -> otp_only end,
+    {ok, Peer, Node} = ft_ct:peer(#{name => peer:random_name(Name)}, Code),
     {Peer, Node}.
-
-root_of_build() ->
-    filename:dirname(filename:dirname(filename:dirname(code:which(ferrotrace)))).
 
 peers(N) ->
     [begin {P, Node} = peer(list_to_atom("ft" ++ integer_to_list(I)), true), {P, Node} end

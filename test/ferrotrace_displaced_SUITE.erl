@@ -9,9 +9,8 @@
 %%% case without a takeover runs there.
 -module(ferrotrace_displaced_SUITE).
 
--include_lib("stdlib/include/assert.hrl").
+-include("support/ft_ct.hrl").
 
--export([all/0, suite/0]).
 -export([pids_and_spec_taken/1, all_taken/1, module_pattern_keeps_foreign_spec/1,
          not_displaced/1]).
 
@@ -22,13 +21,9 @@
 -define(NOTICE_MS, 5000).
 -define(OTHERS_SPEC, [{'_', [], []}]).
 
--type config() :: [{atom(), term()}].
-
--spec suite() -> [tuple()].
 suite() ->
     [{ct_hooks, [{ft_ct, [ft_test_target]}]}].
 
--spec all() -> [atom()].
 all() ->
     [pids_and_spec_taken, all_taken, module_pattern_keeps_foreign_spec, not_displaced].
 

@@ -3,19 +3,14 @@
 %%% engine (the engine owns the `duration' timer), and sampling decided in `enabled_call/3'.
 -module(ferrotrace_engine_SUITE).
 
--include_lib("stdlib/include/assert.hrl").
+-include("support/ft_ct.hrl").
 
--export([all/0, suite/0]).
 -export([duration_stop_notifies_keeper/1, limit_stop_notifies_keeper/1,
          user_stop_notifies_keeper/1, ring_allocation_failure_drops_and_counts/1]).
 
--type config() :: [{atom(), term()}].
-
--spec suite() -> [tuple()].
 suite() ->
     [{ct_hooks, [{ft_ct, [ft_test_target]}]}].
 
--spec all() -> [atom()].
 all() ->
     [duration_stop_notifies_keeper, limit_stop_notifies_keeper, user_stop_notifies_keeper,
      ring_allocation_failure_drops_and_counts].

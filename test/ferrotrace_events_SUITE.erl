@@ -8,22 +8,17 @@
 %%% stamped before it is read).
 -module(ferrotrace_events_SUITE).
 
--include_lib("stdlib/include/assert.hrl").
+-include("support/ft_ct.hrl").
 
--export([all/0, suite/0]).
 -export([messages_exact/1, message_sizes/1, spawn_storm/1, gc_pauses/1, raw_session/1,
          calls_also/1, report_sections/1, bad_input/1, scheduling/1, flags_undone/1,
          gc_two_sessions/1, latency_split/1, ports/1, migrations/1]).
 
 -define(LONG, 60000).
 
--type config() :: [{atom(), term()}].
-
--spec suite() -> [tuple()].
 suite() ->
     [{ct_hooks, [{ft_ct, [ft_test_target]}]}].
 
--spec all() -> [atom()].
 all() ->
     [messages_exact, message_sizes, spawn_storm, gc_pauses, raw_session, calls_also,
      report_sections, bad_input, scheduling, flags_undone, gc_two_sessions, latency_split, ports, migrations].

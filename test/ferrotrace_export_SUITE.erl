@@ -4,55 +4,27 @@
 %% collapsed export as an SVG.
 -module(ferrotrace_export_SUITE).
 
--include_lib("stdlib/include/assert.hrl").
+-include("support/ft_ct.hrl").
 
--export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([hdr_log_read_by_python/1, json_read_by_python/1, collapsed_drawn_by_inferno/1,
          collapsed_weights/1, chrome_trace_needs_recent/1, bad_formats/1, to_file/1,
          chrome_trace_read_by_python/1, hdr_log_intervals_add_up/1, hdr_log_interval_options/1,
          histogram_nifs/1]).
 
--type config() :: [{atom(), term()}].
-
 -define(SPEC, [{ft_export_target, outer, 1}, {ft_export_target, mid, 1},
                {ft_export_target, leaf, 1}]).
 
--spec all() -> [atom()].
+%% The cases named here need the export readers (skipped where they could not be installed).
+suite() ->
+    [{ct_hooks, [{ft_ct, [ft_export_target,
+                          {export_tools, [hdr_log_read_by_python, json_read_by_python,
+                                          collapsed_drawn_by_inferno, chrome_trace_read_by_python,
+                                          hdr_log_intervals_add_up]}]}]}].
+
 all() ->
     [hdr_log_read_by_python, json_read_by_python, collapsed_drawn_by_inferno, collapsed_weights,
      chrome_trace_needs_recent, bad_formats, to_file, chrome_trace_read_by_python,
      hdr_log_intervals_add_up, hdr_log_interval_options, histogram_nifs].
-
--spec init_per_suite(config()) -> config().
-init_per_suite(Config) ->
-    {module, ferrotrace_tracer} = code:ensure_loaded(ferrotrace_tracer),
-    {module, ft_export_target} = code:ensure_loaded(ft_export_target),
-    ft_export_tools:setup(Config).
-
--spec end_per_suite(config()) -> ok.
-end_per_suite(_Config) ->
-    cleanup().
-
--spec init_per_testcase(atom(), config()) -> config() | {skip, term()}.
-init_per_testcase(Case, Config) when Case =:= hdr_log_read_by_python; Case =:= json_read_by_python;
-                                    Case =:= collapsed_drawn_by_inferno;
-                                    Case =:= chrome_trace_read_by_python;
-                                    Case =:= hdr_log_intervals_add_up ->
-    case proplists:get_value(tools, Config) of
-        {unavailable, Why} -> {skip, {export_tools_unavailable, Why}};
-        _ -> init_per_testcase(any, Config)
-    end;
-init_per_testcase(_Case, Config) ->
-    ok = cleanup(),
-    Config.
-
--spec end_per_testcase(atom(), config()) -> ok.
-end_per_testcase(_Case, _Config) ->
-    cleanup().
-
-cleanup() ->
-    _ = [ferrotrace:release(Id) || #{id := Id} <- ferrotrace:list()],
-    ok.
 
 %% A session over the known call tree: 20 outer calls, 40 mid and 40 leaf calls.
 traced_session() ->

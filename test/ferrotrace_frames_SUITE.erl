@@ -5,9 +5,8 @@
 %%% open: no process keeps more than about 1,000 words of them, during or after a session.
 -module(ferrotrace_frames_SUITE).
 
--include_lib("stdlib/include/assert.hrl").
+-include("support/ft_ct.hrl").
 
--export([all/0, suite/0]).
 -export([reader_waiting_in_another_module/1, loop_through_a_fun/1, loop_through_apply/1,
          loop_through_an_untraced_module/1, cycle_of_two_through_an_untraced_module/1,
          tail_recursion_a_million_deep/1,
@@ -16,13 +15,9 @@
 -define(MAX_WORDS, 1000).
 -define(MESSAGES, 100000).
 
--type config() :: [{atom(), term()}].
-
--spec suite() -> [tuple()].
 suite() ->
     [{ct_hooks, [{ft_ct, [ft_frames_sock, ft_frames_reader]}]}, {timetrap, {minutes, 3}}].
 
--spec all() -> [atom()].
 all() ->
     [reader_waiting_in_another_module, loop_through_a_fun, loop_through_apply,
      loop_through_an_untraced_module, cycle_of_two_through_an_untraced_module,

@@ -12,48 +12,29 @@
 %%% </ul>
 -module(ferrotrace_keeper_SUITE).
 
--include_lib("stdlib/include/assert.hrl").
+-include("support/ft_ct.hrl").
 
--export([all/0, init_per_testcase/2, end_per_testcase/2]).
 -export([registry_kill_leaves_no_pattern/1, no_orphan_after_chaos/1, answers_not_exits/1,
          internal_functions_answer/1, reload_while_busy/1, load_behind_a_load/1]).
 %% Run in the peer.
 -export([kill_rounds/1, chaos/1, nif_orphans/0, keepers/0, races/1, reloads/1,
          behind_a_load/3]).
 
--type config() :: [{atom(), term()}].
-
 -define(SPEC, {ft_test_target, '_', '_'}).
 -define(PEER_TIMEOUT, 240000).
 
--spec all() -> [atom()].
+suite() ->
+    [{ct_hooks, [{ft_ct, [ft_test_target]}]}].
+
 all() ->
     [registry_kill_leaves_no_pattern, no_orphan_after_chaos, answers_not_exits,
      internal_functions_answer, reload_while_busy, load_behind_a_load].
 
--spec init_per_testcase(atom(), config()) -> config().
-init_per_testcase(_Case, Config) ->
-    {module, ferrotrace_tracer} = code:ensure_loaded(ferrotrace_tracer),
-    {module, ft_test_target} = code:ensure_loaded(ft_test_target),
-    Config.
-
--spec end_per_testcase(atom(), config()) -> ok.
-end_per_testcase(_Case, _Config) ->
-    _ = [catch peer:stop(P) || {{peer, _}, P} <- get()],
-    erase(),
-    ok.
-
 %% A peer node with this node's code path, connected over standard I/O (no distribution).
 peer() ->
-    Paths = lists:append([["-pa", P] || P <- code:get_path(), lists:prefix(root_of_build(), P)]),
-    {ok, Peer, _Node} = peer:start_link(#{name => peer:random_name(ft_keeper), connection => standard_io,
-                                   args => Paths}),
-    put({peer, Peer}, Peer),
+    {ok, Peer, _Node} = ft_ct:peer(#{name => peer:random_name(ft_keeper), connection => standard_io}),
     ok = peer:call(Peer, ft_ct, load, [[ft_test_target]]),
     Peer.
-
-root_of_build() ->
-    filename:dirname(filename:dirname(filename:dirname(code:which(ferrotrace)))).
 
 in_peer(Peer, F, A) ->
     peer:call(Peer, ?MODULE, F, A, ?PEER_TIMEOUT).

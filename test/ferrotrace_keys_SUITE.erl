@@ -6,22 +6,17 @@
 %%% session is read after it stopped.
 -module(ferrotrace_keys_SUITE).
 
--include_lib("stdlib/include/assert.hrl").
+-include("support/ft_ct.hrl").
 
--export([all/0, suite/0]).
 -export([three_keys/1, match_spec_form/1, key_flood/1, callers/1, keys_with_args/1,
          raw_session/1, refused/1, report_lines/1]).
-
--type config() :: [{atom(), term()}].
 
 -define(CHECKOUT, ft_keys_target, checkout).
 -define(LONG, 120000).
 
--spec suite() -> [tuple()].
 suite() ->
     [{ct_hooks, [{ft_ct, [ft_keys_target]}]}].
 
--spec all() -> [atom()].
 all() ->
     [three_keys, match_spec_form, key_flood, callers, keys_with_args, raw_session, refused,
      report_lines].

@@ -5,9 +5,8 @@
 %%% element is counted, one that only computes keeps its timing.
 -module(ferrotrace_loops_SUITE).
 
--include_lib("stdlib/include/assert.hrl").
+-include("support/ft_ct.hrl").
 
--export([all/0, suite/0]).
 -export([found_in_other_modules/1, wait_in_unloaded_module/1, whole_node/1,
          reader_one_module_away/1, reader_two_modules_away/1, reader_on_tcp/1,
          helpers_counted_or_timed/1, fun_tail_call/1]).
@@ -17,14 +16,10 @@
 %% The most stack words a reader may have, during or after a session (the brief's bound).
 -define(MAX_STACK, 1000).
 
--type config() :: [{atom(), term()}].
-
--spec suite() -> [tuple()].
 suite() ->
     [{timetrap, {minutes, 5}},
      {ct_hooks, [{ft_ct, [ft_wrapper_reader, ft_wrapper_sock, ft_wrapper_inner]}]}].
 
--spec all() -> [atom()].
 all() ->
     [found_in_other_modules, wait_in_unloaded_module, whole_node, reader_one_module_away,
      reader_two_modules_away, reader_on_tcp, helpers_counted_or_timed, fun_tail_call].

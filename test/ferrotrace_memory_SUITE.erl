@@ -5,33 +5,24 @@
 %%% the figures alone); a release gives the memory back to the system.
 -module(ferrotrace_memory_SUITE).
 
--export([all/0, init_per_suite/1, end_per_suite/1]).
--export([total_follows_rss_and_stop_and_release_free/1]).
+-include("support/ft_ct.hrl").
 
--type config() :: [{atom(), term()}].
+-export([total_follows_rss_and_stop_and_release_free/1]).
 
 %% Processes holding a call open, and the size of the binary each holds (one binary,
 %% shared: the VM holds it once, the session copies it per call, up to max_term_bytes).
 -define(HOLDERS, 1500).
 -define(ARG_BYTES, 60000).
 
--spec all() -> [atom()].
+suite() ->
+    [{ct_hooks, [{ft_ct, []}]}].
+
 all() ->
     [total_follows_rss_and_stop_and_release_free].
 
--spec init_per_suite(config()) -> config().
-init_per_suite(Config) ->
-    Config.
-
--spec end_per_suite(config()) -> ok.
-end_per_suite(_Config) ->
-    ok.
-
 %% The peer: this node's code path (ferrotrace and the test modules), `+MMmcs 0'.
 peer() ->
-    Root = filename:dirname(filename:dirname(filename:dirname(code:which(ferrotrace)))),
-    Paths = lists:append([["-pa", P] || P <- code:get_path(), lists:prefix(Root, P)]),
-    {ok, Peer, _Node} = peer:start_link(#{connection => standard_io, args => ["+MMmcs", "0" | Paths]}),
+    {ok, Peer, _Node} = ft_ct:peer(#{connection => standard_io, args => ["+MMmcs", "0"]}),
     Peer.
 
 call(Peer, M, F, A) ->

@@ -14,13 +14,10 @@
 %%% Measured figures go to the CT log with ct:pal.
 -module(ferrotrace_overload_SUITE).
 
--include_lib("stdlib/include/assert.hrl").
+-include("support/ft_ct.hrl").
 
--export([all/0, suite/0]).
 -export([tsunami/1, tsunami_with_competition/1, tsunami_every_kind/1, spawn_storm/1, soak/1]).
 -export([work/1]).
-
--type config() :: [{atom(), term()}].
 
 %% Bounds stated by the tests.
 %% Measured 4 to 45 ms on an idle 2-core machine; 119 ms when other work shared it. The
@@ -41,11 +38,9 @@
 %% growing to their final size).
 -define(SOAK_RSS_TOLERANCE, 20 * 1024 * 1024).
 
--spec suite() -> [tuple()].
 suite() ->
     [{timetrap, {minutes, 5}}, {ct_hooks, [{ft_ct, []}]}].
 
--spec all() -> [atom()].
 all() ->
     [tsunami, tsunami_with_competition, tsunami_every_kind, spawn_storm, soak].
 

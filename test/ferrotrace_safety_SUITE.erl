@@ -1,18 +1,15 @@
-%%% @doc A session must leave the node as it found it: no stack growth in traced loops,
-%%% no patterns or flags left behind whoever stops the session, no interference between
-%%% sessions, and no figures lost to the operator's mistakes.
+%%% @doc A session must leave the node as it found it: no stack growth in traced loops, no
+%%% interference between sessions, and no figures lost to the operator's mistakes. That
+%%% nothing is left behind whoever stops a session is ferrotrace_lifecycle_SUITE.
 -module(ferrotrace_safety_SUITE).
 
--include_lib("stdlib/include/assert.hrl").
+-include("support/ft_ct.hrl").
 
--export([all/0, suite/0]).
--export([server_loop_module/1, server_loop_everything/1, mutual_loop/1, fun_loop_found_at_run_time/1,
-         client_loops/1,
-         gen_server_everything/1, stopped_by_max_events/1, stopped_by_duration/1,
-         stopped_by_unload/1, shell_evaluator_crash/1, owner_none/1, names/1,
+-export([server_loop_module/1, server_loop_everything/1, mutual_loop/1,
+         fun_loop_found_at_run_time/1, client_loops/1, gen_server_everything/1, names/1,
          second_session_all_refused/1, refused_start_changes_nothing/1,
          foreign_patterns_not_reported/1, shared_pattern_survives/1,
-         coexists_with_process_tracer/1, keeper_holds_the_handle/1]).
+         coexists_with_process_tracer/1]).
 
 -define(F, {ft_test_target, f, 1}).
 -define(G, {ft_test_target, g, 1}).
@@ -21,19 +18,14 @@
 %% return tracing a loop keeps 3 words per iteration: this is a handful of iterations.
 -define(STACK_SLACK, 32).
 
--type config() :: [{atom(), term()}].
-
--spec suite() -> [tuple()].
 suite() ->
     [{ct_hooks, [{ft_ct, [ft_test_target, ft_loop_target]}]}].
 
--spec all() -> [atom()].
 all() ->
     [server_loop_module, server_loop_everything, mutual_loop, fun_loop_found_at_run_time, client_loops,
-     gen_server_everything, stopped_by_max_events, stopped_by_duration, stopped_by_unload,
-     shell_evaluator_crash, owner_none, names, second_session_all_refused,
+     gen_server_everything, names, second_session_all_refused,
      refused_start_changes_nothing, foreign_patterns_not_reported, shared_pattern_survives,
-     coexists_with_process_tracer, keeper_holds_the_handle].
+     coexists_with_process_tracer].
 
 %%--------------------------------------------------------------------------------------
 %% Loops
@@ -168,103 +160,7 @@ gen_server_everything(_Config) ->
     ok.
 
 %%--------------------------------------------------------------------------------------
-%% Whoever stops a session, its patterns and flags go
-
--spec stopped_by_max_events(config()) -> ok.
-stopped_by_max_events(_Config) ->
-    Worker = spawn_worker(),
-    {ok, S} = ferrotrace:calls(?F, #{duration => infinity, max_events => 100, pids => [Worker]}),
-    ?assert(ft_trace_state:traced_by_ferrotrace(?F)),
-    ?assert(ft_trace_state:traced_by_ferrotrace(Worker)),
-    run_in(Worker, fun() -> [ft_test_target:f(I) || I <- lists:seq(1, 1000)] end),
-    T0 = erlang:monotonic_time(millisecond),
-    ok = ft_ct:poll(fun() -> ft_trace_state:idle(?F, Worker) end, 10000),
-    ct:pal("patterns and flags gone ~b ms after the limit",
-           [erlang:monotonic_time(millisecond) - T0]),
-    ?assertMatch(#{status := stopped, stop_reason := limit}, ferrotrace:summary(S)),
-    ok.
-
--spec stopped_by_duration(config()) -> ok.
-stopped_by_duration(_Config) ->
-    Worker = spawn_worker(),
-    {ok, S} = ferrotrace:calls(?F, #{duration => 300, pids => [Worker]}),
-    ok = ft_ct:poll(fun() -> maps:get(status, ferrotrace:summary(S)) =:= stopped end, 10000),
-    T0 = erlang:monotonic_time(millisecond),
-    %% The keeper has no timer of its own: only the engine's notice can undo them (12 ms
-    %% here; the deadline is for a loaded machine, where 1.6 s was seen).
-    ok = ft_ct:poll(fun() -> ft_trace_state:idle(?F, Worker) end, 10000),
-    Took = erlang:monotonic_time(millisecond) - T0,
-    ct:pal("patterns and flags gone ~b ms after the engine stopped the session", [Took]),
-    ?assertMatch(#{stop_reason := duration}, ferrotrace:summary(S)),
-    ok.
-
--spec stopped_by_unload(config()) -> ok.
-stopped_by_unload(_Config) ->
-    Worker = spawn_worker(),
-    {ok, _S} = ferrotrace:calls(?F, #{duration => ?LONG, pids => [Worker]}),
-    true = code:delete(ferrotrace_tracer),
-    _ = code:purge(ferrotrace_tracer),
-    try
-        ok = ft_ct:poll(fun() -> ft_trace_state:idle(?F, Worker) end, 10000)
-    after
-        %% The keepers' next call may have loaded it again already (interactive mode).
-        {module, ferrotrace_tracer} = code:ensure_loaded(ferrotrace_tracer)
-    end,
-    ok.
-
-%%--------------------------------------------------------------------------------------
-%% Owners
-
-%% A shell evaluator that crashes (a typo) is not the operator leaving: the session keeps
-%% running. When the shell's group leader goes, tracing stops and the figures stay.
--spec shell_evaluator_crash(config()) -> ok.
-shell_evaluator_crash(_Config) ->
-    Self = self(),
-    GroupLeader = spawn(fun() -> receive leave -> ok end end),
-    %% Shaped like shell:start_eval/3: the shell links to its evaluator and keeps its pid.
-    _Shell = spawn(fun() ->
-                          process_flag(trap_exit, true),
-                          Eval = spawn_link(fun() ->
-                                                    group_leader(GroupLeader, self()),
-                                                    receive go -> ok end,
-                                                    Self ! {session, ferrotrace:calls(?F, #{duration => ?LONG})},
-                                                    receive typo -> erlang:error({badmatch, 2}) end
-                                            end),
-                          put(evaluator, Eval),
-                          Eval ! go,
-                          Self ! {evaluator, Eval},
-                          receive _ -> timer:sleep(infinity) end
-                  end),
-    Eval = receive {evaluator, E} -> E end,
-    {ok, S} = receive {session, R} -> R end,
-    ?assertMatch([#{id := S, owner := {shell, GroupLeader}}], [L || L = #{id := Id} <- ferrotrace:list(), Id =:= S]),
-    Eval ! typo,
-    timer:sleep(100),
-    ?assertMatch(#{status := running}, ferrotrace:summary(S)),
-    ?assert(ft_trace_state:traced_by_ferrotrace(?F)),
-    [ft_test_target:f(I) || I <- lists:seq(1, 10)],
-    GroupLeader ! leave,
-    ok = ft_ct:poll(fun() -> maps:get(status, ferrotrace:summary(S)) =:= stopped end, 10000),
-    #{stop_reason := owner_down, calls := [#{count := Count}]} = ferrotrace:summary(S),
-    ?assert(Count >= 10),
-    ?assertNot(ft_trace_state:traced(?F)),
-    ok.
-
-%% `owner => none' for scripts (`bin/rel eval', rpc): the session outlives its caller and is
-%% bounded by its duration, which must be finite.
--spec owner_none(config()) -> ok.
-owner_none(_Config) ->
-    ?assertMatch({error, {bad_option, {owner, none, _}}},
-                 ferrotrace:calls(?F, #{owner => none, duration => infinity})),
-    ?assertMatch({error, {bad_option, {owner, "me", _}}}, ferrotrace:calls(?F, #{owner => "me"})),
-    Self = self(),
-    Caller = spawn(fun() -> Self ! {session, ferrotrace:calls(?F, #{owner => none, duration => 2000})} end),
-    {ok, S} = receive {session, R} -> R end,
-    ok = ft_ct:poll(fun() -> not is_process_alive(Caller) end, 10000),
-    ?assertMatch(#{status := running}, ferrotrace:summary(S)),
-    ok = ft_ct:poll(fun() -> maps:get(status, ferrotrace:summary(S)) =:= stopped end, 10000),
-    ?assertMatch(#{stop_reason := duration}, ferrotrace:summary(S)),
-    ok.
+%% Names
 
 %% A session can be named, and the name used wherever a session is.
 -spec names(config()) -> ok.
@@ -438,28 +334,6 @@ tracer_counts(Tracer, Expected) ->
     _ = ft_ct:poll(fun() -> Get() =:= Expected end, 2000),
     timer:sleep(20), % and nothing more comes
     Get().
-
-%% OTP 27+: the keeper is the only holder of its trace session's handle. Killed, it cannot
-%% clean up, yet the VM destroys the session with the handle: nothing of it stays.
--spec keeper_holds_the_handle(config()) -> ok | {skip, string()}.
-keeper_holds_the_handle(_Config) ->
-    case ft_trace_state:skip_before_27("no trace session handle to hold") of
-        ok -> keeper_holds_the_handle();
-        Skip -> Skip
-    end.
-
-keeper_holds_the_handle() ->
-    Worker = spawn_worker(),
-    {ok, S} = ferrotrace:calls(?F, #{duration => ?LONG, pids => [Worker]}),
-    [#{keeper := Keeper}] = [E || E = #{id := Id} <- ferrotrace:list(), Id =:= S],
-    [Session] = [Ref || Ref = {ferrotrace, _} <- ft_trace_state:sessions(?F)],
-    ?assertEqual([Session], [Ref || Ref = {ferrotrace, _} <- ft_trace_state:sessions(Worker)]),
-    Monitor = erlang:monitor(process, Keeper),
-    exit(Keeper, kill),
-    receive {'DOWN', Monitor, process, Keeper, killed} -> ok end,
-    ok = ft_ct:poll(fun() -> not lists:member(Session, ft_trace_state:sessions(all)) end, 10000),
-    ?assert(ft_trace_state:idle(?F, Worker)),
-    ok.
 
 %%--------------------------------------------------------------------------------------
 %% Helpers

@@ -7,13 +7,10 @@
 %%% unambiguous (a loaded 2-core machine can stall a 1 ms call past a 100 ms one).
 -module(ferrotrace_slow_SUITE).
 
--include_lib("stdlib/include/assert.hrl").
+-include("support/ft_ct.hrl").
 
--export([all/0, suite/0]).
 -export([slowest_are_the_largest/1, exceptions_kept/1, threshold_bound/1, off/1,
          bad_options/1, report_lines/1, own_time/1, recorder/1]).
-
--type config() :: [{atom(), term()}].
 
 -define(WORK, {ft_slow_target, work, 1}).
 -define(FAIL, {ft_slow_target, fail, 1}).
@@ -21,11 +18,9 @@
 -define(LONG, 120000).
 -define(MS, 1000000).
 
--spec suite() -> [tuple()].
 suite() ->
     [{ct_hooks, [{ft_ct, [ft_slow_target]}]}].
 
--spec all() -> [atom()].
 all() ->
     [slowest_are_the_largest, exceptions_kept, threshold_bound, off, bad_options, report_lines,
      own_time, recorder].
@@ -233,7 +228,6 @@ recorder(_Config) ->
     ok.
 
 %%--------------------------------------------------------------------------------------
-
 
 %% Runs Fun in a new process; {Pid, Ms, OuterNs, Result}: the span the caller measured.
 call_in_process(Fun, Ms) ->

@@ -7,9 +7,8 @@
 %%% assumption: a batch made right after a screen finishes within the interval.
 -module(ferrotrace_watch_SUITE).
 
--include_lib("stdlib/include/assert.hrl").
+-include("support/ft_ct.hrl").
 
--export([all/0, suite/0]).
 -export([three_intervals/1, ends_when_the_session_stops/1, bad_sessions_and_options/1,
          narrow_width/1]).
 
@@ -18,13 +17,9 @@
 -define(LONG, 60000).
 -define(WIDTH, 60).
 
--type config() :: [{atom(), term()}].
-
--spec suite() -> [tuple()].
 suite() ->
     [{ct_hooks, [{ft_ct, [ft_test_target]}]}].
 
--spec all() -> [atom()].
 all() ->
     [three_intervals, ends_when_the_session_stops, bad_sessions_and_options, narrow_width].
 
@@ -141,7 +136,6 @@ where(Pid) ->
         undefined -> done;
         _ -> starting
     end.
-
 
 watch_result(Watcher, Ms) ->
     receive {watch_done, Watcher, Result} -> Result

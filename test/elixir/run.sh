@@ -11,8 +11,8 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/ferrotrace-elixir.XXXXXX")
 started=$SECONDS
 test_name=test-elixir
-# shellcheck source=test/lib.sh
-. "$repo/test/lib.sh"
+# shellcheck source=test/support/lib.sh
+. "$repo/test/support/lib.sh"
 cleanup() {
     local status=$?
     if [ -n "${FERROTRACE_KEEP:-}" ]; then say "kept $work"; else rm -rf "$work"; fi

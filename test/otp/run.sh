@@ -5,8 +5,9 @@
 #   test/otp/run.sh [trixie] [sid]
 #
 # In each chroot it compiles erl_src/*.erl with the project's erl_opts (warnings are errors),
-# loads the NIF built on the host (priv/libferrotrace_nif.so, nif_version_2_16), runs the
-# EUnit modules test/*_tests.erl and the Common Test suites test/*_SUITE.erl
+# loads the NIF built on the host (priv/libferrotrace_nif.so, nif_version_2_16), compiles the
+# test helpers (test/support/*.erl), runs the EUnit modules test/*_tests.erl and the Common
+# Test suites test/*_SUITE.erl
 # (FERROTRACE_OTP_SUITES: a list of suites instead, or none), less the cases in FERROTRACE_OTP_SKIP
 # (Suite:case, reported as skipped with the reason below).
 #
@@ -127,7 +128,7 @@ check() { # check RELEASE: compile, load the NIF, EUnit, Common Test, inside the
     local started=$SECONDS
     [ -f priv/libferrotrace_nif.so ] || die "priv/libferrotrace_nif.so is missing: run 'make compile' first"
     rm -rf "$work"
-    mkdir -p "$work/ferrotrace/ebin" "$work/ferrotrace/priv" "$work/ferrotrace/erl_src" "$work/test" "$work/logs"
+    mkdir -p "$work/ferrotrace/ebin" "$work/ferrotrace/priv" "$work/ferrotrace/erl_src" "$work/test/support" "$work/logs"
     cp erl_src/*.erl "$work/ferrotrace/erl_src/"
     # Shell docs (EEP-48 chunks), where the project builds them in a rebar3 post-hook.
     if [ -f native/doc_chunks.escript ]; then cp native/doc_chunks.escript "$work/"; fi
@@ -137,6 +138,7 @@ check() { # check RELEASE: compile, load the NIF, EUnit, Common Test, inside the
         erl_src/ferrotrace.app.src >"$work/ferrotrace/ebin/ferrotrace.app"
     cp priv/libferrotrace_nif.so "$work/ferrotrace/priv/"
     cp test/*.erl "$work/test/"
+    cp test/support/* "$work/test/support/"
     { echo '{logdir, "logs"}.'
       printf '{suites, "test", [%s]}.\n' "$(echo $suites_to_run | tr ' ' ',')"
       local sc
@@ -154,7 +156,7 @@ cd /ferrotrace
 echo "test-otp: $release: OTP \$(erl -noshell -eval 'io:put_chars(erlang:system_info(otp_release)), halt().')"
 erlc $erl_opts -o ferrotrace/ebin ferrotrace/erl_src/*.erl
 if [ -f doc_chunks.escript ]; then (cd ferrotrace && REBAR_DEPS_DIR=/ferrotrace escript ../doc_chunks.escript); fi
-for f in test/*.erl; do case \$f in *_SUITE.erl) ;; *) erlc $erl_opts -pa ferrotrace/ebin -o test \$f;; esac; done
+for f in test/*.erl test/support/*.erl; do case \$f in *_SUITE.erl) ;; *) erlc $erl_opts -pa ferrotrace/ebin -o test \$f;; esac; done
 erl -noshell -pa ferrotrace/ebin -eval '
     {module, ferrotrace_tracer} = code:ensure_loaded(ferrotrace_tracer),
     {ok, S} = ferrotrace:session(#{duration => 1000}),

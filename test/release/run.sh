@@ -30,8 +30,8 @@ tmux_sock=ferrotrace-release-$$
 tmux_target=rel
 started=$SECONDS
 
-# shellcheck source=test/lib.sh
-. "$repo/test/lib.sh"
+# shellcheck source=test/support/lib.sh
+. "$repo/test/support/lib.sh"
 
 cleanup() {
     local status=$?

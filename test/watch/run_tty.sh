@@ -31,8 +31,8 @@ host=$(hostname -s)
 width=80
 started=$SECONDS
 
-# shellcheck source=test/lib.sh
-. "$repo/test/lib.sh"
+# shellcheck source=test/support/lib.sh
+. "$repo/test/support/lib.sh"
 cleanup() {
     local status=$?
     tmux -L "$tmux_sock" kill-server 2>/dev/null || true
@@ -52,7 +52,7 @@ trap 'exit 130' INT TERM
 need tmux tmux
 ebin=$repo/_build/default/lib/ferrotrace/ebin
 [ -f "$ebin/ferrotrace.beam" ] || fail "no $ebin/ferrotrace.beam: run rebar3 compile first"
-erlc -o "$work" "$repo/test/ft_test_target.erl" || fail "erlc ft_test_target.erl"
+erlc -o "$work" "$repo/test/support/ft_test_target.erl" || fail "erlc ft_test_target.erl"
 
 # --- 1. the node and its workload ---------------------------------------------------------
 erl -sname "$node" -setcookie "$cookie" -pa "$ebin" -pa "$work" -noshell -eval "

@@ -1,35 +1,30 @@
-%%% @doc Common Test suite for ferrotrace's core: exact counts, latency figures, pairing of
-%%% recursion and exceptions, raw `{tracer, ferrotrace_tracer, S}' use, stop/release, the
-%%% duration limit, the owner's death, isolation of concurrent sessions and the report.
+%%% @doc Common Test suite for `ferrotrace:calls/2' sessions: exact counts, latency figures,
+%%% pairing of recursion and exceptions, raw `{tracer, ferrotrace_tracer, S}' use, isolation
+%%% of concurrent sessions, the report, bad pids, `scope', `max_functions' and `list/0'. How a
+%%% session ends (stop, release, duration, its owner's death) is ferrotrace_lifecycle_SUITE.
 %%%
 %%% Timing: the machine that runs this may have 2 cores shared with compilers. No assertion
 %%% depends on how fast anything runs, except where a test says so and explains its slack.
 %%% Polls wait up to several seconds for things that normally happen within milliseconds.
--module(ferrotrace_SUITE).
+-module(ferrotrace_calls_SUITE).
 
--include_lib("stdlib/include/assert.hrl").
+-include("support/ft_ct.hrl").
 
--export([all/0, suite/0]).
 -export([exact_counts/1, exact_counts_burst/1, exact_counts_small_ring/1, sleep_latency/1,
-         recursion/1, exceptions/1, raw_session/1, stop_and_release/1, stop_unhooks_raw_tracee/1,
-         duration_stops/1, owner_death/1, two_sessions/1, report/1, bad_pids/1,
+         recursion/1, exceptions/1, raw_session/1, two_sessions/1, report/1, bad_pids/1,
          scope_global/1, max_functions/1, list_sessions/1]).
 
 -define(F, {ft_test_target, f, 1}).
 -define(G, {ft_test_target, g, 1}).
 -define(LONG, 60000).
 
--type config() :: [{atom(), term()}].
-
--spec suite() -> [tuple()].
 suite() ->
     [{ct_hooks, [{ft_ct, [ft_test_target]}]}].
 
--spec all() -> [atom()].
 all() ->
     [exact_counts, exact_counts_burst, exact_counts_small_ring, sleep_latency, recursion,
-     exceptions, raw_session, stop_and_release, stop_unhooks_raw_tracee, duration_stops,
-     owner_death, two_sessions, report, bad_pids, scope_global, max_functions, list_sessions].
+     exceptions, raw_session, two_sessions, report, bad_pids, scope_global, max_functions,
+     list_sessions].
 
 %%--------------------------------------------------------------------------------------
 %% 1. Exact counts
@@ -44,7 +39,7 @@ exact_counts(_Config) ->
     {Procs, PerProc} = {5, 20000},
     N = Procs * PerProc,
     {ok, S} = ferrotrace:calls(?F, #{duration => ?LONG}),
-    Workers = run_workers(Procs, fun() -> paced(fun ft_test_target:call_f/1, PerProc) end),
+    Workers = ft_caller:workers(Procs, fun() -> paced(fun ft_test_target:call_f/1, PerProc) end),
     %% A summary while running is up to date: every event stamped before it is folded in.
     ?assertMatch(#{status := running, calls := [#{mfa := ?F, count := N, returns := N}],
                    events := #{seen := Seen0}} when Seen0 =:= 2 * N, ferrotrace:summary(S)),
@@ -54,7 +49,7 @@ exact_counts(_Config) ->
     ?assertEqual([], ft_trace_state:flags(new)),
     ?assertEqual([], ft_trace_state:flags(self())),
     [?assertEqual([], ft_trace_state:flags(Pid)) || {Pid, _} <- Workers],
-    ok = end_workers(Workers),
+    ok = ft_caller:end_workers(Workers),
     Summary = ferrotrace:summary(S),
     #{status := stopped, calls := Calls,
       events := #{seen := Seen, aggregated := Aggregated, dropped := Dropped} = Events,
@@ -76,9 +71,9 @@ exact_counts_burst(_Config) ->
     {Procs, PerProc} = {5, 20000},
     N = Procs * PerProc,
     {ok, S} = ferrotrace:calls(?F, #{duration => ?LONG}),
-    Workers = run_workers(Procs, fun() -> ft_test_target:call_f(PerProc) end),
+    Workers = ft_caller:workers(Procs, fun() -> ft_test_target:call_f(PerProc) end),
     ok = ferrotrace:stop(S),
-    ok = end_workers(Workers),
+    ok = ft_caller:end_workers(Workers),
     #{calls := Calls, events := #{seen := Seen, aggregated := Aggregated} = Events}
         = ferrotrace:summary(S),
     ct:pal("events of an unpaced burst: ~p", [Events]),
@@ -97,9 +92,9 @@ exact_counts_small_ring(_Config) ->
     {Procs, PerProc} = {4, 20000},
     N = Procs * PerProc,
     {ok, S} = ferrotrace:calls(?F, #{duration => ?LONG, ring_size => 64}),
-    Workers = run_workers(Procs, fun() -> ft_test_target:call_f(PerProc) end),
+    Workers = ft_caller:workers(Procs, fun() -> ft_test_target:call_f(PerProc) end),
     ok = ferrotrace:stop(S),
-    ok = end_workers(Workers),
+    ok = ft_caller:end_workers(Workers),
     #{calls := Calls, events := #{seen := Seen, aggregated := Aggregated, dropped := Dropped}
           = Events} = ferrotrace:summary(S),
     ct:pal("events with a 64-event ring: ~p", [Events]),
@@ -133,7 +128,7 @@ sleep_latency(_Config) ->
     Parent = self(),
     {ok, S} = ferrotrace:calls(SleeperMFA, #{duration => ?LONG}),
     %% The worker also times each call from outside: the traced call lies inside that span.
-    Workers = run_workers(1, fun() ->
+    Workers = ft_caller:workers(1, fun() ->
                                      Outer = [begin
                                                   T0 = erlang:monotonic_time(nanosecond),
                                                   20 = ft_test_target:sleeper(20),
@@ -142,7 +137,7 @@ sleep_latency(_Config) ->
                                      Parent ! {outer, Outer}
                              end),
     ok = ferrotrace:stop(S),
-    ok = end_workers(Workers),
+    ok = ft_caller:end_workers(Workers),
     Outer = lists:sort(receive {outer, O} -> O after 5000 -> error(no_outer_times) end),
     #{calls := [Stats]} = ferrotrace:summary(S),
     ct:pal("sleeper stats: ~p~nouter times (ns): ~p", [Stats, Outer]),
@@ -202,11 +197,11 @@ check_buckets(Buckets) ->
 recursion(_Config) ->
     {K, Depth} = {200, 10},
     Rec = {ft_test_target, rec, 1},
-    Caller = start_caller(),
+    Caller = ft_caller:start(),
     {ok, S} = ferrotrace:calls(Rec, #{duration => ?LONG, pids => [Caller]}),
-    ok = run_in(Caller, fun() -> ft_test_target:call_rec(K, Depth) end),
+    ok = ft_caller:run(Caller, fun() -> ft_test_target:call_rec(K, Depth) end),
     ok = ferrotrace:stop(S),
-    stop_caller(Caller),
+    ft_caller:stop(Caller),
     #{calls := [Stats], pairing := Pairing, events := #{seen := Seen, dropped := 0} = Events}
         = ferrotrace:summary(S),
     ok = check_accounting(Events),
@@ -232,11 +227,11 @@ exceptions(_Config) ->
     M = 500,
     Raiser = {ft_test_target, raiser, 1},
     Catcher = {ft_test_target, catcher, 1},
-    Caller = start_caller(),
+    Caller = ft_caller:start(),
     {ok, S} = ferrotrace:calls([Raiser, Catcher], #{duration => ?LONG, pids => [Caller]}),
-    ok = run_in(Caller, fun() -> ft_test_target:call_catcher(M) end),
+    ok = ft_caller:run(Caller, fun() -> ft_test_target:call_catcher(M) end),
     ok = ferrotrace:stop(S),
-    stop_caller(Caller),
+    ft_caller:stop(Caller),
     #{calls := Calls, pairing := Pairing, events := #{seen := Seen, dropped := 0} = Events}
         = ferrotrace:summary(S),
     ok = check_accounting(Events),
@@ -266,12 +261,12 @@ exceptions(_Config) ->
 raw_session(_Config) ->
     N = 30000,
     {ok, S} = ferrotrace:session(#{duration => ?LONG}),
-    Caller = start_caller(),
+    Caller = ft_caller:start(),
     try
         ?assertEqual(1, erlang:trace_pattern(?F, [{'_', [], [{return_trace}]}], [local])),
         ?assertEqual(1, erlang:trace(Caller, true, [call, {tracer, ferrotrace_tracer, S}])),
         ?assertEqual({tracer, {ferrotrace_tracer, S}}, erlang:trace_info(Caller, tracer)),
-        ok = run_in(Caller, fun() -> paced(fun ft_test_target:call_f/1, N) end),
+        ok = ft_caller:run(Caller, fun() -> paced(fun ft_test_target:call_f/1, N) end),
         %% The test process itself is not traced: its calls are not counted.
         ok = ft_test_target:call_f(1000),
         ok = ferrotrace:stop(S),
@@ -285,145 +280,18 @@ raw_session(_Config) ->
         ?assertMatch([#{mfa := ?F, count := N, returns := N, exceptions := 0}], Calls),
         ?assertMatch(#{unmatched_returns := 0, abandoned_calls := 0}, Pairing)
     after
-        stop_caller(Caller),
+        ft_caller:stop(Caller),
         erlang:trace_pattern(?F, false, [local])
     end,
     ?assertEqual({traced, false}, erlang:trace_info(?F, traced)),
     ok.
 
 %%--------------------------------------------------------------------------------------
-%% 6. Stop and release
-
--spec stop_and_release(config()) -> ok.
-stop_and_release(_Config) ->
-    Caller = start_caller(),
-    {ok, S} = ferrotrace:calls(?F, #{duration => ?LONG, pids => [Caller]}),
-    ?assertMatch(#{status := running, stop_reason := undefined}, ferrotrace:summary(S)),
-    ok = run_in(Caller, fun() -> ft_test_target:call_f(100) end),
-    ok = ferrotrace:stop(S),
-    Stopped = ferrotrace:summary(S),
-    ?assertMatch(#{status := stopped, stop_reason := user,
-                   memory := #{ring_bytes := 0},
-                   calls := [#{mfa := ?F, count := 100, returns := 100}],
-                   events := #{seen := 200}}, Stopped),
-    %% Calls after the stop are not counted, and the caller is no longer traced by us.
-    ok = run_in(Caller, fun() -> ft_test_target:call_f(100) end),
-    AfterCalls = ferrotrace:summary(S),
-    ?assertEqual(maps:get(calls, Stopped), maps:get(calls, AfterCalls)),
-    ?assertEqual(maps:get(events, Stopped), maps:get(events, AfterCalls)),
-    ok = assert_not_traced_by(Caller, S),
-    ?assertNot(ft_trace_state:traced(?F)),
-    %% Stopping twice is fine and changes nothing.
-    ok = ferrotrace:stop(S),
-    ?assertMatch(#{status := stopped, stop_reason := user}, ferrotrace:summary(S)),
-    ?assert(lists:member(S, ferrotrace_tracer:sessions())),
-    ok = ferrotrace:release(S),
-    ?assertEqual({error, {no_such_session, S}}, ferrotrace:summary(S)),
-    ?assertEqual({error, {no_such_session, S}}, ferrotrace:histogram(S, ?F)),
-    ?assertEqual({error, {no_such_session, S}}, ferrotrace:stop(S)),
-    ?assertEqual({error, {no_such_session, S}}, ferrotrace:release(S)),
-    ?assertNot(lists:member(S, ferrotrace_tracer:sessions())),
-    stop_caller(Caller),
-    ok.
-
-%% Raw use: nobody but the VM can unhook the tracee after stop/1, and it does so at the
-%% tracee's next traced call because `enabled' answers `remove'.
--spec stop_unhooks_raw_tracee(config()) -> ok.
-stop_unhooks_raw_tracee(_Config) ->
-    {ok, S} = ferrotrace:session(#{duration => ?LONG}),
-    Caller = start_caller(),
-    try
-        1 = erlang:trace_pattern(?F, [{'_', [], [{return_trace}]}], [local]),
-        1 = erlang:trace(Caller, true, [call, {tracer, ferrotrace_tracer, S}]),
-        ok = run_in(Caller, fun() -> ft_test_target:call_f(10) end),
-        ?assertEqual({flags, [call]}, erlang:trace_info(Caller, flags)),
-        ok = ferrotrace:stop(S),
-        #{calls := Before, events := EventsBefore} = ferrotrace:summary(S),
-        ?assertMatch([#{count := 10, returns := 10}], Before),
-        %% The pattern and the flags are the caller's; nobody but the VM removes them. (The
-        %% VM also asks `enabled(trace_status, ...)' when trace_info/2 reads the flags, so
-        %% we look only after the next call.)
-        ok = run_in(Caller, fun() -> ft_test_target:call_f(10) end),
-        ?assertEqual({flags, []}, erlang:trace_info(Caller, flags)),
-        ?assertEqual({tracer, []}, erlang:trace_info(Caller, tracer)),
-        #{calls := After, events := EventsAfter} = ferrotrace:summary(S),
-        ?assertEqual(Before, After),
-        ?assertEqual(EventsBefore, EventsAfter)
-    after
-        stop_caller(Caller),
-        erlang:trace_pattern(?F, false, [local])
-    end,
-    ok.
-
-%%--------------------------------------------------------------------------------------
-%% 7. Duration
-
--spec duration_stops(config()) -> ok.
-duration_stops(_Config) ->
-    {ok, S} = ferrotrace:calls(?F, #{duration => 200}),
-    %% Normally done after 200 ms; poll for 5 s on a loaded machine.
-    Done = fun() ->
-                   case {ferrotrace:summary(S), ft_trace_state:traced(?F)} of
-                       {#{status := stopped}, false} -> true;
-                       _ -> false
-                   end
-           end,
-    ?assert(wait_until(Done, 5000), {not_stopped, ferrotrace:summary(S),
-                                       ft_trace_state:sessions(?F)}),
-    #{status := stopped, stop_reason := Reason, elapsed_ms := Elapsed,
-      memory := #{ring_bytes := RingBytes}} = ferrotrace:summary(S),
-    ?assertEqual(duration, Reason),
-    ?assertEqual(0, RingBytes),
-    %% Stopped by the 200 ms limit and not before; wall-clock milliseconds, so a little
-    %% slack below for clock granularity, and up to the poll limit above.
-    ?assert(Elapsed >= 190 andalso Elapsed =< 5200, {elapsed_ms, Elapsed}),
-    %% Still readable until released; calls now are not counted.
-    ok = end_workers(run_workers(1, fun() -> ft_test_target:call_f(50) end)),
-    #{calls := Calls} = ferrotrace:summary(S),
-    ?assertEqual([], [C || C = #{count := Count} <- Calls, Count > 0]),
-    ok = ferrotrace:release(S),
-    ok.
-
-%%--------------------------------------------------------------------------------------
-%% 8. Owner death
-
--spec owner_death(config()) -> ok.
-owner_death(_Config) ->
-    %% An owner of a raw session that exits normally.
-    {Owner1, S1} = start_owner(fun() -> ferrotrace:session(#{duration => ?LONG}) end),
-    %% An owner of a calls/2 session that is killed.
-    {Owner2, S2} = start_owner(fun() -> ferrotrace:calls(?F, #{duration => ?LONG}) end),
-    ?assertMatch(#{status := running}, ferrotrace:summary(S1)),
-    ?assertMatch(#{status := running}, ferrotrace:summary(S2)),
-    ?assert(ft_trace_state:traced_by_ferrotrace(?F)),
-    Owner1 ! exit,
-    exit(Owner2, kill),
-    %% Tracing stops at once; the figures stay readable (`keep', ten minutes by default).
-    Stopped = fun(S) -> fun() -> maps:get(status, ferrotrace:summary(S)) =:= stopped end end,
-    ?assert(wait_until(Stopped(S1), 10000), {still_running, S1, ferrotrace:summary(S1)}),
-    ?assert(wait_until(Stopped(S2), 10000), {still_running, S2, ferrotrace:summary(S2)}),
-    ?assertMatch(#{stop_reason := owner_down}, ferrotrace:summary(S1)),
-    ?assertMatch(#{stop_reason := owner_down}, ferrotrace:summary(S2)),
-    ?assert(wait_until(fun() -> not ft_trace_state:traced(?F) end, 10000)),
-    ok.
-
-start_owner(Start) ->
-    Parent = self(),
-    Owner = spawn(fun() ->
-                          {ok, S} = Start(),
-                          Parent ! {session, self(), S},
-                          receive exit -> ok end
-                  end),
-    receive {session, Owner, S} -> {Owner, S}
-    after 10000 -> error(owner_did_not_start)
-    end.
-
-%%--------------------------------------------------------------------------------------
-%% 9. Two sessions at once
+%% 6. Two sessions at once
 
 -spec two_sessions(config()) -> ok.
 two_sessions(_Config) ->
-    {P1, P2, P3} = {start_caller(), start_caller(), start_caller()},
+    {P1, P2, P3} = {ft_caller:start(), ft_caller:start(), ft_caller:start()},
     {ok, S1} = ferrotrace:calls(?F, #{duration => ?LONG, pids => [P1]}),
     {ok, S2} = ferrotrace:calls(?G, #{duration => ?LONG, pids => [P2]}),
     ?assert(ft_trace_state:traced_by_ferrotrace(P1)),
@@ -440,13 +308,13 @@ two_sessions(_Config) ->
             ?assertNotEqual(R1, R2)
     end,
     %% All three at once; P3 is traced by neither and calls both functions.
-    ok = run_in_parallel([{P1, fun() -> paced(fun ft_test_target:call_f/1, 30000) end},
+    ok = ft_caller:run_parallel([{P1, fun() -> paced(fun ft_test_target:call_f/1, 30000) end},
                           {P2, fun() -> paced(fun ft_test_target:call_g/1, 20000) end},
                           {P3, fun() -> paced(fun ft_test_target:call_f/1, 5000),
                                         paced(fun ft_test_target:call_g/1, 5000) end}]),
     ok = ferrotrace:stop(S1),
     %% S2 keeps running after S1 stopped.
-    ok = run_in(P2, fun() -> ft_test_target:call_g(500) end),
+    ok = ft_caller:run(P2, fun() -> ft_test_target:call_g(500) end),
     ok = ferrotrace:stop(S2),
     #{calls := Calls1, events := Events1} = ferrotrace:summary(S1),
     #{calls := Calls2, events := Events2} = ferrotrace:summary(S2),
@@ -454,20 +322,20 @@ two_sessions(_Config) ->
     ?assertMatch([#{mfa := ?G, count := 20500, returns := 20500}], Calls2),
     ?assertMatch(#{seen := 60000, dropped := 0, ignored := 0}, Events1),
     ?assertMatch(#{seen := 41000, dropped := 0, ignored := 0}, Events2),
-    [stop_caller(P) || P <- [P1, P2, P3]],
+    [ft_caller:stop(P) || P <- [P1, P2, P3]],
     ok.
 
 %%--------------------------------------------------------------------------------------
-%% 11. report/1
+%% 7. report/1
 
 -spec report(config()) -> ok.
 report(_Config) ->
     {ok, S} = ferrotrace:calls(?F, #{duration => ?LONG}),
     {ok, Empty} = ft_ct:capture(fun() -> ferrotrace:report(S) end),
     ?assertNotEqual(nomatch, string:find(Empty, "no traced calls yet"), Empty),
-    Workers = run_workers(1, fun() -> ft_test_target:call_f(1234) end),
+    Workers = ft_caller:workers(1, fun() -> ft_test_target:call_f(1234) end),
     ok = ferrotrace:stop(S),
-    ok = end_workers(Workers),
+    ok = ft_caller:end_workers(Workers),
     {ok, Text} = ft_ct:capture(fun() -> ferrotrace:report(S) end),
     ct:pal("report:~n~ts", [Text]),
     %% 2 x 1234 events of f/1, and the exits of processes that ended during the session
@@ -500,8 +368,8 @@ report(_Config) ->
 bad_pids(_Config) ->
     {Dead, Ref} = spawn_monitor(fun() -> ok end),
     receive {'DOWN', Ref, process, Dead, _} -> ok end,
-    OtherTracer = start_caller(),
-    Taken = start_caller(),
+    OtherTracer = ft_caller:start(),
+    Taken = ft_caller:start(),
     1 = erlang:trace(Taken, true, [call, {tracer, OtherTracer}]),
     Observe =
         fun(Pid) ->
@@ -528,8 +396,8 @@ bad_pids(_Config) ->
     DeadObserved = Observe(Dead),
     TakenObserved = Observe(Taken),
     ?assertEqual({tracer, OtherTracer}, erlang:trace_info(Taken, tracer)),
-    stop_caller(OtherTracer),
-    stop_caller(Taken),
+    ft_caller:stop(OtherTracer),
+    ft_caller:stop(Taken),
     Expected = {clear_error, {leaked_sessions, []}, {traced, false}},
     case ft_trace_state:trace_sessions() of
         false ->
@@ -563,12 +431,12 @@ contains_stacktrace(_) ->
 scope_global(_Config) ->
     {K, Depth} = {100, 10},
     Rec = {ft_test_target, rec, 1},
-    Caller = start_caller(),
+    Caller = ft_caller:start(),
     {ok, S} = ferrotrace:calls(Rec, #{duration => ?LONG, pids => [Caller], scope => global}),
     %% call_rec/2 calls ?MODULE:rec/1 (traced); rec/1 recurses with local calls (not traced).
-    ok = run_in(Caller, fun() -> ft_test_target:call_rec(K, Depth) end),
+    ok = ft_caller:run(Caller, fun() -> ft_test_target:call_rec(K, Depth) end),
     ok = ferrotrace:stop(S),
-    stop_caller(Caller),
+    ft_caller:stop(Caller),
     #{calls := Calls, events := Events, pairing := Pairing} = ferrotrace:summary(S),
     ok = check_accounting(Events),
     ?assertMatch([#{mfa := Rec, count := K, returns := K, exceptions := 0}], Calls),
@@ -582,13 +450,13 @@ scope_global(_Config) ->
 
 -spec max_functions(config()) -> ok.
 max_functions(_Config) ->
-    Caller = start_caller(),
+    Caller = ft_caller:start(),
     {ok, S} = ferrotrace:calls([?F, ?G], #{duration => ?LONG, pids => [Caller],
                                            max_functions => 1}),
-    ok = run_in(Caller, fun() -> ft_test_target:call_f(100) end),
-    ok = run_in(Caller, fun() -> ft_test_target:call_g(70) end),
+    ok = ft_caller:run(Caller, fun() -> ft_test_target:call_f(100) end),
+    ok = ft_caller:run(Caller, fun() -> ft_test_target:call_g(70) end),
     ok = ferrotrace:stop(S),
-    stop_caller(Caller),
+    ft_caller:stop(Caller),
     #{calls := Calls, events := Events, pairing := Pairing, memory := Memory}
         = ferrotrace:summary(S),
     ok = check_accounting(Events),
@@ -644,75 +512,3 @@ paced(CallN, N) ->
     ok = CallN(Batch),
     timer:sleep(2),
     paced(CallN, N - Batch).
-
-%% Runs Fun in N new processes at once; returns their pids when all have run it. They stay
-%% alive until end_workers/1, so that no process exit falls inside a session (calls/2 traces
-%% `procs' too, and an exit event counts as seen).
-run_workers(N, Fun) ->
-    Parent = self(),
-    Workers = [spawn_monitor(fun() ->
-                                     receive go -> ok end,
-                                     Result = try Fun() of _ -> ok catch C:R:St -> {C, R, St} end,
-                                     Parent ! {worker_done, self(), Result},
-                                     receive finish -> ok end
-                             end) || _ <- lists:seq(1, N)],
-    [Pid ! go || {Pid, _} <- Workers],
-    lists:map(
-      fun({Pid, Ref}) ->
-              receive
-                  {worker_done, Pid, Result} -> ?assertEqual(ok, Result), {Pid, Ref};
-                  {'DOWN', Ref, process, Pid, Reason} -> error({worker_died, Reason})
-              after 60000 -> error({worker_timeout, Pid})
-              end
-      end, Workers).
-
-end_workers(Workers) ->
-    lists:foreach(fun({Pid, Ref}) ->
-                          Pid ! finish,
-                          receive {'DOWN', Ref, process, Pid, normal} -> ok
-                          after 10000 -> error({worker_did_not_finish, Pid})
-                          end
-                  end, Workers).
-
-%% A process that runs funs on request, so it can be traced before it calls anything.
-start_caller() ->
-    spawn(fun caller_loop/0).
-
-caller_loop() ->
-    receive
-        {run, From, Ref, Fun} ->
-            Result = try Fun() of _ -> ok catch C:R:St -> {C, R, St} end,
-            From ! {done, Ref, Result},
-            caller_loop();
-        stop ->
-            ok
-    end.
-
-run_in(Caller, Fun) ->
-    run_in_parallel([{Caller, Fun}]).
-
-run_in_parallel(Jobs) ->
-    Refs = [begin Ref = make_ref(), Caller ! {run, self(), Ref, Fun}, Ref end
-            || {Caller, Fun} <- Jobs],
-    lists:foreach(fun(Ref) ->
-                          receive {done, Ref, Result} -> ?assertEqual(ok, Result)
-                          after 60000 -> error(caller_timeout)
-                          end
-                  end, Refs).
-
-stop_caller(Caller) ->
-    Caller ! stop,
-    ok.
-
-assert_not_traced_by(Pid, S) ->
-    ?assertNot(ft_trace_state:traced_by_ferrotrace(Pid)),
-    Flags = erlang:trace_info(Pid, flags),
-    Tracer = erlang:trace_info(Pid, tracer),
-    Ours = {tracer, {ferrotrace_tracer, S}},
-    case {Flags, Tracer} of
-        {_, Ours} -> ?assertNot(lists:member(call, element(2, Flags)), {still_traced, Flags});
-        _ -> ok
-    end.
-
-wait_until(Pred, TimeoutMs) ->
-    ft_ct:poll(Pred, TimeoutMs) =:= ok.

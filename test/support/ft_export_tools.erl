@@ -16,7 +16,8 @@
 %% elsewhere, as in the OTP 27/29 chroots, the cases that need them skip), and `{test_dir, Dir}'.
 -spec setup(config()) -> config().
 setup(Config) ->
-    TestDir = filename:dirname(proplists:get_value(source, ?MODULE:module_info(compile))),
+    %% This module is test/support/ft_export_tools.erl: the test directory is above it.
+    TestDir = filename:dirname(filename:dirname(proplists:get_value(source, ?MODULE:module_info(compile)))),
     Tools = case run("sh " ++ filename:join([TestDir, "export", "setup.sh"])) of
                 {"0", Out} -> lists:last(string:split(string:trim(Out), "\n", all));
                 {_, Out} -> {unavailable, Out}
