@@ -238,7 +238,7 @@ calls(Spec, Options) ->
 %% `scheduling' and `ports'. Options as {@link calls/2} (`pids', `duration', limits, ...).
 %% Kinds this VM cannot trace safely are refused with `{error, {unsafe, Kind, Why}}'.
 %% To trace calls and processes in one session, use `calls/2' with `#{also => Kinds}'.
--spec processes(Kinds :: [ferrotrace_events:kind()], Options :: options()) ->
+-spec processes(Kinds :: [ferrotrace_activity:kind()], Options :: options()) ->
           {ok, ferrotrace_tracer:session_id()} | {error, term()}.
 processes(Kinds, Options) ->
     ferrotrace_start:processes(Kinds, Options).
@@ -313,7 +313,7 @@ summary(Session) ->
                 ByTotal = fun(#{total := A}, #{total := B}) -> A >= B end,
                 %% `displaced' (OTP 25 and 26): what the keeper's checks found, absent if none.
                 Merged = maps:merge(Summary, maps:with([displaced], Info)),
-                ferrotrace_events:merge(Id, Info,
+                ferrotrace_activity:merge(Id, Info,
                     Merged#{calls := lists:sort(ByTotal, Calls),
                             stacks => stack_counts(Id),
                             name => maps:get(name, Info, undefined),
@@ -333,7 +333,7 @@ stack_counts(Id) ->
 %% @doc The latency distribution of one function in power-of-two buckets, ascending; or
 %% of another series: `wakeup', `run_slice', `lifetime', `size_words' (words, not ns),
 %% `{gc, minor}', `{gc, major}', `{ports, run_slice}'.
--spec histogram(session() | pid(), mfa() | ferrotrace_events:series()) -> [bucket()] | {error, term()}.
+-spec histogram(session() | pid(), mfa() | ferrotrace_activity:series()) -> [bucket()] | {error, term()}.
 histogram(Session, Series) ->
     with_session(Session, fun(Id, _, _) -> local_histogram(Id, Series) end,
                  fun(Cluster) -> ferrotrace_cluster:histogram(Cluster, Series) end).
@@ -341,7 +341,7 @@ histogram(Session, Series) ->
 local_histogram(Id, Series) when Series =:= wakeup; Series =:= run_slice; Series =:= lifetime;
                                  Series =:= size_words; Series =:= {gc, minor};
                                  Series =:= {gc, major}; Series =:= {ports, run_slice} ->
-    ferrotrace_events:histogram(Id, Series);
+    ferrotrace_activity:histogram(Id, Series);
 local_histogram(Id, MFA) ->
     case ferrotrace_tracer:session_histogram(Id, MFA) of
         {ok, Buckets} -> Buckets;
@@ -443,7 +443,7 @@ text(Id, Options) ->
         Summary ->
             Histogram = fun(Series) -> histogram(Id, Series) end,
             [ferrotrace_report:format(Summary, Histogram, Options),
-             ferrotrace_events_report:format(Summary, Histogram)]
+             ferrotrace_activity_report:format(Summary, Histogram)]
     end.
 
 print({error, _} = Error) -> Error;

@@ -39,7 +39,7 @@
                      keep => non_neg_integer() | infinity,
                      pids => ferrotrace:pid_spec(),
                      scope => local | global,
-                     also => [ferrotrace_events:kind()],
+                     also => [ferrotrace_activity:kind()],
                      callers => boolean(),
                      nodes => [node()]}
                  | [{atom(), term()}].
@@ -200,7 +200,7 @@ processes(Kinds, Options0) ->
     case to_map(Options0) of
         {ok, Options} ->
             Pids = maps:get(pids, Options, all),
-            case {pids(Pids), ferrotrace_events:check_kinds(Kinds)} of
+            case {pids(Pids), ferrotrace_activity:check_kinds(Kinds)} of
                 {{error, _} = Error, _} ->
                     Error;
                 {_, {error, _} = Error} ->
@@ -237,10 +237,10 @@ bad_pids(Pids) ->
     {error, {bad_option, {pids, Pids, <<"all, new, existing or a non-empty list of local pids">>}}}.
 
 %% The kinds of `also' (or of `processes/2') traced with `Pids': known kinds (see
-%% `ferrotrace_events'); `ports' only with pids that include ports (all, new, existing).
--spec kinds(term(), term()) -> {ok, [ferrotrace_events:kind()]} | {error, term()}.
+%% `ferrotrace_activity'); `ports' only with pids that include ports (all, new, existing).
+-spec kinds(term(), term()) -> {ok, [ferrotrace_activity:kind()]} | {error, term()}.
 kinds(Kinds0, Pids) ->
-    case ferrotrace_events:check_kinds(Kinds0) of
+    case ferrotrace_activity:check_kinds(Kinds0) of
         {ok, Kinds} ->
             case lists:member(ports, Kinds) andalso is_list(Pids) of
                 true -> {error, {bad_option, {pids, Pids, <<"all, new or existing with the ports kind">>}}};

@@ -36,7 +36,7 @@
                            heads := [ferrotrace_spec:heads()],
                            pids := ferrotrace:pid_spec(),
                            scope := local | global,
-                           kinds => [ferrotrace_events:kind()]}.
+                           kinds => [ferrotrace_activity:kind()]}.
 %% Who the session belongs to: a process, or nobody (`owner => none', bounded by duration).
 -type owner() :: {process | shell, pid()} | none.
 -type settings() :: #{owner := owner(), keep := non_neg_integer() | infinity,
@@ -332,10 +332,10 @@ start_tracing(_Id, none) ->
 start_tracing(Id, Tracing = #{kinds := Kinds}) ->
     %% Other event kinds (processes/2, calls/2's `also'): refused before anything changes
     %% when this VM cannot take them safely.
-    case ferrotrace_events:check_safe(Kinds, Id) of
+    case ferrotrace_activity:check_safe(Kinds, Id) of
         ok ->
             ok = ferrotrace_registry:update(Id, #{kinds => Kinds}),
-            start_tracing(Id, maps:remove(kinds, Tracing), ferrotrace_events:flags(Kinds));
+            start_tracing(Id, maps:remove(kinds, Tracing), ferrotrace_activity:flags(Kinds));
         {error, _} = Error ->
             Error
     end;
@@ -376,7 +376,7 @@ start_trace_session(Id, Patterns, Targets, Extra) ->
             {error, {no_matching_functions, [MFA || #{mfa := MFA} <- Patterns]}};
         _ ->
             try
-                ProcessFlags = ?TRACE_FLAGS ++ (Extra -- ferrotrace_events:port_flags()),
+                ProcessFlags = ?TRACE_FLAGS ++ (Extra -- ferrotrace_activity:port_flags()),
                 _ = [trace_call(process, [Session, Target, true, ProcessFlags]) || Target <- Targets],
                 _ = trace_call(process, [Session, self(), false, ProcessFlags]),
                 _ = case Extra -- ProcessFlags of
@@ -515,7 +515,7 @@ untrace_processes(Id) ->
     Ours = {tracer, {ferrotrace_tracer, Id}},
     Untrace = fun(Target) ->
                       try erlang:trace_info(Target, tracer) of
-                          Ours -> _ = erlang:trace(Target, false, ?TRACE_FLAGS ++ ferrotrace_events:all_flags()), ok;
+                          Ours -> _ = erlang:trace(Target, false, ?TRACE_FLAGS ++ ferrotrace_activity:all_flags()), ok;
                           _ -> ok
                       catch error:badarg -> ok % the process is gone
                       end

@@ -193,11 +193,11 @@ to_json(_Term) -> ?NOT_LOADED.
                  too_deep := non_neg_integer()}} | {error, term()}.
 session_stack_counts(_Id) -> ?NOT_LOADED.
 
-%% The figures of the other event kinds; see ferrotrace_events:merge/3.
+%% The figures of the other event kinds; see ferrotrace_activity:merge/3.
 -spec session_events(session_id()) -> {ok, map()} | {error, term()}.
 session_events(_Id) -> ?NOT_LOADED.
 
--spec session_event_histogram(session_id(), ferrotrace_events:series()) ->
+-spec session_event_histogram(session_id(), ferrotrace_activity:series()) ->
           {ok, [{non_neg_integer(), non_neg_integer(), non_neg_integer()}]} | {error, term()}.
 session_event_histogram(_Id, _Series) -> ?NOT_LOADED.
 

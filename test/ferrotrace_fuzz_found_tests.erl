@@ -44,7 +44,7 @@ improper_options_test() ->
 -spec improper_kinds_test() -> ok.
 improper_kinds_test() ->
     {module, ft_test_target} = code:ensure_loaded(ft_test_target),
-    ?assertMatch({error, {bad_kinds, [procs | x], _}}, ferrotrace_events:check_kinds([procs | x])),
+    ?assertMatch({error, {bad_kinds, [procs | x], _}}, ferrotrace_activity:check_kinds([procs | x])),
     ?assertMatch({error, {bad_kinds, [procs | x], _}}, ferrotrace:processes([procs | x], #{})),
     ?assertMatch({error, _}, ferrotrace:calls({ft_test_target, f, 1}, #{also => [procs | x]})),
     ?assertEqual([], ferrotrace_tracer:sessions()),

@@ -60,7 +60,7 @@ tsunami_with_competition(_Config) ->
 -spec tsunami_every_kind(config()) -> ok.
 tsunami_every_kind(_Config) ->
     Kinds = [messages, procs, gc, ports]
-        ++ [scheduling || ferrotrace_events:otp_version() >= [25, 3]],
+        ++ [scheduling || ferrotrace_activity:otp_version() >= [25, 3]],
     tsunami(10000, 0, Kinds).
 
 tsunami(Ms, Competitors) ->

@@ -1,9 +1,9 @@
-%%% @doc Event kinds other than calls: `messages', `procs', `gc', `scheduling', `ports'.
+%%% @doc Activity, the event kinds other than calls: `messages', `procs', `gc', `scheduling', `ports'.
 %%%
 %%% Which trace flags each kind sets, which combinations the VM cannot take safely, and how
 %%% the engine's figures join a session's summary (with pids named at read time, never on
 %%% the hot path).
--module(ferrotrace_events).
+-module(ferrotrace_activity).
 
 -export([check_kinds/1, flags/1, port_flags/0, all_flags/0, check_safe/2, merge/3,
          histogram/2, name/1, otp_version/0]).

@@ -6,7 +6,7 @@
 %%% Timing: no assertion depends on how fast anything runs; workers end by message, and the
 %%% test waits for their 'DOWN' before reading the summary (which folds in every event
 %%% stamped before it is read).
--module(ferrotrace_events_SUITE).
+-module(ferrotrace_activity_SUITE).
 
 -include("support/ft_ct.hrl").
 
@@ -219,7 +219,7 @@ bad_input(_Config) ->
 %% on it gives run slices, CPU per process, wakeup latency and where processes went out.
 -spec scheduling(config()) -> ok.
 scheduling(_Config) ->
-    case ferrotrace_events:otp_version() < [25, 3] of
+    case ferrotrace_activity:otp_version() < [25, 3] of
         true ->
             {error, {unsafe, scheduling, Why}} = ferrotrace:processes([scheduling], #{}),
             Version = list_to_binary(erlang:system_info(otp_release)),
@@ -260,7 +260,7 @@ flags_undone(_Config) ->
 %% GC at once is a use-after-free, erlang/otp#11623); without it, `gc' is accepted.
 -spec gc_two_sessions(config()) -> ok | {skip, string()}.
 gc_two_sessions(_Config) ->
-    Version = ferrotrace_events:otp_version(),
+    Version = ferrotrace_activity:otp_version(),
     case Version >= [27] andalso Version < [30] of
         false ->
             {skip, "erlang/otp#11623 concerns OTP 27 to 29 (trace sessions)"};
@@ -303,18 +303,18 @@ traced(Target) ->
 %% latency within 1% (HDR precision). Needs scheduling: OTP 25.3 and later.
 -spec latency_split(config()) -> ok | {skip, string()}.
 latency_split(_Config) ->
-    case ferrotrace_events:otp_version() < [25, 3] of
+    case ferrotrace_activity:otp_version() < [25, 3] of
         true ->
             {skip, "scheduling (running) tracing is refused before OTP 25.3"};
         false ->
-            {module, _} = code:ensure_loaded(ft_events_target),
+            {module, _} = code:ensure_loaded(ft_activity_target),
             N = 5,
             Self = self(),
             W = spawn(fun() -> receive go -> ok end,
-                               [ft_events_target:sleep_then_burn() || _ <- lists:seq(1, N)],
+                               [ft_activity_target:sleep_then_burn() || _ <- lists:seq(1, N)],
                                Self ! {done, self()}
                       end),
-            {ok, S} = ferrotrace:calls({ft_events_target, sleep_then_burn, 0},
+            {ok, S} = ferrotrace:calls({ft_activity_target, sleep_then_burn, 0},
                                        #{also => [scheduling, gc], pids => [W], duration => ?LONG}),
             W ! go,
             receive {done, W} -> ok after ?LONG -> error(timeout) end,
@@ -366,11 +366,11 @@ migrations(_Config) ->
                               _ = erlang:process_flag(scheduler, 1),
                               erlang:yield(),
                               receive go -> ok end,
-                              [ft_events_target:move_to(1 + I rem 2) || I <- lists:seq(1, N)],
-                              [ft_events_target:move_to(1) || _ <- lists:seq(1, N)],
+                              [ft_activity_target:move_to(1 + I rem 2) || I <- lists:seq(1, N)],
+                              [ft_activity_target:move_to(1) || _ <- lists:seq(1, N)],
                               Self ! {done, self()}
                       end),
-            {ok, S} = ferrotrace:calls({ft_events_target, move_to, 1},
+            {ok, S} = ferrotrace:calls({ft_activity_target, move_to, 1},
                                        #{pids => [W], duration => ?LONG}),
             W ! go,
             receive {done, W} -> ok after ?LONG -> error(timeout) end,

@@ -1,6 +1,6 @@
 %%% @doc A traced function for the latency split test: it sleeps 10 ms (scheduled out),
 %%% then keeps its scheduler busy for 5 ms (running).
--module(ft_events_target).
+-module(ft_activity_target).
 
 -export([sleep_then_burn/0, move_to/1]).
 

@@ -2,7 +2,7 @@
 %%% (`ft_demo_store') that clients flood with casts of several sizes, a pool of short-lived
 %%% workers that exit normally or crash, and garbage-heavy work. `run/0' traces it with
 %%% `ferrotrace:processes/2' and prints the report.
--module(ft_events_demo).
+-module(ft_activity_demo).
 
 -export([run/0, run/1]).
 
@@ -12,7 +12,7 @@ run() ->
     run([messages, procs, gc]).
 
 %% @doc As run/0, with the given kinds.
--spec run([ferrotrace_events:kind()]) -> ok.
+-spec run([ferrotrace_activity:kind()]) -> ok.
 run(Kinds) ->
     {ok, S} = ferrotrace:processes(Kinds, #{duration => 60000}),
     Store = spawn(fun() -> register(ft_demo_store, self()), store(#{}) end),

@@ -1,8 +1,8 @@
-%%% @doc The report sections of the event kinds other than calls: one per kind in the
+%%% @doc The report sections of activity (the event kinds other than calls): one per kind in the
 %%% summary (`messages', `scheduling', `gc', `processes', `ports'), each with its counts,
-%%% its top processes (named, see {@link ferrotrace_events:name/1}) and quantize
+%%% its top processes (named, see {@link ferrotrace_activity:name/1}) and quantize
 %%% histograms drawn like DTrace's.
--module(ferrotrace_events_report).
+-module(ferrotrace_activity_report).
 
 -export([format/2]).
 
@@ -10,7 +10,7 @@
 
 %% @doc The sections for the kinds present in `Summary'; `Histogram(Series)' gives the
 %% buckets of a series (see `ferrotrace:histogram/2').
--spec format(map(), fun((ferrotrace_events:series()) -> [ferrotrace:bucket()] | {error, term()})) ->
+-spec format(map(), fun((ferrotrace_activity:series()) -> [ferrotrace:bucket()] | {error, term()})) ->
           iolist().
 format(Summary, Histogram) ->
     [split(maps:get(calls, Summary, [])) |
