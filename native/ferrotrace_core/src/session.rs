@@ -240,7 +240,7 @@ pub fn start(config: Config, keeper: u64, notifier: Option<Notifier>) -> Result<
         let session = Arc::clone(&session);
         std::thread::Builder::new()
             .name(format!("ferrotrace-{slot}"))
-            .spawn(move || crate::collector::thread::run(&session))
+            .spawn(move || session.run_collector())
             .map_err(|_| StartError::Thread)?
     };
     *session.collector.lock() = Some(collector);

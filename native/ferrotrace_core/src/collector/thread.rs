@@ -11,9 +11,19 @@ use crate::session::{Session, StopReason};
 
 use super::COLLECT_INTERVAL;
 
-/// Runs the collector of `session` until it stops, then notifies (`Notifier`). A panic in the
-/// loop (a bug) stops the session with `StopReason::Error` rather than leave it unwatched.
-pub(crate) fn run(session: &Session) {
+// The body is a method of `Session`, as the read path is (`session/read.rs`): the session
+// starts its collector, and only this file needs to know what the collector does, so the
+// dependency runs one way, from here to `session`.
+impl Session {
+    /// The collector thread: runs until the session stops, then notifies (`Notifier`). A
+    /// panic in the loop (a bug) stops the session with `StopReason::Error` rather than leave
+    /// it unwatched.
+    pub(crate) fn run_collector(&self) {
+        run(self)
+    }
+}
+
+fn run(session: &Session) {
     let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| collect_until_stopped(session)));
     if run.is_err() {
         session.halt(StopReason::Error);

@@ -12,7 +12,7 @@ use ferrotrace_core::event::Mfa;
 use ferrotrace_core::process::ProcessTable;
 
 use super::reply::{error, map, mfa_term};
-use super::session::with_aggregator;
+use super::lookup::with_aggregator;
 use crate::encoding::immediate::kept_term;
 
 mod atoms {

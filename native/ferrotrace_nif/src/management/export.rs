@@ -20,7 +20,7 @@ use ferrotrace_core::event::Mfa;
 
 use super::distribution;
 use super::reply::{error, map};
-use super::session::with_aggregator;
+use super::lookup::with_aggregator;
 use crate::encoding::immediate::kept_term;
 
 mod atoms {

@@ -11,14 +11,16 @@
 //!   processes, ports);
 //! - `export`: histograms as bytes, the HDR log, folded stacks, JSON;
 //! - [`distribution`]: a histogram as the map of figures every summary shows;
+//! - `lookup`: the arguments every NIF here reads: a session by id, a function's `{M, F, A}`;
 //! - [`reply`]: `{error, Reason}`, maps from atom keys, `{M, F, A}`.
 
 mod activity;
 pub(crate) mod distribution;
 mod export;
 mod keys;
+mod lookup;
 mod own;
 mod recent;
 pub(crate) mod reply;
-pub(crate) mod session;
+mod session;
 mod slow;

@@ -5,7 +5,7 @@ use rustler::{Atom, Encoder, Env, Term};
 use ferrotrace_core::event::EventKind;
 
 use super::reply::{error, map, mfa_term};
-use super::session::find;
+use super::lookup::find;
 use crate::encoding::immediate::kept_term;
 
 mod atoms {

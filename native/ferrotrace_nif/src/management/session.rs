@@ -10,20 +10,19 @@ use rustler::OwnedEnv;
 
 use ferrotrace_core::aggregate::{FunctionStats, MfaPattern, PairingCounters};
 use hdrhistogram::Histogram;
-use ferrotrace_core::decode;
 use ferrotrace_core::event::Mfa;
 use ferrotrace_core::options::{self, OptionError, OptionValue};
 use ferrotrace_core::session::{self, Accounting, Notifier, Session, StartError, StopReason, Stopped};
+use super::lookup::{decode_mfa, find};
 use super::reply::{error, map, mfa_term};
 use super::{keys, own, slow};
 use crate::encoding::immediate::{kept_term, Immediate};
-use crate::encoding::term_reader::EnvReader;
 
 mod atoms {
     rustler::atoms! {
         ok, undefined, running, stopped,
         bad_options, unknown_option, bad_option, too_many_sessions, thread_spawn_failed,
-        bad_session, no_such_session, bad_mfa, no_such_function,
+        bad_mfa, no_such_function,
         id, status, stop_reason, started_at, stopped_at, elapsed_ms, calls, events, pairing, memory,
         seen, aggregated, dropped, ignored, sampled_out, limited, args_dropped,
         unmatched_returns, abandoned_calls, untracked_events, open_calls, processes,
@@ -122,27 +121,6 @@ fn loop_notifier(keeper: LocalPid) -> session::LoopNotifier {
             (atoms::ferrotrace_loops(), id, loops).encode(env)
         });
     })
-}
-
-/// Finds a session (running or stopped) by the id term, or says why not.
-pub(super) fn find<'a>(env: Env<'a>, id: Term<'a>) -> Result<std::sync::Arc<Session>, Term<'a>> {
-    match id.decode::<u64>() {
-        Ok(n) => session::lookup(n).ok_or_else(|| error(env, (atoms::no_such_session(), id))),
-        Err(_) => Err(error(env, (atoms::bad_session(), id))),
-    }
-}
-
-/// `f` on a session's figures, up to date (`Session::read`), or `find`'s error
-/// (`{error, {no_such_session | bad_session, Id}}`); for the export and event NIFs.
-pub(crate) fn with_aggregator<'a>(
-    env: Env<'a>,
-    id: Term<'a>,
-    f: impl FnOnce(&ferrotrace_core::aggregate::Aggregator) -> Term<'a>,
-) -> Term<'a> {
-    match find(env, id) {
-        Ok(session) => session.read(|aggregator, _| f(aggregator)),
-        Err(e) => e,
-    }
 }
 
 /// `stop_session(Id, Reason :: user | owner_down) -> ok | {error, Reason}`: stops tracing,
@@ -313,11 +291,6 @@ fn session_interval<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
         ]);
         (atoms::ok(), figures).encode(env)
     })
-}
-
-/// `{M, F, A}` by the same decoder as the hot path's (an arity, or an argument list).
-pub(super) fn decode_mfa(env: Env, term: Term) -> Option<Mfa> {
-    decode::decode_mfa(&EnvReader(env.as_c_arg()), term.as_c_arg())
 }
 
 /// `session_histogram(Id, {M, F, A}) -> {ok, [{LowNs, HighNs, Count}]} | {error, Reason}`.

@@ -8,7 +8,7 @@ use ferrotrace_core::aggregate::slowest::SlowCall;
 use ferrotrace_core::aggregate::FunctionStats;
 
 use super::reply::{error, map};
-use super::session::{decode_mfa, find};
+use super::lookup::{decode_mfa, find};
 use crate::encoding::immediate::kept_term;
 
 mod atoms {
