@@ -326,7 +326,9 @@ start_tracing(_Id, none) ->
 start_tracing(Id, Tracing = #{kinds := Kinds}) ->
     %% Other event kinds (processes/2, calls/2's `also'): refused before anything changes
     %% when this VM cannot take them safely.
-    case ferrotrace_activity:check_safe(Kinds, Id) of
+    Others = [{Other, OtherKinds} || {Other, _, _, #{kinds := OtherKinds}} <- ferrotrace_registry:sessions(),
+                                     Other =/= Id],
+    case ferrotrace_activity:check_safe(Kinds, Others) of
         ok ->
             ok = ferrotrace_registry:update(Id, #{kinds => Kinds}),
             start_tracing(Id, maps:remove(kinds, Tracing), ferrotrace_activity:flags(Kinds));
