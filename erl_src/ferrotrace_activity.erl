@@ -60,8 +60,10 @@ all_flags() -> flags(?KINDS).
 %%     legacy session of `erlang:trace/3', dbg, recon) traces garbage collection: two
 %%     sessions tracing GC at once is a use-after-free in the VM (erlang/otp#11623).</li>
 %% </ul>
--spec check_safe([kind()], ferrotrace_tracer:session_id()) -> ok | {error, term()}.
-check_safe(Kinds, Id) ->
+%% `Others' are the node's other ferrotrace sessions, oldest first, with the kinds each
+%% traces (the keeper reads them from the registry).
+-spec check_safe([kind()], [{ferrotrace_tracer:session_id() | pid(), [kind()]}]) -> ok | {error, term()}.
+check_safe(Kinds, Others) ->
     Version = otp_version(),
     Running = lists:member(scheduling, Kinds),
     Gc = lists:member(gc, Kinds),
@@ -71,7 +73,7 @@ check_safe(Kinds, Id) ->
                      iolist_to_binary(["running tracing can crash OTP ", version_text(Version),
                                        " when dirty schedulers are used (fixed in OTP 25.3)"])}};
         Gc andalso Version >= [27], Version < [30] ->
-            case gc_traced_elsewhere(Id) of
+            case gc_traced_elsewhere(Others) of
                 false -> ok;
                 Who -> {error, {unsafe, gc,
                                 iolist_to_binary(["OTP ", version_text(Version),
@@ -86,10 +88,8 @@ check_safe(Kinds, Id) ->
 %% Another ferrotrace session with `gc', or any trace session (the legacy one of
 %% `erlang:trace/3', dbg, recon, or an OTP 27 session) with `garbage_collection' on a process
 %% or on new processes. A session whose flags cannot be read counts as tracing GC.
-gc_traced_elsewhere(Id) ->
-    Others = [Other || {Other, _, _, #{kinds := Kinds}} <- ferrotrace_registry:sessions(),
-                       Other =/= Id, lists:member(gc, Kinds)],
-    case Others of
+gc_traced_elsewhere(Others) ->
+    case [Other || {Other, Kinds} <- Others, lists:member(gc, Kinds)] of
         [Other | _] ->
             {ferrotrace, Other};
         [] ->

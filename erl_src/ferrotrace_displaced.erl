@@ -45,16 +45,16 @@
 %%% patterns): no check runs for that backend.
 -module(ferrotrace_displaced).
 
--export([new/3, add_functions/3, check/2, interval/0, match_spec/1, module_functions/2]).
+-export([new/3, add_functions/3, check/2, interval/0]).
+
+%% OTP 25's spec of erlang:trace_info/2 omits the `{tracer, {Module, State}}' answer.
+-dialyzer({no_match, [check_processes/2]}).
 
 -define(CHECK_MS, 500).
 -define(MAX_FUNCTIONS, 1000).
 -define(FUNCTIONS_PER_CHECK, 64).
 -define(PROCESSES_PER_CHECK, 500).
 -define(MAX_PIDS, 10000).
-
-%% OTP 25's spec of erlang:trace_info/2 omits the `{tracer, {Module, State}}' answer.
--dialyzer({no_match, [tracer/1, check_processes/2]}).
 
 -type watch() :: #{functions := [{mfa(), [tuple()]}],
                    fn_next := non_neg_integer(),
@@ -83,50 +83,16 @@ new(Id, Patterns, Pids) ->
 %% watched, those that carry that match spec now, up to ?MAX_FUNCTIONS.
 -spec add_functions(watch(), ferrotrace_tracer:session_id(), [{mfa(), [tuple()]}]) -> watch().
 add_functions(Watch = #{functions := Known}, _Id, Functions) ->
-    Mine = [{MFA, MS} || {MFA, MS} <- Functions, match_spec(MFA) =:= MS],
+    Mine = [{MFA, MS} || {MFA, MS} <- Functions, ferrotrace_traced:match_spec(MFA) =:= MS],
     New = lists:ukeysort(1, Mine ++ Known),
     Watch#{functions := lists:sublist(New, ?MAX_FUNCTIONS)}.
 
 %% The functions and match specs `Patterns' set (loops' count-only specs over the pattern's).
 expected(Patterns) ->
     lists:append(
-      [[{MFA, maps:get(MFA, Loops, MS)} || MFA <- module_functions(Spec, Scope)]
+      [[{MFA, maps:get(MFA, Loops, MS)} || MFA <- ferrotrace_traced:module_functions(Spec, Scope)]
        || #{mfa := Spec, match_spec := MS, scope := Scope} = P <- Patterns,
           Loops <- [maps:from_list(maps:get(loops, P, []))]]).
-
-%% @doc The functions a pattern names, where they can be listed: a concrete MFA, or the
-%% functions of a loaded named module (exported ones for `global'); `[]' for a `'_'' module.
--spec module_functions(ferrotrace:mfa_spec(), local | global) -> [mfa()].
-module_functions({M, F, A}, _Scope) when M =/= '_', F =/= '_', A =/= '_' ->
-    [{M, F, A}];
-module_functions({'_', _, _}, _Scope) ->
-    [];
-module_functions({M, F, A}, Scope) ->
-    Key = case Scope of
-              local -> functions;
-              global -> exports
-          end,
-    case erlang:module_loaded(M) of
-        true ->
-            [{M, Fn, Ar} || {Fn, Ar} <- erlang:get_module_info(M, Key),
-                            F =:= '_' orelse F =:= Fn, A =:= '_' orelse A =:= Ar];
-        false ->
-            []
-    end.
-
-%% @doc The match spec a function carries now: a list, `false' (none) or `undefined' (no
-%% such function).
--spec match_spec(mfa()) -> [tuple()] | false | undefined.
-match_spec(MFA) ->
-    trace_info(MFA, match_spec).
-
-%% What `erlang:trace_info/2' says of `Item' (a function or a process), or `undefined'.
-trace_info(Item, Key) ->
-    try erlang:trace_info(Item, Key) of
-        {Key, Value} -> Value;
-        _ -> undefined
-    catch error:badarg -> undefined
-    end.
 
 %% @doc One bounded round of checks for session `Id'; records what it found in the
 %% registry when that changed.
@@ -149,7 +115,7 @@ check_functions(Watch = #{functions := Functions, fn_next := Next, displaced_fun
 
 %% A function whose module was unloaded or reloaded lost our pattern through no other tool.
 same_or_gone(MFA, MS) ->
-    case match_spec(MFA) of
+    case ferrotrace_traced:match_spec(MFA) of
         MS -> true;
         undefined -> true;
         false -> reloaded(MFA);
@@ -169,7 +135,7 @@ check_processes(Id, Watch = #{pids := Pids, pid_next := Next, taken := Taken0, b
                          new -> {[], 0};
                          _ -> window(erlang:processes(), Next, ?PROCESSES_PER_CHECK)
                      end,
-    Tracers = [{P, tracer(P)} || P <- Batch],
+    Tracers = [{P, ferrotrace_traced:tracer(P)} || P <- Batch],
     Found = [{P, T} || {P, T} <- Tracers, T =/= Ours, T =/= [], T =/= undefined],
     Back = [P || {P, T} <- Tracers, T =:= Ours],
     Taken1 = maps:without(Back, Taken0),
@@ -179,7 +145,7 @@ check_processes(Id, Watch = #{pids := Pids, pid_next := Next, taken := Taken0, b
     {NewTaken, NewBy} =
         case Pids =:= all orelse Pids =:= new of
             true ->
-                case tracer(new) of
+                case ferrotrace_traced:tracer(new) of
                     T when T =/= Ours, T =/= [], T =/= undefined -> {true, [T]};
                     _ -> {NewTaken0, []}
                 end;
@@ -188,9 +154,6 @@ check_processes(Id, Watch = #{pids := Pids, pid_next := Next, taken := Taken0, b
         end,
     By = lists:usort(By0 ++ NewBy ++ [T || {_, T} <- Found]),
     Watch#{pid_next := After, taken := Taken, by := By, new_taken := NewTaken}.
-
-tracer(Target) ->
-    trace_info(Target, tracer).
 
 %% `N' items from position `Next' on (wrapping), and where the next window starts.
 window(List, Next, N) ->

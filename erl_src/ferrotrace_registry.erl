@@ -331,7 +331,7 @@ clean_up(Id, Keeper, Monitors) ->
         [{Id, _, Keeper, _}] ->
             _ = ferrotrace_code:ensure_tracer(),
             _ = do_remove_patterns(Id),
-            ferrotrace_session:untrace_processes(Id),
+            ferrotrace_traced:untrace_processes(Id),
             _ = ferrotrace_tracer:release_session(Id),
             true = ets:delete(?SESSIONS, Id);
         _ ->
@@ -395,17 +395,17 @@ do_remove_patterns(Id) ->
 %% `unknown' when not listed. Read with `trace_info(MFA, match_spec)', which does not stop
 %% the schedulers (`all' would).
 foreign(#{mfa := {'_', F, A}, scope := Scope} = P, true) ->
-    Functions = lists:append([ferrotrace_displaced:module_functions({M, F, A}, Scope)
+    Functions = lists:append([ferrotrace_traced:module_functions({M, F, A}, Scope)
                               || {M, _} <- code:all_loaded()]),
     foreign(P, Functions);
 foreign(#{mfa := {'_', _, _}}, false) ->
     unknown;
 foreign(#{mfa := Spec, scope := Scope} = P, Displaced) when is_boolean(Displaced) ->
-    foreign(P, ferrotrace_displaced:module_functions(Spec, Scope));
+    foreign(P, ferrotrace_traced:module_functions(Spec, Scope));
 foreign(#{match_spec := MS} = P, Functions) ->
     Loops = maps:from_list(maps:get(loops, P, [])),
     Foreign = [MFA || MFA <- Functions,
-                      not lists:member(ferrotrace_displaced:match_spec(MFA), [maps:get(MFA, Loops, MS), false, undefined])],
+                      not lists:member(ferrotrace_traced:match_spec(MFA), [maps:get(MFA, Loops, MS), false, undefined])],
     {Functions, Foreign}.
 
 %% Removes pattern `P' where a function still carries our match spec (or a loop's) and no
@@ -416,7 +416,7 @@ foreign(#{match_spec := MS} = P, Functions) ->
 %% other tool misses their calls for that moment.
 remove_ours(#{mfa := Spec, match_spec := MS, scope := Scope} = P, Functions, Foreign, Others) ->
     Loops = maps:from_list(maps:get(loops, P, [])),
-    Mine = [MFA || MFA <- Functions, ferrotrace_displaced:match_spec(MFA) =:= maps:get(MFA, Loops, MS)],
+    Mine = [MFA || MFA <- Functions, ferrotrace_traced:match_spec(MFA) =:= maps:get(MFA, Loops, MS)],
     case length(Mine) =< ?ONE_BY_ONE of
         true ->
             _ = [erlang:trace_pattern(MFA, false, [Scope])
@@ -443,7 +443,7 @@ apply_pattern(#{mfa := MFA, match_spec := MS, scope := Scope} = Pattern) ->
 %% Never trace ferrotrace itself, whatever the wildcard.
 exclude_own_modules() ->
     _ = [erlang:trace_pattern({M, '_', '_'}, false, [Scope])
-         || M <- ferrotrace_session:own_modules(), Scope <- [local, global]],
+         || M <- ferrotrace_traced:own_modules(), Scope <- [local, global]],
     ok.
 
 %% Two patterns that can match the same function.

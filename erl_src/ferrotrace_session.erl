@@ -29,7 +29,7 @@
 -module(ferrotrace_session).
 -behaviour(gen_server).
 
--export([start/3, stop/1, release/1, own_modules/0, untrace_processes/1]).
+-export([start/3, stop/1, release/1, own_modules/0]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -type tracing() :: none | #{specs := [ferrotrace:mfa_spec()],
@@ -45,7 +45,7 @@
 
 %% OTP 25's spec of erlang:trace_info/2 omits the `{tracer, {Module, State}}' answer that a
 %% tracer module gets, so dialyzer believes our comparisons can never succeed.
--dialyzer({no_match, [untrace_processes/1, already_traced/2, holder/1]}).
+-dialyzer({no_match, [already_traced/2, holder/1]}).
 
 -record(state, {id :: ferrotrace_tracer:session_id(),
                 owner :: reference() | none,
@@ -103,16 +103,10 @@ call(Keeper, Request) ->
             {error, {not_a_keeper, ferrotrace_registry:brief(Keeper)}}
     end.
 
-%% @doc Modules no session ever traces.
+%% @doc Modules no session ever traces (`ferrotrace_traced:own_modules/0').
 -spec own_modules() -> [module()].
 own_modules() ->
-    %% The application's module list (rebar3 writes it into the .app file), or the loaded
-    %% modules named like ours where no application file is found.
-    _ = application:load(ferrotrace),
-    case application:get_key(ferrotrace, modules) of
-        {ok, [_ | _] = Modules} -> Modules;
-        _ -> [M || {M, _} <- code:all_loaded(), lists:prefix("ferrotrace", atom_to_list(M))]
-    end.
+    ferrotrace_traced:own_modules().
 
 %% @private
 %% A refused start is acknowledged as `{error, Reason}' and the process exits `normal': a
@@ -332,7 +326,9 @@ start_tracing(_Id, none) ->
 start_tracing(Id, Tracing = #{kinds := Kinds}) ->
     %% Other event kinds (processes/2, calls/2's `also'): refused before anything changes
     %% when this VM cannot take them safely.
-    case ferrotrace_activity:check_safe(Kinds, Id) of
+    Others = [{Other, OtherKinds} || {Other, _, _, #{kinds := OtherKinds}} <- ferrotrace_registry:sessions(),
+                                     Other =/= Id],
+    case ferrotrace_activity:check_safe(Kinds, Others) of
         ok ->
             ok = ferrotrace_registry:update(Id, #{kinds => Kinds}),
             start_tracing(Id, maps:remove(kinds, Tracing), ferrotrace_activity:flags(Kinds));
@@ -489,7 +485,7 @@ stop_tracing(_Id, {trace_session, Session, _Scopes}) ->
     ok;
 stop_tracing(Id, legacy) ->
     ok = ferrotrace_registry:remove_patterns(Id),
-    untrace_processes(Id).
+    ferrotrace_traced:untrace_processes(Id).
 
 %% True if the VM's call pattern of `MFA' pushes a frame per call (return or exception
 %% tracing, in its local or global pattern).
@@ -508,19 +504,6 @@ add_loops(_Id, {trace_session, Session, Scopes}, Loops) ->
     ok;
 add_loops(_Id, none, _Loops) ->
     ok.
-
-%% @doc Removes the trace flags of every process (and of `new') traced for session `Id'.
--spec untrace_processes(ferrotrace_tracer:session_id()) -> ok.
-untrace_processes(Id) ->
-    Ours = {tracer, {ferrotrace_tracer, Id}},
-    Untrace = fun(Target) ->
-                      try erlang:trace_info(Target, tracer) of
-                          Ours -> _ = erlang:trace(Target, false, ?TRACE_FLAGS ++ ferrotrace_activity:all_flags()), ok;
-                          _ -> ok
-                      catch error:badarg -> ok % the process is gone
-                      end
-              end,
-    lists:foreach(Untrace, [new | erlang:processes()] ++ erlang:ports()).
 
 targets(Pids) when is_list(Pids) -> Pids;
 targets(Which) -> [Which].

@@ -1,0 +1,83 @@
+%%% @private
+%%% @doc What the VM traces now, as ferrotrace reads and undoes it: the modules no session
+%%% traces, the functions a pattern names and the match spec each carries, the tracer a
+%%% process has, and removing a session's process and port flags.
+%%%
+%%% A leaf under the registry and the keeper: the registry removes patterns and flags with
+%%% these (a keeper that was killed, a function another tool took over), the keeper and
+%%% `ferrotrace_displaced' read the same answers. Reads use `erlang:trace_info/2' with one
+%%% key (`match_spec', `tracer'), never `all', which stops the schedulers.
+-module(ferrotrace_traced).
+
+-export([own_modules/0, module_functions/2, match_spec/1, tracer/1, untrace_processes/1]).
+
+%% The flags of `calls/2' on processes, as ferrotrace_session sets them (with the kinds').
+-define(TRACE_FLAGS, [call, procs]).
+
+%% OTP 25's spec of erlang:trace_info/2 omits the `{tracer, {Module, State}}' answer that a
+%% tracer module gets, so dialyzer believes our comparison can never succeed.
+-dialyzer({no_match, [untrace_processes/1]}).
+
+%% @doc Modules no session ever traces.
+-spec own_modules() -> [module()].
+own_modules() ->
+    %% The application's module list (rebar3 writes it into the .app file), or the loaded
+    %% modules named like ours where no application file is found.
+    _ = application:load(ferrotrace),
+    case application:get_key(ferrotrace, modules) of
+        {ok, [_ | _] = Modules} -> Modules;
+        _ -> [M || {M, _} <- code:all_loaded(), lists:prefix("ferrotrace", atom_to_list(M))]
+    end.
+
+%% @doc The functions a pattern names, where they can be listed: a concrete MFA, or the
+%% functions of a loaded named module (exported ones for `global'); `[]' for a `'_'' module.
+-spec module_functions(ferrotrace:mfa_spec(), local | global) -> [mfa()].
+module_functions({M, F, A}, _Scope) when M =/= '_', F =/= '_', A =/= '_' ->
+    [{M, F, A}];
+module_functions({'_', _, _}, _Scope) ->
+    [];
+module_functions({M, F, A}, Scope) ->
+    Key = case Scope of
+              local -> functions;
+              global -> exports
+          end,
+    case erlang:module_loaded(M) of
+        true ->
+            [{M, Fn, Ar} || {Fn, Ar} <- erlang:get_module_info(M, Key),
+                            F =:= '_' orelse F =:= Fn, A =:= '_' orelse A =:= Ar];
+        false ->
+            []
+    end.
+
+%% @doc The match spec a function carries now: a list, `false' (none) or `undefined' (no
+%% such function).
+-spec match_spec(mfa()) -> [tuple()] | false | undefined.
+match_spec(MFA) ->
+    trace_info(MFA, match_spec).
+
+%% @doc The tracer of a process (or of `new', the one new processes get) now: `[]' for
+%% none, `undefined' for a process that is gone.
+-spec tracer(pid() | new) -> term().
+tracer(Target) ->
+    trace_info(Target, tracer).
+
+%% What `erlang:trace_info/2' says of `Item' (a function or a process), or `undefined'.
+trace_info(Item, Key) ->
+    try erlang:trace_info(Item, Key) of
+        {Key, Value} -> Value;
+        _ -> undefined
+    catch error:badarg -> undefined
+    end.
+
+%% @doc Removes the trace flags of every process (and of `new') traced for session `Id'.
+-spec untrace_processes(ferrotrace_tracer:session_id()) -> ok.
+untrace_processes(Id) ->
+    Ours = {tracer, {ferrotrace_tracer, Id}},
+    Untrace = fun(Target) ->
+                      try erlang:trace_info(Target, tracer) of
+                          Ours -> _ = erlang:trace(Target, false, ?TRACE_FLAGS ++ ferrotrace_activity:all_flags()), ok;
+                          _ -> ok
+                      catch error:badarg -> ok % the process is gone
+                      end
+              end,
+    lists:foreach(Untrace, [new | erlang:processes()] ++ erlang:ports()).
