@@ -68,7 +68,7 @@ enabled_call(_TraceTag, _TracerState, _Tracee) -> ?NOT_LOADED.
 enabled_procs(_TraceTag, _TracerState, _Tracee) -> ?NOT_LOADED.
 
 %% @doc Receives one trace event and queues it for aggregation.
-%% The other tags' checks: `trace' while the session runs (events.rs).
+%% The other tags' checks: `trace' while the session runs (the NIF's callbacks/activity.rs).
 -spec enabled_send(atom(), term(), pid() | port() | undefined) -> trace | discard | remove.
 enabled_send(_TraceTag, _TracerState, _Tracee) -> ?NOT_LOADED.
 -spec enabled_receive(atom(), term(), pid() | port() | undefined) -> trace | discard | remove.
