@@ -48,7 +48,7 @@
 
 %% Every function that takes a session finds it through one dispatch: by name, a cluster
 %% session by its pid, a local one by its id (ferrotrace_dispatch).
--import(ferrotrace_dispatch, [named/2, with_session/3, by_keeper/2]).
+-import(ferrotrace_dispatch, [named/2, with_session/3]).
 
 -type session() :: ferrotrace_tracer:session_id() | atom().
 %% A session: its id (what session/1 and calls/2 answer) or its name (`name => Atom').
@@ -229,7 +229,14 @@ session(Options) ->
 -spec calls(spec() | [spec()], options()) ->
           {ok, ferrotrace_tracer:session_id()} | {error, term()}.
 calls(Spec, Options) ->
-    ferrotrace_options:explain(ferrotrace_start:calls(Spec, Options), calls).
+    %% `nodes => [Node]' starts a cluster session; anything else (bad options included) a
+    %% local one, which answers for them.
+    case ferrotrace_options:to_map(Options) of
+        {ok, #{nodes := _} = Map} ->
+            ferrotrace_options:explain(ferrotrace_cluster:calls(Spec, Map), calls);
+        _ ->
+            ferrotrace_local:calls(Spec, Options)
+    end.
 
 %% @doc Traces processes rather than functions: `Kinds' is a non-empty list of `messages'
 %% (send and receive), `procs' (spawn, exit, link, register), `gc' (garbage collections),
@@ -307,46 +314,15 @@ processes(Kinds, Options) ->
 %% where sessions coexist.
 -spec summary(session() | pid()) -> summary() | {error, term()}.
 summary(Session) ->
-    with_session(Session, fun(Id, _Keeper, Info) ->
-        case ferrotrace_tracer:session_summary(Id) of
-            {ok, Summary = #{calls := Calls}} ->
-                ByTotal = fun(#{total := A}, #{total := B}) -> A >= B end,
-                %% `displaced' (OTP 25 and 26): what the keeper's checks found, absent if none.
-                Merged = maps:merge(Summary, maps:with([displaced], Info)),
-                ferrotrace_activity:merge(Id, Info,
-                    Merged#{calls := lists:sort(ByTotal, Calls),
-                            stacks => stack_counts(Id),
-                            name => maps:get(name, Info, undefined),
-                            loops => lists:usort(maps:get(loops, Info, []) ++
-                                                     maps:get(loops, Summary, []))});
-            {error, _} = Error ->
-                Error
-        end
-    end, fun ferrotrace_cluster:summary/1).
-
-stack_counts(Id) ->
-    case ferrotrace_tracer:session_stack_counts(Id) of
-        {ok, Counts} -> Counts;
-        {error, _} -> #{paths => 0, overflow => 0, too_deep => 0}
-    end.
+    with_session(Session, fun ferrotrace_local:summary/3, fun ferrotrace_cluster:summary/1).
 
 %% @doc The latency distribution of one function in power-of-two buckets, ascending; or
 %% of another series: `wakeup', `run_slice', `lifetime', `size_words' (words, not ns),
 %% `{gc, minor}', `{gc, major}', `{ports, run_slice}'.
 -spec histogram(session() | pid(), mfa() | ferrotrace_activity:series()) -> [bucket()] | {error, term()}.
 histogram(Session, Series) ->
-    with_session(Session, fun(Id, _, _) -> local_histogram(Id, Series) end,
+    with_session(Session, fun(Id, _, _) -> ferrotrace_local:histogram(Id, Series) end,
                  fun(Cluster) -> ferrotrace_cluster:histogram(Cluster, Series) end).
-
-local_histogram(Id, Series) when Series =:= wakeup; Series =:= run_slice; Series =:= lifetime;
-                                 Series =:= size_words; Series =:= {gc, minor};
-                                 Series =:= {gc, major}; Series =:= {ports, run_slice} ->
-    ferrotrace_activity:histogram(Id, Series);
-local_histogram(Id, MFA) ->
-    case ferrotrace_tracer:session_histogram(Id, MFA) of
-        {ok, Buckets} -> Buckets;
-        {error, _} = Error -> Error
-    end.
 
 %% @doc The slowest calls of `MFA' the session kept (`slowest => K' calls per function,
 %% default 10), slowest first: maps `#{pid, started_at, duration, result}' with
@@ -464,18 +440,14 @@ help() ->
 %% `{error, {no_such_session, Id}}' once what it set is removed.
 -spec stop(session() | pid()) -> ok | {error, term()}.
 stop(Session) ->
-    with_session(Session, by_keeper(fun ferrotrace_session:stop/1,
-                                    fun(Id) -> ferrotrace_tracer:stop_session(Id, user) end),
-                 fun ferrotrace_cluster:stop/1).
+    with_session(Session, fun ferrotrace_local:stop/3, fun ferrotrace_cluster:stop/1).
 
 %% @doc Stops the session and frees everything it holds; its id is dead afterwards.
 %% Never an exit: as {@link stop/1}, `{error, {no_such_session, Id}}' for a session that
 %% another client released meanwhile.
 -spec release(session() | pid()) -> ok | {error, term()}.
 release(Session) ->
-    with_session(Session, by_keeper(fun ferrotrace_session:release/1,
-                                    fun ferrotrace_tracer:release_session/1),
-                 fun ferrotrace_cluster:release/1).
+    with_session(Session, fun ferrotrace_local:release/3, fun ferrotrace_cluster:release/1).
 
 %% @doc Every session on this node not yet released, oldest first: its `id', `name',
 %% `status', `stop_reason', `spec' (what `calls/2' traces, `raw' for {@link session/1}),

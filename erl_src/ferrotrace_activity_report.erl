@@ -84,7 +84,7 @@ dist(Title, #{count := N, p50 := P50, p99 := P99, max := Max}, Unit) ->
 value(V, ns) -> ns(V);
 value(V, words) -> integer_to_list(V).
 
-ns(V) -> ferrotrace_report:format_ns(V).
+ns(V) -> ferrotrace_text:format_ns(V).
 
 top(_Title, [], _Text) ->
     [];

@@ -28,8 +28,9 @@
 %%%
 %%% == Reading ==
 %%% A reading function asks the coordinator for the parts, asks each live node for its
-%%% answer (`part_figures/2', or the `ferrotrace' function itself) and merges the answers
-%%% with {@link ferrotrace_cluster_merge}: counts add, HDR histograms add, means are exact.
+%%% answer (`part_figures/2', or ferrotrace_local's, which answers as `ferrotrace' does for a
+%%% local session) and merges the answers with {@link ferrotrace_cluster_merge}: counts add,
+%%% HDR histograms add, means are exact.
 %%% `summary/1' adds `nodes', `nodes_down' and `by_node => #{Node => Summary}'. A node that
 %%% went down is listed in `nodes_down' and left out of the merged figures; the others carry
 %%% on. `hdr_log' with `interval => Ms' (a session started with `intervals => P') places
@@ -38,7 +39,7 @@
 -module(ferrotrace_cluster).
 -behaviour(gen_server).
 
--export([calls/4, summary/1, histogram/2, stop/1, release/1, export/3, format/2, status/1]).
+-export([calls/2, calls/4, summary/1, histogram/2, stop/1, release/1, export/3, format/2, status/1]).
 -export([slow_calls/3, recent/1]).
 %% Called on each node through erpc.
 -export([start_part/4, part_figures/2, part_control/2]).
@@ -48,7 +49,30 @@
 %% How often a part looks whether its session stopped by itself.
 -define(POLL_MS, 200).
 
-%% @doc Starts the parts on `Nodes' (called by {@link ferrotrace:calls/2}).
+%% @doc `ferrotrace:calls(Spec, Options)' with `nodes => [Node]' (options as a map): the
+%% nodes and the owner checked, then the parts started by {@link calls/4}. `[node()]' alone
+%% is a local session (ferrotrace_start), as without the option. An unknown option is
+%% explained by the caller.
+-spec calls(term(), #{nodes := term(), atom() => term()}) ->
+          {ok, pid() | ferrotrace_tracer:session_id()} | {error, term()}.
+calls(Spec, Options = #{nodes := Nodes}) ->
+    Rest = maps:remove(nodes, Options),
+    case is_list(Nodes) andalso Nodes =/= [] andalso lists:all(fun is_atom/1, Nodes) of
+        false ->
+            {error, {bad_option, {nodes, Nodes, <<"a non-empty list of node names">>}}};
+        true when Nodes =:= [node()] ->
+            ferrotrace_start:calls(Spec, Rest);
+        true ->
+            Owner = maps:get(owner, Rest, self()),
+            case ferrotrace_options:owner(Owner, maps:get(duration, Rest, 10000)) of
+                {ok, Checked} ->
+                    calls(Spec, maps:remove(owner, Rest), lists:usort(Nodes), Checked);
+                {error, _} = Error ->
+                    Error
+            end
+    end.
+
+%% @doc Starts the parts on `Nodes' (called by {@link calls/2}).
 %% `Owner' is `{shell, GroupLeader}', `{process, Pid}' or `none'.
 -spec calls(term(), map(), [node()], {shell | process, pid()} | none) ->
           {ok, pid()} | {error, term()}.
@@ -168,7 +192,7 @@ export(Cluster, hdr_log, _Options) ->
     end;
 export(Cluster, chrome_trace, _Options) ->
     %% Each node's recorder, read on its node; the nodes become Chrome processes in order.
-    case replies(Cluster, ferrotrace, recent, fun(Id) -> [Id] end) of
+    case replies(Cluster, ferrotrace_local, recent, fun(Id) -> [Id] end) of
         {ok, Recent} ->
             case [R || {_, {error, {no_recorder, _}} = R} <- Recent] of
                 [_ | _] -> {error, {needs, recent}};
@@ -190,8 +214,7 @@ export(Cluster, collapsed, Options) ->
 %% (in the order they began); pids name their node.
 -spec slow_calls(pid(), mfa(), slowest | threshold) -> [ferrotrace_slow:slow_call()] | {error, term()}.
 slow_calls(Cluster, MFA, Which) ->
-    Function = case Which of slowest -> slowest; threshold -> slow_calls end,
-    case from_parts(Cluster, ferrotrace, Function, fun(Id) -> [Id, MFA] end) of
+    case from_parts(Cluster, ferrotrace_local, slow_calls, fun(Id) -> [Id, MFA, Which] end) of
         {error, _} = Error -> Error;
         Lists -> ferrotrace_cluster_merge:slow_calls(Which, Lists)
     end.
@@ -199,7 +222,7 @@ slow_calls(Cluster, MFA, Which) ->
 %% @doc Every live node's recorded events (`recent'), merged in time order.
 -spec recent(pid()) -> [ferrotrace_recent:event()] | {error, term()}.
 recent(Cluster) ->
-    case from_parts(Cluster, ferrotrace, recent, fun(Id) -> [Id] end) of
+    case from_parts(Cluster, ferrotrace_local, recent, fun(Id) -> [Id] end) of
         {error, _} = Error -> Error;
         Lists -> ferrotrace_cluster_merge:recent(Lists)
     end.
@@ -392,7 +415,7 @@ start_part(_Coordinator, _Spec, _Options, _From) ->
 
 part_init(Caller, Ref, Coordinator, Spec, Options) ->
     Monitor = monitor(process, Coordinator),
-    case ferrotrace:calls(Spec, (maps:remove(name, Options))#{owner => self()}) of
+    case part_calls(Spec, (maps:remove(name, Options))#{owner => self()}) of
         {ok, Id} ->
             %% Marks the session as this part's, for part_control/2 (and before the
             %% coordinator knows the part, so before it can send any control).
@@ -403,16 +426,23 @@ part_init(Caller, Ref, Coordinator, Spec, Options) ->
             Caller ! {Ref, Error}
     end.
 
+%% The part's session, as `ferrotrace:calls/2' starts it: a local one (ferrotrace_local), or
+%% with `nodes' (which the coordinator never passes) a cluster's.
+part_calls(Spec, #{nodes := _} = Options) ->
+    ferrotrace_options:explain(calls(Spec, Options), calls);
+part_calls(Spec, Options) ->
+    ferrotrace_local:calls(Spec, Options).
+
 part(Coordinator, Monitor, Id, Status) ->
     receive
         {'DOWN', Monitor, process, _, _} ->
             %% Coordinator gone or unreachable: leaving stops the session (owner_down).
             ok;
         {control, From, Tag, stop} ->
-            From ! {Tag, ferrotrace:stop(Id)},
+            From ! {Tag, ferrotrace_local:stop(Id)},
             part(Coordinator, Monitor, Id, stopped);
         {control, From, Tag, release} ->
-            From ! {Tag, ferrotrace:release(Id)}
+            From ! {Tag, ferrotrace_local:release(Id)}
     after ?POLL_MS ->
             case Status =:= running andalso ferrotrace_tracer:session_summary(Id) of
                 {ok, #{status := stopped, stop_reason := Reason}} ->
@@ -459,7 +489,7 @@ is_part(_) ->
 %% @doc Runs on a part's node: its summary and histograms (V2 compressed).
 -spec part_figures(pos_integer(), [mfa()] | all) -> {ok, map(), [{mfa(), binary()}]} | {error, term()}.
 part_figures(Id, _Which) ->
-    case {ferrotrace:summary(Id), ferrotrace_tracer:session_histograms_bytes(Id)} of
+    case {ferrotrace_local:summary(Id), ferrotrace_tracer:session_histograms_bytes(Id)} of
         {{error, _} = Error, _} -> Error;
         {_, {error, _} = Error} -> Error;
         {Summary, {ok, Histograms}} -> {ok, Summary, Histograms}

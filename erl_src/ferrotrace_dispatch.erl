@@ -7,7 +7,7 @@
 %%% `ferrotrace_registry:brief/1'), and for an id the engine's or the cluster's answer.
 -module(ferrotrace_dispatch).
 
--export([named/2, with_session/3, by_keeper/2]).
+-export([named/2, with_session/3, with_id/2, by_keeper/2]).
 
 %% What a local session's function is given: its id, its keeper (`none' for an id the
 %% registry does not hold) and what the registry knows of it.
@@ -30,15 +30,21 @@ named(Session, Fun) ->
 -spec with_session(term(), local(Answer), fun((pid()) -> Answer)) ->
           Answer | {error, {no_such_session | bad_session, term()}}.
 with_session(Session, Local, Cluster) ->
-    named(Session, fun(Pid) when is_pid(Pid) ->
-                           Cluster(Pid);
-                      (Id) ->
-                           case ferrotrace_registry:lookup(Id) of
-                               {ok, Found, Keeper, Info} -> Local(Found, Keeper, Info);
-                               error when is_integer(Id) -> Local(Id, none, #{});
-                               error -> {error, {bad_session, ferrotrace_registry:brief(Id)}}
-                           end
+    named(Session, fun(Pid) when is_pid(Pid) -> Cluster(Pid);
+                      (Id) -> with_id(Id, Local)
                    end).
+
+%% @doc `Local(Id, Keeper, Info)' for a local session's id, as {@link with_session/3} calls
+%% it for a term that is neither a name nor a pid: `Local(Id, none, #{})' for an id the
+%% registry does not hold, `{error, {bad_session, Term}}' for a term that is no id. For
+%% callers on this node that hold an engine id (ferrotrace_local).
+-spec with_id(term(), local(Answer)) -> Answer | {error, {bad_session, term()}}.
+with_id(Id, Local) ->
+    case ferrotrace_registry:lookup(Id) of
+        {ok, Found, Keeper, Info} -> Local(Found, Keeper, Info);
+        error when is_integer(Id) -> Local(Id, none, #{});
+        error -> {error, {bad_session, ferrotrace_registry:brief(Id)}}
+    end.
 
 %% @doc A local session's function for stop/1 and release/1: `Call(Keeper)', the keeper
 %% stops or releases its session and removes what it set. A keeper that died during the

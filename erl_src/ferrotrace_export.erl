@@ -64,7 +64,7 @@ accepted(_) -> <<"no options">>.
 %% @doc The export of a local session (an engine id), options checked by {@link check/2}.
 -spec local(ferrotrace_tracer:session_id(), format(), map()) -> {ok, binary()} | {error, term()}.
 local(Id, json, _Options) ->
-    case ferrotrace:summary(Id) of
+    case ferrotrace_local:summary(Id) of
         {error, _} = Error -> Error;
         Summary -> ferrotrace_tracer:to_json(json_document(Summary))
     end;
@@ -81,7 +81,7 @@ local(Id, hdr_log, _Options) ->
         {_, {error, _} = Error} -> Error
     end;
 local(Id, chrome_trace, _Options) ->
-    case ferrotrace:recent(Id) of
+    case ferrotrace_local:recent(Id) of
         {error, {no_recorder, _}} -> {error, {needs, recent}};
         {error, _} = Error -> Error;
         Events -> chrome_trace([{node(), Events}])

@@ -70,7 +70,7 @@ lines(#{callers := [_ | _] = Callers} = Entry, Width) ->
      rows(caller, ByTotal, Width),
      case ByCount =:= ByTotal of
          true -> [];
-         false -> [ferrotrace_report:cut("  callers by count", Width), "\n", rows(caller, ByCount, Width)]
+         false -> [ferrotrace_text:cut("  callers by count", Width), "\n", rows(caller, ByCount, Width)]
      end];
 lines(_Entry, _Width) ->
     [].
@@ -80,12 +80,12 @@ title(What, Kept, Entry, Width) ->
                    0 -> "";
                    N -> io_lib:format(", ~b calls past max_keys not kept", [N])
                end,
-    ["\n", ferrotrace_report:cut(io_lib:format("  ~s (~b kept~s)", [What, Kept, Overflow]), Width), "\n"].
+    ["\n", ferrotrace_text:cut(io_lib:format("  ~s (~b kept~s)", [What, Kept, Overflow]), Width), "\n"].
 
 rows(Name, Keys, Width) ->
-    [ferrotrace_report:cut(io_lib:format("  ~10s ~9s ~9s  ~s", ["count", "p99", "total", Name]), Width), "\n",
-     [[ferrotrace_report:cut(io_lib:format("  ~10b ~9s ~9s  ~ts",
-                         [Count, ferrotrace_report:format_ns(P99), ferrotrace_report:format_ns(Total),
+    [ferrotrace_text:cut(io_lib:format("  ~10s ~9s ~9s  ~s", ["count", "p99", "total", Name]), Width), "\n",
+     [[ferrotrace_text:cut(io_lib:format("  ~10b ~9s ~9s  ~ts",
+                         [Count, ferrotrace_text:format_ns(P99), ferrotrace_text:format_ns(Total),
                           key_text(Name, maps:get(Name, K))]), Width), "\n"]
       || K = #{count := Count, p99 := P99, total := Total} <- Keys]].
 

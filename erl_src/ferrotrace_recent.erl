@@ -60,7 +60,7 @@ line(#{at := At, pid := Pid, mfa := {M, F, _} = MFA, event := Kind, duration := 
             [Time, io_lib:format("~p:~p(~ts)", [M, F, args_text(maps:get(args, E))]), "\n"];
         call -> [Head, "\n"];
         _ when D =:= undefined -> [Head, " --> ", Result, "\n"];
-        _ -> [Head, " --> ", Result, " (", ferrotrace_report:format_ns(D), ")\n"]
+        _ -> [Head, " --> ", Result, " (", ferrotrace_text:format_ns(D), ")\n"]
     end.
 
 %% An argument list as recon_trace prints it: the arguments, comma separated, each printed

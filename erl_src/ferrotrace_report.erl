@@ -10,7 +10,7 @@
 %%% function name and arity.
 -module(ferrotrace_report).
 
--export([format/2, format/3, check_options/1, check_options/2, format_ns/1, cut/2, help/0]).
+-export([format/2, format/3, check_options/1, check_options/2, help/0]).
 -export([sort/2, rows/5]).  % the table, for the live view (ferrotrace_watch)
 
 -define(TOP_HISTOGRAMS, 3).
@@ -257,7 +257,7 @@ fit_line(Lead, Text, Width) ->
     case string:length(Lead) + string:length(Text) =< Width of
         true -> Lead ++ Text;
         false when Lead =/= "" -> fit_line("", "  " ++ Text, Width);
-        false -> shorten(Text, Width)
+        false -> ferrotrace_text:shorten(Text, Width)
     end.
 
 %%--------------------------------------------------------------------------------------
@@ -293,7 +293,7 @@ rows(Calls, Columns0, Drop, Sort, Width) ->
     Gap = lists:duplicate(?GAP, $\s),
     HeaderLine = [string:pad("FUNCTION", NameCol),
                   [[Gap, string:pad(H, W, leading)] || {_, H, W, _} <- Columns]],
-    Rows = [[string:pad(shorten(Name, NameCol), NameCol),
+    Rows = [[string:pad(ferrotrace_text:shorten(Name, NameCol), NameCol),
              [[Gap, string:pad(lists:nth(I, Cells), W, leading)] || {_, _, W, Cells} <- Columns]]
             || {I, Name} <- lists:zip(lists:seq(1, length(Names)), Names)],
     [HeaderLine | Rows].
@@ -345,33 +345,6 @@ fit(Columns, Drop, Sort, NameWidth, Width) ->
             end
     end.
 
-%% Keeps the function name and arity whole when it can, and the start of the module:
-%% `shop_inv..:handle_call/3', `MyApp.Sh...Cart.add/2'.
-shorten(Name, Width) ->
-    Length = string:length(Name),
-    case Length =< Width of
-        true -> Name;
-        false when Width < 6 -> string:slice(Name, 0, Width);
-        false ->
-            Function = function_part(Name),
-            Tail = min(Width - 5, max(string:length(Function), (Width - 2) div 2)),
-            Head = Width - 2 - Tail,
-            string:slice(Name, 0, Head) ++ ".." ++ string:slice(Name, Length - Tail)
-    end.
-
-%% The text after the module: after the last ':' (Erlang) or the last '.' (Elixir) that
-%% comes before the arity's '/'.
-function_part(Name) ->
-    [BeforeArity | _] = string:split(Name, "/"),
-    Cut = case string:split(BeforeArity, ":", trailing) of
-              [_, _] -> ":";
-              _ -> "."
-          end,
-    case string:split(BeforeArity, Cut, trailing) of
-        [_, _] -> string:slice(Name, string:length(hd(string:split(BeforeArity, Cut, trailing))));
-        _ -> Name
-    end.
-
 left_out(_Total, Matching, Shown, _Filter, _Width) when Matching =:= Shown ->
     [];
 left_out(Total, Matching, Shown, Filter, Width) ->
@@ -401,34 +374,17 @@ quantize(MFA, Buckets, Width) ->
     Rows = [begin
                 Count = maps:get(Low, Counts, 0),
                 Bar = lists:duplicate(round(BarWidth * Count / max(Total, 1)), $@),
-                [string:pad(format_ns(Low), 12, leading), " |", string:pad(Bar, BarWidth), " ",
-                 integer_to_list(Count), "\n"]
+                [string:pad(ferrotrace_text:format_ns(Low), 12, leading), " |",
+                 string:pad(Bar, BarWidth), " ", integer_to_list(Count), "\n"]
             end || Low <- powers_of_two(First, Last)],
     Title = string:pad(" Distribution ", BarWidth, both, $-),
-    [io_lib:format("~n  ~ts  latency~n", [shorten(unicode:characters_to_list(
-                                                     ferrotrace_names:mfa(MFA)), Width - 12)]),
+    Name = unicode:characters_to_list(ferrotrace_names:mfa(MFA)),
+    [io_lib:format("~n  ~ts  latency~n", [ferrotrace_text:shorten(Name, Width - 12)]),
      string:pad("value", 12, leading), "  ", Title, " count\n",
      Rows].
 
 powers_of_two(Low, High) when Low > High -> [];
 powers_of_two(Low, High) -> [Low | powers_of_two(Low * 2, High)].
-
-%% @doc A report line (any chardata) cut to `Width' characters.
--spec cut(unicode:chardata(), pos_integer()) -> string().
-cut(Line, Width) ->
-    string:slice(unicode:characters_to_list(Line), 0, Width).
-
-%% @doc Nanoseconds in a short human unit: `850 ns', `12.3 us', `4.07 ms', `1.20 s'.
--spec format_ns(non_neg_integer() | undefined) -> string().
-format_ns(undefined) -> "-";
-format_ns(Ns) when Ns < 1000 -> integer_to_list(Ns) ++ " ns";
-format_ns(Ns) when Ns < 1000000 -> unit(Ns / 1.0e3, "us");
-format_ns(Ns) when Ns < 1000000000 -> unit(Ns / 1.0e6, "ms");
-format_ns(Ns) -> unit(Ns / 1.0e9, "s").
-
-unit(Value, Unit) when Value < 10 -> lists:flatten(io_lib:format("~.2f ~s", [Value, Unit]));
-unit(Value, Unit) when Value < 100 -> lists:flatten(io_lib:format("~.1f ~s", [Value, Unit]));
-unit(Value, Unit) -> integer_to_list(round(Value)) ++ " " ++ Unit.
 
 %%--------------------------------------------------------------------------------------
 %% The cheat sheet

@@ -46,9 +46,9 @@ lines(#{slowest := [_ | _] = Slowest} = Entry, Width) ->
                   N -> io_lib:format(", ~b over the threshold not kept", [N])
               end,
     Title = io_lib:format("  slowest calls (~b of ~b kept~s)", [length(Shown), Kept, Dropped]),
-    ["\n", ferrotrace_report:cut(Title, Width), "\n",
-     [[ferrotrace_report:cut(io_lib:format("  ~9s  ~s  ~ts ~s",
-                                           [ferrotrace_report:format_ns(D), format_time(At),
+    ["\n", ferrotrace_text:cut(Title, Width), "\n",
+     [[ferrotrace_text:cut(io_lib:format("  ~9s  ~s  ~ts ~s",
+                                           [ferrotrace_text:format_ns(D), format_time(At),
                                             string:pad(process_name(Pid), 24), result_text(R)]),
                              Width), "\n"]
       || #{duration := D, started_at := At, pid := Pid, result := R} <- Shown]];

@@ -2,9 +2,10 @@
 %%% @doc Starting a session for `ferrotrace:session/1', `calls/2' and `processes/2': the
 %%% options checked (ferrotrace_options), the tracer module loaded (ferrotrace_code), a keeper
 %%% started with its settings (ferrotrace_session), and with `intervals => Ms' the interval
-%%% snapshots beside it (ferrotrace_intervals); `nodes => [Node]' starts a cluster session
-%%% (ferrotrace_cluster) instead. Answers as the API functions do: `{ok, Session}' or
-%%% `{error, Reason}'; an unknown option is explained by the caller.
+%%% snapshots beside it (ferrotrace_intervals). Sessions on this node only: `nodes => [Node]'
+%%% is a cluster session (ferrotrace_cluster, whose parts start theirs with this module).
+%%% Answers as the API functions do: `{ok, Session}' or `{error, Reason}'; an unknown option
+%%% is explained by the caller.
 -module(ferrotrace_start).
 
 -export([session/1, calls/2, processes/2]).
@@ -17,11 +18,11 @@ session(Options0) ->
         {error, _} = Error -> Error
     end.
 
-%% @doc `ferrotrace:calls(Spec, Options)': a local session, or a cluster session's pid.
--spec calls(term(), term()) -> {ok, ferrotrace_tracer:session_id() | pid()} | {error, term()}.
+%% @doc `ferrotrace:calls(Spec, Options)' on this node: a local session (`nodes => [Node]'
+%% is ferrotrace_cluster's, see ferrotrace_cluster:calls/2).
+-spec calls(term(), term()) -> {ok, ferrotrace_tracer:session_id()} | {error, term()}.
 calls(Spec, Options0) ->
     case ferrotrace_options:to_map(Options0) of
-        {ok, #{nodes := _} = Options} -> cluster_calls(Spec, Options);
         {ok, Options} -> start_with(ferrotrace_options:calls(Spec, Options));
         {error, _} = Error -> Error
     end.
@@ -30,25 +31,6 @@ calls(Spec, Options0) ->
 -spec processes(term(), term()) -> {ok, ferrotrace_tracer:session_id()} | {error, term()}.
 processes(Kinds, Options) ->
     start_with(ferrotrace_options:processes(Kinds, Options)).
-
-%% A cluster session: `nodes => [Node]' (see ferrotrace_cluster). `[node()]' alone is a
-%% local session, as without the option.
-cluster_calls(Spec, Options = #{nodes := Nodes}) ->
-    Rest = maps:remove(nodes, Options),
-    case is_list(Nodes) andalso Nodes =/= [] andalso lists:all(fun is_atom/1, Nodes) of
-        false ->
-            {error, {bad_option, {nodes, Nodes, <<"a non-empty list of node names">>}}};
-        true when Nodes =:= [node()] ->
-            start_with(ferrotrace_options:calls(Spec, Rest));
-        true ->
-            Owner = maps:get(owner, Rest, self()),
-            case ferrotrace_options:owner(Owner, maps:get(duration, Rest, 10000)) of
-                {ok, Checked} ->
-                    ferrotrace_cluster:calls(Spec, maps:remove(owner, Rest), lists:usort(Nodes), Checked);
-                {error, _} = Error ->
-                    Error
-            end
-    end.
 
 start_with({ok, Tracing, Options}) -> start(Options, Tracing);
 start_with({error, _} = Error) -> Error.

@@ -1,0 +1,104 @@
+%%% @private
+%%% @doc One session on this node, by id: start, read, stop, release. `ferrotrace' uses these
+%%% for a local session (the three-argument forms are the functions its dispatch calls with
+%%% the id, the keeper and what the registry knows, see ferrotrace_dispatch); a cluster's
+%%% parts (ferrotrace_cluster) and the exports (ferrotrace_export) call the one-argument
+%%% forms on their node. Being below all three, it lets them work on a local session without
+%%% calling back into the façade. A by-id function looks the id up as the façade does
+%%% (ferrotrace_dispatch:with_id/2), so it answers as the façade does for that id.
+-module(ferrotrace_local).
+
+-export([calls/2, summary/1, slow_calls/3, recent/1, stop/1, release/1]).
+-export([summary/3, histogram/2, stop/3, release/3]).
+
+-import(ferrotrace_dispatch, [with_id/2, by_keeper/2]).
+
+%% @doc A calls session on this node: `ferrotrace:calls(Spec, Options)' without `nodes',
+%% an unknown option explained as calls/2 explains it.
+-spec calls(term(), term()) -> {ok, ferrotrace_tracer:session_id()} | {error, term()}.
+calls(Spec, Options) ->
+    ferrotrace_options:explain(ferrotrace_start:calls(Spec, Options), calls).
+
+%% @doc `ferrotrace:summary(Id)' for a local session's id.
+-spec summary(ferrotrace_tracer:session_id()) -> ferrotrace:summary() | {error, term()}.
+summary(Id) ->
+    with_id(Id, fun summary/3).
+
+%% @doc The summary of local session `Id' (see `ferrotrace:summary/1'): the engine's, its
+%% calls sorted by total time, with what the keeper found (`displaced', `loops', `name'),
+%% the call-path counts and the other kinds' figures (ferrotrace_activity).
+-spec summary(ferrotrace_tracer:session_id(), pid() | none, map()) ->
+          ferrotrace:summary() | {error, term()}.
+summary(Id, _Keeper, Info) ->
+    case ferrotrace_tracer:session_summary(Id) of
+        {ok, Summary = #{calls := Calls}} ->
+            ByTotal = fun(#{total := A}, #{total := B}) -> A >= B end,
+            %% `displaced' (OTP 25 and 26): what the keeper's checks found, absent if none.
+            Merged = maps:merge(Summary, maps:with([displaced], Info)),
+            ferrotrace_activity:merge(Id, Info,
+                Merged#{calls := lists:sort(ByTotal, Calls),
+                        stacks => stack_counts(Id),
+                        name => maps:get(name, Info, undefined),
+                        loops => lists:usort(maps:get(loops, Info, []) ++
+                                                 maps:get(loops, Summary, []))});
+        {error, _} = Error ->
+            Error
+    end.
+
+stack_counts(Id) ->
+    case ferrotrace_tracer:session_stack_counts(Id) of
+        {ok, Counts} -> Counts;
+        {error, _} -> #{paths => 0, overflow => 0, too_deep => 0}
+    end.
+
+%% @doc The buckets of a function or another series of local session `Id' (see
+%% `ferrotrace:histogram/2'); `Id' as the dispatch found it.
+-spec histogram(ferrotrace_tracer:session_id(), mfa() | ferrotrace_activity:series()) ->
+          [ferrotrace:bucket()] | {error, term()}.
+histogram(Id, Series) when Series =:= wakeup; Series =:= run_slice; Series =:= lifetime;
+                           Series =:= size_words; Series =:= {gc, minor};
+                           Series =:= {gc, major}; Series =:= {ports, run_slice} ->
+    ferrotrace_activity:histogram(Id, Series);
+histogram(Id, MFA) ->
+    case ferrotrace_tracer:session_histogram(Id, MFA) of
+        {ok, Buckets} -> Buckets;
+        {error, _} = Error -> Error
+    end.
+
+%% @doc `ferrotrace:slowest(Id, MFA)' (`slowest') or `ferrotrace:slow_calls(Id, MFA)'
+%% (`threshold') for a local session's id; ferrotrace_cluster calls it on each node through
+%% `erpc'.
+-spec slow_calls(ferrotrace_tracer:session_id(), mfa(), slowest | threshold) ->
+          [ferrotrace_slow:slow_call()] | {error, term()}.
+slow_calls(Id, MFA, Which) ->
+    with_id(Id, fun(Found, _, _) -> ferrotrace_slow:calls(Found, MFA, Which) end).
+
+%% @doc `ferrotrace:recent(Id)' for a local session's id: the recorder's events (for the
+%% exports, and on each node of a cluster through `erpc').
+-spec recent(ferrotrace_tracer:session_id()) -> [ferrotrace_recent:event()] | {error, term()}.
+recent(Id) ->
+    with_id(Id, fun(Found, _, _) -> ferrotrace_recent:events(Found) end).
+
+%% @doc `ferrotrace:stop(Id)' for a local session's id.
+-spec stop(ferrotrace_tracer:session_id()) -> ok | {error, term()}.
+stop(Id) ->
+    with_id(Id, fun stop/3).
+
+%% @doc Stops local session `Id' through its keeper, which removes what it set; without a
+%% keeper (or once it died), the engine stops it (see ferrotrace_dispatch:by_keeper/2).
+-spec stop(ferrotrace_tracer:session_id(), pid() | none, map()) -> ok | {error, term()}.
+stop(Id, Keeper, Info) ->
+    Stop = by_keeper(fun ferrotrace_session:stop/1,
+                     fun(Engine) -> ferrotrace_tracer:stop_session(Engine, user) end),
+    Stop(Id, Keeper, Info).
+
+%% @doc `ferrotrace:release(Id)' for a local session's id.
+-spec release(ferrotrace_tracer:session_id()) -> ok | {error, term()}.
+release(Id) ->
+    with_id(Id, fun release/3).
+
+%% @doc Releases local session `Id' through its keeper, as {@link stop/3} stops it.
+-spec release(ferrotrace_tracer:session_id(), pid() | none, map()) -> ok | {error, term()}.
+release(Id, Keeper, Info) ->
+    Release = by_keeper(fun ferrotrace_session:release/1, fun ferrotrace_tracer:release_session/1),
+    Release(Id, Keeper, Info).
