@@ -157,7 +157,7 @@ calls(Spec, Options) ->
             Specs = [{M, F, A} || {M, F, A, _} <- Parsed],
             case loaded(Specs) of
                 ok ->
-                    case [S || S = {M, _, _} <- Specs, lists:member(M, ferrotrace_session:own_modules())] of
+                    case [S || S = {M, _, _} <- Specs, lists:member(M, ferrotrace_traced:own_modules())] of
                         [] -> calls(Specs, Parsed, Options);
                         [Own | _] -> {error, {bad_spec, Own, <<"ferrotrace does not trace itself">>}}
                     end;

@@ -29,7 +29,7 @@
 -module(ferrotrace_session).
 -behaviour(gen_server).
 
--export([start/3, stop/1, release/1, own_modules/0]).
+-export([start/3, stop/1, release/1]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -type tracing() :: none | #{specs := [ferrotrace:mfa_spec()],
@@ -102,11 +102,6 @@ call(Keeper, Request) ->
         false ->
             {error, {not_a_keeper, ferrotrace_registry:brief(Keeper)}}
     end.
-
-%% @doc Modules no session ever traces (`ferrotrace_traced:own_modules/0').
--spec own_modules() -> [module()].
-own_modules() ->
-    ferrotrace_traced:own_modules().
 
 %% @private
 %% A refused start is acknowledged as `{error, Reason}' and the process exits `normal': a
@@ -343,7 +338,7 @@ start_tracing(Id, Tracing) ->
     start_tracing(Id, Tracing, []).
 
 start_tracing(Id, #{specs := Specs, heads := Heads, pids := Pids, scope := Scope}, Extra) ->
-    Loops = ferrotrace_loops:find(Specs, own_modules()),
+    Loops = ferrotrace_loops:find(Specs, ferrotrace_traced:own_modules()),
     Patterns = [#{mfa => Spec, match_spec => match_spec(H, [{exception_trace}]), scope => Scope,
                   loops => [{Loop, match_spec(H, [])} || Loop <- Loops, ferrotrace_spec:matches(Spec, Loop)]}
                 || {Spec, H} <- lists:zip(Specs, Heads)],
@@ -364,7 +359,7 @@ start_trace_session(Id, Patterns, Targets, Extra) ->
     _ = [trace_call(function, [Session, Loop, LoopMS, [Scope]])
          || #{loops := Loops, scope := Scope} <- Patterns, {Loop, LoopMS} <- Loops],
     _ = [trace_call(function, [Session, {M, '_', '_'}, false, [Scope]])
-         || M <- own_modules(), Scope <- [local, global]],
+         || M <- ferrotrace_traced:own_modules(), Scope <- [local, global]],
     Backend = {trace_session, Session, [Scope || #{scope := Scope} <- Patterns]},
     case Matched of
         0 when Patterns =/= [] ->
