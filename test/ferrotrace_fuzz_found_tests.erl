@@ -7,7 +7,8 @@
 
 -export([process_name_of_anything_test/0, improper_options_test/0, improper_kinds_test/0,
          recent_lines_of_anything_test/0, chrome_names_of_anything_test/0,
-         registry_answers_junk_test/0, session_start_checks_its_arguments_test/0]).
+         registry_answers_junk_test/0, session_start_checks_its_arguments_test/0,
+         long_spec_strings_test/0]).
 
 %% A session handed a caller that is not a pid (a port, or junk given to the tracer's
 %% trace/5 by hand) made format/1 raise badarg in erlang:node/1 as it printed the slow
@@ -150,4 +151,35 @@ logged_during(Fun) ->
 collect_logged() ->
     receive {ft_logged, Level, Domain, Pid} -> [{Level, Domain, Pid} | collect_logged()]
     after 0 -> []
+    end.
+
+%% Spec strings of megabytes were scanned and parsed whole: a 7 MB binary given to
+%% ferrotrace_options:calls/2 raised the fuzz peer's peak virtual size by 590 MB (seed 307,
+%% call #63783 of 100,000, OTP 27), an 8 MB one to ferrotrace_spec:parse/1 was killed at the
+%% fuzz suite's 800 MB heap bound (#18455). Strings over 65,536 characters are refused
+%% before they are scanned: here in a process whose heap may not pass 80 MB.
+-spec long_spec_strings_test() -> ok.
+long_spec_strings_test() ->
+    TooLong = <<"a spec string of at most 65536 characters">>,
+    Answers = bounded(fun() ->
+                              [ferrotrace_options:calls(binary:copy(<<"d">>, 7 bsl 20), #{}),
+                               ferrotrace_spec:parse(binary:copy(<<"ferrotrace">>, (8 bsl 20) div 10)),
+                               ferrotrace_spec:parse(lists:duplicate(1 bsl 20, $d)),
+                               ferrotrace_spec:parse([{lists, seq, 2}, lists:duplicate(1 bsl 20, $d)])]
+                      end, 10 * 1024 * 1024),
+    ?assertMatch([{error, {bad_spec, <<"dddd", _/binary>>, TooLong}},
+                  {error, {bad_spec, <<"ferrotrace", _/binary>>, TooLong}},
+                  {error, {bad_spec, "dddd" ++ _, TooLong}},
+                  {error, {bad_spec, "dddd" ++ _, TooLong}}], Answers),
+    ?assertMatch({ok, [{lists, seq, 2, default}]}, ferrotrace_spec:parse("lists:seq/2")),
+    ok.
+
+%% `Fun()' in a process killed if its heap passes `Words'.
+bounded(Fun, Words) ->
+    Self = self(),
+    {Pid, Ref} = spawn_opt(fun() -> Self ! {self(), Fun()} end,
+                           [monitor, {max_heap_size, #{size => Words, kill => true, error_logger => false}}]),
+    receive
+        {Pid, Answer} -> Answer;
+        {'DOWN', Ref, process, Pid, Reason} -> {died, Reason}
     end.
