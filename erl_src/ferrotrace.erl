@@ -150,7 +150,8 @@ session(Options) ->
 %% `{M, F, A}' with `` '_' '' wildcards, `{M, F, MatchSpec}' (heads and guards; ferrotrace
 %% adds `exception_trace'), `{M, F, Fun}' with a fun typed in the shell (as `dbg:fun2ms/1'),
 %% a string like redbug's (`"m:f/2"', `"m:f(X, _) when X > 10"', `"MyApp.Cart.add/2"'),
-%% or a list of these (see `ferrotrace_spec'). Calls are aggregated in a new session that
+%% or a list of these (see `ferrotrace_spec'); a spec string is at most 65,536 characters
+%% (a longer one is refused before it is parsed). Calls are aggregated in a new session that
 %% belongs to the caller. Tail-recursive loops among the matched functions are counted, not timed (they
 %% are listed under `loops' in the summary).
 %%

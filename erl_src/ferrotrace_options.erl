@@ -12,7 +12,7 @@
 
 -export([to_map/1, check/2, default_width/0]).
 -export([calls/2, processes/2]).
--export([settings/2, owner/2]).
+-export([settings/2, owner/2, pids/1, valid_keep/1]).
 -export([explain/2]).
 
 -type options() :: #{duration => pos_integer() | infinity,
@@ -220,18 +220,23 @@ processes(Kinds, Options0) ->
             Error
     end.
 
-%% `ok' for the `pids' option (`all', `new', `existing' or a non-empty list of local
+%% @doc `ok' for the `pids' option (`all', `new', `existing' or a non-empty list of local
 %% pids), else its `{error, {bad_option, {pids, ...}}}'.
 -spec pids(term()) -> ok | {error, term()}.
 pids(Pids) when Pids =:= all; Pids =:= new; Pids =:= existing ->
     ok;
 pids([_ | _] = Pids) ->
-    case lists:all(fun(P) -> is_pid(P) andalso node(P) =:= node() end, Pids) of
+    case local_pids(Pids) of
         true -> ok;
         false -> bad_pids(Pids)
     end;
 pids(Pids) ->
     bad_pids(Pids).
+
+%% A proper list of local pids (an improper one is refused, not a raise).
+local_pids([]) -> true;
+local_pids([P | Rest]) when is_pid(P), node(P) =:= node() -> local_pids(Rest);
+local_pids(_) -> false.
 
 bad_pids(Pids) ->
     {error, {bad_option, {pids, Pids, <<"all, new, existing or a non-empty list of local pids">>}}}.
@@ -291,6 +296,8 @@ settings(Options, Tracing) ->
              maps:without(?SESSION_OPTIONS, Options)}
     end.
 
+%% @doc True for a `keep' the keeper takes: milliseconds up to seven days, or `infinity'.
+-spec valid_keep(term()) -> boolean().
 valid_keep(infinity) -> true;
 valid_keep(Keep) -> is_integer(Keep) andalso Keep >= 0 andalso Keep =< 7 * 24 * 3600 * 1000.
 

@@ -25,7 +25,12 @@
 %%% client released the session), `{error, {owner_down, Pid}}' for an owner already gone,
 %%% and `{error, {no_such_session, Id}}' for a session released while it started;
 %%% `stop/1' and `release/1' check that they were given a keeper and answer
-%%% `{error, {keeper_down, Reason}}' if it died during the call.
+%%% `{error, {keeper_down, Reason}}' if it died during the call. `start/3' checks its
+%%% arguments before a keeper starts (`{error, {bad_argument, Which, Value, Accepted}}'),
+%%% and a keeper whose start fails anyway refuses with a summarised reason: a keeper that
+%%% crashed in `init/1' had its crash report print its arguments, whatever their size
+%%% (found by the fuzz suite: a map nested 1000 deep as the tracing made the node's
+%%% virtual size grow by 0.7 to 0.9 GB as the report was formatted, on OTP 25 and 27).
 -module(ferrotrace_session).
 -behaviour(gen_server).
 
@@ -64,10 +69,20 @@
 %% How long stop/1 and release/1 wait for a keeper (it may walk every process to untrace).
 -define(CALL_TIMEOUT, 60000).
 
-%% @doc Starts a keeper and, if asked, sets up call tracing.
+%% @doc Starts a keeper and, if asked, sets up call tracing: `EngineOptions' for the engine,
+%% `Tracing' and `Settings' as ferrotrace_options makes them (`calls/2' or `processes/2',
+%% and `settings/2'). Arguments of another shape are answered
+%% `{error, {bad_argument, engine_options | tracing | settings, Value, Accepted}}' (`Value'
+%% summarised, `Accepted' a text) before anything starts.
 -spec start(map(), tracing(), settings()) ->
           {ok, ferrotrace_tracer:session_id()} | {error, term()}.
 start(EngineOptions, Tracing, Settings) ->
+    case check_start(EngineOptions, Tracing, Settings) of
+        ok -> start_keeper(EngineOptions, Tracing, Settings);
+        {error, _} = Error -> Error
+    end.
+
+start_keeper(EngineOptions, Tracing, Settings) ->
     _ = ferrotrace_registry:ensure_started(),
     Ref = make_ref(),
     case gen_server:start(?MODULE, {EngineOptions, Tracing, Settings, {self(), Ref}}, []) of
@@ -82,6 +97,81 @@ start(EngineOptions, Tracing, Settings) ->
 
 started_error(killed) -> {keeper_down, killed};
 started_error(Reason) -> ferrotrace_registry:brief(Reason).
+
+-define(ENGINE_OPTIONS_ACCEPTED, <<"a map of the engine's options">>).
+-define(TRACING_ACCEPTED,
+        <<"none, or a map of specs (a list of {M, F, A}, not ferrotrace's own modules), heads "
+          "(a list as long: default or match spec clauses), pids (all, new, existing or a "
+          "non-empty list of local pids), scope (local or global) and optionally kinds (a list "
+          "of messages, procs, gc, scheduling, ports)">>).
+-define(SETTINGS_ACCEPTED,
+        <<"a map of owner ({process, Pid}, {shell, Pid}, or none with a finite duration), "
+          "keep (milliseconds up to seven days, or infinity), name (an atom other than none) "
+          "and spec (raw or a list)">>).
+
+%% The arguments of start/3 checked before a keeper starts: what reaches the keeper's
+%% init/1 is what ferrotrace_options makes. The checks look no deeper than the shapes.
+check_start(EngineOptions, _Tracing, _Settings) when not is_map(EngineOptions) ->
+    bad_argument(engine_options, EngineOptions, ?ENGINE_OPTIONS_ACCEPTED);
+check_start(EngineOptions, Tracing, Settings) ->
+    case {valid_tracing(Tracing), valid_settings(Settings, EngineOptions)} of
+        {false, _} -> bad_argument(tracing, Tracing, ?TRACING_ACCEPTED);
+        {true, false} -> bad_argument(settings, Settings, ?SETTINGS_ACCEPTED);
+        {true, true} -> ok
+    end.
+
+bad_argument(Which, Value, Accepted) ->
+    {error, {bad_argument, Which, ferrotrace_registry:brief(Value), Accepted}}.
+
+valid_tracing(none) ->
+    true;
+valid_tracing(#{specs := Specs, heads := Heads, pids := Pids, scope := Scope} = Tracing) ->
+    Own = ferrotrace_traced:own_modules(),
+    lists:all(fun(Key) -> lists:member(Key, [specs, heads, pids, scope, kinds]) end,
+              maps:keys(Tracing))
+        andalso all_of(fun({M, F, A}) -> valid_spec(M, F, A) andalso not lists:member(M, Own);
+                          (_) -> false
+                       end, Specs)
+        andalso all_of(fun valid_heads/1, Heads)
+        andalso length(Specs) =:= length(Heads)
+        andalso ferrotrace_options:pids(Pids) =:= ok
+        andalso (Scope =:= local orelse Scope =:= global)
+        andalso case Tracing of
+                    #{kinds := Kinds} -> is_list(Kinds) andalso
+                                             element(1, ferrotrace_activity:check_kinds(Kinds)) =:= ok;
+                    #{} -> true
+                end;
+valid_tracing(_) ->
+    false.
+
+valid_spec(M, F, A) ->
+    is_atom(M) andalso is_atom(F)
+        andalso (A =:= '_' orelse (is_integer(A) andalso A >= 0 andalso A =< 255)).
+
+valid_heads(default) -> true;
+valid_heads([_ | _] = Clauses) -> all_of(fun({_Head, Guards, Body}) -> is_list(Guards) andalso is_list(Body);
+                                            (_) -> false
+                                         end, Clauses);
+valid_heads(_) -> false.
+
+valid_settings(#{owner := Owner, keep := Keep, name := Name, spec := Spec} = Settings, EngineOptions) ->
+    map_size(Settings) =:= 4
+        andalso case Owner of
+                    none -> maps:get(duration, EngineOptions, finite) =/= infinity;
+                    {Kind, Pid} -> (Kind =:= process orelse Kind =:= shell) andalso is_pid(Pid);
+                    _ -> false
+                end
+        andalso ferrotrace_options:valid_keep(Keep)
+        andalso is_atom(Name) andalso Name =/= none
+        andalso (Spec =:= raw orelse is_list(Spec));
+valid_settings(_Settings, _EngineOptions) ->
+    false.
+
+%% `Pred' holds for every element of a proper list (false for an improper one or another
+%% term, where lists:all/2 raises).
+all_of(Pred, [X | Rest]) -> Pred(X) andalso all_of(Pred, Rest);
+all_of(_Pred, []) -> true;
+all_of(_Pred, _) -> false.
 
 %% @doc Stops tracing; the figures stay readable. `{error, Reason}' if `Keeper' is not a
 %% keeper, or it died during the call.
@@ -106,9 +196,26 @@ call(Keeper, Request) ->
 %% @private
 %% A refused start is acknowledged as `{error, Reason}' and the process exits `normal': a
 %% typo in an option is an answer for the shell, not a crash report (OTP 25's gen_server has
-%% no `{error, Reason}' return from init/1).
+%% no `{error, Reason}' return from init/1). A start that raises is refused the same way,
+%% with the reason summarised: a crash report would print the arguments, whatever their
+%% size, and a term nested a thousand deep took hundreds of MB to format.
 -spec init({map(), tracing(), settings(), {pid(), reference()}}) -> {ok, #state{}}.
-init({EngineOptions, Tracing, Settings = #{owner := Owner, keep := Keep}, {Caller, Ref}}) ->
+init(Args) ->
+    try
+        init_keeper(Args)
+    catch
+        error:Reason:Stack -> refuse_early(start_failed(error, Reason, Stack))
+    end.
+
+start_failed(Class, Reason, Stack) ->
+    Where = case Stack of
+                [{M, F, A, _} | _] when is_list(A) -> {M, F, length(A)};
+                [{M, F, A, _} | _] -> {M, F, A};
+                _ -> unknown
+            end,
+    {start_failed, Class, ferrotrace_registry:brief(Reason), Where}.
+
+init_keeper({EngineOptions, Tracing, Settings = #{owner := Owner, keep := Keep}, {Caller, Ref}}) ->
     %% Not the shell's group leader: that one may be on a node that goes away.
     group_leader(whereis(init), self()),
     Monitor = case Owner of
@@ -170,7 +277,12 @@ safe_start_tracing(Id, Tracing) ->
     catch
         error:{badmatch, {error, {no_such_session, Id}}} ->
             _ = stop_tracing(Id, legacy_if_any()),
-            {error, {no_such_session, Id}}
+            {error, {no_such_session, Id}};
+        error:Reason:Stack ->
+            %% Arguments start/3 let through that the VM refuses (a match spec): refused,
+            %% with whatever was set undone.
+            _ = stop_tracing(Id, legacy_if_any()),
+            {error, start_failed(error, Reason, Stack)}
     end.
 
 %% What a start that failed half-way may have set, on OTP 25 and 26 (on OTP 27+ the trace

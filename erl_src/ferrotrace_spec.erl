@@ -16,6 +16,9 @@
 %%%     `"MyApp.Cart.add(x, _)"' (Erlang syntax inside the parentheses) and `":ets.lookup/2"';
 %%%     strings may also be binaries (Elixir strings).</li>
 %%% </ul>
+%%% A spec string is at most 65,536 characters (bytes, for a binary): a longer one is
+%%% refused, `{bad_spec, Start, Accepted}' with its first 40 characters, before it is scanned
+%%% (scanning and parsing cost tens of times a string's size: a 7 MB binary took 600 MB).
 %%%
 %%% A match spec given here filters calls only: its body may hold the actions `message',
 %%% `caller', `caller_line', `current_stacktrace' and `get_seq_token' (plain values in a body
@@ -40,6 +43,10 @@
 -export_type([pattern/0, clause/0, heads/0, reason/0]).
 
 %% Actions a filter may use; everything else that is an action is refused with a reason.
+%% The longest spec string parsed (characters, or bytes of a binary); see the module doc.
+-define(MAX_STRING, 65536).
+-define(TOO_LONG, <<"a spec string of at most 65536 characters">>).
+
 -define(ALLOWED_ACTIONS, [message, caller, caller_line, current_stacktrace, get_seq_token]).
 -define(REFUSED_ACTIONS,
         [{return_trace, <<"ferrotrace adds its own exception_trace to every clause">>},
@@ -65,12 +72,18 @@
 -spec parse(term()) -> {ok, [pattern(), ...]} | {error, reason()}.
 parse([]) ->
     {error, {bad_spec, []}};
+parse(Spec) when is_binary(Spec), byte_size(Spec) > ?MAX_STRING ->
+    too_long(Spec);
 parse(Spec) when is_binary(Spec) ->
     one(Spec);
 parse(Spec) when is_list(Spec) ->
-    case is_string(Spec) of
-        true -> one(Spec);
-        false -> many(Spec, [])
+    case long_string(Spec, ?MAX_STRING) of
+        true -> too_long(Spec);
+        false ->
+            case is_string(Spec) of
+                true -> one(Spec);
+                false -> many(Spec, [])
+            end
     end;
 parse(Spec) ->
     one(Spec).
@@ -78,9 +91,14 @@ parse(Spec) ->
 many([], Acc) ->
     {ok, lists:append(lists:reverse(Acc))};
 many([Spec | Rest], Acc) when is_list(Spec); is_binary(Spec) ->
-    case is_string(Spec) of
-        true -> many_one(Spec, Rest, Acc);
-        false -> {error, {bad_spec, Spec}}
+    case (is_binary(Spec) andalso byte_size(Spec) > ?MAX_STRING)
+        orelse (is_list(Spec) andalso long_string(Spec, ?MAX_STRING)) of
+        true -> too_long(Spec);
+        false ->
+            case is_string(Spec) of
+                true -> many_one(Spec, Rest, Acc);
+                false -> {error, {bad_spec, Spec}}
+            end
     end;
 many([Spec | Rest], Acc) ->
     many_one(Spec, Rest, Acc);
@@ -92,6 +110,17 @@ many_one(Spec, Rest, Acc) ->
         {ok, Patterns} -> many(Rest, [Patterns | Acc]);
         {error, _} = Error -> Error
     end.
+
+%% True for a list whose first `Max' + 1 elements are integers: a string too long to parse
+%% (looked at no further than that).
+long_string([C | _], 0) when is_integer(C) -> true;
+long_string([C | Rest], Max) when is_integer(C) -> long_string(Rest, Max - 1);
+long_string(_, _) -> false.
+
+too_long(Spec) when is_binary(Spec) ->
+    {error, {bad_spec, <<(binary:part(Spec, 0, 40))/binary, "...">>, ?TOO_LONG}};
+too_long(Spec) ->
+    {error, {bad_spec, lists:sublist(Spec, 40) ++ "...", ?TOO_LONG}}.
 
 is_string(B) when is_binary(B) -> B =/= <<>>;
 is_string([]) -> false;

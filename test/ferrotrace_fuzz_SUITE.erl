@@ -7,7 +7,9 @@
 %%% A call may answer anything or raise (an exported internal function may raise on junk).
 %%% A case fails when a call kills the peer node, when a call neither answers nor raises
 %%% within `FERROTRACE_FUZZ_TIMEOUT' ms (default 5000: a hang), when the peer's memory grew
-%%% by more than 200 MB at the end, or when processes left behind keep growing. Each is
+%%% by more than 200 MB at the end or its peak virtual size by more than 3 GiB (listing the
+%%% calls after which that peak rose by 64 MiB or more), or when processes left behind keep
+%%% growing. Each is
 %%% reported with M:F/A and its arguments (symbolic: `{'$ffz', What}' stands for a term
 %%% made on the peer, see ft_fuzz_terms:resolve/1), with the seed and the call's index to
 %%% reproduce it. After a node death or an unresponsive node the run goes on on a fresh
@@ -49,6 +51,11 @@
 -define(MEMORY_BOUND, 200 * 1024 * 1024).
 %% Growth of the peer's peak virtual size (kB) that fails the run: 3 GiB.
 -define(VM_PEAK_BOUND_KB, 3 * 1024 * 1024).
+%% A call after which the peer's peak virtual size is this much higher (kB) is remembered,
+%% so that a vm_peak_growth_kb finding names the calls that raised the peak: 64 MiB.
+-define(VM_PEAK_STEP_KB, 64 * 1024).
+%% How many such calls a finding lists.
+-define(VM_PEAK_STEPS, 20).
 %% The run stops after this many findings (each death costs a fresh peer).
 -define(MAX_FINDINGS, 30).
 %% Every this many calls, the live sessions are read and the peer's processes collected.
@@ -104,6 +111,7 @@ random_calls(_Config) ->
     %% depend on the seed and its index alone), to narrow a finding down.
     From = env_int("FERROTRACE_FUZZ_FROM", 1),
     put(fuzz_peer_since, From),
+    put(fuzz_vm_peak, {maps:get(node, Peer0), vm_peak_kb(Peer0#{os_pid := none}), []}),
     {Peer, Findings, Tally} = fuzz_loop(From, Calls, Seed, Timeout, FunTuple, Peer0, [], #{}),
     Last = case probe(Peer) of
                ok -> [];
@@ -150,6 +158,7 @@ fuzz_loop(I, Calls, Seed, Timeout, Funs, Peer, Findings, Tally) ->
                 Answer
         end,
     Tally1 = maps:update_with(outcome_kind(Outcome), fun(N) -> N + 1 end, 1, Tally),
+    vm_peak_step(Peer1, I, {M, F, A}, Args),
     Recent = [{I, {M, F, A}, Args} | lists:sublist(get_recent(), ?PROBE_EVERY - 1)],
     %% The calls a probe lists are those the peer it reads has run (FERROTRACE_FUZZ_FROM
     %% the first of them replays its whole life).
@@ -253,15 +262,20 @@ functions(#{node := Node}) ->
 peer_end_findings(#{node := Node, baseline := Baseline} = Peer) ->
     try erpc:call(Node, ft_fuzz_peer, peer_end, [Baseline], 60000) of
         {ok, Report} ->
-            ct:pal("fuzz: at the end of the last peer: ~p~nOS: ~p", [Report, os_status(Peer)]),
+            ct:pal("fuzz: at the end of the last peer: ~p~nOS: ~p~nthe calls after which its peak "
+                   "virtual size rose by 64 MiB or more: ~p",
+                   [Report, os_status(Peer), vm_peak_steps(Node)]),
             #{vm := Before} = Peer,
             Now = vm_status(maps:get(os_pid, Peer)),
             Peak = fun(Vm) when is_map(Vm) -> kb(maps:get(<<"VmPeak">>, Vm, <<"0 kB">>));
                       (_) -> 0
                    end,
+            Steps = vm_peak_steps(Node),
             [{memory_growth, Report} || maps:get(memory_growth, Report) > ?MEMORY_BOUND] ++
-                %% A call that asked the OS for gigabytes (a crafted histogram's 4 GiB).
-                [{vm_peak_growth_kb, Peak(Now) - Peak(Before)}
+                %% A call that asked the OS for gigabytes (a crafted histogram's 4 GiB),
+                %% with the calls after which the peak rose by 64 MiB or more.
+                [{vm_peak_growth_kb, Peak(Now) - Peak(Before),
+                  #{raised_by => Steps}}
                  || Peak(Now) - Peak(Before) > ?VM_PEAK_BOUND_KB] ++
                 [{growing_processes, Report} || maps:get(growing, Report) =/= []]
     catch Class:Reason ->
@@ -287,6 +301,40 @@ stop_peer(#{pid := Pid, node := Node, os_pid := OsPid}) ->
     %% A node stuck in a NIF does not halt: the OS process goes.
     _ = os:cmd("kill -9 " ++ OsPid ++ " 2>/dev/null"),
     ok.
+
+%% Remembers call `I' when the peak virtual size of the peer it ran on rose by
+%% ?VM_PEAK_STEP_KB or more since the call before (a fresh peer starts a fresh record).
+vm_peak_step(Peer = #{node := Node}, I, MFA, Args) ->
+    Now = vm_peak_kb(Peer),
+    case get(fuzz_vm_peak) of
+        {Node, Last, Raised} when Now - Last >= ?VM_PEAK_STEP_KB,
+                                  length(Raised) < ?VM_PEAK_STEPS ->
+            put(fuzz_vm_peak, {Node, Now, [{I, MFA, Args, Now - Last} | Raised]});
+        {Node, Last, Raised} ->
+            put(fuzz_vm_peak, {Node, max(Now, Last), Raised});
+        _ ->
+            %% A fresh peer: from its peak at start.
+            put(fuzz_vm_peak, {Node, vm_peak_kb(Peer#{os_pid := none}), []}),
+            vm_peak_step(Peer, I, MFA, Args)
+    end.
+
+%% The calls vm_peak_step/4 remembered on the peer `Node', as `{Index, MFA, Args, {kb, Rise}}'.
+vm_peak_steps(Node) ->
+    case get(fuzz_vm_peak) of
+        {Node, _, Raised} -> [{Index, MFA, ft_fuzz_peer:short(Args), {kb, Kb}}
+                              || {Index, MFA, Args, Kb} <- lists:reverse(Raised)];
+        _ -> []
+    end.
+
+vm_peak_kb(#{os_pid := none, vm := Vm}) when is_map(Vm) ->
+    kb(maps:get(<<"VmPeak">>, Vm, <<"0 kB">>));
+vm_peak_kb(#{os_pid := none}) ->
+    0;
+vm_peak_kb(#{os_pid := OsPid}) ->
+    case vm_status(OsPid) of
+        Vm when is_map(Vm) -> kb(maps:get(<<"VmPeak">>, Vm, <<"0 kB">>));
+        gone -> 0
+    end.
 
 os_status(#{os_pid := OsPid, vm := Before}) ->
     #{vm_before => Before, vm_now => vm_status(OsPid)}.

@@ -7,7 +7,8 @@
 
 -export([process_name_of_anything_test/0, improper_options_test/0, improper_kinds_test/0,
          recent_lines_of_anything_test/0, chrome_names_of_anything_test/0,
-         registry_answers_junk_test/0]).
+         registry_answers_junk_test/0, session_start_checks_its_arguments_test/0,
+         long_spec_strings_test/0]).
 
 %% A session handed a caller that is not a pid (a port, or junk given to the tracer's
 %% trace/5 by hand) made format/1 raise badarg in erlang:node/1 as it printed the slow
@@ -85,3 +86,100 @@ registry_answers_junk_test() ->
     ?assertMatch({error, {bad_request, _}}, ferrotrace_registry:set_patterns(1, [junk])),
     ?assertEqual(Registry, whereis(ferrotrace_registry)),
     ok.
+
+%% ferrotrace_session:start/3 with junk (seed 307, call #4069, on OTP 27.3: a histogram in a
+%% list as the engine's options, a map nested 1000 deep as the tracing, settings without an
+%% owner) started a keeper that crashed in init/1 with function_clause; its crash report
+%% printed the arguments, and formatting the deep map grew the node's virtual size by
+%% 0.7 to 0.9 GB (OTP 25 and 27). The arguments are checked before a keeper starts: the
+%% answer names the argument and what is accepted, summarised, and nothing is logged.
+%% (The fuzz peer's histogram was a live session's; any binary refuses the same way.)
+-spec session_start_checks_its_arguments_test() -> ok.
+session_start_checks_its_arguments_test() ->
+    {module, ft_test_target} = code:ensure_loaded(ft_test_target),
+    Deep = ft_fuzz_terms:nest(1000, fun(X) -> #{k => X} end),
+    Histogram = <<28, 132, 147, 19, 0, 0, 0, 40, 0:320>>,
+    Tracing = #{specs => [{ft_test_target, f, 1}], heads => [default], pids => all, scope => local},
+    Settings = #{owner => {process, self()}, keep => 0, name => undefined, spec => []},
+    Logged = logged_during(
+               fun() ->
+                       Found = ferrotrace_session:start([Histogram], Deep, #{name => fuzz_new}),
+                       ?assertMatch({error, {bad_argument, engine_options, [Histogram], <<_/binary>>}}, Found),
+                       ?assertMatch({error, {bad_argument, tracing, {ferrotrace_large_term, _}, <<_/binary>>}},
+                                    ferrotrace_session:start(#{}, Deep, Settings)),
+                       ?assertMatch({error, {bad_argument, settings, #{name := fuzz_new}, <<_/binary>>}},
+                                    ferrotrace_session:start(#{}, Tracing, #{name => fuzz_new})),
+                       ?assertMatch({error, {bad_argument, settings, _, _}},
+                                    ferrotrace_session:start(#{}, none, Settings#{keep := 1 bsl 40})),
+                       ?assertMatch({error, {bad_argument, tracing, _, _}},
+                                    ferrotrace_session:start(#{}, Tracing#{pids := [self() | x]}, Settings)),
+                       ?assertMatch({error, {bad_argument, tracing, _, _}},
+                                    ferrotrace_session:start(#{}, Tracing#{heads := []}, Settings)),
+                       ?assertMatch({error, {bad_argument, tracing, _, _}},
+                                    ferrotrace_session:start(#{}, Tracing#{specs := [{ferrotrace, calls, 2}]},
+                                                             Settings)),
+                       %% What the checks let through and the VM refuses (a match spec that is
+                       %% not one) is refused too, summarised, with nothing left behind.
+                       ?assertMatch({error, {start_failed, error, _, _}},
+                                    ferrotrace_session:start(#{}, Tracing#{heads := [[{'_', [], [Deep | x]}]]},
+                                                             Settings)),
+                       ?assert(erlang:external_size(Found) < 1024)
+               end),
+    ?assertEqual([], Logged),
+    ?assertEqual([], ferrotrace_tracer:sessions()),
+    ?assertEqual([], ferrotrace_registry:sessions()),
+    ok.
+
+%% What the logger was asked to log while `Fun' ran and for half a second after (a keeper
+%% crash is reported as it exits, after its start answered): level and report kind, the
+%% events themselves dropped unformatted.
+logged_during(Fun) ->
+    Self = self(),
+    Filter = fun(#{level := Level, meta := Meta}, _) ->
+                     Self ! {ft_logged, Level, maps:get(domain, Meta, none), maps:get(pid, Meta, none)},
+                     stop
+             end,
+    ok = logger:add_primary_filter(ft_fuzz_found, {Filter, []}),
+    try
+        Fun()
+    after
+        timer:sleep(500),
+        logger:remove_primary_filter(ft_fuzz_found)
+    end,
+    collect_logged().
+
+collect_logged() ->
+    receive {ft_logged, Level, Domain, Pid} -> [{Level, Domain, Pid} | collect_logged()]
+    after 0 -> []
+    end.
+
+%% Spec strings of megabytes were scanned and parsed whole: a 7 MB binary given to
+%% ferrotrace_options:calls/2 raised the fuzz peer's peak virtual size by 590 MB (seed 307,
+%% call #63783 of 100,000, OTP 27), an 8 MB one to ferrotrace_spec:parse/1 was killed at the
+%% fuzz suite's 800 MB heap bound (#18455). Strings over 65,536 characters are refused
+%% before they are scanned: here in a process whose heap may not pass 80 MB.
+-spec long_spec_strings_test() -> ok.
+long_spec_strings_test() ->
+    TooLong = <<"a spec string of at most 65536 characters">>,
+    Answers = bounded(fun() ->
+                              [ferrotrace_options:calls(binary:copy(<<"d">>, 7 bsl 20), #{}),
+                               ferrotrace_spec:parse(binary:copy(<<"ferrotrace">>, (8 bsl 20) div 10)),
+                               ferrotrace_spec:parse(lists:duplicate(1 bsl 20, $d)),
+                               ferrotrace_spec:parse([{lists, seq, 2}, lists:duplicate(1 bsl 20, $d)])]
+                      end, 10 * 1024 * 1024),
+    ?assertMatch([{error, {bad_spec, <<"dddd", _/binary>>, TooLong}},
+                  {error, {bad_spec, <<"ferrotrace", _/binary>>, TooLong}},
+                  {error, {bad_spec, "dddd" ++ _, TooLong}},
+                  {error, {bad_spec, "dddd" ++ _, TooLong}}], Answers),
+    ?assertMatch({ok, [{lists, seq, 2, default}]}, ferrotrace_spec:parse("lists:seq/2")),
+    ok.
+
+%% `Fun()' in a process killed if its heap passes `Words'.
+bounded(Fun, Words) ->
+    Self = self(),
+    {Pid, Ref} = spawn_opt(fun() -> Self ! {self(), Fun()} end,
+                           [monitor, {max_heap_size, #{size => Words, kill => true, error_logger => false}}]),
+    receive
+        {Pid, Answer} -> Answer;
+        {'DOWN', Ref, process, Pid, Reason} -> {died, Reason}
+    end.

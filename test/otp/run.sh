@@ -8,8 +8,14 @@
 # loads the NIF built on the host (priv/libferrotrace_nif.so, nif_version_2_16), compiles the
 # test helpers (test/support/*.erl), runs the EUnit modules test/*_tests.erl and the Common
 # Test suites test/*_SUITE.erl
-# (FERROTRACE_OTP_SUITES: a list of suites instead, or none), less the cases in FERROTRACE_OTP_SKIP
-# (Suite:case, reported as skipped with the reason below).
+# (FERROTRACE_OTP_SUITES: a list of suites instead, or none; FERROTRACE_OTP_EUNIT: a list of
+# EUnit modules instead, or none), less the cases in FERROTRACE_OTP_SKIP
+# (Suite:case, reported as skipped with the reason below). The fuzz suite's replay variables
+# (FERROTRACE_FUZZ_SEED, _CALLS, _FROM, _TIMEOUT) reach the run in the chroot; nothing else
+# of the caller's environment does. One seed on OTP 27 alone:
+#
+#   FERROTRACE_OTP_SUITES=ferrotrace_fuzz_SUITE FERROTRACE_OTP_EUNIT=none \
+#     FERROTRACE_FUZZ_SEED=307 test/otp/run.sh trixie
 #
 # The chroots are cached in $FERROTRACE_CHROOTS (default .chroots/, gitignored): the first
 # run downloads and installs (about a minute or two per release), later runs reuse them.
@@ -22,7 +28,13 @@ chroots=${FERROTRACE_CHROOTS:-$repo/.chroots}
 mirror=${FERROTRACE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 suites_to_run=${FERROTRACE_OTP_SUITES:-$(cd test && ls *_SUITE.erl | sed 's/\.erl$//' | tr '\n' ' ')}
 [ "$suites_to_run" != none ] || suites_to_run=   # EUnit only
-eunit_modules=$(cd test && ls *_tests.erl 2>/dev/null | sed 's/\.erl$//' | tr '\n' ' ')
+eunit_modules=${FERROTRACE_OTP_EUNIT:-$(cd test && ls *_tests.erl 2>/dev/null | sed 's/\.erl$//' | tr '\n' ' ')}
+[ "$eunit_modules" != none ] || eunit_modules=   # Common Test only
+# The fuzz suite's variables, passed through `env -i' into the chroot.
+fuzz_env=()
+for var in FERROTRACE_FUZZ_SEED FERROTRACE_FUZZ_CALLS FERROTRACE_FUZZ_FROM FERROTRACE_FUZZ_TIMEOUT; do
+    [ -z "${!var:-}" ] || fuzz_env+=("$var=${!var}")
+done
 # FERROTRACE_OTP_SKIP: Suite:case ... to skip (none by default), with the reason
 # FERROTRACE_OTP_SKIP_REASON.
 skip_cases=${FERROTRACE_OTP_SKIP-}
@@ -165,23 +177,25 @@ erl -noshell -pa ferrotrace/ebin -eval '
     io:format("test-otp: NIF loaded: ~s~n", [code:priv_dir(ferrotrace)]),
     halt().'
 status=0
+if [ -n "$eunit_modules" ]; then
 erl -noshell -pa ferrotrace/ebin -pa test -eval '
     case eunit:test([$(echo $eunit_modules | tr ' ' ',')], []) of
         ok -> halt(0);
         _ -> halt(1)
     end.' || { echo "test-otp: $release: EUnit failed"; status=1; }
+fi
 if [ -n "$suites_to_run" ]; then
     ct_run -noshell -pa /ferrotrace/ferrotrace/ebin -spec ferrotrace.spec >ct_output.txt 2>&1 \
         || { tail -40 ct_output.txt; grep -h -B2 -A15 "=result *failed" logs/ct_run.*/*/run.*/suite.log 2>/dev/null | head -80;
              echo "test-otp: $release: Common Test failed"; status=1; }
-    grep -E "^TEST COMPLETE" ct_output.txt | tail -1
+    grep -E "TEST COMPLETE" ct_output.txt | tail -1
 fi
 exit \$status
 EOF
 )
-    say "$release: compile, load the NIF, EUnit ($eunit_modules), Common Test ($suites_to_run)"
+    say "$release: compile, load the NIF, EUnit (${eunit_modules:-none}), Common Test (${suites_to_run:-none})${fuzz_env[*]:+ with ${fuzz_env[*]}}"
     timeout "$step_timeout" chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
-        HOME=/root LANG=C.UTF-8 sh -c "$script" \
+        HOME=/root LANG=C.UTF-8 ${fuzz_env[@]+"${fuzz_env[@]}"} sh -c "$script" \
         || { umount_all; say "$release: FAILED in $((SECONDS - started)) s (Common Test logs: $work/logs)"; return 1; }
     umount_all
     say "$release: passed in $((SECONDS - started)) s"
