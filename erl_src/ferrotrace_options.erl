@@ -14,6 +14,7 @@
 -export([calls/2, processes/2]).
 -export([settings/2, owner/2, pids/1, valid_keep/1]).
 -export([explain/2]).
+-export([start_arguments/3]).  % for ferrotrace_session:start/3
 
 -type options() :: #{duration => pos_integer() | infinity,
                      ring_size => pos_integer(),
@@ -398,3 +399,86 @@ distance_row(_CharA, [], _Prev, Acc) ->
 distance_row(CharA, [CharB | B], [Diag, Up | Prev], [Left | _] = Acc) ->
     Cost = case CharA =:= CharB of true -> 0; false -> 1 end,
     distance_row(CharA, B, [Up | Prev], [min(min(Left, Up) + 1, Diag + Cost) | Acc]).
+
+%%--------------------------------------------------------------------------------------
+%% What a keeper is started with
+
+-define(ENGINE_OPTIONS_ACCEPTED, <<"a map of the engine's options">>).
+-define(TRACING_ACCEPTED,
+        <<"none, or a map of specs (a list of {M, F, A}, not ferrotrace's own modules), heads "
+          "(a list as long: default or match spec clauses), pids (all, new, existing or a "
+          "non-empty list of local pids), scope (local or global) and optionally kinds (a list "
+          "of messages, procs, gc, scheduling, ports)">>).
+-define(SETTINGS_ACCEPTED,
+        <<"a map of owner ({process, Pid}, {shell, Pid}, or none with a finite duration), "
+          "keep (milliseconds up to seven days, or infinity), name (an atom other than none) "
+          "and spec (raw or a list)">>).
+
+%% @doc The arguments of `ferrotrace_session:start/3' checked before a keeper starts, so
+%% that what reaches the keeper's `init/1' is what this module makes (`calls/2' or
+%% `processes/2', and `settings/2'): `ok', or
+%% `{error, {bad_argument, engine_options | tracing | settings, Value, Accepted}}' with
+%% `Value' summarised and `Accepted' a text. The checks look no deeper than the shapes.
+-spec start_arguments(term(), term(), term()) ->
+          ok | {error, {bad_argument, engine_options | tracing | settings, term(), binary()}}.
+start_arguments(EngineOptions, _Tracing, _Settings) when not is_map(EngineOptions) ->
+    bad_argument(engine_options, EngineOptions, ?ENGINE_OPTIONS_ACCEPTED);
+start_arguments(EngineOptions, Tracing, Settings) ->
+    case {valid_tracing(Tracing), valid_settings(Settings, EngineOptions)} of
+        {false, _} -> bad_argument(tracing, Tracing, ?TRACING_ACCEPTED);
+        {true, false} -> bad_argument(settings, Settings, ?SETTINGS_ACCEPTED);
+        {true, true} -> ok
+    end.
+
+bad_argument(Which, Value, Accepted) ->
+    {error, {bad_argument, Which, ferrotrace_registry:brief(Value), Accepted}}.
+
+valid_tracing(none) ->
+    true;
+valid_tracing(#{specs := Specs, heads := Heads, pids := Pids, scope := Scope} = Tracing) ->
+    Own = ferrotrace_traced:own_modules(),
+    lists:all(fun(Key) -> lists:member(Key, [specs, heads, pids, scope, kinds]) end,
+              maps:keys(Tracing))
+        andalso all_of(fun({M, F, A}) -> valid_spec(M, F, A) andalso not lists:member(M, Own);
+                          (_) -> false
+                       end, Specs)
+        andalso all_of(fun valid_heads/1, Heads)
+        andalso length(Specs) =:= length(Heads)
+        andalso pids(Pids) =:= ok
+        andalso (Scope =:= local orelse Scope =:= global)
+        andalso case Tracing of
+                    #{kinds := Kinds} -> is_list(Kinds) andalso
+                                             element(1, ferrotrace_activity:check_kinds(Kinds)) =:= ok;
+                    #{} -> true
+                end;
+valid_tracing(_) ->
+    false.
+
+valid_spec(M, F, A) ->
+    is_atom(M) andalso is_atom(F)
+        andalso (A =:= '_' orelse (is_integer(A) andalso A >= 0 andalso A =< 255)).
+
+valid_heads(default) -> true;
+valid_heads([_ | _] = Clauses) -> all_of(fun({_Head, Guards, Body}) -> is_list(Guards) andalso is_list(Body);
+                                            (_) -> false
+                                         end, Clauses);
+valid_heads(_) -> false.
+
+valid_settings(#{owner := Owner, keep := Keep, name := Name, spec := Spec} = Settings, EngineOptions) ->
+    map_size(Settings) =:= 4
+        andalso case Owner of
+                    none -> maps:get(duration, EngineOptions, finite) =/= infinity;
+                    {Kind, Pid} -> (Kind =:= process orelse Kind =:= shell) andalso is_pid(Pid);
+                    _ -> false
+                end
+        andalso valid_keep(Keep)
+        andalso is_atom(Name) andalso Name =/= none
+        andalso (Spec =:= raw orelse is_list(Spec));
+valid_settings(_Settings, _EngineOptions) ->
+    false.
+
+%% `Pred' holds for every element of a proper list (false for an improper one or another
+%% term, where lists:all/2 raises).
+all_of(Pred, [X | Rest]) -> Pred(X) andalso all_of(Pred, Rest);
+all_of(_Pred, []) -> true;
+all_of(_Pred, _) -> false.

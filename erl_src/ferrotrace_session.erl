@@ -77,7 +77,7 @@
 -spec start(map(), tracing(), settings()) ->
           {ok, ferrotrace_tracer:session_id()} | {error, term()}.
 start(EngineOptions, Tracing, Settings) ->
-    case check_start(EngineOptions, Tracing, Settings) of
+    case ferrotrace_options:start_arguments(EngineOptions, Tracing, Settings) of
         ok -> start_keeper(EngineOptions, Tracing, Settings);
         {error, _} = Error -> Error
     end.
@@ -97,81 +97,6 @@ start_keeper(EngineOptions, Tracing, Settings) ->
 
 started_error(killed) -> {keeper_down, killed};
 started_error(Reason) -> ferrotrace_registry:brief(Reason).
-
--define(ENGINE_OPTIONS_ACCEPTED, <<"a map of the engine's options">>).
--define(TRACING_ACCEPTED,
-        <<"none, or a map of specs (a list of {M, F, A}, not ferrotrace's own modules), heads "
-          "(a list as long: default or match spec clauses), pids (all, new, existing or a "
-          "non-empty list of local pids), scope (local or global) and optionally kinds (a list "
-          "of messages, procs, gc, scheduling, ports)">>).
--define(SETTINGS_ACCEPTED,
-        <<"a map of owner ({process, Pid}, {shell, Pid}, or none with a finite duration), "
-          "keep (milliseconds up to seven days, or infinity), name (an atom other than none) "
-          "and spec (raw or a list)">>).
-
-%% The arguments of start/3 checked before a keeper starts: what reaches the keeper's
-%% init/1 is what ferrotrace_options makes. The checks look no deeper than the shapes.
-check_start(EngineOptions, _Tracing, _Settings) when not is_map(EngineOptions) ->
-    bad_argument(engine_options, EngineOptions, ?ENGINE_OPTIONS_ACCEPTED);
-check_start(EngineOptions, Tracing, Settings) ->
-    case {valid_tracing(Tracing), valid_settings(Settings, EngineOptions)} of
-        {false, _} -> bad_argument(tracing, Tracing, ?TRACING_ACCEPTED);
-        {true, false} -> bad_argument(settings, Settings, ?SETTINGS_ACCEPTED);
-        {true, true} -> ok
-    end.
-
-bad_argument(Which, Value, Accepted) ->
-    {error, {bad_argument, Which, ferrotrace_registry:brief(Value), Accepted}}.
-
-valid_tracing(none) ->
-    true;
-valid_tracing(#{specs := Specs, heads := Heads, pids := Pids, scope := Scope} = Tracing) ->
-    Own = ferrotrace_traced:own_modules(),
-    lists:all(fun(Key) -> lists:member(Key, [specs, heads, pids, scope, kinds]) end,
-              maps:keys(Tracing))
-        andalso all_of(fun({M, F, A}) -> valid_spec(M, F, A) andalso not lists:member(M, Own);
-                          (_) -> false
-                       end, Specs)
-        andalso all_of(fun valid_heads/1, Heads)
-        andalso length(Specs) =:= length(Heads)
-        andalso ferrotrace_options:pids(Pids) =:= ok
-        andalso (Scope =:= local orelse Scope =:= global)
-        andalso case Tracing of
-                    #{kinds := Kinds} -> is_list(Kinds) andalso
-                                             element(1, ferrotrace_activity:check_kinds(Kinds)) =:= ok;
-                    #{} -> true
-                end;
-valid_tracing(_) ->
-    false.
-
-valid_spec(M, F, A) ->
-    is_atom(M) andalso is_atom(F)
-        andalso (A =:= '_' orelse (is_integer(A) andalso A >= 0 andalso A =< 255)).
-
-valid_heads(default) -> true;
-valid_heads([_ | _] = Clauses) -> all_of(fun({_Head, Guards, Body}) -> is_list(Guards) andalso is_list(Body);
-                                            (_) -> false
-                                         end, Clauses);
-valid_heads(_) -> false.
-
-valid_settings(#{owner := Owner, keep := Keep, name := Name, spec := Spec} = Settings, EngineOptions) ->
-    map_size(Settings) =:= 4
-        andalso case Owner of
-                    none -> maps:get(duration, EngineOptions, finite) =/= infinity;
-                    {Kind, Pid} -> (Kind =:= process orelse Kind =:= shell) andalso is_pid(Pid);
-                    _ -> false
-                end
-        andalso ferrotrace_options:valid_keep(Keep)
-        andalso is_atom(Name) andalso Name =/= none
-        andalso (Spec =:= raw orelse is_list(Spec));
-valid_settings(_Settings, _EngineOptions) ->
-    false.
-
-%% `Pred' holds for every element of a proper list (false for an improper one or another
-%% term, where lists:all/2 raises).
-all_of(Pred, [X | Rest]) -> Pred(X) andalso all_of(Pred, Rest);
-all_of(_Pred, []) -> true;
-all_of(_Pred, _) -> false.
 
 %% @doc Stops tracing; the figures stay readable. `{error, Reason}' if `Keeper' is not a
 %% keeper, or it died during the call.
