@@ -230,14 +230,7 @@ session(Options) ->
 -spec calls(spec() | [spec()], options()) ->
           {ok, ferrotrace_tracer:session_id()} | {error, term()}.
 calls(Spec, Options) ->
-    %% `nodes => [Node]' starts a cluster session; anything else (bad options included) a
-    %% local one, which answers for them.
-    case ferrotrace_options:to_map(Options) of
-        {ok, #{nodes := _} = Map} ->
-            ferrotrace_options:explain(ferrotrace_cluster:calls(Spec, Map), calls);
-        _ ->
-            ferrotrace_local:calls(Spec, Options)
-    end.
+    ferrotrace_cluster:calls(Spec, Options).
 
 %% @doc Traces processes rather than functions: `Kinds' is a non-empty list of `messages'
 %% (send and receive), `procs' (spawn, exit, link, register), `gc' (garbage collections),

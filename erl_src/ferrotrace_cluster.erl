@@ -49,13 +49,19 @@
 %% How often a part looks whether its session stopped by itself.
 -define(POLL_MS, 200).
 
-%% @doc `ferrotrace:calls(Spec, Options)' with `nodes => [Node]' (options as a map): the
-%% nodes and the owner checked, then the parts started by {@link calls/4}. `[node()]' alone
-%% is a local session (ferrotrace_start), as without the option. An unknown option is
-%% explained by the caller.
--spec calls(term(), #{nodes := term(), atom() => term()}) ->
-          {ok, pid() | ferrotrace_tracer:session_id()} | {error, term()}.
-calls(Spec, Options = #{nodes := Nodes}) ->
+%% @doc `ferrotrace:calls(Spec, Options)': with `nodes => [Node]' a cluster session (the
+%% nodes and the owner checked, then the parts started by {@link calls/4}; `[node()]' alone
+%% is a local session, as without the option), anything else (bad options included) a
+%% local session (ferrotrace_local), which answers for them. An unknown option is explained
+%% as calls/2 explains it.
+-spec calls(term(), term()) -> {ok, pid() | ferrotrace_tracer:session_id()} | {error, term()}.
+calls(Spec, Options) ->
+    case ferrotrace_options:to_map(Options) of
+        {ok, #{nodes := _} = Map} -> ferrotrace_options:explain(cluster_calls(Spec, Map), calls);
+        _ -> ferrotrace_local:calls(Spec, Options)
+    end.
+
+cluster_calls(Spec, Options = #{nodes := Nodes}) ->
     Rest = maps:remove(nodes, Options),
     case is_list(Nodes) andalso Nodes =/= [] andalso lists:all(fun is_atom/1, Nodes) of
         false ->
@@ -415,7 +421,7 @@ start_part(_Coordinator, _Spec, _Options, _From) ->
 
 part_init(Caller, Ref, Coordinator, Spec, Options) ->
     Monitor = monitor(process, Coordinator),
-    case part_calls(Spec, (maps:remove(name, Options))#{owner => self()}) of
+    case calls(Spec, (maps:remove(name, Options))#{owner => self()}) of
         {ok, Id} ->
             %% Marks the session as this part's, for part_control/2 (and before the
             %% coordinator knows the part, so before it can send any control).
@@ -425,13 +431,6 @@ part_init(Caller, Ref, Coordinator, Spec, Options) ->
         {error, _} = Error ->
             Caller ! {Ref, Error}
     end.
-
-%% The part's session, as `ferrotrace:calls/2' starts it: a local one (ferrotrace_local), or
-%% with `nodes' (which the coordinator never passes) a cluster's.
-part_calls(Spec, #{nodes := _} = Options) ->
-    ferrotrace_options:explain(calls(Spec, Options), calls);
-part_calls(Spec, Options) ->
-    ferrotrace_local:calls(Spec, Options).
 
 part(Coordinator, Monitor, Id, Status) ->
     receive
