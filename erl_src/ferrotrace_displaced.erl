@@ -45,7 +45,7 @@
 %%% patterns): no check runs for that backend.
 -module(ferrotrace_displaced).
 
--export([new/3, add_functions/3, check/2, interval/0]).
+-export([new/3, add_functions/3, remove_functions/2, check/2, interval/0]).
 
 %% OTP 25's spec of erlang:trace_info/2 omits the `{tracer, {Module, State}}' answer.
 -dialyzer({no_match, [check_processes/2]}).
@@ -86,6 +86,12 @@ add_functions(Watch = #{functions := Known}, _Id, Functions) ->
     Mine = [{MFA, MS} || {MFA, MS} <- Functions, ferrotrace_traced:match_spec(MFA) =:= MS],
     New = lists:ukeysort(1, Mine ++ Known),
     Watch#{functions := lists:sublist(New, ?MAX_FUNCTIONS)}.
+
+%% @doc Stops watching `MFAs' (their patterns were taken off on purpose: the overhead
+%% budget's shedding); {@link add_functions/3} watches them again once they are back.
+-spec remove_functions(watch(), [mfa()]) -> watch().
+remove_functions(Watch = #{functions := Known}, MFAs) ->
+    Watch#{functions := [F || F = {MFA, _} <- Known, not lists:member(MFA, MFAs)]}.
 
 %% The functions and match specs `Patterns' set (loops' count-only specs over the pattern's).
 expected(Patterns) ->

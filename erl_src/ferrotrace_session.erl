@@ -35,6 +35,7 @@
 -behaviour(gen_server).
 
 -export([start/3, stop/1, release/1]).
+-export([shed/2, unshed/2]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -type tracing() :: none | #{specs := [ferrotrace:mfa_spec()],
@@ -106,6 +107,15 @@ stop(Keeper) -> call(Keeper, stop).
 %% @doc Stops tracing and frees the session; as {@link stop/1}.
 -spec release(pid()) -> ok | {error, term()}.
 release(Keeper) -> call(Keeper, release).
+
+%% @doc Takes the patterns of `MFAs' off this session (the overhead budget, see
+%% ferrotrace_shed): `{ok, Saved, Refused}', what was taken off and what was left as it was.
+-spec shed(pid(), [mfa()]) -> {ok, [ferrotrace_shed:saved()], [mfa()]} | {error, term()}.
+shed(Keeper, MFAs) -> call(Keeper, {shed, MFAs}).
+
+%% @doc Puts back what {@link shed/2} took off.
+-spec unshed(pid(), [ferrotrace_shed:saved()]) -> ok | {error, term()}.
+unshed(Keeper, Saved) -> call(Keeper, {unshed, Saved}).
 
 call(Keeper, Request) ->
     case ferrotrace_registry:is_keeper(Keeper) andalso node(Keeper) =:= node() of
@@ -245,14 +255,32 @@ refuse(Id, Reason) ->
     exit(normal).
 
 %% @private
--spec handle_call(id | stop | release, gen_server:from(), #state{}) ->
+-spec handle_call(id | stop | release | {shed, [mfa()]} | {unshed, [ferrotrace_shed:saved()]},
+                  gen_server:from(), #state{}) ->
           {reply, term(), #state{}} | {stop, normal, ok, #state{}}.
 handle_call(id, _From, State) ->
     {reply, {ok, State#state.id}, State};
 handle_call(stop, _From, State) ->
     {reply, ok, end_session(user, State)};
 handle_call(release, _From, State) ->
-    {stop, normal, ok, end_session(user, State)}.
+    {stop, normal, ok, end_session(user, State)};
+handle_call({Switch, _}, _From, State = #state{stopped = true}) when Switch =:= shed; Switch =:= unshed ->
+    {reply, {error, stopped}, State};
+handle_call({shed, MFAs}, _From, State = #state{id = Id, backend = Backend, watch = Watch}) ->
+    %% A function taken off is no longer watched for another tool taking it (OTP 25, 26).
+    {Saved, Refused} = ferrotrace_shed:off(Id, Backend, MFAs),
+    Unwatched = case Watch of
+                    none -> none;
+                    _ -> ferrotrace_displaced:remove_functions(Watch, [MFA || {MFA, _, _} <- Saved])
+                end,
+    {reply, {ok, Saved, Refused}, State#state{watch = Unwatched}};
+handle_call({unshed, Saved}, _From, State = #state{id = Id, backend = Backend, watch = Watch}) ->
+    ok = ferrotrace_shed:on(Id, Backend, Saved),
+    Watched = case Watch of
+                  none -> none;
+                  _ -> ferrotrace_displaced:add_functions(Watch, Id, [{MFA, MS} || {MFA, MS, _} <- Saved])
+              end,
+    {reply, ok, State#state{watch = Watched}}.
 
 %% @private
 -spec handle_cast(term(), #state{}) -> {noreply, #state{}}.

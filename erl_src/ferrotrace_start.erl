@@ -42,7 +42,13 @@ start(Options, Tracing) ->
         {module, _} ->
             case {ferrotrace_options:settings(Options, Tracing), ferrotrace_intervals:check(Options)} of
                 {{ok, Settings, Engine}, {ok, Intervals}} ->
-                    with_intervals(ferrotrace_session:start(Engine, Tracing, Settings), Intervals);
+                    case budget(Options) of
+                        {ok, Budget} ->
+                            with_budget(with_intervals(ferrotrace_session:start(Engine, Tracing, Settings), Intervals),
+                                        Budget);
+                        {error, _} = Error ->
+                            Error
+                    end;
                 {{error, _} = Error, _} ->
                     Error;
                 {_, {error, _} = Error} ->
@@ -51,6 +57,29 @@ start(Options, Tracing) ->
         {error, Reason} ->
             {error, {nif_not_loaded, Reason}}
     end.
+
+%% `max_overhead => Fraction': checked, and refused beside `sample => {calls, N}' (the
+%% budget sets the per-call rate itself).
+budget(#{max_overhead := Budget, sample := {calls, _} = Sample}) ->
+    {error, {bad_option, {max_overhead, Budget, iolist_to_binary(
+        io_lib:format("the budget sets the per-call sampling rate itself: leave out sample => ~0p", [Sample]))}}};
+budget(#{max_overhead := Budget}) ->
+    case ferrotrace_budget:check(Budget) of
+        ok -> {ok, Budget};
+        {error, _} = Error -> Error
+    end;
+budget(#{}) ->
+    {ok, none}.
+
+%% The budget's process (ferrotrace_overhead), beside the keeper and ending with it.
+with_budget({ok, Id}, Budget) when Budget =/= none ->
+    case ferrotrace_registry:lookup(Id) of
+        {ok, Id, Keeper, _} -> _ = ferrotrace_overhead:start(Id, Keeper, Budget), ok;
+        error -> ok
+    end,
+    {ok, Id};
+with_budget(Started, _) ->
+    Started.
 
 %% `intervals => Ms': per-interval histograms for hdr_log (ferrotrace_intervals), taken
 %% until the keeper ends.

@@ -1,0 +1,66 @@
+%%% @private
+%%% @doc Taking single functions' patterns off a running `calls/2' session and putting them
+%%% back, for the overhead budget (ferrotrace_budget sheds the hottest, cheapest functions
+%%% when the floor of being asked at every call is over the budget). Called by the session's
+%%% keeper, which holds the backend; only this session's patterns change.
+%%%
+%%% A function is taken off with the match spec and scope it carries now remembered (the
+%%% session's, or a count-only loop's), and put back with exactly those.
+%%% <ul>
+%%% <li>OTP 27+ (a trace session of our own): `trace:function/4' on the session: nobody
+%%% else's patterns are touched.</li>
+%%% <li>OTP 25 and 26 (one match spec per function for the node): through the registry, so
+%%% that the change is atomic with other sessions' starts and stops (see
+%%% `ferrotrace_registry:shed/2'); a function another live session's pattern also covers,
+%%% or whose match spec is another tool's, is not taken off (answered as refused).</li>
+%%% <li>A raw session (its patterns are its user's): nothing is taken off.</li>
+%%% </ul>
+-module(ferrotrace_shed).
+
+-export([off/3, on/3]).
+
+-type saved() :: {mfa(), MatchSpec :: [tuple()], local | global}.
+-export_type([saved/0]).
+
+%% @doc Takes the patterns of `MFAs' off for session `Id': `{Saved, Refused}', what was
+%% taken off (to give back to {@link on/3}) and the functions left as they were.
+-spec off(ferrotrace_tracer:session_id(), term(), [mfa()]) -> {[saved()], [mfa()]}.
+off(Id, legacy, MFAs) ->
+    ferrotrace_registry:shed(Id, MFAs);
+off(_Id, {trace_session, Session, _Scopes}, MFAs) ->
+    lists:foldr(fun(MFA, {Saved, Refused}) ->
+                        case session_pattern(Session, MFA) of
+                            {MS, Scope} ->
+                                _ = trace_call(function, [Session, MFA, false, [Scope]]),
+                                {[{MFA, MS, Scope} | Saved], Refused};
+                            none ->
+                                {Saved, [MFA | Refused]}
+                        end
+                end, {[], []}, MFAs);
+off(_Id, _Backend, MFAs) ->
+    {[], MFAs}.
+
+%% @doc Puts back what {@link off/3} took off.
+-spec on(ferrotrace_tracer:session_id(), term(), [saved()]) -> ok.
+on(Id, legacy, Saved) ->
+    ferrotrace_registry:unshed(Id, Saved);
+on(_Id, {trace_session, Session, _Scopes}, Saved) ->
+    _ = [trace_call(function, [Session, MFA, MS, [Scope]]) || {MFA, MS, Scope} <- Saved],
+    ok;
+on(_Id, _Backend, _Saved) ->
+    ok.
+
+%% The match spec and scope of `MFA' in trace session `Session', or `none' when it has no
+%% call pattern there.
+session_pattern(Session, MFA) ->
+    try {trace_call(info, [Session, MFA, traced]), trace_call(info, [Session, MFA, match_spec])} of
+        {{traced, Scope}, {match_spec, MS}} when (Scope =:= local orelse Scope =:= global), is_list(MS) ->
+            {MS, Scope};
+        _ ->
+            none
+    catch error:badarg -> none
+    end.
+
+%% The `trace' module exists from OTP 27 on (see ferrotrace_session).
+trace_call(Function, Args) ->
+    apply(trace, Function, Args).
