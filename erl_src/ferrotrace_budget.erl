@@ -23,8 +23,8 @@
 %%% `R/N x k x event_ns + R x (1 - 1/N) x discard_ns'. The rate that puts it at ?AIM of the
 %%% budget follows, rounded up to 1, 2, 5, 10, 20, 50, ... (steps far enough apart that
 %%% noise does not move the rate). Over the budget, the rate rises at once to that value.
-%%% Under ?LOW of the budget for ?SETTLE ticks in a row, it falls towards it, one step at a
-%%% time: the value is computed for ?AIM, below the budget, so a fall does not
+%%% Under ?LOW of the budget for ?SETTLE ticks in a row, it falls towards it, by a factor
+%%% of ?FALL at most: the value is computed for ?AIM, below the budget, so a fall does not
 %%% cause the next rise unless the load rises (the hysteresis that prevents oscillation).
 %%%
 %%% == Shedding (the second knob) ==
@@ -53,6 +53,8 @@
 -define(AIM, 0.8).
 -define(LOW, 0.5).
 -define(SETTLE, 3).
+%% The rate falls by at most this factor a step.
+-define(FALL, 10).
 -define(SHED_TO, 0.4).
 -define(SHED_MAX, 50).
 -define(RESTORE_WAIT, 10).
@@ -184,12 +186,12 @@ over(Load = #{reaching := R, discard_ns := D, capacity := Cap}, S = #{budget := 
     {RateDecisions, S3} = set_rate(nice(New), S2),
     {ShedDecisions ++ RateDecisions, S3}.
 
-%% Well under the budget for a while: the rate falls (one step at most), and at rate 1 a
+%% Well under the budget for a while: the rate falls (by ?FALL at most), and at rate 1 a
 %% shed function comes back.
 under(_Load, S = #{low_ticks := Low}) when Low < ?SETTLE ->
     {[], S};
 under(Load, S = #{rate := N, budget := B}) when N > 1 ->
-    New = max(nice(needed(Load, B)), below(N)),
+    New = max(nice(needed(Load, B)), nice(N div ?FALL)),
     case New < N of
         true -> set_rate(New, S#{low_ticks := 0});
         false -> {[], S}
@@ -217,8 +219,6 @@ set_rate(N, S = #{rate := _, history := H, changes := C, estimate := E, last := 
 nice(N) when N >= ?MAX_RATE -> ?MAX_RATE;
 nice(N) -> hd([V || V <- steps(), V >= N]).
 
-%% The step below `N' (N > 1).
-below(N) -> lists:last([V || V <- steps(), V < N]).
 
 steps() ->
     [M * P || P <- [1, 10, 100, 1000, 10000, 100000], M <- [1, 2, 5]] ++ [?MAX_RATE].
@@ -252,8 +252,9 @@ take(_, _R, _Target, 0, Acc) -> lists:reverse(Acc);
 take([{MFA, Rate} | Rest], R, Target, Max, Acc) -> take(Rest, R - Rate, Target, Max - 1, [{MFA, Rate} | Acc]).
 
 %% At rate 1, well under the budget: the least hot shed function whose wait is over comes
-%% back. Its rate now is unknown (it has no pattern): the next ticks measure it, and shed
-%% it again if the node is back over the budget, with a wait twice as long.
+%% back. Its rate now is unknown (it has no pattern): the next tick measures it, and sheds
+%% it again if the node is back over the budget, with a wait twice as long; still under
+%% ?LOW, the next one comes back.
 restore(_Load, S = #{shed := Shed}) when map_size(Shed) =:= 0 ->
     {[], S};
 restore(_Load, S = #{shed := Shed, tick := T, times := Times, shed_log := Log,
@@ -263,7 +264,7 @@ restore(_Load, S = #{shed := Shed, tick := T, times := Times, shed_log := Log,
     case Ready of
         [{_, MFA} | _] ->
             {[{restore, [MFA]}],
-             S#{shed := maps:remove(MFA, Shed), low_ticks := 0, shed_log := restored(MFA, At, Log)}};
+             S#{shed := maps:remove(MFA, Shed), shed_log := restored(MFA, At, Log)}};
         [] ->
             {[], S}
     end.

@@ -48,10 +48,11 @@ options(_Config) ->
                  ferrotrace:calls(Spec, #{max_overhed => 0.05})),
     {ok, Plain} = ferrotrace:calls(Spec, #{duration => 60000}),
     ?assertNot(maps:is_key(budget, ferrotrace:summary(Plain))),
+    %% One session on every process at a time on OTP 25 and 26.
+    ok = ferrotrace:release(Plain),
     {ok, Budgeted} = ferrotrace:calls(Spec, #{duration => 60000, max_overhead => 0.05}),
     ok = ft_ct:poll(fun() -> maps:is_key(budget, ferrotrace:summary(Budgeted)) end, 5000),
     #{budget := #{max_overhead := 0.05, rate := 1, shed := [], rate_changes := []}} = ferrotrace:summary(Budgeted),
-    ok = ferrotrace:stop(Plain),
     ok = ferrotrace:stop(Budgeted),
     ok.
 
