@@ -4,18 +4,19 @@
 %%% `ferrotrace_overhead' reads the counters, applies the decisions and keeps the state.
 %%%
 %%% == The estimate ==
-%%% A session costs the node, per second:
+%%% A session costs the node's schedulers, per second:
 %%% ```
-%%% traced events x event_ns  +  refused calls x discard_ns  +  the collector's CPU
+%%% traced events x event_ns  +  refused calls x discard_ns
 %%% '''
 %%% over `schedulers x 1 s'. `event_ns' is half of the calibrated cost of a traced call
 %%% pair (`call_ns + return_ns', ferrotrace_calibrate), `discard_ns' the cost of a call
-%%% the tracer refused in `enabled_call' (sampled out: the VM still asks, the floor). The
-%%% collector's CPU (`collector_cpu_ns') runs on a thread of its own, off the schedulers,
-%%% but on a node whose cores are all busy it takes from them: it is counted, which errs
-%%% on the safe side where the node has cores to spare. Without a calibration the costs of
-%%% the issue that asked for the budget are used (350 ns an event, 90 ns a refused call:
-%%% measured on the 2-core development machine) and the state says `model => default'.
+%%% the tracer refused in `enabled_call' (sampled out: the VM still asks, the floor).
+%%% Without a calibration the costs of the issue that asked for the budget are used (350 ns
+%%% an event, 90 ns a refused call: measured on the 2-core development machine) and the
+%%% state says `model => default'. The collector's CPU (`collector_cpu_ns') is not in the
+%%% estimate: it runs on a thread of its own, off the schedulers, and polls every
+%%% millisecond even when idle; it falls with the events, and the view shows its share of
+%%% the same capacity (`collector') for a node whose cores are all busy.
 %%%
 %%% == Sampling (the first knob) ==
 %%% With `R' calls per second reaching the tracer (traced + refused), `k' events per traced
@@ -72,7 +73,8 @@
                      collector_ns := non_neg_integer(),
                      functions := [{mfa(), Count :: non_neg_integer(), MeanNs :: number() | undefined}]}.
 %% What a tick is fed, cumulative since the session started: events that reached `trace/5'
-%% (`traced'), calls refused in `enabled_call' (`refused'), the collector's CPU time, and
+%% (`traced'), calls refused in `enabled_call' (`refused'), the collector's CPU time (shown,
+%% not in the estimate), and
 %% each function's sampled call count and mean latency (ns).
 -type decision() :: {rate, pos_integer()} | {shed, [mfa()]} | {restore, [mfa()]}.
 -type shed() :: #{mfa := mfa(), rate := non_neg_integer(), shed_at := non_neg_integer(),
@@ -114,7 +116,7 @@ tick(M = #{elapsed_ms := Now}, S = #{last := #{elapsed_ms := Then}}) when Now =<
 tick(M, S0 = #{last := Last, tick := T}) ->
     S = S0#{last := M, tick := T + 1},
     Load = load(M, Last, S0),
-    decide(Load, S#{estimate := maps:get(estimate, Load)}).
+    decide(Load, S#{estimate := maps:get(estimate, Load), collector => maps:get(collector, Load)}).
 
 %% @doc Functions that could not be shed (another session's pattern covers them on OTP 25
 %% and 26): forgotten as shed, never tried again.
@@ -125,13 +127,15 @@ unsheddable(MFAs, S = #{shed := Shed, shed_log := Log, unsheddable := Never}) ->
        unsheddable := maps:merge(Never, maps:from_list([{MFA, true} || MFA <- MFAs]))}.
 
 %% @doc What the summary shows: the budget, the estimate (a fraction, `undefined' before
-%% the second tick), the rate, the cost model, the rate's changes (`{ElapsedMs, N,
+%% the second tick), the collector's CPU over the same capacity (not in the estimate), the
+%% rate, the cost model, the rate's changes (`{ElapsedMs, N,
 %% Estimate}', oldest first, the last ?HISTORY) and their count, and the functions shed
 %% (`rate' in calls per second when shed; `restored_at' once taken back), the last ?SHED_LOG.
 -spec view(state()) -> map().
-view(#{budget := B, estimate := E, rate := N, model := Model, event_ns := Ev, discard_ns := D,
-       history := H, changes := C, shed_log := Log, shed := Shed}) ->
+view(S = #{budget := B, estimate := E, rate := N, model := Model, event_ns := Ev, discard_ns := D,
+           history := H, changes := C, shed_log := Log, shed := Shed}) ->
     #{max_overhead => B, estimate => E, rate => N, model => Model,
+      collector => maps:get(collector, S, undefined),
       event_ns => round(Ev), discard_ns => round(D),
       rate_changes => lists:reverse(H), rate_changes_total => C,
       shed => lists:reverse(Log), shed_now => map_size(Shed)}.
@@ -147,14 +151,14 @@ load(M, Last, #{schedulers := Sch, event_ns := EventNs, discard_ns := DiscardNs,
     Functions = [{MFA, max(0, C - maps:get(MFA, Before, 0)) * N / Dt, Mean}
                  || {MFA, C, Mean} <- maps:get(functions, M)],
     Calls = lists:sum([R || {_, R, _} <- Functions]) / N,
-    %% A traced call's cost: about 2 events (call, return; 1 for a count-only loop) and the
-    %% collector's share of them.
+    %% A traced call's cost: about 2 events (call, return; 1 for a count-only loop).
     PerCall = case Calls > 0 of
-                  true -> max(1.0, min(Traced / Calls, 4.0)) * EventNs + Collector / Calls;
+                  true -> max(1.0, min(Traced / Calls, 4.0)) * EventNs;
                   false -> 2 * EventNs
               end,
     Capacity = Sch * 1.0e9,
-    #{estimate => (Traced * EventNs + Refused * DiscardNs + Collector) / Capacity,
+    #{estimate => (Traced * EventNs + Refused * DiscardNs) / Capacity,
+      collector => Collector / Capacity,
       reaching => Calls + Refused, per_call => PerCall, functions => Functions,
       capacity => Capacity, discard_ns => DiscardNs}.
 
