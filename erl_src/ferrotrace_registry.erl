@@ -464,11 +464,12 @@ apply_pattern(#{mfa := MFA, match_spec := MS, scope := Scope} = Pattern) ->
 %% A function is shed where one of session `Id''s claims covers it, it carries that claim's
 %% match spec, and no other session's claim covers it.
 do_shed(Id, MFAs) ->
-    Mine = ets:match_object(?CLAIMS, {{Id, '_'}, '_'}),
     Others = [P || {{OtherId, _}, P} <- ets:tab2list(?CLAIMS), OtherId =/= Id],
     lists:foldr(
       fun(MFA, {Saved, Refused}) ->
-              Ours = [{Key, P} || {Key, P = #{mfa := Spec}} <- Mine, ferrotrace_spec:matches(Spec, MFA)],
+              %% Read again for each function: the claim records those already shed.
+              Ours = [{Key, P} || {Key, P = #{mfa := Spec}} <- ets:match_object(?CLAIMS, {{Id, '_'}, '_'}),
+                                  ferrotrace_spec:matches(Spec, MFA)],
               Shared = lists:any(fun(Q) -> overlaps(#{mfa => MFA}, Q) end, Others),
               case {Ours, Shared} of
                   {[{Key, P = #{match_spec := MS, scope := Scope}} | _], false} ->
