@@ -29,7 +29,7 @@
 -define(WORKERS, 4).
 
 suite() ->
-    [{timetrap, {minutes, 10}}, {ct_hooks, [{ft_ct, [ft_budget_work]}]}].
+    [{timetrap, {minutes, 10}}, {ct_hooks, [{ft_ct, [ft_budget_work, {distribution, ferrotrace_budget_ct}]}]}].
 
 all() ->
     [options, sheds_and_restores, throughput].
