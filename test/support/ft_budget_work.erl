@@ -5,7 +5,7 @@
 -module(ft_budget_work).
 -behaviour(gen_server).
 
--export([start/1, stop/1, done/1]).
+-export([start/1, stop/1, done/1, throughput/2]).
 -export([tax/1]).
 -export([init/1, handle_call/3, handle_cast/2]).
 
@@ -31,6 +31,14 @@ stop(#{workers := Pids, server := Server}) ->
 -spec done(work()) -> non_neg_integer().
 done(#{counter := Counter}) ->
     counters:get(Counter, 1).
+
+%% @doc Orders finished per second over the next `Ms' milliseconds.
+-spec throughput(work(), pos_integer()) -> non_neg_integer().
+throughput(Work, Ms) ->
+    {Before, T0} = {done(Work), erlang:monotonic_time(microsecond)},
+    timer:sleep(Ms),
+    {After, T1} = {done(Work), erlang:monotonic_time(microsecond)},
+    (After - Before) * 1000000 div (T1 - T0).
 
 loop(Server, Counter, I) ->
     Order = order(I),
