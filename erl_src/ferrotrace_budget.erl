@@ -57,7 +57,7 @@
 %% The rate falls by at most this factor a step.
 -define(FALL, 10).
 -define(SHED_TO, 0.4).
--define(SHED_MAX, 50).
+-define(SHED_MAX, 200).
 -define(RESTORE_WAIT, 10).
 -define(MAX_RATE, 1000000).
 %% The rate changes and shed functions kept for the summary.
@@ -232,13 +232,15 @@ steps() ->
 shed(#{reaching := R, discard_ns := D, capacity := Cap, functions := Functions, per_call := PerCall},
      S = #{budget := B, shed := Shed, shed_log := Log, unsheddable := Never, times := Times,
            tick := T, last := #{elapsed_ms := At}}) ->
-    Target = B * ?SHED_TO * Cap / D,
     Candidates = [{Rate * PerCall / (PerCall + mean(Mean)), MFA, Rate}
                   || {MFA, Rate, Mean} <- Functions, Rate > 0,
                      not maps:is_key(MFA, Shed), not maps:is_key(MFA, Never)],
     Ordered = [{MFA, Rate} || {_, MFA, Rate} <- lists:reverse(lists:sort(Candidates))],
-    Chosen = take(Ordered, R, Target, ?SHED_MAX, []),
-    Left = R - lists:sum([Rate || {_, Rate} <- Chosen]),
+    Chosen = take(Ordered, R * D / Cap, 0.0, B * ?SHED_TO, D / Cap, ?SHED_MAX, []),
+    ShedRate = lists:sum([Rate || {_, Rate} <- Chosen]),
+    %% On a node whose schedulers are busy, what the shed functions cost goes to the work,
+    %% which then calls the others more often (see take/7).
+    Left = (R - ShedRate) / max(0.5, 1 - ShedRate * D / Cap),
     NewShed = maps:merge(Shed, maps:from_list([{MFA, #{rate => round(Rate), tick => T}} || {MFA, Rate} <- Chosen])),
     NewTimes = lists:foldl(fun({MFA, _}, Acc) -> maps:update_with(MFA, fun(X) -> X + 1 end, 1, Acc) end,
                            Times, Chosen),
@@ -250,10 +252,20 @@ shed(#{reaching := R, discard_ns := D, capacity := Cap, functions := Functions, 
 mean(undefined) -> 0;
 mean(Mean) -> Mean.
 
-take([], _R, _Target, _Max, Acc) -> lists:reverse(Acc);
-take(_, R, Target, _Max, Acc) when R =< Target -> lists:reverse(Acc);
-take(_, _R, _Target, 0, Acc) -> lists:reverse(Acc);
-take([{MFA, Rate} | Rest], R, Target, Max, Acc) -> take(Rest, R - Rate, Target, Max - 1, [{MFA, Rate} | Acc]).
+%% Functions from `Ordered' until the floor left is at most `Target' (fractions of the
+%% capacity; `PerCall' the floor's fraction per call per second). The floor left counts the
+%% work speeding up as the shed functions' cost goes to it, as on a node whose schedulers
+%% are busy: `(Floor - Shed) / (1 - Shed)' (where they are not, a few more functions are
+%% shed than needed, which the next ticks' take-backs correct).
+take([], _Floor, _Shed, _Target, _PerCall, _Max, Acc) ->
+    lists:reverse(Acc);
+take(_, _Floor, _Shed, _Target, _PerCall, 0, Acc) ->
+    lists:reverse(Acc);
+take([{MFA, Rate} | Rest], Floor, Shed, Target, PerCall, Max, Acc) ->
+    case Shed < 1 andalso (Floor - Shed) / (1 - Shed) =< Target of
+        true -> lists:reverse(Acc);
+        false -> take(Rest, Floor, Shed + Rate * PerCall, Target, PerCall, Max - 1, [{MFA, Rate} | Acc])
+    end.
 
 %% At rate 1, well under the budget: the least hot shed function whose wait is over comes
 %% back. Its rate now is unknown (it has no pattern): the next tick measures it, and sheds
