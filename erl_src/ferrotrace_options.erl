@@ -13,7 +13,7 @@
 -export([to_map/1, check/2, default_width/0]).
 -export([calls/2, processes/2]).
 -export([settings/2, owner/2, pids/1, valid_keep/1]).
--export([explain/2]).
+-export([explain/2, hinted/3]).
 -export([start_arguments/3]).  % for ferrotrace_session:start/3
 
 -type options() :: #{duration => pos_integer() | infinity,
@@ -94,7 +94,8 @@ check(Options0, Accepted) ->
     case to_map(Options0) of
         {ok, Options} ->
             case [K || K <- maps:keys(Options), not lists:keymember(K, 1, Accepted)] of
-                [Unknown | _] -> {error, {unknown_option, Unknown, names(Accepted)}};
+                [Unknown | _] ->
+                    {error, {unknown_option, Unknown, hinted(Unknown, [K || {K, _} <- Accepted], names(Accepted))}};
                 [] -> check_each(maps:to_list(maps:merge(maps:from_list(Accepted), Options)), #{})
             end;
         {error, _} = Error ->
@@ -349,13 +350,22 @@ explain(Result, calls) ->
 explain_with({error, {unknown_option, Key, Engine}}, Own) when is_list(Engine) ->
     Names = lists:usort(Own ++ Engine),
     Accepted = lists:join(", ", [atom_to_list(N) || N <- Names]),
-    Hint = case nearest(Key, Names) of
-               none -> "";
-               Name -> ["; did you mean ", atom_to_list(Name), "?"]
-           end,
-    {error, {unknown_option, Key, iolist_to_binary(["one of ", Accepted, Hint])}};
+    {error, {unknown_option, Key, hinted(Key, Names, ["one of ", Accepted])}};
 explain_with(Result, _Own) ->
     Result.
+
+%% @doc `Accepted' (what an error says is accepted) with, first, the name of `Names'
+%% nearest to `Key' when `Key' looks like a typo of it: `<<"did you mean duration? one of
+%% ...">>'. First, because the shell cuts a long binary and the hint is what an operator
+%% needs.
+-spec hinted(term(), [atom()], unicode:chardata()) -> binary().
+hinted(Key, Names, Accepted) ->
+    case is_list(Names) andalso lists:all(fun is_atom/1, Names) andalso nearest(Key, Names) of
+        Name when is_atom(Name), Name =/= false, Name =/= none ->
+            iolist_to_binary(["did you mean ", atom_to_list(Name), "? ", Accepted]);
+        _ ->
+            iolist_to_binary(Accepted)
+    end.
 
 %% Only a key of a sensible length gets a hint: the distance costs its length times each
 %% name's, and a key is whatever the caller passed (a 1 MB binary took 10 s here). Longer
