@@ -69,8 +69,7 @@ cluster_calls(Spec, Options = #{nodes := Nodes}) ->
         true when Nodes =:= [node()] ->
             ferrotrace_start:calls(Spec, Rest);
         true ->
-            Owner = maps:get(owner, Rest, self()),
-            case ferrotrace_options:owner(Owner, maps:get(duration, Rest, 10000)) of
+            case ferrotrace_options:owner(Rest) of
                 {ok, Checked} ->
                     calls(Spec, maps:remove(owner, Rest), lists:usort(Nodes), Checked);
                 {error, _} = Error ->
