@@ -381,7 +381,8 @@ report(Session) ->
 %% `top => N | all' (rows shown, default 20; a line says how many were left out),
 %% `sort => count | total | p99 | max' (default `total'), `mfa => Pattern' (only the
 %% functions matching an `{M, F, A}' with `` '_' '' wildcards or a spec string such as
-%% `"MyApp.Cart"'), `width => Columns' (default the terminal's, else 80) and
+%% `"MyApp.Cart"'), `width => Columns' (default the terminal's, else 80; every table and
+%% section keeps to it, names shortened in the middle where they do not fit) and
 %% `histograms => N' (drawn for the first N rows, default 3). Names print as Erlang or
 %% Elixir writes them; each time column has one unit, shown in its header. For a cluster
 %% session (see `nodes' in {@link calls/2}), `by_node => true' adds a table with one line
@@ -418,8 +419,10 @@ text(Id, Options) ->
             Error;
         Summary ->
             Histogram = fun(Series) -> histogram(Id, Series) end,
+            %% Checked already (report/2), or none (format/1): the width with the default.
+            {ok, #{width := Width}} = ferrotrace_report:check_options(Options),
             [ferrotrace_report:format(Summary, Histogram, Options),
-             ferrotrace_activity_report:format(Summary, Histogram)]
+             ferrotrace_activity_report:format(Summary, Histogram, Width)]
     end.
 
 print({error, _} = Error) -> Error;

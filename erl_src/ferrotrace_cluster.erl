@@ -160,7 +160,7 @@ format(Cluster, Options) ->
                        DownNodes -> io_lib:format("nodes down (left out): ~p~n", [DownNodes])
                    end,
             case maps:get(by_node, Options, false) of
-                true -> [Main, Down, ferrotrace_report:by_node_table(Summary)];
+                true -> [Main, Down, ferrotrace_report:by_node_table(Summary, maps:get(width, Options, ferrotrace_options:default_width()))];
                 false -> [Main, Down]
             end
     end.
