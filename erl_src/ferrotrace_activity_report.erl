@@ -31,7 +31,7 @@ split(Calls, Width) ->
         Split ->
             ["\nwhy slow (p50 / p99 of each part of a call's latency):\n",
              [io_lib:format("  ~ts~n    running ~s / ~s, descheduled ~s / ~s, gc ~s / ~s~n",
-                            [ferrotrace_text:shorten(ferrotrace_names:mfa(M), Width - 2),
+                            [ferrotrace_text:shorten(location(M), Width - 2),
                              ns(P50R), ns(P99R), ns(P50D), ns(P99D), ns(P50G), ns(P99G)])
               || #{mfa := M, split := #{running := #{p50 := P50R, p99 := P99R},
                                          descheduled := #{p50 := P50D, p99 := P99D},
@@ -107,7 +107,7 @@ who(#{pid := Pid, name := Name}) -> io_lib:format("~0tp ~p", [Name, Pid]);
 who(#{pid := Pid}) -> io_lib:format("~p", [Pid]).
 
 location(undefined) -> "(unknown)";
-location(MFA) -> ferrotrace_names:mfa(MFA).
+location(MFA) -> unicode:characters_to_list(ferrotrace_names:mfa(MFA)).
 
 %% DTrace's quantize: a row per power of two from one below the first bucket to one above
 %% the last.

@@ -1,8 +1,8 @@
 %%% @private
 %%% @doc Text helpers the reports share: a line cut to a width, a table fitted to it, a
-%%% function's name shortened in the middle, nanoseconds in a short unit. A leaf: it calls no other ferrotrace module,
-%%% so that every report section (the main report, slow calls, keys, the recorder, process
-%%% events) can use it without calling back into another.
+%%% function's name shortened in the middle, nanoseconds in a short unit. A leaf: it calls
+%%% no other ferrotrace module, so that every report section (the main report, slow calls,
+%%% keys, the recorder, process events) can use it without calling back into another.
 -module(ferrotrace_text).
 
 -export([cut/2, shorten/2, format_ns/1, table/4]).
