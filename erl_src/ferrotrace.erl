@@ -133,8 +133,9 @@
 
 %% @doc Creates a session for raw use as `{tracer, ferrotrace_tracer, Session}' with
 %% `erlang:trace/3'; you set the trace patterns (with `return_trace' or `exception_trace'
-%% for latencies). The session belongs to the caller (see `owner' in {@link calls/2}); an
-%% `owner' that is already gone is refused, `{error, {owner_down, Pid}}' (as by calls/2).
+%% for latencies). The session belongs to the shell it is started from, or has no owner
+%% (see `owner' in {@link calls/2}); an `owner' that is already gone is refused,
+%% `{error, {owner_down, Pid}}' (as by calls/2).
 %% `Options' are those of {@link calls/2} (`h(ferrotrace, calls).' lists them with their
 %% defaults) but `pids', `scope', `also', `callers' and `nodes', which say what calls/2
 %% traces; here you set the patterns and flags. A raw session takes `key => message' to
@@ -184,9 +185,14 @@ session(Options) ->
 %% calls and returns stay paired; the rest are counted as `sampled_out'.</li>
 %% <li>`pids => all | new | existing | [pid()]': the processes to trace (default `all');
 %% `scope => local | global': `local' (default) traces local calls too.</li>
-%% <li>`owner => pid() | none': who the session belongs to (default the caller; in a shell,
-%% the shell's group leader, so the session outlives a crashed evaluator and stops when
-%% the shell is left); `none' needs a finite `duration'. `keep => Ms | infinity': how long
+%% <li>`owner => pid() | none': who the session belongs to; it stops when its owner exits.
+%% By default, in a shell (`erl', `erl -remsh', a release's `remote_console', IEx), the
+%% shell's group leader, so the session outlives a crashed evaluator and stops when the
+%% shell is left; anywhere else (`bin/rel eval', `rpc:call/4', a control tool's eval,
+%% any process) none: the caller of such a call exits as soon as it returns, so the
+%% session runs its `duration', and `duration => infinity' is refused there without an
+%% owner (`{error, {bad_option, {duration, infinity, _}}}'). `owner => self()' ties it to
+%% the calling process; `none' needs a finite `duration'. `keep => Ms | infinity': how long
 %% the figures outlive the owner (default 600000). `name => atom()': a name accepted
 %% wherever a session id is (default none).</li>
 %% <li>`slowest => K': the K slowest calls kept per function (default 10; 0 off), see
@@ -375,7 +381,8 @@ report(Session) ->
 %% `top => N | all' (rows shown, default 20; a line says how many were left out),
 %% `sort => count | total | p99 | max' (default `total'), `mfa => Pattern' (only the
 %% functions matching an `{M, F, A}' with `` '_' '' wildcards or a spec string such as
-%% `"MyApp.Cart"'), `width => Columns' (default the terminal's, else 80) and
+%% `"MyApp.Cart"'), `width => Columns' (default the terminal's, else 80; every table and
+%% section keeps to it, names shortened in the middle where they do not fit) and
 %% `histograms => N' (drawn for the first N rows, default 3). Names print as Erlang or
 %% Elixir writes them; each time column has one unit, shown in its header. For a cluster
 %% session (see `nodes' in {@link calls/2}), `by_node => true' adds a table with one line
@@ -412,8 +419,10 @@ text(Id, Options) ->
             Error;
         Summary ->
             Histogram = fun(Series) -> histogram(Id, Series) end,
+            %% Checked already (report/2), or none (format/1): the width with the default.
+            {ok, #{width := Width}} = ferrotrace_report:check_options(Options),
             [ferrotrace_report:format(Summary, Histogram, Options),
-             ferrotrace_activity_report:format(Summary, Histogram)]
+             ferrotrace_activity_report:format(Summary, Histogram, Width)]
     end.
 
 print({error, _} = Error) -> Error;

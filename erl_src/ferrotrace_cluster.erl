@@ -69,8 +69,7 @@ cluster_calls(Spec, Options = #{nodes := Nodes}) ->
         true when Nodes =:= [node()] ->
             ferrotrace_start:calls(Spec, Rest);
         true ->
-            Owner = maps:get(owner, Rest, self()),
-            case ferrotrace_options:owner(Owner, maps:get(duration, Rest, 10000)) of
+            case ferrotrace_options:owner(Rest) of
                 {ok, Checked} ->
                     calls(Spec, maps:remove(owner, Rest), lists:usort(Nodes), Checked);
                 {error, _} = Error ->
@@ -161,7 +160,7 @@ format(Cluster, Options) ->
                        DownNodes -> io_lib:format("nodes down (left out): ~p~n", [DownNodes])
                    end,
             case maps:get(by_node, Options, false) of
-                true -> [Main, Down, ferrotrace_report:by_node_table(Summary)];
+                true -> [Main, Down, ferrotrace_report:by_node_table(Summary, maps:get(width, Options, ferrotrace_options:default_width()))];
                 false -> [Main, Down]
             end
     end.

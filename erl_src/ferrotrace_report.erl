@@ -18,7 +18,7 @@
 -define(DISPLACED_NAMED, 10).
 -define(DEFAULT_TOP, 20).
 -define(MIN_NAME, 24).
--export([by_node_table/1]).  % the last section's
+-export([by_node_table/2]).  % the last section's
 
 -type options() :: #{top => pos_integer() | all,
                      sort => count | total | p99 | max,
@@ -416,19 +416,19 @@ help() ->
 %% Cluster sessions (ferrotrace_cluster): the by-node table.
 
 %% @doc One line per function and node of a cluster session's summary (its `by_node'),
-%% in the order of its `calls': COUNT, P50, P99, MAX (µs).
--spec by_node_table(ferrotrace:summary()) -> iolist().
-by_node_table(#{calls := Calls, by_node := ByNode}) ->
-    Header = io_lib:format("~nby node~n~-40s ~-24s ~10s ~10s ~10s ~10s~n",
-                           ["FUNCTION", "NODE", "COUNT", "P50(us)", "P99(us)", "MAX(us)"]),
-    Rows = [[io_lib:format("~-40ts ~-24s ~10b ~10s ~10s ~10s~n",
-                           [io_lib:format("~ts:~ts/~b", [Mod, F, A]), atom_to_list(Node), Count,
-                            by_node_us(P50), by_node_us(P99), by_node_us(Max)])
-             || {Node, #{calls := NodeCalls}} <- lists:sort(maps:to_list(ByNode)),
-                #{mfa := M, count := Count, p50 := P50, p99 := P99, max := Max} <- NodeCalls,
-                M =:= MFA]
-            || #{mfa := {Mod, F, A} = MFA} <- Calls],
-    [Header | Rows].
+%% in the order of its `calls': COUNT, P50, P99, MAX (µs), in `Width' columns (names
+%% whole where the width allows, shortened in the middle where not).
+-spec by_node_table(ferrotrace:summary(), pos_integer()) -> iolist().
+by_node_table(#{calls := Calls, by_node := ByNode}, Width) ->
+    Header = ["FUNCTION", "NODE", "COUNT", "P50(us)", "P99(us)", "MAX(us)"],
+    Rows = [[ferrotrace_names:mfa(MFA), atom_to_list(Node), integer_to_list(Count),
+             by_node_us(P50), by_node_us(P99), by_node_us(Max)]
+            || #{mfa := MFA} <- Calls,
+               {Node, #{calls := NodeCalls}} <- lists:sort(maps:to_list(ByNode)),
+               #{mfa := M, count := Count, p50 := P50, p99 := P99, max := Max} <- NodeCalls,
+               M =:= MFA],
+    ["\nby node\n",
+     [[Line, "\n"] || Line <- ferrotrace_text:table("", [Header | Rows], [name, name, right, right, right, right], Width)]].
 
 by_node_us(undefined) -> "-";
 by_node_us(Ns) -> float_to_list(Ns / 1000, [{decimals, 1}]).

@@ -41,6 +41,12 @@
 
 -define(NOT_LOADED, erlang:nif_error({not_loaded, ?MODULE})).
 
+%% Where a failed load leaves its path and reason: the code server answers only
+%% `on_load_failure' to the loader and logs the rest, and this module is not loaded
+%% afterwards, so ferrotrace_code (same key) reads them here to answer
+%% `{error, {nif_not_loaded, Path, Reason}}'.
+-define(LOAD_FAILURE, {ferrotrace_tracer, nif_load_failure}).
+
 -spec load_nif() -> ok | {error, term()}.
 load_nif() ->
     Dir = case code:priv_dir(ferrotrace) of
@@ -50,7 +56,24 @@ load_nif() ->
               PrivDir ->
                   PrivDir
           end,
-    erlang:load_nif(filename:join(Dir, "libferrotrace_nif"), 0).
+    Path = filename:join(Dir, "libferrotrace_nif"),
+    case erlang:load_nif(Path, 0) of
+        ok ->
+            %% Erased only when there (an erase costs every process a scan).
+            _ = persistent_term:get(?LOAD_FAILURE, none) =/= none andalso persistent_term:erase(?LOAD_FAILURE),
+            ok;
+        {error, Reason} = Error ->
+            %% A put of an equal value changes nothing (no global scan on a retry).
+            persistent_term:put(?LOAD_FAILURE, {library_file(Path), Reason}),
+            Error
+    end.
+
+%% The file erlang:load_nif/2 opened for `Path' (it adds the OS's extension).
+library_file(Path) ->
+    case os:type() of
+        {win32, _} -> Path ++ ".dll";
+        _ -> Path ++ ".so"
+    end.
 
 %% erl_tracer callbacks
 

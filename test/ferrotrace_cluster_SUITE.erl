@@ -102,7 +102,7 @@ owner_death_stops_every_part(_Config) ->
     Nodes = [N || {_, N} <- peers(2)],
     Self = self(),
     Owner = spawn(fun() ->
-                          Self ! {started, ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000})},
+                          Self ! {started, ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000, owner => self()})},
                           receive never -> ok end
                   end),
     {ok, C} = receive {started, R} -> R after 30000 -> ct:fail(no_start) end,
