@@ -20,7 +20,7 @@ main([Seconds]) ->
     {module, _} = code:ensure_loaded(ft_budget_work),
     Schedulers = erlang:system_info(schedulers_online),
     Work = ft_budget_work:start(2 * Schedulers),
-    {ok, S} = ferrotrace:calls({'_', '_', '_'}, #{duration => infinity, max_overhead => 0.05,
+    {ok, S} = ferrotrace:calls({'_', '_', '_'}, #{duration => infinity, owner => self(), max_overhead => 0.05,
                                                   intervals => 1000}),
     {ok, _, _, #{intervals := Snapshots}} = ferrotrace_registry:lookup(S),
     [begin timer:sleep(10000), line(S, Snapshots, T * 10) end || T <- lists:seq(1, Seconds div 10)],
