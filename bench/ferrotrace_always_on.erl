@@ -13,36 +13,46 @@
 
 -spec main() -> ok.
 main() ->
-    main([60]).
+    main([60, 1000]).
 
+%% `[Seconds, IntervalMs]': a shorter interval fills `max_intervals' (600) sooner, to see
+%% the bytes a day holds once its neighbours merge.
 -spec main([pos_integer()]) -> ok.
-main([Seconds]) ->
+main([Seconds, Period]) ->
     {module, _} = code:ensure_loaded(ft_budget_work),
     Schedulers = erlang:system_info(schedulers_online),
     Work = ft_budget_work:start(2 * Schedulers),
     {ok, S} = ferrotrace:calls({'_', '_', '_'}, #{duration => infinity, owner => self(), max_overhead => 0.05,
-                                                  intervals => 1000}),
+                                                  intervals => Period}),
     {ok, _, _, #{intervals := Snapshots}} = ferrotrace_registry:lookup(S),
-    [begin timer:sleep(10000), line(S, Snapshots, T * 10) end || T <- lists:seq(1, Seconds div 10)],
+    Lines = [begin timer:sleep(10000), line(S, Snapshots, T * 10) end || T <- lists:seq(1, Seconds div 10)],
     #{calls := Calls} = ferrotrace:summary(S),
     Tick = median(fun() -> {ok, Summary} = ferrotrace_tracer:session_summary(S), tick(Summary, Schedulers) end),
     Read = median(fun() -> {ok, _} = ferrotrace_tracer:session_histograms_bytes(S) end),
+    Idle = median(fun() -> {ok, _} = ferrotrace_tracer:session_summary(S) end),
     {Bytes, Count} = snapshots(Snapshots),
-    PerInterval = Bytes div max(1, Count),
-    io:format("always_on schedulers=~b functions=~b tick_us=~b ticks_per_s=2 tick_share=~.4f%"
-              " snapshot_read_us=~b bytes_per_interval=~b day_at_1s_max_intervals=600 day_bytes=~b~n",
-              [Schedulers, length(Calls), Tick, 2 * Tick / (Schedulers * 1.0e6) * 100, Read, PerInterval,
-               600 * PerInterval]),
+    %% What one more interval adds: the growth between the first and the last line (the
+    %% last snapshot, one cumulative histogram per function, is there from the start).
+    [{_, B0, N0} | _] = Lines,
+    {_, B1, N1} = lists:last(Lines),
+    PerInterval = (B1 - B0) div max(1, N1 - N0),
+    ft_budget_work:stop(Work),
+    timer:sleep(1000),
+    IdleRead = median(fun() -> {ok, _} = ferrotrace_tracer:session_summary(S) end),
     ok = ferrotrace:release(S),
-    ft_budget_work:stop(Work).
-
+    io:format("always_on schedulers=~b functions=~b tick_us=~b (busy node, wall) summary_read_us=~b (busy) ~b (idle)"
+              " ticks_per_s=~.1f snapshot_read_us=~b (busy) intervals=~b interval_bytes=~b"
+              " bytes_per_interval=~b at_max_intervals_600=~b~n",
+              [Schedulers, length(Calls), Tick, Idle, IdleRead, 1000 / ferrotrace_overhead:period(), Read, Count, Bytes,
+               PerInterval, Bytes + (600 - Count) * PerInterval]).
 line(S, Snapshots, T) ->
     #{budget := B, calls := Calls, memory := #{total := Total}} = ferrotrace:summary(S),
     {Bytes, Count} = snapshots(Snapshots),
     io:format("always_on t=~bs estimate=~.4f rate=~b shed_now=~b functions=~b session_bytes=~b"
-              " intervals=~b interval_bytes=~b bytes_per_interval=~b~n",
+              " intervals=~b interval_bytes=~b bytes_per_interval_average=~b~n",
               [T, estimate(B), maps:get(rate, B), maps:get(shed_now, B), length(Calls), Total,
-               Count, Bytes, Bytes div max(1, Count)]).
+               Count, Bytes, Bytes div max(1, Count)]),
+    {T, Bytes, Count}.
 
 estimate(#{estimate := E}) when is_number(E) -> E;
 estimate(_) -> 0.0.

@@ -229,8 +229,8 @@ session(Options) ->
 %% (default 600), then neighbours merge and the interval doubles (see
 %% `ferrotrace_intervals').</li>
 %% <li>`max_overhead => Fraction': an overhead budget, a fraction of the node's scheduler
-%% capacity above 0 and at most 1 (`0.05' is 5 %; default none). Twice a second the
-%% session estimates its own cost, `(traced events x the calibrated cost of an event +
+%% capacity above 0 and at most 1 (`0.05' is 5 %; default none). Every second (four times
+%% a second for its first two) the session estimates its own cost, `(traced events x the calibrated cost of an event +
 %% calls refused x the cost of a refused call) / (schedulers online x 1 s)', and keeps it
 %% under the budget: it traces 1 call in N (as `sample => {calls, N}', which it then
 %% replaces: giving both is refused), raising N at once when over, lowering it when well
@@ -338,7 +338,7 @@ processes(Kinds, Options) ->
 %% and its stop leaves the other tool's tracer and match specs in place. Never on OTP 27+,
 %% where sessions coexist.
 %% `budget' is there for a session with `max_overhead': `max_overhead', `estimate' (the
-%% session's cost now as a fraction of the schedulers, from the last half second;
+%% session's cost now as a fraction of the schedulers, over the last tick (a second);
 %% `undefined' at first), `collector' (the collector thread's CPU over the same capacity: off
 %% the schedulers, not in the estimate), `rate' (1 call in `rate' traced now), `model'
 %% (`calibrated', or `default' costs where the session has no calibration), `event_ns' and
