@@ -57,8 +57,10 @@ line(S, Snapshots, T) ->
 estimate(#{estimate := E}) when is_number(E) -> E;
 estimate(_) -> 0.0.
 
-%% The snapshot process's heap and the binaries it holds, and how many intervals it keeps.
+%% The snapshot process's heap (after a collection: what it holds, not its garbage) and the
+%% binaries it holds, and how many intervals it keeps.
 snapshots(Pid) ->
+    true = erlang:garbage_collect(Pid),
     {memory, Heap} = erlang:process_info(Pid, memory),
     {binary, Bins} = erlang:process_info(Pid, binary),
     Pid ! {read, self(), Ref = make_ref()},
