@@ -224,13 +224,15 @@ budget(#{max_overhead := B, estimate := E, rate := N, model := Model,
     Earlier = [io_lib:format("~b earlier", [Total - length(Recent)]) || Total > length(Recent)],
     Now = [S || S <- Shed, not maps:is_key(restored_at, S)],
     Back = length(Shed) - length(Now),
-    ShedParts = [io_lib:format("~ts ~ts/s at ~.1f s", [ferrotrace_names:mfa(MFA), per_second(R), At / 1000])
-                 || #{mfa := MFA, rate := R, shed_at := At} <- lists:sublist(Now, ?DISPLACED_NAMED)]
+    ShedParts = [io_lib:format("~b ~ts off (calls/s when shed)", [length(Now), plural(length(Now), "pattern", "patterns")])
+                 || Now =/= []]
+        ++ [io_lib:format("~ts ~ts/s at ~.1f s", [ferrotrace_names:mfa(MFA), per_second(R), At / 1000])
+            || #{mfa := MFA, rate := R, shed_at := At} <- lists:sublist(Now, ?DISPLACED_NAMED)]
         ++ [io_lib:format("~b more", [length(Now) - ?DISPLACED_NAMED]) || length(Now) > ?DISPLACED_NAMED]
         ++ [io_lib:format("~b taken back", [Back]) || Back > 0],
     [wrap("budget: ", [io_lib:format("at most ~.1f % of the schedulers", [B * 100]), Estimate, Rate, Costs], Width),
      [wrap("rate: ", ChangeParts ++ Earlier, Width) || ChangeParts =/= []],
-     [wrap("shed (patterns off, calls per second when shed): ", ShedParts, Width) || ShedParts =/= []]];
+     [wrap("shed: ", ShedParts, Width) || ShedParts =/= []]];
 budget(_, _Width) ->
     [].
 
