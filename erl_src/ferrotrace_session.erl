@@ -273,8 +273,15 @@ handle_call({Change, _Spec}, _From, State = #state{id = Id, calls = none})
 handle_call({Change, Spec}, _From, State = #state{id = Id, backend = Backend, calls = Calls,
                                                   watch = Watch0})
   when Change =:= add; Change =:= remove ->
-    {Reply, Changed, Watch} = ferrotrace_amend:change(Change, Spec, {Id, Backend, Watch0}, Calls),
-    {reply, Reply, State#state{calls = Changed, watch = Watch}};
+    %% Never a crash of the keeper (its session would go with it, and its report would print
+    %% the spec, whatever its size): a raise is answered, summarised.
+    try ferrotrace_amend:change(Change, Spec, {Id, Backend, Watch0}, Calls) of
+        {Reply, Changed, Watch} -> {reply, Reply, State#state{calls = Changed, watch = Watch}}
+    catch
+        error:Reason:Stack ->
+            {start_failed, Class, Brief, Where} = start_failed(error, Reason, Stack),
+            {reply, {error, {change_failed, Class, Brief, Where}}, State}
+    end;
 handle_call(stop, _From, State) ->
     {reply, ok, end_session(user, State)};
 handle_call(release, _From, State) ->
