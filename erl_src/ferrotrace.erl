@@ -489,7 +489,8 @@ release(Session) ->
     with_session(Session, fun ferrotrace_local:release/3, fun ferrotrace_cluster:release/1).
 
 %% @doc Every session on this node not yet released, oldest first: its `id', `name',
-%% `status', `stop_reason', `spec' (what `calls/2' traces, `raw' for {@link session/1}),
+%% `status', `stop_reason', `spec' (what `calls/2' traces, as {@link add/2} and
+%% {@link remove/2} changed it; `raw' for {@link session/1}),
 %% `owner' (`{shell, GroupLeader}', `{process, Pid}' or `none'), `keeper', `started_at'
 %% and, once the owner left, `left_at' (ms). A cluster session (see `nodes' in
 %% {@link calls/2}) is listed on the node that started it: its `id' and `keeper' are its pid,
