@@ -167,8 +167,9 @@ remove(Id, Backend, Old, Spec) ->
                             {error, {not_in_session, Specs, ferrotrace_registry:brief(Traced)}};
                         {Removed, Kept} ->
                             ok = unset(Id, Backend, Removed, Kept),
-                            %% Functions outside the filter are `foreign' from now on; those
-                            %% with figures keep them (and calls running now still pair).
+                            %% The engine counts their later calls as `foreign' (another
+                            %% session may keep the pattern on OTP 25); their figures stay,
+                            %% and calls running now still pair.
                             _ = ferrotrace_tracer:session_set_tracing(Id, specs(Kept), []),
                             {ok, Removed, Kept}
                     end

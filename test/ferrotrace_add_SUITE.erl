@@ -8,7 +8,7 @@
 
 -export([add_then_remove_exact/1, add_while_calling/1, held_by_another_session/1,
          loop_added_count_only/1, by_name_and_id/1, refused_changes/1,
-         second_session_refused_then_add/1]).
+         second_session_refused_then_add/1, remove_leaves_what_others_need/1]).
 
 -define(F, {ft_test_target, f, 1}).
 -define(G, {ft_test_target, g, 1}).
@@ -21,7 +21,8 @@ suite() ->
 
 all() ->
     [add_then_remove_exact, add_while_calling, held_by_another_session, loop_added_count_only,
-     by_name_and_id, refused_changes, second_session_refused_then_add].
+     by_name_and_id, refused_changes, second_session_refused_then_add,
+     remove_leaves_what_others_need].
 
 %% A session on f; g added: g's calls from then on are counted, f's go on; f removed: its
 %% calls are no longer counted, its figures stay; the summary and the report list both
@@ -196,6 +197,24 @@ second_session_refused_then_add(_Config) ->
     ok = ft_caller:run(Caller, fun() -> calls(20, 30) end),
     ?assertEqual(#{?F => 20, ?G => 30}, counts(S)),
     ft_caller:stop(Caller).
+
+%% Two sessions on f for different processes (OTP 25 and 26: they share the node's pattern):
+%% the first removes f, the second's pattern stays and it goes on counting; the first counts
+%% its own process's later calls of f no more (foreign, as any function outside its specs).
+-spec remove_leaves_what_others_need(config()) -> ok.
+remove_leaves_what_others_need(_Config) ->
+    {W1, W2} = {ft_caller:start(), ft_caller:start()},
+    {ok, S1} = ferrotrace:calls([?F, ?G], #{duration => ?LONG, pids => [W1]}),
+    {ok, S2} = ferrotrace:calls(?F, #{duration => ?LONG, pids => [W2]}),
+    ok = ft_caller:run(W1, fun() -> calls(10, 10) end),
+    {ok, #{removed := [?F]}} = ferrotrace:remove(S1, ?F),
+    ?assert(ft_trace_state:traced_by_ferrotrace(?F)),
+    ok = ft_caller:run(W1, fun() -> calls(20, 20) end),
+    ok = ft_caller:run(W2, fun() -> calls(30, 30) end),
+    ?assertEqual(#{?F => 10, ?G => 30}, counts(S1)),
+    ?assertEqual(#{?F => 30}, counts(S2)),
+    [ft_caller:stop(W) || W <- [W1, W2]],
+    ok.
 
 calls(NF, NG) ->
     [ft_test_target:f(I) || I <- lists:seq(1, NF)],
