@@ -40,6 +40,7 @@
 
 %% In the order an operator meets them, as the functions below are.
 -export([session/1, calls/2, processes/2]).
+-export([add/2, remove/2]).
 -export([summary/1, histogram/2, slowest/2, slow_calls/2, recent/1, print_recent/1]).
 -export([report/1, report/2, format/1, help/0]).
 -export([stop/1, release/1, list/0]).
@@ -95,6 +96,8 @@
                      calls := [call_summary()],
                      loops := [mfa()],
                      displaced => displacement(),
+                     changes => [#{at := integer(), added => [mfa_spec()], loops => [mfa()],
+                                   removed => [mfa_spec()]}],
                      events := #{seen := non_neg_integer(), aggregated := non_neg_integer(),
                                  dropped := non_neg_integer(), sampled_out := non_neg_integer(),
                                  limited := non_neg_integer(), ignored := non_neg_integer(),
@@ -312,6 +315,9 @@ processes(Kinds, Options) ->
 %% when new processes go to the other tracer. Such a session's counts miss what was taken,
 %% and its stop leaves the other tool's tracer and match specs in place. Never on OTP 27+,
 %% where sessions coexist.
+%% `changes' is there once {@link add/2} or {@link remove/2} changed the session: the latest
+%% 20, oldest first, `#{at, added, loops}' or `#{at, removed}' (`at' in ms, `loops' the added
+%% functions traced count-only); the report prints them on a `changes:' line.
 -spec summary(session() | pid()) -> summary() | {error, term()}.
 summary(Session) ->
     with_session(Session, fun ferrotrace_local:summary/3, fun ferrotrace_cluster:summary/1).
@@ -367,6 +373,45 @@ print_recent(Session) ->
         {error, _} = Error -> Error;
         Events -> io:put_chars(ferrotrace_recent:lines(Events))
     end.
+
+%%--------------------------------------------------------------------------------------
+%% Changing a running session
+
+%% @doc Traces the functions of `Spec' (any spec {@link calls/2} takes) too, in a running
+%% `calls/2' or `processes/2' session, without stopping it: on OTP 25 and 26, where a second
+%% session is refused while the first holds the processes (`already_traced'), this is the way
+%% to look at one more function. The new functions are checked and set as at a start: the
+%% session's `scope', keys (`callers => true' adds the caller to the new clauses; a spec that
+%% sets `message' needs a session that keeps keys) and `args'; server loops among them traced
+%% count-only before their first call; on OTP 25 and 26 a function another session traces
+%% with another match spec is refused (`{error, {pattern_conflict, Spec, Session}}'), and
+%% ferrotrace's own modules never traced. `max_functions' holds for the whole session.
+%% Answers `{ok, #{added => [Spec], loops => [MFA], functions => N}}' (`loops' those traced
+%% count-only, `functions' how many the VM matched), or `{error, Reason}' with nothing
+%% changed: `{already_in_session, Spec, Pattern, Hint}' for functions it traces already,
+%% `{session_stopped, Id, Hint}', `{raw_session, Id, Hint}' for {@link session/1}'s, the
+%% errors of calls/2 for a bad spec. A cluster session adds on every node, or on none
+%% (`{error, {node, Node, Reason}}'), and answers the nodes' `by_node' too. The summary's
+%% `changes' lists what was added and removed, and when.
+-spec add(session() | pid(), spec() | [spec()]) -> {ok, #{added := [mfa_spec()], loops := [mfa()],
+                                                           functions := non_neg_integer(),
+                                                           by_node => map()}} | {error, term()}.
+add(Session, Spec) ->
+    with_session(Session, fun(Id, _, _) -> ferrotrace_local:add(Id, Spec) end,
+                 fun(Cluster) -> ferrotrace_cluster:add(Cluster, Spec) end).
+
+%% @doc Takes the patterns of a running session that `Spec' matches off (`{M, F, A}' with
+%% `` '_' '' wildcards, or a spec string; whole patterns: a spec that would cut a hole in one,
+%% `{m, f, 1}' of a session on `` {m, '_', '_'} '', is refused, `{part_of_pattern, Spec,
+%% Pattern, Hint}'). Its functions are no longer traced; calls running now still pair, and
+%% their figures stay in the summary. Answers `{ok, #{removed => [Spec]}}', or `{error,
+%% Reason}': `{not_in_session, Specs, Patterns}', as {@link add/2} for a stopped or raw
+%% session. A cluster session removes on every node.
+-spec remove(session() | pid(), spec() | [spec()]) ->
+          {ok, #{removed := [mfa_spec()], by_node => map()}} | {error, term()}.
+remove(Session, Spec) ->
+    with_session(Session, fun(Id, _, _) -> ferrotrace_local:remove(Id, Spec) end,
+                 fun(Cluster) -> ferrotrace_cluster:remove(Cluster, Spec) end).
 
 %%--------------------------------------------------------------------------------------
 %% Reports: text for the shell, scripts and the cheat sheet
@@ -453,7 +498,8 @@ release(Session) ->
     with_session(Session, fun ferrotrace_local:release/3, fun ferrotrace_cluster:release/1).
 
 %% @doc Every session on this node not yet released, oldest first: its `id', `name',
-%% `status', `stop_reason', `spec' (what `calls/2' traces, `raw' for {@link session/1}),
+%% `status', `stop_reason', `spec' (what `calls/2' traces, as {@link add/2} and
+%% {@link remove/2} changed it; `raw' for {@link session/1}),
 %% `owner' (`{shell, GroupLeader}', `{process, Pid}' or `none'), `keeper', `started_at'
 %% and, once the owner left, `left_at' (ms). A cluster session (see `nodes' in
 %% {@link calls/2}) is listed on the node that started it: its `id' and `keeper' are its pid,

@@ -151,6 +151,7 @@ header(Summary = #{id := Id, status := Status, elapsed_ms := Ms, events := Event
      wrap("pairing: ", PairingParts, Width),
      frames(Count(frames_refused, Events), Width),
      displaced(maps:get(displaced, Summary, undefined), Width),
+     changes(maps:get(changes, Summary, []), Width),
      Loops].
 
 %% A loop, and for one found while it ran (not in the code) how many frames it had reached:
@@ -203,6 +204,24 @@ displaced(#{at := At, processes := N, functions := Functions, by := By} = D, Wid
     wrap("displaced: ", Took ++ Replaced, Width);
 displaced(_, _Width) ->
     [].
+
+%% What ferrotrace:add/2 and remove/2 changed, and when (the summary keeps the latest 20).
+changes(Changes, Width) ->
+    Parts = [begin
+                 {{_, _, _}, {H, Mi, S}} = calendar:system_time_to_local_time(At, millisecond),
+                 {What, Specs} = case C of
+                                     #{added := Added} -> {"added", Added};
+                                     #{removed := Removed} -> {"removed", Removed}
+                                 end,
+                 io_lib:format("at ~2..0b:~2..0b:~2..0b ~s ~ts", [H, Mi, S, What, lists:join(" ", [spec_name(Spec) || Spec <- Specs])])
+             end || C = #{at := At} <- Changes],
+    case Parts of
+        [] -> [];
+        _ -> wrap("changes: ", Parts, Width)
+    end.
+
+%% A spec as the report names functions; `'_'' stands for any module or name.
+spec_name({M, F, A}) when is_atom(M), is_atom(F) -> ferrotrace_names:mfa({M, F, A}).
 
 plural(1, One, _Many) -> One;
 plural(_, _One, Many) -> Many.
@@ -401,6 +420,7 @@ help() ->
       "  ferrotrace:watch(S)  watch(S, #{interval => 1000, count => 5})  live view\n"
       "  ferrotrace:export(S, json | hdr_log | collapsed | chrome_trace, File)\n"
       "  ferrotrace:stop(S)  release(S)  list()  stop tracing; free; all sessions\n"
+      "  ferrotrace:add(S, Spec)  remove(S, Spec)  change what a running S traces\n"
       "Spec (one, or a list):\n"
       "  M  {M, F, '_'}  {M, F, Arity}  \"m:f/1\"  \"MyApp.Cart.add/2\"  functions\n"
       "  \"m:f(X, _) when X > 10\"  {m, f, fun([X]) when X > 10 -> true end}  filters\n"
