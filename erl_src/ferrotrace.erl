@@ -120,6 +120,7 @@
                                  too_deep := non_neg_integer()},
                      collector_cpu_ns := non_neg_integer(),
                      aggregators := pos_integer(),
+                     sample => #{processes := pos_integer(), calls := non_neg_integer()},
                      messages => map(), scheduling => map(), gc => map(), processes => map(),
                      ports => map(),
                      nodes => [node()], nodes_down => [node()], by_node => #{node() => summary()}}.
@@ -184,8 +185,17 @@ session(Options) ->
 %% `on_limit => stop | drop': at either limit, `stop' (default) ends the session
 %% (its `stop_reason' is `limit'; the VM unhooks every tracee at its next event), `drop'
 %% keeps it and counts the excess as `limited'.</li>
-%% <li>`sample => N': keep the events of 1 process in N (by pid hash; default 1, all), so
-%% calls and returns stay paired; the rest are counted as `sampled_out'.</li>
+%% <li>`sample => N | {processes, N} | {calls, N}' (N from 1 to 1000000; default 1, all):
+%% `N' and `{processes, N}' keep the events of 1 process in N, by pid hash, so a process
+%% is kept or not as a whole (a few busy processes may all be left out); `{calls, N}' keeps
+%% 1 call in N of every process, drawn at random on the scheduler before the match spec
+%% runs, so every busy process is sampled. Either way a refused call is answered `discard':
+%% the VM makes no event and pushes no return frame, so calls and returns stay paired.
+%% Each refused call is one event counted as `sampled_out' (its return never exists; with
+%% `{calls, N}' not per function: the refusal is decided before the function's figures are
+%% reached). Counts and latencies are of the kept calls, never scaled; the summary's
+%% `sample' and the report's header say the rate. `ferrotrace_tracer:session_set_call_sample/2'
+%% changes the per-call rate while the session runs (0: keep no call).</li>
 %% <li>`pids => all | new | existing | [pid()]': the processes to trace (default `all');
 %% `scope => local | global': `local' (default) traces local calls too.</li>
 %% <li>`owner => pid() | none': who the session belongs to; it stops when its owner exits.
@@ -272,7 +282,8 @@ processes(Kinds, Options) ->
 %% drained it, of `ring_size'; `longest_gap_us', the longest time between two drains while
 %% the session ran: a ring that fills in less than that gap drops, see `report/1');
 %% `stacks' (`paths' kept for the `collapsed' export, returned calls not kept: `overflow'
-%% past 10,000 paths, `too_deep' past 64 frames).
+%% past 10,000 paths, `too_deep' past 64 frames); `sample' (the current rates: `processes',
+%% 1 process in N kept, and `calls', 1 call in N, 0 none; see `sample' in {@link calls/2}).
 %% `memory' is what the session holds, in bytes, by part, and their `total':
 %% `ring_bytes' (event rings, one per scheduler thread that traced: exact), `term_rings'
 %% (with `args' or `key': the term rings, their buffers and the copies drained from them),

@@ -148,6 +148,7 @@ header(Summary = #{id := Id, status := Status, elapsed_ms := Ms, events := Event
     [wrap("ferrotrace session ", [[Name, ":"], Elapsed], "", Width),
      wrap("events: ", EventParts, Width),
      backlog(Summary, Count(dropped, Events), Width),
+     sampling(maps:get(sample, Summary, #{}), Width),
      wrap("pairing: ", PairingParts, Width),
      frames(Count(frames_refused, Events), Width),
      displaced(maps:get(displaced, Summary, undefined), Width),
@@ -165,6 +166,20 @@ loop_text(MFA, Calls) ->
 %% Calls refused on the scheduler by the frame bound: their process had as many return-trace
 %% frames open as a process may keep (a loop that waits where the analysis could not see, or
 %% a deep recursion); they are neither timed nor counted in the table.
+%% What `sample' keeps (the current rates): counts are of the kept calls, never scaled.
+sampling(Sample, Width) ->
+    Processes = maps:get(processes, Sample, 1),
+    Calls = maps:get(calls, Sample, 1),
+    Parts = [io_lib:format("1 process in ~b kept (by pid hash)", [Processes]) || Processes > 1]
+        ++ [case Calls of
+                0 -> "no call kept (paused)";
+                _ -> io_lib:format("1 call in ~b kept", [Calls])
+            end || Calls =/= 1],
+    case Parts of
+        [] -> [];
+        _ -> wrap("sampling: ", Parts ++ ["counts are of the kept calls, not scaled"], Width)
+    end.
+
 frames(0, _Width) ->
     [];
 frames(Refused, Width) ->
