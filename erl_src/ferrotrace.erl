@@ -40,6 +40,7 @@
 
 %% In the order an operator meets them, as the functions below are.
 -export([session/1, calls/2, processes/2]).
+-export([add/2, remove/2]).
 -export([summary/1, histogram/2, slowest/2, slow_calls/2, recent/1, print_recent/1]).
 -export([report/1, report/2, format/1, help/0]).
 -export([stop/1, release/1, list/0]).
@@ -96,6 +97,8 @@
                      loops := [mfa()],
                      displaced => displacement(),
                      budget => budget(),
+                     changes => [#{at := integer(), added => [mfa_spec()], loops => [mfa()],
+                                   removed => [mfa_spec()]}],
                      events := #{seen := non_neg_integer(), aggregated := non_neg_integer(),
                                  dropped := non_neg_integer(), sampled_out := non_neg_integer(),
                                  limited := non_neg_integer(), ignored := non_neg_integer(),
@@ -118,6 +121,7 @@
                                  too_deep := non_neg_integer()},
                      collector_cpu_ns := non_neg_integer(),
                      aggregators := pos_integer(),
+                     sample => #{processes := pos_integer(), calls := non_neg_integer()},
                      messages => map(), scheduling => map(), gc => map(), processes => map(),
                      ports => map(),
                      nodes => [node()], nodes_down => [node()], by_node => #{node() => summary()}}.
@@ -192,8 +196,17 @@ session(Options) ->
 %% `on_limit => stop | drop': at either limit, `stop' (default) ends the session
 %% (its `stop_reason' is `limit'; the VM unhooks every tracee at its next event), `drop'
 %% keeps it and counts the excess as `limited'.</li>
-%% <li>`sample => N': keep the events of 1 process in N (by pid hash; default 1, all), so
-%% calls and returns stay paired; the rest are counted as `sampled_out'.</li>
+%% <li>`sample => N | {processes, N} | {calls, N}' (N from 1 to 1000000; default 1, all):
+%% `N' and `{processes, N}' keep the events of 1 process in N, by pid hash, so a process
+%% is kept or not as a whole (a few busy processes may all be left out); `{calls, N}' keeps
+%% 1 call in N of every process, drawn at random on the scheduler before the match spec
+%% runs, so every busy process is sampled. Either way a refused call is answered `discard':
+%% the VM makes no event and pushes no return frame, so calls and returns stay paired.
+%% Each refused call is one event counted as `sampled_out' (its return never exists; with
+%% `{calls, N}' not per function: the refusal is decided before the function's figures are
+%% reached). Counts and latencies are of the kept calls, never scaled; the summary's
+%% `sample' and the report's header say the rate. `ferrotrace_tracer:session_set_call_sample/2'
+%% changes the per-call rate while the session runs (0: keep no call).</li>
 %% <li>`pids => all | new | existing | [pid()]': the processes to trace (default `all');
 %% `scope => local | global': `local' (default) traces local calls too.</li>
 %% <li>`owner => pid() | none': who the session belongs to; it stops when its owner exits.
@@ -294,7 +307,8 @@ processes(Kinds, Options) ->
 %% drained it, of `ring_size'; `longest_gap_us', the longest time between two drains while
 %% the session ran: a ring that fills in less than that gap drops, see `report/1');
 %% `stacks' (`paths' kept for the `collapsed' export, returned calls not kept: `overflow'
-%% past 10,000 paths, `too_deep' past 64 frames).
+%% past 10,000 paths, `too_deep' past 64 frames); `sample' (the current rates: `processes',
+%% 1 process in N kept, and `calls', 1 call in N, 0 none; see `sample' in {@link calls/2}).
 %% `memory' is what the session holds, in bytes, by part, and their `total':
 %% `ring_bytes' (event rings, one per scheduler thread that traced: exact), `term_rings'
 %% (with `args' or `key': the term rings, their buffers and the copies drained from them),
@@ -346,6 +360,9 @@ processes(Kinds, Options) ->
 %% oldest first; `rate_changes_total' counts them all), `shed' (functions whose patterns
 %% were taken off: `#{mfa, rate, shed_at}' with `rate' the estimated calls per second when
 %% shed and `restored_at' once put back; the last 100) and `shed_now'.
+%% `changes' is there once {@link add/2} or {@link remove/2} changed the session: the latest
+%% 20, oldest first, `#{at, added, loops}' or `#{at, removed}' (`at' in ms, `loops' the added
+%% functions traced count-only); the report prints them on a `changes:' line.
 -spec summary(session() | pid()) -> summary() | {error, term()}.
 summary(Session) ->
     with_session(Session, fun ferrotrace_local:summary/3, fun ferrotrace_cluster:summary/1).
@@ -401,6 +418,45 @@ print_recent(Session) ->
         {error, _} = Error -> Error;
         Events -> io:put_chars(ferrotrace_recent:lines(Events))
     end.
+
+%%--------------------------------------------------------------------------------------
+%% Changing a running session
+
+%% @doc Traces the functions of `Spec' (any spec {@link calls/2} takes) too, in a running
+%% `calls/2' or `processes/2' session, without stopping it: on OTP 25 and 26, where a second
+%% session is refused while the first holds the processes (`already_traced'), this is the way
+%% to look at one more function. The new functions are checked and set as at a start: the
+%% session's `scope', keys (`callers => true' adds the caller to the new clauses; a spec that
+%% sets `message' needs a session that keeps keys) and `args'; server loops among them traced
+%% count-only before their first call; on OTP 25 and 26 a function another session traces
+%% with another match spec is refused (`{error, {pattern_conflict, Spec, Session}}'), and
+%% ferrotrace's own modules never traced. `max_functions' holds for the whole session.
+%% Answers `{ok, #{added => [Spec], loops => [MFA], functions => N}}' (`loops' those traced
+%% count-only, `functions' how many the VM matched), or `{error, Reason}' with nothing
+%% changed: `{already_in_session, Spec, Pattern, Hint}' for functions it traces already,
+%% `{session_stopped, Id, Hint}', `{raw_session, Id, Hint}' for {@link session/1}'s, the
+%% errors of calls/2 for a bad spec. A cluster session adds on every node, or on none
+%% (`{error, {node, Node, Reason}}'), and answers the nodes' `by_node' too. The summary's
+%% `changes' lists what was added and removed, and when.
+-spec add(session() | pid(), spec() | [spec()]) -> {ok, #{added := [mfa_spec()], loops := [mfa()],
+                                                           functions := non_neg_integer(),
+                                                           by_node => map()}} | {error, term()}.
+add(Session, Spec) ->
+    with_session(Session, fun(Id, _, _) -> ferrotrace_local:add(Id, Spec) end,
+                 fun(Cluster) -> ferrotrace_cluster:add(Cluster, Spec) end).
+
+%% @doc Takes the patterns of a running session that `Spec' matches off (`{M, F, A}' with
+%% `` '_' '' wildcards, or a spec string; whole patterns: a spec that would cut a hole in one,
+%% `{m, f, 1}' of a session on `` {m, '_', '_'} '', is refused, `{part_of_pattern, Spec,
+%% Pattern, Hint}'). Its functions are no longer traced; calls running now still pair, and
+%% their figures stay in the summary. Answers `{ok, #{removed => [Spec]}}', or `{error,
+%% Reason}': `{not_in_session, Specs, Patterns}', as {@link add/2} for a stopped or raw
+%% session. A cluster session removes on every node.
+-spec remove(session() | pid(), spec() | [spec()]) ->
+          {ok, #{removed := [mfa_spec()], by_node => map()}} | {error, term()}.
+remove(Session, Spec) ->
+    with_session(Session, fun(Id, _, _) -> ferrotrace_local:remove(Id, Spec) end,
+                 fun(Cluster) -> ferrotrace_cluster:remove(Cluster, Spec) end).
 
 %%--------------------------------------------------------------------------------------
 %% Reports: text for the shell, scripts and the cheat sheet
@@ -487,7 +543,8 @@ release(Session) ->
     with_session(Session, fun ferrotrace_local:release/3, fun ferrotrace_cluster:release/1).
 
 %% @doc Every session on this node not yet released, oldest first: its `id', `name',
-%% `status', `stop_reason', `spec' (what `calls/2' traces, `raw' for {@link session/1}),
+%% `status', `stop_reason', `spec' (what `calls/2' traces, as {@link add/2} and
+%% {@link remove/2} changed it; `raw' for {@link session/1}),
 %% `owner' (`{shell, GroupLeader}', `{process, Pid}' or `none'), `keeper', `started_at'
 %% and, once the owner left, `left_at' (ms). A cluster session (see `nodes' in
 %% {@link calls/2}) is listed on the node that started it: its `id' and `keeper' are its pid,

@@ -23,7 +23,7 @@
                      max_events => pos_integer() | infinity,
                      max_rate => {pos_integer(), pos_integer()} | infinity,
                      on_limit => stop | drop,
-                     sample => pos_integer(),
+                     sample => pos_integer() | {calls | processes, pos_integer()},
                      slowest => non_neg_integer(),
                      threshold => non_neg_integer() | infinity,
                      max_slow_calls => pos_integer(),

@@ -148,9 +148,11 @@ header(Summary = #{id := Id, status := Status, elapsed_ms := Ms, events := Event
     [wrap("ferrotrace session ", [[Name, ":"], Elapsed], "", Width),
      wrap("events: ", EventParts, Width),
      backlog(Summary, Count(dropped, Events), Width),
+     sampling(maps:get(sample, Summary, #{}), Width),
      wrap("pairing: ", PairingParts, Width),
      frames(Count(frames_refused, Events), Width),
      displaced(maps:get(displaced, Summary, undefined), Width),
+     changes(maps:get(changes, Summary, []), Width),
      budget(maps:get(budget, Summary, undefined), Width),
      Loops].
 
@@ -165,6 +167,20 @@ loop_text(MFA, Calls) ->
 %% Calls refused on the scheduler by the frame bound: their process had as many return-trace
 %% frames open as a process may keep (a loop that waits where the analysis could not see, or
 %% a deep recursion); they are neither timed nor counted in the table.
+%% What `sample' keeps (the current rates): counts are of the kept calls, never scaled.
+sampling(Sample, Width) ->
+    Processes = maps:get(processes, Sample, 1),
+    Calls = maps:get(calls, Sample, 1),
+    Parts = [io_lib:format("1 process in ~b kept (by pid hash)", [Processes]) || Processes > 1]
+        ++ [case Calls of
+                0 -> "no call kept (paused)";
+                _ -> io_lib:format("1 call in ~b kept", [Calls])
+            end || Calls =/= 1],
+    case Parts of
+        [] -> [];
+        _ -> wrap("sampling: ", Parts ++ ["counts are of the kept calls, not scaled"], Width)
+    end.
+
 frames(0, _Width) ->
     [];
 frames(Refused, Width) ->
@@ -242,6 +258,24 @@ percent(E) -> io_lib:format("~.1f %", [E * 100]).
 per_second(R) when R >= 1000000 -> io_lib:format("~.1f M", [R / 1000000]);
 per_second(R) when R >= 1000 -> io_lib:format("~.1f k", [R / 1000]);
 per_second(R) -> integer_to_list(R).
+
+%% What ferrotrace:add/2 and remove/2 changed, and when (the summary keeps the latest 20).
+changes(Changes, Width) ->
+    Parts = [begin
+                 {{_, _, _}, {H, Mi, S}} = calendar:system_time_to_local_time(At, millisecond),
+                 {What, Specs} = case C of
+                                     #{added := Added} -> {"added", Added};
+                                     #{removed := Removed} -> {"removed", Removed}
+                                 end,
+                 io_lib:format("at ~2..0b:~2..0b:~2..0b ~s ~ts", [H, Mi, S, What, lists:join(" ", [spec_name(Spec) || Spec <- Specs])])
+             end || C = #{at := At} <- Changes],
+    case Parts of
+        [] -> [];
+        _ -> wrap("changes: ", Parts, Width)
+    end.
+
+%% A spec as the report names functions; `'_'' stands for any module or name.
+spec_name({M, F, A}) when is_atom(M), is_atom(F) -> ferrotrace_names:mfa({M, F, A}).
 
 plural(1, One, _Many) -> One;
 plural(_, _One, Many) -> Many.
@@ -440,6 +474,7 @@ help() ->
       "  ferrotrace:watch(S)  watch(S, #{interval => 1000, count => 5})  live view\n"
       "  ferrotrace:export(S, json | hdr_log | collapsed | chrome_trace, File)\n"
       "  ferrotrace:stop(S)  release(S)  list()  stop tracing; free; all sessions\n"
+      "  ferrotrace:add(S, Spec)  remove(S, Spec)  change what a running S traces\n"
       "Spec (one, or a list):\n"
       "  M  {M, F, '_'}  {M, F, Arity}  \"m:f/1\"  \"MyApp.Cart.add/2\"  functions\n"
       "  \"m:f(X, _) when X > 10\"  {m, f, fun([X]) when X > 10 -> true end}  filters\n"

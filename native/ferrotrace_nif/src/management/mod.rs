@@ -7,6 +7,7 @@
 //! - `own`, `keys`, `slow`: the parts a call entry adds (own time, keys or callers, slow
 //!   calls), and `session_slow_calls/3`;
 //! - `recent`: the flight recorder;
+//! - `sample`: the per-call rate of a running session, read and changed;
 //! - `activity`: the figures of the kinds other than calls (messages, scheduling, GC,
 //!   processes, ports);
 //! - `export`: histograms as bytes, the HDR log, folded stacks, JSON;
@@ -22,5 +23,6 @@ mod lookup;
 mod own;
 mod recent;
 pub(crate) mod reply;
+mod sample;
 mod session;
 mod slow;
