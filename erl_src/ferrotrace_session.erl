@@ -299,21 +299,11 @@ handle_call(release, _From, State) ->
     {stop, normal, ok, end_session(user, State)};
 handle_call({Switch, _}, _From, State = #state{stopped = true}) when Switch =:= shed; Switch =:= unshed ->
     {reply, {error, stopped}, State};
-handle_call({shed, MFAs}, _From, State = #state{id = Id, backend = Backend, watch = Watch}) ->
-    %% A function taken off is no longer watched for another tool taking it (OTP 25, 26).
-    {Saved, Refused} = ferrotrace_shed:off(Id, Backend, MFAs),
-    Unwatched = case Watch of
-                    none -> none;
-                    _ -> ferrotrace_displaced:remove_functions(Watch, [MFA || {MFA, _, _} <- Saved])
-                end,
-    {reply, {ok, Saved, Refused}, State#state{watch = Unwatched}};
-handle_call({unshed, Saved}, _From, State = #state{id = Id, backend = Backend, watch = Watch}) ->
-    ok = ferrotrace_shed:on(Id, Backend, Saved),
-    Watched = case Watch of
-                  none -> none;
-                  _ -> ferrotrace_displaced:add_functions(Watch, Id, [{MFA, MS} || {MFA, MS, _} <- Saved])
-              end,
-    {reply, ok, State#state{watch = Watched}}.
+handle_call({Switch, Functions}, _From, State = #state{id = Id, backend = Backend, watch = Watch0})
+  when Switch =:= shed; Switch =:= unshed ->
+    %% The overhead budget's patterns off and on (ferrotrace_shed).
+    {Reply, Watch} = ferrotrace_shed:switch(Switch, Functions, {Id, Backend, Watch0}),
+    {reply, Reply, State#state{watch = Watch}}.
 
 %% @private
 -spec handle_cast(term(), #state{}) -> {noreply, #state{}}.

@@ -17,10 +17,27 @@
 %%% </ul>
 -module(ferrotrace_shed).
 
--export([off/3, on/3]).
+-export([switch/3, off/3, on/3]).
 
 -type saved() :: {mfa(), MatchSpec :: [tuple()], local | global}.
 -export_type([saved/0]).
+
+%% @doc The keeper's side (`ferrotrace_session:shed/2', `unshed/2'): `shed' takes
+%% `Functions' (MFAs) off, answering `{ok, Saved, Refused}'; `unshed' puts `Functions'
+%% (saved) back, answering `ok'. On OTP 25 and 26 the functions taken off leave what the
+%% keeper watches for another tool (`Watch', see ferrotrace_displaced; `none' elsewhere),
+%% and come back to it.
+-spec switch(shed | unshed, list(), {ferrotrace_tracer:session_id(), term(), ferrotrace_displaced:watch() | none}) ->
+          {{ok, [saved()], [mfa()]} | ok, ferrotrace_displaced:watch() | none}.
+switch(shed, MFAs, {Id, Backend, Watch}) ->
+    {Saved, Refused} = off(Id, Backend, MFAs),
+    {{ok, Saved, Refused}, watch(Watch, fun(W) -> ferrotrace_displaced:remove_functions(W, [MFA || {MFA, _, _} <- Saved]) end)};
+switch(unshed, Saved, {Id, Backend, Watch}) ->
+    ok = on(Id, Backend, Saved),
+    {ok, watch(Watch, fun(W) -> ferrotrace_displaced:add_functions(W, Id, [{MFA, MS} || {MFA, MS, _} <- Saved]) end)}.
+
+watch(none, _Change) -> none;
+watch(Watch, Change) -> Change(Watch).
 
 %% @doc Takes the patterns of `MFAs' off for session `Id': `{Saved, Refused}', what was
 %% taken off (to give back to {@link on/3}) and the functions left as they were.
