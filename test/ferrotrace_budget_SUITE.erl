@@ -44,7 +44,7 @@ options(_Config) ->
      || Bad <- [0, -0.05, 1.5, 5, five, "0.05"]],
     ?assertMatch({error, {bad_option, {max_overhead, 0.05, <<"the budget sets the per-call", _/binary>>}}},
                  ferrotrace:calls(Spec, #{max_overhead => 0.05, sample => {calls, 10}})),
-    ?assertMatch({error, {unknown_option, max_overhed, <<"one of", _/binary>>}},
+    ?assertMatch({error, {unknown_option, max_overhed, <<"did you mean max_overhead?", _/binary>>}},
                  ferrotrace:calls(Spec, #{max_overhed => 0.05})),
     {ok, Plain} = ferrotrace:calls(Spec, #{duration => 60000}),
     ?assertNot(maps:is_key(budget, ferrotrace:summary(Plain))),
