@@ -299,10 +299,16 @@ handle_call(release, _From, State) ->
     {stop, normal, ok, end_session(user, State)};
 handle_call({Switch, _}, _From, State = #state{stopped = true}) when Switch =:= shed; Switch =:= unshed ->
     {reply, {error, stopped}, State};
-handle_call({Switch, Functions}, _From, State = #state{id = Id, backend = Backend, watch = Watch0})
+handle_call({Switch, Functions}, _From, State = #state{id = Id, backend = Backend, watch = Watch0,
+                                                      calls = Calls})
   when Switch =:= shed; Switch =:= unshed ->
-    %% The overhead budget's patterns off and on (ferrotrace_shed).
-    {Reply, Watch} = ferrotrace_shed:switch(Switch, Functions, {Id, Backend, Watch0}),
+    %% The overhead budget's patterns off and on (ferrotrace_shed), within the patterns the
+    %% session has now (remove/2 may have taken some off meanwhile).
+    Specs = case Calls of
+                #{patterns := Patterns} -> [MFA || #{mfa := MFA} <- Patterns];
+                none -> []
+            end,
+    {Reply, Watch} = ferrotrace_shed:switch(Switch, Functions, {Id, Backend, Watch0, Specs}),
     {reply, Reply, State#state{watch = Watch}}.
 
 %% @private

@@ -26,15 +26,23 @@
 %% `Functions' (MFAs) off, answering `{ok, Saved, Refused}'; `unshed' puts `Functions'
 %% (saved) back, answering `ok'. On OTP 25 and 26 the functions taken off leave what the
 %% keeper watches for another tool (`Watch', see ferrotrace_displaced; `none' elsewhere),
-%% and come back to it.
--spec switch(shed | unshed, list(), {ferrotrace_tracer:session_id(), term(), ferrotrace_displaced:watch() | none}) ->
+%% and come back to it. `Specs' are the session's patterns now: a function none of them
+%% covers any more (taken off by `ferrotrace:remove/2') is neither taken off nor put back.
+-spec switch(shed | unshed, list(),
+             {ferrotrace_tracer:session_id(), term(), ferrotrace_displaced:watch() | none, [ferrotrace:mfa_spec()]}) ->
           {{ok, [saved()], [mfa()]} | ok, ferrotrace_displaced:watch() | none}.
-switch(shed, MFAs, {Id, Backend, Watch}) ->
-    {Saved, Refused} = off(Id, Backend, MFAs),
+switch(shed, MFAs0, {Id, Backend, Watch, Specs}) ->
+    {MFAs, Gone} = lists:partition(fun(MFA) -> covered(MFA, Specs) end, MFAs0),
+    {Saved, Refused0} = off(Id, Backend, MFAs),
+    Refused = Refused0 ++ Gone,
     {{ok, Saved, Refused}, watch(Watch, fun(W) -> ferrotrace_displaced:remove_functions(W, [MFA || {MFA, _, _} <- Saved]) end)};
-switch(unshed, Saved, {Id, Backend, Watch}) ->
+switch(unshed, Saved0, {Id, Backend, Watch, Specs}) ->
+    Saved = [S || S = {MFA, _, _} <- Saved0, covered(MFA, Specs)],
     ok = on(Id, Backend, Saved),
     {ok, watch(Watch, fun(W) -> ferrotrace_displaced:add_functions(W, Id, [{MFA, MS} || {MFA, MS, _} <- Saved]) end)}.
+
+covered(MFA, Specs) ->
+    lists:any(fun(Spec) -> ferrotrace_spec:matches(Spec, MFA) end, Specs).
 
 watch(none, _Change) -> none;
 watch(Watch, Change) -> Change(Watch).
