@@ -34,7 +34,8 @@ summary(Id, _Keeper, Info) ->
         {ok, Summary = #{calls := Calls}} ->
             ByTotal = fun(#{total := A}, #{total := B}) -> A >= B end,
             %% `displaced' (OTP 25 and 26): what the keeper's checks found, absent if none.
-            Merged = maps:merge(Summary, maps:with([displaced], Info)),
+            %% `calibration' and `compensated' (calls/2, ferrotrace_calibrate).
+            Merged = maps:merge(Summary, maps:with([displaced, calibration, compensated], Info)),
             ferrotrace_activity:merge(Id, Info,
                 Merged#{calls := lists:sort(ByTotal, Calls),
                         stacks => stack_counts(Id),

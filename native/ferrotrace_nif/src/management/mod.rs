@@ -4,8 +4,9 @@
 //!
 //! - `session`: start, stop, release; the summary, its call entries, histograms, intervals;
 //!   the patterns and loops the keeper sets;
-//! - `own`, `keys`, `slow`: the parts a call entry adds (own time, keys or callers, slow
-//!   calls), and `session_slow_calls/3`;
+//! - `own`, `probe`, `keys`, `slow`: the parts a call entry adds (own time, the events
+//!   inside its calls and its raw latency, keys or callers, slow calls), and
+//!   `session_slow_calls/3`;
 //! - `recent`: the flight recorder;
 //! - `activity`: the figures of the kinds other than calls (messages, scheduling, GC,
 //!   processes, ports);
@@ -20,6 +21,7 @@ mod export;
 mod keys;
 mod lookup;
 mod own;
+mod probe;
 mod recent;
 pub(crate) mod reply;
 mod session;
