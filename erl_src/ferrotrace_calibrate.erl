@@ -10,8 +10,8 @@
 %%% at the end, before the session's own patterns are set, so its events never reach the
 %%% session's figures or its accounting; it is all over in a few milliseconds (`took_us').
 %%%
-%%% The measurement is of medians over rounds, each phase one after the other; on a loaded
-%%% node a round may be slow, not the median of seven. A result that is not plausible
+%%% Traced and untraced rounds alternate, and each figure is the fastest of its rounds: on
+%%% a loaded node most rounds are slowed, the fastest least. A result that is not plausible
 %%% (a pair costing nothing, or more than `?MAX_PAIR_NS') is an error: the session then runs
 %%% without compensation and its summary says why.
 -module(ferrotrace_calibrate).
@@ -29,19 +29,23 @@
                          split := measured | halved, atom() => term()}.
 -export_type([calibration/0]).
 
--define(DEFAULT_CALLS, 1000).
--define(DEFAULT_ROUNDS, 7).
+-define(DEFAULT_CALLS, 400).
+-define(DEFAULT_ROUNDS, 15).
 -define(DEFAULT_TIMEOUT, 2000).
 %% A traced call pair dearer than this is no measurement of the tracer (the process was
 %% descheduled throughout): refused.
 -define(MAX_PAIR_NS, 100000).
 -define(MFA, {?MODULE, callee, 1}).
+%% The calibrating process's heap (words): a busy process's, not a fresh one's. The VM
+%% builds each event's terms on the tracee's heap, so the collections tracing causes depend
+%% on it: 575 ns per pair with the default 233 words, 505 with 4096, here.
+-define(HEAP_WORDS, 4096).
 -define(PAIR, [{'_', [], [{exception_trace}]}]).
 -define(CALL_ONLY, [{'_', [], []}]).
 
 %% @doc Measures what a traced call costs its caller, in a process of its own: `Options' is
-%% a map of `calls' (per round, default 1000, 100 to 100000), `rounds' (per phase, default
-%% 7, 1 to 101) and `timeout' (ms, default 2000), any of them left out. `{ok, Calibration}',
+%% a map of `calls' (per round, default 400, 100 to 100000), `rounds' (per phase, default
+%% 15, 1 to 101) and `timeout' (ms, default 2000), any of them left out. `{ok, Calibration}',
 %% or `{error, Reason}': bad options, `busy' (another calibration holds the callee for too
 %% long), `timeout', `{traced_by_another_tool, _}' (the process could not be traced by the
 %% throwaway session), `{implausible, Calibration}', `{events_missing, Expected, Seen}', or
@@ -92,7 +96,8 @@ callee(X) ->
 %% The measurement, in a process of its own
 
 run(Calls, Rounds, Timeout) ->
-    {Pid, Monitor} = spawn_monitor(fun() -> exit({calibrated, locked(Calls, Rounds)}) end),
+    {Pid, Monitor} = spawn_opt(fun() -> exit({calibrated, locked(Calls, Rounds)}) end,
+                               [monitor, {min_heap_size, ?HEAP_WORDS}]),
     receive
         {'DOWN', Monitor, process, Pid, {calibrated, Result}} -> Result;
         {'DOWN', Monitor, process, Pid, Reason} -> {error, {calibration_failed, ferrotrace_registry:brief(Reason)}}
@@ -139,21 +144,22 @@ calibrate(Calls, Rounds) ->
             {error, {nif_not_loaded, Reason}}
     end.
 
-%% The three phases' medians (ns per call): untraced, traced with return tracing, traced
-%% without.
+%% The three phases' figures (ns per call): untraced, traced with return tracing, traced
+%% without. Traced and untraced rounds alternate (the process's trace flag goes on and
+%% off, which is cheap; a pattern change is not), so that a load that comes and goes
+%% weighs on both alike; each phase's figure is its fastest round, the one least disturbed.
 traced(Id, Calls, Rounds) ->
-    Untraced = median(Calls, Rounds),
     case trace_self(Id) of
         {ok, Tracing} ->
             try
                 ok = set_pattern(Tracing, ?PAIR),
-                Pair = median(Calls, Rounds),
+                {Untraced1, Pair} = alternate(Tracing, Calls, Rounds),
                 ok = set_pattern(Tracing, ?CALL_ONLY),
                 %% Calls without returns are a loop's to the engine: counted, and kept out
                 %% of the frame bound, which would refuse them past 120.
                 ok = ferrotrace_tracer:session_add_loops(Id, [?MFA]),
-                CallOnly = median(Calls, Rounds),
-                {ok, {Untraced, Pair, CallOnly}}
+                {Untraced2, CallOnly} = alternate(Tracing, Calls, Rounds),
+                {ok, {min(Untraced1, Untraced2), Pair, CallOnly}}
             after
                 untrace(Tracing)
             end;
@@ -161,24 +167,44 @@ traced(Id, Calls, Rounds) ->
             Error
     end.
 
+alternate(Tracing, Calls, Rounds) ->
+    Times = [{begin ok = trace_flag(Tracing, false), round_ns(Calls) end,
+              begin ok = trace_flag(Tracing, true), round_ns(Calls) end}
+             || _ <- lists:seq(1, Rounds)],
+    ok = trace_flag(Tracing, false),
+    {lists:min([U || {U, _} <- Times]) / Calls, lists:min([T || {_, T} <- Times]) / Calls}.
+
+%% Traced by the throwaway session, the flag off for now.
 trace_self(Id) ->
     case trace_sessions() of
         true ->
             Session = trace_call(session_create, [?MODULE, {ferrotrace_tracer, Id}, []]),
-            _ = trace_call(process, [Session, self(), true, [call]]),
             {ok, {trace_session, Session}};
         false ->
             try erlang:trace(self(), true, [call, {tracer, ferrotrace_tracer, Id}]) of
-                _ -> {ok, legacy}
+                _ ->
+                    _ = erlang:trace(self(), false, [call]),
+                    {ok, {legacy, Id}}
             catch
                 error:badarg -> {error, {traced_by_another_tool, erlang:trace_info(self(), tracer)}}
             end
     end.
 
+trace_flag({trace_session, Session}, On) ->
+    _ = trace_call(process, [Session, self(), On, [call]]),
+    ok;
+trace_flag({legacy, Id}, true) ->
+    %% The tracer again each time: a process with no flag left has none.
+    _ = erlang:trace(self(), true, [call, {tracer, ferrotrace_tracer, Id}]),
+    ok;
+trace_flag({legacy, _Id}, false) ->
+    _ = erlang:trace(self(), false, [call]),
+    ok.
+
 set_pattern({trace_session, Session}, MatchSpec) ->
     1 = trace_call(function, [Session, ?MFA, MatchSpec, [local]]),
     ok;
-set_pattern(legacy, MatchSpec) ->
+set_pattern({legacy, _Id}, MatchSpec) ->
     1 = erlang:trace_pattern(?MFA, MatchSpec, [local]),
     ok.
 
@@ -186,15 +212,10 @@ untrace({trace_session, Session}) ->
     _ = trace_call(function, [Session, ?MFA, false, [local]]),
     _ = trace_call(session_destroy, [Session]),
     ok;
-untrace(legacy) ->
+untrace({legacy, _Id}) ->
     _ = erlang:trace_pattern(?MFA, false, [local]),
     _ = erlang:trace(self(), false, [call]),
     ok.
-
-%% The median over `Rounds' of the time per call of `Calls' calls, ns.
-median(Calls, Rounds) ->
-    Times = lists:sort([round_ns(Calls) || _ <- lists:seq(1, Rounds)]),
-    lists:nth((Rounds + 1) div 2, Times) / Calls.
 
 round_ns(Calls) ->
     T0 = erlang:monotonic_time(nanosecond),

@@ -1,0 +1,114 @@
+%%% @doc The probe effect (`compensate', `calibration', `inner_events'): a function that
+%%% calls a traced callee 50 times is timed by its caller untraced, then traced with its
+%%% callee; its raw p50 must be visibly inflated and its compensated p50 near the untraced
+%%% time. Medians of thousands of runs: other work on the machine slows a few of them.
+-module(ferrotrace_probe_SUITE).
+
+-include("support/ft_ct.hrl").
+
+-export([compensated_near_untraced/1, summary_and_report/1, not_compensated/1, bad_input/1]).
+
+-define(OUTER, {ft_probe_target, outer, 0}).
+-define(CALLEE, {ft_probe_target, callee, 1}).
+-define(RUNS, 3000).
+-define(LONG, 120000).
+
+suite() ->
+    [{ct_hooks, [{ft_ct, [ft_probe_target]}]}].
+
+all() ->
+    [compensated_near_untraced, summary_and_report, not_compensated, bad_input].
+
+%%--------------------------------------------------------------------------------------
+
+%% Untraced, outer/0 takes U (median of its caller's timings); traced with its callee (50
+%% calls inside each call), its raw p50 is at least 1.5 U, its compensated p50 within 25 %
+%% of U.
+-spec compensated_near_untraced(config()) -> ok.
+compensated_near_untraced(_Config) ->
+    _ = ft_probe_target:timed_outer(200),
+    Untraced = median(ft_probe_target:timed_outer(?RUNS)),
+    {ok, S} = ferrotrace:calls([?OUTER, ?CALLEE], #{duration => ?LONG}),
+    TracedByCaller = median(ft_probe_target:timed_outer(?RUNS)),
+    ok = ferrotrace:stop(S),
+    Summary = #{calibration := Calibration} = ferrotrace:summary(S),
+    #{p50 := P50, raw := #{p50 := RawP50}, inner_events := Inner} = entry(Summary, ?OUTER),
+    ct:pal("untraced p50 ~b ns (caller), traced ~b ns (caller); raw p50 ~b ns, compensated p50 ~b ns "
+           "(~.1f % of untraced)~ncalibration ~p~ninner events ~p",
+           [Untraced, TracedByCaller, RawP50, P50, 100 * P50 / Untraced, Calibration, Inner]),
+    ?assertMatch(#{compensated := true, calibration := #{call_ns := _, return_ns := _}}, Summary),
+    ?assertMatch(#{mean := 100.0, max := 100}, Inner),
+    ?assert(RawP50 >= 1.5 * Untraced),
+    ?assert(abs(P50 - Untraced) =< 0.25 * Untraced),
+    ok.
+
+%% The summary's figures (calibration, inner events, raw and compensated latencies), the
+%% events accounted exactly (the calibration's are not the session's), and the report's
+%% lines within the width.
+-spec summary_and_report(config()) -> ok.
+summary_and_report(_Config) ->
+    {ok, S} = ferrotrace:calls([?OUTER, ?CALLEE], #{duration => ?LONG}),
+    _ = ft_probe_target:timed_outer(100),
+    ok = ferrotrace:stop(S),
+    Summary = ferrotrace:summary(S),
+    #{calibration := #{call_ns := C, return_ns := R, pair_ns := Pair, calls := Calls, took_us := Took}} = Summary,
+    ?assert(C > 0 andalso R >= 0 andalso Pair =:= C + R andalso Calls > 1000 andalso Took > 0),
+    Outer = entry(Summary, ?OUTER),
+    Callee = entry(Summary, ?CALLEE),
+    ?assertMatch(#{count := 100, inner_events := #{mean := 100.0, max := 100, total := 10000}}, Outer),
+    ?assertMatch(#{count := 5000, inner_events := #{mean := 0.0, max := 0, total := 0}}, Callee),
+    %% What was taken out: each call's 50 calls and 50 returns at the calibrated cost.
+    #{inner_events := #{compensated_ns := Taken}, raw := #{total := RawTotal}, total := Total} = Outer,
+    ?assert(Taken =< 100 * 50 * (C + R) andalso Taken > 0),
+    ?assert(Total < RawTotal),
+    %% Nothing taken out of a call with nothing inside: raw and compensated are one.
+    ?assertEqual(maps:get(total, Callee), maps:get(total, maps:get(raw, Callee))),
+    %% Exactly the session's events: 2 per call of the two functions, nothing else.
+    ?assertMatch(#{events := #{seen := 10200, aggregated := 10200}}, Summary),
+    {ok, Text} = ft_ct:capture(fun() -> ferrotrace:report(S, #{width => 60}) end),
+    ct:pal("~ts", [Text]),
+    ?assertNotEqual(nomatch, string:find(Text, "probe effect: compensated")),
+    ?assertNotEqual(nomatch, string:find(Text, "ft_probe_target:outer/0: ")),
+    ?assertNotEqual(nomatch, string:find(Text, "% of this latency is tracing:")),
+    ?assertNotEqual(nomatch, string:find(Text, "100 traced events inside each call (taken out)")),
+    ?assertEqual([], [L || L <- string:split(Text, "\n", all), string:length(L) > 60]),
+    ok.
+
+%% `compensate => false': the calibration is shown, the latencies are as measured (no
+%% `raw'), the inner events counted.
+-spec not_compensated(config()) -> ok.
+not_compensated(_Config) ->
+    {ok, S} = ferrotrace:calls([?OUTER, ?CALLEE], #{duration => ?LONG, compensate => false}),
+    _ = ft_probe_target:timed_outer(50),
+    ok = ferrotrace:stop(S),
+    Summary = ferrotrace:summary(S),
+    ?assertMatch(#{compensated := false, calibration := #{call_ns := _}}, Summary),
+    Outer = entry(Summary, ?OUTER),
+    ?assertMatch(#{inner_events := #{total := 5000, compensated_ns := 0}}, Outer),
+    ?assertNot(maps:is_key(raw, Outer)),
+    {ok, Text} = ft_ct:capture(fun() -> ferrotrace:report(S) end),
+    ?assertNotEqual(nomatch, string:find(Text, "probe effect: not compensated")),
+    ok.
+
+%% Bad input is refused with what is accepted; a calibration by itself works.
+-spec bad_input(config()) -> ok.
+bad_input(_Config) ->
+    ?assertMatch({error, {bad_option, {compensate, maybe, _}}},
+                 ferrotrace:calls([?OUTER], #{compensate => maybe})),
+    ?assertMatch({error, {bad_options, #{calls := 1}, _}}, ferrotrace_calibrate:measure(#{calls => 1})),
+    ?assertMatch({error, {bad_options, #{other := 1}, _}}, ferrotrace_calibrate:measure(#{other => 1})),
+    ?assertMatch({error, {bad_options, [], _}}, ferrotrace_calibrate:measure([])),
+    ?assertMatch({ok, #{call_ns := _, return_ns := _, split := _}}, ferrotrace_calibrate:measure(#{rounds => 3})),
+    %% Nothing left behind: no session, no pattern on the calibration's callee.
+    ?assertEqual([], ferrotrace_tracer:sessions()),
+    ?assertEqual({traced, false}, erlang:trace_info({ferrotrace_calibrate, callee, 1}, traced)),
+    ok.
+
+%%--------------------------------------------------------------------------------------
+
+median(Times) ->
+    lists:nth(length(Times) div 2 + 1, lists:sort(Times)).
+
+entry(#{calls := Calls}, MFA) ->
+    [Entry] = [E || E = #{mfa := M} <- Calls, M =:= MFA],
+    Entry.
