@@ -44,8 +44,8 @@
 -define(CALL_ONLY, [{'_', [], []}]).
 
 %% @doc Measures what a traced call costs its caller, in a process of its own: `Options' is
-%% a map of `calls' (per round, default 400, 100 to 100000), `rounds' (per phase, default
-%% 15, 1 to 101) and `timeout' (ms, default 2000), any of them left out. `{ok, Calibration}',
+%% a map of `calls' (per round, default 400, 100 to 20000), `rounds' (per phase, default
+%% 15, 1 to 51) and `timeout' (ms, default 2000, 1 to 10000), any of them left out. `{ok, Calibration}',
 %% or `{error, Reason}': bad options, `busy' (another calibration holds the callee for too
 %% long), `timeout', `{traced_by_another_tool, _}' (the process could not be traced by the
 %% throwaway session), `{implausible, Calibration}', `{events_missing, Expected, Seen}', or
@@ -56,13 +56,13 @@ measure(Options) when is_map(Options) ->
     Rounds = maps:get(rounds, Options, ?DEFAULT_ROUNDS),
     Timeout = maps:get(timeout, Options, ?DEFAULT_TIMEOUT),
     case maps:keys(maps:without([calls, rounds, timeout], Options)) of
-        [] when is_integer(Calls), Calls >= 100, Calls =< 100000,
-                is_integer(Rounds), Rounds >= 1, Rounds =< 101,
-                is_integer(Timeout), Timeout >= 1, Timeout =< 60000 ->
+        [] when is_integer(Calls), Calls >= 100, Calls =< 20000,
+                is_integer(Rounds), Rounds >= 1, Rounds =< 51,
+                is_integer(Timeout), Timeout >= 1, Timeout =< 10000 ->
             run(Calls, Rounds, Timeout);
         _ ->
             {error, {bad_options, Options,
-                     <<"a map of calls (100 to 100000), rounds (1 to 101), timeout (ms, 1 to 60000)">>}}
+                     <<"a map of calls (100 to 20000), rounds (1 to 51), timeout (ms, 1 to 10000)">>}}
     end;
 measure(Options) ->
     {error, {bad_options, Options, <<"a map of calls, rounds and timeout">>}}.
