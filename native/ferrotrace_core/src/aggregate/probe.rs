@@ -248,6 +248,22 @@ mod tests {
     }
 
     #[test]
+    fn merged_parts_keep_raw_and_inner_events() {
+        // Part a: f with g inside (something taken out); part b: f alone (no raw kept).
+        let mut a = Aggregator::new(10, 100).with_compensation(Some(COST));
+        feed(&mut a, &[(Call, 1, F, 0), (Call, 1, G, 1), (Return, 1, G, 2), (Return, 1, F, 40)]);
+        let mut b = Aggregator::new(10, 100).with_compensation(Some(COST));
+        feed(&mut b, &[(Call, 2, F, 0), (Return, 2, F, 8)]);
+        for merged in [Aggregator::merged(&[&a, &b]), Aggregator::merged(&[&b, &a])] {
+            let f = merged.function(&F).unwrap();
+            let raw = f.raw.as_ref().unwrap();
+            assert_eq!((f.total_ns, raw.total_ns, raw.latency.len(), raw.latency.max()), (35 + 8, 48, 2, 40));
+            assert_eq!(f.inner, InnerEvents { total: 2, max: 2, compensated_ns: 5 });
+            assert_eq!(merged.compensation(), Some(COST));
+        }
+    }
+
+    #[test]
     fn compensation_arithmetic() {
         assert_eq!(COST.cost(Inner { calls: 50, returns: 50 }), 250);
         assert_eq!(COST.compensated(1_000, 400, Inner { calls: 3, returns: 3 }, Inner { calls: 1, returns: 1 }), (985, 590));
