@@ -96,14 +96,20 @@ callee(X) ->
 %% The measurement, in a process of its own
 
 run(Calls, Rounds, Timeout) ->
-    {Pid, Monitor} = spawn_opt(fun() -> exit({calibrated, locked(Calls, Rounds)}) end,
+    {Parent, Ref} = {self(), make_ref()},
+    {Pid, Monitor} = spawn_opt(fun() -> Parent ! {Ref, locked(Calls, Rounds)} end,
                                [monitor, {min_heap_size, ?HEAP_WORDS}]),
     receive
-        {'DOWN', Monitor, process, Pid, {calibrated, Result}} -> Result;
-        {'DOWN', Monitor, process, Pid, Reason} -> {error, {calibration_failed, ferrotrace_registry:brief(Reason)}}
+        {Ref, Result} ->
+            erlang:demonitor(Monitor, [flush]),
+            Result;
+        {'DOWN', Monitor, process, Pid, Reason} ->
+            {error, {calibration_failed, ferrotrace_registry:brief(Reason)}}
     after Timeout ->
         exit(Pid, kill),
         receive {'DOWN', Monitor, process, Pid, _} -> ok end,
+        %% Sent just before the kill, perhaps.
+        receive {Ref, _} -> ok after 0 -> ok end,
         {error, timeout}
     end.
 
