@@ -38,8 +38,10 @@ compensated_near_untraced(_Config) ->
            [Untraced, TracedByCaller, RawP50, P50, 100 * P50 / Untraced, Calibration, Inner]),
     ?assertMatch(#{compensated := true, calibration := #{call_ns := _, return_ns := _}}, Summary),
     ?assertMatch(#{mean := 100.0, max := 100}, Inner),
-    ?assert(RawP50 >= 1.5 * Untraced),
-    ?assert(abs(P50 - Untraced) =< 0.25 * Untraced),
+    Figures = #{untraced_p50 => Untraced, raw_p50 => RawP50, compensated_p50 => P50,
+                calibration => Calibration, otp => erlang:system_info(otp_release)},
+    RawP50 >= 1.5 * Untraced orelse ct:fail({raw_p50_not_inflated, Figures}),
+    abs(P50 - Untraced) =< 0.25 * Untraced orelse ct:fail({compensated_p50_off, Figures}),
     ok.
 
 %% The summary's figures (calibration, inner events, raw and compensated latencies), the
@@ -56,7 +58,7 @@ summary_and_report(_Config) ->
     Outer = entry(Summary, ?OUTER),
     Callee = entry(Summary, ?CALLEE),
     ?assertMatch(#{count := 100, inner_events := #{mean := 100.0, max := 100, total := 10000}}, Outer),
-    ?assertMatch(#{count := 5000, inner_events := #{mean := 0.0, max := 0, total := 0}}, Callee),
+    ?assertMatch(#{count := 5000, inner_events := #{mean := Zero, max := 0, total := 0}} when Zero == 0, Callee),
     %% What was taken out: each call's 50 calls and 50 returns at the calibrated cost.
     #{inner_events := #{compensated_ns := Taken}, raw := #{total := RawTotal}, total := Total} = Outer,
     ?assert(Taken =< 100 * 50 * (C + R) andalso Taken > 0),
@@ -93,8 +95,8 @@ not_compensated(_Config) ->
 %% Bad input is refused with what is accepted; a calibration by itself works.
 -spec bad_input(config()) -> ok.
 bad_input(_Config) ->
-    ?assertMatch({error, {bad_option, {compensate, maybe, _}}},
-                 ferrotrace:calls([?OUTER], #{compensate => maybe})),
+    ?assertMatch({error, {bad_option, {compensate, sometimes, _}}},
+                 ferrotrace:calls([?OUTER], #{compensate => sometimes})),
     ?assertMatch({error, {bad_options, #{calls := 1}, _}}, ferrotrace_calibrate:measure(#{calls => 1})),
     ?assertMatch({error, {bad_options, #{other := 1}, _}}, ferrotrace_calibrate:measure(#{other => 1})),
     ?assertMatch({error, {bad_options, [], _}}, ferrotrace_calibrate:measure([])),
