@@ -22,15 +22,21 @@ all() ->
 %%--------------------------------------------------------------------------------------
 
 %% Untraced, outer/0 takes U (median of its caller's timings); traced with its callee (50
-%% calls inside each call), its raw p50 is at least 1.5 U, its compensated p50 within 25 %
-%% of U.
+%% calls inside each call), its raw p50 is at least 1.3 U, its compensated p50 within 25 %
+%% of U. Side by side: two workers alike (the callee allocates, so a process's heap weighs
+%% on its time), the session tracing one, run batches in turn, so that a load that comes and
+%% goes weighs on both alike. (The untraced one runs the functions with their patterns set:
+%% the VM checks its flags at each call, a few ns.)
 -spec compensated_near_untraced(config()) -> ok.
 compensated_near_untraced(_Config) ->
-    _ = ft_probe_target:timed_outer(200),
-    Untraced = median(ft_probe_target:timed_outer(?RUNS)),
-    {ok, S} = ferrotrace:calls([?OUTER, ?CALLEE], #{duration => ?LONG}),
-    TracedByCaller = median(ft_probe_target:timed_outer(?RUNS)),
+    [Worker, Other] = [spawn_opt(fun worker/0, [link, {min_heap_size, 8192}]) || _ <- [1, 2]],
+    _ = {run_in(Other, 200), run_in(Worker, 200)},
+    {ok, S} = ferrotrace:calls([?OUTER, ?CALLEE], #{duration => ?LONG, pids => [Worker]}),
+    Batches = [{run_in(Other, ?RUNS div 10), run_in(Worker, ?RUNS div 10)} || _ <- lists:seq(1, 10)],
+    Untraced = median(lists:append([U || {U, _} <- Batches])),
+    TracedByCaller = median(lists:append([T || {_, T} <- Batches])),
     ok = ferrotrace:stop(S),
+    [begin unlink(P), exit(P, kill) end || P <- [Worker, Other]],
     Summary = #{calibration := Calibration} = ferrotrace:summary(S),
     #{p50 := P50, raw := #{p50 := RawP50}, inner_events := Inner} = entry(Summary, ?OUTER),
     ct:pal("untraced p50 ~b ns (caller), traced ~b ns (caller); raw p50 ~b ns, compensated p50 ~b ns "
@@ -40,7 +46,7 @@ compensated_near_untraced(_Config) ->
     ?assertMatch(#{mean := 100.0, max := 100}, Inner),
     Figures = #{untraced_p50 => Untraced, raw_p50 => RawP50, compensated_p50 => P50,
                 calibration => Calibration, otp => erlang:system_info(otp_release)},
-    RawP50 >= 1.5 * Untraced orelse ct:fail({raw_p50_not_inflated, Figures}),
+    RawP50 >= 1.3 * Untraced orelse ct:fail({raw_p50_not_inflated, Figures}),
     abs(P50 - Untraced) =< 0.25 * Untraced orelse ct:fail({compensated_p50_off, Figures}),
     ok.
 
@@ -107,6 +113,15 @@ bad_input(_Config) ->
     ok.
 
 %%--------------------------------------------------------------------------------------
+
+%% A process that runs outer/0 when asked, timing each call.
+worker() ->
+    receive {run, From, Runs} -> From ! {self(), ft_probe_target:timed_outer(Runs)} end,
+    worker().
+
+run_in(Worker, Runs) ->
+    Worker ! {run, self(), Runs},
+    receive {Worker, Times} -> Times after 60000 -> error(worker_timeout) end.
 
 median(Times) ->
     lists:nth(length(Times) div 2 + 1, lists:sort(Times)).
