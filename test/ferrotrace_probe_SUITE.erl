@@ -10,6 +10,8 @@
 
 -define(OUTER, {ft_probe_target, outer, 0}).
 -define(CALLEE, {ft_probe_target, callee, 1}).
+-define(THIN_OUTER, {ft_probe_target, thin_outer, 0}).
+-define(THIN, {ft_probe_target, thin, 1}).
 -define(RUNS, 3000).
 -define(LONG, 120000).
 
@@ -55,8 +57,9 @@ compensated_near_untraced(_Config) ->
 %% lines within the width.
 -spec summary_and_report(config()) -> ok.
 summary_and_report(_Config) ->
-    {ok, S} = ferrotrace:calls([?OUTER, ?CALLEE], #{duration => ?LONG}),
+    {ok, S} = ferrotrace:calls([?OUTER, ?CALLEE, ?THIN_OUTER, ?THIN], #{duration => ?LONG}),
     _ = ft_probe_target:timed_outer(100),
+    _ = [ft_probe_target:thin_outer() || _ <- lists:seq(1, 100)],
     ok = ferrotrace:stop(S),
     Summary = ferrotrace:summary(S),
     #{calibration := #{call_ns := C, return_ns := R, pair_ns := Pair, calls := Calls, took_us := Took}} = Summary,
@@ -71,12 +74,13 @@ summary_and_report(_Config) ->
     ?assert(Total < RawTotal),
     %% Nothing taken out of a call with nothing inside: raw and compensated are one.
     ?assertEqual(maps:get(total, Callee), maps:get(total, maps:get(raw, Callee))),
-    %% Exactly the session's events: 2 per call of the two functions, nothing else.
-    ?assertMatch(#{events := #{seen := 10200, aggregated := 10200}}, Summary),
+    %% Exactly the session's events: 2 per call of the four functions, nothing else.
+    ?assertMatch(#{events := #{seen := 20400, aggregated := 20400}}, Summary),
     {ok, Text} = ft_ct:capture(fun() -> ferrotrace:report(S, #{width => 60}) end),
     ct:pal("~ts", [Text]),
     ?assertNotEqual(nomatch, string:find(Text, "probe effect: compensated")),
-    ?assertNotEqual(nomatch, string:find(Text, "ft_probe_target:outer/0: ")),
+    %% thin_outer/0's latency is mostly tracing; outer/0's callee works (about 1 us).
+    ?assertNotEqual(nomatch, string:find(Text, "thin_outer/0: ")),
     ?assertNotEqual(nomatch, string:find(Text, "% of this latency is tracing:")),
     ?assertNotEqual(nomatch, string:find(Text, "100 traced events inside each call (taken out)")),
     ?assertEqual([], [L || L <- string:split(Text, "\n", all), string:length(L) > 60]),
