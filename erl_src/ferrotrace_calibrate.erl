@@ -2,9 +2,10 @@
 %%% with this VM and this tracer, measured when a `calls/2' session starts.
 %%%
 %%% A function of this module calls a small function of its own a few thousand times in a
-%%% process of its own: untraced, then traced by a throwaway engine session of its own (with
-%%% `exception_trace', as `calls/2' traces), then traced without return tracing. The
-%%% differences, per call, are what the caller paid for the callee's call and return events
+%%% process of its own (with a busy process's heap), untraced and traced by a throwaway
+%%% engine session of its own: with `exception_trace', as `calls/2' traces, then without
+%%% return tracing. The differences, per call, are what the caller paid for the callee's
+%%% call and return events
 %%% (`call_ns', `return_ns'): what compensation takes out of a call per traced call made
 %%% inside it (see "The probe effect" in doc/slow-calls.md). The throwaway session is released
 %%% at the end, before the session's own patterns are set, so its events never reach the
@@ -45,8 +46,8 @@
 
 %% @doc Measures what a traced call costs its caller, in a process of its own: `Options' is
 %% a map of `calls' (per round, default 400, 100 to 20000), `rounds' (per phase, default
-%% 15, 1 to 51) and `timeout' (ms, default 2000, 1 to 10000), any of them left out. `{ok, Calibration}',
-%% or `{error, Reason}': bad options, `busy' (another calibration holds the callee for too
+%% 15, 1 to 51) and `timeout' (ms, default 2000, 1 to 10000), any of them left out.
+%% `{ok, Calibration}', or `{error, Reason}': bad options, `busy' (another calibration holds the callee for too
 %% long), `timeout', `{traced_by_another_tool, _}' (the process could not be traced by the
 %% throwaway session), `{implausible, Calibration}', `{events_missing, Expected, Seen}', or
 %% what the engine answered.
