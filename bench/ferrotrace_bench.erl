@@ -53,6 +53,7 @@
 -define(SAMPLED_CHUNKS, 200).
 
 -type case_name() :: untraced | floor_discard | floor_noop | ferrotrace | ferrotrace_sampled
+                   | ft_call_sampled | ft_call_paused
                    | ferrotrace_args | floor_noop_keyed | ferrotrace_keyed
                    | process_count | dbg_style_hist.
 -type scenario() :: single | workers.
@@ -127,10 +128,11 @@ scale() ->
 
 all_cases() ->
     [untraced, floor_discard, floor_noop, ferrotrace, ferrotrace_args, ferrotrace_sampled,
-     floor_noop_keyed, ferrotrace_keyed, process_count,
+     ft_call_sampled, ft_call_paused, floor_noop_keyed, ferrotrace_keyed, process_count,
      dbg_style_hist].
 
-is_ferrotrace(C) -> lists:member(C, [ferrotrace, ferrotrace_sampled, ferrotrace_args, ferrotrace_keyed]).
+is_ferrotrace(C) -> lists:member(C, [ferrotrace, ferrotrace_sampled, ferrotrace_args, ferrotrace_keyed,
+                                     ft_call_sampled, ft_call_paused]).
 
 %% The sampled case runs each worker's calls in ?SAMPLED_CHUNKS short-lived processes (traced
 %% through set_on_spawn): `sample' keeps whole processes, so it needs many pids to keep 1 in 10.
@@ -304,6 +306,15 @@ tracer_setup(ferrotrace_keyed, _Events) ->
 tracer_setup(ferrotrace_sampled, _Events) ->
     {ok, S} = ferrotrace:session(#{duration => 3600000, sample => ?SAMPLE}),
     #{flags => [call, set_on_spawn, {tracer, ferrotrace_tracer, S}], session => S};
+%% `sample => {calls, 10}': 1 call in 10 of the one busy process, decided in enabled_call.
+tracer_setup(ft_call_sampled, _Events) ->
+    {ok, S} = ferrotrace:session(#{duration => 3600000, sample => {calls, ?SAMPLE}}),
+    #{flags => [call, {tracer, ferrotrace_tracer, S}], session => S};
+%% Rate 0: every call refused in enabled_call, the floor of a refused call.
+tracer_setup(ft_call_paused, _Events) ->
+    {ok, S} = ferrotrace:session(#{duration => 3600000}),
+    ok = ferrotrace_tracer:session_set_call_sample(S, 0),
+    #{flags => [call, {tracer, ferrotrace_tracer, S}], session => S};
 tracer_setup(process_count, Events) ->
     Parent = self(),
     Pid = spawn_link(fun() -> counter(Parent, Events, 0) end),
@@ -554,6 +565,8 @@ note(Scenario, RoundNo, C, R = #{ft_seen := _}) ->
                    %% A sampled-out call is one event (answered `discard' in enabled_call,
                    %% so the VM pushes no return frame); a kept one two.
                    ferrotrace_sampled -> io_lib:format("(1 in ~p processes kept)", [?SAMPLE]);
+                   ft_call_sampled -> io_lib:format("(1 in ~p calls kept)", [?SAMPLE]);
+                   ft_call_paused -> "(no call kept)";
                    _ -> io_lib:format("(expected ~p events)", [maps:get(events, R)])
                end,
     CollectorNs = case maps:get(ft_collector_ns, R) of
@@ -677,6 +690,18 @@ print_ratios(Single, Workers, FtStatus) ->
     ratio(ferrotrace_sampled_per_call_vs_noop_floor,
           Div(PerCall(Single, ferrotrace_sampled), PerCall(Single, floor_noop)),
           none, none, FtSkipped),
+    %% `sample => {calls, 10}', per traced call, against no sampling: target at most 0.45.
+    ratio(ferrotrace_call_sampled_per_call_vs_ferrotrace,
+          Div(PerCall(Single, ft_call_sampled), PerCall(Single, ferrotrace)),
+          '=<', 0.45, FtSkipped),
+    %% Rate 0: what a refused call costs, against the floor tracer's `discard'.
+    ratio(ferrotrace_call_paused_per_call_vs_discard_floor,
+          Div(PerCall(Single, ft_call_paused), PerCall(Single, floor_discard)),
+          none, none, FtSkipped),
+    Ns = fun(undefined) -> "n/a"; (X) -> fmt(X, 1) end,
+    io:format("refused call (rate 0): ~s ns per call; discard floor ~s; untraced ~s~n",
+              [Ns(PerCall(Single, ft_call_paused)), Ns(PerCall(Single, floor_discard)),
+               Ns(metric_calls(Single, untraced))]),
     ratio(noop_floor_per_event_vs_discard_floor,
           Div(PerEvent(Single, floor_noop), PerEvent(Single, floor_discard)),
           none, none, false),
@@ -688,6 +713,13 @@ print_ratios(Single, Workers, FtStatus) ->
 metric(Results, C, F) ->
     case lists:keyfind(C, 1, Results) of
         {C, R = #{elapsed_ns := _, events := E}} when E > 0 -> F(R);
+        _ -> undefined
+    end.
+
+%% Per call, for a case with no events (untraced).
+metric_calls(Results, C) ->
+    case lists:keyfind(C, 1, Results) of
+        {C, #{elapsed_ns := N, calls := K}} when K > 0 -> N / K;
         _ -> undefined
     end.
 

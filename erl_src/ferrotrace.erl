@@ -40,6 +40,7 @@
 
 %% In the order an operator meets them, as the functions below are.
 -export([session/1, calls/2, processes/2]).
+-export([add/2, remove/2]).
 -export([summary/1, histogram/2, slowest/2, slow_calls/2, recent/1, print_recent/1]).
 -export([report/1, report/2, format/1, help/0]).
 -export([stop/1, release/1, list/0]).
@@ -101,6 +102,8 @@
                      displaced => displacement(),
                      calibration => ferrotrace_calibrate:calibration() | {error, term()},
                      compensated => boolean(),
+                     changes => [#{at := integer(), added => [mfa_spec()], loops => [mfa()],
+                                   removed => [mfa_spec()]}],
                      events := #{seen := non_neg_integer(), aggregated := non_neg_integer(),
                                  dropped := non_neg_integer(), sampled_out := non_neg_integer(),
                                  limited := non_neg_integer(), ignored := non_neg_integer(),
@@ -123,6 +126,7 @@
                                  too_deep := non_neg_integer()},
                      collector_cpu_ns := non_neg_integer(),
                      aggregators := pos_integer(),
+                     sample => #{processes := pos_integer(), calls := non_neg_integer()},
                      messages => map(), scheduling => map(), gc => map(), processes => map(),
                      ports => map(),
                      nodes => [node()], nodes_down => [node()], by_node => #{node() => summary()}}.
@@ -139,8 +143,9 @@
 
 %% @doc Creates a session for raw use as `{tracer, ferrotrace_tracer, Session}' with
 %% `erlang:trace/3'; you set the trace patterns (with `return_trace' or `exception_trace'
-%% for latencies). The session belongs to the caller (see `owner' in {@link calls/2}); an
-%% `owner' that is already gone is refused, `{error, {owner_down, Pid}}' (as by calls/2).
+%% for latencies). The session belongs to the shell it is started from, or has no owner
+%% (see `owner' in {@link calls/2}); an `owner' that is already gone is refused,
+%% `{error, {owner_down, Pid}}' (as by calls/2).
 %% `Options' are those of {@link calls/2} (`h(ferrotrace, calls).' lists them with their
 %% defaults) but `pids', `scope', `also', `callers' and `nodes', which say what calls/2
 %% traces, and `compensate' (a raw session has no calibration); here you set the patterns
@@ -187,13 +192,27 @@ session(Options) ->
 %% `on_limit => stop | drop': at either limit, `stop' (default) ends the session
 %% (its `stop_reason' is `limit'; the VM unhooks every tracee at its next event), `drop'
 %% keeps it and counts the excess as `limited'.</li>
-%% <li>`sample => N': keep the events of 1 process in N (by pid hash; default 1, all), so
-%% calls and returns stay paired; the rest are counted as `sampled_out'.</li>
+%% <li>`sample => N | {processes, N} | {calls, N}' (N from 1 to 1000000; default 1, all):
+%% `N' and `{processes, N}' keep the events of 1 process in N, by pid hash, so a process
+%% is kept or not as a whole (a few busy processes may all be left out); `{calls, N}' keeps
+%% 1 call in N of every process, drawn at random on the scheduler before the match spec
+%% runs, so every busy process is sampled. Either way a refused call is answered `discard':
+%% the VM makes no event and pushes no return frame, so calls and returns stay paired.
+%% Each refused call is one event counted as `sampled_out' (its return never exists; with
+%% `{calls, N}' not per function: the refusal is decided before the function's figures are
+%% reached). Counts and latencies are of the kept calls, never scaled; the summary's
+%% `sample' and the report's header say the rate. `ferrotrace_tracer:session_set_call_sample/2'
+%% changes the per-call rate while the session runs (0: keep no call).</li>
 %% <li>`pids => all | new | existing | [pid()]': the processes to trace (default `all');
 %% `scope => local | global': `local' (default) traces local calls too.</li>
-%% <li>`owner => pid() | none': who the session belongs to (default the caller; in a shell,
-%% the shell's group leader, so the session outlives a crashed evaluator and stops when
-%% the shell is left); `none' needs a finite `duration'. `keep => Ms | infinity': how long
+%% <li>`owner => pid() | none': who the session belongs to; it stops when its owner exits.
+%% By default, in a shell (`erl', `erl -remsh', a release's `remote_console', IEx), the
+%% shell's group leader, so the session outlives a crashed evaluator and stops when the
+%% shell is left; anywhere else (`bin/rel eval', `rpc:call/4', a control tool's eval,
+%% any process) none: the caller of such a call exits as soon as it returns, so the
+%% session runs its `duration', and `duration => infinity' is refused there without an
+%% owner (`{error, {bad_option, {duration, infinity, _}}}'). `owner => self()' ties it to
+%% the calling process; `none' needs a finite `duration'. `keep => Ms | infinity': how long
 %% the figures outlive the owner (default 600000). `name => atom()': a name accepted
 %% wherever a session id is (default none).</li>
 %% <li>`slowest => K': the K slowest calls kept per function (default 10; 0 off), see
@@ -284,7 +303,8 @@ processes(Kinds, Options) ->
 %% drained it, of `ring_size'; `longest_gap_us', the longest time between two drains while
 %% the session ran: a ring that fills in less than that gap drops, see `report/1');
 %% `stacks' (`paths' kept for the `collapsed' export, returned calls not kept: `overflow'
-%% past 10,000 paths, `too_deep' past 64 frames).
+%% past 10,000 paths, `too_deep' past 64 frames); `sample' (the current rates: `processes',
+%% 1 process in N kept, and `calls', 1 call in N, 0 none; see `sample' in {@link calls/2}).
 %% `memory' is what the session holds, in bytes, by part, and their `total':
 %% `ring_bytes' (event rings, one per scheduler thread that traced: exact), `term_rings'
 %% (with `args' or `key': the term rings, their buffers and the copies drained from them),
@@ -335,6 +355,9 @@ processes(Kinds, Options) ->
 %% when new processes go to the other tracer. Such a session's counts miss what was taken,
 %% and its stop leaves the other tool's tracer and match specs in place. Never on OTP 27+,
 %% where sessions coexist.
+%% `changes' is there once {@link add/2} or {@link remove/2} changed the session: the latest
+%% 20, oldest first, `#{at, added, loops}' or `#{at, removed}' (`at' in ms, `loops' the added
+%% functions traced count-only); the report prints them on a `changes:' line.
 -spec summary(session() | pid()) -> summary() | {error, term()}.
 summary(Session) ->
     with_session(Session, fun ferrotrace_local:summary/3, fun ferrotrace_cluster:summary/1).
@@ -392,6 +415,45 @@ print_recent(Session) ->
     end.
 
 %%--------------------------------------------------------------------------------------
+%% Changing a running session
+
+%% @doc Traces the functions of `Spec' (any spec {@link calls/2} takes) too, in a running
+%% `calls/2' or `processes/2' session, without stopping it: on OTP 25 and 26, where a second
+%% session is refused while the first holds the processes (`already_traced'), this is the way
+%% to look at one more function. The new functions are checked and set as at a start: the
+%% session's `scope', keys (`callers => true' adds the caller to the new clauses; a spec that
+%% sets `message' needs a session that keeps keys) and `args'; server loops among them traced
+%% count-only before their first call; on OTP 25 and 26 a function another session traces
+%% with another match spec is refused (`{error, {pattern_conflict, Spec, Session}}'), and
+%% ferrotrace's own modules never traced. `max_functions' holds for the whole session.
+%% Answers `{ok, #{added => [Spec], loops => [MFA], functions => N}}' (`loops' those traced
+%% count-only, `functions' how many the VM matched), or `{error, Reason}' with nothing
+%% changed: `{already_in_session, Spec, Pattern, Hint}' for functions it traces already,
+%% `{session_stopped, Id, Hint}', `{raw_session, Id, Hint}' for {@link session/1}'s, the
+%% errors of calls/2 for a bad spec. A cluster session adds on every node, or on none
+%% (`{error, {node, Node, Reason}}'), and answers the nodes' `by_node' too. The summary's
+%% `changes' lists what was added and removed, and when.
+-spec add(session() | pid(), spec() | [spec()]) -> {ok, #{added := [mfa_spec()], loops := [mfa()],
+                                                           functions := non_neg_integer(),
+                                                           by_node => map()}} | {error, term()}.
+add(Session, Spec) ->
+    with_session(Session, fun(Id, _, _) -> ferrotrace_local:add(Id, Spec) end,
+                 fun(Cluster) -> ferrotrace_cluster:add(Cluster, Spec) end).
+
+%% @doc Takes the patterns of a running session that `Spec' matches off (`{M, F, A}' with
+%% `` '_' '' wildcards, or a spec string; whole patterns: a spec that would cut a hole in one,
+%% `{m, f, 1}' of a session on `` {m, '_', '_'} '', is refused, `{part_of_pattern, Spec,
+%% Pattern, Hint}'). Its functions are no longer traced; calls running now still pair, and
+%% their figures stay in the summary. Answers `{ok, #{removed => [Spec]}}', or `{error,
+%% Reason}': `{not_in_session, Specs, Patterns}', as {@link add/2} for a stopped or raw
+%% session. A cluster session removes on every node.
+-spec remove(session() | pid(), spec() | [spec()]) ->
+          {ok, #{removed := [mfa_spec()], by_node => map()}} | {error, term()}.
+remove(Session, Spec) ->
+    with_session(Session, fun(Id, _, _) -> ferrotrace_local:remove(Id, Spec) end,
+                 fun(Cluster) -> ferrotrace_cluster:remove(Cluster, Spec) end).
+
+%%--------------------------------------------------------------------------------------
 %% Reports: text for the shell, scripts and the cheat sheet
 
 %% @doc Prints the table sorted by total time and, for the top functions, a histogram drawn
@@ -404,7 +466,8 @@ report(Session) ->
 %% `top => N | all' (rows shown, default 20; a line says how many were left out),
 %% `sort => count | total | p99 | max' (default `total'), `mfa => Pattern' (only the
 %% functions matching an `{M, F, A}' with `` '_' '' wildcards or a spec string such as
-%% `"MyApp.Cart"'), `width => Columns' (default the terminal's, else 80) and
+%% `"MyApp.Cart"'), `width => Columns' (default the terminal's, else 80; every table and
+%% section keeps to it, names shortened in the middle where they do not fit) and
 %% `histograms => N' (drawn for the first N rows, default 3). Names print as Erlang or
 %% Elixir writes them; each time column has one unit, shown in its header. For a cluster
 %% session (see `nodes' in {@link calls/2}), `by_node => true' adds a table with one line
@@ -441,8 +504,10 @@ text(Id, Options) ->
             Error;
         Summary ->
             Histogram = fun(Series) -> histogram(Id, Series) end,
+            %% Checked already (report/2), or none (format/1): the width with the default.
+            {ok, #{width := Width}} = ferrotrace_report:check_options(Options),
             [ferrotrace_report:format(Summary, Histogram, Options),
-             ferrotrace_activity_report:format(Summary, Histogram)]
+             ferrotrace_activity_report:format(Summary, Histogram, Width)]
     end.
 
 print({error, _} = Error) -> Error;
@@ -473,7 +538,8 @@ release(Session) ->
     with_session(Session, fun ferrotrace_local:release/3, fun ferrotrace_cluster:release/1).
 
 %% @doc Every session on this node not yet released, oldest first: its `id', `name',
-%% `status', `stop_reason', `spec' (what `calls/2' traces, `raw' for {@link session/1}),
+%% `status', `stop_reason', `spec' (what `calls/2' traces, as {@link add/2} and
+%% {@link remove/2} changed it; `raw' for {@link session/1}),
 %% `owner' (`{shell, GroupLeader}', `{process, Pid}' or `none'), `keeper', `started_at'
 %% and, once the owner left, `left_at' (ms). A cluster session (see `nodes' in
 %% {@link calls/2}) is listed on the node that started it: its `id' and `keeper' are its pid,

@@ -22,7 +22,8 @@ check_kinds(Kinds) when is_list(Kinds) ->
     case proper_list(Kinds) andalso [K || K <- Kinds, not lists:member(K, ?KINDS)] of
         false -> {error, {bad_kinds, Kinds, <<"a list of messages, procs, gc, scheduling, ports">>}};
         [] -> {ok, lists:usort(Kinds)};
-        Bad -> {error, {bad_kinds, Bad, <<"a list of messages, procs, gc, scheduling, ports">>}}
+        [First | _] = Bad ->
+            {error, {bad_kinds, Bad, ferrotrace_options:hinted(First, ?KINDS, <<"a list of messages, procs, gc, scheduling, ports">>)}}
     end;
 check_kinds(Kind) when is_atom(Kind) ->
     %% One kind alone, as an operator types it: processes(messages, #{}).

@@ -40,7 +40,7 @@
 -behaviour(gen_server).
 
 -export([calls/2, calls/4, summary/1, histogram/2, stop/1, release/1, export/3, format/2, status/1]).
--export([slow_calls/3, recent/1]).
+-export([slow_calls/3, recent/1, add/2, remove/2]).
 %% Called on each node through erpc.
 -export([start_part/4, part_figures/2, part_control/2]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
@@ -69,8 +69,7 @@ cluster_calls(Spec, Options = #{nodes := Nodes}) ->
         true when Nodes =:= [node()] ->
             ferrotrace_start:calls(Spec, Rest);
         true ->
-            Owner = maps:get(owner, Rest, self()),
-            case ferrotrace_options:owner(Owner, maps:get(duration, Rest, 10000)) of
+            case ferrotrace_options:owner(Rest) of
                 {ok, Checked} ->
                     calls(Spec, maps:remove(owner, Rest), lists:usort(Nodes), Checked);
                 {error, _} = Error ->
@@ -161,7 +160,7 @@ format(Cluster, Options) ->
                        DownNodes -> io_lib:format("nodes down (left out): ~p~n", [DownNodes])
                    end,
             case maps:get(by_node, Options, false) of
-                true -> [Main, Down, ferrotrace_report:by_node_table(Summary)];
+                true -> [Main, Down, ferrotrace_report:by_node_table(Summary, maps:get(width, Options, ferrotrace_options:default_width()))];
                 false -> [Main, Down]
             end
     end.
@@ -231,6 +230,38 @@ recent(Cluster) ->
     case from_parts(Cluster, ferrotrace_local, recent, fun(Id) -> [Id] end) of
         {error, _} = Error -> Error;
         Lists -> ferrotrace_cluster_merge:recent(Lists)
+    end.
+
+%% @doc `ferrotrace:add(Cluster, Spec)': every live node's session adds `Spec'
+%% (ferrotrace_local:add/2), answers merged (ferrotrace_cluster_merge:changes/1). All or
+%% nothing: when a node refuses, the nodes that added take it off again.
+-spec add(pid(), term()) -> {ok, #{atom() => term()}} | {error, term()}.
+add(Cluster, Spec) ->
+    case replies(Cluster, ferrotrace_local, add, fun(Id) -> [Id, Spec] end) of
+        {ok, Replies} ->
+            case ferrotrace_cluster_merge:changes(Replies) of
+                {ok, _} = Ok ->
+                    Ok;
+                {error, _} = Error ->
+                    Parts = case call(Cluster, parts) of
+                                {ok, P, _} -> P;
+                                {error, _} -> []
+                            end,
+                    _ = [remote_call(Node, ferrotrace_local, remove, [Id, Added], ?CALL_TIMEOUT)
+                         || {Node, {ok, #{added := Added}}} <- Replies, {N, {_, Id}} <- Parts, N =:= Node],
+                    Error
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+%% @doc `ferrotrace:remove(Cluster, Spec)' on every live node's session, as {@link add/2}
+%% (a node that refuses is named; the others have removed it).
+-spec remove(pid(), term()) -> {ok, #{atom() => term()}} | {error, term()}.
+remove(Cluster, Spec) ->
+    case replies(Cluster, ferrotrace_local, remove, fun(Id) -> [Id, Spec] end) of
+        {ok, Replies} -> ferrotrace_cluster_merge:changes(Replies);
+        {error, _} = Error -> Error
     end.
 
 %% The lists `Module:Function(Args(Id))' returns on each live node (see

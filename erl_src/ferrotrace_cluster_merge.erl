@@ -21,7 +21,7 @@
 -module(ferrotrace_cluster_merge).
 
 -export([figures/2, lists/1, summary/2, histogram/2, hdr_log/2, intervals/3,
-         slow_calls/2, recent/1]).
+         slow_calls/2, recent/1, changes/1]).
 
 %% One node's summary and its histograms (`{MFA, V2Binary}').
 -type node_figures() :: {ferrotrace:summary(), [{mfa(), binary()}]}.
@@ -39,6 +39,28 @@
 figures(Down, Replies) ->
     {[{Node, {S, H}} || {Node, {ok, S, H}} <- Replies],
      lists:usort(Down ++ [Node || {Node, R} <- Replies, not is_tuple(R) orelse element(1, R) =/= ok])}.
+
+%% @doc The nodes' answers to `ferrotrace:add/2' or `remove/2' as one: `{ok, Merged}' when
+%% every node answered `{ok, Map}' (its lists joined, `functions' added, each node's
+%% answer in `by_node'), else `{error, {node, Node, Reason}}' for the first that did not.
+-spec changes([{node(), term()}]) -> {ok, #{atom() => term()}} | {error, {node, node(), term()}}.
+changes(Replies) ->
+    case [{Node, R} || {Node, R} <- Replies, not is_tuple(R) orelse element(1, R) =/= ok] of
+        [{Node, {error, Reason}} | _] ->
+            {error, {node, Node, Reason}};
+        [{Node, {badrpc, Reason}} | _] ->
+            {error, {node, Node, Reason}};
+        [{Node, Other} | _] ->
+            {error, {node, Node, Other}};
+        [] ->
+            Maps = [M || {_, {ok, M}} <- Replies, is_map(M)],
+            Joined = lists:foldl(fun(M, Acc) -> maps:fold(fun join/3, Acc, M) end, #{}, Maps),
+            {ok, Joined#{by_node => maps:from_list([{Node, M} || {Node, {ok, M}} <- Replies])}}
+    end.
+
+join(Key, N, Acc) when is_integer(N) -> Acc#{Key => N + maps:get(Key, Acc, 0)};
+join(Key, L, Acc) when is_list(L) -> Acc#{Key => lists:usort(L ++ maps:get(Key, Acc, []))};
+join(Key, V, Acc) -> Acc#{Key => V}.
 
 %% @doc The lists the nodes answered (a node that never called the function has none of
 %% it); the first error only if no node answered a list.

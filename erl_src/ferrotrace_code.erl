@@ -33,25 +33,39 @@
 -define(TRACER, ferrotrace_tracer).
 -define(LOCK, {?MODULE, ?TRACER}).
 
+%% Set by ferrotrace_tracer's on_load function (same key) when the library fails to load.
+-define(LOAD_FAILURE, {ferrotrace_tracer, nif_load_failure}).
+
 %% @doc Makes sure `ferrotrace_tracer' is loaded: at once if it is, else through
-%% `code:ensure_loaded/1' under ferrotrace's load lock.
+%% `code:ensure_loaded/1' under ferrotrace's load lock. When its NIF library fails to load
+%% (an unreadable or missing `priv', a library built for another system), the error names
+%% the file and the reason `erlang:load_nif/2' gave, which the code server would only log:
+%% `{error, {nif_not_loaded, Path, Reason}}'.
 -spec ensure_tracer() -> {module, ferrotrace_tracer} | {error, term()}.
 ensure_tracer() ->
     case erlang:module_loaded(?TRACER) of
         true -> {module, ?TRACER};
-        false -> locked(fun() -> code:ensure_loaded(?TRACER) end)
+        false -> load_failure(locked(fun() -> code:ensure_loaded(?TRACER) end))
     end.
+
+load_failure({error, on_load_failure} = Error) ->
+    case persistent_term:get(?LOAD_FAILURE, none) of
+        {Path, Reason} -> {error, {nif_not_loaded, Path, Reason}};
+        none -> Error
+    end;
+load_failure(Result) ->
+    Result.
 
 %% @doc Unloads and loads `ferrotrace_tracer' again, the safe way (see the module doc): every
 %% session is stopped (`stop_reason' `unload') by the library's unload callback.
 -spec reload_tracer() -> {module, ferrotrace_tracer} | {error, term()}.
 reload_tracer() ->
-    locked(fun() ->
-                   _ = code:purge(?TRACER),
-                   _ = code:delete(?TRACER),
-                   _ = code:purge(?TRACER),
-                   code:ensure_loaded(?TRACER)
-           end).
+    load_failure(locked(fun() ->
+                                _ = code:purge(?TRACER),
+                                _ = code:delete(?TRACER),
+                                _ = code:purge(?TRACER),
+                                code:ensure_loaded(?TRACER)
+                        end)).
 
 %% One load at a time on this node (global's locks work on a node that is not distributed).
 locked(Fun) ->

@@ -45,7 +45,7 @@
 %%% patterns): no check runs for that backend.
 -module(ferrotrace_displaced).
 
--export([new/3, add_functions/3, check/2, interval/0]).
+-export([new/3, add_functions/3, add_patterns/3, remove_functions/2, check/2, interval/0]).
 
 %% OTP 25's spec of erlang:trace_info/2 omits the `{tracer, {Module, State}}' answer.
 -dialyzer({no_match, [check_processes/2]}).
@@ -86,6 +86,20 @@ add_functions(Watch = #{functions := Known}, _Id, Functions) ->
     Mine = [{MFA, MS} || {MFA, MS} <- Functions, ferrotrace_traced:match_spec(MFA) =:= MS],
     New = lists:ukeysort(1, Mine ++ Known),
     Watch#{functions := lists:sublist(New, ?MAX_FUNCTIONS)}.
+
+%% @doc Adds the functions of `Patterns' (claims just set by `ferrotrace:add/2') to what is
+%% watched, as {@link add_functions/3}.
+-spec add_patterns(watch(), ferrotrace_tracer:session_id(), [ferrotrace_registry:pattern()]) -> watch().
+add_patterns(Watch, Id, Patterns) ->
+    add_functions(Watch, Id, expected(Patterns)).
+
+%% @doc Stops watching the functions `Specs' match (their patterns were taken off by
+%% `ferrotrace:remove/2': their match spec gone is no other tool's doing).
+-spec remove_functions(watch(), [ferrotrace:mfa_spec()]) -> watch().
+remove_functions(Watch = #{functions := Known}, Specs) ->
+    Watch#{functions := [F || F = {MFA, _} <- Known,
+                              not lists:any(fun(S) -> ferrotrace_spec:matches(S, MFA) end, Specs)],
+           fn_next := 0}.
 
 %% The functions and match specs `Patterns' set (loops' count-only specs over the pattern's).
 expected(Patterns) ->

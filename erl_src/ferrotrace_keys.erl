@@ -86,7 +86,9 @@ rows(Name, Keys, Width) ->
     [ferrotrace_text:cut(io_lib:format("  ~10s ~9s ~9s  ~s", ["count", "p99", "total", Name]), Width), "\n",
      [[ferrotrace_text:cut(io_lib:format("  ~10b ~9s ~9s  ~ts",
                          [Count, ferrotrace_text:format_ns(P99), ferrotrace_text:format_ns(Total),
-                          key_text(Name, maps:get(Name, K))]), Width), "\n"]
+                          %% Shortened in the middle to what the three figures leave.
+                          ferrotrace_text:shorten(lists:flatten(key_text(Name, maps:get(Name, K))), Width - 35)]),
+                           Width), "\n"]
       || K = #{count := Count, p99 := P99, total := Total} <- Keys]].
 
 %% A caller as `m:f/1 (line 12)', naming the file when it is not the module's own (an

@@ -8,7 +8,7 @@
 %%% (ferrotrace_dispatch:with_id/2), so it answers as the façade does for that id.
 -module(ferrotrace_local).
 
--export([calls/2, summary/1, slow_calls/3, recent/1, stop/1, release/1]).
+-export([calls/2, summary/1, slow_calls/3, recent/1, stop/1, release/1, add/2, remove/2]).
 -export([summary/3, histogram/2, stop/3, release/3]).
 
 -import(ferrotrace_dispatch, [with_id/2, by_keeper/2]).
@@ -34,8 +34,9 @@ summary(Id, _Keeper, Info) ->
         {ok, Summary = #{calls := Calls}} ->
             ByTotal = fun(#{total := A}, #{total := B}) -> A >= B end,
             %% `displaced' (OTP 25 and 26): what the keeper's checks found, absent if none.
-            %% `calibration' and `compensated' (calls/2, ferrotrace_calibrate).
-            Merged = maps:merge(Summary, maps:with([displaced, calibration, compensated], Info)),
+            %% `calibration' and `compensated' (calls/2, ferrotrace_calibrate); `changes': what
+            %% add/2 and remove/2 changed, absent if nothing.
+            Merged = maps:merge(Summary, maps:with([displaced, calibration, compensated, changes], Info)),
             ferrotrace_activity:merge(Id, Info,
                 Merged#{calls := lists:sort(ByTotal, Calls),
                         stacks => stack_counts(Id),
@@ -79,6 +80,27 @@ slow_calls(Id, MFA, Which) ->
 -spec recent(ferrotrace_tracer:session_id()) -> [ferrotrace_recent:event()] | {error, term()}.
 recent(Id) ->
     with_id(Id, fun(Found, _, _) -> ferrotrace_recent:events(Found) end).
+
+%% @doc `ferrotrace:add(Id, Spec)' for a local session's id: its keeper sets the patterns
+%% (ferrotrace_amend); ferrotrace_cluster calls it on each node through `erpc'.
+-spec add(ferrotrace_tracer:session_id(), term()) -> {ok, #{atom() => term()}} | {error, term()}.
+add(Id, Spec) ->
+    with_id(Id, fun(Found, Keeper, _) -> with_keeper(Found, Keeper, fun(K) -> ferrotrace_session:add(K, Spec) end) end).
+
+%% @doc `ferrotrace:remove(Id, Spec)' for a local session's id, as {@link add/2}.
+-spec remove(ferrotrace_tracer:session_id(), term()) -> {ok, #{atom() => term()}} | {error, term()}.
+remove(Id, Spec) ->
+    with_id(Id, fun(Found, Keeper, _) -> with_keeper(Found, Keeper, fun(K) -> ferrotrace_session:remove(K, Spec) end) end).
+
+%% A session with no keeper (released, or from before a registry restart) has no patterns
+%% to change.
+with_keeper(Id, none, _Call) ->
+    case lists:member(Id, ferrotrace_tracer:sessions()) of
+        true -> {error, {no_keeper, Id, <<"this session's keeper is gone: start a new session">>}};
+        false -> {error, {no_such_session, Id}}
+    end;
+with_keeper(_Id, Keeper, Call) ->
+    Call(Keeper).
 
 %% @doc `ferrotrace:stop(Id)' for a local session's id.
 -spec stop(ferrotrace_tracer:session_id()) -> ok | {error, term()}.

@@ -7,13 +7,13 @@
 %%% In the order a call meets them: {@link to_map/1}; the options of reports and the live
 %%% view ({@link check/2}); what `calls/2' and `processes/2' trace ({@link calls/2},
 %%% {@link processes/2}); the options a session's keeper takes ({@link settings/2}, with
-%%% the owner: {@link owner/2}); the answer to an unknown option ({@link explain/2}).
+%%% the owner: {@link owner/1}); the answer to an unknown option ({@link explain/2}).
 -module(ferrotrace_options).
 
 -export([to_map/1, check/2, default_width/0]).
 -export([calls/2, processes/2]).
--export([settings/2, owner/2, pids/1, valid_keep/1]).
--export([explain/2]).
+-export([settings/2, owner/1, pids/1, valid_keep/1]).
+-export([explain/2, hinted/3]).
 -export([start_arguments/3]).  % for ferrotrace_session:start/3
 
 -type options() :: #{duration => pos_integer() | infinity,
@@ -23,7 +23,7 @@
                      max_events => pos_integer() | infinity,
                      max_rate => {pos_integer(), pos_integer()} | infinity,
                      on_limit => stop | drop,
-                     sample => pos_integer(),
+                     sample => pos_integer() | {calls | processes, pos_integer()},
                      slowest => non_neg_integer(),
                      threshold => non_neg_integer() | infinity,
                      max_slow_calls => pos_integer(),
@@ -53,6 +53,8 @@
 -define(CALL_OPTIONS, [pids, scope, also, callers, compensate]).
 -define(SESSION_OPTIONS, [owner, keep, name, intervals, max_intervals]).
 
+%% A session's duration when none is given (ms), as the engine takes it.
+-define(DEFAULT_DURATION, 10000).
 %% Figures of a session whose owner left stay readable this long (ms).
 -define(DEFAULT_KEEP, 600000).
 %% The longest option key given a "did you mean" hint (option names are a few letters long).
@@ -94,7 +96,8 @@ check(Options0, Accepted) ->
     case to_map(Options0) of
         {ok, Options} ->
             case [K || K <- maps:keys(Options), not lists:keymember(K, 1, Accepted)] of
-                [Unknown | _] -> {error, {unknown_option, Unknown, names(Accepted)}};
+                [Unknown | _] ->
+                    {error, {unknown_option, Unknown, hinted(Unknown, [K || {K, _} <- Accepted], names(Accepted))}};
                 [] -> check_each(maps:to_list(maps:merge(maps:from_list(Accepted), Options)), #{})
             end;
         {error, _} = Error ->
@@ -284,7 +287,7 @@ settings(Options, Tracing) ->
                none -> raw;
                #{specs := Specs} -> Specs
            end,
-    case {owner(maps:get(owner, Options, self()), maps:get(duration, Options, 10000)),
+    case {owner(Options),
           valid_keep(Keep), is_atom(Name) andalso Name =/= none} of
         {{error, _} = Error, _, _} ->
             Error;
@@ -302,13 +305,32 @@ settings(Options, Tracing) ->
 valid_keep(infinity) -> true;
 valid_keep(Keep) -> is_integer(Keep) andalso Keep >= 0 andalso Keep =< 7 * 24 * 3600 * 1000.
 
-%% @doc The owner that `owner => Owner' (default the caller) and `duration => Duration'
-%% give. The operator's presence, not a process that happens to run the call: a shell
-%% evaluator is restarted after every exception typed in the shell, so a session started
-%% from a shell belongs to the shell's group leader, which lives as long as the shell
-%% (local, remote over `-remsh' or `remote_console', or IEx) and goes down with its
-%% connection.
--spec owner(term(), term()) -> {ok, ferrotrace_session:owner()} | {error, term()}.
+%% @doc The owner that `owner => Owner' and `duration => Duration' in `Options' give. The
+%% operator's presence, not a process that happens to run the call: a shell evaluator is
+%% restarted after every exception typed in the shell, so a session started from a shell
+%% belongs to the shell's group leader, which lives as long as the shell (local, remote over
+%% `-remsh' or `remote_console', or IEx) and goes down with its connection. Without
+%% `owner', a caller that is not a shell's evaluator (`bin/rel eval', `rpc:call/4', a
+%% control tool's eval: each exits as soon as the call returns) gets no owner, as with
+%% `owner => none': its session runs its finite duration; with `duration => infinity' it
+%% is refused, since nothing would ever stop it.
+-spec owner(map()) -> {ok, ferrotrace_session:owner()} | {error, term()}.
+owner(#{owner := Owner} = Options) ->
+    owner(Owner, maps:get(duration, Options, ?DEFAULT_DURATION));
+owner(Options) when is_map(Options) ->
+    case {shell_evaluator(self()), maps:get(duration, Options, ?DEFAULT_DURATION)} of
+        {true, _} ->
+            {ok, {shell, group_leader()}};
+        {false, infinity} ->
+            {error, {bad_option, {duration, infinity,
+                                  <<"a finite duration, or an owner (owner => self()): started "
+                                    "outside a shell, the session has no owner by default">>}}};
+        {false, _} ->
+            {ok, none}
+    end;
+owner(Options) ->
+    {error, {bad_options, Options, <<"a map of options">>}}.
+
 owner(none, infinity) ->
     {error, {bad_option, {owner, none, <<"owner => none needs a finite duration">>}}};
 owner(none, _Duration) ->
@@ -321,9 +343,22 @@ owner(Pid, _Duration) when is_pid(Pid), node(Pid) =:= node() ->
 owner(Other, _Duration) ->
     {error, {bad_option, {owner, Other, <<"a local pid, or none (needs a finite duration)">>}}}.
 
-%% The Erlang shell keeps its evaluator's pid under `evaluator' in its dictionary, and is
-%% linked to it (shell:start_eval/3, OTP 25 to 29).
-shell_evaluator(Pid) ->
+%% True when `Pid' is the caller and a shell's evaluator, the process that runs what an
+%% operator types:
+%% - the Erlang shell's (`erl', `erl -remsh', a release's `remote_console', which runs
+%%   `erl -remsh'): the shell process runs on the node the commands run on (over -remsh
+%%   only the group leader is remote), is linked to its evaluator and keeps its pid under
+%%   `evaluator' in its dictionary (shell:start_eval/3, OTP 25 to 29);
+%% - IEx's: its evaluator keeps the IEx server's pid under `iex_server' in its own
+%%   dictionary (IEx.Evaluator.init/4; the server is not linked to it: Elixir 1.14 here).
+%% A process spawned from a shell has neither (dictionaries are not inherited); an rpc,
+%% erpc or `bin/rel eval' process has neither.
+shell_evaluator(Pid) when Pid =:= self() ->
+    erlang_shell_evaluator(Pid) orelse iex_evaluator();
+shell_evaluator(_Pid) ->
+    false.
+
+erlang_shell_evaluator(Pid) ->
     {links, Links} = erlang:process_info(Pid, links),
     lists:any(fun(Shell) when is_pid(Shell), node(Shell) =:= node() ->
                       case erlang:process_info(Shell, dictionary) of
@@ -332,6 +367,12 @@ shell_evaluator(Pid) ->
                       end;
                  (_) -> false
               end, Links).
+
+iex_evaluator() ->
+    case get(iex_server) of
+        Server when is_pid(Server), node(Server) =:= node() -> is_process_alive(Server);
+        _ -> false
+    end.
 
 %%--------------------------------------------------------------------------------------
 %% Did you mean
@@ -349,13 +390,22 @@ explain(Result, calls) ->
 explain_with({error, {unknown_option, Key, Engine}}, Own) when is_list(Engine) ->
     Names = lists:usort(Own ++ Engine),
     Accepted = lists:join(", ", [atom_to_list(N) || N <- Names]),
-    Hint = case nearest(Key, Names) of
-               none -> "";
-               Name -> ["; did you mean ", atom_to_list(Name), "?"]
-           end,
-    {error, {unknown_option, Key, iolist_to_binary(["one of ", Accepted, Hint])}};
+    {error, {unknown_option, Key, hinted(Key, Names, ["one of ", Accepted])}};
 explain_with(Result, _Own) ->
     Result.
+
+%% @doc `Accepted' (what an error says is accepted) with, first, the name of `Names'
+%% nearest to `Key' when `Key' looks like a typo of it: `<<"did you mean duration? one of
+%% ...">>'. First, because the shell cuts a long binary and the hint is what an operator
+%% needs.
+-spec hinted(term(), [atom()], unicode:chardata()) -> binary().
+hinted(Key, Names, Accepted) ->
+    case is_list(Names) andalso lists:all(fun is_atom/1, Names) andalso nearest(Key, Names) of
+        Name when is_atom(Name), Name =/= false, Name =/= none ->
+            iolist_to_binary(["did you mean ", atom_to_list(Name), "? ", Accepted]);
+        _ ->
+            iolist_to_binary(Accepted)
+    end.
 
 %% Only a key of a sensible length gets a hint: the distance costs its length times each
 %% name's, and a key is whatever the caller passed (a 1 MB binary took 10 s here). Longer

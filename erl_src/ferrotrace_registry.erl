@@ -29,7 +29,7 @@
 -behaviour(gen_server).
 
 -export([ensure_started/0, register/3, unregister/1, lookup/1, sessions/0, update/2,
-         set_patterns/2, add_loops/2, remove_patterns/1, patterns/1, reap/1, is_keeper/1,
+         set_patterns/2, add_loops/2, remove_patterns/1, remove_patterns/2, patterns/1, reap/1, is_keeper/1,
          brief/1]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 
@@ -171,6 +171,13 @@ add_loops(Id, Loops) ->
 remove_patterns(Id) ->
     call({remove_patterns, Id}).
 
+%% @doc As {@link remove_patterns/1}, only the patterns of session `Id' whose spec is one of
+%% `Specs' (`ferrotrace:remove/2'); the session's other patterns count as another live
+%% session's do: what they need stays.
+-spec remove_patterns(ferrotrace_tracer:session_id(), [ferrotrace:mfa_spec()]) -> ok.
+remove_patterns(Id, Specs) ->
+    call({remove_patterns, Id, Specs}).
+
 %% @doc Called when the keeper of session `Id' was seen to die: if it died without cleaning
 %% up (killed), its engine session is released and its patterns and flags removed now,
 %% before this returns (the registry would do it on the keeper's `DOWN', a little later).
@@ -298,6 +305,8 @@ serve({add_loops, Id, Loops}, _From, Monitors) ->
     {reply, ok, Monitors};
 serve({remove_patterns, Id}, _From, Monitors) ->
     {reply, do_remove_patterns(Id), Monitors};
+serve({remove_patterns, Id, Specs}, _From, Monitors) when is_list(Specs) ->
+    {reply, do_remove_patterns(Id, Specs), Monitors};
 serve(Request, _From, Monitors) ->
     {reply, {error, {bad_request, brief(Request)}}, Monitors}.
 
@@ -357,8 +366,12 @@ do_set_patterns(Id, Patterns) ->
     end.
 
 do_remove_patterns(Id) ->
-    Mine = ets:match_object(?CLAIMS, {{Id, '_'}, '_'}),
-    Others = [P || {{OtherId, _}, P} <- ets:tab2list(?CLAIMS), OtherId =/= Id],
+    do_remove_patterns(Id, all).
+
+do_remove_patterns(Id, Which) ->
+    Mine = [Claim || Claim = {{_, MFA}, _} <- ets:match_object(?CLAIMS, {{Id, '_'}, '_'}),
+                     Which =:= all orelse lists:member(MFA, Which)],
+    Others = [P || {Key, P} <- ets:tab2list(?CLAIMS), not lists:keymember(Key, 1, Mine)],
     Displaced = case ets:lookup(?SESSIONS, Id) of
                     [{Id, _, _, #{displaced := _}}] -> true;
                     _ -> false

@@ -18,7 +18,7 @@
 -define(DISPLACED_NAMED, 10).
 -define(DEFAULT_TOP, 20).
 -define(MIN_NAME, 24).
--export([by_node_table/1]).  % the last section's
+-export([by_node_table/2]).  % the last section's
 
 -type options() :: #{top => pos_integer() | all,
                      sort => count | total | p99 | max,
@@ -149,10 +149,12 @@ header(Summary = #{id := Id, status := Status, elapsed_ms := Ms, events := Event
     [wrap("ferrotrace session ", [[Name, ":"], Elapsed], "", Width),
      wrap("events: ", EventParts, Width),
      backlog(Summary, Count(dropped, Events), Width),
+     sampling(maps:get(sample, Summary, #{}), Width),
      wrap("pairing: ", PairingParts, Width),
      frames(Count(frames_refused, Events), Width),
      displaced(maps:get(displaced, Summary, undefined), Width),
      probe(Summary, Width),
+     changes(maps:get(changes, Summary, []), Width),
      Loops].
 
 %% The probe effect (calls/2 sessions): what a traced call costs its caller here, and
@@ -208,6 +210,20 @@ loop_text(MFA, Calls) ->
 %% Calls refused on the scheduler by the frame bound: their process had as many return-trace
 %% frames open as a process may keep (a loop that waits where the analysis could not see, or
 %% a deep recursion); they are neither timed nor counted in the table.
+%% What `sample' keeps (the current rates): counts are of the kept calls, never scaled.
+sampling(Sample, Width) ->
+    Processes = maps:get(processes, Sample, 1),
+    Calls = maps:get(calls, Sample, 1),
+    Parts = [io_lib:format("1 process in ~b kept (by pid hash)", [Processes]) || Processes > 1]
+        ++ [case Calls of
+                0 -> "no call kept (paused)";
+                _ -> io_lib:format("1 call in ~b kept", [Calls])
+            end || Calls =/= 1],
+    case Parts of
+        [] -> [];
+        _ -> wrap("sampling: ", Parts ++ ["counts are of the kept calls, not scaled"], Width)
+    end.
+
 frames(0, _Width) ->
     [];
 frames(Refused, Width) ->
@@ -247,6 +263,24 @@ displaced(#{at := At, processes := N, functions := Functions, by := By} = D, Wid
     wrap("displaced: ", Took ++ Replaced, Width);
 displaced(_, _Width) ->
     [].
+
+%% What ferrotrace:add/2 and remove/2 changed, and when (the summary keeps the latest 20).
+changes(Changes, Width) ->
+    Parts = [begin
+                 {{_, _, _}, {H, Mi, S}} = calendar:system_time_to_local_time(At, millisecond),
+                 {What, Specs} = case C of
+                                     #{added := Added} -> {"added", Added};
+                                     #{removed := Removed} -> {"removed", Removed}
+                                 end,
+                 io_lib:format("at ~2..0b:~2..0b:~2..0b ~s ~ts", [H, Mi, S, What, lists:join(" ", [spec_name(Spec) || Spec <- Specs])])
+             end || C = #{at := At} <- Changes],
+    case Parts of
+        [] -> [];
+        _ -> wrap("changes: ", Parts, Width)
+    end.
+
+%% A spec as the report names functions; `'_'' stands for any module or name.
+spec_name({M, F, A}) when is_atom(M), is_atom(F) -> ferrotrace_names:mfa({M, F, A}).
 
 plural(1, One, _Many) -> One;
 plural(_, _One, Many) -> Many.
@@ -445,6 +479,7 @@ help() ->
       "  ferrotrace:watch(S)  watch(S, #{interval => 1000, count => 5})  live view\n"
       "  ferrotrace:export(S, json | hdr_log | collapsed | chrome_trace, File)\n"
       "  ferrotrace:stop(S)  release(S)  list()  stop tracing; free; all sessions\n"
+      "  ferrotrace:add(S, Spec)  remove(S, Spec)  change what a running S traces\n"
       "Spec (one, or a list):\n"
       "  M  {M, F, '_'}  {M, F, Arity}  \"m:f/1\"  \"MyApp.Cart.add/2\"  functions\n"
       "  \"m:f(X, _) when X > 10\"  {m, f, fun([X]) when X > 10 -> true end}  filters\n"
@@ -460,19 +495,19 @@ help() ->
 %% Cluster sessions (ferrotrace_cluster): the by-node table.
 
 %% @doc One line per function and node of a cluster session's summary (its `by_node'),
-%% in the order of its `calls': COUNT, P50, P99, MAX (µs).
--spec by_node_table(ferrotrace:summary()) -> iolist().
-by_node_table(#{calls := Calls, by_node := ByNode}) ->
-    Header = io_lib:format("~nby node~n~-40s ~-24s ~10s ~10s ~10s ~10s~n",
-                           ["FUNCTION", "NODE", "COUNT", "P50(us)", "P99(us)", "MAX(us)"]),
-    Rows = [[io_lib:format("~-40ts ~-24s ~10b ~10s ~10s ~10s~n",
-                           [io_lib:format("~ts:~ts/~b", [Mod, F, A]), atom_to_list(Node), Count,
-                            by_node_us(P50), by_node_us(P99), by_node_us(Max)])
-             || {Node, #{calls := NodeCalls}} <- lists:sort(maps:to_list(ByNode)),
-                #{mfa := M, count := Count, p50 := P50, p99 := P99, max := Max} <- NodeCalls,
-                M =:= MFA]
-            || #{mfa := {Mod, F, A} = MFA} <- Calls],
-    [Header | Rows].
+%% in the order of its `calls': COUNT, P50, P99, MAX (µs), in `Width' columns (names
+%% whole where the width allows, shortened in the middle where not).
+-spec by_node_table(ferrotrace:summary(), pos_integer()) -> iolist().
+by_node_table(#{calls := Calls, by_node := ByNode}, Width) ->
+    Header = ["FUNCTION", "NODE", "COUNT", "P50(us)", "P99(us)", "MAX(us)"],
+    Rows = [[ferrotrace_names:mfa(MFA), atom_to_list(Node), integer_to_list(Count),
+             by_node_us(P50), by_node_us(P99), by_node_us(Max)]
+            || #{mfa := MFA} <- Calls,
+               {Node, #{calls := NodeCalls}} <- lists:sort(maps:to_list(ByNode)),
+               #{mfa := M, count := Count, p50 := P50, p99 := P99, max := Max} <- NodeCalls,
+               M =:= MFA],
+    ["\nby node\n",
+     [[Line, "\n"] || Line <- ferrotrace_text:table("", [Header | Rows], [name, name, right, right, right, right], Width)]].
 
 by_node_us(undefined) -> "-";
 by_node_us(Ns) -> float_to_list(Ns / 1000, [{decimals, 1}]).

@@ -34,7 +34,7 @@
 -module(ferrotrace_session).
 -behaviour(gen_server).
 
--export([start/3, stop/1, release/1]).
+-export([start/3, stop/1, release/1, add/2, remove/2]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -type tracing() :: none | #{specs := [ferrotrace:mfa_spec()],
@@ -50,7 +50,7 @@
 
 %% OTP 25's spec of erlang:trace_info/2 omits the `{tracer, {Module, State}}' answer that a
 %% tracer module gets, so dialyzer believes our comparisons can never succeed.
--dialyzer({no_match, [already_traced/2, holder/1]}).
+-dialyzer({no_match, [already_traced/2, holder/1, how/1]}).
 
 -record(state, {id :: ferrotrace_tracer:session_id(),
                 owner :: reference() | none,
@@ -60,6 +60,9 @@
                 %% What the legacy backend checks for another tool taking over (see
                 %% ferrotrace_displaced); `none' on OTP 27+ and for raw sessions.
                 watch = none :: none | ferrotrace_displaced:watch(),
+                %% What calls/2 and processes/2 set (`none' for a raw session): what add/2
+                %% and remove/2 change (ferrotrace_amend).
+                calls = none :: none | ferrotrace_amend:calls(),
                 stopped = false :: boolean()}).
 
 %% Tail-recursive server loops are counted, not timed: `return_trace' would keep a stack
@@ -106,6 +109,15 @@ stop(Keeper) -> call(Keeper, stop).
 %% @doc Stops tracing and frees the session; as {@link stop/1}.
 -spec release(pid()) -> ok | {error, term()}.
 release(Keeper) -> call(Keeper, release).
+
+%% @doc Traces the functions of `Spec' too, in the running session (`ferrotrace:add/2'):
+%% checked and set as a start sets them (ferrotrace_amend).
+-spec add(pid(), term()) -> {ok, #{atom() => term()}} | {error, term()}.
+add(Keeper, Spec) -> call(Keeper, {add, Spec}).
+
+%% @doc Takes the patterns `Spec' matches off the running session (`ferrotrace:remove/2').
+-spec remove(pid(), term()) -> {ok, #{atom() => term()}} | {error, term()}.
+remove(Keeper, Spec) -> call(Keeper, {remove, Spec}).
 
 call(Keeper, Request) ->
     case ferrotrace_registry:is_keeper(Keeper) andalso node(Keeper) =:= node() of
@@ -167,7 +179,8 @@ init_keeper({EngineOptions, Tracing, Settings = #{owner := Owner, keep := Keep},
                         {ok, Backend} ->
                             Caller ! {Ref, Id},
                             {ok, #state{id = Id, owner = Monitor, keep = Keep,
-                                        backend = Backend, watch = watch(Id, Backend, Tracing)}};
+                                        backend = Backend, watch = watch(Id, Backend, Tracing),
+                                        calls = calls(Id, Backend, Tracing, EngineOptions)}};
                         {error, Reason} ->
                             refuse(Id, Reason)
                     end;
@@ -245,10 +258,30 @@ refuse(Id, Reason) ->
     exit(normal).
 
 %% @private
--spec handle_call(id | stop | release, gen_server:from(), #state{}) ->
+-spec handle_call(id | stop | release | {add | remove, term()}, gen_server:from(), #state{}) ->
           {reply, term(), #state{}} | {stop, normal, ok, #state{}}.
 handle_call(id, _From, State) ->
     {reply, {ok, State#state.id}, State};
+handle_call({Change, _Spec}, _From, State = #state{id = Id, stopped = true})
+  when Change =:= add; Change =:= remove ->
+    {reply, {error, {session_stopped, Id, <<"a stopped session traces nothing more: start a new "
+                                           "one with calls/2">>}}, State};
+handle_call({Change, _Spec}, _From, State = #state{id = Id, calls = none})
+  when Change =:= add; Change =:= remove ->
+    {reply, {error, {raw_session, Id, <<"add and remove change calls/2 and processes/2 sessions; "
+                                       "a raw session's patterns are yours to set">>}}, State};
+handle_call({Change, Spec}, _From, State = #state{id = Id, backend = Backend, calls = Calls,
+                                                  watch = Watch0})
+  when Change =:= add; Change =:= remove ->
+    %% Never a crash of the keeper (its session would go with it, and its report would print
+    %% the spec, whatever its size): a raise is answered, summarised.
+    try ferrotrace_amend:change(Change, Spec, {Id, Backend, Watch0}, Calls) of
+        {Reply, Changed, Watch} -> {reply, Reply, State#state{calls = Changed, watch = Watch}}
+    catch
+        error:Reason:Stack ->
+            {start_failed, Class, Brief, Where} = start_failed(error, Reason, Stack),
+            {reply, {error, {change_failed, Class, Brief, Where}}, State}
+    end;
 handle_call(stop, _From, State) ->
     {reply, ok, end_session(user, State)};
 handle_call(release, _From, State) ->
@@ -376,9 +409,7 @@ start_tracing(Id, Tracing) ->
 
 start_tracing(Id, #{specs := Specs, heads := Heads, pids := Pids, scope := Scope}, Extra) ->
     Loops = ferrotrace_loops:find(Specs, ferrotrace_traced:own_modules()),
-    Patterns = [#{mfa => Spec, match_spec => match_spec(H, [{exception_trace}]), scope => Scope,
-                  loops => [{Loop, match_spec(H, [])} || Loop <- Loops, ferrotrace_spec:matches(Spec, Loop)]}
-                || {Spec, H} <- lists:zip(Specs, Heads)],
+    Patterns = patterns(Specs, Heads, Scope, Loops),
     ok = ferrotrace_tracer:session_set_tracing(Id, Specs, Loops),
     ok = ferrotrace_registry:update(Id, #{loops => Loops}),
     case trace_sessions() of
@@ -448,6 +479,23 @@ start_legacy(Id, Patterns, Targets, Extra) ->
             end
     end.
 
+%% The call patterns of `Specs' (return and exception events), with `Loops' count-only.
+patterns(Specs, Heads, Scope, Loops) ->
+    [#{mfa => Spec, match_spec => match_spec(H, [{exception_trace}]), scope => Scope,
+       loops => [{Loop, match_spec(H, [])} || Loop <- Loops, ferrotrace_spec:matches(Spec, Loop)]}
+     || {Spec, H} <- lists:zip(Specs, Heads)].
+
+%% What add/2 and remove/2 change: the patterns set at the start, with the loops found then.
+calls(_Id, none, _Tracing, _EngineOptions) ->
+    none;
+calls(Id, _Backend, #{specs := Specs, heads := Heads, scope := Scope}, EngineOptions) ->
+    Loops = case ferrotrace_registry:lookup(Id) of
+                {ok, _, _, #{loops := L}} -> L;
+                _ -> []
+            end,
+    #{patterns => patterns(Specs, Heads, Scope, Loops), scope => Scope,
+      key => maps:get(key, EngineOptions, none)}.
+
 %% The `trace' module exists from OTP 27 on; called through apply so that this module
 %% compiles and dialyzes on OTP 25.
 trace_sessions() ->
@@ -474,7 +522,8 @@ already_traced(Targets, Id) ->
             ok;
         [{_, Tracer} | _] ->
             Pids = [P || {P, T} <- Traced, T =:= Tracer],
-            {error, {already_traced, lists:sublist(Pids, 10), holder(Tracer)}}
+            Holder = holder(Tracer),
+            {error, {already_traced, lists:sublist(Pids, 10), Holder, how(Holder)}}
     end.
 
 expand(all) -> [new | erlang:processes()];
@@ -494,6 +543,24 @@ holder({ferrotrace_tracer, Other}) ->
     end;
 holder(Tracer) ->
     {tracer, Tracer}.
+
+%% What to do instead, first in the text (a shell cuts long binaries at the end): add the
+%% functions to the session that holds the processes, by its name if it has one.
+how(Holder) ->
+    Session = case Holder of
+                  {ferrotrace, _, Name} -> io_lib:format("~tp", [Name]);
+                  {ferrotrace, Id} -> integer_to_list(Id);
+                  {tracer, _} -> none
+              end,
+    case Session of
+        none ->
+            <<"stop the other tracer, or trace other processes (pids => [Pid]): on OTP 25 and 26 "
+              "a process has one tracer">>;
+        _ ->
+            unicode:characters_to_binary(
+              ["ferrotrace:add(", Session, ", Spec) adds functions to the running session ", Session,
+               ", which traces these processes (one tracer per process on OTP 25 and 26)"])
+    end.
 
 %% erlang:trace/3 refuses a dead process, or one another tracer already traces.
 set_flags([], _Flags) ->

@@ -68,6 +68,8 @@ start(Options, Tracing, Probe) ->
                 {_, _, {error, _} = Error} ->
                     Error
             end;
+        {error, {nif_not_loaded, _Path, _Reason}} = Error ->
+            Error;
         {error, Reason} ->
             {error, {nif_not_loaded, Reason}}
     end.

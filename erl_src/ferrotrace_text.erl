@@ -1,16 +1,60 @@
 %%% @private
-%%% @doc Text helpers the reports share: a line cut to a width, a function's name shortened
-%%% in the middle, nanoseconds in a short unit. A leaf: it calls no other ferrotrace module,
-%%% so that every report section (the main report, slow calls, keys, the recorder, process
-%%% events) can use it without calling back into another.
+%%% @doc Text helpers the reports share: a line cut to a width, a table fitted to it, a
+%%% function's name shortened in the middle, nanoseconds in a short unit. A leaf: it calls
+%%% no other ferrotrace module, so that every report section (the main report, slow calls,
+%%% keys, the recorder, process events) can use it without calling back into another.
 -module(ferrotrace_text).
 
--export([cut/2, shorten/2, format_ns/1]).
+-export([cut/2, shorten/2, format_ns/1, table/4]).
 
 %% @doc A report line (any chardata) cut to `Width' characters.
 -spec cut(unicode:chardata(), pos_integer()) -> string().
 cut(Line, Width) ->
     string:slice(unicode:characters_to_list(Line), 0, Width).
+
+%% The narrowest a name column is shortened to before lines are cut instead.
+-define(MIN_NAME, 12).
+
+%% @doc A table's lines (without newlines) that keep to `Width': `Rows' are lists of cells
+%% (the header, if any, is a row), `Aligns' says for each column `name' (left-aligned, may
+%% be shortened), `left' or `right', and each line starts with `Indent'. Every column is as
+%% wide as its widest cell, so names print whole where the width allows; where it does not,
+%% the widest name column narrows first, down to 12 characters, its cells shortened in the
+%% middle (see {@link shorten/2}); a line still too long is cut.
+-spec table(string(), [[unicode:chardata()]], [name | left | right], pos_integer()) -> [string()].
+table(_Indent, [], _Aligns, _Width) ->
+    [];
+table(Indent, Rows0, Aligns, Width) ->
+    Rows = [[unicode:characters_to_list(C) || C <- Row] || Row <- Rows0],
+    Widths0 = [lists:max([string:length(C) || C <- Column]) || Column <- transpose(Rows)],
+    Over = string:length(Indent) + lists:sum(Widths0) + length(Widths0) - 1 - Width,
+    Widths = narrow(lists:zip(Widths0, Aligns), Over),
+    [cut(string:trim([Indent | lists:join(" ", [cell(C, W, A) || {C, W, A} <- lists:zip3(Row, Widths, Aligns)])],
+                     trailing),
+         Width)
+     || Row <- Rows].
+
+%% The widths with `Over' columns taken from the name columns, the widest first, none
+%% below ?MIN_NAME.
+narrow(Columns, Over) when Over > 0 ->
+    Names = [W || {W, name} <- Columns, W > ?MIN_NAME],
+    case Names of
+        [] ->
+            [W || {W, _} <- Columns];
+        _ ->
+            Widest = lists:max(Names),
+            {Before, [{Widest, name} | After]} = lists:splitwith(fun(C) -> C =/= {Widest, name} end, Columns),
+            narrow(Before ++ [{Widest - 1, name} | After], Over - 1)
+    end;
+narrow(Columns, _Over) ->
+    [W || {W, _} <- Columns].
+
+cell(Cell, Width, name) -> string:pad(shorten(Cell, Width), Width);
+cell(Cell, Width, left) -> string:pad(Cell, Width);
+cell(Cell, Width, right) -> string:pad(Cell, Width, leading).
+
+transpose([[] | _]) -> [];
+transpose(Rows) -> [[hd(R) || R <- Rows] | transpose([tl(R) || R <- Rows])].
 
 %% @doc Nanoseconds in a short human unit: `850 ns', `12.3 us', `4.07 ms', `1.20 s'.
 -spec format_ns(non_neg_integer() | undefined) -> string().

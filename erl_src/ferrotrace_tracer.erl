@@ -25,6 +25,7 @@
 -export([enabled_send/3, enabled_receive/3, enabled_garbage_collection/3,
          enabled_running_procs/3, enabled_running_ports/3, enabled_ports/3]).
 -export([session_events/1, session_event_histogram/2, session_set_events/2]).
+-export([session_set_call_sample/2, session_call_sample/1]).
 -export([new_session/2, stop_session/2, release_session/1, sessions/0,
          session_summary/1, session_histogram/2, session_set_tracing/3, session_add_loops/2,
          session_interval/1]).
@@ -41,6 +42,12 @@
 
 -define(NOT_LOADED, erlang:nif_error({not_loaded, ?MODULE})).
 
+%% Where a failed load leaves its path and reason: the code server answers only
+%% `on_load_failure' to the loader and logs the rest, and this module is not loaded
+%% afterwards, so ferrotrace_code (same key) reads them here to answer
+%% `{error, {nif_not_loaded, Path, Reason}}'.
+-define(LOAD_FAILURE, {ferrotrace_tracer, nif_load_failure}).
+
 -spec load_nif() -> ok | {error, term()}.
 load_nif() ->
     Dir = case code:priv_dir(ferrotrace) of
@@ -50,7 +57,24 @@ load_nif() ->
               PrivDir ->
                   PrivDir
           end,
-    erlang:load_nif(filename:join(Dir, "libferrotrace_nif"), 0).
+    Path = filename:join(Dir, "libferrotrace_nif"),
+    case erlang:load_nif(Path, 0) of
+        ok ->
+            %% Erased only when there (an erase costs every process a scan).
+            _ = persistent_term:get(?LOAD_FAILURE, none) =/= none andalso persistent_term:erase(?LOAD_FAILURE),
+            ok;
+        {error, Reason} = Error ->
+            %% A put of an equal value changes nothing (no global scan on a retry).
+            persistent_term:put(?LOAD_FAILURE, {library_file(Path), Reason}),
+            Error
+    end.
+
+%% The file erlang:load_nif/2 opened for `Path' (it adds the OS's extension).
+library_file(Path) ->
+    case os:type() of
+        {win32, _} -> Path ++ ".dll";
+        _ -> Path ++ ".so"
+    end.
 
 %% erl_tracer callbacks
 
@@ -205,6 +229,22 @@ session_event_histogram(_Id, _Series) -> ?NOT_LOADED.
 %% exit); sessions start with `true'.
 -spec session_set_events(session_id(), boolean()) -> ok | {error, term()}.
 session_set_events(_Id, _Events) -> ?NOT_LOADED.
+
+%% @doc From the next call on, session `Id' keeps 1 call in `N' of every process
+%% (`sample => {calls, N}', see `ferrotrace:calls/2'): `1' keeps every call, `0' none (every
+%% call is answered `discard' by `enabled_call', counted as sampled out: a pause, and the floor
+%% cost of a refused call). The rate is read by each call, without entering the session; a
+%% call already kept keeps its return. `{error, not_running}' if `Id' is not a running session;
+%% `{error, {bad_call_sample, N, Accepted}}' for an `N' that is not an integer from 0 to
+%% 1,000,000.
+-spec session_set_call_sample(session_id(), non_neg_integer()) ->
+          ok | {error, not_running | {bad_call_sample, term(), binary()}}.
+session_set_call_sample(_Id, _N) -> ?NOT_LOADED.
+
+%% @doc The current per-call rate of session `Id' (1: every call kept; see
+%% {@link session_set_call_sample/2}); also in its summary, as `sample := #{calls := N}'.
+-spec session_call_sample(session_id()) -> {ok, non_neg_integer()} | {error, term()}.
+session_call_sample(_Id) -> ?NOT_LOADED.
 
 %% @doc `Term' copied as a session with `args => true' and `max_term_bytes => MaxBytes'
 %% copies arguments and results, and built again: for tests of the copies' bounds and

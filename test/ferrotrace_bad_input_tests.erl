@@ -234,21 +234,30 @@ wildcard({bad_options, Value, '_'}, {error, {bad_options, Value, Description}}) 
     ?assert(is_binary(Description), Description),
     {error, {bad_options, Value, '_'}};
 wildcard({unknown_option, Key, '_'}, {error, {unknown_option, Key, Description}}) ->
-    ?assertMatch(<<"one of ", _/binary>>, Description),
+    ?assertMatch({match, _}, re:run(Description, "^(did you mean [a-z_]+\\? )?one of "), Description),
     {error, {unknown_option, Key, '_'}};
 wildcard(_Expected, Actual) ->
     Actual.
 
-%% An unknown option is answered with every option the entry takes, and the nearest one.
+%% An unknown option is answered with every option the entry takes, and the nearest one
+%% first (the shell cuts a long binary: a hint at its end was never seen).
 -spec unknown_option_explained_test() -> ok.
 unknown_option_explained_test() ->
     {error, {unknown_option, duraton, Calls}} = ferrotrace:calls(?F, #{duraton => 1}),
-    ?assertMatch({match, _}, re:run(Calls, "did you mean duration\\?$"), Calls),
+    ?assertMatch({match, _}, re:run(Calls, "^did you mean duration\\? one of "), Calls),
     [?assertMatch({match, _}, re:run(Calls, ["\\b", Name, "\\b"]), {Name, Calls})
      || Name <- ["pids", "scope", "owner", "keep", "name", "duration", "max_events", "ring_size"]],
     {error, {unknown_option, pids, Raw}} = ferrotrace:session(#{pids => all}),
     ?assertEqual(nomatch, re:run(Raw, "pids|scope|did you mean"), Raw),
     {error, {unknown_option, <<"sample">>, Binary}} = ferrotrace:session(#{<<"sample">> => 1}),
-    ?assertMatch({match, _}, re:run(Binary, "did you mean sample\\?$"), Binary),
+    ?assertMatch({match, _}, re:run(Binary, "^did you mean sample\\? one of "), Binary),
+    %% The options of reports and of the live view, and the kinds, hint the same way.
+    {error, {unknown_option, widht, Report}} =
+        ferrotrace_options:check(#{widht => 100}, [{top, 20}, {sort, total}, {width, 80}]),
+    ?assertEqual(<<"did you mean width? top, sort or width">>, Report),
+    {error, {bad_kinds, [messges], Kinds}} = ferrotrace:processes([gc, messges], #{}),
+    ?assertMatch({match, _}, re:run(Kinds, "^did you mean messages\\? a list of "), Kinds),
+    {error, {bad_option, {also, [shceduling], Also}}} = ferrotrace:calls(?F, #{also => [shceduling]}),
+    ?assertMatch({match, _}, re:run(Also, "^did you mean scheduling\\? "), Also),
     ?assertEqual([], ferrotrace_tracer:sessions()),
     ok.

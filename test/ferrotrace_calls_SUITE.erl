@@ -474,7 +474,7 @@ max_functions(_Config) ->
 -spec list_sessions(config()) -> ok.
 list_sessions(_Config) ->
     {ok, S1} = ferrotrace:session(#{duration => ?LONG}),
-    {ok, S2} = ferrotrace:session(#{duration => infinity}),
+    {ok, S2} = ferrotrace:session(#{duration => infinity, owner => self()}),
     ok = ferrotrace:stop(S2),
     List = ferrotrace:list(),
     ?assertMatch([#{id := S1, status := running, keeper := K1}] when is_pid(K1),

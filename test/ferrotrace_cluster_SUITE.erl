@@ -8,7 +8,7 @@
 -export([merged_exactly/1, owner_death_stops_every_part/1, node_death_reported/1,
          stop_and_duration/1, limit_stops_every_part/1, node_without_ferrotrace/1, bad_nodes/1, report_by_node/1,
          named_and_listed/1, chrome_trace_per_node/1, hdr_log_intervals_merged/1,
-         slow_and_recent_merged/1]).
+         slow_and_recent_merged/1, add_and_remove_on_every_node/1]).
 
 -define(SPEC, [{ft_export_target, outer, 1}, {ft_export_target, mid, 1},
                {ft_export_target, leaf, 1}]).
@@ -21,7 +21,8 @@ suite() ->
 all() ->
     [merged_exactly, owner_death_stops_every_part, node_death_reported, stop_and_duration,
      limit_stops_every_part, node_without_ferrotrace, bad_nodes, report_by_node,
-     named_and_listed, chrome_trace_per_node, hdr_log_intervals_merged, slow_and_recent_merged].
+     named_and_listed, chrome_trace_per_node, hdr_log_intervals_merged, slow_and_recent_merged,
+     add_and_remove_on_every_node].
 
 %% A peer node with this node's code path (ferrotrace and the test modules), or without.
 peer(Name, WithFerrotrace) ->
@@ -102,7 +103,7 @@ owner_death_stops_every_part(_Config) ->
     Nodes = [N || {_, N} <- peers(2)],
     Self = self(),
     Owner = spawn(fun() ->
-                          Self ! {started, ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000})},
+                          Self ! {started, ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000, owner => self()})},
                           receive never -> ok end
                   end),
     {ok, C} = receive {started, R} -> R after 30000 -> ct:fail(no_start) end,
@@ -263,6 +264,30 @@ named_and_listed(_Config) ->
     %% A name that nobody holds, and a cluster that could not start, leave no entry.
     {error, {node, _, _}} = ferrotrace:calls(?SPEC, #{nodes => ['nope@nowhere'], name => shop}),
     ?assertEqual({error, {no_such_session, shop}}, ferrotrace:summary(shop)),
+    ok.
+
+%% ferrotrace:add/2 and remove/2 of a cluster session (by name and by pid) change every
+%% node's part; the answers are merged (`functions' added, each node's in `by_node'), a
+%% refusal names its node, and each node's counts are exact.
+-spec add_and_remove_on_every_node(config()) -> ok.
+add_and_remove_on_every_node(_Config) ->
+    Nodes = lists:sort([N || {_, N} <- peers(2)]),
+    {Outer, Leaf} = {{ft_export_target, outer, 1}, {ft_export_target, leaf, 1}},
+    {ok, C} = ferrotrace:calls(Outer, #{nodes => Nodes, duration => 120000, name => growing}),
+    Run = fun() -> [ok = remote(N, ft_export_target, run, [5, 0]) || N <- Nodes] end,
+    Run(),
+    {ok, #{added := [Leaf], loops := [], functions := 2, by_node := ByNode}} = ferrotrace:add(growing, Leaf),
+    ?assertEqual(Nodes, lists:sort(maps:keys(ByNode))),
+    Run(),
+    ?assertMatch({ok, #{removed := [Outer]}}, ferrotrace:remove(C, Outer)),
+    Run(),
+    ?assertMatch({error, {node, _, {already_in_session, Leaf, Leaf, _}}}, ferrotrace:add(C, Leaf)),
+    ok = ferrotrace:stop(C),
+    #{calls := Calls, by_node := PerNode} = ferrotrace:summary(C),
+    ?assertEqual(#{Outer => 20, Leaf => 40}, maps:from_list([{M, N} || #{mfa := M, count := N} <- Calls])),
+    [?assertMatch(#{changes := [#{added := [Leaf]}, #{removed := [Outer]}]}, S) || S <- maps:values(PerNode)],
+    ok = ferrotrace:release(C),
+    ?assertMatch({error, {no_such_session, _}}, ferrotrace:add(C, Outer)),
     ok.
 
 %% chrome_trace of a cluster: one Chrome process per node, each node's calls on its threads.

@@ -8,14 +8,16 @@
 %%% <li>internal functions that take a server pid answer `{error, _}' for anything else, at
 %%% once and with a small reason;</li>
 %%% <li>reloading the tracer the safe way (ferrotrace_code) while the API is busy always
-%%% answers.</li>
+%%% answers;</li>
+%%% <li>a NIF library that fails to load is named in the error with the reason.</li>
 %%% </ul>
 -module(ferrotrace_keeper_SUITE).
 
 -include("support/ft_ct.hrl").
 
 -export([registry_kill_leaves_no_pattern/1, no_orphan_after_chaos/1, answers_not_exits/1,
-         internal_functions_answer/1, reload_while_busy/1, load_behind_a_load/1]).
+         internal_functions_answer/1, reload_while_busy/1, load_behind_a_load/1,
+         nif_load_failure_named/1]).
 %% Run in the peer.
 -export([kill_rounds/1, chaos/1, nif_orphans/0, keepers/0, races/1, reloads/1,
          behind_a_load/3]).
@@ -28,7 +30,7 @@ suite() ->
 
 all() ->
     [registry_kill_leaves_no_pattern, no_orphan_after_chaos, answers_not_exits,
-     internal_functions_answer, reload_while_busy, load_behind_a_load].
+     internal_functions_answer, reload_while_busy, load_behind_a_load, nif_load_failure_named].
 
 %% A peer node with this node's code path, connected over standard I/O (no distribution).
 peer() ->
@@ -325,3 +327,37 @@ behind_a_load(First, Second, Rounds) ->
          B = receive {second, Y} -> Y after 10000 -> no_answer end,
          {A, B}
      end || _ <- lists:seq(1, Rounds)].
+
+%%--------------------------------------------------------------------------------------
+%% A NIF library that fails to load
+
+%% A copy of ferrotrace whose priv holds a file that is not a library (as a library built for
+%% another system is), then none at all: calls/2 answers with the file and the reason
+%% erlang:load_nif/2 gave (the code server only logs them), not `on_load_failure'.
+-spec nif_load_failure_named(config()) -> ok.
+nif_load_failure_named(Config) ->
+    Root = filename:join(proplists:get_value(priv_dir, Config), "nif_load_failure"),
+    Ebin = filename:join([Root, "ferrotrace", "ebin"]),
+    Priv = filename:join([Root, "ferrotrace", "priv"]),
+    Library = filename:join(Priv, "libferrotrace_nif.so"),
+    ok = filelib:ensure_dir(filename:join(Ebin, "x")),
+    ok = filelib:ensure_dir(Library),
+    Ours = filename:dirname(code:which(ferrotrace)),
+    [{ok, _} = file:copy(F, filename:join(Ebin, filename:basename(F)))
+     || F <- filelib:wildcard(filename:join(Ours, "*.{beam,app}"))],
+    ok = file:write_file(Library, <<"not an ELF file">>),
+    Calls = fun() ->
+                    {ok, Peer, _} = ft_ct:peer(#{connection => standard_io, args => ["-pa", Ebin]}, otp_only),
+                    Answer = peer:call(Peer, ferrotrace, calls, [{lists, seq, 2}, #{duration => 1000}]),
+                    peer:stop(Peer),
+                    Answer
+            end,
+    Garbage = Calls(),
+    ct:pal("a garbage library: ~p", [Garbage]),
+    ?assertMatch({error, {nif_not_loaded, Library, {load_failed, Text}}} when is_list(Text), Garbage),
+    ok = file:delete(Library),
+    Missing = Calls(),
+    ct:pal("no library: ~p", [Missing]),
+    ?assertMatch({error, {nif_not_loaded, Library, {load_failed, Text}}} when is_list(Text), Missing),
+    ?assertNotEqual(Garbage, Missing),
+    ok.

@@ -13,7 +13,8 @@
 -export([stop_and_release/1, stop_unhooks_raw_tracee/1, stop_reasons/1,
          stopped_by_max_events/1, duration_stops/1, stopped_by_duration/1, stopped_by_unload/1,
          purge_and_reload/1, owner_death/1, owner_down_stops_the_session/1,
-         shell_evaluator_crash/1, owner_none/1, killed_keeper/1, keeper_holds_the_handle/1]).
+         shell_evaluator_crash/1, owner_none/1, no_owner_outside_a_shell/1, killed_keeper/1,
+         keeper_holds_the_handle/1]).
 
 -define(F, {ft_test_target, f, 1}).
 -define(LONG, 60000).
@@ -25,7 +26,7 @@ all() ->
     [stop_and_release, stop_unhooks_raw_tracee, stop_reasons,
      stopped_by_max_events, duration_stops, stopped_by_duration, stopped_by_unload,
      purge_and_reload, owner_death, owner_down_stops_the_session, shell_evaluator_crash,
-     owner_none, killed_keeper, keeper_holds_the_handle].
+     owner_none, no_owner_outside_a_shell, killed_keeper, keeper_holds_the_handle].
 
 %%--------------------------------------------------------------------------------------
 %% Stop and release
@@ -108,7 +109,7 @@ stop_reasons(_Config) ->
 -spec stopped_by_max_events(config()) -> ok.
 stopped_by_max_events(_Config) ->
     Worker = ft_caller:start(),
-    {ok, S} = ferrotrace:calls(?F, #{duration => infinity, max_events => 100, pids => [Worker]}),
+    {ok, S} = ferrotrace:calls(?F, #{duration => infinity, owner => self(), max_events => 100, pids => [Worker]}),
     ?assert(ft_trace_state:traced_by_ferrotrace(?F)),
     ?assert(ft_trace_state:traced_by_ferrotrace(Worker)),
     ft_caller:run(Worker, fun() -> [ft_test_target:f(I) || I <- lists:seq(1, 1000)] end),
@@ -217,9 +218,10 @@ purge_and_reload(_Config) ->
 -spec owner_death(config()) -> ok.
 owner_death(_Config) ->
     %% An owner of a raw session that exits normally.
-    {Owner1, S1} = start_owner(fun() -> ferrotrace:session(#{duration => ?LONG}) end),
+    %% (Outside a shell a session has no owner unless given one: `owner => self()'.)
+    {Owner1, S1} = start_owner(fun() -> ferrotrace:session(#{duration => ?LONG, owner => self()}) end),
     %% An owner of a calls/2 session that is killed.
-    {Owner2, S2} = start_owner(fun() -> ferrotrace:calls(?F, #{duration => ?LONG}) end),
+    {Owner2, S2} = start_owner(fun() -> ferrotrace:calls(?F, #{duration => ?LONG, owner => self()}) end),
     ?assertMatch(#{status := running}, ferrotrace:summary(S1)),
     ?assertMatch(#{status := running}, ferrotrace:summary(S2)),
     ?assert(ft_trace_state:traced_by_ferrotrace(?F)),
@@ -249,7 +251,7 @@ start_owner(Start) ->
 owner_down_stops_the_session(_Config) ->
     Self = self(),
     Owner = spawn(fun() ->
-                          Self ! {session, ferrotrace:calls(?F, #{duration => 60000})},
+                          Self ! {session, ferrotrace:calls(?F, #{duration => 60000, owner => self()})},
                           receive die -> ok end
                   end),
     {ok, S} = receive {session, Result} -> Result end,
@@ -266,7 +268,7 @@ owner_down_stops_the_session(_Config) ->
     ?assertMatch([#{id := S, left_at := _}], [E || E = #{id := Id} <- ferrotrace:list(), Id =:= S]),
     %% With keep => 0 they go at once.
     Owner2 = spawn(fun() ->
-                           Self ! {session, ferrotrace:calls(?F, #{duration => 60000, keep => 0})},
+                           Self ! {session, ferrotrace:calls(?F, #{duration => 60000, keep => 0, owner => self()})},
                            receive die -> ok end
                    end),
     {ok, S2} = receive {session, Result2} -> Result2 end,
@@ -325,6 +327,43 @@ owner_none(_Config) ->
     ?assertMatch(#{stop_reason := duration}, ferrotrace:summary(S)),
     ok.
 
+%% Started outside a shell with no `owner' (`rpc:call/4', `bin/rel eval', a control
+%% tool's eval: the caller exits when the call returns), a session has no owner: it runs
+%% its duration and collects calls after its caller is gone; `duration => infinity' is
+%% refused, saying what to give. Here over `rpc:call/4' between two peer nodes, and from a
+%% process of this node's.
+-spec no_owner_outside_a_shell(config()) -> ok.
+no_owner_outside_a_shell(_Config) ->
+    Self = self(),
+    Caller = spawn(fun() -> Self ! {session, ferrotrace:calls(?F, #{duration => 3000})} end),
+    {ok, Local} = receive {session, R} -> R end,
+    ok = ft_ct:poll(fun() -> not is_process_alive(Caller) end, 10000),
+    timer:sleep(200),
+    ?assertMatch([#{id := Local, owner := none}], [L || L = #{id := Id} <- ferrotrace:list(), Id =:= Local]),
+    ok = ft_test_target:call_f(10),
+    ?assertMatch(#{status := running, calls := [#{count := 10}]}, ferrotrace:summary(Local)),
+    ok = ferrotrace:release(Local),
+    %% Over rpc from another node: the caller on Target is erpc's process, gone at once.
+    [{TargetPeer, Target}, {CallerPeer, _}] =
+        [begin
+             {ok, P, N} = ft_ct:peer(#{name => peer:random_name(ft_rpc), connection => standard_io}),
+             ok = peer:call(P, ft_ct, load, [[ft_test_target]]),
+             {P, N}
+         end || _ <- [target, caller]],
+    RpcCall = fun(Options) -> peer:call(CallerPeer, rpc, call, [Target, ferrotrace, calls, [?F, Options]]) end,
+    ?assertMatch({error, {bad_option, {duration, infinity, <<"a finite duration, or an owner", _/binary>>}}},
+                 RpcCall(#{duration => infinity})),
+    {ok, S} = RpcCall(#{duration => 3000}),
+    InTarget = fun(M, F, A) -> peer:call(TargetPeer, M, F, A) end,
+    %% Stopped 40 ms after the call (owner_down) before: well past that, it still runs.
+    timer:sleep(500),
+    ?assertMatch(#{status := running, stop_reason := undefined}, InTarget(ferrotrace, summary, [S])),
+    ok = InTarget(ft_test_target, call_f, [100]),
+    ?assertMatch(#{status := running, calls := [#{mfa := ?F, count := 100}]}, InTarget(ferrotrace, summary, [S])),
+    ok = ft_ct:poll(fun() -> maps:get(status, InTarget(ferrotrace, summary, [S])) =:= stopped end, 10000),
+    ?assertMatch(#{stop_reason := duration, calls := [#{count := 100}]}, InTarget(ferrotrace, summary, [S])),
+    ok.
+
 %%--------------------------------------------------------------------------------------
 %% Keepers
 
@@ -332,7 +371,7 @@ owner_none(_Config) ->
 %% created releases it, so its slot and statistics cannot leak.
 -spec killed_keeper(config()) -> ok.
 killed_keeper(_Config) ->
-    {ok, Orphan} = ferrotrace:calls(?F, #{duration => infinity}),
+    {ok, Orphan} = ferrotrace:calls(?F, #{duration => infinity, owner => self()}),
     [#{keeper := Keeper}] = [E || E = #{id := Id} <- ferrotrace:list(), Id =:= Orphan],
     Monitor = erlang:monitor(process, Keeper),
     exit(Keeper, kill),

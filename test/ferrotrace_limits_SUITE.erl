@@ -1,4 +1,4 @@
-%%% @doc Limits: `max_events', `max_rate' and `sample'. (Stop reasons, the owner's death and
+%%% @doc Limits: `max_events', `max_rate' and `sample' (by process and by call). (Stop reasons, the owner's death and
 %%% reloading the tracer module are ferrotrace_lifecycle_SUITE.)
 %%%
 %%% Every limit is enforced in the NIFs: `max_events' and `max_rate' with `on_limit => stop'
@@ -9,7 +9,8 @@
 
 -include("support/ft_ct.hrl").
 
--export([max_events_stop/1, max_events_drop/1, max_rate_drop/1, max_rate_stop/1, sample/1]).
+-export([max_events_stop/1, max_events_drop/1, max_rate_drop/1, max_rate_stop/1, sample/1,
+         sample_calls/1, sample_calls_rate_changes/1]).
 
 -define(F, {ft_test_target, f, 1}).
 
@@ -17,7 +18,8 @@ suite() ->
     [{timetrap, {minutes, 2}}, {ct_hooks, [{ft_ct, [ft_test_target]}]}].
 
 all() ->
-    [max_events_stop, max_events_drop, max_rate_drop, max_rate_stop, sample].
+    [max_events_stop, max_events_drop, max_rate_drop, max_rate_stop, sample, sample_calls,
+     sample_calls_rate_changes].
 
 %%--------------------------------------------------------------------------------------
 
@@ -98,8 +100,72 @@ sample(_Config) ->
     ?assertEqual(0, Out rem 500),
     ok.
 
+%% `sample => {calls, 10}': a few busy processes, each calling f/1 many times, are each
+%% sampled (`sample => 10' keeps a process whole or not at all, and would leave most of four
+%% out), about 1 call in 10, and every kept call has its return.
+-spec sample_calls(config()) -> ok.
+sample_calls(_Config) ->
+    Workers = [worker() || _ <- lists:seq(1, 4)],
+    {ok, S} = ferrotrace:calls(?F, #{pids => Workers, sample => {calls, 10}, duration => 60000}),
+    %% One worker at a time, so each one's kept calls are the count's growth.
+    Kept = [begin
+                Before = count(S),
+                ok = run(W, 5000),
+                count(S) - Before
+            end || W <- Workers],
+    %% 500 expected each (binomial, standard deviation 21).
+    [?assert(K >= 380 andalso K =< 620, {kept, Kept}) || K <- Kept],
+    ok = ferrotrace:stop(S),
+    #{events := Events, pairing := Pairing, sample := Sample} = ferrotrace:summary(S),
+    assert_identity(Events),
+    ?assertEqual(#{processes => 1, calls => 10}, Sample),
+    %% A refused call is one event (no return ever comes); a kept one two.
+    #{sampled_out := Out, aggregated := Aggregated, dropped := 0} = Events,
+    ?assertEqual(20000, Out + lists:sum(Kept)),
+    ?assertEqual(2 * lists:sum(Kept), Aggregated),
+    ?assertMatch(#{unmatched_returns := 0, abandoned_calls := 0, open_calls := 0}, Pairing),
+    Report = unicode:characters_to_list(ferrotrace_report:format(ferrotrace:summary(S), fun(_) -> [] end)),
+    ?assertNotEqual(nomatch, string:find(Report, "1 call in 10")),
+    ok.
+
+%% The per-call rate changes while the session runs: 1 keeps every call, 0 none; a stopped
+%% session's rate is not changed, and a bad rate says what is accepted.
+-spec sample_calls_rate_changes(config()) -> ok.
+sample_calls_rate_changes(_Config) ->
+    Worker = worker(),
+    {ok, S} = ferrotrace:calls(?F, #{pids => [Worker], sample => {calls, 1000}, duration => 60000}),
+    #{id := Id} = ferrotrace:summary(S),
+    ?assertEqual({ok, 1000}, ferrotrace_tracer:session_call_sample(Id)),
+    ok = ferrotrace_tracer:session_set_call_sample(Id, 1),
+    ok = run(Worker, 1000),
+    ?assertEqual(1000, count(S)),
+    ok = ferrotrace_tracer:session_set_call_sample(Id, 0),
+    ?assertEqual({ok, 0}, ferrotrace_tracer:session_call_sample(Id)),
+    #{events := #{sampled_out := Out0}} = ferrotrace:summary(S),
+    ok = run(Worker, 1000),
+    #{events := Events = #{sampled_out := Out1}, sample := #{calls := 0}} = ferrotrace:summary(S),
+    ?assertEqual(1000, count(S)),
+    ?assertEqual(1000, Out1 - Out0),
+    assert_identity(Events),
+    ?assertMatch({error, {bad_call_sample, -1, <<"an integer from 0", _/binary>>}},
+                 ferrotrace_tracer:session_set_call_sample(Id, -1)),
+    ?assertMatch({error, {bad_call_sample, 1000001, _}},
+                 ferrotrace_tracer:session_set_call_sample(Id, 1000001)),
+    ok = ferrotrace:stop(S),
+    ?assertEqual({error, not_running}, ferrotrace_tracer:session_set_call_sample(Id, 5)),
+    ?assertEqual({error, not_running}, ferrotrace_tracer:session_set_call_sample(nonsense, 5)),
+    ?assertMatch(#{pairing := #{unmatched_returns := 0, open_calls := 0}}, ferrotrace:summary(S)),
+    ok.
+
 %%--------------------------------------------------------------------------------------
 %% Helpers
+
+%% Calls of f/1 the session counted so far.
+count(S) ->
+    case [C || #{mfa := ?F, count := C} <- maps:get(calls, ferrotrace:summary(S))] of
+        [C] -> C;
+        [] -> 0
+    end.
 
 assert_identity(#{seen := Seen, aggregated := A, dropped := D, sampled_out := Sa,
                   limited := L}) ->

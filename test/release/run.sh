@@ -11,9 +11,10 @@
 #   3. starts a session in a remote shell and leaves the shell as an operator does (Ctrl-G q,
 #      then, in a second shell, closing the terminal): the session must be stopped and its
 #      trace pattern gone (checked with `bin/relapp eval`);
-#   4. scripted use: `bin/relapp eval` creates a session with `owner => none` bounded by
-#      `duration`, the session stops by itself, a later `eval` writes `ferrotrace:format/1`
-#      to a file.
+#   4. scripted use: `bin/relapp eval` creates a session with no `owner` (eval's caller is
+#      not a shell: the session has none) bounded by `duration`; it outlives the eval and
+#      collects calls, stops by itself, and a later `eval` writes `ferrotrace:format/1` to a
+#      file; `duration => infinity` without an owner is refused.
 #
 # Every wait is bounded; the node, the tmux server and the temporary directory are cleaned up
 # on exit (FERROTRACE_KEEP=1 keeps the directory). Cargo's output is cached in
@@ -172,16 +173,24 @@ shell_gone "closing the terminal"
 after_leaving "closing the terminal"
 
 # --- 4. scripted: bin/relapp eval ---------------------------------------------------------
-out=$(evs "ferrotrace:calls($mfa, #{duration => 3000, owner => none}).")
+out=$(evs "ferrotrace:calls($mfa, #{duration => infinity}).")
+case $out in
+    "{error,{bad_option,{duration,infinity,"*) ;;
+    *) fail "eval: calls/2 with duration => infinity and no owner answered $out" ;;
+esac
+out=$(evs "ferrotrace:calls($mfa, #{duration => 3000}).")
 case $out in
     "{ok,"*) sid=$(echo "$out" | sed 's/[^0-9]//g') ;;
-    *unknown_option*owner*) fail "eval: ferrotrace:calls/2 does not know the option owner => none yet: $out" ;;
     *) fail "eval: ferrotrace:calls/2 answered $out" ;;
 esac
 sleep 1
 [ "$(evs "$(status_of "$sid")")" = running ] \
-    || fail "eval: session $sid (owner => none) did not outlive the eval that created it"
+    || fail "eval: session $sid (no owner) did not outlive the eval that created it"
+[ "$(evs "case {[O || #{id := $sid, owner := O} <- ferrotrace:list()], ferrotrace:summary($sid)} of {[none], #{calls := [#{count := C}]}} -> C > 100; Other -> Other end.")" = true ] \
+    || fail "eval: session $sid has an owner or counted no calls a second after the eval"
 wait_node "$(status_of "$sid")" stopped 10 "eval: duration 3000"
+[ "$(evs "maps:get(stop_reason, ferrotrace:summary($sid)).")" = duration ] \
+    || fail "eval: session $sid was not stopped by its duration"
 wait_node "$traced" "{traced,false}" 10 "eval: after the duration"
 # eval prints its value with erl_call's printer: a binary comes out as #Bin<102,101,...>,
 # so the README has the node write the text to a file (the node runs on this host).
@@ -190,6 +199,6 @@ wait_node "$traced" "{traced,false}" 10 "eval: after the duration"
 grep -Eq '^relapp_work:handle/1 +[0-9]+ ' "$work/report.txt" \
     || fail "eval: ferrotrace:format/1 gave: $(cat "$work/report.txt")"
 [ "$(evs "ferrotrace:release($sid).")" = ok ] || fail "eval: release/1"
-say "bin/relapp eval: owner => none session ran 3 s, stopped by itself, format/1 read back"
+say "bin/relapp eval: a session with no owner ran 3 s, stopped by itself, format/1 read back; infinity refused"
 
 say "passed in $((SECONDS - started)) s"

@@ -47,6 +47,11 @@ arg(ferrotrace_tracer, trace, N) ->
                             #{match_spec_result => true}, #{timestamp => 1}])
              end
     end;
+arg(ferrotrace_tracer, session_set_call_sample, 2) ->
+    case rand:uniform(2) of
+        1 -> pick([0, 1, 2, 10, 1000000, 1000001, -1, 1 bsl 64, 2.0]);
+        2 -> term(3)
+    end;
 arg(ferrotrace_tracer, F, 1) ->
     case atom_to_list(F) of
         "session_" ++ _ when F =/= session_set_tracing, F =/= session_set_events -> session_arg();

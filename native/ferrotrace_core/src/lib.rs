@@ -15,6 +15,7 @@
 //! - [`clock`]: the timestamps;
 //! - [`event`]: the event record;
 //! - [`limit`]: `max_events` and `max_rate` leased to threads, no shared counter per event;
+//! - [`sampling`]: which calls `enabled_call` keeps under `sample => {calls, N}`;
 //! - [`producer`]: a thread's ring, counters and admission (sampling, limits);
 //! - [`ring`]: bounded single-producer/single-consumer rings with split handles;
 //! - [`term_format`]: the bounded encoding of a copied term (arguments, results, keys);
@@ -71,6 +72,8 @@ pub mod options;
 pub mod producer;
 pub mod quiesce;
 pub mod ring;
+#[cfg(not(loom))]
+pub mod sampling;
 #[cfg(not(loom))]
 pub mod session;
 #[cfg(not(loom))]

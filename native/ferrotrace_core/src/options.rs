@@ -19,6 +19,8 @@ pub enum OptionValue {
     Atom(String),
     /// A 2-tuple of integers, for `{N, Ms}`.
     IntegerPair(i64, i64),
+    /// A 2-tuple of an atom and an integer, for `{calls, N}`.
+    Tagged(String, i64),
     /// Anything else (tuple, list, float, ...), kept only to be refused.
     Other,
 }
@@ -38,8 +40,12 @@ pub struct Config {
     pub max_events: Option<u64>,
     /// At most `.0` events per window of `.1` milliseconds (recon_trace's `{N, Ms}`).
     pub max_rate: Option<(u64, u64)>,
-    /// Keep the events of 1 process in N (by pid hash), so calls and returns stay paired.
+    /// Keep the events of 1 process in N (by pid hash), so calls and returns stay paired
+    /// (`sample => N`, `{processes, N}`).
     pub sample: u64,
+    /// Keep 1 call in N of every process, decided in `enabled_call` (`sample => {calls, N}`;
+    /// see `sampling`); changed while the session runs by `session_set_call_sample/2`.
+    pub call_sample: u32,
     /// What happens when `max_events` or `max_rate` is reached.
     pub on_limit: OnLimit,
     /// The slow calls kept per function (`slowest`, `threshold`, `max_slow_calls`).
@@ -78,6 +84,7 @@ impl Default for Config {
             max_events: None,
             max_rate: None,
             sample: 1,
+            call_sample: 1,
             on_limit: OnLimit::Stop,
             slowest: SlowestConfig::default(),
             recent: 0,
@@ -114,6 +121,8 @@ pub const MAX_EVENTS_RANGE: (i64, i64) = (1, 1 << 48);
 pub const RATE_COUNT_RANGE: (i64, i64) = (1, (1 << 24) - 1);
 /// Accepted `max_rate` window in milliseconds, inclusive.
 pub const RATE_WINDOW_RANGE: (i64, i64) = (1, 3_600_000);
+// The per-call form takes the same N as the per-process one.
+const _: () = assert!(SAMPLE_RANGE.1 == crate::sampling::MAX_CALL_RATE as i64);
 /// Accepted `sample`, inclusive.
 pub const SAMPLE_RANGE: (i64, i64) = (1, 1_000_000);
 /// Accepted `compensate_call_ns` and `compensate_return_ns`, inclusive: up to 1 ms per event.
@@ -210,8 +219,17 @@ pub fn parse(pairs: &[(String, OptionValue)]) -> Result<Config, OptionError> {
                 };
             }
             "sample" => {
-                config.sample = integer_in(value, SAMPLE_RANGE)
-                    .ok_or_else(|| bad(integers(SAMPLE_RANGE)))? as u64;
+                let in_range = |n: &i64| (SAMPLE_RANGE.0..=SAMPLE_RANGE.1).contains(n);
+                match value {
+                    OptionValue::Tagged(form, n) if form == "calls" && in_range(n) => config.call_sample = *n as u32,
+                    OptionValue::Tagged(form, n) if form == "processes" && in_range(n) => config.sample = *n as u64,
+                    v => {
+                        config.sample = integer_in(v, SAMPLE_RANGE).ok_or_else(|| {
+                            bad(format!("{}, {{calls, N}} or {{processes, N}} with N from {} to {}",
+                                        integers(SAMPLE_RANGE), SAMPLE_RANGE.0, SAMPLE_RANGE.1))
+                        })? as u64
+                    }
+                }
             }
             "on_limit" => {
                 config.on_limit = match value {
@@ -373,7 +391,8 @@ mod tests {
             Err(OptionError::BadValue { expected, .. }) => expected,
             other => panic!("{key}: {other:?}"),
         };
-        assert_eq!(expected("sample", OptionValue::Integer(0)), format!("an integer from 1 to {}", SAMPLE_RANGE.1));
+        assert_eq!(expected("sample", OptionValue::Integer(0)),
+                   format!("an integer from 1 to {0}, {{calls, N}} or {{processes, N}} with N from 1 to {0}", SAMPLE_RANGE.1));
         assert!(expected("duration", OptionValue::Other).contains(&DURATION_RANGE.1.to_string()));
         assert!(expected("max_rate", OptionValue::Other).contains(&RATE_COUNT_RANGE.1.to_string()));
         assert!(expected("max_events", OptionValue::Other).contains(&MAX_EVENTS_RANGE.1.to_string()));
@@ -381,6 +400,19 @@ mod tests {
         assert!(parse(&[pair("duration", OptionValue::Atom("forever".into()))]).is_err());
         assert!(parse(&[pair("duration", OptionValue::Other)]).is_err());
         assert!(parse(&[pair("duration", OptionValue::Integer(0))]).is_err());
+    }
+
+    #[test]
+    fn sample_by_process_or_by_call() {
+        let sample = |value| parse(&[pair("sample", value)]).map(|c| (c.sample, c.call_sample));
+        assert_eq!(sample(OptionValue::Integer(4)), Ok((4, 1)));
+        assert_eq!(sample(OptionValue::Tagged("processes".into(), 4)), Ok((4, 1)));
+        assert_eq!(sample(OptionValue::Tagged("calls".into(), 10)), Ok((1, 10)));
+        assert_eq!(sample(OptionValue::Tagged("calls".into(), SAMPLE_RANGE.1)), Ok((1, SAMPLE_RANGE.1 as u32)));
+        for bad in [OptionValue::Tagged("calls".into(), 0), OptionValue::Tagged("calls".into(), SAMPLE_RANGE.1 + 1),
+                    OptionValue::Tagged("process".into(), 4), OptionValue::IntegerPair(1, 10)] {
+            assert!(sample(bad.clone()).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -28,7 +28,8 @@ pub struct Accounting {
     pub aggregated: u64,
     /// Refused by a full ring, or by a ring that could not be allocated.
     pub dropped: u64,
-    /// Not kept by `sample` (counted in `enabled` for a discarded call, else in `trace`).
+    /// Not kept by `sample` (counted in `enabled` for a discarded call, else in `trace`); a
+    /// call refused by `sample => {calls, N}` is one event (its return never exists).
     pub sampled_out: u64,
     /// Refused by `max_events` or `max_rate`.
     pub limited: u64,
@@ -191,6 +192,13 @@ impl ProducerRef<'_> {
             return Admission::Limited;
         }
         Admission::Take
+    }
+
+    /// Counts a call refused by the per-call rate (`sample => {calls, N}`, in `enabled_call`):
+    /// one event sampled out, whose return never exists.
+    #[inline]
+    pub fn refuse_call(&self) {
+        bump(&self.producer.counters.sampled_out);
     }
 
     /// Counts a call refused by the frame bound (in `enabled_call`).

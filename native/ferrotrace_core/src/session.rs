@@ -46,6 +46,19 @@ pub fn live_sample(id: u64) -> Option<u64> {
     SESSIONS.live_sample(id)
 }
 
+/// The per-call rate of running session `id` (`sample => {calls, N}`: 1 call in N, 0 none),
+/// for a callback that has just checked that it runs ([`live_sample`]). Reads one static word.
+#[inline]
+pub fn call_sample(id: u64) -> u32 {
+    SESSIONS.call_sample(id)
+}
+
+/// Sets the per-call rate of running session `id` (`session_set_call_sample/2`; the rate is
+/// checked by the caller). Returns false if `id` is not running.
+pub fn set_call_sample(id: u64, rate: u32) -> bool {
+    SESSIONS.set_call_sample(id, rate)
+}
+
 /// The frame table of session `id`'s slot, for a callback that has just checked that `id` is
 /// running ([`live_sample`]). Reads static memory only.
 #[inline]
@@ -245,7 +258,7 @@ pub fn start(config: Config, keeper: u64, notifier: Option<Notifier>) -> Result<
             .map_err(|_| StartError::Thread)?
     };
     *session.collector.lock() = Some(collector);
-    registry.publish(id, session.config.sample, Arc::clone(&session));
+    registry.publish(id, session.config.sample, session.config.call_sample, Arc::clone(&session));
     Ok(session)
 }
 
@@ -526,6 +539,10 @@ mod tests {
             if kind == EventKind::Call && producer.sample_out(pid) {
                 return Emitted::Discarded;
             }
+            if kind == EventKind::Call && !crate::sampling::keep_call(call_sample(session_id)) {
+                producer.refuse_call();
+                return Emitted::Discarded;
+            }
             let ts = clock::now();
             if producer.admit(pid, ts) == Admission::Take {
                 producer.push(Event { ts, pid, mfa: F, kind });
@@ -649,6 +666,33 @@ mod tests {
             assert!(a.sampled_out > 20_000 / 2 && a.sampled_out < 20_000 * 7 / 8, "{a:?}");
             assert_eq!(aggregator.counters(), Default::default());
         });
+        assert!(release(session.id));
+    }
+
+    /// Per-call sampling: every process keeps about 1 call in N, each with its return; a
+    /// refused call is one event sampled out; the rate changes while the session runs, and 0
+    /// refuses every call.
+    #[test]
+    #[cfg_attr(miri, ignore = "thousands of events: too slow under Miri (small_session_is_exact covers the path)")]
+    fn call_sampling_keeps_every_process() {
+        let config = Config { call_sample: 10, duration_ms: None, ..Config::default() };
+        let session = start_test(config);
+        assert_eq!(call_sample(session.id), 10);
+        run_threads(session.id, 2, 10_000);
+        session.read(|aggregator, a| {
+            assert_eq!(a.seen, a.aggregated + a.dropped + a.sampled_out + a.limited, "{a:?}");
+            assert_eq!((a.aggregated + a.dropped) / 2 + a.sampled_out, 20_000, "{a:?}");
+            // About 2,000 kept (binomial, sd about 42).
+            let kept = 20_000 - a.sampled_out;
+            assert!((1_700..2_300).contains(&kept), "{a:?}");
+            assert_eq!(aggregator.counters(), Default::default());
+        });
+        assert!(set_call_sample(session.id, 0));
+        let before = session.read(|_, a| a.sampled_out);
+        run_threads(session.id, 1, 1_000);
+        assert_eq!(session.read(|_, a| a.sampled_out), before + 1_000);
+        session.stop(StopReason::User);
+        assert!(!set_call_sample(session.id, 1), "a stopped session's rate is not changed");
         assert!(release(session.id));
     }
 

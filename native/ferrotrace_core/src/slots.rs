@@ -24,7 +24,7 @@
 //! 2^53 (the year 2255), so ids stay positive and below 2^59: Erlang small integers.
 
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -54,6 +54,9 @@ pub(crate) struct SlotState {
     /// False: the session wants call events and exits only (a `calls/2` session without
     /// activity, the other kinds), so the `enabled` callbacks discard every other tag.
     activity: AtomicBool,
+    /// The session's per-call rate (`sample => {calls, N}`: keep 1 call in N; 0: none; 1:
+    /// all), read by `enabled_call`; written at publish and by `set_call_sample` only.
+    call_sample: AtomicU32,
 }
 
 struct Slot<T> {
@@ -62,7 +65,7 @@ struct Slot<T> {
     published: AtomicPtr<T>,
 }
 
-// The tag, `sample`, `events` and the pointer of a slot share 32 bytes, as when the table held
+// The tag, `sample`, `activity`, `call_sample` and the pointer of a slot share 32 bytes, as when the table held
 // sessions only, and the table starts on a cache line (below): a callback reads one line.
 const _: () = assert!(std::mem::size_of::<Slot<()>>() == 32);
 
@@ -123,7 +126,12 @@ impl<T: Send + Sync> Slots<T> {
         Slots {
             slots: [const {
                 Slot {
-                    state: SlotState { tag: AtomicU64::new(FREE), sample: AtomicU64::new(1), activity: AtomicBool::new(true) },
+                    state: SlotState {
+                        tag: AtomicU64::new(FREE),
+                        sample: AtomicU64::new(1),
+                        activity: AtomicBool::new(true),
+                        call_sample: AtomicU32::new(1),
+                    },
                     published: AtomicPtr::new(ptr::null_mut()),
                 }
             }; MAX_SESSIONS],
@@ -179,6 +187,27 @@ impl<T: Send + Sync> Slots<T> {
         true
     }
 
+    /// The per-call rate of session `id`'s slot (see `SlotState::call_sample`), for a callback
+    /// that has just checked that `id` is running (`live_sample`), or a read of a session not
+    /// yet released (its slot is still its own).
+    #[inline]
+    pub fn call_sample(&self, id: u64) -> u32 {
+        self.slots[slot_of(id)].state.call_sample.load(Ordering::Relaxed)
+    }
+
+    /// Sets the per-call rate of running session `id`, under the registry's lock so that a
+    /// session stopped and released meanwhile cannot lend its slot's word to the next one.
+    /// Returns false if `id` is not running.
+    pub fn set_call_sample(&self, id: u64, rate: u32) -> bool {
+        let registry = self.registry();
+        if !self.is_live(id) || registry.locked.entries[slot_of(id)].as_ref().is_none_or(|(own, _)| *own != id) {
+            return false;
+        }
+        // Relaxed: the rate is a hint each call reads afresh; no other memory goes with it.
+        self.slots[slot_of(id)].state.call_sample.store(rate, Ordering::Relaxed);
+        true
+    }
+
     /// The running session `id`, borrowed for as long as both the table and the thread's
     /// active mark live (the mark is what keeps the registry from letting go of it).
     #[inline]
@@ -210,13 +239,14 @@ impl<T> Registry<'_, T> {
     }
 
     /// Makes `value` reachable by `id` (from `allocate`) and live for the hot path, with the
-    /// session's `sample`.
-    pub(crate) fn publish(&mut self, id: u64, sample: u64, value: Arc<T>) {
+    /// session's `sample` (per process) and `call_sample` (per call).
+    pub(crate) fn publish(&mut self, id: u64, sample: u64, call_sample: u32, value: Arc<T>) {
         let slot = &self.table[slot_of(id)];
         debug_assert!(self.locked.entries[slot_of(id)].is_none());
         slot.published.store(Arc::as_ptr(&value) as *mut T, Ordering::Release);
         slot.state.sample.store(sample, Ordering::Release);
         slot.state.activity.store(true, Ordering::Release);
+        slot.state.call_sample.store(call_sample, Ordering::Release);
         // SeqCst: the tag is the word grace periods are argued on (`quiesce`).
         slot.state.tag.store(tag(id, LIVE), Ordering::SeqCst);
         self.locked.entries[slot_of(id)] = Some((id, value));
@@ -274,7 +304,7 @@ mod tests {
     fn remove_waits_for_a_callback_using_the_value() {
         static TABLE: Slots<AtomicU64> = Slots::new();
         let (_, id) = TABLE.registry().allocate().unwrap();
-        TABLE.registry().publish(id, 1, Arc::new(AtomicU64::new(7)));
+        TABLE.registry().publish(id, 1, 1, Arc::new(AtomicU64::new(7)));
         let removed = AtomicBool::new(false);
         std::thread::scope(|scope| {
             quiesce::with_token(|token| {

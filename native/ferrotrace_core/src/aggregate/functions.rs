@@ -99,6 +99,9 @@ pub struct FunctionStats {
     pub latency: Histogram<u64>,
     /// Traced count-only: a tail-recursive loop (calls counted, never paired).
     pub loop_only: bool,
+    /// Outside the filter since it changed (`ferrotrace:remove/2`): its figures stay, its
+    /// later calls are foreign; the calls it had open still pair.
+    pub removed: bool,
     /// The same figures since the last interval read (`ferrotrace:watch/2`).
     pub interval: IntervalStats,
     /// The slowest calls and those over the threshold (`slowest`).
@@ -152,6 +155,7 @@ impl FunctionStats {
             total_ns: 0,
             latency,
             loop_only: false,
+            removed: false,
             interval: IntervalStats { calls: 0, returns: 0, exceptions: 0, total_ns: 0, latency: interval },
             slow: SlowCalls::new(slowest),
             own: OwnTime { total_ns: 0, latency: own },
@@ -344,8 +348,12 @@ impl Functions {
         }
     }
 
-    /// Aggregates only the functions `patterns` match from now on.
+    /// Aggregates only the functions `patterns` match from now on; those with figures that
+    /// it no longer matches keep them, marked `removed`.
     pub(super) fn set_filter(&mut self, patterns: Vec<MfaPattern>) {
+        for (mfa, stats) in self.stats.iter_mut() {
+            stats.removed = !patterns.iter().any(|p| p.matches(mfa));
+        }
         self.filter = Some(patterns);
         self.index.retain(|_, index| *index != FOREIGN);
         self.foreign = 0;

@@ -259,6 +259,10 @@ impl Aggregator {
     fn record_call(&mut self, event: &Event, thread: u32, copies: EventCopies) -> i64 {
         let (mfa, ts) = (event.mfa, event.ts);
         match self.functions.stats_for(mfa, ts, |mfa| self.loops.contains(mfa)) {
+            Some(stats) if stats.removed => {
+                self.counters.foreign_events += 1;
+                return 1;
+            }
             Some(stats) if stats.loop_only => {
                 stats.count_call();
                 self.open.count_inner(event.pid, Inner::CALL);
@@ -318,6 +322,11 @@ impl Aggregator {
             self.functions.count_untracked(event.mfa, &mut self.counters);
             return settle;
         };
+        if stats.removed && frame.is_none() {
+            // The return of a call made after the function left the filter.
+            self.counters.foreign_events += 1;
+            return settle;
+        }
         stats.count_return(event.kind);
         match frame {
             Some(frame) => {

@@ -89,6 +89,30 @@ fn the_filter_counts_other_functions_as_foreign() {
 }
 
 #[test]
+fn a_function_removed_from_the_filter_keeps_its_figures_and_counts_no_more() {
+    let mut agg = Aggregator::new(100, 1000);
+    agg.set_filter(vec![pattern(Some(1), None, None)]);
+    agg.record(&ev(EventKind::Call, 1, F, 0));
+    agg.record(&ev(EventKind::Return, 1, F, 10));
+    // A call open when F is removed still pairs; later calls are foreign.
+    agg.record(&ev(EventKind::Call, 1, F, 20));
+    agg.set_filter(vec![pattern(Some(1), Some(3), None)]);
+    agg.record(&ev(EventKind::Return, 1, F, 30));
+    agg.record(&ev(EventKind::Call, 1, F, 40));
+    agg.record(&ev(EventKind::Return, 1, F, 50));
+    let f = agg.function(&F).unwrap();
+    assert_eq!((f.calls, f.returns, f.latency.len()), (2, 2, 2));
+    assert_eq!(agg.counters().foreign_events, 2);
+    assert_eq!(agg.counters().unmatched_returns, 0);
+    assert_eq!(agg.open_calls(), 0);
+    // Added again: counted again.
+    agg.set_filter(vec![pattern(Some(1), None, None)]);
+    agg.record(&ev(EventKind::Call, 1, F, 60));
+    agg.record(&ev(EventKind::Return, 1, F, 70));
+    assert_eq!(agg.function(&F).unwrap().calls, 3);
+}
+
+#[test]
 fn loops_are_counted_not_paired() {
     let mut agg = Aggregator::new(100, 1000);
     agg.set_loops(&[G]);

@@ -4,7 +4,8 @@
 //! allocate an argument vector on every call). Each runs on the tracee's scheduler thread and
 //! does: decode the small-integer session id, read the session's slot tag (static, read-only
 //! on this path); the `enabled*` callbacks of a sampled session answer `discard` for a
-//! sampled-out tracee (counted there, so the VM never builds the event); `trace/5` stamps the
+//! sampled-out tracee, and `enabled_call` for a call refused by the per-call rate (counted
+//! there, so the VM never builds the event); `trace/5` stamps the
 //! event, applies the session's limits, and pushes it into this thread's ring. No lock, no
 //! allocation (but a thread's first event of a session creates its ring, fallibly), no shared
 //! counter, no reference count. Panics are caught here and never reach the VM.
@@ -19,6 +20,7 @@ use ferrotrace_core::decode::decode_mfa;
 use ferrotrace_core::event::{Event, EventKind, Mfa};
 use ferrotrace_core::producer::{Admission, ProducerRef};
 use ferrotrace_core::quiesce::with_token;
+use ferrotrace_core::sampling::{self, EVERY_CALL};
 use ferrotrace_core::session;
 
 use super::atoms::{atoms, Atoms};
@@ -65,6 +67,24 @@ fn sampled_out(id: u64, tracee: u64) -> bool {
     .unwrap_or(false)
 }
 
+/// True, and counted, if session `id`'s per-call rate (`sample => {calls, N}`) refuses this
+/// call: a draw from the thread's own generator (`ferrotrace_core::sampling`). An unsampled
+/// session reads one static word; only a refusal enters the active mark, to count it.
+#[inline]
+fn call_sampled_out(id: u64) -> bool {
+    let rate = session::call_sample(id);
+    if rate == EVERY_CALL || sampling::keep_call(rate) {
+        return false;
+    }
+    let _ = with_token(|token| {
+        let active = token.enter();
+        if let Some(session) = session::live_session(id, &active) {
+            session.producer(&active).refuse_call();
+        }
+    });
+    true
+}
+
 /// True, and counted, if `tracee` has the most return-trace frames of session `id` a
 /// process may keep (`ferrotrace_core::frames`): its call must be refused. The check reads
 /// two words of the session slot's frame table; only a refusal enters the active mark, to
@@ -87,7 +107,8 @@ fn frames_full(id: u64, tracee: u64) -> bool {
 /// tracee) unless the state names a running session, else `answer(atoms, tag)`; an event the
 /// session would trace is answered `discard` instead when `sample` leaves the tracee out (the
 /// VM then builds no event and, for a call, pushes no return frame), and a call (`calls`)
-/// when the tracee has as many return-trace frames open as a process may keep.
+/// when the per-call rate refuses it or the tracee has as many return-trace frames open as a
+/// process may keep.
 ///
 /// # Safety
 /// `env` is the callback's env and `argv` points at its three arguments.
@@ -112,7 +133,15 @@ unsafe fn enabled_by(
         }
         // Only hashed, never kept: any word will do for a term that is not a pid.
         let tracee = Immediate::of(tracee).map_or(0, Immediate::bits);
-        if (sample > 1 && sampled_out(id, tracee)) || (calls && frames_full(id, tracee)) {
+        if sample > 1 && sampled_out(id, tracee) {
+            return a.discard;
+        }
+        // Only a call is refused by the rate or the frame bound: a refused call gets no
+        // return frame, so its return never comes. The VM asks `enabled_call` with the tag
+        // `call` only (OTP's `erts_call_trace`; `erts_trace_return` and
+        // `erts_trace_exception` send without asking), but the tag is checked anyway: a
+        // refused return would leave its call open and its frame counted forever.
+        if calls && tag == a.call && (call_sampled_out(id) || frames_full(id, tracee)) {
             a.discard
         } else {
             answer
@@ -136,7 +165,8 @@ unsafe extern "C" fn enabled(env: *mut ErlNifEnv, _argc: c_int, argv: *const Erl
     }) }
 }
 
-/// `enabled_call/3`: the tag is `call`, only the session is checked.
+/// `enabled_call/3`: the tag is `call` (see `enabled_by` for the others); the session, its
+/// per-call rate and the frame bound are checked.
 unsafe extern "C" fn enabled_call(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
     // SAFETY: called by the VM as an arity-3 NIF: its env and three arguments.
     unsafe { enabled_by(env, argv, true, |a, _tag, _activity| a.trace) }

@@ -8,6 +8,7 @@
 //!   inside its calls and its raw latency, keys or callers, slow calls), and
 //!   `session_slow_calls/3`;
 //! - `recent`: the flight recorder;
+//! - `sample`: the per-call rate of a running session, read and changed;
 //! - `activity`: the figures of the kinds other than calls (messages, scheduling, GC,
 //!   processes, ports);
 //! - `export`: histograms as bytes, the HDR log, folded stacks, JSON;
@@ -24,5 +25,6 @@ mod own;
 mod probe;
 mod recent;
 pub(crate) mod reply;
+mod sample;
 mod session;
 mod slow;

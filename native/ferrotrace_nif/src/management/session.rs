@@ -29,7 +29,7 @@ mod atoms {
         ring_bytes, functions, collector_cpu_ns, aggregators, ring_alloc_failures, ferrotrace_stopped,
         mfa, count, returns, exceptions, total,
         user, owner_down, duration, loops, foreign_events, bad_spec, ferrotrace_loops,
-        backlog, ring_peak, ring_size, longest_gap_us, frames_refused, max_frames,
+        backlog, ring_peak, ring_size, longest_gap_us, frames_refused, max_frames, sample,
     }
 }
 
@@ -38,6 +38,8 @@ fn option_value(term: Term) -> OptionValue {
         OptionValue::Integer(i)
     } else if let Ok((n, ms)) = term.decode::<(i64, i64)>() {
         OptionValue::IntegerPair(n, ms)
+    } else if let Ok((form, n)) = term.decode::<(Atom, i64)>() {
+        form.to_term(term.get_env()).atom_to_string().map_or(OptionValue::Other, |form| OptionValue::Tagged(form, n))
     } else if term.is_atom() {
         term.atom_to_string().map_or(OptionValue::Other, OptionValue::Atom)
     } else {
@@ -249,6 +251,11 @@ fn session_summary<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
             (atoms::memory(), memory_term(env, &memory, agg.functions().count(), session.ring_alloc_failures())),
             (atoms::collector_cpu_ns(), session.collector_cpu_ns().encode(env)),
             (atoms::aggregators(), session.aggregators().encode(env)),
+            // The current rates: `calls` may have changed since the start.
+            (atoms::sample(), map(env, &[
+                (atoms::processes(), session.config.sample.encode(env)),
+                (atoms::calls(), session::call_sample(session.id).encode(env)),
+            ])),
             (atoms::backlog(), map(env, &[
                 (atoms::ring_peak(), backlog.ring_peak.encode(env)),
                 (atoms::ring_size(), ring_size.encode(env)),
