@@ -23,6 +23,12 @@ if [ ! -d "$ebin" ]; then
 fi
 FERROTRACE_FLOOR_SO="$root/$out/libferrotrace_floor"
 export FERROTRACE_FLOOR_SO
+# The probe effect's calibration at a calls/2 session's start, when ferrotrace is built.
+if [ -d "$ebin" ]; then
+    erlc -o "$out" +debug_info +warn_missing_spec -Werror bench/ferrotrace_calibration_cost.erl
+    erl -noshell -pa "$ebin" -pa "$out" -eval 'ferrotrace_calibration_cost:main(), halt().' \
+        || echo "calibration line crashed" >&2
+fi
 # The message scenario (send and 'receive' events), when ferrotrace is built.
 if [ -d "$ebin" ]; then
     erl -noshell -pa "$ebin" -pa "$out" -eval 'ferrotrace_msg_cost:main(), halt().' \

@@ -76,6 +76,10 @@
                           mean := time(), p50 := time(), p90 := time(), p99 := time(),
                           p999 := time(), max := time(),
                           own => #{atom() => time()},
+                          inner_events => #{mean := float(), max := non_neg_integer(),
+                                            total := non_neg_integer(),
+                                            compensated_ns := non_neg_integer()},
+                          raw => #{atom() => time()},
                           migrations => non_neg_integer(),
                           max_frames => non_neg_integer(),
                           slowest => [ferrotrace_slow:slow_call()],
@@ -97,6 +101,8 @@
                      loops := [mfa()],
                      displaced => displacement(),
                      budget => budget(),
+                     calibration => ferrotrace_calibrate:calibration() | {error, term()},
+                     compensated => boolean(),
                      changes => [#{at := integer(), added => [mfa_spec()], loops => [mfa()],
                                    removed => [mfa_spec()]}],
                      events := #{seen := non_neg_integer(), aggregated := non_neg_integer(),
@@ -153,7 +159,8 @@
 %% `{error, {owner_down, Pid}}' (as by calls/2).
 %% `Options' are those of {@link calls/2} (`h(ferrotrace, calls).' lists them with their
 %% defaults) but `pids', `scope', `also', `callers' and `nodes', which say what calls/2
-%% traces; here you set the patterns and flags. A raw session takes `key => message' to
+%% traces, and `compensate' (a raw session has no calibration); here you set the patterns
+%% and flags. A raw session takes `key => message' to
 %% keep a histogram per `{message, Key}' that your own match specs set (see
 %% `ferrotrace_keys'). A raw session whose user sets `send', `` 'receive' '', `procs',
 %% `garbage_collection', `running', `ports' or `running_ports' gets the figures of
@@ -267,6 +274,20 @@ session(Options) ->
 %% and HDR histograms are added, so percentiles are those of all the calls; `name => Atom'
 %% names it as it names a local session ({@link list/0} shows it on this node). See
 %% {@link ferrotrace_cluster}.</li>
+%% <li>`compensate => true | false': take the probe effect out (default `true'). Each
+%% traced call made inside a traced call costs its caller the VM's and ferrotrace's work
+%% for two events; before its patterns are set, the session measures that cost on this
+%% node (`calibration' in the summary, see `ferrotrace_calibrate'), and with `true' records
+%% each call's latency and own time less the cost of the session's events inside it
+%% (`inner_events'), never below zero; the latency as measured stays in the call entry's
+%% `raw'. `false' records latencies as measured (the calibration is still shown, and the
+%% report still marks the functions whose latency is mostly tracing). A calibration that
+%% fails leaves the session uncompensated, and its summary says why. The default is `true'
+%% because the figure an operator reads should be the closest to the untraced code's; what
+%% it does not take out (GC and cache effects of tracing, calls refused by `sample' or the
+%% frame bound, dropped events): doc/slow-calls.md, "The probe effect". The engine's
+%% `compensate_call_ns => Ns' and `compensate_return_ns => Ns' (0 to 1000000) set the cost
+%% per event by hand, over the calibration's (and in a raw session, which has none).</li>
 %% </ul>
 %% A bad option, spec or session gives `{error, Reason}' naming it, e.g.
 %% `{error, {bad_option, {ring_size, 3, <<"an integer from 64 to 16777216">>}}}'; an
@@ -315,7 +336,7 @@ processes(Kinds, Options) ->
 %% `collector' (events drained and not yet folded in, batches for aggregator threads),
 %% `processes' (the process table), `open_frames' (the open calls' frames, capacity times
 %% frame size) and `frame_copies' (the argument and key copies they hold), `histograms'
-%% (each function's latency and own-time histograms, split and per-key ones, the other
+%% (each function's latency and own-time histograms, raw, split and per-key ones, the other
 %% event kinds'), `intervals' (each function's interval histogram), `slow_calls' (kept slow
 %% calls with their copies), `keys' (key tables and key copies), `recent' (the recorder),
 %% `tables' (functions, call paths, top-N tables, the session's records), `merge' (with
@@ -334,7 +355,12 @@ processes(Kinds, Options) ->
 %% scheduler thread than the one they were called on) and `max_frames' (the most
 %% return-trace frames of the session its process had open at one of its calls: calls past
 %% 120 are refused, see `frames_refused'; for a loop found while it ran, how deep it got
-%% before it was traced count-only). With keys, it has
+%% before it was traced count-only),
+%% `inner_events' (`#{mean, max, total, compensated_ns}': the session's events inside each
+%% paired call of the function, its own two not counted, over its calls, and the ns taken
+%% out of its latencies; see `compensate' in {@link calls/2}) and, in a compensated
+%% session, `raw' (`#{total, mean, p50, p90, p99, p999, max}': the latency as measured; the
+%% entry's own figures are compensated). With keys, it has
 %% `by_key => [#{key, count, total, mean, p50, p90, p99, p999, max}]' (or `callers', with
 %% `caller' for `key'), most total time first, and `keys_overflow' (see `ferrotrace_keys').
 %% Sessions that trace other kinds (processes/2, `also', or a raw session's own flags) add
@@ -342,6 +368,9 @@ processes(Kinds, Options) ->
 %% processes"), and call entries gain `split => #{running, descheduled, gc}' when
 %% scheduling is traced with the calls. A cluster session (a pid, see `nodes') merges its
 %% nodes' figures.
+%% A calls/2 session has `calibration' (`#{call_ns, return_ns, pair_ns, untraced_ns, calls,
+%% took_us, split}', see `ferrotrace_calibrate', or `{error, Reason}') and `compensated'
+%% (whether its latencies have the probe effect taken out).
 %% `displaced' is there only once another tool took over on OTP 25 or 26 (one tracer per
 %% process, one match spec per function): `#{at, processes, functions, by}', `at' when it
 %% was first noticed (ms; the keeper checks every 500 ms, bounded per round), `processes'

@@ -34,9 +34,10 @@ summary(Id, _Keeper, Info) ->
         {ok, Summary = #{calls := Calls}} ->
             ByTotal = fun(#{total := A}, #{total := B}) -> A >= B end,
             %% `displaced' (OTP 25 and 26): what the keeper's checks found, absent if none.
-            %% `changes': what add/2 and remove/2 changed, absent if nothing; `budget'
-            %% (max_overhead, ferrotrace_overhead): the budget's figures.
-            Merged = maps:merge(Summary, maps:with([displaced, changes, budget], Info)),
+            %% `calibration' and `compensated' (calls/2, ferrotrace_calibrate); `changes': what
+            %% add/2 and remove/2 changed, absent if nothing; `budget' (max_overhead,
+            %% ferrotrace_overhead): the budget's figures.
+            Merged = maps:merge(Summary, maps:with([displaced, calibration, compensated, changes, budget], Info)),
             ferrotrace_activity:merge(Id, Info,
                 Merged#{calls := lists:sort(ByTotal, Calls),
                         stacks => stack_counts(Id),

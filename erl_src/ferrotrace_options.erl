@@ -51,7 +51,7 @@
 
 %% The options that say what calls/2 traces, and those the keeper takes; the rest go to
 %% the engine.
--define(CALL_OPTIONS, [pids, scope, also, callers]).
+-define(CALL_OPTIONS, [pids, scope, also, callers, compensate]).
 -define(SESSION_OPTIONS, [owner, keep, name, intervals, max_intervals, max_overhead]).
 
 %% A session's duration when none is given (ms), as the engine takes it.

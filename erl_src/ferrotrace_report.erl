@@ -96,6 +96,7 @@ render(Summary = #{calls := Calls0}, Histogram,
     [header(Summary, Width), "\n",
      table(Shown, Sort, Width, Calls0 =:= []),
      left_out(length(Calls0), length(Matching), length(Shown), Filter, Width),
+     tracing_shares(Shown, maps:get(calibration, Summary, undefined), Width),
      [[quantize(MFA, Histogram(MFA), Width), ferrotrace_slow:lines(Entry, Width),
        ferrotrace_keys:lines(Entry, Width)]
       || Entry = #{mfa := MFA, returns := R, exceptions := E} <- lists:sublist(Shown, NHist),
@@ -152,9 +153,52 @@ header(Summary = #{id := Id, status := Status, elapsed_ms := Ms, events := Event
      wrap("pairing: ", PairingParts, Width),
      frames(Count(frames_refused, Events), Width),
      displaced(maps:get(displaced, Summary, undefined), Width),
+     probe(Summary, Width),
      changes(maps:get(changes, Summary, []), Width),
      budget(maps:get(budget, Summary, undefined), Width),
      Loops].
+
+%% The probe effect (calls/2 sessions): what a traced call costs its caller here, and
+%% whether the figures have it taken out (ferrotrace_calibrate).
+probe(#{calibration := #{call_ns := C, return_ns := R, took_us := Us}} = Summary, Width) ->
+    What = case maps:get(compensated, Summary, false) of
+               true -> "compensated";
+               false -> "not compensated (compensate => false)"
+           end,
+    wrap("probe effect: ", [What, io_lib:format("~b ns per call event", [C]), io_lib:format("~b ns per return", [R]),
+                            io_lib:format("calibrated in ~.1f ms", [Us / 1000])], Width);
+probe(#{calibration := {error, Reason}}, Width) ->
+    wrap("probe effect: ", ["not compensated", io_lib:format("calibration failed: ~0tp", [Reason])], Width);
+probe(_Summary, _Width) ->
+    [].
+
+%% The functions shown whose (raw) latency is mostly the cost of the traced calls inside
+%% them: "62 % of this latency is tracing: 100 traced events inside each call".
+-define(MOSTLY_TRACING, 0.5).
+tracing_shares(Calls, #{call_ns := C, return_ns := R}, Width) ->
+    [wrap("  ", [io_lib:format("~ts: ~b % of this latency is tracing",
+                              [ferrotrace_text:shorten(unicode:characters_to_list(ferrotrace_names:mfa(MFA)), Width div 2),
+                               round(100 * Share)]),
+                io_lib:format("~ts traced events inside each call~ts", [mean_text(Mean), taken_text(Entry)])],
+         ":", Width)
+     || Entry = #{mfa := MFA, inner_events := #{mean := Mean}} <- Calls,
+        Share <- [tracing_share(Entry, (C + R) / 2)], Share >= ?MOSTLY_TRACING];
+tracing_shares(_Calls, _Calibration, _Width) ->
+    [].
+
+%% The share of a function's median raw latency that its inner events cost, at the mean
+%% cost of an event (the median: a few calls slowed by other work weigh on a mean).
+tracing_share(#{inner_events := #{mean := Mean}} = Entry, PerEventNs) ->
+    case maps:get(p50, maps:get(raw, Entry, Entry)) of
+        P50 when is_integer(P50), P50 > 0 -> min(1.0, Mean * PerEventNs / P50);
+        _ -> 0
+    end.
+
+mean_text(Mean) when Mean == round(Mean) -> integer_to_list(round(Mean));
+mean_text(Mean) -> float_to_list(float(Mean), [{decimals, 1}]).
+
+taken_text(#{raw := _}) -> " (taken out)";
+taken_text(_) -> "".
 
 %% A loop, and for one found while it ran (not in the code) how many frames it had reached:
 %% those stay on its process's stack.

@@ -23,8 +23,13 @@ session(Options0) ->
 -spec calls(term(), term()) -> {ok, ferrotrace_tracer:session_id()} | {error, term()}.
 calls(Spec, Options0) ->
     case ferrotrace_options:to_map(Options0) of
-        {ok, Options} -> start_with(ferrotrace_options:calls(Spec, Options));
-        {error, _} = Error -> Error
+        {ok, Options} ->
+            case ferrotrace_options:calls(Spec, Options) of
+                {ok, Tracing, Rest} -> start(Rest, Tracing, {compensate, maps:get(compensate, Options, true)});
+                {error, _} = Error -> Error
+            end;
+        {error, _} = Error ->
+            Error
     end.
 
 %% @doc `ferrotrace:processes(Kinds, Options)'.
@@ -35,23 +40,34 @@ processes(Kinds, Options) ->
 start_with({ok, Tracing, Options}) -> start(Options, Tracing);
 start_with({error, _} = Error) -> Error.
 
-%% A keeper (ferrotrace_session) for the session, with `Options' less those of calls/2.
 start(Options, Tracing) ->
+    start(Options, Tracing, none).
+
+%% A keeper (ferrotrace_session) for the session, with `Options' less those of calls/2. A
+%% calls/2 session first measures the probe effect (ferrotrace_calibrate), before its
+%% patterns are set; the cost to take out reaches the engine with its options.
+start(Options, Tracing, Probe) ->
     %% Not code:load_file/1, and one load at a time: see ferrotrace_code.
     case ferrotrace_code:ensure_tracer() of
         {module, _} ->
-            case {ferrotrace_options:settings(Options, Tracing), ferrotrace_intervals:check(Options)} of
-                {{ok, Settings, Engine}, {ok, Intervals}} ->
-                    case budget(Options) of
-                        {ok, Budget} ->
-                            with_budget(with_intervals(ferrotrace_session:start(Engine, Tracing, Settings), Intervals),
-                                        Budget);
+            case {ferrotrace_options:settings(Options, Tracing), ferrotrace_intervals:check(Options),
+                  check_probe(Probe), budget(Options)} of
+                {{ok, Settings, Engine}, {ok, Intervals}, ok, {ok, Budget}} ->
+                    case calibrate(Probe) of
+                        {ok, ProbeOptions, ProbeInfo} ->
+                            %% Options given by hand win over the calibration's.
+                            Started = ferrotrace_session:start(maps:merge(ProbeOptions, Engine), Tracing, Settings),
+                            with_budget(with_intervals(with_info(Started, ProbeInfo), Intervals), Budget);
                         {error, _} = Error ->
                             Error
                     end;
-                {{error, _} = Error, _} ->
+                {{error, _} = Error, _, _, _} ->
                     Error;
-                {_, {error, _} = Error} ->
+                {_, {error, _} = Error, _, _} ->
+                    Error;
+                {_, _, {error, _} = Error, _} ->
+                    Error;
+                {_, _, _, {error, _} = Error} ->
                     Error
             end;
         {error, {nif_not_loaded, _Path, _Reason}} = Error ->
@@ -59,6 +75,21 @@ start(Options, Tracing) ->
         {error, Reason} ->
             {error, {nif_not_loaded, Reason}}
     end.
+
+check_probe({compensate, Compensate}) when not is_boolean(Compensate) ->
+    {error, {bad_option, {compensate, Compensate, <<"true or false">>}}};
+check_probe(_) ->
+    ok.
+
+calibrate(none) -> {ok, #{}, #{}};
+calibrate({compensate, Compensate}) -> ferrotrace_calibrate:for_session(Compensate).
+
+%% What the calibration found, for the summary (`calibration', `compensated').
+with_info({ok, Id}, Info) when map_size(Info) > 0 ->
+    _ = ferrotrace_registry:update(Id, Info),
+    {ok, Id};
+with_info(Started, _Info) ->
+    Started.
 
 %% `max_overhead => Fraction': checked, and refused beside `sample => {calls, N}' (the
 %% budget sets the per-call rate itself).

@@ -50,6 +50,11 @@ say() { printf 'test-otp: %s\n' "$*"; }
 die() { printf 'test-otp: FAILED: %s\n' "$*" >&2; exit 1; }
 
 [ "$(id -u)" = 0 ] || die "needs root (debootstrap, chroot and mount)"
+# One run at a time per chroot folder: a second run would unmount the first one's /proc and
+# /dev as stale, overwrite its work tree and take its node name. It waits instead.
+mkdir -p "$chroots"
+exec 9>"$chroots/.run.lock"
+flock -n 9 || { say "another run holds $chroots: waiting for it"; flock 9; }
 if ! command -v debootstrap >/dev/null 2>&1; then
     say "installing debootstrap"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null \

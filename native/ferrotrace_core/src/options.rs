@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use crate::aggregate::probe::Compensation;
 use crate::aggregate::keyed::{KeySource, KeysConfig, MAX_KEYS_RANGE};
 use crate::aggregate::recorder::RECENT_RANGE;
 use crate::aggregate::slowest::{SlowestConfig, KEEP_RANGE, MAX_SLOW_CALLS_RANGE, THRESHOLD_RANGE};
@@ -58,6 +59,10 @@ pub struct Config {
     /// Aggregators the session's events are split over by pid (`aggregators`; `auto`: one
     /// per four CPUs).
     pub aggregators: usize,
+    /// The cost taken out of latencies per inner event (`compensate_call_ns`,
+    /// `compensate_return_ns`, set by `calls/2` from the session's calibration); `None`:
+    /// latencies as measured.
+    pub compensate: Option<Compensation>,
 }
 
 /// The action at a limit.
@@ -86,15 +91,17 @@ impl Default for Config {
             args: ArgsConfig::default(),
             keys: KeysConfig::default(),
             aggregators: auto_count(),
+            compensate: None,
         }
     }
 }
 
 /// Every option `parse` takes, for the error that names an unknown one (a test checks that
 /// each is parsed).
-const NAMES: [&str; 17] = [
+const NAMES: [&str; 19] = [
     "duration", "max_events", "max_rate", "sample", "on_limit", "ring_size", "max_functions", "max_open_calls",
     "slowest", "threshold", "max_slow_calls", "recent", "args", "max_term_bytes", "key", "max_keys", "aggregators",
+    "compensate_call_ns", "compensate_return_ns",
 ];
 
 /// Every option `parse` takes.
@@ -118,6 +125,8 @@ pub const RATE_WINDOW_RANGE: (i64, i64) = (1, 3_600_000);
 const _: () = assert!(SAMPLE_RANGE.1 == crate::sampling::MAX_CALL_RATE as i64);
 /// Accepted `sample`, inclusive.
 pub const SAMPLE_RANGE: (i64, i64) = (1, 1_000_000);
+/// Accepted `compensate_call_ns` and `compensate_return_ns`, inclusive: up to 1 ms per event.
+pub const COMPENSATE_RANGE: (i64, i64) = (0, 1_000_000);
 /// Accepted `duration` in milliseconds, inclusive: up to one week; a longer session is a
 /// mistake, and `infinity` says so explicitly.
 pub const DURATION_RANGE: (i64, i64) = (1, 7 * 24 * 3600 * 1000);
@@ -274,6 +283,14 @@ pub fn parse(pairs: &[(String, OptionValue)]) -> Result<Config, OptionError> {
                     v => integer_in(v, AGGREGATORS_RANGE)
                         .ok_or_else(|| bad(format!("{}, or auto", integers(AGGREGATORS_RANGE))))? as usize,
                 };
+            }
+            "compensate_call_ns" => {
+                let ns = integer_in(value, COMPENSATE_RANGE).ok_or_else(|| bad(integers(COMPENSATE_RANGE)))? as u64;
+                config.compensate.get_or_insert_with(Default::default).call_ns = ns;
+            }
+            "compensate_return_ns" => {
+                let ns = integer_in(value, COMPENSATE_RANGE).ok_or_else(|| bad(integers(COMPENSATE_RANGE)))? as u64;
+                config.compensate.get_or_insert_with(Default::default).return_ns = ns;
             }
             _ => return Err(OptionError::Unknown { index }),
         }

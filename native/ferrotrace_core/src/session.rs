@@ -217,6 +217,7 @@ pub fn start(config: Config, keeper: u64, notifier: Option<Notifier>) -> Result<
             .with_keys(config.keys)
             .with_shard(index, count)
             .with_frames(frames)
+            .with_compensation(config.compensate)
     })
     .map_err(|_| StartError::Thread)?;
     let started_ticks = clock::now();

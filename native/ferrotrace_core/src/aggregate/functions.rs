@@ -14,6 +14,7 @@ use super::keyed::KeyedLatency;
 use super::memory::{alloc_bytes, map_bytes, vec_bytes, Memory};
 use super::own::OwnTime;
 use super::pairing::PairingCounters;
+use super::probe::{InnerEvents, RawLatency};
 use super::slowest::{SlowCalls, SlowestConfig};
 use super::split::SplitStats;
 use crate::event::{EventKind, Mfa};
@@ -117,6 +118,11 @@ pub struct FunctionStats {
     pub max_frames: u32,
     /// Latency per key (`key`), once a call came with one.
     pub by_key: Option<Box<KeyedLatency>>,
+    /// The session's events inside this function's paired calls (`probe.rs`).
+    pub inner: InnerEvents,
+    /// The latency before compensation, once a call had something taken out (`probe.rs`);
+    /// `latency`, `total_ns`, the interval's and own time's are then compensated.
+    pub raw: Option<Box<RawLatency>>,
     /// When the function's first event was recorded (ns): orders functions when
     /// aggregators are merged.
     pub(super) first_ns: u64,
@@ -157,6 +163,8 @@ impl FunctionStats {
             migrations: 0,
             max_frames: 0,
             by_key: None,
+            inner: InnerEvents::default(),
+            raw: None,
             first_ns,
         }
     }
@@ -185,6 +193,17 @@ impl FunctionStats {
         let _ = self.interval.latency.record(ns);
     }
 
+    /// Records a paired call's latency `raw_ns` as `ns` (compensated: `ns < raw_ns`), keeping
+    /// the raw one (`probe.rs`).
+    pub(super) fn record_compensated(&mut self, raw_ns: u64, ns: u64) {
+        if ns < raw_ns || self.raw.is_some() {
+            // The calls before this had nothing taken out: their raw latencies are these.
+            let raw = self.raw.get_or_insert_with(|| Box::new(RawLatency { total_ns: self.total_ns, latency: self.latency.clone() }));
+            raw.record(raw_ns);
+        }
+        self.record_latency(ns);
+    }
+
     /// Adds `other`'s figures (the same function, in another aggregator) to these.
     pub fn merge_from(&mut self, other: &FunctionStats) {
         self.calls += other.calls;
@@ -204,6 +223,20 @@ impl FunctionStats {
         if let Some(from) = &other.by_key {
             self.by_key.get_or_insert_with(Default::default).merge_from(from);
         }
+        self.inner.merge_from(&other.inner);
+        match (&mut self.raw, &other.raw) {
+            (Some(raw), Some(from)) => raw.merge_from(from),
+            (Some(raw), None) => raw.merge_from(&RawLatency { total_ns: other.total_ns, latency: other.latency.clone() }),
+            // The latencies of `self` (merged above) are raw until now: add `other`'s raw to
+            // them less `other`'s compensated ones, which is a copy of ours plus `other`'s raw.
+            (None, Some(from)) => {
+                let mut raw = RawLatency { total_ns: self.total_ns.saturating_sub(other.total_ns), latency: self.latency.clone() };
+                let _ = raw.latency.subtract(&other.latency);
+                raw.merge_from(from);
+                self.raw = Some(Box::new(raw));
+            }
+            (None, None) => {}
+        }
         self.first_ns = self.first_ns.min(other.first_ns);
     }
 
@@ -218,6 +251,9 @@ impl FunctionStats {
                 + histogram_bytes(&split.running)
                 + histogram_bytes(&split.descheduled)
                 + histogram_bytes(&split.gc);
+        }
+        if let Some(raw) = &self.raw {
+            memory.histograms += alloc_bytes(size_of::<RawLatency>()) + histogram_bytes(&raw.latency);
         }
         if let Some(keyed) = &self.by_key {
             let (table, histograms) = keyed.bytes();

@@ -52,6 +52,7 @@ impl Aggregator {
         if let Some(first) = parts.first() {
             out.functions.slowest = first.functions.slowest;
             out.functions.filter = first.functions.filter.clone();
+            out.compensation = first.compensation;
         }
         // Functions in the order they were first seen over all parts (ties: the earlier
         // part, then the part's own order).

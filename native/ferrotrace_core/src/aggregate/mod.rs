@@ -12,7 +12,8 @@
 //! - [`pairing`]: a call's open frame, the return that closes it, the loops found among
 //!   the frames;
 //! - what a paired call feeds: [`stacks`] (time per call path), [`slowest`] (the slow
-//!   calls, with their copies), [`own`] (own time), [`split`] (running, descheduled, GC),
+//!   calls, with their copies), [`own`] (own time), [`probe`] (the events inside a call, and
+//!   their cost taken out), [`split`] (running, descheduled, GC),
 //!   [`keyed`] (latency per key), [`recorder`] (the last events, `recent`);
 //! - [`activity`]: every other kind, moving its process on in the process table, counted in
 //!   [`messages`], [`scheduling`], [`gc`], [`procs`] and [`ports`] ([`top`]: their per-pid
@@ -48,6 +49,7 @@ pub mod pairing;
 
 pub mod keyed;
 pub mod own;
+pub mod probe;
 pub mod recorder;
 pub mod slowest;
 pub mod split;
@@ -76,6 +78,7 @@ pub use functions::{FunctionStats, IntervalStats, MfaPattern};
 pub use histogram::{MAX_LATENCY_NS, SIGNIFICANT_DIGITS};
 use memory::Memory;
 use pairing::{Frame, Loops, OpenCalls, NO_SPLIT};
+use probe::{Compensation, Inner};
 pub use pairing::{PairingCounters, LOOP_DEPTH, LOOP_MIN_SPAN_NS, MAX_DEPTH};
 use recorder::{Recorded, Recorder};
 use slowest::{SlowCall, SlowestConfig};
@@ -108,6 +111,8 @@ pub struct Aggregator {
     /// The session's frame table, told what counted events stand for no open frame
     /// ([`crate::frames`]); none in tests and merges.
     frames: Option<&'static FrameTable>,
+    /// The cost taken out per inner event (`compensate`), if any (`probe.rs`).
+    compensation: Option<Compensation>,
 }
 
 impl Aggregator {
@@ -127,6 +132,7 @@ impl Aggregator {
             activity: ActivityStats::default(),
             shard: Shard::default(),
             frames: None,
+            compensation: None,
         }
     }
 
@@ -152,6 +158,18 @@ impl Aggregator {
         self.shard = Shard { index, count };
         self.processes.set_shard(self.shard);
         self
+    }
+
+    /// Records latencies and own times less the cost of the session's events inside each
+    /// call (`probe.rs`); `None` records them as measured. Set it before the first event.
+    pub fn with_compensation(mut self, compensation: Option<Compensation>) -> Self {
+        self.compensation = compensation;
+        self
+    }
+
+    /// The cost taken out per inner event, if any.
+    pub fn compensation(&self) -> Option<Compensation> {
+        self.compensation
     }
 
     /// Keeps at most `config.max_keys` keys over the session (`key`).
@@ -247,12 +265,14 @@ impl Aggregator {
             }
             Some(stats) if stats.loop_only => {
                 stats.count_call();
+                self.open.count_inner(event.pid, Inner::CALL);
                 // Not counted on the frame table, unless made before the callbacks knew.
                 return if self.loops.uncounted(&mfa, ts) { 0 } else { 1 };
             }
             Some(stats) => stats.count_call(),
             None => {
                 self.functions.count_untracked(mfa, &mut self.counters);
+                self.open.count_inner(event.pid, Inner::CALL);
                 return 1;
             }
         }
@@ -262,6 +282,7 @@ impl Aggregator {
         }
         if self.open.is_full() {
             self.counters.abandoned_calls += 1;
+            self.open.count_inner(event.pid, Inner::CALL);
             return 1;
         }
         let split = if self.processes.splits() { self.processes.totals(event.pid) } else { None }.unwrap_or(NO_SPLIT);
@@ -269,7 +290,7 @@ impl Aggregator {
             (None, None) => None,
             (args, key) => Some(Box::new(EventCopies { args, key })),
         };
-        let frame = Frame { mfa, ts, callees_ns: 0, node: 0, split, thread, copies };
+        let frame = Frame { mfa, ts, callees_ns: 0, inner: Inner::default(), callees_inner: Inner::default(), node: 0, split, thread, copies };
         let opened = self.open.open(event.pid, frame, &mut self.stack_paths, &mut self.counters);
         // The function was looked up above: this hits the last function's shortcut.
         if let Some(stats) = self.functions.stats_for(mfa, ts, |mfa| self.loops.contains(mfa)) {
@@ -287,7 +308,10 @@ impl Aggregator {
         let closed = self.open.close(event.pid, event.mfa, event.ts, &mut self.stack_paths, &mut self.counters);
         let (frame, settle) = match closed {
             Some((frame, abandoned)) => (Some(frame), abandoned as i64),
-            None => (None, -1),
+            None => {
+                self.open.count_inner(event.pid, Inner::RETURN);
+                (None, -1)
+            }
         };
         // Looked up only for a frame that took a split snapshot (scheduling traced).
         let parts = frame.as_ref().and_then(Frame::split).and_then(|at_call| Some((at_call, self.processes.totals(event.pid)?)));
@@ -307,9 +331,23 @@ impl Aggregator {
         match frame {
             Some(frame) => {
                 stats.migrations += u64::from(frame.thread != thread);
-                let duration_ns = event.ts.saturating_sub(frame.ts);
-                stats.record_latency(duration_ns);
-                stats.own.record(duration_ns, frame.callees_ns);
+                let raw_ns = event.ts.saturating_sub(frame.ts);
+                // The figures an operator reads: compensated if the session says so.
+                let duration_ns = match self.compensation {
+                    Some(c) => {
+                        let (latency, own) = c.compensated(raw_ns, frame.callees_ns, frame.inner, frame.callees_inner);
+                        stats.record_compensated(raw_ns, latency);
+                        stats.own.record(own, 0);
+                        stats.inner.record(frame.inner, raw_ns - latency);
+                        latency
+                    }
+                    None => {
+                        stats.record_latency(raw_ns);
+                        stats.own.record(raw_ns, frame.callees_ns);
+                        stats.inner.record(frame.inner, 0);
+                        raw_ns
+                    }
+                };
                 let EventCopies { args, key } = frame.copies.map(|c| *c).unwrap_or_default();
                 stats.slow.offer(SlowCall {
                     duration_ns,
@@ -321,7 +359,7 @@ impl Aggregator {
                 });
                 if let Some(((d0, g0), (d1, g1))) = parts {
                     let split = stats.split.get_or_insert_with(Default::default);
-                    split.record(duration_ns.clamp(1, MAX_LATENCY_NS), d1.saturating_sub(d0), g1.saturating_sub(g0));
+                    split.record(raw_ns.clamp(1, MAX_LATENCY_NS), d1.saturating_sub(d0), g1.saturating_sub(g0));
                 }
                 if let Some(key) = key {
                     stats.by_key.get_or_insert_with(Default::default).record(key, duration_ns, &mut self.keys_left);

@@ -20,6 +20,7 @@
 use std::collections::VecDeque;
 
 use super::memory::{boxed_copies_bytes, map_bytes, vec_bytes};
+use super::probe::Inner;
 use super::stacks::{StackPaths, ROOT};
 use crate::event::Mfa;
 use crate::frames::{FrameTable, MAX_FRAMES};
@@ -79,6 +80,10 @@ pub(super) struct Frame {
     pub(super) ts: u64,
     /// Time spent in this call's paired traced callees (own time), ns.
     pub(super) callees_ns: u64,
+    /// The session's events of this process since the call, its own excepted (`probe.rs`).
+    pub(super) inner: Inner,
+    /// The part of `inner` that was inside its paired callees (own time, compensated).
+    pub(super) callees_inner: Inner,
     /// This call's path in `stack_paths` (`stacks.rs`).
     pub(super) node: u32,
     /// The process's (descheduled, gc) totals at the call when scheduling is traced, else
@@ -179,12 +184,17 @@ impl OpenCalls {
         let stack = self.stacks.get_mut(&pid)?;
         let position = stack.iter().rposition(|frame| frame.mfa == mfa)?;
         let abandoned = stack.len() - position - 1;
-        let frame = stack.remove(position)?;
+        // The frames above, abandoned, and what was inside them happened inside this call.
+        let above = stack.range(position + 1..).fold(Inner::default(), |sum, f| sum.plus(f.inner).plus(Inner::CALL));
+        let mut frame = stack.remove(position)?;
+        frame.inner = frame.inner.plus(above);
         let ns = ts.saturating_sub(frame.ts).clamp(1, super::histogram::MAX_LATENCY_NS);
         paths.record(frame.node, ns);
         stack.truncate(position);
         if let Some(caller) = stack.back_mut() {
             caller.callees_ns = caller.callees_ns.saturating_add(ts.saturating_sub(frame.ts));
+            caller.inner = caller.inner.plus(frame.inner).plus(Inner::PAIR);
+            caller.callees_inner = caller.callees_inner.plus(frame.inner);
         }
         self.open -= abandoned + 1;
         counters.abandoned_calls += abandoned as u64;
@@ -195,6 +205,18 @@ impl OpenCalls {
             }
         }
         Some((frame, abandoned))
+    }
+
+    /// Counts `events` of `pid` that open or close no frame (`probe.rs`) in its innermost
+    /// open call, if it has one.
+    #[inline]
+    pub(super) fn count_inner(&mut self, pid: u64, events: Inner) {
+        if self.nonempty == 0 {
+            return;
+        }
+        if let Some(frame) = self.stacks.get_mut(&pid).and_then(|stack| stack.back_mut()) {
+            frame.inner = frame.inner.plus(events);
+        }
     }
 
     /// Forgets the open calls of `pid`, which exited (abandoned); how many there were.

@@ -4,8 +4,9 @@
 //!
 //! - `session`: start, stop, release; the summary, its call entries, histograms, intervals;
 //!   the patterns and loops the keeper sets;
-//! - `own`, `keys`, `slow`: the parts a call entry adds (own time, keys or callers, slow
-//!   calls), and `session_slow_calls/3`;
+//! - `own`, `probe`, `keys`, `slow`: the parts a call entry adds (own time, the events
+//!   inside its calls and its raw latency, keys or callers, slow calls), and
+//!   `session_slow_calls/3`;
 //! - `recent`: the flight recorder;
 //! - `sample`: the per-call rate of a running session, read and changed;
 //! - `activity`: the figures of the kinds other than calls (messages, scheduling, GC,
@@ -21,6 +22,7 @@ mod export;
 mod keys;
 mod lookup;
 mod own;
+mod probe;
 mod recent;
 pub(crate) mod reply;
 mod sample;

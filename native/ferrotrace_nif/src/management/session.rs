@@ -15,7 +15,7 @@ use ferrotrace_core::options::{self, OptionError, OptionValue};
 use ferrotrace_core::session::{self, Accounting, Notifier, Session, StartError, StopReason, Stopped};
 use super::lookup::{decode_mfa, find};
 use super::reply::{error, map, mfa_term};
-use super::{keys, own, slow};
+use super::{keys, own, probe, slow};
 use crate::encoding::immediate::{kept_term, Immediate};
 
 mod atoms {
@@ -168,6 +168,7 @@ fn function_term<'a>(env: Env<'a>, session: &Session, mfa: &Mfa, stats: &Functio
     let entry = entry.map_put(atoms::max_frames().encode(env), stats.max_frames.encode(env)).unwrap_or(entry);
     let entry = slow::add_keys(env, entry, stats, session.system_offset_ns());
     let entry = keys::add_keys(env, entry, stats, session.config.keys.source);
+    let entry = probe::add_keys(env, entry, stats, session.config.compensate.is_some());
     own::add_keys(env, entry, stats)
 }
 

@@ -1,0 +1,267 @@
+%%% @doc The probe effect's calibration: what a traced call costs its caller on this node,
+%%% with this VM and this tracer, measured when a `calls/2' session starts.
+%%%
+%%% A function of this module calls a small function of its own a few thousand times in a
+%%% process of its own (with a busy process's heap), untraced and traced by a throwaway
+%%% engine session of its own: with `exception_trace', as `calls/2' traces, then without
+%%% return tracing. The differences, per call, are what the caller paid for the callee's
+%%% call and return events
+%%% (`call_ns', `return_ns'): what compensation takes out of a call per traced call made
+%%% inside it (see "The probe effect" in doc/slow-calls.md). The throwaway session is released
+%%% at the end, before the session's own patterns are set, so its events never reach the
+%%% session's figures or its accounting; it is all over in a few milliseconds (`took_us').
+%%%
+%%% Traced and untraced rounds alternate, and each figure is the fastest of its rounds: on
+%%% a loaded node most rounds are slowed, the fastest least. A result that is not plausible
+%%% (a pair costing nothing, or more than `?MAX_PAIR_NS') is an error: the session then runs
+%%% without compensation and its summary says why.
+-module(ferrotrace_calibrate).
+
+-export([measure/1, for_session/1]).
+
+%% A calibration's figures. `call_ns' and `return_ns': what a caller pays per traced call
+%% for its call and its return event; `pair_ns': both, measured together; `untraced_ns':
+%% the untraced call; `calls': calls per phase; `took_us': how long it all took; `split':
+%% `measured', or `halved' where noise put the call alone above the pair (each is then half
+%% the pair). The map is open: later parts add their own keys.
+-type calibration() :: #{call_ns := non_neg_integer(), return_ns := non_neg_integer(),
+                         pair_ns := non_neg_integer(), untraced_ns := non_neg_integer(),
+                         calls := pos_integer(), took_us := non_neg_integer(),
+                         split := measured | halved, atom() => term()}.
+-export_type([calibration/0]).
+
+-define(DEFAULT_CALLS, 400).
+-define(DEFAULT_ROUNDS, 15).
+-define(DEFAULT_TIMEOUT, 2000).
+%% A traced call pair dearer than this is no measurement of the tracer (the process was
+%% descheduled throughout): refused.
+-define(MAX_PAIR_NS, 100000).
+-define(MFA, {?MODULE, callee, 1}).
+%% The calibrating process's heap (words): a busy process's, not a fresh one's. The VM
+%% builds each event's terms on the tracee's heap, so the collections tracing causes depend
+%% on it: 575 ns per pair with the default 233 words, 505 with 4096, here.
+-define(HEAP_WORDS, 4096).
+-define(PAIR, [{'_', [], [{exception_trace}]}]).
+-define(CALL_ONLY, [{'_', [], []}]).
+
+%% @doc Measures what a traced call costs its caller, in a process of its own: `Options' is
+%% a map of `calls' (per round, default 400, 100 to 20000), `rounds' (per phase, default
+%% 15, 1 to 51) and `timeout' (ms, default 2000, 1 to 10000), any of them left out.
+%% `{ok, Calibration}', or `{error, Reason}': bad options, `busy' (another calibration holds the callee for too
+%% long), `timeout', `{traced_by_another_tool, _}' (the process could not be traced by the
+%% throwaway session), `{implausible, Calibration}', `{events_missing, Expected, Seen}', or
+%% what the engine answered.
+-spec measure(map()) -> {ok, calibration()} | {error, term()}.
+measure(Options) when is_map(Options) ->
+    Calls = maps:get(calls, Options, ?DEFAULT_CALLS),
+    Rounds = maps:get(rounds, Options, ?DEFAULT_ROUNDS),
+    Timeout = maps:get(timeout, Options, ?DEFAULT_TIMEOUT),
+    case maps:keys(maps:without([calls, rounds, timeout], Options)) of
+        [] when is_integer(Calls), Calls >= 100, Calls =< 20000,
+                is_integer(Rounds), Rounds >= 1, Rounds =< 51,
+                is_integer(Timeout), Timeout >= 1, Timeout =< 10000 ->
+            run(Calls, Rounds, Timeout);
+        _ ->
+            {error, {bad_options, Options,
+                     <<"a map of calls (100 to 20000), rounds (1 to 51), timeout (ms, 1 to 10000)">>}}
+    end;
+measure(Options) ->
+    {error, {bad_options, Options, <<"a map of calls, rounds and timeout">>}}.
+
+%% @doc What a `calls/2' session with `compensate => Compensate' gives the engine and shows
+%% in its summary: `{ok, EngineOptions, Info}', with `compensate_call_ns' and
+%% `compensate_return_ns' if compensating, and `Info' `#{calibration => Calibration |
+%% {error, Reason}, compensated => boolean()}'; `{error, Reason}' for a `Compensate' other
+%% than `true' or `false'. A failed calibration is not an error: the session runs without.
+-spec for_session(term()) -> {ok, map(), map()} | {error, term()}.
+for_session(Compensate) when is_boolean(Compensate) ->
+    case measure(#{}) of
+        {ok, #{call_ns := CallNs, return_ns := ReturnNs} = Calibration} when Compensate ->
+            {ok, #{compensate_call_ns => CallNs, compensate_return_ns => ReturnNs},
+             #{calibration => Calibration, compensated => true}};
+        {ok, Calibration} ->
+            {ok, #{}, #{calibration => Calibration, compensated => false}};
+        {error, _} = Error ->
+            {ok, #{}, #{calibration => Error, compensated => false}}
+    end;
+for_session(Other) ->
+    {error, {bad_option, {compensate, Other, <<"true or false">>}}}.
+
+%% The calibration's callee: a little arithmetic, so that the call is a real one. Local
+%% (the loop's calls are local calls, as most of a traced module's are).
+-spec callee(integer()) -> integer().
+callee(X) ->
+    (X * 7 + 3) rem 1000003.
+
+%%--------------------------------------------------------------------------------------
+%% The measurement, in a process of its own
+
+run(Calls, Rounds, Timeout) ->
+    {Parent, Ref} = {self(), make_ref()},
+    {Pid, Monitor} = spawn_opt(fun() -> Parent ! {Ref, locked(Calls, Rounds)} end,
+                               [monitor, {min_heap_size, ?HEAP_WORDS}]),
+    receive
+        {Ref, Result} ->
+            erlang:demonitor(Monitor, [flush]),
+            Result;
+        {'DOWN', Monitor, process, Pid, Reason} ->
+            {error, {calibration_failed, ferrotrace_registry:brief(Reason)}}
+    after Timeout ->
+        exit(Pid, kill),
+        receive {'DOWN', Monitor, process, Pid, _} -> ok end,
+        %% Sent just before the kill, perhaps.
+        receive {Ref, _} -> ok after 0 -> ok end,
+        {error, timeout}
+    end.
+
+%% One calibration at a time on a node: the callee's trace pattern is the node's (OTP 25
+%% and 26). The name is the lock; a process holding it is waited for a little.
+locked(Calls, Rounds) ->
+    locked(Calls, Rounds, 20).
+
+locked(_Calls, _Rounds, 0) ->
+    {error, busy};
+locked(Calls, Rounds, Tries) ->
+    try register(?MODULE, self()) of
+        true -> calibrate(Calls, Rounds)
+    catch
+        error:badarg ->
+            timer:sleep(5),
+            locked(Calls, Rounds, Tries - 1)
+    end.
+
+calibrate(Calls, Rounds) ->
+    Started = erlang:monotonic_time(),
+    case ferrotrace_code:ensure_tracer() of
+        {module, _} ->
+            %% Small rings: one thread, a few thousand events between drains.
+            case ferrotrace_tracer:new_session(#{ring_size => 16384, duration => 10000, aggregators => 1,
+                                                 max_functions => 10}, self()) of
+                {ok, Id} ->
+                    try traced(Id, Calls, Rounds) of
+                        {ok, Phases} -> figures(Id, Phases, Calls, Rounds, Started);
+                        {error, _} = Error -> Error
+                    after
+                        _ = ferrotrace_tracer:release_session(Id)
+                    end;
+                {error, _} = Error ->
+                    Error
+            end;
+        {error, Reason} ->
+            {error, {nif_not_loaded, Reason}}
+    end.
+
+%% The three phases' figures (ns per call): untraced, traced with return tracing, traced
+%% without. Traced and untraced rounds alternate (the process's trace flag goes on and
+%% off, which is cheap; a pattern change is not), so that a load that comes and goes
+%% weighs on both alike; each phase's figure is its fastest round, the one least disturbed.
+traced(Id, Calls, Rounds) ->
+    case trace_self(Id) of
+        {ok, Tracing} ->
+            try
+                ok = set_pattern(Tracing, ?PAIR),
+                {Untraced1, Pair} = alternate(Tracing, Calls, Rounds),
+                ok = set_pattern(Tracing, ?CALL_ONLY),
+                %% Calls without returns are a loop's to the engine: counted, and kept out
+                %% of the frame bound, which would refuse them past 120.
+                ok = ferrotrace_tracer:session_add_loops(Id, [?MFA]),
+                {Untraced2, CallOnly} = alternate(Tracing, Calls, Rounds),
+                {ok, {min(Untraced1, Untraced2), Pair, CallOnly}}
+            after
+                untrace(Tracing)
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+alternate(Tracing, Calls, Rounds) ->
+    Times = [{begin ok = trace_flag(Tracing, false), round_ns(Calls) end,
+              begin ok = trace_flag(Tracing, true), round_ns(Calls) end}
+             || _ <- lists:seq(1, Rounds)],
+    ok = trace_flag(Tracing, false),
+    {lists:min([U || {U, _} <- Times]) / Calls, lists:min([T || {_, T} <- Times]) / Calls}.
+
+%% Traced by the throwaway session, the flag off for now.
+trace_self(Id) ->
+    case trace_sessions() of
+        true ->
+            Session = trace_call(session_create, [?MODULE, {ferrotrace_tracer, Id}, []]),
+            {ok, {trace_session, Session}};
+        false ->
+            try erlang:trace(self(), true, [call, {tracer, ferrotrace_tracer, Id}]) of
+                _ ->
+                    _ = erlang:trace(self(), false, [call]),
+                    {ok, {legacy, Id}}
+            catch
+                error:badarg -> {error, {traced_by_another_tool, erlang:trace_info(self(), tracer)}}
+            end
+    end.
+
+trace_flag({trace_session, Session}, On) ->
+    _ = trace_call(process, [Session, self(), On, [call]]),
+    ok;
+trace_flag({legacy, Id}, true) ->
+    %% The tracer again each time: a process with no flag left has none.
+    _ = erlang:trace(self(), true, [call, {tracer, ferrotrace_tracer, Id}]),
+    ok;
+trace_flag({legacy, _Id}, false) ->
+    _ = erlang:trace(self(), false, [call]),
+    ok.
+
+set_pattern({trace_session, Session}, MatchSpec) ->
+    1 = trace_call(function, [Session, ?MFA, MatchSpec, [local]]),
+    ok;
+set_pattern({legacy, _Id}, MatchSpec) ->
+    1 = erlang:trace_pattern(?MFA, MatchSpec, [local]),
+    ok.
+
+untrace({trace_session, Session}) ->
+    _ = trace_call(function, [Session, ?MFA, false, [local]]),
+    _ = trace_call(session_destroy, [Session]),
+    ok;
+untrace({legacy, _Id}) ->
+    _ = erlang:trace_pattern(?MFA, false, [local]),
+    _ = erlang:trace(self(), false, [call]),
+    ok.
+
+round_ns(Calls) ->
+    T0 = erlang:monotonic_time(nanosecond),
+    _ = loop(Calls, 0),
+    erlang:monotonic_time(nanosecond) - T0.
+
+loop(0, Acc) -> Acc;
+loop(N, Acc) -> loop(N - 1, Acc + callee(N)).
+
+%% The figures, once every traced call was seen by the throwaway session (a call that went
+%% elsewhere, or was dropped, would make them wrong).
+figures(Id, {Untraced, Pair, CallOnly}, Calls, Rounds, Started) ->
+    _ = ferrotrace_tracer:stop_session(Id, user),
+    Expected = 2 * Calls * Rounds,
+    Seen = case ferrotrace_tracer:session_summary(Id) of
+               {ok, #{calls := Entries}} -> lists:sum([C || #{mfa := ?MFA, count := C} <- Entries]);
+               _ -> 0
+           end,
+    PairNs = round(Pair - Untraced),
+    CallNs0 = round(CallOnly - Untraced),
+    {CallNs, ReturnNs, Split} = case CallNs0 >= 0 andalso CallNs0 =< PairNs of
+                                    true -> {CallNs0, PairNs - CallNs0, measured};
+                                    false -> {PairNs div 2, PairNs - PairNs div 2, halved}
+                                end,
+    Took = erlang:convert_time_unit(erlang:monotonic_time() - Started, native, microsecond),
+    Calibration = #{call_ns => CallNs, return_ns => ReturnNs, pair_ns => PairNs,
+                    untraced_ns => round(Untraced), calls => Calls * Rounds, took_us => Took,
+                    split => Split},
+    if
+        Seen =/= Expected -> {error, {events_missing, Expected, Seen}};
+        PairNs =< 0; PairNs > ?MAX_PAIR_NS -> {error, {implausible, Calibration}};
+        true -> {ok, Calibration}
+    end.
+
+%% The `trace' module exists from OTP 27 on; called through apply so that this module
+%% compiles and dialyzes on OTP 25.
+trace_sessions() ->
+    code:ensure_loaded(trace) =:= {module, trace}
+        andalso erlang:function_exported(trace, session_create, 3).
+
+trace_call(Function, Args) ->
+    apply(trace, Function, Args).

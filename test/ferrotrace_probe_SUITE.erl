@@ -1,0 +1,135 @@
+%%% @doc The probe effect (`compensate', `calibration', `inner_events'): a function that
+%%% calls a traced callee 50 times is timed by its caller untraced, then traced with its
+%%% callee; its raw p50 must be visibly inflated and its compensated p50 near the untraced
+%%% time. Medians of thousands of runs: other work on the machine slows a few of them.
+-module(ferrotrace_probe_SUITE).
+
+-include("support/ft_ct.hrl").
+
+-export([compensated_near_untraced/1, summary_and_report/1, not_compensated/1, bad_input/1]).
+
+-define(OUTER, {ft_probe_target, outer, 0}).
+-define(CALLEE, {ft_probe_target, callee, 1}).
+-define(THIN_OUTER, {ft_probe_target, thin_outer, 0}).
+-define(THIN, {ft_probe_target, thin, 1}).
+-define(RUNS, 3000).
+-define(LONG, 120000).
+
+suite() ->
+    [{ct_hooks, [{ft_ct, [ft_probe_target]}]}].
+
+all() ->
+    [compensated_near_untraced, summary_and_report, not_compensated, bad_input].
+
+%%--------------------------------------------------------------------------------------
+
+%% Untraced, outer/0 takes U (median of its caller's timings); traced with its callee (50
+%% calls inside each call), its raw p50 is at least 1.3 U, its compensated p50 within 25 %
+%% of U. Side by side: two workers alike (the callee allocates, so a process's heap weighs
+%% on its time), the session tracing one, run batches in turn, so that a load that comes and
+%% goes weighs on both alike. (The untraced one runs the functions with their patterns set:
+%% the VM checks its flags at each call, a few ns.)
+-spec compensated_near_untraced(config()) -> ok.
+compensated_near_untraced(_Config) ->
+    [Worker, Other] = [spawn_opt(fun worker/0, [link, {min_heap_size, 8192}]) || _ <- [1, 2]],
+    _ = {run_in(Other, 200), run_in(Worker, 200)},
+    {ok, S} = ferrotrace:calls([?OUTER, ?CALLEE], #{duration => ?LONG, pids => [Worker]}),
+    Batches = [{run_in(Other, ?RUNS div 10), run_in(Worker, ?RUNS div 10)} || _ <- lists:seq(1, 10)],
+    Untraced = median(lists:append([U || {U, _} <- Batches])),
+    TracedByCaller = median(lists:append([T || {_, T} <- Batches])),
+    ok = ferrotrace:stop(S),
+    [begin unlink(P), exit(P, kill) end || P <- [Worker, Other]],
+    Summary = #{calibration := Calibration} = ferrotrace:summary(S),
+    #{p50 := P50, raw := #{p50 := RawP50}, inner_events := Inner} = entry(Summary, ?OUTER),
+    ct:pal("untraced p50 ~b ns (caller), traced ~b ns (caller); raw p50 ~b ns, compensated p50 ~b ns "
+           "(~.1f % of untraced)~ncalibration ~p~ninner events ~p",
+           [Untraced, TracedByCaller, RawP50, P50, 100 * P50 / Untraced, Calibration, Inner]),
+    ?assertMatch(#{compensated := true, calibration := #{call_ns := _, return_ns := _}}, Summary),
+    ?assertMatch(#{mean := 100.0, max := 100}, Inner),
+    Figures = #{untraced_p50 => Untraced, raw_p50 => RawP50, compensated_p50 => P50,
+                calibration => Calibration, otp => erlang:system_info(otp_release)},
+    RawP50 >= 1.3 * Untraced orelse ct:fail({raw_p50_not_inflated, Figures}),
+    abs(P50 - Untraced) =< 0.25 * Untraced orelse ct:fail({compensated_p50_off, Figures}),
+    ok.
+
+%% The summary's figures (calibration, inner events, raw and compensated latencies), the
+%% events accounted exactly (the calibration's are not the session's), and the report's
+%% lines within the width.
+-spec summary_and_report(config()) -> ok.
+summary_and_report(_Config) ->
+    {ok, S} = ferrotrace:calls([?OUTER, ?CALLEE, ?THIN_OUTER, ?THIN], #{duration => ?LONG}),
+    _ = ft_probe_target:timed_outer(100),
+    _ = [ft_probe_target:thin_outer() || _ <- lists:seq(1, 100)],
+    ok = ferrotrace:stop(S),
+    Summary = ferrotrace:summary(S),
+    #{calibration := #{call_ns := C, return_ns := R, pair_ns := Pair, calls := Calls, took_us := Took}} = Summary,
+    ?assert(C > 0 andalso R >= 0 andalso Pair =:= C + R andalso Calls > 1000 andalso Took > 0),
+    Outer = entry(Summary, ?OUTER),
+    Callee = entry(Summary, ?CALLEE),
+    ?assertMatch(#{count := 100, inner_events := #{mean := 100.0, max := 100, total := 10000}}, Outer),
+    ?assertMatch(#{count := 5000, inner_events := #{mean := Zero, max := 0, total := 0}} when Zero == 0, Callee),
+    %% What was taken out: each call's 50 calls and 50 returns at the calibrated cost.
+    #{inner_events := #{compensated_ns := Taken}, raw := #{total := RawTotal}, total := Total} = Outer,
+    ?assert(Taken =< 100 * 50 * (C + R) andalso Taken > 0),
+    ?assert(Total < RawTotal),
+    %% Nothing taken out of a call with nothing inside: raw and compensated are one.
+    ?assertEqual(maps:get(total, Callee), maps:get(total, maps:get(raw, Callee))),
+    %% Exactly the session's events: 2 per call of the four functions, nothing else.
+    ?assertMatch(#{events := #{seen := 20400, aggregated := 20400}}, Summary),
+    {ok, Text} = ft_ct:capture(fun() -> ferrotrace:report(S, #{width => 60}) end),
+    ct:pal("~ts", [Text]),
+    ?assertNotEqual(nomatch, string:find(Text, "probe effect: compensated")),
+    %% thin_outer/0's latency is mostly tracing; outer/0's callee works (about 1 us).
+    ?assertNotEqual(nomatch, string:find(Text, "thin_outer/0: ")),
+    ?assertNotEqual(nomatch, string:find(Text, "% of this latency is tracing:")),
+    ?assertNotEqual(nomatch, string:find(Text, "100 traced events inside each call (taken out)")),
+    ?assertEqual([], [L || L <- string:split(Text, "\n", all), string:length(L) > 60]),
+    ok.
+
+%% `compensate => false': the calibration is shown, the latencies are as measured (no
+%% `raw'), the inner events counted.
+-spec not_compensated(config()) -> ok.
+not_compensated(_Config) ->
+    {ok, S} = ferrotrace:calls([?OUTER, ?CALLEE], #{duration => ?LONG, compensate => false}),
+    _ = ft_probe_target:timed_outer(50),
+    ok = ferrotrace:stop(S),
+    Summary = ferrotrace:summary(S),
+    ?assertMatch(#{compensated := false, calibration := #{call_ns := _}}, Summary),
+    Outer = entry(Summary, ?OUTER),
+    ?assertMatch(#{inner_events := #{total := 5000, compensated_ns := 0}}, Outer),
+    ?assertNot(maps:is_key(raw, Outer)),
+    {ok, Text} = ft_ct:capture(fun() -> ferrotrace:report(S) end),
+    ?assertNotEqual(nomatch, string:find(Text, "probe effect: not compensated")),
+    ok.
+
+%% Bad input is refused with what is accepted; a calibration by itself works.
+-spec bad_input(config()) -> ok.
+bad_input(_Config) ->
+    ?assertMatch({error, {bad_option, {compensate, sometimes, _}}},
+                 ferrotrace:calls([?OUTER], #{compensate => sometimes})),
+    ?assertMatch({error, {bad_options, #{calls := 1}, _}}, ferrotrace_calibrate:measure(#{calls => 1})),
+    ?assertMatch({error, {bad_options, #{other := 1}, _}}, ferrotrace_calibrate:measure(#{other => 1})),
+    ?assertMatch({error, {bad_options, [], _}}, ferrotrace_calibrate:measure([])),
+    ?assertMatch({ok, #{call_ns := _, return_ns := _, split := _}}, ferrotrace_calibrate:measure(#{rounds => 3})),
+    %% Nothing left behind: no session, no pattern on the calibration's callee.
+    ?assertEqual([], ferrotrace_tracer:sessions()),
+    ?assertEqual({traced, false}, erlang:trace_info({ferrotrace_calibrate, callee, 1}, traced)),
+    ok.
+
+%%--------------------------------------------------------------------------------------
+
+%% A process that runs outer/0 when asked, timing each call.
+worker() ->
+    receive {run, From, Runs} -> From ! {self(), ft_probe_target:timed_outer(Runs)} end,
+    worker().
+
+run_in(Worker, Runs) ->
+    Worker ! {run, self(), Runs},
+    receive {Worker, Times} -> Times after 60000 -> error(worker_timeout) end.
+
+median(Times) ->
+    lists:nth(length(Times) div 2 + 1, lists:sort(Times)).
+
+entry(#{calls := Calls}, MFA) ->
+    [Entry] = [E || E = #{mfa := M} <- Calls, M =:= MFA],
+    Entry.
