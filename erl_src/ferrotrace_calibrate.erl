@@ -155,9 +155,10 @@ calibrate(Calls, Rounds) ->
     end.
 
 %% The four phases' figures (ns per call): untraced, traced with return tracing, traced
-%% without, and every call refused in `enabled_call'. Traced and untraced rounds alternate (the process's trace flag goes on and
-%% off, which is cheap; a pattern change is not), so that a load that comes and goes
-%% weighs on both alike; each phase's figure is its fastest round, the one least disturbed.
+%% without, and every call refused in `enabled_call'. Traced and untraced rounds alternate
+%% (the process's trace flag goes on and off, which is cheap; a pattern change is not), so
+%% that a load that comes and goes weighs on both alike; each phase's figure is its fastest
+%% round, the one least disturbed.
 traced(Id, Calls, Rounds) ->
     case trace_self(Id) of
         {ok, Tracing} ->
