@@ -52,7 +52,13 @@ options(_Config) ->
     ok = ferrotrace:release(Plain),
     {ok, Budgeted} = ferrotrace:calls(Spec, #{duration => 60000, max_overhead => 0.05}),
     ok = ft_ct:poll(fun() -> maps:is_key(budget, ferrotrace:summary(Budgeted)) end, 5000),
-    #{budget := #{max_overhead := 0.05, rate := 1, shed := [], rate_changes := []}} = ferrotrace:summary(Budgeted),
+    #{budget := #{max_overhead := 0.05, rate := 1, shed := [], rate_changes := [],
+                  model := Model, discard_ns := D}} = Summary = ferrotrace:summary(Budgeted),
+    %% The costs are the session's calibration's, the refused call's included.
+    case Summary of
+        #{calibration := #{discard_ns := D}} -> ?assertEqual(calibrated, Model), ?assert(D > 0);
+        #{calibration := {error, Why}} -> ct:pal("no calibration on this run: ~p", [Why]), ?assertEqual(default, Model)
+    end,
     ok = ferrotrace:stop(Budgeted),
     ok.
 
