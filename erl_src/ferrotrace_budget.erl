@@ -24,9 +24,10 @@
 %%% `R/N x k x event_ns + R x (1 - 1/N) x discard_ns'. The rate that puts it at ?AIM of the
 %%% budget follows, rounded up to 1, 2, 5, 10, 20, 50, ... (steps far enough apart that
 %%% noise does not move the rate). Over the budget, the rate rises at once to that value.
-%%% Under ?LOW of the budget for ?SETTLE ticks in a row, it falls towards it, by a factor
-%%% of ?FALL at most: the value is computed for ?AIM, below the budget, so a fall does not
-%%% cause the next rise unless the load rises (the hysteresis that prevents oscillation).
+%%% Under ?LOW of the budget for ?SETTLE ticks in a row, it falls to that value at once
+%%% (the calls reaching the tracer are known at any rate: the refused ones are counted): the
+%%% value is computed for ?AIM, below the budget, so a fall does not cause the next rise
+%%% unless the load rises (the hysteresis that prevents oscillation).
 %%%
 %%% == Shedding (the second knob) ==
 %%% A refused call still costs `discard_ns': while a function has a pattern, sampling
@@ -54,8 +55,6 @@
 -define(AIM, 0.8).
 -define(LOW, 0.5).
 -define(SETTLE, 3).
-%% The rate falls by at most this factor a step.
--define(FALL, 10).
 -define(SHED_TO, 0.4).
 -define(SHED_MAX, 200).
 -define(RESTORE_WAIT, 10).
@@ -190,12 +189,12 @@ over(Load = #{reaching := R, discard_ns := D, capacity := Cap}, S = #{budget := 
     {RateDecisions, S3} = set_rate(nice(New), S2),
     {ShedDecisions ++ RateDecisions, S3}.
 
-%% Well under the budget for a while: the rate falls (by ?FALL at most), and at rate 1 a
+%% Well under the budget for a while: the rate falls, and at rate 1 a
 %% shed function comes back.
 under(_Load, S = #{low_ticks := Low}) when Low < ?SETTLE ->
     {[], S};
 under(Load, S = #{rate := N, budget := B}) when N > 1 ->
-    New = max(nice(needed(Load, B)), nice(N div ?FALL)),
+    New = nice(needed(Load, B)),
     case New < N of
         true -> set_rate(New, S#{low_ticks := 0});
         false -> {[], S}

@@ -129,28 +129,33 @@ untraced(Peer, Work) ->
     window(Peer, Work).
 
 %% A `{'_', '_', '_'}' session started on the peer (no owner: the process that starts it
-%% exits at once), settled (with a budget: until its estimate is under the budget at two
-%% reads in a row, ?SETTLE_MS at least), measured, read, stopped and released.
+%% exits at once), settled (?SETTLE_MS, then with a budget until its estimate is under the
+%% budget and its rate unchanged at two reads a second apart), measured, read, stopped and
+%% released.
 traced(Peer, Work, Options) ->
     {ok, S} = call(Peer, ferrotrace, calls, [{'_', '_', '_'}, Options#{owner => none, duration => 120000}]),
     timer:sleep(?SETTLE_MS),
-    _ = maps:is_key(max_overhead, Options) andalso settle(Peer, S, 0, 30),
+    _ = maps:is_key(max_overhead, Options) andalso settle(Peer, S, {0, none}, 30),
     Rate = window(Peer, Work),
     Summary = call(Peer, ferrotrace, summary, [S]),
     ok = call(Peer, ferrotrace, release, [S]),
     {Rate, Summary}.
 
-settle(_Peer, _S, 2, _Left) ->
+%% Settled: under the budget, the rate unchanged, at two reads a second apart.
+settle(_Peer, _S, {2, _}, _Left) ->
     true;
 settle(_Peer, _S, _Under, 0) ->
     false;
 settle(Peer, S, Under, Left) ->
-    timer:sleep(500),
-    case call(Peer, ferrotrace, summary, [S]) of
-        #{budget := #{estimate := E, max_overhead := B}} when is_number(E), E =< B ->
-            settle(Peer, S, Under + 1, Left - 1);
+    timer:sleep(1000),
+    case {call(Peer, ferrotrace, summary, [S]), Under} of
+        {#{budget := #{estimate := E, max_overhead := B, rate_changes_total := C}}, {N, C}}
+          when is_number(E), E =< B ->
+            settle(Peer, S, {N + 1, C}, Left - 1);
+        {#{budget := #{rate_changes_total := C}}, _} ->
+            settle(Peer, S, {0, C}, Left - 1);
         _ ->
-            settle(Peer, S, 0, Left - 1)
+            settle(Peer, S, {0, none}, Left - 1)
     end.
 
 %% Orders per second over one window, measured on the peer.
