@@ -137,7 +137,8 @@ view(S = #{budget := B, estimate := E, rate := N, model := Model, event_ns := Ev
       collector => maps:get(collector, S, undefined),
       event_ns => round(Ev), discard_ns => round(D),
       rate_changes => lists:reverse(H), rate_changes_total => C,
-      shed => lists:reverse(Log), shed_now => map_size(Shed)}.
+      shed => lists:sort(fun(#{shed_at := A, rate := Ra}, #{shed_at := A2, rate := Rb}) -> {A, -Ra} =< {A2, -Rb} end, Log),
+      shed_now => map_size(Shed)}.
 
 %%% The load of one tick
 
@@ -202,14 +203,17 @@ under(Load, S = #{rate := N, budget := B}) when N > 1 ->
 under(Load, S) ->
     restore(Load, S).
 
-%% The rate (1 in N) that puts the cost at ?AIM of the budget; ?MAX_RATE when the floor
-%% alone is over it.
+%% The rate (1 in N) that puts the cost at ?AIM of the budget; where the floor alone is
+%% over it, the rate that keeps the traced part at half of it.
 needed(#{reaching := R, per_call := PerCall, discard_ns := D, capacity := Cap}, B) ->
     Room = B * ?AIM * Cap - R * D,
     Variable = R * (PerCall - D),
     if
         Variable =< 0 -> 1;
-        Room =< 0 -> ?MAX_RATE;
+        %% The floor alone is over the aim: shedding, not the rate, must take it down, and
+        %% the next ticks must still see which functions are hot. The traced part is kept
+        %% at half the aim, not sampled out of sight.
+        Room =< 0 -> min(?MAX_RATE, max(1, ceil(Variable / (B * ?AIM * Cap / 2))));
         true -> min(?MAX_RATE, max(1, ceil(Variable / Room)))
     end.
 
@@ -243,7 +247,8 @@ shed(#{reaching := R, discard_ns := D, capacity := Cap, functions := Functions, 
     NewShed = maps:merge(Shed, maps:from_list([{MFA, #{rate => round(Rate), tick => T}} || {MFA, Rate} <- Chosen])),
     NewTimes = lists:foldl(fun({MFA, _}, Acc) -> maps:update_with(MFA, fun(X) -> X + 1 end, 1, Acc) end,
                            Times, Chosen),
-    NewLog = [#{mfa => MFA, rate => round(Rate), shed_at => At} || {MFA, Rate} <- lists:reverse(Chosen)] ++ Log,
+    %% Newest first, a batch hottest first: past ?SHED_LOG the coldest of the oldest go.
+    NewLog = [#{mfa => MFA, rate => round(Rate), shed_at => At} || {MFA, Rate} <- Chosen] ++ Log,
     {[MFA || {MFA, _} <- Chosen],
      S#{shed := NewShed, times := NewTimes, shed_log := lists:sublist(NewLog, ?SHED_LOG)},
      max(0, Left)}.
