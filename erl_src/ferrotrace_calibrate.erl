@@ -196,6 +196,11 @@ trace_self(Id) ->
             Session = trace_call(session_create, [?MODULE, {ferrotrace_tracer, Id}, []]),
             {ok, {trace_session, Session}};
         false ->
+            %% A session tracing new processes (OTP 25 and 26: one tracer per process) has
+            %% made this process its tracee at spawn: it is ferrotrace's own process, its
+            %% calls are no one's figures, so that tracing is taken off first (else the VM
+            %% refuses the tracer below and logs "can only have one tracer per process").
+            _ = erlang:trace(self(), false, [all]),
             try erlang:trace(self(), true, [call, {tracer, ferrotrace_tracer, Id}]) of
                 _ ->
                     _ = erlang:trace(self(), false, [call]),
