@@ -1,5 +1,5 @@
 # ferrotrace: the README's two commands are `make demo` and `make test`.
-.PHONY: all setup compile demo test test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty bench bench-reads loom miri collector-ceiling clean export-tools fuzz
+.PHONY: all setup compile demo test test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty bench bench-reads always-on loom miri collector-ceiling clean export-tools fuzz
 
 DEBIAN_PACKAGES = erlang-nox erlang-dev rebar3 erlang-common-test erlang-eunit erlang-dialyzer erlang-tools
 
@@ -93,6 +93,13 @@ bench-reads: compile
 	mkdir -p bench/out
 	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_reads.erl
 	erl -noshell -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_reads:main(), halt().'
+
+# The always-on mode: a {'_','_','_'} session with max_overhead => 0.05 and intervals => 1000
+# on busy schedulers for 60 s: the budget, memory per interval, a tick's cost (about 70 s).
+always-on: compile
+	mkdir -p bench/out
+	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_always_on.erl test/support/ft_budget_work.erl
+	erl -noshell -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_always_on:main(), halt().'
 
 # Every exported function called with seeded adversarial terms on a peer node: 100,000 calls
 # (the suite's default in `make test' is 5,000). FERROTRACE_FUZZ_SEED=N repeats a run.

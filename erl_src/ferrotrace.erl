@@ -100,6 +100,7 @@
                      calls := [call_summary()],
                      loops := [mfa()],
                      displaced => displacement(),
+                     budget => budget(),
                      calibration => ferrotrace_calibrate:calibration() | {error, term()},
                      compensated => boolean(),
                      changes => [#{at := integer(), added => [mfa_spec()], loops => [mfa()],
@@ -135,8 +136,18 @@
 %% summary/1.
 -type displacement() :: #{at := integer(), processes := non_neg_integer(),
                           functions := [mfa()], by := [term()], new_processes => true}.
+-type budget() :: #{max_overhead := number(), estimate := float() | undefined,
+                    collector := float() | undefined, rate := pos_integer(),
+                    model := calibrated | partial | default,
+                    event_ns := non_neg_integer(), discard_ns := non_neg_integer(),
+                    rate_changes := [{non_neg_integer(), pos_integer(), float() | undefined}],
+                    rate_changes_total := non_neg_integer(),
+                    shed := [#{mfa := mfa(), rate := non_neg_integer(), shed_at := non_neg_integer(),
+                               restored_at => non_neg_integer()}],
+                    shed_now := non_neg_integer()}.
+%% A session's overhead budget (`max_overhead'), see summary/1.
 -export_type([session/0, spec/0, mfa_spec/0, pid_spec/0, bucket/0, options/0, summary/0,
-              call_summary/0, time/0, displacement/0]).
+              call_summary/0, time/0, displacement/0, budget/0]).
 
 %%--------------------------------------------------------------------------------------
 %% Starting a session
@@ -237,6 +248,20 @@ session(Options) ->
 %% off) for {@link export/2}'s `{hdr_log, #{interval => Ms}}'; at most `max_intervals'
 %% (default 600), then neighbours merge and the interval doubles (see
 %% `ferrotrace_intervals').</li>
+%% <li>`max_overhead => Fraction': an overhead budget, a fraction of the node's scheduler
+%% capacity above 0 and at most 1 (`0.05' is 5 %; default none). Every second (four times
+%% a second for its first two) the session estimates its own cost, `(traced events x the calibrated cost of an event +
+%% calls refused x the cost of a refused call) / (schedulers online x 1 s)', and keeps it
+%% under the budget: it traces 1 call in N (as `sample => {calls, N}', which it then
+%% replaces: giving both is refused), raising N at once when over, lowering it when well
+%% under (hysteresis). A function with a pattern costs a refused call's floor at every call
+%% (the VM asks the tracer first), whatever N: where that floor alone is over the budget,
+%% the session takes this session's patterns off the hottest and cheapest functions (most
+%% calls per second, shortest latency; a call rate is the sampled count times N, an
+%% estimate) and puts them back one by one when the load falls. Counts are then of the
+%% sampled calls, and shed functions are missing from the figures while shed; the summary's
+%% `budget' says the rate over time and what was shed. With `duration => infinity' this is
+%% the always-on mode (its costs: doc/safety.md).</li>
 %% <li>`aggregators => N | auto': split aggregation by pid over N threads (1 to 16; default
 %% `auto', one per four CPUs, at least one). One thread pairs and aggregates about 13 to
 %% 20 M events/s, fewer than sixteen busy schedulers make; each process's events still
@@ -355,6 +380,15 @@ processes(Kinds, Options) ->
 %% when new processes go to the other tracer. Such a session's counts miss what was taken,
 %% and its stop leaves the other tool's tracer and match specs in place. Never on OTP 27+,
 %% where sessions coexist.
+%% `budget' is there for a session with `max_overhead': `max_overhead', `estimate' (the
+%% session's cost now as a fraction of the schedulers, over the last tick (a second);
+%% `undefined' at first), `collector' (the collector thread's CPU over the same capacity: off
+%% the schedulers, not in the estimate), `rate' (1 call in `rate' traced now), `model'
+%% (`calibrated', or `default' costs where the session has no calibration), `event_ns' and
+%% `discard_ns' (the costs used), `rate_changes' (`{ElapsedMs, Rate, Estimate}', the last 32,
+%% oldest first; `rate_changes_total' counts them all), `shed' (functions whose patterns
+%% were taken off: `#{mfa, rate, shed_at}' with `rate' the estimated calls per second when
+%% shed and `restored_at' once put back; the last 100) and `shed_now'.
 %% `changes' is there once {@link add/2} or {@link remove/2} changed the session: the latest
 %% 20, oldest first, `#{at, added, loops}' or `#{at, removed}' (`at' in ms, `loops' the added
 %% functions traced count-only); the report prints them on a `changes:' line.

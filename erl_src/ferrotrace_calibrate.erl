@@ -20,12 +20,15 @@
 -export([measure/1, for_session/1]).
 
 %% A calibration's figures. `call_ns' and `return_ns': what a caller pays per traced call
-%% for its call and its return event; `pair_ns': both, measured together; `untraced_ns':
+%% for its call and its return event; `pair_ns': both, measured together; `discard_ns': a
+%% call refused in `enabled_call' (per-call rate 0: the floor of a function with a pattern,
+%% which the overhead budget's estimate uses, see ferrotrace_budget); `untraced_ns':
 %% the untraced call; `calls': calls per phase; `took_us': how long it all took; `split':
 %% `measured', or `halved' where noise put the call alone above the pair (each is then half
 %% the pair). The map is open: later parts add their own keys.
 -type calibration() :: #{call_ns := non_neg_integer(), return_ns := non_neg_integer(),
-                         pair_ns := non_neg_integer(), untraced_ns := non_neg_integer(),
+                         pair_ns := non_neg_integer(), discard_ns := non_neg_integer(),
+                         untraced_ns := non_neg_integer(),
                          calls := pos_integer(), took_us := non_neg_integer(),
                          split := measured | halved, atom() => term()}.
 -export_type([calibration/0]).
@@ -151,10 +154,11 @@ calibrate(Calls, Rounds) ->
             {error, {nif_not_loaded, Reason}}
     end.
 
-%% The three phases' figures (ns per call): untraced, traced with return tracing, traced
-%% without. Traced and untraced rounds alternate (the process's trace flag goes on and
-%% off, which is cheap; a pattern change is not), so that a load that comes and goes
-%% weighs on both alike; each phase's figure is its fastest round, the one least disturbed.
+%% The four phases' figures (ns per call): untraced, traced with return tracing, traced
+%% without, and every call refused in `enabled_call'. Traced and untraced rounds alternate
+%% (the process's trace flag goes on and off, which is cheap; a pattern change is not), so
+%% that a load that comes and goes weighs on both alike; each phase's figure is its fastest
+%% round, the one least disturbed.
 traced(Id, Calls, Rounds) ->
     case trace_self(Id) of
         {ok, Tracing} ->
@@ -166,7 +170,11 @@ traced(Id, Calls, Rounds) ->
                 %% of the frame bound, which would refuse them past 120.
                 ok = ferrotrace_tracer:session_add_loops(Id, [?MFA]),
                 {Untraced2, CallOnly} = alternate(Tracing, Calls, Rounds),
-                {ok, {min(Untraced1, Untraced2), Pair, CallOnly}}
+                %% Every call refused in enabled_call (per-call rate 0): the floor a call
+                %% pays while its function has a pattern, for the overhead budget.
+                ok = ferrotrace_tracer:session_set_call_sample(Id, 0),
+                {Untraced3, Discard} = alternate(Tracing, Calls, Rounds),
+                {ok, {lists:min([Untraced1, Untraced2, Untraced3]), Pair, CallOnly, Discard}}
             after
                 untrace(Tracing)
             end;
@@ -239,7 +247,7 @@ loop(N, Acc) -> loop(N - 1, Acc + callee(N)).
 
 %% The figures, once every traced call was seen by the throwaway session (a call that went
 %% elsewhere, or was dropped, would make them wrong).
-figures(Id, {Untraced, Pair, CallOnly}, Calls, Rounds, Started) ->
+figures(Id, {Untraced, Pair, CallOnly, Discard}, Calls, Rounds, Started) ->
     _ = ferrotrace_tracer:stop_session(Id, user),
     Expected = 2 * Calls * Rounds,
     Seen = case ferrotrace_tracer:session_summary(Id) of
@@ -254,6 +262,7 @@ figures(Id, {Untraced, Pair, CallOnly}, Calls, Rounds, Started) ->
                                 end,
     Took = erlang:convert_time_unit(erlang:monotonic_time() - Started, native, microsecond),
     Calibration = #{call_ns => CallNs, return_ns => ReturnNs, pair_ns => PairNs,
+                    discard_ns => max(0, round(Discard - Untraced)),
                     untraced_ns => round(Untraced), calls => Calls * Rounds, took_us => Took,
                     split => Split},
     if

@@ -35,8 +35,9 @@ summary(Id, _Keeper, Info) ->
             ByTotal = fun(#{total := A}, #{total := B}) -> A >= B end,
             %% `displaced' (OTP 25 and 26): what the keeper's checks found, absent if none.
             %% `calibration' and `compensated' (calls/2, ferrotrace_calibrate); `changes': what
-            %% add/2 and remove/2 changed, absent if nothing.
-            Merged = maps:merge(Summary, maps:with([displaced, calibration, compensated, changes], Info)),
+            %% add/2 and remove/2 changed, absent if nothing; `budget' (max_overhead,
+            %% ferrotrace_overhead): the budget's figures.
+            Merged = maps:merge(Summary, maps:with([displaced, calibration, compensated, changes, budget], Info)),
             ferrotrace_activity:merge(Id, Info,
                 Merged#{calls := lists:sort(ByTotal, Calls),
                         stacks => stack_counts(Id),

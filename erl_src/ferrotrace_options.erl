@@ -30,6 +30,7 @@
                      recent => non_neg_integer(),
                      intervals => pos_integer(),
                      max_intervals => pos_integer(),
+                     max_overhead => number(),
                      args => boolean(),
                      max_term_bytes => pos_integer(),
                      key => none | message | caller,
@@ -51,7 +52,7 @@
 %% The options that say what calls/2 traces, and those the keeper takes; the rest go to
 %% the engine.
 -define(CALL_OPTIONS, [pids, scope, also, callers, compensate]).
--define(SESSION_OPTIONS, [owner, keep, name, intervals, max_intervals]).
+-define(SESSION_OPTIONS, [owner, keep, name, intervals, max_intervals, max_overhead]).
 
 %% A session's duration when none is given (ms), as the engine takes it.
 -define(DEFAULT_DURATION, 10000).

@@ -31,6 +31,7 @@
 -export([ensure_started/0, register/3, unregister/1, lookup/1, sessions/0, update/2,
          set_patterns/2, add_loops/2, remove_patterns/1, remove_patterns/2, patterns/1, reap/1, is_keeper/1,
          brief/1]).
+-export([shed/2, unshed/2]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 
 -define(SESSIONS, ferrotrace_sessions).
@@ -162,6 +163,20 @@ set_patterns(Id, Patterns) ->
 -spec add_loops(ferrotrace_tracer:session_id(), [{mfa(), [tuple()]}]) -> ok.
 add_loops(Id, Loops) ->
     call({add_loops, Id, Loops}).
+
+%% @doc Takes the patterns of `MFAs' off for session `Id' (the overhead budget, see
+%% ferrotrace_shed): each function one of its patterns covers and that carries its match
+%% spec (or a loop's), unless another live session's pattern covers it too. The claim
+%% remembers them as shed, so that a pattern set again (another session's stop) leaves them
+%% off. `{Saved, Refused}': `{MFA, MatchSpec, Scope}' taken off, and the functions left.
+-spec shed(ferrotrace_tracer:session_id(), [mfa()]) -> {[ferrotrace_shed:saved()], [mfa()]}.
+shed(Id, MFAs) ->
+    call({shed, Id, MFAs}).
+
+%% @doc Puts back functions {@link shed/2} took off, with the match spec and scope they had.
+-spec unshed(ferrotrace_tracer:session_id(), [ferrotrace_shed:saved()]) -> ok.
+unshed(Id, Saved) ->
+    call({unshed, Id, Saved}).
 
 %% @doc Removes the patterns session `Id' set, except where another live session set the
 %% same or a wider one; narrower patterns of other sessions inside a removed one are set
@@ -303,6 +318,10 @@ serve({add_loops, Id, Loops}, _From, Monitors) ->
               _ = [erlang:trace_pattern(MFA, MS, [Scope]) || {MFA, MS} <- New]
       end, ets:match_object(?CLAIMS, {{Id, '_'}, '_'})),
     {reply, ok, Monitors};
+serve({shed, Id, MFAs}, _From, Monitors) ->
+    {reply, do_shed(Id, MFAs), Monitors};
+serve({unshed, Id, Saved}, _From, Monitors) ->
+    {reply, do_unshed(Id, Saved), Monitors};
 serve({remove_patterns, Id}, _From, Monitors) ->
     {reply, do_remove_patterns(Id), Monitors};
 serve({remove_patterns, Id, Specs}, _From, Monitors) when is_list(Specs) ->
@@ -451,7 +470,52 @@ apply_pattern(#{mfa := MFA, match_spec := MS, scope := Scope} = Pattern) ->
     N = erlang:trace_pattern(MFA, MS, [Scope]),
     _ = [erlang:trace_pattern(Loop, LoopMS, [Scope])
          || {Loop, LoopMS} <- maps:get(loops, Pattern, [])],
+    %% Functions the overhead budget took off stay off.
+    _ = [erlang:trace_pattern(Shed, false, [Scope]) || Shed <- maps:get(shed, Pattern, [])],
     N.
+
+%% A function is shed where one of session `Id''s claims covers it, it carries that claim's
+%% match spec, and no other session's claim covers it.
+do_shed(Id, MFAs) ->
+    Others = [P || {{OtherId, _}, P} <- ets:tab2list(?CLAIMS), OtherId =/= Id],
+    lists:foldr(
+      fun(MFA, {Saved, Refused}) ->
+              %% Read again for each function: the claim records those already shed.
+              Ours = [{Key, P} || {Key, P = #{mfa := Spec}} <- ets:match_object(?CLAIMS, {{Id, '_'}, '_'}),
+                                  ferrotrace_spec:matches(Spec, MFA)],
+              Shared = lists:any(fun(Q) -> overlaps(#{mfa => MFA}, Q) end, Others),
+              case {Ours, Shared} of
+                  {[{Key, P = #{match_spec := MS, scope := Scope}} | _], false} ->
+                      Expected = proplists:get_value(MFA, maps:get(loops, P, []), MS),
+                      case {ferrotrace_traced:match_spec(MFA), ferrotrace_traced:scope(MFA)} of
+                          {Expected, Scope} ->
+                              Shed = lists:usort([MFA | maps:get(shed, P, [])]),
+                              true = ets:insert(?CLAIMS, {Key, P#{shed => Shed}}),
+                              _ = erlang:trace_pattern(MFA, false, [Scope]),
+                              {[{MFA, Expected, Scope} | Saved], Refused};
+                          _ ->
+                              {Saved, [MFA | Refused]}
+                      end;
+                  _ ->
+                      {Saved, [MFA | Refused]}
+              end
+      end, {[], []}, MFAs).
+
+do_unshed(Id, Saved) ->
+    lists:foreach(
+      fun({MFA, MS, Scope}) ->
+              case [{Key, P} || {Key, P = #{shed := Shed}} <- ets:match_object(?CLAIMS, {{Id, '_'}, '_'}),
+                                lists:member(MFA, Shed)] of
+                  [] ->
+                      ok;
+                  Claims ->
+                      _ = [ets:insert(?CLAIMS, {Key, P#{shed := lists:delete(MFA, Shed)}})
+                           || {Key, P = #{shed := Shed}} <- Claims],
+                      _ = erlang:trace_pattern(MFA, MS, [Scope]),
+                      ok
+              end
+      end, Saved),
+    ok.
 
 %% Never trace ferrotrace itself, whatever the wildcard.
 exclude_own_modules() ->

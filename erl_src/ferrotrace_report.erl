@@ -155,6 +155,7 @@ header(Summary = #{id := Id, status := Status, elapsed_ms := Ms, events := Event
      displaced(maps:get(displaced, Summary, undefined), Width),
      probe(Summary, Width),
      changes(maps:get(changes, Summary, []), Width),
+     budget(maps:get(budget, Summary, undefined), Width),
      Loops].
 
 %% The probe effect (calls/2 sessions): what a traced call costs its caller here, and
@@ -263,6 +264,44 @@ displaced(#{at := At, processes := N, functions := Functions, by := By} = D, Wid
     wrap("displaced: ", Took ++ Replaced, Width);
 displaced(_, _Width) ->
     [].
+
+%% The overhead budget (`max_overhead', see ferrotrace_budget): the budget and the estimate,
+%% the rate now and its last changes, the functions shed (with their calls per second when
+%% shed) and those taken back. Counts in the table are of the sampled calls.
+budget(#{max_overhead := B, estimate := E, rate := N, model := Model,
+         rate_changes := Changes, rate_changes_total := Total, shed := Shed}, Width) ->
+    Estimate = case E of
+                   undefined -> "estimate not yet";
+                   _ -> io_lib:format("estimate ~.1f %", [E * 100])
+               end,
+    Rate = case N of
+               1 -> "every call traced";
+               _ -> io_lib:format("1 call in ~b traced (counts are of those)", [N])
+           end,
+    Costs = io_lib:format("costs ~ts", [Model]),
+    Recent = lists:nthtail(max(0, length(Changes) - 4), Changes),
+    ChangeParts = [io_lib:format("at ~.1f s 1 in ~b (~ts)", [At / 1000, R, percent(Est)]) || {At, R, Est} <- Recent],
+    Earlier = [io_lib:format("~b earlier", [Total - length(Recent)]) || Total > length(Recent)],
+    Now = [S || S <- Shed, not maps:is_key(restored_at, S)],
+    Back = length(Shed) - length(Now),
+    ShedParts = [io_lib:format("~b ~ts off (calls/s when shed)", [length(Now), plural(length(Now), "pattern", "patterns")])
+                 || Now =/= []]
+        ++ [io_lib:format("~ts ~ts/s at ~.1f s", [ferrotrace_names:mfa(MFA), per_second(R), At / 1000])
+            || #{mfa := MFA, rate := R, shed_at := At} <- lists:sublist(Now, ?DISPLACED_NAMED)]
+        ++ [io_lib:format("~b more", [length(Now) - ?DISPLACED_NAMED]) || length(Now) > ?DISPLACED_NAMED]
+        ++ [io_lib:format("~b taken back", [Back]) || Back > 0],
+    [wrap("budget: ", [io_lib:format("at most ~.1f % of the schedulers", [B * 100]), Estimate, Rate, Costs], Width),
+     [wrap("rate: ", ChangeParts ++ Earlier, Width) || ChangeParts =/= []],
+     [wrap("shed: ", ShedParts, Width) || ShedParts =/= []]];
+budget(_, _Width) ->
+    [].
+
+percent(undefined) -> "no estimate";
+percent(E) -> io_lib:format("~.1f %", [E * 100]).
+
+per_second(R) when R >= 1000000 -> io_lib:format("~.1f M", [R / 1000000]);
+per_second(R) when R >= 1000 -> io_lib:format("~.1f k", [R / 1000]);
+per_second(R) -> integer_to_list(R).
 
 %% What ferrotrace:add/2 and remove/2 changed, and when (the summary keeps the latest 20).
 changes(Changes, Width) ->

@@ -35,6 +35,7 @@
 -behaviour(gen_server).
 
 -export([start/3, stop/1, release/1, add/2, remove/2]).
+-export([shed/2, unshed/2]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -type tracing() :: none | #{specs := [ferrotrace:mfa_spec()],
@@ -118,6 +119,15 @@ add(Keeper, Spec) -> call(Keeper, {add, Spec}).
 %% @doc Takes the patterns `Spec' matches off the running session (`ferrotrace:remove/2').
 -spec remove(pid(), term()) -> {ok, #{atom() => term()}} | {error, term()}.
 remove(Keeper, Spec) -> call(Keeper, {remove, Spec}).
+
+%% @doc Takes the patterns of `MFAs' off this session (the overhead budget, see
+%% ferrotrace_shed): `{ok, Saved, Refused}', what was taken off and what was left as it was.
+-spec shed(pid(), [mfa()]) -> {ok, [ferrotrace_shed:saved()], [mfa()]} | {error, term()}.
+shed(Keeper, MFAs) -> call(Keeper, {shed, MFAs}).
+
+%% @doc Puts back what {@link shed/2} took off.
+-spec unshed(pid(), [ferrotrace_shed:saved()]) -> ok | {error, term()}.
+unshed(Keeper, Saved) -> call(Keeper, {unshed, Saved}).
 
 call(Keeper, Request) ->
     case ferrotrace_registry:is_keeper(Keeper) andalso node(Keeper) =:= node() of
@@ -258,7 +268,8 @@ refuse(Id, Reason) ->
     exit(normal).
 
 %% @private
--spec handle_call(id | stop | release | {add | remove, term()}, gen_server:from(), #state{}) ->
+-spec handle_call(id | stop | release | {add | remove, term()} | {shed, [mfa()]}
+                  | {unshed, [ferrotrace_shed:saved()]}, gen_server:from(), #state{}) ->
           {reply, term(), #state{}} | {stop, normal, ok, #state{}}.
 handle_call(id, _From, State) ->
     {reply, {ok, State#state.id}, State};
@@ -285,7 +296,20 @@ handle_call({Change, Spec}, _From, State = #state{id = Id, backend = Backend, ca
 handle_call(stop, _From, State) ->
     {reply, ok, end_session(user, State)};
 handle_call(release, _From, State) ->
-    {stop, normal, ok, end_session(user, State)}.
+    {stop, normal, ok, end_session(user, State)};
+handle_call({Switch, _}, _From, State = #state{stopped = true}) when Switch =:= shed; Switch =:= unshed ->
+    {reply, {error, stopped}, State};
+handle_call({Switch, Functions}, _From, State = #state{id = Id, backend = Backend, watch = Watch0,
+                                                      calls = Calls})
+  when Switch =:= shed; Switch =:= unshed ->
+    %% The overhead budget's patterns off and on (ferrotrace_shed), within the patterns the
+    %% session has now (remove/2 may have taken some off meanwhile).
+    Specs = case Calls of
+                #{patterns := Patterns} -> [MFA || #{mfa := MFA} <- Patterns];
+                none -> []
+            end,
+    {Reply, Watch} = ferrotrace_shed:switch(Switch, Functions, {Id, Backend, Watch0, Specs}),
+    {reply, Reply, State#state{watch = Watch}}.
 
 %% @private
 -spec handle_cast(term(), #state{}) -> {noreply, #state{}}.

@@ -51,21 +51,23 @@ start(Options, Tracing, Probe) ->
     case ferrotrace_code:ensure_tracer() of
         {module, _} ->
             case {ferrotrace_options:settings(Options, Tracing), ferrotrace_intervals:check(Options),
-                  check_probe(Probe)} of
-                {{ok, Settings, Engine}, {ok, Intervals}, ok} ->
+                  check_probe(Probe), budget(Options)} of
+                {{ok, Settings, Engine}, {ok, Intervals}, ok, {ok, Budget}} ->
                     case calibrate(Probe) of
                         {ok, ProbeOptions, ProbeInfo} ->
                             %% Options given by hand win over the calibration's.
                             Started = ferrotrace_session:start(maps:merge(ProbeOptions, Engine), Tracing, Settings),
-                            with_intervals(with_info(Started, ProbeInfo), Intervals);
+                            with_budget(with_intervals(with_info(Started, ProbeInfo), Intervals), Budget);
                         {error, _} = Error ->
                             Error
                     end;
-                {{error, _} = Error, _, _} ->
+                {{error, _} = Error, _, _, _} ->
                     Error;
-                {_, {error, _} = Error, _} ->
+                {_, {error, _} = Error, _, _} ->
                     Error;
-                {_, _, {error, _} = Error} ->
+                {_, _, {error, _} = Error, _} ->
+                    Error;
+                {_, _, _, {error, _} = Error} ->
                     Error
             end;
         {error, {nif_not_loaded, _Path, _Reason}} = Error ->
@@ -87,6 +89,29 @@ with_info({ok, Id}, Info) when map_size(Info) > 0 ->
     _ = ferrotrace_registry:update(Id, Info),
     {ok, Id};
 with_info(Started, _Info) ->
+    Started.
+
+%% `max_overhead => Fraction': checked, and refused beside `sample => {calls, N}' (the
+%% budget sets the per-call rate itself).
+budget(#{max_overhead := Budget, sample := {calls, _} = Sample}) ->
+    {error, {bad_option, {max_overhead, Budget, iolist_to_binary(
+        io_lib:format("the budget sets the per-call sampling rate itself: leave out sample => ~0p", [Sample]))}}};
+budget(#{max_overhead := Budget}) ->
+    case ferrotrace_budget:check(Budget) of
+        ok -> {ok, Budget};
+        {error, _} = Error -> Error
+    end;
+budget(#{}) ->
+    {ok, none}.
+
+%% The budget's process (ferrotrace_overhead), beside the keeper and ending with it.
+with_budget({ok, Id}, Budget) when Budget =/= none ->
+    case ferrotrace_registry:lookup(Id) of
+        {ok, Id, Keeper, _} -> _ = ferrotrace_overhead:start(Id, Keeper, Budget), ok;
+        error -> ok
+    end,
+    {ok, Id};
+with_budget(Started, _) ->
     Started.
 
 %% `intervals => Ms': per-interval histograms for hdr_log (ferrotrace_intervals), taken

@@ -9,7 +9,7 @@
 %%% key (`match_spec', `tracer'), never `all', which stops the schedulers.
 -module(ferrotrace_traced).
 
--export([own_modules/0, module_functions/2, match_spec/1, tracer/1, untrace_processes/1]).
+-export([own_modules/0, module_functions/2, match_spec/1, scope/1, tracer/1, untrace_processes/1]).
 
 %% The flags of `calls/2' on processes, as ferrotrace_session sets them (with the kinds').
 -define(TRACE_FLAGS, [call, procs]).
@@ -54,6 +54,15 @@ module_functions({M, F, A}, Scope) ->
 -spec match_spec(mfa()) -> [tuple()] | false | undefined.
 match_spec(MFA) ->
     trace_info(MFA, match_spec).
+
+%% @doc Whether a function's call pattern is `local', `global', or `false' (none; also for
+%% no such function).
+-spec scope(mfa()) -> local | global | false.
+scope(MFA) ->
+    case trace_info(MFA, traced) of
+        Scope when Scope =:= local; Scope =:= global -> Scope;
+        _ -> false
+    end.
 
 %% @doc The tracer of a process (or of `new', the one new processes get) now: `[]' for
 %% none, `undefined' for a process that is gone.

@@ -1,0 +1,83 @@
+%%% @doc What the always-on mode costs: a `{'_', '_', '_'}' session with `duration =>
+%%% infinity', `max_overhead => 0.05' and `intervals => 1000' on a node whose schedulers are
+%%% busy with ft_budget_work (worker processes through module functions, funs, apply and a
+%%% gen_server). Every 10 s it prints the budget (estimate, rate, functions shed), the
+%%% functions with figures, the session's memory (`summary/1''s `memory.total') and the
+%%% interval snapshots' (the snapshot process: heap and binaries) with the bytes per interval;
+%%% at the end the cost of one budget tick (a summary read and the controller) and of one
+%%% interval snapshot read, medians of 21, and what a day of it holds (at most
+%%% `max_intervals' intervals: past them neighbours merge). Run by `make always-on' (about
+%%% 70 s); `ferrotrace_always_on:main([Seconds])' runs for another length.
+-module(ferrotrace_always_on).
+-export([main/0, main/1]).
+
+-spec main() -> ok.
+main() ->
+    main([60, 1000]).
+
+%% `[Seconds, IntervalMs]': a shorter interval fills `max_intervals' (600) sooner, to see
+%% the bytes a day holds once its neighbours merge.
+-spec main([pos_integer()]) -> ok.
+main([Seconds, Period]) ->
+    {module, _} = code:ensure_loaded(ft_budget_work),
+    Schedulers = erlang:system_info(schedulers_online),
+    Work = ft_budget_work:start(2 * Schedulers),
+    {ok, S} = ferrotrace:calls({'_', '_', '_'}, #{duration => infinity, owner => self(), max_overhead => 0.05,
+                                                  intervals => Period}),
+    {ok, _, _, #{intervals := Snapshots}} = ferrotrace_registry:lookup(S),
+    Lines = [begin timer:sleep(10000), line(S, Snapshots, T * 10) end || T <- lists:seq(1, Seconds div 10)],
+    #{calls := Calls} = ferrotrace:summary(S),
+    Tick = median(fun() -> {ok, Summary} = ferrotrace_tracer:session_summary(S), tick(Summary, Schedulers) end),
+    Read = median(fun() -> {ok, _} = ferrotrace_tracer:session_histograms_bytes(S) end),
+    Idle = median(fun() -> {ok, _} = ferrotrace_tracer:session_summary(S) end),
+    {Bytes, Count} = snapshots(Snapshots),
+    %% What one more interval adds: the growth between the first and the last line (the
+    %% last snapshot, one cumulative histogram per function, is there from the start).
+    [{_, B0, N0} | _] = Lines,
+    {_, B1, N1} = lists:last(Lines),
+    PerInterval = (B1 - B0) div max(1, N1 - N0),
+    ft_budget_work:stop(Work),
+    timer:sleep(1000),
+    IdleRead = median(fun() -> {ok, _} = ferrotrace_tracer:session_summary(S) end),
+    ok = ferrotrace:release(S),
+    io:format("always_on schedulers=~b functions=~b tick_us=~b (busy node, wall) summary_read_us=~b (busy) ~b (idle)"
+              " ticks_per_s=~.1f snapshot_read_us=~b (busy) intervals=~b interval_bytes=~b"
+              " bytes_per_interval=~b at_max_intervals_600=~b~n",
+              [Schedulers, length(Calls), Tick, Idle, IdleRead, 1000 / ferrotrace_overhead:period(), Read, Count, Bytes,
+               PerInterval, Bytes + (600 - Count) * PerInterval]).
+line(S, Snapshots, T) ->
+    #{budget := B, calls := Calls, memory := #{total := Total}} = ferrotrace:summary(S),
+    {Bytes, Count} = snapshots(Snapshots),
+    io:format("always_on t=~bs estimate=~.4f rate=~b shed_now=~b functions=~b session_bytes=~b"
+              " intervals=~b interval_bytes=~b bytes_per_interval_average=~b~n",
+              [T, estimate(B), maps:get(rate, B), maps:get(shed_now, B), length(Calls), Total,
+               Count, Bytes, Bytes div max(1, Count)]),
+    {T, Bytes, Count}.
+
+estimate(#{estimate := E}) when is_number(E) -> E;
+estimate(_) -> 0.0.
+
+%% The snapshot process's heap (after a collection: what it holds, not its garbage) and the
+%% binaries it holds, and how many intervals it keeps.
+snapshots(Pid) ->
+    true = erlang:garbage_collect(Pid),
+    {memory, Heap} = erlang:process_info(Pid, memory),
+    {binary, Bins} = erlang:process_info(Pid, binary),
+    Pid ! {read, self(), Ref = make_ref()},
+    Count = receive {Ref, _Period, Intervals} -> length(Intervals) end,
+    {Heap + lists:sum([Size || {_, Size, _} <- lists:ukeysort(1, Bins)]), Count}.
+
+%% One budget tick's work on a summary (the read is timed by the caller).
+tick(Summary, Schedulers) ->
+    C0 = ferrotrace_budget:new(0.05, #{schedulers => Schedulers, calibration => undefined}),
+    M = measure(Summary),
+    {_, C1} = ferrotrace_budget:tick(M, C0),
+    ferrotrace_budget:tick(M#{elapsed_ms := maps:get(elapsed_ms, M) + 500}, C1).
+
+measure(#{elapsed_ms := Elapsed, events := #{seen := Seen, sampled_out := Out}, calls := Calls}) ->
+    #{elapsed_ms => Elapsed, traced => Seen - Out, refused => Out, collector_ns => 0,
+      functions => [{MFA, C, maps:get(mean, Call, undefined)} || #{mfa := MFA, count := C} = Call <- Calls]}.
+
+median(Fun) ->
+    Times = lists:sort([element(1, timer:tc(Fun)) || _ <- lists:seq(1, 21)]),
+    lists:nth(11, Times).

@@ -1,0 +1,298 @@
+%%% @private
+%%% @doc The overhead budget's controller (`max_overhead => Fraction'): a pure state machine,
+%%% fed a session's counters on each tick, answering what to change. No process, no NIF:
+%%% `ferrotrace_overhead' reads the counters, applies the decisions and keeps the state.
+%%%
+%%% == The estimate ==
+%%% A session costs the node's schedulers, per second:
+%%% ```
+%%% traced events x event_ns  +  refused calls x discard_ns
+%%% '''
+%%% over `schedulers x 1 s'. `event_ns' is half of the calibrated cost of a traced call
+%%% pair (`call_ns + return_ns', ferrotrace_calibrate), `discard_ns' the cost of a call
+%%% the tracer refused in `enabled_call' (sampled out: the VM still asks, the floor).
+%%% Without a calibration the costs of the issue that asked for the budget are used (350 ns
+%%% an event, 90 ns a refused call: measured on the 2-core development machine) and the
+%%% state says `model => default'. The collector's CPU (`collector_cpu_ns') is not in the
+%%% estimate: it runs on a thread of its own, off the schedulers, and polls every
+%%% millisecond even when idle; it falls with the events, and the view shows its share of
+%%% the same capacity (`collector') for a node whose cores are all busy.
+%%%
+%%% == Sampling (the first knob) ==
+%%% With `R' calls per second reaching the tracer (traced + refused), `k' events per traced
+%%% call (about 2: call and return) and 1 call in `N' traced, the cost is
+%%% `R/N x k x event_ns + R x (1 - 1/N) x discard_ns'. The rate that puts it at ?AIM of the
+%%% budget follows, rounded up to 1, 2, 5, 10, 20, 50, ... (steps far enough apart that
+%%% noise does not move the rate). Over the budget, the rate rises at once to that value.
+%%% Under ?LOW of the budget for ?SETTLE ticks in a row, it falls to that value at once
+%%% (the calls reaching the tracer are known at any rate: the refused ones are counted): the
+%%% value is computed for ?AIM, below the budget, so a fall does not cause the next rise
+%%% unless the load rises (the hysteresis that prevents oscillation).
+%%%
+%%% == Shedding (the second knob) ==
+%%% A refused call still costs `discard_ns': while a function has a pattern, sampling
+%%% cannot take its cost below `R x discard_ns'. When that floor is over ?AIM of the budget
+%%% (and the measured estimate over the budget), the session sheds patterns: functions in
+%%% order of `rate x event_cost / (event_cost + mean latency)', the hottest and cheapest
+%%% first (most calls per second, and a share of their own latency that tracing makes
+%%% largest), until the floor left is at most ?SHED_TO of the budget; at most ?SHED_MAX a
+%%% tick. A function's rate is its sampled count over the tick times `N': sampled counts
+%%% times N estimate the real rate (exact at N = 1, an estimate otherwise, and zero for a
+%%% function no sampled call reached). A shed function is taken back, the least hot first,
+%%% one a tick, only at `N = 1' (sampling is given back first: it costs nothing while a shed
+%%% function's pattern costs the floor on every call), after ?SETTLE ticks under ?LOW and
+%%% ?RESTORE_WAIT ticks after it was shed. Its rate while shed is unknown (no pattern, no
+%%% call reaches the tracer): taking it back is a probe, and a function still too hot is
+%%% shed again at the next tick over the budget, then waits twice as long (a day of 1 s
+%%% ticks holds about 14 such probes per function), so shedding and taking back cannot
+%%% cycle quickly.
+-module(ferrotrace_budget).
+
+-export([new/2, tick/2, unsheddable/2, view/1]).
+-export([check/1]).
+
+%% Aim below the budget, lower the rate only well under it.
+-define(AIM, 0.8).
+-define(LOW, 0.5).
+-define(SETTLE, 3).
+-define(SHED_TO, 0.4).
+-define(SHED_MAX, 200).
+-define(RESTORE_WAIT, 10).
+-define(MAX_RATE, 1000000).
+%% The rate changes and shed functions kept for the summary.
+-define(HISTORY, 32).
+-define(SHED_LOG, 100).
+%% Without a calibration (ns): the figures of issue 22, measured on a 2-core machine.
+-define(DEFAULT_EVENT_NS, 350).
+-define(DEFAULT_DISCARD_NS, 90).
+
+-type measure() :: #{elapsed_ms := non_neg_integer(),
+                     traced := non_neg_integer(),
+                     refused := non_neg_integer(),
+                     collector_ns := non_neg_integer(),
+                     functions := [{mfa(), Count :: non_neg_integer(), MeanNs :: number() | undefined}]}.
+%% What a tick is fed, cumulative since the session started: events that reached `trace/5'
+%% (`traced'), calls refused in `enabled_call' (`refused'), the collector's CPU time (shown,
+%% not in the estimate), and
+%% each function's sampled call count and mean latency (ns).
+-type decision() :: {rate, pos_integer()} | {shed, [mfa()]} | {restore, [mfa()]}.
+-type shed() :: #{mfa := mfa(), rate := non_neg_integer(), shed_at := non_neg_integer(),
+                  restored_at => non_neg_integer()}.
+-type state() :: #{atom() => term()}.
+-export_type([measure/0, decision/0, state/0, shed/0]).
+
+%% @doc `ok' for a budget `max_overhead' takes: a number above 0 and at most 1 (a fraction of
+%% the node's scheduler capacity), else the `bad_option' error naming what is accepted.
+-spec check(term()) -> ok | {error, {bad_option, {max_overhead, term(), binary()}}}.
+check(F) when is_number(F), F > 0, F =< 1 -> ok;
+check(F) -> {error, {bad_option, {max_overhead, F, <<"a fraction of the node's schedulers, above 0 and at most 1 (0.05 is 5 %)">>}}}.
+
+%% @doc A controller for `Budget' on `Schedulers' schedulers, with the session's calibration
+%% (`#{call_ns, return_ns, discard_ns}', or `undefined' when none was measured).
+-spec new(number(), #{schedulers := pos_integer(), calibration := map() | undefined}) -> state().
+new(Budget, #{schedulers := Schedulers, calibration := Calibration}) ->
+    {EventNs, DiscardNs, Model} = costs(Calibration),
+    #{budget => Budget, schedulers => Schedulers, event_ns => EventNs, discard_ns => DiscardNs,
+      model => Model, rate => 1, estimate => undefined, low_ticks => 0, last => undefined,
+      history => [], changes => 0, shed => #{}, shed_log => [], unsheddable => #{}, times => #{},
+      tick => 0}.
+
+costs(#{call_ns := C, return_ns := R, discard_ns := D}) when is_number(C), is_number(R), is_number(D),
+                                                             C + R > 0 ->
+    {(C + R) / 2, D, calibrated};
+costs(#{call_ns := C, return_ns := R}) when is_number(C), is_number(R), C + R > 0 ->
+    {(C + R) / 2, ?DEFAULT_DISCARD_NS, partial};
+costs(_) ->
+    {?DEFAULT_EVENT_NS, ?DEFAULT_DISCARD_NS, default}.
+
+%% @doc One tick: the estimate over the time since the previous tick, and what to change.
+%% The first tick only takes the counters in.
+-spec tick(measure(), state()) -> {[decision()], state()}.
+tick(M = #{elapsed_ms := Now}, S = #{last := undefined}) ->
+    {[], S#{last := M, since => Now}};
+tick(M = #{elapsed_ms := Now}, S = #{last := #{elapsed_ms := Then}}) when Now =< Then ->
+    {[], S#{last := M}};
+tick(M, S0 = #{last := Last, tick := T}) ->
+    S = S0#{last := M, tick := T + 1},
+    Load = load(M, Last, S0),
+    decide(Load, S#{estimate := maps:get(estimate, Load), collector => maps:get(collector, Load)}).
+
+%% @doc Functions that could not be shed (another session's pattern covers them on OTP 25
+%% and 26): forgotten as shed, never tried again.
+-spec unsheddable([mfa()], state()) -> state().
+unsheddable(MFAs, S = #{shed := Shed, shed_log := Log, unsheddable := Never}) ->
+    S#{shed := maps:without(MFAs, Shed),
+       shed_log := [E || E = #{mfa := MFA} <- Log, not lists:member(MFA, MFAs) orelse maps:is_key(restored_at, E)],
+       unsheddable := maps:merge(Never, maps:from_list([{MFA, true} || MFA <- MFAs]))}.
+
+%% @doc What the summary shows: the budget, the estimate (a fraction, `undefined' before
+%% the second tick), the collector's CPU over the same capacity (not in the estimate), the
+%% rate, the cost model, the rate's changes (`{ElapsedMs, N,
+%% Estimate}', oldest first, the last ?HISTORY) and their count, and the functions shed
+%% (`rate' in calls per second when shed; `restored_at' once taken back), the last ?SHED_LOG.
+-spec view(state()) -> map().
+view(S = #{budget := B, estimate := E, rate := N, model := Model, event_ns := Ev, discard_ns := D,
+           history := H, changes := C, shed_log := Log, shed := Shed}) ->
+    #{max_overhead => B, estimate => E, rate => N, model => Model,
+      collector => maps:get(collector, S, undefined),
+      event_ns => round(Ev), discard_ns => round(D),
+      rate_changes => lists:reverse(H), rate_changes_total => C,
+      shed => lists:sort(fun(#{shed_at := A, rate := Ra}, #{shed_at := A2, rate := Rb}) -> {A, -Ra} =< {A2, -Rb} end, Log),
+      shed_now => map_size(Shed)}.
+
+%%% The load of one tick
+
+load(M, Last, #{schedulers := Sch, event_ns := EventNs, discard_ns := DiscardNs, rate := N}) ->
+    Dt = (maps:get(elapsed_ms, M) - maps:get(elapsed_ms, Last)) / 1000,
+    Traced = delta(traced, M, Last) / Dt,
+    Refused = delta(refused, M, Last) / Dt,
+    Collector = delta(collector_ns, M, Last) / Dt,
+    Before = maps:from_list([{MFA, C} || {MFA, C, _} <- maps:get(functions, Last)]),
+    Functions = [{MFA, max(0, C - maps:get(MFA, Before, 0)) * N / Dt, Mean}
+                 || {MFA, C, Mean} <- maps:get(functions, M)],
+    Calls = lists:sum([R || {_, R, _} <- Functions]) / N,
+    %% A traced call's cost: about 2 events (call, return; 1 for a count-only loop).
+    PerCall = case Calls > 0 of
+                  true -> max(1.0, min(Traced / Calls, 4.0)) * EventNs;
+                  false -> 2 * EventNs
+              end,
+    Capacity = Sch * 1.0e9,
+    #{estimate => (Traced * EventNs + Refused * DiscardNs) / Capacity,
+      collector => Collector / Capacity,
+      reaching => Calls + Refused, per_call => PerCall, functions => Functions,
+      capacity => Capacity, discard_ns => DiscardNs}.
+
+delta(Key, M, Last) ->
+    max(0, maps:get(Key, M, 0) - maps:get(Key, Last, 0)).
+
+%%% Decisions
+
+decide(Load = #{estimate := E}, S = #{budget := B}) when E > B ->
+    over(Load, S#{low_ticks := 0});
+decide(Load = #{estimate := E}, S = #{budget := B, low_ticks := Low}) when E < B * ?LOW ->
+    under(Load, S#{low_ticks := Low + 1});
+decide(_Load, S) ->
+    {[], S#{low_ticks := 0}}.
+
+%% Over the budget: shed when the floor alone is over the aim, then the rate for the rest.
+over(Load = #{reaching := R, discard_ns := D, capacity := Cap}, S = #{budget := B, rate := N}) ->
+    Floor = R * D,
+    Aim = B * ?AIM * Cap,
+    {Shed, S1, Reaching} = case Floor > Aim of
+                               true -> shed(Load, S);
+                               false -> {[], S, R}
+                           end,
+    New = max(N + 1, needed(Load#{reaching := Reaching}, B)),
+    {ShedDecisions, S2} = case Shed of
+                              [] -> {[], S1};
+                              _ -> {[{shed, Shed}], S1}
+                          end,
+    {RateDecisions, S3} = set_rate(nice(New), S2),
+    {ShedDecisions ++ RateDecisions, S3}.
+
+%% Well under the budget for a while: the rate falls, and at rate 1 a
+%% shed function comes back.
+under(_Load, S = #{low_ticks := Low}) when Low < ?SETTLE ->
+    {[], S};
+under(Load, S = #{rate := N, budget := B}) when N > 1 ->
+    New = nice(needed(Load, B)),
+    case New < N of
+        true -> set_rate(New, S#{low_ticks := 0});
+        false -> {[], S}
+    end;
+under(Load, S) ->
+    restore(Load, S).
+
+%% The rate (1 in N) that puts the cost at ?AIM of the budget; where the floor alone is
+%% over it, the rate that keeps the traced part at half of it.
+needed(#{reaching := R, per_call := PerCall, discard_ns := D, capacity := Cap}, B) ->
+    Room = B * ?AIM * Cap - R * D,
+    Variable = R * (PerCall - D),
+    if
+        Variable =< 0 -> 1;
+        %% The floor alone is over the aim: shedding, not the rate, must take it down, and
+        %% the next ticks must still see which functions are hot. The traced part is kept
+        %% at half the aim, not sampled out of sight.
+        Room =< 0 -> min(?MAX_RATE, max(1, ceil(Variable / (B * ?AIM * Cap / 2))));
+        true -> min(?MAX_RATE, max(1, ceil(Variable / Room)))
+    end.
+
+set_rate(N, S = #{rate := N}) ->
+    {[], S};
+set_rate(N, S = #{rate := _, history := H, changes := C, estimate := E, last := #{elapsed_ms := At}}) ->
+    {[{rate, N}], S#{rate := N, history := lists:sublist([{At, N, E} | H], ?HISTORY), changes := C + 1}}.
+
+%% 1, 2, 5, 10, 20, 50, ...: the least such value at least `N' (or at most, falling).
+nice(N) when N >= ?MAX_RATE -> ?MAX_RATE;
+nice(N) -> hd([V || V <- steps(), V >= N]).
+
+
+steps() ->
+    [M * P || P <- [1, 10, 100, 1000, 10000, 100000], M <- [1, 2, 5]] ++ [?MAX_RATE].
+
+%% The functions to shed, hottest and cheapest first, until the floor is at ?SHED_TO of
+%% the budget; the calls reaching the tracer that are left.
+shed(#{reaching := R, discard_ns := D, capacity := Cap, functions := Functions, per_call := PerCall},
+     S = #{budget := B, shed := Shed, shed_log := Log, unsheddable := Never, times := Times,
+           tick := T, last := #{elapsed_ms := At}}) ->
+    Candidates = [{Rate * PerCall / (PerCall + mean(Mean)), MFA, Rate}
+                  || {MFA, Rate, Mean} <- Functions, Rate > 0,
+                     not maps:is_key(MFA, Shed), not maps:is_key(MFA, Never)],
+    Ordered = [{MFA, Rate} || {_, MFA, Rate} <- lists:reverse(lists:sort(Candidates))],
+    Chosen = take(Ordered, R * D / Cap, 0.0, B * ?SHED_TO, D / Cap, ?SHED_MAX, []),
+    ShedRate = lists:sum([Rate || {_, Rate} <- Chosen]),
+    %% On a node whose schedulers are busy, what the shed functions cost goes to the work,
+    %% which then calls the others more often (see take/7).
+    Left = (R - ShedRate) / max(0.5, 1 - ShedRate * D / Cap),
+    NewShed = maps:merge(Shed, maps:from_list([{MFA, #{rate => round(Rate), tick => T}} || {MFA, Rate} <- Chosen])),
+    NewTimes = lists:foldl(fun({MFA, _}, Acc) -> maps:update_with(MFA, fun(X) -> X + 1 end, 1, Acc) end,
+                           Times, Chosen),
+    %% Newest first, a batch hottest first: past ?SHED_LOG the coldest of the oldest go.
+    NewLog = [#{mfa => MFA, rate => round(Rate), shed_at => At} || {MFA, Rate} <- Chosen] ++ Log,
+    {[MFA || {MFA, _} <- Chosen],
+     S#{shed := NewShed, times := NewTimes, shed_log := lists:sublist(NewLog, ?SHED_LOG)},
+     max(0, Left)}.
+
+mean(undefined) -> 0;
+mean(Mean) -> Mean.
+
+%% Functions from `Ordered' until the floor left is at most `Target' (fractions of the
+%% capacity; `PerCall' the floor's fraction per call per second). The floor left counts the
+%% work speeding up as the shed functions' cost goes to it, as on a node whose schedulers
+%% are busy: `(Floor - Shed) / (1 - Shed)' (where they are not, a few more functions are
+%% shed than needed, which the next ticks' take-backs correct).
+take([], _Floor, _Shed, _Target, _PerCall, _Max, Acc) ->
+    lists:reverse(Acc);
+take(_, _Floor, _Shed, _Target, _PerCall, 0, Acc) ->
+    lists:reverse(Acc);
+take([{MFA, Rate} | Rest], Floor, Shed, Target, PerCall, Max, Acc) ->
+    case Shed < 1 andalso (Floor - Shed) / (1 - Shed) =< Target of
+        true -> lists:reverse(Acc);
+        false -> take(Rest, Floor, Shed + Rate * PerCall, Target, PerCall, Max - 1, [{MFA, Rate} | Acc])
+    end.
+
+%% At rate 1, well under the budget: the least hot shed function whose wait is over comes
+%% back. Its rate now is unknown (it has no pattern): the next tick measures it, and sheds
+%% it again if the node is back over the budget, with a wait twice as long; still under
+%% ?LOW, the next one comes back.
+restore(_Load, S = #{shed := Shed}) when map_size(Shed) =:= 0 ->
+    {[], S};
+restore(_Load, S = #{shed := Shed, tick := T, times := Times, shed_log := Log,
+                     last := #{elapsed_ms := At}}) ->
+    Ready = lists:sort([{Rate, MFA} || {MFA, #{rate := Rate, tick := Since}} <- maps:to_list(Shed),
+                                       T - Since >= ?RESTORE_WAIT * (1 bsl (maps:get(MFA, Times) - 1))]),
+    case Ready of
+        [{_, MFA} | _] ->
+            {[{restore, [MFA]}],
+             S#{shed := maps:remove(MFA, Shed), shed_log := restored(MFA, At, Log)}};
+        [] ->
+            {[], S}
+    end.
+
+%% Marks the newest shed entry of `MFA' as taken back.
+restored(MFA, At, [E = #{mfa := MFA} | Rest]) when not is_map_key(restored_at, E) ->
+    [E#{restored_at => At} | Rest];
+restored(MFA, At, [E | Rest]) ->
+    [E | restored(MFA, At, Rest)];
+restored(_MFA, _At, []) ->
+    [].

@@ -1,0 +1,117 @@
+%%% @private
+%%% @doc The overhead budget of a session (`max_overhead => Fraction'): a small process beside
+%%% the keeper that, every ?PERIOD ms while the session runs (every ?FIRST ms for its first
+%%% ?FAST ticks, to settle soon: a broad session on a busy node costs most before), reads the session's counters,
+%%% asks the controller (`ferrotrace_budget') what to change, and changes it: the per-call
+%%% sampling rate (`ferrotrace_tracer:session_set_call_sample/2') and, through the keeper,
+%%% the patterns of functions shed (`ferrotrace_session:shed/2', `unshed/2'). Started with
+%%% the session when it has a budget (no process, no tick otherwise), it ends with the
+%%% keeper or when the session stops; what it found is in the session's registry info
+%%% (`budget'), which the summary shows.
+%%%
+%%% Cost per tick: one `session_summary' (the collector's lock for as long as it reads,
+%%% then a map per function, at most `max_functions': 3.8 ms for 181 functions on an idle
+%%% 2-core machine, most of a tick) and the controller's arithmetic over the functions
+%%% (0.2 ms); a shed or a restore is one `trace_pattern' per function (at most 50 a
+%%% tick). The process's own calls are traced like any other process's under a spec that
+%%% covers `lists' or `maps' (it is spawned after the session's flags are set).
+-module(ferrotrace_overhead).
+
+-export([start/3, period/0]).
+
+-define(PERIOD, 1000).
+-define(FIRST, 250).
+-define(FAST, 8).
+
+-record(s, {id :: ferrotrace_tracer:session_id(),
+            keeper :: pid(),
+            monitor :: reference(),
+            control :: ferrotrace_budget:state(),
+            ticks = 0 :: non_neg_integer(),
+            saved = #{} :: #{mfa() => ferrotrace_shed:saved()}}).
+
+%% @doc The tick's period, in ms.
+-spec period() -> pos_integer().
+period() -> ?PERIOD.
+
+%% @doc Starts the budget `Budget' of session `Id' (kept by `Keeper'); its calibration, if
+%% the session has one, is read from the registry. `{error, badarg}' for other arguments.
+-spec start(ferrotrace_tracer:session_id(), pid(), number()) -> pid() | {error, badarg}.
+start(Id, Keeper, Budget) when is_integer(Id), is_pid(Keeper), node(Keeper) =:= node() ->
+    case ferrotrace_budget:check(Budget) of
+        ok ->
+            spawn(fun() ->
+                          Monitor = monitor(process, Keeper),
+                          Control = ferrotrace_budget:new(Budget, #{schedulers => erlang:system_info(schedulers_online),
+                                                                    calibration => calibration(Id)}),
+                          publish(Id, Control),
+                          erlang:send_after(?FIRST, self(), tick),
+                          loop(#s{id = Id, keeper = Keeper, monitor = Monitor, control = Control})
+                  end);
+        {error, _} ->
+            {error, badarg}
+    end;
+start(_Id, _Keeper, _Budget) ->
+    {error, badarg}.
+
+%% The session's calibration (ferrotrace_calibrate, set by calls/2), or `undefined'.
+calibration(Id) ->
+    case ferrotrace_registry:lookup(Id) of
+        {ok, _, _, #{calibration := Calibration}} when is_map(Calibration) -> Calibration;
+        _ -> undefined
+    end.
+
+loop(S = #s{monitor = Monitor}) ->
+    receive
+        tick ->
+            case tick(S) of
+                {running, S1 = #s{ticks = Ticks}} ->
+                    erlang:send_after(case Ticks < ?FAST of true -> ?FIRST; false -> ?PERIOD end, self(), tick),
+                    loop(S1#s{ticks = Ticks + 1});
+                stopped ->
+                    ok
+            end;
+        {'DOWN', Monitor, process, _, _} ->
+            ok
+    end.
+
+tick(S = #s{id = Id, control = C0}) ->
+    case ferrotrace_tracer:session_summary(Id) of
+        {ok, Summary = #{status := running}} ->
+            {Decisions, C1} = ferrotrace_budget:tick(measure(Summary), C0),
+            S1 = lists:foldl(fun decide/2, S#s{control = C1}, Decisions),
+            publish(Id, S1#s.control),
+            {running, S1};
+        _ ->
+            stopped
+    end.
+
+%% The counters a tick is fed: events that reached trace/5, calls refused in enabled_call
+%% (sampled out, or refused by the frame bound), the collector's CPU, and each function's
+%% sampled count and mean latency.
+measure(#{elapsed_ms := Elapsed, events := Events, calls := Calls} = Summary) ->
+    SampledOut = maps:get(sampled_out, Events, 0),
+    #{elapsed_ms => Elapsed,
+      traced => maps:get(seen, Events, 0) - SampledOut,
+      refused => SampledOut + maps:get(frames_refused, Events, 0),
+      collector_ns => maps:get(collector_cpu_ns, Summary, 0),
+      functions => [{MFA, Count, Mean} || #{mfa := MFA, count := Count} = Call <- Calls,
+                                          Mean <- [maps:get(mean, Call, undefined)]]}.
+
+decide({rate, N}, S = #s{id = Id}) ->
+    _ = ferrotrace_tracer:session_set_call_sample(Id, N),
+    S;
+decide({shed, MFAs}, S = #s{keeper = Keeper, control = C, saved = Saved}) ->
+    case ferrotrace_session:shed(Keeper, MFAs) of
+        {ok, Off, Refused} ->
+            S#s{control = ferrotrace_budget:unsheddable(Refused, C),
+                saved = maps:merge(Saved, maps:from_list([{MFA, Entry} || {MFA, _, _} = Entry <- Off]))};
+        {error, _} ->
+            S#s{control = ferrotrace_budget:unsheddable(MFAs, C)}
+    end;
+decide({restore, MFAs}, S = #s{keeper = Keeper, saved = Saved}) ->
+    _ = ferrotrace_session:unshed(Keeper, [maps:get(MFA, Saved) || MFA <- MFAs, maps:is_key(MFA, Saved)]),
+    S#s{saved = maps:without(MFAs, Saved)}.
+
+publish(Id, Control) ->
+    ferrotrace_registry:update(Id, #{budget => ferrotrace_budget:view(Control)}).

@@ -1,0 +1,169 @@
+%%% @doc The overhead budget (`max_overhead => Fraction'), on a node whose two schedulers are
+%%% busy with traced work (ft_budget_work):
+%%%
+%%% - throughput: a `{'_', '_', '_'}' session with `max_overhead => 0.05' keeps the work's
+%%%   throughput at 0.90 or more of the untraced throughput, and the same session without a
+%%%   budget costs visibly more. Measured side by side in one run on a peer node of two
+%%%   schedulers: untraced, budgeted and unbudgeted windows in turn, several of each, medians
+%%%   compared. The budgeted session still reports figures.
+%%% - sheds_and_restores: a budget the floor alone exceeds takes the hottest functions'
+%%%   patterns off (only those), gives them back when the work stops, and the session's stop
+%%%   removes every pattern, shed or not.
+%%% - options: bad budgets, and a budget beside `sample => {calls, N}', are refused; a
+%%%   session without a budget has no budget process and no `budget' in its summary.
+%%%
+%%% Measured figures go to the CT log with ct:pal.
+-module(ferrotrace_budget_SUITE).
+
+-include("support/ft_ct.hrl").
+
+-export([throughput/1, sheds_and_restores/1, options/1]).
+
+%% The target of issue 22: the work keeps 90 % of its untraced throughput.
+-define(TARGET, 0.90).
+%% Windows of each kind, and their length (ms); a traced window starts after the session
+%% has settled.
+-define(WINDOWS, 7).
+-define(WINDOW_MS, 1000).
+-define(SETTLE_MS, 2000).
+-define(WORKERS, 4).
+
+suite() ->
+    [{timetrap, {minutes, 10}}, {ct_hooks, [{ft_ct, [ft_budget_work]}]}].
+
+all() ->
+    [options, sheds_and_restores, throughput].
+
+%%--------------------------------------------------------------------------------------
+
+-spec options(config()) -> ok.
+options(_Config) ->
+    Spec = {ft_budget_work, '_', '_'},
+    [?assertMatch({error, {bad_option, {max_overhead, Bad, <<"a fraction", _/binary>>}}},
+                  ferrotrace:calls(Spec, #{max_overhead => Bad}))
+     || Bad <- [0, -0.05, 1.5, 5, five, "0.05"]],
+    ?assertMatch({error, {bad_option, {max_overhead, 0.05, <<"the budget sets the per-call", _/binary>>}}},
+                 ferrotrace:calls(Spec, #{max_overhead => 0.05, sample => {calls, 10}})),
+    ?assertMatch({error, {unknown_option, max_overhed, <<"did you mean max_overhead?", _/binary>>}},
+                 ferrotrace:calls(Spec, #{max_overhed => 0.05})),
+    {ok, Plain} = ferrotrace:calls(Spec, #{duration => 60000}),
+    ?assertNot(maps:is_key(budget, ferrotrace:summary(Plain))),
+    %% One session on every process at a time on OTP 25 and 26.
+    ok = ferrotrace:release(Plain),
+    {ok, Budgeted} = ferrotrace:calls(Spec, #{duration => 60000, max_overhead => 0.05}),
+    ok = ft_ct:poll(fun() -> maps:is_key(budget, ferrotrace:summary(Budgeted)) end, 5000),
+    #{budget := #{max_overhead := 0.05, rate := 1, shed := [], rate_changes := [],
+                  model := Model, discard_ns := D}} = Summary = ferrotrace:summary(Budgeted),
+    %% The costs are the session's calibration's, the refused call's included.
+    case Summary of
+        #{calibration := #{discard_ns := D}} -> ?assertEqual(calibrated, Model), ?assert(D > 0);
+        #{calibration := {error, Why}} -> ct:pal("no calibration on this run: ~p", [Why]), ?assertEqual(default, Model)
+    end,
+    ok = ferrotrace:stop(Budgeted),
+    ok.
+
+%% A budget far under what the work's floor costs: its hottest functions are shed, their
+%% patterns gone (others' stay), the figures say when and at what rate; once the work stops
+%% they come back; the stop removes every pattern.
+-spec sheds_and_restores(config()) -> ok.
+sheds_and_restores(_Config) ->
+    Work = ft_budget_work:start(2),
+    try
+        {ok, S} = ferrotrace:calls({ft_budget_work, '_', '_'}, #{duration => 120000, max_overhead => 0.001}),
+        ok = ft_ct:poll(fun() -> shed(S) =/= [] end, 10000),
+        Shed = shed(S),
+        ct:pal("shed: ~p~nbudget: ~p", [Shed, maps:get(budget, ferrotrace:summary(S))]),
+        %% (ft_trace_state: OTP 27's trace sessions are not in erlang:trace_info/2.)
+        [?assertNot(ft_trace_state:traced_by_ferrotrace(MFA), MFA) || #{mfa := MFA} <- Shed],
+        ?assert(lists:all(fun(#{rate := R}) -> R > 0 end, Shed)),
+        %% A function the work never calls keeps its pattern.
+        ?assert(ft_trace_state:traced_by_ferrotrace({ft_budget_work, done, 1})),
+        ok = ft_budget_work:stop(Work),
+        ok = ft_ct:poll(fun() -> lists:all(fun(E) -> maps:is_key(restored_at, E) end, shed(S)) end, 60000),
+        [?assert(ft_trace_state:traced_by_ferrotrace(MFA), MFA) || #{mfa := MFA} <- Shed],
+        ct:pal("restored: ~p", [shed(S)]),
+        ok = ferrotrace:stop(S),
+        [?assertNot(ft_trace_state:traced_by_ferrotrace({ft_budget_work, F, A}), {F, A})
+         || {F, A} <- ft_budget_work:module_info(functions)]
+    after
+        ft_budget_work:stop(Work)
+    end,
+    ok.
+
+shed(S) ->
+    case ferrotrace:summary(S) of
+        #{budget := #{shed := Shed}} -> Shed;
+        _ -> []
+    end.
+
+%% Untraced, budgeted and unbudgeted windows in turn on a peer of two schedulers whose
+%% four workers keep both busy.
+-spec throughput(config()) -> ok.
+throughput(_Config) ->
+    %% Over standard I/O: no distribution, whose own processes would be traced too.
+    {ok, Peer, _} = ft_ct:peer(#{name => peer:random_name(ft_budget), connection => standard_io,
+                                 args => ["+S", "2:2"]}),
+    {module, _} = call(Peer, code, ensure_loaded, [ft_budget_work]),
+    Work = call(Peer, ft_budget_work, start, [?WORKERS]),
+    Rounds = [{untraced(Peer, Work), traced(Peer, Work, #{max_overhead => 0.05}), traced(Peer, Work, #{})}
+              || _ <- lists:seq(1, ?WINDOWS)],
+    Untraced = median([U || {U, _, _} <- Rounds]),
+    Budgeted = median([B || {_, {B, _}, _} <- Rounds]),
+    Unbudgeted = median([N || {_, _, {N, _}} <- Rounds]),
+    ct:pal("orders per s, ~b windows of ~b ms: untraced ~p~nbudgeted ~p (ratio ~.3f)~nunbudgeted ~p (ratio ~.3f)~n"
+           "last budgeted summary's budget: ~p~nits calls: ~p",
+           [?WINDOWS, ?WINDOW_MS, [U || {U, _, _} <- Rounds], [B || {_, {B, _}, _} <- Rounds], Budgeted / Untraced,
+            [N || {_, _, {N, _}} <- Rounds], Unbudgeted / Untraced,
+            maps:get(budget, element(2, element(2, lists:last(Rounds)))),
+            lists:sublist(maps:get(calls, element(2, element(2, lists:last(Rounds)))), 5)]),
+    %% Figures still come: some functions counted, under the budget.
+    [?assertMatch(#{budget := #{max_overhead := 0.05}, calls := [#{count := C} | _]} when C > 0, Summary)
+     || {_, {_, Summary}, _} <- Rounds],
+    ?assert(Budgeted / Untraced >= ?TARGET, {Budgeted / Untraced, Rounds}),
+    %% The budget is what holds it: the same session without one costs visibly more.
+    ?assert(Unbudgeted / Untraced < Budgeted / Untraced - 0.1, {Unbudgeted / Untraced, Budgeted / Untraced}),
+    ok.
+
+untraced(Peer, Work) ->
+    timer:sleep(?SETTLE_MS div 4),
+    window(Peer, Work).
+
+%% A `{'_', '_', '_'}' session started on the peer (no owner: the process that starts it
+%% exits at once), settled (?SETTLE_MS, then with a budget until its estimate is under the
+%% budget and its rate unchanged at two reads a second apart), measured, read, stopped and
+%% released.
+traced(Peer, Work, Options) ->
+    {ok, S} = call(Peer, ferrotrace, calls, [{'_', '_', '_'}, Options#{owner => none, duration => 120000}]),
+    timer:sleep(?SETTLE_MS),
+    _ = maps:is_key(max_overhead, Options) andalso settle(Peer, S, {0, none}, 30),
+    Rate = window(Peer, Work),
+    Summary = call(Peer, ferrotrace, summary, [S]),
+    ok = call(Peer, ferrotrace, release, [S]),
+    {Rate, Summary}.
+
+%% Settled: under the budget, the rate unchanged, at two reads a second apart.
+settle(_Peer, _S, {2, _}, _Left) ->
+    true;
+settle(_Peer, _S, _Under, 0) ->
+    false;
+settle(Peer, S, Under, Left) ->
+    timer:sleep(1000),
+    case {call(Peer, ferrotrace, summary, [S]), Under} of
+        {#{budget := #{estimate := E, max_overhead := B, rate_changes_total := C}}, {N, C}}
+          when is_number(E), E =< B ->
+            settle(Peer, S, {N + 1, C}, Left - 1);
+        {#{budget := #{rate_changes_total := C}}, _} ->
+            settle(Peer, S, {0, C}, Left - 1);
+        _ ->
+            settle(Peer, S, {0, none}, Left - 1)
+    end.
+
+%% Orders per second over one window, measured on the peer.
+window(Peer, Work) ->
+    call(Peer, ft_budget_work, throughput, [Work, ?WINDOW_MS]).
+
+call(Peer, M, F, A) ->
+    peer:call(Peer, M, F, A, 60000).
+
+median(Values) ->
+    lists:nth((length(Values) + 1) div 2, lists:sort(Values)).

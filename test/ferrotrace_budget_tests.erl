@@ -1,0 +1,283 @@
+%%% @doc The overhead budget's controller (ferrotrace_budget) against a simulated node: each
+%%% function has a real call rate and a latency; the node's tracer traces 1 call in N of the
+%%% functions that still have a pattern and refuses the rest at the floor's cost. The
+%%% controller sees only the counters a session would show.
+-module(ferrotrace_budget_tests).
+
+% Not eunit.hrl: its generated test/0 has no spec (see ferrotrace_bad_input_tests).
+-include_lib("stdlib/include/assert.hrl").
+
+-export([check_test/0, light_load_test/0, heavy_load_test/0, load_falls_test/0,
+         floor_sheds_hottest_cheapest_test/0, restore_when_load_falls_test/0,
+         no_oscillation_when_model_is_wrong_test/0, restore_backs_off_test/0,
+         calibration_missing_test/0, unsheddable_test/0, bounded_history_test/0,
+         clock_still_test/0, noisy_steady_load_test/0]).
+
+-define(CAL, #{call_ns => 300, return_ns => 300, discard_ns => 90}).
+-define(TICK_MS, 500).
+
+%% A simulated node: functions `#{MFA => {CallsPerSecond, LatencyNs}}', its true costs
+%% (`event_ns', `discard_ns', the collector's ns per event), the counters so far and the
+%% controller's decisions applied (rate, shed functions).
+-type node_sim() :: map().
+
+-spec node_sim(#{mfa() => {number(), number()}}) -> node_sim().
+node_sim(Functions) ->
+    #{functions => Functions, event_ns => 300, discard_ns => 90, collector_ns => 0, noise => 0.0,
+      elapsed_ms => 0, traced => 0, refused => 0, collector => 0, counts => #{}, rate => 1,
+      shed => #{}, schedulers => 2}.
+
+%% One tick of the node's life: counters advance by ?TICK_MS of load.
+-spec advance(node_sim()) -> node_sim().
+advance(Sim = #{functions := Fs, rate := N, shed := Shed, elapsed_ms := T, traced := Tr,
+                refused := Rf, collector := Col, counts := Counts, noise := Noise}) ->
+    Dt = ?TICK_MS / 1000,
+    Scale = 1 + Noise * (rand:uniform() * 2 - 1),
+    Active = [{MFA, Rate * Scale} || {MFA, {Rate, _}} <- maps:to_list(Fs), not maps:is_key(MFA, Shed)],
+    Calls = lists:sum([R || {_, R} <- Active]) * Dt,
+    TracedCalls = Calls / N,
+    NewCounts = lists:foldl(fun({MFA, R}, Acc) -> maps:update_with(MFA, fun(C) -> C + R * Dt / N end, R * Dt / N, Acc) end,
+                            Counts, Active),
+    Sim#{elapsed_ms := T + ?TICK_MS, traced := Tr + 2 * TracedCalls, refused := Rf + Calls - TracedCalls,
+         collector := Col + 2 * TracedCalls * maps:get(collector_ns, Sim), counts := NewCounts}.
+
+%% The node's true cost now, as a fraction of its schedulers.
+-spec true_cost(node_sim()) -> float().
+true_cost(#{functions := Fs, rate := N, shed := Shed, event_ns := E, discard_ns := D,
+            collector_ns := C, schedulers := Sch}) ->
+    Calls = lists:sum([R || {MFA, {R, _}} <- maps:to_list(Fs), not maps:is_key(MFA, Shed)]),
+    (Calls / N * 2 * (E + C) + Calls * (1 - 1 / N) * D) / (Sch * 1.0e9).
+
+-spec measure(node_sim()) -> ferrotrace_budget:measure().
+measure(#{elapsed_ms := T, traced := Tr, refused := Rf, collector := Col, counts := Counts, functions := Fs}) ->
+    #{elapsed_ms => T, traced => round(Tr), refused => round(Rf), collector_ns => round(Col),
+      functions => [{MFA, round(C), element(2, maps:get(MFA, Fs))} || {MFA, C} <- maps:to_list(Counts)]}.
+
+-spec apply_decisions([ferrotrace_budget:decision()], node_sim()) -> node_sim().
+apply_decisions(Ds, Sim) ->
+    lists:foldl(fun({rate, N}, S) -> S#{rate := N};
+                   ({shed, MFAs}, S = #{shed := Shed}) -> S#{shed := maps:merge(Shed, maps:from_list([{M, true} || M <- MFAs]))};
+                   ({restore, MFAs}, S = #{shed := Shed}) -> S#{shed := maps:without(MFAs, Shed)}
+                end, Sim, Ds).
+
+%% Runs `Ticks' ticks; answers the node, the controller and every tick's decisions.
+-spec run(node_sim(), ferrotrace_budget:state(), non_neg_integer()) ->
+          {node_sim(), ferrotrace_budget:state(), [[ferrotrace_budget:decision()]]}.
+run(Sim, C, Ticks) ->
+    run(Sim, C, Ticks, []).
+
+run(Sim, C, 0, Acc) ->
+    {Sim, C, lists:reverse(Acc)};
+run(Sim0, C0, Ticks, Acc) ->
+    Sim1 = advance(Sim0),
+    {Ds, C1} = ferrotrace_budget:tick(measure(Sim1), C0),
+    run(apply_decisions(Ds, Sim1), C1, Ticks - 1, [Ds | Acc]).
+
+-spec controller(number()) -> ferrotrace_budget:state().
+controller(Budget) ->
+    ferrotrace_budget:new(Budget, #{schedulers => 2, calibration => ?CAL}).
+
+-spec rate_changes([[ferrotrace_budget:decision()]]) -> non_neg_integer().
+rate_changes(Decisions) ->
+    length([N || Ds <- Decisions, {rate, N} <- Ds]).
+
+-spec mfa(integer()) -> mfa().
+mfa(I) -> {m, list_to_atom("f" ++ integer_to_list(I)), 1}.
+
+%% Budgets: fractions above 0, at most 1.
+-spec check_test() -> ok.
+check_test() ->
+    ok = ferrotrace_budget:check(0.05),
+    ok = ferrotrace_budget:check(1),
+    [?assertMatch({error, {bad_option, {max_overhead, Bad, <<"a fraction", _/binary>>}}}, ferrotrace_budget:check(Bad))
+     || Bad <- [0, 0.0, -0.1, 1.5, 5, five, "0.05", undefined]],
+    ok.
+
+%% A node far under its budget keeps every call: no decision, ever.
+-spec light_load_test() -> ok.
+light_load_test() ->
+    Sim = node_sim(#{mfa(1) => {10000, 5000}, mfa(2) => {1000, 100000}}),
+    {_, C, Ds} = run(Sim, controller(0.05), 100),
+    ?assertEqual([], lists:append(Ds)),
+    #{rate := 1, estimate := E, shed := [], rate_changes := []} = ferrotrace_budget:view(C),
+    %% 11,000 calls/s x 600 ns over 2 s of schedulers.
+    ?assert(abs(E - 11000 * 600 / 2.0e9) < 1.0e-4, E),
+    ok.
+
+%% Over the budget with a floor well under it: the rate rises within a tick or two and the
+%% node's true cost ends under the budget, sampling only (nothing shed).
+-spec heavy_load_test() -> ok.
+heavy_load_test() ->
+    %% 1 M calls/s: 60 % of 2 schedulers traced in full, a floor of 4.5 %.
+    Sim = node_sim(#{mfa(1) => {600000, 2000}, mfa(2) => {400000, 8000}}),
+    ?assert(true_cost(Sim) >= 0.3),
+    {Sim1, C, Ds} = run(Sim, controller(0.10), 3),
+    ?assert(true_cost(Sim1) =< 0.10, {true_cost(Sim1), Ds}),
+    #{rate := N, shed := [], rate_changes := Changes} = ferrotrace_budget:view(C),
+    ?assert(N > 1),
+    ?assertEqual([], [S || D <- Ds, {shed, S} <- D]),
+    %% Steady from then on.
+    {Sim2, _, Later} = run(Sim1, C, 100),
+    ?assertEqual(0, rate_changes(Later)),
+    ?assert(true_cost(Sim2) =< 0.10),
+    ?assert(length(Changes) =< 2, Changes),
+    ok.
+
+%% The load falls: the rate comes back to 1 a step at a time, and never rises on the way.
+-spec load_falls_test() -> ok.
+load_falls_test() ->
+    Heavy = node_sim(#{mfa(1) => {600000, 2000}, mfa(2) => {400000, 8000}}),
+    {Sim1, C1, _} = run(Heavy, controller(0.10), 10),
+    #{rate := High} = ferrotrace_budget:view(C1),
+    ?assert(High >= 5),
+    Light = Sim1#{functions := #{mfa(1) => {6000, 2000}, mfa(2) => {4000, 8000}}},
+    {Sim2, C2, Ds} = run(Light, C1, 100),
+    #{rate := 1} = ferrotrace_budget:view(C2),
+    ?assertEqual(1, maps:get(rate, Sim2)),
+    Rates = [N || D <- Ds, {rate, N} <- D],
+    ?assertEqual(lists:reverse(lists:sort(Rates)), Rates),
+    ok.
+
+%% The floor alone is over the budget: the hottest and cheapest functions are shed (a
+%% short function before an equally hot long one, a hot one before a cold one) until the
+%% cost is under the budget; a cold, long one keeps its pattern.
+-spec floor_sheds_hottest_cheapest_test() -> ok.
+floor_sheds_hottest_cheapest_test() ->
+    Hot = {m, hot_short, 1}, HotLong = {m, hot_long, 1}, Warm = {m, warm, 1}, Cold = {m, cold, 1},
+    %% 16 M calls/s: a floor of 72 % of 2 schedulers.
+    Sim = node_sim(#{Hot => {10000000, 50}, HotLong => {5000000, 200000}, Warm => {1000000, 100},
+                     Cold => {1000, 1000000}}),
+    {Sim1, C, Ds} = run(Sim, controller(0.05), 5),
+    Shed = [S || D <- Ds, {shed, Ss} <- D, S <- Ss],
+    ?assertEqual(Hot, hd(Shed)),
+    ?assertNot(lists:member(Cold, Shed)),
+    ?assert(true_cost(Sim1) =< 0.05, {true_cost(Sim1), Shed, Ds}),
+    #{shed := Log} = ferrotrace_budget:view(C),
+    [#{mfa := Hot, rate := HotRate, shed_at := _} | _] = Log,
+    %% The rate when shed is the real one, from sampled counts times N (exact here).
+    ?assert(abs(HotRate - 10000000) < 100000, HotRate),
+    %% Then steady but for probes: with the rest far under the budget, a shed function
+    %% comes back (the least hot first) and, still too hot, is shed again at the next tick.
+    {_, _, Later} = run(Sim1, C, 100),
+    Indexed = lists:zip(lists:seq(1, 100), Later),
+    Restored = [{I, M} || {I, D} <- Indexed, {restore, [M]} <- D],
+    ShedAgain = [{I - 1, M} || {I, D} <- Indexed, {shed, Ms} <- D, M <- Ms],
+    ?assertNotEqual([], Restored),
+    ?assertEqual(Restored, ShedAgain),
+    ok.
+
+%% Shed functions come back when the load falls, at rate 1, the least hot first, and each
+%% entry says when.
+-spec restore_when_load_falls_test() -> ok.
+restore_when_load_falls_test() ->
+    A = mfa(1), B = mfa(2),
+    Sim = node_sim(#{A => {10000000, 50}, B => {6000000, 60}, mfa(3) => {1000, 10000}}),
+    {Sim1, C1, _} = run(Sim, controller(0.05), 10),
+    ?assertEqual(#{A => true, B => true}, maps:get(shed, Sim1)),
+    Light = Sim1#{functions := #{A => {1000, 50}, B => {500, 60}, mfa(3) => {1000, 10000}}},
+    {Sim2, C2, Ds} = run(Light, C1, 200),
+    ?assertEqual(#{}, maps:get(shed, Sim2)),
+    %% B (less hot when shed) came back first.
+    ?assertEqual([B, A], [M || D <- Ds, {restore, Ms} <- D, M <- Ms]),
+    #{shed := Log, shed_now := 0} = ferrotrace_budget:view(C2),
+    ?assertMatch([#{restored_at := _}, #{restored_at := _}], Log),
+    ok.
+
+%% The calibration underestimates the node's true cost by half (true event cost 450 ns,
+%% calibrated 300): the rate settles after a few rises, never oscillating.
+-spec no_oscillation_when_model_is_wrong_test() -> ok.
+no_oscillation_when_model_is_wrong_test() ->
+    Sim = (node_sim(#{mfa(1) => {600000, 2000}, mfa(2) => {400000, 8000}}))#{event_ns := 450, noise := 0.1},
+    rand:seed(exsss, {1, 2, 3}),
+    {_, C, Ds} = run(Sim, controller(0.10), 300),
+    Changes = rate_changes(Ds),
+    ?assert(Changes =< 4, {Changes, ferrotrace_budget:view(C)}),
+    %% The changes happen early.
+    ?assertEqual(0, rate_changes(lists:nthtail(20, Ds))),
+    ok.
+
+%% Noise of +-20 % on a load near the budget: few changes.
+-spec noisy_steady_load_test() -> ok.
+noisy_steady_load_test() ->
+    rand:seed(exsss, {4, 5, 6}),
+    Sim = (node_sim(#{mfa(1) => {200000, 2000}}))#{noise := 0.2},
+    {_, _, Ds} = run(Sim, controller(0.05), 400),
+    ?assert(rate_changes(Ds) =< 6, rate_changes(Ds)),
+    ok.
+
+%% A function still too hot when it comes back is shed again at once, and waits twice as
+%% long each time: few probes in a long run, each a tick long.
+-spec restore_backs_off_test() -> ok.
+restore_backs_off_test() ->
+    A = mfa(1),
+    %% The floor of A alone: 4.5 M x 90 ns = 20 % of 2 schedulers, over a 5 % budget.
+    Sim = node_sim(#{A => {4500000, 50}, mfa(2) => {1000, 1000}}),
+    {Sim1, C1, _} = run(Sim, controller(0.05), 5),
+    ?assertEqual(#{A => true}, maps:get(shed, Sim1)),
+    {_, _, Ds} = run(Sim1, C1, 1000),
+    Restores = [I || {I, D} <- lists:zip(lists:seq(1, 1000), Ds), {restore, _} <- D],
+    %% Waits of 10, 20, 40, ... ticks (plus the ticks to settle): 10 + 20 + ... + 320 < 1000.
+    ?assert(length(Restores) >= 3 andalso length(Restores) =< 7, Restores),
+    Gaps = [B - A0 || {A0, B} <- lists:zip(lists:droplast(Restores), tl(Restores))],
+    ?assertEqual(Gaps, lists:sort(Gaps)),
+    %% Each probe was shed again at the next tick.
+    Sheds = [I || {I, D} <- lists:zip(lists:seq(1, 1000), Ds), {shed, _} <- D],
+    ?assertEqual([I + 1 || I <- Restores], Sheds),
+    ok.
+
+%% No calibration: the default costs, said so, and the controller still holds the budget.
+-spec calibration_missing_test() -> ok.
+calibration_missing_test() ->
+    C = ferrotrace_budget:new(0.10, #{schedulers => 2, calibration => undefined}),
+    #{model := default, event_ns := 350, discard_ns := 90} = ferrotrace_budget:view(C),
+    Partial = ferrotrace_budget:new(0.10, #{schedulers => 2, calibration => #{call_ns => 200, return_ns => 400}}),
+    #{model := partial, event_ns := 300, discard_ns := 90} = ferrotrace_budget:view(Partial),
+    Sim = (node_sim(#{mfa(1) => {600000, 2000}, mfa(2) => {400000, 8000}}))#{event_ns := 350},
+    {Sim1, _, _} = run(Sim, C, 5),
+    ?assert(true_cost(Sim1) =< 0.10),
+    ok.
+
+%% A function another session's pattern covers (OTP 25) cannot be shed: never asked again.
+-spec unsheddable_test() -> ok.
+unsheddable_test() ->
+    A = mfa(1), B = mfa(2),
+    Sim = node_sim(#{A => {10000000, 50}, B => {6000000, 60}}),
+    Sim1 = advance(Sim),
+    {[], C0} = ferrotrace_budget:tick(measure(Sim1), controller(0.05)),
+    Sim2 = advance(Sim1),
+    {Ds, C1} = ferrotrace_budget:tick(measure(Sim2), C0),
+    [A | _] = [M || {shed, Ms} <- Ds, M <- Ms],
+    C2 = ferrotrace_budget:unsheddable([A], C1),
+    #{shed := Log} = ferrotrace_budget:view(C2),
+    ?assertNot(lists:member(A, [M || #{mfa := M} <- Log])),
+    Sim3 = apply_decisions([D || D = {rate, _} <- Ds], Sim2),
+    {_, _, Later} = run(Sim3, C2, 20),
+    ?assertNot(lists:member(A, [M || D <- Later, {shed, Ms} <- D, M <- Ms])),
+    ok.
+
+%% The rate's history and the shed list are bounded, however long the session.
+-spec bounded_history_test() -> ok.
+bounded_history_test() ->
+    Functions = maps:from_list([{mfa(I), {200000, 50}} || I <- lists:seq(1, 300)]),
+    Sim = node_sim(Functions),
+    {_, C, _} = lists:foldl(fun(I, {S, Ctl, _}) ->
+                                    %% Load alternating between heavy and light.
+                                    Fs = case I rem 2 of
+                                             0 -> Functions;
+                                             1 -> maps:map(fun(_, {_, L}) -> {10, L} end, Functions)
+                                         end,
+                                    run(S#{functions := Fs}, Ctl, 60)
+                            end, {Sim, controller(0.05), []}, lists:seq(1, 20)),
+    #{rate_changes := H, rate_changes_total := Total, shed := Log} = ferrotrace_budget:view(C),
+    ?assert(length(H) =< 32),
+    ?assert(Total >= length(H)),
+    ?assert(length(Log) =< 100),
+    ok.
+
+%% A tick whose clock did not move changes nothing (a summary read twice in a millisecond).
+-spec clock_still_test() -> ok.
+clock_still_test() ->
+    Sim = advance(node_sim(#{mfa(1) => {10000000, 50}})),
+    {[], C1} = ferrotrace_budget:tick(measure(Sim), controller(0.05)),
+    {[], _} = ferrotrace_budget:tick(measure(Sim), C1),
+    ok.

@@ -1,0 +1,108 @@
+%%% @doc Work for the overhead budget's tests (ferrotrace_budget_SUITE), written as real code
+%%% is: worker processes loop through orders, each built, priced with a fold and a fun,
+%%% taxed through `apply', encoded to a binary and decoded again, with a gen_server call
+%%% every 50 orders. Each finished order adds one to a counter: the work's throughput.
+-module(ft_budget_work).
+-behaviour(gen_server).
+
+-export([start/1, stop/1, done/1, throughput/2]).
+-export([tax/1]).
+-export([init/1, handle_call/3, handle_cast/2]).
+
+-type work() :: #{counter := counters:counters_ref(), workers := [pid()], server := pid()}.
+-export_type([work/0]).
+
+%% @doc Starts a ledger server and `Workers' workers looping through orders.
+-spec start(pos_integer()) -> work().
+start(Workers) ->
+    Counter = counters:new(1, [write_concurrency]),
+    {ok, Server} = gen_server:start(?MODULE, [], []),
+    Pids = [spawn(fun() -> loop(Server, Counter, I * 1000000) end) || I <- lists:seq(1, Workers)],
+    #{counter => Counter, workers => Pids, server => Server}.
+
+%% @doc Stops the workers and the server.
+-spec stop(work()) -> ok.
+stop(#{workers := Pids, server := Server}) ->
+    _ = [exit(P, kill) || P <- Pids],
+    exit(Server, kill),
+    ok.
+
+%% @doc Orders finished so far.
+-spec done(work()) -> non_neg_integer().
+done(#{counter := Counter}) ->
+    counters:get(Counter, 1).
+
+%% @doc Orders finished per second over the next `Ms' milliseconds.
+-spec throughput(work(), pos_integer()) -> non_neg_integer().
+throughput(Work, Ms) ->
+    {Before, T0} = {done(Work), erlang:monotonic_time(microsecond)},
+    timer:sleep(Ms),
+    {After, T1} = {done(Work), erlang:monotonic_time(microsecond)},
+    (After - Before) * 1000000 div (T1 - T0).
+
+loop(Server, Counter, I) ->
+    Order = order(I),
+    Priced = price(Order),
+    Taxed = apply(?MODULE, tax, [Priced]),
+    Decoded = decode(encode(Order#{total => Taxed})),
+    case I rem 50 of
+        0 -> {ok, _} = gen_server:call(Server, {record, erlang:phash2(Decoded)});
+        _ -> ok
+    end,
+    counters:add(Counter, 1, 1),
+    loop(Server, Counter, I + 1).
+
+order(I) ->
+    Items = [item(I, N) || N <- lists:seq(1, 1 + I rem 5)],
+    #{id => I, customer => I rem 97, items => Items}.
+
+item(I, N) ->
+    {list_to_atom("sku" ++ integer_to_list((I + N) rem 20)), 1 + (I * N) rem 3, price_of(N)}.
+
+price_of(N) ->
+    100 + N * 25.
+
+price(#{items := Items}) ->
+    lists:foldl(fun({_Sku, Qty, Price}, Sum) -> Sum + line(Qty, Price) end, 0, Items).
+
+line(Qty, Price) ->
+    Qty * Price.
+
+%% @doc A tax, called through apply.
+-spec tax(number()) -> number().
+tax(Amount) ->
+    Amount + Amount div 5.
+
+encode(#{id := Id, customer := C, total := T, items := Items}) ->
+    Lines = << <<(encode_item(Item))/binary>> || Item <- Items >>,
+    <<Id:64, C:16, T:32, (length(Items)):8, Lines/binary>>.
+
+encode_item({Sku, Qty, Price}) ->
+    Name = atom_to_binary(Sku),
+    <<(byte_size(Name)):8, Name/binary, Qty:8, Price:16>>.
+
+decode(<<Id:64, C:16, T:32, N:8, Rest/binary>>) ->
+    {Items, <<>>} = decode_items(N, Rest, []),
+    #{id => Id, customer => C, total => T, items => Items}.
+
+decode_items(0, Rest, Acc) ->
+    {lists:reverse(Acc), Rest};
+decode_items(N, <<Len:8, Name:Len/binary, Qty:8, Price:16, Rest/binary>>, Acc) ->
+    decode_items(N - 1, Rest, [{binary_to_atom(Name), Qty, Price} | Acc]).
+
+%% The ledger: counts what it recorded.
+
+%% @private
+-spec init([]) -> {ok, #{atom() => non_neg_integer()}}.
+init([]) ->
+    {ok, #{recorded => 0}}.
+
+%% @private
+-spec handle_call({record, integer()}, gen_server:from(), map()) -> {reply, {ok, integer()}, map()}.
+handle_call({record, Key}, _From, State = #{recorded := N}) ->
+    {reply, {ok, Key}, State#{recorded := N + 1}}.
+
+%% @private
+-spec handle_cast(term(), map()) -> {noreply, map()}.
+handle_cast(_Message, State) ->
+    {noreply, State}.
