@@ -524,10 +524,12 @@ help() ->
       "  \"m:f(X, _) when X > 10\"  {m, f, fun([X]) when X > 10 -> true end}  filters\n"
       "  {m, f, fun([#{tier := T}]) -> message(T) end}  a histogram per key (by_key)\n"
       "Options (map or proplist), each with its default: h(ferrotrace, calls).\n"
+      "  busy node: sample => {calls, 10} (1 call in 10)  max_overhead => 0.05\n"
       "Report options: top => N | all  sort => count | total | p99 | max\n"
       "  mfa => {M, F, A} | \"MyApp.Cart\"   width => Columns   histograms => N\n"
       "Safe by default: limits, one bounded ring per scheduler, no mailbox; the\n"
-      "session stops when the shell that started it goes away.\n"
+      "session stops when the shell that started it goes away (started elsewhere,\n"
+      "it runs its duration). Latencies less tracing's own cost: compensate.\n"
       "Docs: h(ferrotrace). h(ferrotrace, calls).\n">>.
 
 %%--------------------------------------------------------------------------------------
