@@ -193,8 +193,11 @@ bad_nodes(_Config) ->
 -spec slow_and_recent_merged(config()) -> ok.
 slow_and_recent_merged(_Config) ->
     Nodes = [N || {_, N} <- peers(2)],
+    %% Figures as measured: outer/1 with leaf/1 not sleeping is little but its callees'
+    %% tracing, which compensation takes out, down to 0 ns for some calls (under the 1 ns
+    %% threshold; seen on OTP 27). This case is about merging, not compensation.
     {ok, C} = ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000, slowest => 2,
-                                        threshold => 1, recent => 1000}),
+                                        threshold => 1, recent => 1000, compensate => false}),
     [ok = remote(N, ft_export_target, run, [3, 0]) || N <- Nodes],
     ok = ferrotrace:stop(C),
     Outer = {ft_export_target, outer, 1},
