@@ -228,7 +228,11 @@ exceptions(_Config) ->
     Raiser = {ft_test_target, raiser, 1},
     Catcher = {ft_test_target, catcher, 1},
     Caller = ft_caller:start(),
-    {ok, S} = ferrotrace:calls([Raiser, Catcher], #{duration => ?LONG, pids => [Caller]}),
+    %% Figures as measured: catcher/1 is little but raiser/1's two events, whose cost
+    %% compensation takes out of it, while raiser/1 keeps the part of that cost between
+    %% its own two timestamps; compensated, a catcher could read faster than its raiser
+    %% (CI, OTP 29). This case is about pairing exceptions, not compensation.
+    {ok, S} = ferrotrace:calls([Raiser, Catcher], #{duration => ?LONG, pids => [Caller], compensate => false}),
     ok = ft_caller:run(Caller, fun() -> ft_test_target:call_catcher(M) end),
     ok = ferrotrace:stop(S),
     ft_caller:stop(Caller),
