@@ -191,7 +191,7 @@ alternate(Tracing, Calls, Rounds) ->
 
 %% Traced by the throwaway session, the flag off for now.
 trace_self(Id) ->
-    case trace_sessions() of
+    case ferrotrace_traced:trace_sessions() of
         true ->
             Session = trace_call(session_create, [?MODULE, {ferrotrace_tracer, Id}, []]),
             {ok, {trace_session, Session}};
@@ -272,10 +272,6 @@ figures(Id, {Untraced, Pair, CallOnly, Discard}, Calls, Rounds, Started) ->
     end.
 
 %% The `trace' module exists from OTP 27 on; called through apply so that this module
-%% compiles and dialyzes on OTP 25.
-trace_sessions() ->
-    code:ensure_loaded(trace) =:= {module, trace}
-        andalso erlang:function_exported(trace, session_create, 3).
-
+%% compiles and dialyzes on OTP 25 (trace sessions or not: ferrotrace_traced:trace_sessions/0).
 trace_call(Function, Args) ->
     apply(trace, Function, Args).

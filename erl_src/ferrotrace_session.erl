@@ -236,7 +236,7 @@ safe_start_tracing(Id, Tracing) ->
 %% What a start that failed half-way may have set, on OTP 25 and 26 (on OTP 27+ the trace
 %% session's handle dies with this keeper).
 legacy_if_any() ->
-    case trace_sessions() of
+    case ferrotrace_traced:trace_sessions() of
         true -> none;
         false -> legacy
     end.
@@ -436,7 +436,7 @@ start_tracing(Id, #{specs := Specs, heads := Heads, pids := Pids, scope := Scope
     Patterns = patterns(Specs, Heads, Scope, Loops),
     ok = ferrotrace_tracer:session_set_tracing(Id, Specs, Loops),
     ok = ferrotrace_registry:update(Id, #{loops => Loops}),
-    case trace_sessions() of
+    case ferrotrace_traced:trace_sessions() of
         true -> start_trace_session(Id, Patterns, targets(Pids), Extra);
         false -> start_legacy(Id, Patterns, targets(Pids), Extra)
     end.
@@ -521,11 +521,7 @@ calls(Id, _Backend, #{specs := Specs, heads := Heads, scope := Scope}, EngineOpt
       key => maps:get(key, EngineOptions, none)}.
 
 %% The `trace' module exists from OTP 27 on; called through apply so that this module
-%% compiles and dialyzes on OTP 25.
-trace_sessions() ->
-    code:ensure_loaded(trace) =:= {module, trace}
-        andalso erlang:function_exported(trace, session_create, 3).
-
+%% compiles and dialyzes on OTP 25 (trace sessions or not: ferrotrace_traced:trace_sessions/0).
 trace_call(Function, Args) ->
     apply(trace, Function, Args).
 

@@ -9,7 +9,8 @@
 %%% key (`match_spec', `tracer'), never `all', which stops the schedulers.
 -module(ferrotrace_traced).
 
--export([own_modules/0, module_functions/2, match_spec/1, scope/1, tracer/1, untrace_processes/1]).
+-export([own_modules/0, module_functions/2, match_spec/1, scope/1, tracer/1, untrace_processes/1,
+         trace_sessions/0]).
 
 %% The flags of `calls/2' on processes, as ferrotrace_session sets them (with the kinds').
 -define(TRACE_FLAGS, [call, procs]).
@@ -90,3 +91,10 @@ untrace_processes(Id) ->
                       end
               end,
     lists:foreach(Untrace, [new | erlang:processes()] ++ erlang:ports()).
+
+%% @doc True where the VM has trace sessions (the `trace' module, OTP 27 on): a session
+%% then traces in one of its own; before, through the node's one tracer per process.
+-spec trace_sessions() -> boolean().
+trace_sessions() ->
+    code:ensure_loaded(trace) =:= {module, trace}
+        andalso erlang:function_exported(trace, session_create, 3).
