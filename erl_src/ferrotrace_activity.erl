@@ -103,13 +103,13 @@ gc_traced_elsewhere(Others) ->
 
 %% OTP 27+ only (the `trace' module); called through apply so that this compiles on 25.
 session_traces_gc(P) ->
-    Sessions = try apply(trace, session_info, [P]) of
+    Sessions = try ferrotrace_vm:trace_call(session_info, [P]) of
                    List when is_list(List) -> List;
                    _ -> []
                catch error:_ -> []
                end,
     lists:any(fun(Session) ->
-                      try apply(trace, info, [Session, P, flags]) of
+                      try ferrotrace_vm:trace_call(info, [Session, P, flags]) of
                           {flags, Flags} -> lists:member(garbage_collection, Flags);
                           _ -> false
                       catch error:_ -> true

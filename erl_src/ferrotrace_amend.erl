@@ -101,7 +101,7 @@ parse(Spec, #{patterns := Patterns, scope := Scope, key := Key}) ->
               end,
     case ferrotrace_options:calls(Spec, Options#{scope => Scope}) of
         {ok, #{specs := Specs, heads := Heads}, Rest} ->
-            New = [#{mfa => S, match_spec => match_spec(H, [{exception_trace}]), scope => Scope,
+            New = [#{mfa => S, match_spec => ferrotrace_backend:match_spec(H, [{exception_trace}]), scope => Scope,
                      heads => H} || {S, H} <- lists:zip(Specs, Heads)],
             Traced = [MFA || #{mfa := MFA} <- Patterns],
             case {maps:get(key, Rest, Key), overlapping(Specs, Traced)} of
@@ -122,7 +122,7 @@ parse(Spec, #{patterns := Patterns, scope := Scope, key := Key}) ->
 %% Each new spec and the first of the session's patterns that can match a function it
 %% matches (the same function would get two patterns of one session).
 overlapping(Specs, Traced) ->
-    [{S, Old} || S <- Specs, [Old | _] <- [[T || T <- Traced, overlaps(S, T)]]].
+    [{S, Old} || S <- Specs, [Old | _] <- [[T || T <- Traced, ferrotrace_spec:overlaps(S, T)]]].
 
 %% Sets the patterns `New' (from parse/2) in session `Id', whose patterns are
 %% `Old': loops first, then the engine's filter, then the patterns. `{ok, Set, Loops,
@@ -131,18 +131,22 @@ overlapping(Specs, Traced) ->
 add(Id, Backend, Old, New) ->
     NewSpecs = [MFA || #{mfa := MFA} <- New],
     Loops = ferrotrace_loops:find(NewSpecs, ferrotrace_traced:own_modules()),
-    Set = [maps:remove(heads, P#{loops => [{Loop, match_spec(H, [])} || Loop <- Loops,
-                                                                           ferrotrace_spec:matches(Spec, Loop)]})
+    Set = [maps:remove(heads, P#{loops => [{Loop, ferrotrace_backend:match_spec(H, [])} || Loop <- Loops,
+                                                                                             ferrotrace_spec:matches(Spec, Loop)]})
            || P = #{mfa := Spec, heads := H} <- New],
     %% Count-only before any pattern: a loop's first call must keep no frame.
     ok = ferrotrace_tracer:session_set_tracing(Id, specs(Old) ++ NewSpecs, []),
     ok = ferrotrace_tracer:session_add_loops(Id, Loops),
-    case set(Id, Backend, Set) of
+    case ferrotrace_backend:set(Id, Backend, Set) of
         {ok, 0} ->
-            _ = unset(Id, Backend, Set, Old),
+            _ = ferrotrace_backend:unset(Id, Backend, Set, Old),
             ok = ferrotrace_tracer:session_set_tracing(Id, specs(Old), []),
             {error, {no_matching_functions, NewSpecs}};
         {ok, Matched} ->
+            %% A `'_'' module leaves ferrotrace's own modules out (ferrotrace_backend).
+            _ = [ferrotrace_backend:leave_out_modules(Id, Backend, Own)
+                 || [_ | _] <- [[S || S = {'_', _, _} <- NewSpecs]],
+                    Own <- [[M || M <- ferrotrace_traced:own_modules(), erlang:module_loaded(M)]]],
             {ok, Set, Loops, Matched};
         {error, _} = Error ->
             ok = ferrotrace_tracer:session_set_tracing(Id, specs(Old), []),
@@ -156,17 +160,17 @@ remove(Id, Backend, Old, Spec) ->
         {ok, Parsed} ->
             Specs = [{M, F, A} || {M, F, A, _} <- Parsed],
             Traced = [MFA || #{mfa := MFA} <- Old],
-            case [{S, T} || S <- Specs, T <- Traced, overlaps(S, T), not wider(S, T)] of
+            case [{S, T} || S <- Specs, T <- Traced, ferrotrace_spec:overlaps(S, T), not ferrotrace_spec:wider(S, T)] of
                 [{S, T} | _] ->
                     {error, {part_of_pattern, S, T,
                              <<"remove takes whole patterns off: remove this pattern, then add "
                                "what you keep">>}};
                 [] ->
-                    case lists:partition(fun(#{mfa := T}) -> lists:any(fun(S) -> wider(S, T) end, Specs) end, Old) of
+                    case lists:partition(fun(#{mfa := T}) -> lists:any(fun(S) -> ferrotrace_spec:wider(S, T) end, Specs) end, Old) of
                         {[], _} ->
                             {error, {not_in_session, Specs, ferrotrace_registry:brief(Traced)}};
                         {Removed, Kept} ->
-                            ok = unset(Id, Backend, Removed, Kept),
+                            ok = ferrotrace_backend:unset(Id, Backend, Removed, Kept),
                             %% The engine counts their later calls as `foreign' (another
                             %% session may keep the pattern on OTP 25); their figures stay,
                             %% and calls running now still pair.
@@ -185,55 +189,3 @@ changes(Changes, Change) ->
     lists:nthtail(max(0, length(All) - ?MAX_CHANGES), All).
 
 specs(Patterns) -> [MFA || #{mfa := MFA} <- Patterns].
-
-set(Id, legacy, Set) ->
-    ferrotrace_registry:set_patterns(Id, Set);
-set(_Id, {trace_session, Session, _}, Set) ->
-    Matched = lists:sum([trace_call(function, [Session, MFA, MS, [Scope]])
-                         || #{mfa := MFA, match_spec := MS, scope := Scope} <- Set]),
-    _ = [trace_call(function, [Session, Loop, LoopMS, [Scope]])
-         || #{loops := Loops, scope := Scope} <- Set, {Loop, LoopMS} <- Loops],
-    exclude_own_modules(Session),
-    {ok, Matched}.
-
-%% Removes `Removed' (only what this session set), and sets again the patterns it keeps
-%% that share functions with them (a session started with overlapping specs).
-unset(Id, legacy, Removed, _Kept) ->
-    ferrotrace_registry:remove_patterns(Id, [MFA || #{mfa := MFA} <- Removed]);
-unset(_Id, {trace_session, Session, _}, Removed, Kept) ->
-    _ = [trace_call(function, [Session, MFA, false, [Scope]]) || #{mfa := MFA, scope := Scope} <- Removed],
-    _ = [trace_call(function, [Session, Loop, false, [Scope]])
-         || #{scope := Scope} = P <- Removed, {Loop, _} <- maps:get(loops, P, [])],
-    Again = [P || P <- Kept, lists:any(fun(#{mfa := R}) -> overlaps(R, maps:get(mfa, P)) end, Removed)],
-    _ = set(none, {trace_session, Session, []}, Again),
-    ok.
-
-exclude_own_modules(Session) ->
-    _ = [trace_call(function, [Session, {M, '_', '_'}, false, [Scope]])
-         || M <- ferrotrace_traced:own_modules(), Scope <- [local, global]],
-    ok.
-
-%% The `trace' module exists from OTP 27 on (see ferrotrace_session).
-trace_call(Function, Args) ->
-    apply(trace, Function, Args).
-
-%% As ferrotrace_session's: return and exception events for every call; loops get none.
-match_spec(default, Actions) -> [{'_', [], Actions}];
-match_spec(Clauses, Actions) -> [{Head, Guards, Body ++ Actions} || {Head, Guards, Body} <- Clauses].
-
-%% Two specs that can match the same function.
-overlaps({M1, F1, A1}, {M2, F2, A2}) ->
-    same(M1, M2) andalso same(F1, F2) andalso same(A1, A2).
-
-same(X, X) -> true;
-same('_', _) -> true;
-same(_, '_') -> true;
-same(_, _) -> false.
-
-%% `Wide' matches every function `Narrow' matches.
-wider({M1, F1, A1}, {M2, F2, A2}) ->
-    wide(M1, M2) andalso wide(F1, F2) andalso wide(A1, A2).
-
-wide('_', _) -> true;
-wide(X, X) -> true;
-wide(_, _) -> false.

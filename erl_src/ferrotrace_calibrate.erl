@@ -11,13 +11,23 @@
 %%% at the end, before the session's own patterns are set, so its events never reach the
 %%% session's figures or its accounting; it is all over in a few milliseconds (`took_us').
 %%%
-%%% Traced and untraced rounds alternate, and each figure is the fastest of its rounds: on
-%%% a loaded node most rounds are slowed, the fastest least. A result that is not plausible
-%%% (a pair costing nothing, or more than `?MAX_PAIR_NS') is an error: the session then runs
-%%% without compensation and its summary says why.
+%%% Traced and untraced rounds alternate, and each figure is the median of the differences
+%%% of its round pairs (a traced round less the untraced one just before it): a load that
+%%% comes and goes weighs on both of a pair alike, and a round slowed alone moves the median
+%%% little. The process runs at high priority (ferrotrace_own). A result that is not
+%%% plausible (a pair costing nothing, or more than `?MAX_PAIR_NS') is an error: the session
+%%% then runs without compensation and its summary says why.
+%%%
+%%% == Measured once, reused ==
+%%% A session's start uses the node's last calibration while it is younger than
+%%% `?FRESH_MS' ({@link for_session/1}), so a start on a loaded node measures nothing. A
+%%% new measurement is checked against the last one: one that differs by more than half or
+%%% twice is measured again, and the median of the three is kept (a noisy moment
+%%% over-compensated a caller to 0.45x of its untraced time). {@link calibrate/0} measures
+%%% anew on demand.
 -module(ferrotrace_calibrate).
 
--export([measure/1, for_session/1]).
+-export([measure/1, for_session/1, calibrate/0]).
 
 %% A calibration's figures. `call_ns' and `return_ns': what a caller pays per traced call
 %% for its call and its return event; `pair_ns': both, measured together; `discard_ns': a
@@ -40,6 +50,10 @@
 %% descheduled throughout): refused.
 -define(MAX_PAIR_NS, 100000).
 -define(MFA, {?MODULE, callee, 1}).
+%% How long a node's calibration is reused (ms), and where it is kept (a table of the
+%% registry's tables' owner: ferrotrace_registry).
+-define(FRESH_MS, 300000).
+-define(TABLE, ferrotrace_calibration).
 %% The calibrating process's heap (words): a busy process's, not a fresh one's. The VM
 %% builds each event's terms on the tracee's heap, so the collections tracing causes depend
 %% on it: 575 ns per pair with the default 233 words, 505 with 4096, here.
@@ -78,7 +92,7 @@ measure(Options) ->
 %% than `true' or `false'. A failed calibration is not an error: the session runs without.
 -spec for_session(term()) -> {ok, map(), map()} | {error, term()}.
 for_session(Compensate) when is_boolean(Compensate) ->
-    case measure(#{}) of
+    case node_calibration() of
         {ok, #{call_ns := CallNs, return_ns := ReturnNs} = Calibration} when Compensate ->
             {ok, #{compensate_call_ns => CallNs, compensate_return_ns => ReturnNs},
              #{calibration => Calibration, compensated => true}};
@@ -89,6 +103,61 @@ for_session(Compensate) when is_boolean(Compensate) ->
     end;
 for_session(Other) ->
     {error, {bad_option, {compensate, Other, <<"true or false">>}}}.
+
+%% @doc Measures the node's calibration anew (as a session's start would when the last one
+%% is older than five minutes), keeps it for the next starts and answers it.
+-spec calibrate() -> {ok, calibration()} | {error, term()}.
+calibrate() ->
+    Previous = case stored() of
+                   {ok, _At, Last} -> Last;
+                   none -> none
+               end,
+    case checked(measure(#{}), Previous) of
+        {ok, Calibration} = Ok ->
+            _ = store(Calibration),
+            Ok;
+        {error, _} = Error ->
+            Error
+    end.
+
+%% The node's calibration: the last one while it is fresh, else a new one.
+node_calibration() ->
+    case stored() of
+        {ok, At, Calibration} ->
+            case erlang:monotonic_time(millisecond) - At < ?FRESH_MS of
+                true -> {ok, Calibration#{reused => true}};
+                false -> calibrate()
+            end;
+        none ->
+            calibrate()
+    end.
+
+%% A measurement far from the last one (under half, or over twice its pair) is measured
+%% again; the median of the three, by pair, is kept.
+checked({ok, #{pair_ns := New} = Measured}, #{pair_ns := Old} = Previous)
+  when New * 2 < Old; New > Old * 2 ->
+    case measure(#{}) of
+        {ok, Again} ->
+            [_, Median, _] = lists:sort(fun(#{pair_ns := A}, #{pair_ns := B}) -> A =< B end,
+                                        [Measured, Previous, Again]),
+            {ok, Median#{remeasured => true}};
+        {error, _} ->
+            {ok, Previous}
+    end;
+checked(Measured, _Previous) ->
+    Measured.
+
+stored() ->
+    try ets:lookup(?TABLE, node) of
+        [{node, At, Calibration}] -> {ok, At, Calibration};
+        [] -> none
+    catch error:badarg -> none
+    end.
+
+store(Calibration) ->
+    try ets:insert(?TABLE, {node, erlang:monotonic_time(millisecond), maps:without([reused, remeasured], Calibration)})
+    catch error:badarg -> false
+    end.
 
 %% The calibration's callee: a little arithmetic, so that the call is a real one. Local
 %% (the loop's calls are local calls, as most of a traced module's are).
@@ -101,8 +170,8 @@ callee(X) ->
 
 run(Calls, Rounds, Timeout) ->
     {Parent, Ref} = {self(), make_ref()},
-    {Pid, Monitor} = spawn_opt(fun() -> Parent ! {Ref, locked(Calls, Rounds)} end,
-                               [monitor, {min_heap_size, ?HEAP_WORDS}]),
+    {Pid, Monitor} = spawn_opt(fun() -> ok = ferrotrace_own:enter(), Parent ! {Ref, locked(Calls, Rounds)} end,
+                               [monitor, {min_heap_size, ?HEAP_WORDS} | ferrotrace_own:spawn_options()]),
     receive
         {Ref, Result} ->
             erlang:demonitor(Monitor, [flush]),
@@ -182,18 +251,23 @@ traced(Id, Calls, Rounds) ->
             Error
     end.
 
+%% `{Untraced, Traced}' per call: the fastest untraced round, and that plus the median of
+%% the pairs' differences.
 alternate(Tracing, Calls, Rounds) ->
     Times = [{begin ok = trace_flag(Tracing, false), round_ns(Calls) end,
               begin ok = trace_flag(Tracing, true), round_ns(Calls) end}
              || _ <- lists:seq(1, Rounds)],
     ok = trace_flag(Tracing, false),
-    {lists:min([U || {U, _} <- Times]) / Calls, lists:min([T || {_, T} <- Times]) / Calls}.
+    Untraced = lists:min([U || {U, _} <- Times]),
+    Differences = lists:sort([T - U || {U, T} <- Times]),
+    Median = lists:nth((length(Differences) + 1) div 2, Differences),
+    {Untraced / Calls, (Untraced + Median) / Calls}.
 
 %% Traced by the throwaway session, the flag off for now.
 trace_self(Id) ->
-    case ferrotrace_traced:trace_sessions() of
+    case ferrotrace_vm:trace_sessions() of
         true ->
-            Session = trace_call(session_create, [?MODULE, {ferrotrace_tracer, Id}, []]),
+            Session = ferrotrace_vm:trace_call(session_create, [?MODULE, {ferrotrace_tracer, Id}, []]),
             {ok, {trace_session, Session}};
         false ->
             %% A session tracing new processes (OTP 25 and 26: one tracer per process) has
@@ -211,7 +285,7 @@ trace_self(Id) ->
     end.
 
 trace_flag({trace_session, Session}, On) ->
-    _ = trace_call(process, [Session, self(), On, [call]]),
+    _ = ferrotrace_vm:trace_call(process, [Session, self(), On, [call]]),
     ok;
 trace_flag({legacy, Id}, true) ->
     %% The tracer again each time: a process with no flag left has none.
@@ -222,15 +296,15 @@ trace_flag({legacy, _Id}, false) ->
     ok.
 
 set_pattern({trace_session, Session}, MatchSpec) ->
-    1 = trace_call(function, [Session, ?MFA, MatchSpec, [local]]),
+    1 = ferrotrace_vm:trace_call(function, [Session, ?MFA, MatchSpec, [local]]),
     ok;
 set_pattern({legacy, _Id}, MatchSpec) ->
     1 = erlang:trace_pattern(?MFA, MatchSpec, [local]),
     ok.
 
 untrace({trace_session, Session}) ->
-    _ = trace_call(function, [Session, ?MFA, false, [local]]),
-    _ = trace_call(session_destroy, [Session]),
+    _ = ferrotrace_vm:trace_call(function, [Session, ?MFA, false, [local]]),
+    _ = ferrotrace_vm:trace_call(session_destroy, [Session]),
     ok;
 untrace({legacy, _Id}) ->
     _ = erlang:trace_pattern(?MFA, false, [local]),
@@ -271,7 +345,3 @@ figures(Id, {Untraced, Pair, CallOnly, Discard}, Calls, Rounds, Started) ->
         true -> {ok, Calibration}
     end.
 
-%% The `trace' module exists from OTP 27 on; called through apply so that this module
-%% compiles and dialyzes on OTP 25 (trace sessions or not: ferrotrace_traced:trace_sessions/0).
-trace_call(Function, Args) ->
-    apply(trace, Function, Args).

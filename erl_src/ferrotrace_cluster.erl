@@ -100,7 +100,7 @@ valid_owner(_) -> false.
 
 start(Spec, Options, Nodes, Owner) ->
     _ = ferrotrace_registry:ensure_started(),
-    case gen_server:start(?MODULE, {Spec, Options, Nodes, Owner}, []) of
+    case gen_server:start(?MODULE, {Spec, Options, Nodes, Owner}, [{spawn_opt, ferrotrace_own:spawn_options()}]) of
         {ok, Coordinator} -> {ok, Coordinator};
         %% A refusal (init/1 acknowledges it as an error), or the coordinator killed as it started.
         {error, {refused, Reason}} -> {error, Reason};
@@ -334,6 +334,7 @@ remote_call(Node, Module, Function, Args, Timeout) ->
 %% ferrotrace_session), with nothing left registered or started.
 -spec init({term(), map(), [node()], ferrotrace_session:owner()}) -> {ok, #c{}}.
 init({Spec, Options, Nodes, Owner}) ->
+    ok = ferrotrace_own:enter(),
     %% Listed and named in the node's registry like a local session (names are shared).
     Info = #{name => maps:get(name, Options, undefined), spec => Spec, owner => Owner,
              started_at => erlang:system_time(millisecond), nodes => Nodes},
@@ -442,7 +443,8 @@ control(Node, Part, What) ->
 start_part(Coordinator, Spec, Options, _From) when is_pid(Coordinator), is_map(Options) ->
     Caller = self(),
     Ref = make_ref(),
-    {Part, Monitor} = spawn_monitor(fun() -> part_init(Caller, Ref, Coordinator, Spec, Options) end),
+    {Part, Monitor} = spawn_opt(fun() -> ok = ferrotrace_own:enter(), part_init(Caller, Ref, Coordinator, Spec, Options) end,
+                                [monitor | ferrotrace_own:spawn_options()]),
     receive
         {Ref, Result} -> demonitor(Monitor, [flush]), Result;
         {'DOWN', Monitor, process, Part, Reason} -> {error, {part, ferrotrace_registry:brief(Reason)}}

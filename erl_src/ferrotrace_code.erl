@@ -28,7 +28,7 @@
 %%% library has no upgrade callback.)
 -module(ferrotrace_code).
 
--export([ensure_tracer/0, reload_tracer/0]).
+-export([ensure_tracer/0, reload_tracer/0, preload/0]).
 
 -define(TRACER, ferrotrace_tracer).
 -define(LOCK, {?MODULE, ?TRACER}).
@@ -55,6 +55,21 @@ load_failure({error, on_load_failure} = Error) ->
     end;
 load_failure(Result) ->
     Result.
+
+%% @doc Loads at once every module a start may need that is not loaded yet: ferrotrace's own
+%% (but the tracer, loaded by {@link ensure_tracer/0}) and what the loop analysis reads code
+%% with. In an interactive node (not a release's embedded one) a module is loaded on its
+%% first call, each load a wait for the code server, which runs at normal priority: on a
+%% busy node each such wait took hundreds of milliseconds. One request waits once.
+-spec preload() -> ok.
+preload() ->
+    Wanted = [M || M <- ferrotrace_traced:own_modules() ++ [beam_disasm, beam_opcodes, beam_types, beam_lib, timer],
+                   M =/= ?TRACER, not erlang:module_loaded(M)],
+    _ = case Wanted of
+            [] -> ok;
+            _ -> code:ensure_modules_loaded(Wanted)
+        end,
+    ok.
 
 %% @doc Unloads and loads `ferrotrace_tracer' again, the safe way (see the module doc): every
 %% session is stopped (`stop_reason' `unload') by the library's unload callback.

@@ -62,11 +62,12 @@ check(Options) ->
 start(Id, Keeper, {Period, Max}) when is_integer(Id), is_pid(Keeper), node(Keeper) =:= node(),
                                       is_integer(Period), Period >= ?MIN_PERIOD,
                                       is_integer(Max), Max >= 2 ->
-    spawn(fun() ->
-                  Ref = monitor(process, Keeper),
-                  erlang:send_after(Period, self(), tick),
-                  loop(#s{id = Id, keeper = Ref, period = Period, max = Max})
-          end);
+    spawn_opt(fun() ->
+                      ok = ferrotrace_own:enter(),
+                      Ref = monitor(process, Keeper),
+                      erlang:send_after(Period, self(), tick),
+                      loop(#s{id = Id, keeper = Ref, period = Period, max = Max})
+              end, ferrotrace_own:spawn_options());
 start(_Id, _Keeper, _Intervals) ->
     {error, badarg}.
 

@@ -76,7 +76,7 @@
 %%% nested 4,096 deep in one process).
 -module(ferrotrace_loops).
 
--export([find/2]).
+-export([find/2, find/3]).
 
 -define(CACHE, ferrotrace_loops_cache).
 %% How far calls are followed from a cycle: modules away, and modules read per find/2
@@ -93,6 +93,15 @@
 %% on a tail-call cycle that waits, sorted.
 -spec find([ferrotrace:mfa_spec()], [module()]) -> [mfa()].
 find(Specs, Exclude) ->
+    element(1, find(Specs, Exclude, read)).
+
+%% @doc As {@link find/2}; with `cached', only the modules the spec names and those read
+%% before (cached) are read, and `Complete' says whether that was all {@link find/2} would
+%% have read: a session's start on a busy node takes the loops the cache knows at once
+%% (a first reading of every module processes wait in took 2.5 to 4 s there) and the rest
+%% from a full reading after it is ready (ferrotrace_session).
+-spec find([ferrotrace:mfa_spec()], [module()], read | cached) -> {[mfa()], Complete :: boolean()}.
+find(Specs, Exclude, Mode) when Mode =:= read; Mode =:= cached ->
     Modules = lists:usort([M || {M, _, _} <- Specs, M =/= '_']),
     %% With every module traced, reading all loaded code takes seconds on a busy node: the
     %% loops that matter now are those live processes wait in (a server sits in its
@@ -102,8 +111,8 @@ find(Specs, Exclude) ->
                 false -> Modules
             end -- Exclude,
     ensure_cache(),
-    Context0 = #{files => loaded_files(), erts_ebin => undefined, modules => #{},
-                 budget => ?MAX_MODULES},
+    Context0 = #{files => undefined, erts_ebin => undefined, modules => #{},
+                 budget => ?MAX_MODULES, named => Modules, mode => Mode, complete => true},
     %% The modules the spec names are read whatever the budget.
     Context1 = lists:foldl(fun(M, C = #{budget := B}) -> C1 = element(2, read(M, C#{budget := 1})), C1#{budget := B} end,
                            Context0, Roots),
@@ -113,12 +122,13 @@ find(Specs, Exclude) ->
     Edges = lists:append([Tail ++ [{MFA, MFA} || {MFA, {_, _, true}} <- maps:to_list(Functions)]
                           || {Tail, Functions} <- Facts]),
     Cycles = cycles(Edges),
-    {Calls, _} = explore(lists:append(Cycles), 0, #{}, Context1),
+    {Calls, #{complete := Complete}} = explore(lists:append(Cycles), 0, #{}, Context1),
     Waiting = waiting(Calls),
-    lists:sort([MFA || Cycle <- Cycles, lists:any(fun(C) -> is_map_key(C, Waiting) end, Cycle),
+    {lists:sort([MFA || Cycle <- Cycles, lists:any(fun(C) -> is_map_key(C, Waiting) end, Cycle),
                        MFA <- Cycle,
                        lists:any(fun(S) -> ferrotrace_spec:matches(S, MFA) end, Specs),
-                       not lists:member(element(1, MFA), Exclude)]).
+                       not lists:member(element(1, MFA), Exclude)]),
+     Complete}.
 
 %% The modules whose code live processes are running now, or will return to: a reader
 %% loop waits in its socket wrapper's module, with the loop's frame below.
@@ -191,18 +201,28 @@ read(Module, Context = #{modules := Read, budget := Budget}) ->
     {Facts, Context1} = module_facts(Module, Context),
     {Facts, Context1#{modules := Read#{Module => Facts}, budget := Budget - 1}}.
 
-%% Cached per module version.
-module_facts(Module, Context = #{files := Files}) ->
+%% Cached per module version. Under `cached', a module not in the cache is read only if the
+%% spec names it; any other is taken as unknown, and the answer as incomplete.
+module_facts(Module, Context = #{mode := Mode, named := Named}) ->
     MD5 = try erlang:get_module_info(Module, md5) catch error:badarg -> none end,
     case ets:lookup(?CACHE, {facts, Module, MD5}) of
         [{_, Facts}] ->
             {Facts, Context};
         [] ->
-            {File, Context1} = file_of(Module, maps:get(Module, Files, none), Context),
-            Facts = disassemble(Module, File, MD5),
-            true = ets:insert(?CACHE, {{facts, Module, MD5}, Facts}),
-            {Facts, Context1}
+            case Mode =:= read orelse lists:member(Module, Named) of
+                true -> disassemble_new(Module, MD5, Context);
+                false -> {{[], #{}}, Context#{complete := false}}
+            end
     end.
+
+%% The code server is asked for the files once per find/3, and only if a module is read.
+disassemble_new(Module, MD5, Context = #{files := undefined}) ->
+    disassemble_new(Module, MD5, Context#{files := loaded_files()});
+disassemble_new(Module, MD5, Context = #{files := Files}) ->
+    {File, Context1} = file_of(Module, maps:get(Module, Files, none), Context),
+    Facts = disassemble(Module, File, MD5),
+    true = ets:insert(?CACHE, {{facts, Module, MD5}, Facts}),
+    {Facts, Context1}.
 
 %% Where the code of a module can be read: its file, or for a preloaded module the file
 %% of the same name in the running erts's `ebin' (one call to the code server per find/2).

@@ -6,13 +6,13 @@
 %%%
 %%% In the order a call meets them: {@link to_map/1}; the options of reports and the live
 %%% view ({@link check/2}); what `calls/2' and `processes/2' trace ({@link calls/2},
-%%% {@link processes/2}); the options a session's keeper takes ({@link settings/2}, with
+%%% {@link processes/2}); the options a session's keeper takes ({@link settings/3}, with
 %%% the owner: {@link owner/1}); the answer to an unknown option ({@link explain/2}).
 -module(ferrotrace_options).
 
 -export([to_map/1, check/2, default_width/0]).
 -export([calls/2, processes/2]).
--export([settings/2, owner/1, pids/1, valid_keep/1]).
+-export([settings/3, owner/1, pids/1, valid_keep/1]).
 -export([explain/2, hinted/3]).
 -export([start_arguments/3]).  % for ferrotrace_session:start/3
 
@@ -51,7 +51,7 @@
 
 %% The options that say what calls/2 traces, and those the keeper takes; the rest go to
 %% the engine.
--define(CALL_OPTIONS, [pids, scope, also, callers, compensate]).
+-define(CALL_OPTIONS, [pids, scope, also, callers, compensate, generated]).
 -define(SESSION_OPTIONS, [owner, keep, name, intervals, max_intervals, max_overhead]).
 
 %% A session's duration when none is given (ms), as the engine takes it.
@@ -176,17 +176,23 @@ calls(Spec, Options) ->
 calls(Specs, Parsed, Options) ->
     Pids = maps:get(pids, Options, all),
     Scope = maps:get(scope, Options, local),
-    case {pids(Pids), lists:member(Scope, [local, global]), kinds(maps:get(also, Options, []), Pids)} of
-        {{error, _} = Error, _, _} ->
+    Generated = maps:get(generated, Options, false),
+    case {pids(Pids), lists:member(Scope, [local, global]), kinds(maps:get(also, Options, []), Pids),
+          is_boolean(Generated)} of
+        {{error, _} = Error, _, _, _} ->
             Error;
-        {_, false, _} ->
+        {_, false, _, _} ->
             {error, {bad_option, {scope, Scope, <<"local or global">>}}};
-        {_, _, {error, _} = Error} ->
+        {_, _, {error, _} = Error, _} ->
             Error;
-        {ok, true, {ok, Kinds}} ->
+        {_, _, _, false} ->
+            {error, {bad_option, {generated, Generated, <<"true (a wildcard traces the functions the "
+                                                          "compiler made too) or false">>}}};
+        {ok, true, {ok, Kinds}, true} ->
             case ferrotrace_keys:heads([Heads || {_, _, _, Heads} <- Parsed], Options) of
                 {ok, Heads, KeyOptions} ->
-                    Tracing = #{specs => Specs, heads => Heads, pids => Pids, scope => Scope},
+                    Tracing = #{specs => Specs, heads => Heads, pids => Pids, scope => Scope,
+                                generated => Generated},
                     {ok, with_kinds(Tracing, Kinds),
                      maps:merge(maps:without(?CALL_OPTIONS, Options), KeyOptions)};
                 {error, _} = Error ->
@@ -278,25 +284,23 @@ loaded([{M, _, _} | Rest]) ->
 
 %% @doc Who owns the session, how long its figures outlive the owner, its name, and what it
 %% traces (`raw' for `session/1'): the settings of `ferrotrace_session:start/3', with the
-%% options left for the engine.
--spec settings(map(), ferrotrace_session:tracing()) ->
+%% options left for the engine. `Owner' is what {@link owner/1} answered in the caller (only
+%% the caller can tell whether it is a shell's evaluator).
+-spec settings(map(), ferrotrace_session:tracing(), ferrotrace_session:owner()) ->
           {ok, ferrotrace_session:settings(), map()} | {error, term()}.
-settings(Options, Tracing) ->
+settings(Options, Tracing, Owner) ->
     Keep = maps:get(keep, Options, ?DEFAULT_KEEP),
     Name = maps:get(name, Options, undefined),
     Spec = case Tracing of
                none -> raw;
                #{specs := Specs} -> Specs
            end,
-    case {owner(Options),
-          valid_keep(Keep), is_atom(Name) andalso Name =/= none} of
-        {{error, _} = Error, _, _} ->
-            Error;
-        {_, false, _} ->
+    case {valid_keep(Keep), is_atom(Name) andalso Name =/= none} of
+        {false, _} ->
             {error, {bad_option, {keep, Keep, <<"milliseconds (a non-negative integer) or infinity">>}}};
-        {_, _, false} ->
+        {_, false} ->
             {error, {bad_option, {name, Name, <<"an atom naming the session">>}}};
-        {{ok, Owner}, true, true} ->
+        {true, true} ->
             {ok, #{owner => Owner, keep => Keep, name => Name, spec => Spec},
              maps:without(?SESSION_OPTIONS, Options)}
     end.
@@ -467,7 +471,7 @@ distance_row(CharA, [CharB | B], [Diag, Up | Prev], [Left | _] = Acc) ->
 
 %% @doc The arguments of `ferrotrace_session:start/3' checked before a keeper starts, so
 %% that what reaches the keeper's `init/1' is what this module makes (`calls/2' or
-%% `processes/2', and `settings/2'): `ok', or
+%% `processes/2', and `settings/3'): `ok', or
 %% `{error, {bad_argument, engine_options | tracing | settings, Value, Accepted}}' with
 %% `Value' summarised and `Accepted' a text. The checks look no deeper than the shapes.
 -spec start_arguments(term(), term(), term()) ->
@@ -488,7 +492,7 @@ valid_tracing(none) ->
     true;
 valid_tracing(#{specs := Specs, heads := Heads, pids := Pids, scope := Scope} = Tracing) ->
     Own = ferrotrace_traced:own_modules(),
-    lists:all(fun(Key) -> lists:member(Key, [specs, heads, pids, scope, kinds]) end,
+    lists:all(fun(Key) -> lists:member(Key, [specs, heads, pids, scope, kinds, generated]) end,
               maps:keys(Tracing))
         andalso all_of(fun({M, F, A}) -> valid_spec(M, F, A) andalso not lists:member(M, Own);
                           (_) -> false

@@ -40,14 +40,15 @@ period() -> ?PERIOD.
 start(Id, Keeper, Budget) when is_integer(Id), is_pid(Keeper), node(Keeper) =:= node() ->
     case ferrotrace_budget:check(Budget) of
         ok ->
-            spawn(fun() ->
+            spawn_opt(fun() ->
+                          ok = ferrotrace_own:enter(),
                           Monitor = monitor(process, Keeper),
                           Control = ferrotrace_budget:new(Budget, #{schedulers => erlang:system_info(schedulers_online),
                                                                     calibration => calibration(Id)}),
                           publish(Id, Control),
                           erlang:send_after(?FIRST, self(), tick),
                           loop(#s{id = Id, keeper = Keeper, monitor = Monitor, control = Control})
-                  end);
+                  end, ferrotrace_own:spawn_options());
         {error, _} ->
             {error, badarg}
     end;

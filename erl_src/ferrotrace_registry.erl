@@ -29,7 +29,7 @@
 -behaviour(gen_server).
 
 -export([ensure_started/0, register/3, unregister/1, lookup/1, sessions/0, update/2,
-         set_patterns/2, add_loops/2, remove_patterns/1, remove_patterns/2, patterns/1, reap/1, is_keeper/1,
+         set_patterns/2, add_loops/2, exclude_modules/1, remove_patterns/1, remove_patterns/2, patterns/1, reap/1, is_keeper/1,
          brief/1]).
 -export([shed/2, unshed/2]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
@@ -62,9 +62,11 @@ ensure_started() ->
         undefined ->
             %% Not linked to the caller (a shell evaluator that may crash), and its group
             %% leader is the node's own, not a remote shell's.
-            case gen_server:start({local, ?MODULE}, ?MODULE, [], []) of
+            case gen_server:start({local, ?MODULE}, ?MODULE, [], [{spawn_opt, ferrotrace_own:spawn_options()}]) of
                 {ok, Pid} -> Pid;
-                {error, {already_started, Pid}} -> Pid
+                {error, {already_started, Pid}} -> Pid;
+                %% Killed as it started (its tables' owner too, perhaps): once more.
+                {error, _} -> ensure_started()
             end;
         Pid ->
             Pid
@@ -76,7 +78,8 @@ ensure_tables() ->
         undefined ->
             Caller = self(),
             Ref = make_ref(),
-            {Pid, Monitor} = spawn_monitor(fun() -> tables_init(Caller, Ref) end),
+            {Pid, Monitor} = spawn_opt(fun() -> tables_init(Caller, Ref) end,
+                                       [monitor | ferrotrace_own:spawn_options()]),
             receive
                 {Ref, ok} -> erlang:demonitor(Monitor, [flush]), ok;
                 {'DOWN', Monitor, process, Pid, _} -> ensure_tables() % another caller won
@@ -95,6 +98,10 @@ tables_init(Caller, Ref) ->
     _ = ets:new(?CLAIMS, [named_table, public, ordered_set]),
     %% ferrotrace_loops' cache of each module version's tail calls.
     _ = ets:new(?LOOPS_CACHE, [named_table, public, set, {read_concurrency, true}]),
+    %% ferrotrace_calibrate's last calibration of this node.
+    _ = ets:new(ferrotrace_calibration, [named_table, public, set]),
+    ok = ferrotrace_own:new_table(),
+    ok = ferrotrace_own:enter(),
     Caller ! {Ref, ok},
     tables_loop().
 
@@ -163,6 +170,13 @@ set_patterns(Id, Patterns) ->
 -spec add_loops(ferrotrace_tracer:session_id(), [{mfa(), [tuple()]}]) -> ok.
 add_loops(Id, Loops) ->
     call({add_loops, Id, Loops}).
+
+%% @doc Takes every pattern off the functions of `Modules' (ferrotrace's own, left out of a
+%% `'_'' module's patterns: see ferrotrace_backend); again after any session's patterns
+%% are removed, while they are loaded.
+-spec exclude_modules([module()]) -> ok.
+exclude_modules(Modules) ->
+    call({exclude_modules, Modules}).
 
 %% @doc Takes the patterns of `MFAs' off for session `Id' (the overhead budget, see
 %% ferrotrace_shed): each function one of its patterns covers and that carries its match
@@ -259,6 +273,7 @@ call(Request, Attempts) ->
 init([]) ->
     group_leader(whereis(init), self()),
     ok = ensure_tables(),
+    ok = ferrotrace_own:enter(),
     Monitors = maps:from_list([{erlang:monitor(process, Keeper), Id}
                                || {Id, _, Keeper, _} <- ets:tab2list(?SESSIONS)]),
     Registered = fun(Id) -> ets:member(?SESSIONS, Id) end,
@@ -317,6 +332,9 @@ serve({add_loops, Id, Loops}, _From, Monitors) ->
               true = ets:insert(?CLAIMS, {Key, P#{loops => lists:usort(maps:get(loops, P, []) ++ New)}}),
               _ = [erlang:trace_pattern(MFA, MS, [Scope]) || {MFA, MS} <- New]
       end, ets:match_object(?CLAIMS, {{Id, '_'}, '_'})),
+    {reply, ok, Monitors};
+serve({exclude_modules, Modules}, _From, Monitors) when is_list(Modules) ->
+    _ = [erlang:trace_pattern({M, '_', '_'}, false, [Scope]) || M <- Modules, is_atom(M), Scope <- [local, global]],
     {reply, ok, Monitors};
 serve({shed, Id, MFAs}, _From, Monitors) ->
     {reply, do_shed(Id, MFAs), Monitors};
@@ -379,8 +397,9 @@ do_set_patterns(Id, Patterns) ->
             %% Claimed first: a registry killed while setting them leaves claims that a
             %% stop removes, never patterns that nobody knows of.
             true = ets:insert(?CLAIMS, [{{Id, MFA}, P} || P = #{mfa := MFA} <- Patterns]),
+            %% ferrotrace's own modules are left out after (ferrotrace_backend): each
+            %% pattern change waits for the VM's code barrier, 250 ms on a busy node.
             Matched = lists:sum([apply_pattern(P) || P <- Patterns]),
-            exclude_own_modules(),
             {ok, Matched}
     end.
 
@@ -518,28 +537,23 @@ do_unshed(Id, Saved) ->
     ok.
 
 %% Never trace ferrotrace itself, whatever the wildcard.
+%% Patterns set again where other sessions need them may cover ferrotrace's own modules:
+%% those loaded are left out again when a `'_'' module pattern is still claimed.
 exclude_own_modules() ->
+    Wildcard = [P || {_, P = #{mfa := {'_', _, _}}} <- ets:tab2list(?CLAIMS)],
     _ = [erlang:trace_pattern({M, '_', '_'}, false, [Scope])
-         || M <- ferrotrace_traced:own_modules(), Scope <- [local, global]],
+         || Wildcard =/= [], M <- ferrotrace_traced:own_modules(), erlang:module_loaded(M),
+            Scope <- [local, global]],
     ok.
 
 %% Two patterns that can match the same function.
-overlaps(#{mfa := {M1, F1, A1}}, #{mfa := {M2, F2, A2}}) ->
-    same(M1, M2) andalso same(F1, F2) andalso same(A1, A2).
-
-same(X, X) -> true;
-same('_', _) -> true;
-same(_, '_') -> true;
-same(_, _) -> false.
+overlaps(#{mfa := Spec1}, #{mfa := Spec2}) ->
+    ferrotrace_spec:overlaps(Spec1, Spec2).
 
 %% Patterns that may share functions: same match spec, same scope.
 compatible(#{match_spec := MS, scope := Scope}, #{match_spec := MS, scope := Scope}) -> true;
 compatible(_, _) -> false.
 
 %% `Wide' matches every function `Narrow' matches, with the same settings.
-covers(Wide = #{mfa := {M1, F1, A1}}, Narrow = #{mfa := {M2, F2, A2}}) ->
-    compatible(Wide, Narrow) andalso wider(M1, M2) andalso wider(F1, F2) andalso wider(A1, A2).
-
-wider('_', _) -> true;
-wider(X, X) -> true;
-wider(_, _) -> false.
+covers(Wide = #{mfa := WideSpec}, Narrow = #{mfa := NarrowSpec}) ->
+    compatible(Wide, Narrow) andalso ferrotrace_spec:wider(WideSpec, NarrowSpec).

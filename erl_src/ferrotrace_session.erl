@@ -42,6 +42,7 @@
                            heads := [ferrotrace_spec:heads()],
                            pids := ferrotrace:pid_spec(),
                            scope := local | global,
+                           generated => boolean(),
                            kinds => [ferrotrace_activity:kind()]}.
 %% Who the session belongs to: a process, or nobody (`owner => none', bounded by duration).
 -type owner() :: {process | shell, pid()} | none.
@@ -64,6 +65,11 @@
                 %% What calls/2 and processes/2 set (`none' for a raw session): what add/2
                 %% and remove/2 change (ferrotrace_amend).
                 calls = none :: none | ferrotrace_amend:calls(),
+                %% What is left to refine after the start, a change at a time
+                %% (ferrotrace_backend), and the generated functions already left out.
+                steps = [] :: [ferrotrace_backend:step()],
+                left_out = #{} :: #{mfa() => true},
+                seen_every = 250 :: pos_integer(),
                 stopped = false :: boolean()}).
 
 %% Tail-recursive server loops are counted, not timed: `return_trace' would keep a stack
@@ -72,10 +78,13 @@
 -define(TRACE_FLAGS, [call, procs]).
 %% How long stop/1 and release/1 wait for a keeper (it may walk every process to untrace).
 -define(CALL_TIMEOUT, 60000).
+%% How seldom a `'_'' module session looks for generated functions to leave out, at most
+%% (ms; from every 250 ms, twice as long each time).
+-define(SEEN_MAX, 4000).
 
 %% @doc Starts a keeper and, if asked, sets up call tracing: `EngineOptions' for the engine,
 %% `Tracing' and `Settings' as ferrotrace_options makes them (`calls/2' or `processes/2',
-%% and `settings/2'). Arguments of another shape are answered
+%% and `settings/3'). Arguments of another shape are answered
 %% `{error, {bad_argument, engine_options | tracing | settings, Value, Accepted}}' (`Value'
 %% summarised, `Accepted' a text) before anything starts.
 -spec start(map(), tracing(), settings()) ->
@@ -89,7 +98,8 @@ start(EngineOptions, Tracing, Settings) ->
 start_keeper(EngineOptions, Tracing, Settings) ->
     _ = ferrotrace_registry:ensure_started(),
     Ref = make_ref(),
-    case gen_server:start(?MODULE, {EngineOptions, Tracing, Settings, {self(), Ref}}, []) of
+    case gen_server:start(?MODULE, {EngineOptions, Tracing, Settings, {self(), Ref}},
+                          [{spawn_opt, ferrotrace_own:spawn_options()}]) of
         {ok, _Keeper} ->
             %% Sent by init/1 before it returned, so here before the start's answer.
             receive {Ref, Id} -> {ok, Id} end;
@@ -165,6 +175,7 @@ start_failed(Class, Reason, Stack) ->
 init_keeper({EngineOptions, Tracing, Settings = #{owner := Owner, keep := Keep}, {Caller, Ref}}) ->
     %% Not the shell's group leader: that one may be on a node that goes away.
     group_leader(whereis(init), self()),
+    ok = ferrotrace_own:enter(),
     Monitor = case Owner of
                   none -> none;
                   {_, Pid} -> erlang:monitor(process, Pid)
@@ -180,17 +191,29 @@ init_keeper({EngineOptions, Tracing, Settings = #{owner := Owner, keep := Keep},
         _ ->
             ok
     end,
+    %% What a start reads before it changes anything (the loop analysis: a first one reads
+    %% the code of every module processes wait in) is done before the engine session
+    %% exists, so that its duration counts from when tracing begins.
+    Prepared = prepare(Tracing),
     case new_session(EngineOptions) of
         {ok, Id} ->
             Info = maps:merge(Settings, #{started_at => erlang:system_time(millisecond)}),
             case ferrotrace_registry:register(Id, self(), Info) of
                 ok ->
-                    case safe_start_tracing(Id, Tracing) of
+                    case safe_start_tracing(Id, Prepared) of
                         {ok, Backend} ->
                             Caller ! {Ref, Id},
+                            %% Ready: what refines the patterns comes after, a step at a time.
+                            Steps = case Backend of
+                                        none -> [];
+                                        _ -> ferrotrace_backend:steps(Prepared, element(2, loops_now(Prepared)))
+                                    end,
+                            self() ! step,
+                            ok = complete_loops(Id, Prepared),
                             {ok, #state{id = Id, owner = Monitor, keep = Keep,
                                         backend = Backend, watch = watch(Id, Backend, Tracing),
-                                        calls = calls(Id, Backend, Tracing, EngineOptions)}};
+                                        calls = calls(Id, Backend, Tracing, EngineOptions),
+                                        steps = Steps}};
                         {error, Reason} ->
                             refuse(Id, Reason)
                     end;
@@ -236,7 +259,7 @@ safe_start_tracing(Id, Tracing) ->
 %% What a start that failed half-way may have set, on OTP 25 and 26 (on OTP 27+ the trace
 %% session's handle dies with this keeper).
 legacy_if_any() ->
-    case ferrotrace_traced:trace_sessions() of
+    case ferrotrace_vm:trace_sessions() of
         true -> none;
         false -> legacy
     end.
@@ -299,16 +322,11 @@ handle_call(release, _From, State) ->
     {stop, normal, ok, end_session(user, State)};
 handle_call({Switch, _}, _From, State = #state{stopped = true}) when Switch =:= shed; Switch =:= unshed ->
     {reply, {error, stopped}, State};
-handle_call({Switch, Functions}, _From, State = #state{id = Id, backend = Backend, watch = Watch0,
-                                                      calls = Calls})
+handle_call({Switch, Functions}, _From, State = #state{id = Id, backend = Backend, watch = Watch0})
   when Switch =:= shed; Switch =:= unshed ->
     %% The overhead budget's patterns off and on (ferrotrace_shed), within the patterns the
     %% session has now (remove/2 may have taken some off meanwhile).
-    Specs = case Calls of
-                #{patterns := Patterns} -> [MFA || #{mfa := MFA} <- Patterns];
-                none -> []
-            end,
-    {Reply, Watch} = ferrotrace_shed:switch(Switch, Functions, {Id, Backend, Watch0, Specs}),
+    {Reply, Watch} = ferrotrace_shed:switch(Switch, Functions, {Id, Backend, Watch0, specs(State)}),
     {reply, Reply, State#state{watch = Watch}}.
 
 %% @private
@@ -343,13 +361,34 @@ handle_info(check_displaced, State = #state{id = Id, stopped = false, watch = Wa
     Checked = ferrotrace_displaced:check(Id, Watch),
     _ = erlang:send_after(ferrotrace_displaced:interval(), self(), check_displaced),
     {noreply, State#state{watch = Checked}};
-handle_info({ferrotrace_loops, Id, Loops}, State = #state{id = Id, stopped = false,
-                                                         backend = Backend}) ->
-    %% Loops the code did not show (cycles through funs or apply): stop return tracing them,
-    %% then tell the engine, which until then counts their frames against the frame bound.
-    %% A raw session's patterns are the caller's: its loops are counted only where the VM
-    %% says their pattern keeps no frame.
-    ok = add_loops(Id, Backend, [{MFA, ?COUNT_ONLY} || MFA <- Loops]),
+handle_info({ferrotrace_loops, Id, Loops}, State = #state{id = Id, stopped = false}) ->
+    %% Loops the code did not show (cycles through funs or apply), or that the analysis at
+    %% the start had not read yet.
+    {noreply, apply_loops(Loops, State)};
+handle_info(step, State = #state{stopped = true}) ->
+    {noreply, State#state{steps = []}};
+handle_info(step, State = #state{steps = []}) ->
+    {noreply, State};
+handle_info(step, State = #state{steps = [Step | Rest]}) ->
+    %% One change of the patterns refined after the start (ferrotrace_backend); the next is
+    %% a message away, so that a stop or a read waits for one change at most.
+    State1 = do_step(Step, State#state{steps = Rest}),
+    case State1#state.steps of
+        [] -> ok;
+        [seen_generated] -> erlang:send_after(State1#state.seen_every, self(), step);
+        _ -> self() ! step
+    end,
+    {noreply, State1};
+handle_info(expire, State) ->
+    {stop, normal, State};
+handle_info(_Message, State) ->
+    {noreply, State}.
+
+%% Loops: stop return tracing them, then tell the engine, which until then counts their
+%% frames against the frame bound. A raw session's patterns are the caller's: its loops
+%% are counted only where the VM says their pattern keeps no frame.
+apply_loops(Loops, State = #state{id = Id, backend = Backend}) ->
+    ok = ferrotrace_backend:add_loops(Id, Backend, [{MFA, ?COUNT_ONLY} || MFA <- Loops]),
     Watch = case State#state.watch of
                 none -> none;
                 W -> ferrotrace_displaced:add_functions(W, Id, [{MFA, ?COUNT_ONLY} || MFA <- Loops])
@@ -365,11 +404,37 @@ handle_info({ferrotrace_loops, Id, Loops}, State = #state{id = Id, stopped = fal
         error ->
             ok
     end,
-    {noreply, State#state{watch = Watch}};
-handle_info(expire, State) ->
-    {stop, normal, State};
-handle_info(_Message, State) ->
-    {noreply, State}.
+    State#state{watch = Watch}.
+
+do_step({loops, Loops}, State) ->
+    apply_loops(Loops, State);
+do_step({leave_out, MFAs}, State = #state{id = Id, backend = Backend, watch = Watch0, left_out = Left}) ->
+    %% Taken off as the budget sheds a function (ferrotrace_shed), never given back.
+    {{ok, Off, _Refused}, Watch} = ferrotrace_shed:switch(shed, MFAs, {Id, Backend, Watch0, specs(State)}),
+    Left1 = maps:merge(Left, maps:from_keys(MFAs, true)),
+    ok = ferrotrace_registry:update(Id, #{generated_left_out => [MFA || {MFA, _, _} <- Off] ++
+                                             generated_left_out(Id)}),
+    State#state{watch = Watch, left_out = Left1};
+do_step({own, Modules}, State = #state{id = Id, backend = Backend}) ->
+    ok = ferrotrace_backend:leave_out_modules(Id, Backend, Modules),
+    State;
+do_step(seen_generated, State = #state{id = Id, steps = Steps, left_out = Left, seen_every = Every}) ->
+    %% The generated functions of a `'_'' module the session has seen called, the most
+    %% called first, are left out next; then looked for again, less often each time (a
+    %% summary of a thousand functions takes milliseconds).
+    Hot = ferrotrace_backend:seen_generated(Id, specs(State), Left),
+    State#state{steps = ferrotrace_backend:chunks(leave_out, Hot) ++ Steps ++ [seen_generated],
+                seen_every = min(?SEEN_MAX, Every * 2)}.
+
+generated_left_out(Id) ->
+    case ferrotrace_registry:lookup(Id) of
+        {ok, _, _, #{generated_left_out := L}} -> L;
+        _ -> []
+    end.
+
+%% The specs of the session's patterns now (remove/2 may have taken some off).
+specs(#state{calls = #{patterns := Patterns}}) -> [MFA || #{mfa := MFA} <- Patterns];
+specs(#state{}) -> [].
 
 %% @private
 -spec terminate(term(), #state{}) -> ok.
@@ -410,6 +475,43 @@ last_check(_State) ->
 
 %%% Tracing
 
+%% The loops among the functions `Tracing' names that the analysis knows now (see
+%% ferrotrace_loops: the modules named, and those read before): `complete' says whether
+%% that was all.
+prepare(Tracing = #{specs := Specs}) ->
+    {Loops, Complete} = ferrotrace_loops:find(Specs, ferrotrace_traced:own_modules(), cached),
+    Tracing#{loops => Loops, complete => Complete};
+prepare(Tracing) ->
+    Tracing.
+
+%% The loops found at the start, `{Now, Later}': set with the patterns, or as steps after
+%% (those of a session with a `'_'' module: hundreds, where each change may wait 250 ms).
+loops_now(#{specs := Specs, loops := Loops}) ->
+    case [S || S = {'_', _, _} <- Specs] of
+        [] -> {Loops, []};
+        _ -> {[], Loops}
+    end;
+loops_now(_Tracing) ->
+    {[], []}.
+
+%% Where the analysis at the start was not complete, it goes on in a process of its own,
+%% which sends the keeper the loops it finds (as the engine does with loops found at run
+%% time: until then the frame bound holds their frames).
+complete_loops(Id, #{specs := Specs, complete := false, loops := Known}) ->
+    Keeper = self(),
+    _ = spawn_opt(fun() ->
+                          ok = ferrotrace_own:enter(),
+                          Monitor = monitor(process, Keeper),
+                          case ferrotrace_loops:find(Specs, ferrotrace_traced:own_modules()) -- Known of
+                              [] -> ok;
+                              Loops -> Keeper ! {ferrotrace_loops, Id, Loops}
+                          end,
+                          demonitor(Monitor)
+                  end, ferrotrace_own:spawn_options()),
+    ok;
+complete_loops(_Id, _Tracing) ->
+    ok.
+
 start_tracing(_Id, none) ->
     {ok, none};
 start_tracing(Id, Tracing = #{kinds := Kinds}) ->
@@ -431,12 +533,15 @@ start_tracing(Id, Tracing) ->
     ok = ferrotrace_registry:update(Id, #{kinds => []}),
     start_tracing(Id, Tracing, []).
 
-start_tracing(Id, #{specs := Specs, heads := Heads, pids := Pids, scope := Scope}, Extra) ->
-    Loops = ferrotrace_loops:find(Specs, ferrotrace_traced:own_modules()),
-    Patterns = patterns(Specs, Heads, Scope, Loops),
+start_tracing(Id, Tracing = #{specs := Specs, heads := Heads, pids := Pids, scope := Scope}, Extra) ->
+    %% One pattern per spec, and the loops of named modules (a few: each a pattern change);
+    %% a `'_'' module's loops and the functions left out come after, as steps
+    %% (ferrotrace_backend), the engine's frame bound holding their frames until then.
+    {Loops, _Later} = loops_now(Tracing),
+    Patterns = ferrotrace_backend:patterns(Specs, Heads, Scope, Loops),
     ok = ferrotrace_tracer:session_set_tracing(Id, Specs, Loops),
     ok = ferrotrace_registry:update(Id, #{loops => Loops}),
-    case ferrotrace_traced:trace_sessions() of
+    case ferrotrace_vm:trace_sessions() of
         true -> start_trace_session(Id, Patterns, targets(Pids), Extra);
         false -> start_legacy(Id, Patterns, targets(Pids), Extra)
     end.
@@ -445,14 +550,9 @@ start_tracing(Id, #{specs := Specs, heads := Heads, pids := Pids, scope := Scope
 %% recon or another ferrotrace session on the same processes and functions. This keeper is
 %% the only holder of the handle: if it dies, the VM destroys the session with it.
 start_trace_session(Id, Patterns, Targets, Extra) ->
-    Session = trace_call(session_create, [ferrotrace, {ferrotrace_tracer, Id}, []]),
-    Matched = lists:sum([trace_call(function, [Session, MFA, MS, [Scope]])
-                         || #{mfa := MFA, match_spec := MS, scope := Scope} <- Patterns]),
-    _ = [trace_call(function, [Session, Loop, LoopMS, [Scope]])
-         || #{loops := Loops, scope := Scope} <- Patterns, {Loop, LoopMS} <- Loops],
-    _ = [trace_call(function, [Session, {M, '_', '_'}, false, [Scope]])
-         || M <- ferrotrace_traced:own_modules(), Scope <- [local, global]],
+    Session = ferrotrace_vm:trace_call(session_create, [ferrotrace, {ferrotrace_tracer, Id}, []]),
     Backend = {trace_session, Session, [Scope || #{scope := Scope} <- Patterns]},
+    {ok, Matched} = ferrotrace_backend:set(Id, Backend, Patterns),
     case Matched of
         0 when Patterns =/= [] ->
             stop_tracing(Id, Backend),
@@ -460,11 +560,13 @@ start_trace_session(Id, Patterns, Targets, Extra) ->
         _ ->
             try
                 ProcessFlags = ?TRACE_FLAGS ++ (Extra -- ferrotrace_activity:port_flags()),
-                _ = [trace_call(process, [Session, Target, true, ProcessFlags]) || Target <- Targets],
-                _ = trace_call(process, [Session, self(), false, ProcessFlags]),
+                _ = [ferrotrace_vm:trace_call(process, [Session, Target, true, ProcessFlags]) || Target <- Targets],
+                %% `all' and `existing' include ferrotrace's own processes: never traced.
+                ok = ferrotrace_own:remember(Id, Session),
+                ok = ferrotrace_own:untrace({trace_session, Session}),
                 _ = case Extra -- ProcessFlags of
                         [] -> ok;
-                        PortFlags -> [trace_call(port, [Session, Target, true, PortFlags]) || Target <- Targets]
+                        PortFlags -> [ferrotrace_vm:trace_call(port, [Session, Target, true, PortFlags]) || Target <- Targets]
                     end,
                 {ok, Backend}
             catch
@@ -491,8 +593,9 @@ start_legacy(Id, Patterns, Targets, Extra) ->
                     %% left open by a process that died inside them.
                     case set_flags(Targets, [{tracer, ferrotrace_tracer, Id} | ?TRACE_FLAGS ++ Extra]) of
                         ok ->
-                            %% `all' includes this keeper; it makes no calls worth tracing.
-                            _ = erlang:trace(self(), false, ?TRACE_FLAGS ++ Extra),
+                            %% `all' and `existing' include ferrotrace's own processes
+                            %% (this keeper among them): never traced.
+                            ok = ferrotrace_own:untrace(legacy),
                             {ok, legacy};
                         {error, _} = Error ->
                             stop_tracing(Id, legacy),
@@ -503,12 +606,6 @@ start_legacy(Id, Patterns, Targets, Extra) ->
             end
     end.
 
-%% The call patterns of `Specs' (return and exception events), with `Loops' count-only.
-patterns(Specs, Heads, Scope, Loops) ->
-    [#{mfa => Spec, match_spec => match_spec(H, [{exception_trace}]), scope => Scope,
-       loops => [{Loop, match_spec(H, [])} || Loop <- Loops, ferrotrace_spec:matches(Spec, Loop)]}
-     || {Spec, H} <- lists:zip(Specs, Heads)].
-
 %% What add/2 and remove/2 change: the patterns set at the start, with the loops found then.
 calls(_Id, none, _Tracing, _EngineOptions) ->
     none;
@@ -517,23 +614,14 @@ calls(Id, _Backend, #{specs := Specs, heads := Heads, scope := Scope}, EngineOpt
                 {ok, _, _, #{loops := L}} -> L;
                 _ -> []
             end,
-    #{patterns => patterns(Specs, Heads, Scope, Loops), scope => Scope,
+    #{patterns => ferrotrace_backend:patterns(Specs, Heads, Scope, Loops), scope => Scope,
       key => maps:get(key, EngineOptions, none)}.
 
-%% The `trace' module exists from OTP 27 on; called through apply so that this module
-%% compiles and dialyzes on OTP 25 (trace sessions or not: ferrotrace_traced:trace_sessions/0).
-trace_call(Function, Args) ->
-    apply(trace, Function, Args).
-
-%% Return and exception events for every traced call (`exception_trace' implies
-%% `return_trace'); loops get none.
-match_spec(default, Actions) -> [{'_', [], Actions}];
-match_spec(Clauses, Actions) -> [{Head, Guards, Body ++ Actions} || {Head, Guards, Body} <- Clauses].
 
 %% On OTP 25 a process has one tracer: refuse, naming the holder, instead of accepting a
 %% session that would collect nothing.
 already_traced(Targets, Id) ->
-    Processes = lists:usort(lists:flatmap(fun expand/1, Targets)) -- [self()],
+    Processes = lists:usort(lists:flatmap(fun expand/1, Targets)) -- ferrotrace_own:pids(),
     Traced = [{Target, Tracer} || Target <- Processes,
                                   {tracer, Tracer} <- [safe_tracer(Target)],
                                   Tracer =/= [], Tracer =/= {ferrotrace_tracer, Id}],
@@ -599,8 +687,9 @@ set_flags([Target | Rest], Flags) ->
 
 stop_tracing(_Id, none) ->
     ok;
-stop_tracing(_Id, {trace_session, Session, _Scopes}) ->
-    _ = trace_call(session_destroy, [Session]),
+stop_tracing(Id, {trace_session, Session, _Scopes}) ->
+    ok = ferrotrace_own:forget(Id),
+    _ = ferrotrace_vm:trace_call(session_destroy, [Session]),
     ok;
 stop_tracing(Id, legacy) ->
     ok = ferrotrace_registry:remove_patterns(Id),
@@ -616,13 +705,6 @@ keeps_frames(MFA) ->
                  (_) -> false
               end, lists:append(Specs)).
 
-add_loops(Id, legacy, Loops) ->
-    ferrotrace_registry:add_loops(Id, Loops);
-add_loops(_Id, {trace_session, Session, Scopes}, Loops) ->
-    _ = [trace_call(function, [Session, MFA, MS, [Scope]]) || {MFA, MS} <- Loops, Scope <- Scopes],
-    ok;
-add_loops(_Id, none, _Loops) ->
-    ok.
 
 targets(Pids) when is_list(Pids) -> Pids;
 targets(Which) -> [Which].

@@ -56,7 +56,7 @@ off(_Id, {trace_session, Session, _Scopes}, MFAs) ->
     lists:foldr(fun(MFA, {Saved, Refused}) ->
                         case session_pattern(Session, MFA) of
                             {MS, Scope} ->
-                                _ = trace_call(function, [Session, MFA, false, [Scope]]),
+                                _ = ferrotrace_vm:trace_call(function, [Session, MFA, false, [Scope]]),
                                 {[{MFA, MS, Scope} | Saved], Refused};
                             none ->
                                 {Saved, [MFA | Refused]}
@@ -70,7 +70,7 @@ off(_Id, _Backend, MFAs) ->
 on(Id, legacy, Saved) ->
     ferrotrace_registry:unshed(Id, Saved);
 on(_Id, {trace_session, Session, _Scopes}, Saved) ->
-    _ = [trace_call(function, [Session, MFA, MS, [Scope]]) || {MFA, MS, Scope} <- Saved],
+    _ = [ferrotrace_vm:trace_call(function, [Session, MFA, MS, [Scope]]) || {MFA, MS, Scope} <- Saved],
     ok;
 on(_Id, _Backend, _Saved) ->
     ok.
@@ -78,7 +78,7 @@ on(_Id, _Backend, _Saved) ->
 %% The match spec and scope of `MFA' in trace session `Session', or `none' when it has no
 %% call pattern there.
 session_pattern(Session, MFA) ->
-    try {trace_call(info, [Session, MFA, traced]), trace_call(info, [Session, MFA, match_spec])} of
+    try {ferrotrace_vm:trace_call(info, [Session, MFA, traced]), ferrotrace_vm:trace_call(info, [Session, MFA, match_spec])} of
         {{traced, Scope}, {match_spec, MS}} when (Scope =:= local orelse Scope =:= global), is_list(MS) ->
             {MS, Scope};
         _ ->
@@ -86,6 +86,3 @@ session_pattern(Session, MFA) ->
     catch error:badarg -> none
     end.
 
-%% The `trace' module exists from OTP 27 on (see ferrotrace_session).
-trace_call(Function, Args) ->
-    apply(trace, Function, Args).

@@ -30,7 +30,7 @@
 %%% Names are resolved, modules are not loaded: that is the caller's job.
 -module(ferrotrace_spec).
 
--export([parse/1, matches/2]).
+-export([parse/1, matches/2, overlaps/2, wider/2]).
 
 -type wild(T) :: T | '_'.
 -type clause() :: {Head :: '_' | atom() | [term()], Guards :: [term()], Body :: [term()]}.
@@ -508,3 +508,24 @@ elixir_module(Alias) ->
 matches({M, F, A}, {M2, F2, A2}) ->
     (M =:= '_' orelse M =:= M2) andalso (F =:= '_' orelse F =:= F2)
         andalso (A =:= '_' orelse A =:= A2).
+
+%% @doc True if two specs can match the same function (`'_'' matches anything).
+-spec overlaps({wild(module()), wild(atom()), wild(arity())}, {wild(module()), wild(atom()), wild(arity())}) ->
+          boolean().
+overlaps({M1, F1, A1}, {M2, F2, A2}) ->
+    same(M1, M2) andalso same(F1, F2) andalso same(A1, A2).
+
+same(X, X) -> true;
+same('_', _) -> true;
+same(_, '_') -> true;
+same(_, _) -> false.
+
+%% @doc True if `Wide' matches every function `Narrow' matches.
+-spec wider({wild(module()), wild(atom()), wild(arity())}, {wild(module()), wild(atom()), wild(arity())}) ->
+          boolean().
+wider({M1, F1, A1}, {M2, F2, A2}) ->
+    wide(M1, M2) andalso wide(F1, F2) andalso wide(A1, A2).
+
+wide('_', _) -> true;
+wide(X, X) -> true;
+wide(_, _) -> false.

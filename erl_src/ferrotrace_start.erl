@@ -13,44 +13,76 @@
 %% @doc A raw session: `ferrotrace:session(Options)'.
 -spec session(term()) -> {ok, ferrotrace_tracer:session_id()} | {error, term()}.
 session(Options0) ->
-    case ferrotrace_options:to_map(Options0) of
-        {ok, Options} -> start(Options, none);
-        {error, _} = Error -> Error
-    end.
+    as_guest(Options0, fun(Options, Owner) -> start(Options, none, none, Owner) end).
 
 %% @doc `ferrotrace:calls(Spec, Options)' on this node: a local session (`nodes => [Node]'
 %% is ferrotrace_cluster's, see ferrotrace_cluster:calls/2).
 -spec calls(term(), term()) -> {ok, ferrotrace_tracer:session_id()} | {error, term()}.
 calls(Spec, Options0) ->
+    as_guest(Options0,
+             fun(Options, Owner) ->
+                     case ferrotrace_options:calls(Spec, Options) of
+                         {ok, Tracing, Rest} ->
+                             start(Rest, Tracing, {compensate, maps:get(compensate, Options, true)}, Owner);
+                         {error, _} = Error ->
+                             Error
+                     end
+             end).
+
+%% @doc `ferrotrace:processes(Kinds, Options)'.
+-spec processes(term(), term()) -> {ok, ferrotrace_tracer:session_id()} | {error, term()}.
+processes(Kinds, Options0) ->
+    as_guest(Options0,
+             fun(Options, Owner) ->
+                     case ferrotrace_options:processes(Kinds, Options) of
+                         {ok, Tracing, Rest} -> start(Rest, Tracing, none, Owner);
+                         {error, _} = Error -> Error
+                     end
+             end).
+
+%% The caller's part of a start: its options as a map and who owns the session (only the
+%% caller can tell whether it is a shell's evaluator). The rest runs in a process of
+%% ferrotrace's own (ferrotrace_own: high priority), which the caller waits for once: at
+%% normal priority, among 50 runnable processes, each of a start's dozens of waits (for
+%% the registry, the calibration, the keeper) cost the caller a turn in the run queue, and
+%% a start took 15 to 26 s.
+as_guest(Options0, Start) ->
     case ferrotrace_options:to_map(Options0) of
         {ok, Options} ->
-            case ferrotrace_options:calls(Spec, Options) of
-                {ok, Tracing, Rest} -> start(Rest, Tracing, {compensate, maps:get(compensate, Options, true)});
+            case ferrotrace_options:owner(Options) of
+                {ok, Owner} -> as_own_process(fun() -> Start(maps:remove(owner, Options), Owner) end);
                 {error, _} = Error -> Error
             end;
         {error, _} = Error ->
             Error
     end.
 
-%% @doc `ferrotrace:processes(Kinds, Options)'.
--spec processes(term(), term()) -> {ok, ferrotrace_tracer:session_id()} | {error, term()}.
-processes(Kinds, Options) ->
-    start_with(ferrotrace_options:processes(Kinds, Options)).
-
-start_with({ok, Tracing, Options}) -> start(Options, Tracing);
-start_with({error, _} = Error) -> Error.
-
-start(Options, Tracing) ->
-    start(Options, Tracing, none).
+as_own_process(Fun) ->
+    Ref = make_ref(),
+    Caller = self(),
+    {Pid, Monitor} = spawn_opt(fun() ->
+                                       ok = ferrotrace_own:enter(),
+                                       ok = ferrotrace_code:preload(),
+                                       Caller ! {Ref, Fun()}
+                               end, [monitor | ferrotrace_own:spawn_options()]),
+    receive
+        {Ref, Result} ->
+            erlang:demonitor(Monitor, [flush]),
+            Result;
+        {'DOWN', Monitor, process, Pid, Reason} ->
+            {error, {start_failed, ferrotrace_registry:brief(Reason)}}
+    end.
 
 %% A keeper (ferrotrace_session) for the session, with `Options' less those of calls/2. A
 %% calls/2 session first measures the probe effect (ferrotrace_calibrate), before its
 %% patterns are set; the cost to take out reaches the engine with its options.
-start(Options, Tracing, Probe) ->
+start(Options, Tracing, Probe, Owner) ->
+    %% The registry's tables first: the calibration keeps the node's figures there.
+    _ = ferrotrace_registry:ensure_started(),
     %% Not code:load_file/1, and one load at a time: see ferrotrace_code.
     case ferrotrace_code:ensure_tracer() of
         {module, _} ->
-            case {ferrotrace_options:settings(Options, Tracing), ferrotrace_intervals:check(Options),
+            case {ferrotrace_options:settings(Options, Tracing, Owner), ferrotrace_intervals:check(Options),
                   check_probe(Probe), budget(Options)} of
                 {{ok, Settings, Engine}, {ok, Intervals}, ok, {ok, Budget}} ->
                     case calibrate(Probe) of

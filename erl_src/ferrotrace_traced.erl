@@ -9,8 +9,7 @@
 %%% key (`match_spec', `tracer'), never `all', which stops the schedulers.
 -module(ferrotrace_traced).
 
--export([own_modules/0, module_functions/2, match_spec/1, scope/1, tracer/1, untrace_processes/1,
-         trace_sessions/0]).
+-export([own_modules/0, module_functions/2, match_spec/1, scope/1, tracer/1, untrace_processes/1]).
 
 %% The flags of `calls/2' on processes, as ferrotrace_session sets them (with the kinds').
 -define(TRACE_FLAGS, [call, procs]).
@@ -24,10 +23,17 @@
 own_modules() ->
     %% The application's module list (rebar3 writes it into the .app file), or the loaded
     %% modules named like ours where no application file is found.
-    _ = application:load(ferrotrace),
+    %% Neither the application controller nor the code server is asked unless needed: on
+    %% a busy node each call waits its turn among the runnable processes.
     case application:get_key(ferrotrace, modules) of
-        {ok, [_ | _] = Modules} -> Modules;
-        _ -> [M || {M, _} <- code:all_loaded(), lists:prefix("ferrotrace", atom_to_list(M))]
+        {ok, [_ | _] = Modules} ->
+            Modules;
+        _ ->
+            _ = application:load(ferrotrace),
+            case application:get_key(ferrotrace, modules) of
+                {ok, [_ | _] = Modules} -> Modules;
+                _ -> [M || M <- erlang:loaded(), lists:prefix("ferrotrace", atom_to_list(M))]
+            end
     end.
 
 %% @doc The functions a pattern names, where they can be listed: a concrete MFA, or the
@@ -91,10 +97,3 @@ untrace_processes(Id) ->
                       end
               end,
     lists:foreach(Untrace, [new | erlang:processes()] ++ erlang:ports()).
-
-%% @doc True where the VM has trace sessions (the `trace' module, OTP 27 on): a session
-%% then traces in one of its own; before, through the node's one tracer per process.
--spec trace_sessions() -> boolean().
-trace_sessions() ->
-    code:ensure_loaded(trace) =:= {module, trace}
-        andalso erlang:function_exported(trace, session_create, 3).

@@ -1,0 +1,162 @@
+%%% @private
+%%% @doc The one place that changes a session's call patterns in the VM, on both backends:
+%%% `legacy' (OTP 25 and 26: the node's one match spec per function, changed through the
+%%% registry, which keeps other sessions' claims) and `{trace_session, Session, Scopes}'
+%%% (OTP 27+: a trace session of our own, changed directly). A raw session (`none') has
+%%% patterns its user set: nothing here touches them.
+%%%
+%%% == A pattern change costs a wait on a busy node ==
+%%% Every `erlang:trace_pattern/3' (and `trace:function/4') waits for the VM's code
+%%% barrier: on two schedulers kept busy it took 100 to 250 ms a call, whatever the number
+%%% of functions it changes. A start that set a wildcard, then each count-only loop (151
+%%% on a bare node) and each of ferrotrace's modules off, made hundreds of such calls and
+%%% took 15 to 26 s. So a start sets one pattern per spec and is ready; what refines them
+%%% is done after, a few changes at a time, by the keeper ({@link steps/2}),
+%%% so that a stop or a read is never stuck behind them:
+%%% <ol>
+%%% <li>loops traced count-only (until then the engine's frame bound holds their frames
+%%% at 120 a process, see ferrotrace_frames' doc in the Rust crate);</li>
+%%% <li>compiler-generated functions left out of a wildcard (see {@link generated/1}):
+%%% those of named modules at once, those of a `'_'' module as the session sees them
+%%% called, the hottest first;</li>
+%%% <li>ferrotrace's own modules left out of a `'_'' module (its processes are never
+%%% traced, ferrotrace_own; this keeps a shell's calls of `ferrotrace:*' out of the
+%%% figures).</li>
+%%% </ol>
+-module(ferrotrace_backend).
+
+-export([patterns/4, match_spec/2, set/3, unset/4, add_loops/3, steps/2, chunks/2, seen_generated/3,
+         leave_out_modules/3, generated/1]).
+
+-type backend() :: none | legacy | {trace_session, term(), [local | global]}.
+%% A change left for later: loops to trace count-only, functions to leave out, ferrotrace's
+%% own modules to leave out, or a look at which generated functions the session sees.
+-type step() :: {loops, [mfa()]} | {leave_out, [mfa()]} | {own, [module()]} | seen_generated.
+-export_type([backend/0, step/0]).
+
+%% Pattern changes per step: each may wait 250 ms on a busy node.
+-define(CHUNK, 4).
+
+%% @doc The call patterns of `Specs' with their match spec heads (return and exception
+%% events), and `Loops' count-only.
+-spec patterns([ferrotrace:mfa_spec()], list(), local | global, [mfa()]) -> [ferrotrace_registry:pattern()].
+patterns(Specs, Heads, Scope, Loops) ->
+    [#{mfa => Spec, match_spec => match_spec(H, [{exception_trace}]), scope => Scope,
+       loops => [{Loop, match_spec(H, [])} || Loop <- Loops, ferrotrace_spec:matches(Spec, Loop)]}
+     || {Spec, H} <- lists:zip(Specs, Heads)].
+
+%% @doc A match spec from a spec's heads (`default': any arguments) with `Actions' added:
+%% `[{exception_trace}]' for a timed function (it implies `return_trace'), `[]' for a loop.
+-spec match_spec(default | [tuple()], [tuple()]) -> [tuple()].
+match_spec(default, Actions) -> [{'_', [], Actions}];
+match_spec(Clauses, Actions) -> [{Head, Guards, Body ++ Actions} || {Head, Guards, Body} <- Clauses].
+
+%% @doc Sets `Patterns' (with their loops) for session `Id': `{ok, FunctionsMatched}', or
+%% the registry's refusal on OTP 25 and 26.
+-spec set(ferrotrace_tracer:session_id() | none, backend(), [ferrotrace_registry:pattern()]) ->
+          {ok, non_neg_integer()} | {error, term()}.
+set(Id, legacy, Patterns) ->
+    ferrotrace_registry:set_patterns(Id, Patterns);
+set(_Id, {trace_session, Session, _}, Patterns) ->
+    Matched = lists:sum([function(Session, MFA, MS, Scope)
+                         || #{mfa := MFA, match_spec := MS, scope := Scope} <- Patterns]),
+    _ = [function(Session, Loop, LoopMS, Scope)
+         || #{loops := Loops, scope := Scope} <- Patterns, {Loop, LoopMS} <- Loops],
+    {ok, Matched};
+set(_Id, none, _Patterns) ->
+    {ok, 0}.
+
+%% @doc Removes `Removed' (only what this session set), and sets again the patterns it
+%% keeps (`Kept') that share functions with them.
+-spec unset(ferrotrace_tracer:session_id(), backend(), [ferrotrace_registry:pattern()],
+            [ferrotrace_registry:pattern()]) -> ok.
+unset(Id, legacy, Removed, _Kept) ->
+    ferrotrace_registry:remove_patterns(Id, [MFA || #{mfa := MFA} <- Removed]);
+unset(_Id, {trace_session, Session, _} = Backend, Removed, Kept) ->
+    _ = [function(Session, MFA, false, Scope) || #{mfa := MFA, scope := Scope} <- Removed],
+    _ = [function(Session, Loop, false, Scope)
+         || #{scope := Scope} = P <- Removed, {Loop, _} <- maps:get(loops, P, [])],
+    Again = [P || P <- Kept, lists:any(fun(#{mfa := R}) -> ferrotrace_spec:overlaps(R, maps:get(mfa, P)) end, Removed)],
+    _ = set(none, Backend, Again),
+    ok;
+unset(_Id, none, _Removed, _Kept) ->
+    ok.
+
+%% @doc Traces `Loops' (`{MFA, CountOnlyMatchSpec}') count-only in session `Id''s patterns.
+-spec add_loops(ferrotrace_tracer:session_id(), backend(), [{mfa(), [tuple()]}]) -> ok.
+add_loops(Id, legacy, Loops) ->
+    ferrotrace_registry:add_loops(Id, Loops);
+add_loops(_Id, {trace_session, Session, Scopes}, Loops) ->
+    _ = [function(Session, MFA, MS, Scope) || {MFA, MS} <- Loops, Scope <- Scopes],
+    ok;
+add_loops(_Id, none, _Loops) ->
+    ok.
+
+%% @doc The changes left for after a start of `Tracing' (as ferrotrace_options made it,
+%% with the `loops' found so far): loops, then generated functions, then own modules.
+-spec steps(map(), [mfa()]) -> [step()].
+steps(#{specs := Specs} = Tracing, Loops) ->
+    Wildcard = [S || S = {'_', _, _} <- Specs] =/= [],
+    Generated = case maps:get(generated, Tracing, false) of
+                    true -> [];
+                    false -> [MFA || Spec = {M, F, _} <- Specs, M =/= '_', F =:= '_',
+                                     MFA <- ferrotrace_traced:module_functions(Spec, local),
+                                     generated(MFA)]
+                end,
+    Seen = case Wildcard andalso not maps:get(generated, Tracing, false) of
+               true -> [seen_generated];
+               false -> []
+           end,
+    Own = case Wildcard of
+              true -> [M || M <- ferrotrace_traced:own_modules(), erlang:module_loaded(M)];
+              false -> []
+          end,
+    chunks(loops, Loops) ++ chunks(leave_out, Generated) ++ Seen ++ chunks(own, Own);
+steps(_Tracing, _Loops) ->
+    [].
+
+%% @doc `List' as steps of `Kind', a few changes each.
+-spec chunks(loops | leave_out | own, list()) -> [step()].
+chunks(_Kind, []) -> [];
+chunks(Kind, List) when length(List) =< ?CHUNK -> [{Kind, List}];
+chunks(Kind, List) ->
+    {Chunk, Rest} = lists:split(?CHUNK, List),
+    [{Kind, Chunk} | chunks(Kind, Rest)].
+
+%% @doc The generated functions that session `Id' has timed, among those `Specs' cover and
+%% not in `Left' (left out already), the most called first.
+-spec seen_generated(ferrotrace_tracer:session_id(), [ferrotrace:mfa_spec()], #{mfa() => true}) -> [mfa()].
+seen_generated(Id, Specs, Left) ->
+    case ferrotrace_tracer:session_summary(Id) of
+        {ok, #{calls := Calls}} ->
+            Seen = [{C, MFA} || #{mfa := MFA, count := C} <- Calls, generated(MFA), not is_map_key(MFA, Left),
+                                lists:any(fun(S) -> ferrotrace_spec:matches(S, MFA) end, Specs)],
+            [MFA || {_, MFA} <- lists:reverse(lists:sort(Seen))];
+        _ ->
+            []
+    end.
+
+%% @doc Leaves ferrotrace's own `Modules' out of session `Id''s patterns.
+-spec leave_out_modules(ferrotrace_tracer:session_id(), backend(), [module()]) -> ok.
+leave_out_modules(_Id, legacy, Modules) ->
+    ferrotrace_registry:exclude_modules(Modules);
+leave_out_modules(_Id, {trace_session, Session, _Scopes}, Modules) ->
+    _ = [function(Session, {M, '_', '_'}, false, Scope) || M <- Modules, Scope <- [local, global]],
+    ok;
+leave_out_modules(_Id, none, _Modules) ->
+    ok.
+
+%% @doc True for a function the compiler made: a fun (`-f/1-fun-0-'), a list or binary
+%% comprehension (`-f/1-lc$^0/1-0-', `-f/1-lbc$^0/1-0-'), an inlined function
+%% (`-inlined-g/1-'): a name that starts and ends with `-'.
+-spec generated(mfa()) -> boolean().
+generated({_M, F, _A}) when is_atom(F) ->
+    case atom_to_list(F) of
+        [$- | Rest] when Rest =/= [] -> lists:last(Rest) =:= $-;
+        _ -> false
+    end;
+generated(_) ->
+    false.
+
+function(Session, MFA, MS, Scope) ->
+    ferrotrace_vm:trace_call(function, [Session, MFA, MS, [Scope]]).
