@@ -1,5 +1,5 @@
 # ferrotrace: the README's two commands are `make demo` and `make test`.
-.PHONY: all setup compile demo test test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty bench bench-reads always-on loom miri collector-ceiling clean export-tools fuzz
+.PHONY: busy all setup compile demo test test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty bench bench-reads always-on loom miri collector-ceiling clean export-tools fuzz
 
 DEBIAN_PACKAGES = erlang-nox erlang-dev rebar3 erlang-common-test erlang-eunit erlang-dialyzer erlang-tools
 
@@ -100,6 +100,14 @@ always-on: compile
 	mkdir -p bench/out
 	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_always_on.erl test/support/ft_budget_work.erl
 	erl -noshell -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_always_on:main(), halt().'
+
+# ferrotrace on a busy node: a {'_','_','_'} start among 50 busy processes (start time, pings,
+# own processes untraced), and a budgeted session's first 2 s in 250 ms windows against
+# untraced rounds (about 2 minutes).
+busy: compile
+	mkdir -p bench/out
+	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_busy.erl test/support/ft_budget_work.erl
+	erl -noshell -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_busy:main(), halt().'
 
 # Every exported function called with seeded adversarial terms on a peer node: 100,000 calls
 # (the suite's default in `make test' is 5,000). FERROTRACE_FUZZ_SEED=N repeats a run.

@@ -42,7 +42,7 @@
 -export([session/1, calls/2, processes/2]).
 -export([add/2, remove/2]).
 -export([summary/1, histogram/2, slowest/2, slow_calls/2, recent/1, print_recent/1]).
--export([report/1, report/2, format/1, help/0]).
+-export([report/1, report/2, format/1, help/0, calibrate/0]).
 -export([stop/1, release/1, list/0]).
 -export([watch/1, watch/2]).
 -export([export/2, export/3]).
@@ -99,6 +99,8 @@
                      elapsed_ms := non_neg_integer(),
                      calls := [call_summary()],
                      loops := [mfa()],
+                     generated_left_out => non_neg_integer(),
+                     settling => boolean(),
                      displaced => displacement(),
                      budget => budget(),
                      calibration => ferrotrace_calibrate:calibration() | {error, term()},
@@ -287,7 +289,15 @@ session(Options) ->
 %% it does not take out (GC and cache effects of tracing, calls refused by `sample' or the
 %% frame bound, dropped events): doc/slow-calls.md, "The probe effect". The engine's
 %% `compensate_call_ns => Ns' and `compensate_return_ns => Ns' (0 to 1000000) set the cost
-%% per event by hand, over the calibration's (and in a raw session, which has none).</li>
+%% per event by hand, over the calibration's (and in a raw session, which has none). The
+%% calibration is measured once and reused for five minutes ({@link calibrate/0} measures
+%% it again).</li>
+%% <li>`generated => false | true': under a wildcard function (`{M, '_', '_'}',
+%% `{'_', '_', '_'}'), whether the functions the compiler made are traced too: funs and
+%% list or binary comprehensions, usually the hottest code and code nobody wrote (default
+%% `false': left out, those of a named module as the session starts, those of a `'_''
+%% module as the session sees them called, the most called first; the summary's
+%% `generated_left_out' counts them). A function named alone is always traced.</li>
 %% </ul>
 %% A bad option, spec or session gives `{error, Reason}' naming it, e.g.
 %% `{error, {bad_option, {ring_size, 3, <<"an integer from 64 to 16777216">>}}}'; an
@@ -295,7 +305,10 @@ session(Options) ->
 -spec calls(spec() | [spec()], options()) ->
           {ok, ferrotrace_tracer:session_id()} | {error, term()}.
 calls(Spec, Options) ->
-    ferrotrace_cluster:calls(Spec, Options).
+    case ferrotrace_options:to_map(Options) of
+        {ok, #{nodes := _}} -> ferrotrace_cluster:calls(Spec, Options);
+        _ -> ferrotrace_local:calls(Spec, Options)
+    end.
 
 %% @doc Traces processes rather than functions: `Kinds' is a non-empty list of `messages'
 %% (send and receive), `procs' (spawn, exit, link, register), `gc' (garbage collections),
@@ -316,7 +329,11 @@ processes(Kinds, Options) ->
 %% `count', `returns', `exceptions', `total', `mean', `p50', `p90', `p99', `p999', `max';
 %% times in ns, `undefined' before the first return; `mean' is exact, `total' over the
 %% latencies recorded; the percentiles are HDR's, to 3 significant digits), `loops' (functions counted but not
-%% timed, see {@link calls/2}), `events' (`seen', `aggregated', `dropped', `sampled_out',
+%% timed, see {@link calls/2}), `settling' (true while a `calls/2' session still refines
+%% its patterns after its start: a `'_'' module's loops made count-only, the processes
+%% waiting in them traced from then on, generated and ferrotrace's own functions left out;
+%% a few changes at a time, each of which waits for the VM's code barrier, up to 250 ms
+%% on a busy node), `generated_left_out' (see `generated' in {@link calls/2}), `events' (`seen', `aggregated', `dropped', `sampled_out',
 %% `limited': seen = aggregated + dropped + sampled_out + limited, exactly; `ignored';
 %% `args_dropped', copies (arguments, results, keys) refused by a full term ring;
 %% `frames_refused', calls refused on the scheduler because their process had 120
@@ -552,6 +569,18 @@ print(Text) -> io:put_chars(Text).
 -spec help() -> ok.
 help() ->
     io:put_chars(ferrotrace_report:help()).
+
+%% @doc Measures anew what a traced call costs its caller on this node, the figures that
+%% `compensate' takes out and the overhead budget's estimate uses, and keeps them for the
+%% starts of the next five minutes (a start reuses the node's last calibration while it is
+%% fresh, so a start on a loaded node measures nothing). A measurement far from the last
+%% one is taken again and the median of the three kept. `{ok, Calibration}' (ns per event:
+%% `call_ns', `return_ns', `pair_ns', `discard_ns', `untraced_ns'; `took_us'), or
+%% `{error, Reason}' (another tool traces this process, a timeout, implausible figures).
+-spec calibrate() -> {ok, ferrotrace_calibrate:calibration()} | {error, term()}.
+calibrate() ->
+    _ = ferrotrace_registry:ensure_started(),
+    ferrotrace_calibrate:calibrate().
 
 %%--------------------------------------------------------------------------------------
 %% Ending sessions, and the sessions there are

@@ -6,7 +6,7 @@
 -module(ferrotrace_activity).
 
 -export([check_kinds/1, flags/1, port_flags/0, all_flags/0, check_safe/2, merge/3,
-         histogram/2, name/1, otp_version/0]).
+         histogram/2, otp_version/0]).
 
 -type kind() :: messages | procs | gc | scheduling | ports.
 -type series() :: wakeup | run_slice | lifetime | size_words | {gc, minor | major}
@@ -23,7 +23,7 @@ check_kinds(Kinds) when is_list(Kinds) ->
         false -> {error, {bad_kinds, Kinds, <<"a list of messages, procs, gc, scheduling, ports">>}};
         [] -> {ok, lists:usort(Kinds)};
         [First | _] = Bad ->
-            {error, {bad_kinds, Bad, ferrotrace_options:hinted(First, ?KINDS, <<"a list of messages, procs, gc, scheduling, ports">>)}}
+            {error, {bad_kinds, Bad, ferrotrace_hint:hinted(First, ?KINDS, <<"a list of messages, procs, gc, scheduling, ports">>)}}
     end;
 check_kinds(Kind) when is_atom(Kind) ->
     %% One kind alone, as an operator types it: processes(messages, #{}).

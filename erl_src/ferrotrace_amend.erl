@@ -168,7 +168,7 @@ remove(Id, Backend, Old, Spec) ->
                 [] ->
                     case lists:partition(fun(#{mfa := T}) -> lists:any(fun(S) -> ferrotrace_spec:wider(S, T) end, Specs) end, Old) of
                         {[], _} ->
-                            {error, {not_in_session, Specs, ferrotrace_registry:brief(Traced)}};
+                            {error, {not_in_session, Specs, ferrotrace_hint:brief(Traced)}};
                         {Removed, Kept} ->
                             ok = ferrotrace_backend:unset(Id, Backend, Removed, Kept),
                             %% The engine counts their later calls as `foreign' (another

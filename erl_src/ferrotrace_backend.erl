@@ -26,12 +26,12 @@
 -module(ferrotrace_backend).
 
 -export([patterns/4, match_spec/2, set/3, unset/4, add_loops/3, steps/2, chunks/2, seen_generated/3,
-         leave_out_modules/3, generated/1]).
+         leave_out_modules/3, calls_flag/4, generated/1]).
 
 -type backend() :: none | legacy | {trace_session, term(), [local | global]}.
 %% A change left for later: loops to trace count-only, functions to leave out, ferrotrace's
 %% own modules to leave out, or a look at which generated functions the session sees.
--type step() :: {loops, [mfa()]} | {leave_out, [mfa()]} | {own, [module()]} | seen_generated.
+-type step() :: {loops, [mfa()]} | {flag, [pid()]} | {leave_out, [mfa()]} | {own, [module()]} | seen_generated.
 -export_type([backend/0, step/0]).
 
 %% Pattern changes per step: each may wait 250 ms on a busy node.
@@ -111,7 +111,9 @@ steps(#{specs := Specs} = Tracing, Loops) ->
               true -> [M || M <- ferrotrace_traced:own_modules(), erlang:module_loaded(M)];
               false -> []
           end,
-    chunks(loops, Loops) ++ chunks(leave_out, Generated) ++ Seen ++ chunks(own, Own);
+    %% The processes waiting in those loops are traced once the loops are count-only.
+    Flag = [{flag, Pids} || Loops =/= [], Pids <- [maps:get(loopers, Tracing, [])], Pids =/= []],
+    chunks(loops, Loops) ++ Flag ++ chunks(leave_out, Generated) ++ Seen ++ chunks(own, Own);
 steps(_Tracing, _Loops) ->
     [].
 
@@ -122,6 +124,27 @@ chunks(Kind, List) when length(List) =< ?CHUNK -> [{Kind, List}];
 chunks(Kind, List) ->
     {Chunk, Rest} = lists:split(?CHUNK, List),
     [{Kind, Chunk} | chunks(Kind, Rest)].
+
+%% @doc Takes the `call' flag of session `Id' off `Pids' (`false'), or puts it back
+%% (`true'); their other flags stay. A process that is gone, or traced by another tool
+%% meanwhile, is left as it is.
+-spec calls_flag(ferrotrace_tracer:session_id(), backend(), [pid()], boolean()) -> ok.
+calls_flag(Id, legacy, Pids, On) ->
+    Flags = case On of
+                true -> [call, {tracer, ferrotrace_tracer, Id}];
+                false -> [call]
+            end,
+    _ = [catch_badarg(fun() -> erlang:trace(P, On, Flags) end)
+         || P <- Pids, On =:= false orelse ferrotrace_traced:tracer(P) =:= {ferrotrace_tracer, Id}],
+    ok;
+calls_flag(_Id, {trace_session, Session, _}, Pids, On) ->
+    _ = [catch_badarg(fun() -> ferrotrace_vm:trace_call(process, [Session, P, On, [call]]) end) || P <- Pids],
+    ok;
+calls_flag(_Id, none, _Pids, _On) ->
+    ok.
+
+catch_badarg(Fun) ->
+    try Fun() catch error:badarg -> ok end.
 
 %% @doc The generated functions that session `Id' has timed, among those `Specs' cover and
 %% not in `Left' (left out already), the most called first.

@@ -9,14 +9,21 @@
 %%% traced events x event_ns  +  refused calls x discard_ns
 %%% '''
 %%% over `schedulers x 1 s'. `event_ns' is half of the calibrated cost of a traced call
-%%% pair (`call_ns + return_ns', ferrotrace_calibrate), `discard_ns' the cost of a call
-%%% the tracer refused in `enabled_call' (sampled out: the VM still asks, the floor).
-%%% Without a calibration the costs of the issue that asked for the budget are used (350 ns
-%%% an event, 90 ns a refused call: measured on the 2-core development machine) and the
-%%% state says `model => default'. The collector's CPU (`collector_cpu_ns') is not in the
-%%% estimate: it runs on a thread of its own, off the schedulers, and polls every
-%%% millisecond even when idle; it falls with the events, and the view shows its share of
-%%% the same capacity (`collector') for a node whose cores are all busy.
+%%% pair (`call_ns + return_ns', ferrotrace_calibrate: what the caller pays, the VM's work
+%%% around the call included), `discard_ns' the cost of a call the tracer refused in
+%%% `enabled_call' (sampled out: the VM still asks, the floor). Without a calibration the
+%%% costs of the issue that asked for the budget are used (350 ns an event, 90 ns a
+%%% refused call: measured on the 2-core development machine) and the state says
+%%% `model => default'. The collector's and aggregators' CPU (`collector_cpu_ns') counts
+%%% too where they share the schedulers' cores (`shared_cores', no more logical processors
+%%% than schedulers online): there each of its seconds is a second the schedulers lose.
+%%% The view shows its share of the capacity either way (`collector').
+%%%
+%%% == The first moment ==
+%%% A session with a budget starts cautious, as TCP's slow start does: at the rate
+%%% {@link initial_rate/2} derives from the node's reductions per second before tracing
+%%% (each function call is a reduction: a bound on the calls that may reach the tracer), and
+%%% the first ticks come after 100 ms; the rate falls as soon as the measured load allows.
 %%%
 %%% == Sampling (the first knob) ==
 %%% With `R' calls per second reaching the tracer (traced + refused), `k' events per traced
@@ -32,11 +39,10 @@
 %%% == Shedding (the second knob) ==
 %%% A refused call still costs `discard_ns': while a function has a pattern, sampling
 %%% cannot take its cost below `R x discard_ns'. When that floor is over ?AIM of the budget
-%%% (and the measured estimate over the budget), the session sheds patterns: functions in
-%%% order of `rate x event_cost / (event_cost + mean latency)', the hottest and cheapest
-%%% first (most calls per second, and a share of their own latency that tracing makes
-%%% largest), until the floor left is at most ?SHED_TO of the budget; at most ?SHED_MAX a
-%%% tick. A function's rate is its sampled count over the tick times `N': sampled counts
+%%% (and the measured estimate over the budget), the session sheds patterns: the functions
+%%% whose calls make the cost, the most calls per second first (the floor is the same for
+%%% every call; a rarely called function the operator asked about stays), until the floor
+%%% left is at most ?SHED_TO of the budget; at most ?SHED_MAX a tick. A function's rate is its sampled count over the tick times `N': sampled counts
 %%% times N estimate the real rate (exact at N = 1, an estimate otherwise, and zero for a
 %%% function no sampled call reached). A shed function is taken back, the least hot first,
 %%% one a tick, only at `N = 1' (sampling is given back first: it costs nothing while a shed
@@ -48,7 +54,7 @@
 %%% cycle quickly.
 -module(ferrotrace_budget).
 
--export([new/2, tick/2, unsheddable/2, view/1]).
+-export([new/2, tick/2, unsheddable/2, view/1, initial_rate/2]).
 -export([check/1]).
 
 %% Aim below the budget, lower the rate only well under it.
@@ -89,11 +95,15 @@ check(F) -> {error, {bad_option, {max_overhead, F, <<"a fraction of the node's s
 
 %% @doc A controller for `Budget' on `Schedulers' schedulers, with the session's calibration
 %% (`#{call_ns, return_ns, discard_ns}', or `undefined' when none was measured).
--spec new(number(), #{schedulers := pos_integer(), calibration := map() | undefined}) -> state().
-new(Budget, #{schedulers := Schedulers, calibration := Calibration}) ->
+%% `rate' is the per-call rate the session started with (default 1), `shared_cores' whether
+%% the collector's CPU counts (default false).
+-spec new(number(), #{schedulers := pos_integer(), calibration := map() | undefined,
+                      rate => pos_integer(), shared_cores => boolean()}) -> state().
+new(Budget, Node = #{schedulers := Schedulers, calibration := Calibration}) ->
     {EventNs, DiscardNs, Model} = costs(Calibration),
     #{budget => Budget, schedulers => Schedulers, event_ns => EventNs, discard_ns => DiscardNs,
-      model => Model, rate => 1, estimate => undefined, low_ticks => 0, last => undefined,
+      model => Model, rate => maps:get(rate, Node, 1), shared_cores => maps:get(shared_cores, Node, false),
+      estimate => undefined, low_ticks => 0, last => undefined,
       history => [], changes => 0, shed => #{}, shed_log => [], unsheddable => #{}, times => #{},
       tick => 0}.
 
@@ -104,6 +114,18 @@ costs(#{call_ns := C, return_ns := R}) when is_number(C), is_number(R), C + R > 
     {(C + R) / 2, ?DEFAULT_DISCARD_NS, partial};
 costs(_) ->
     {?DEFAULT_EVENT_NS, ?DEFAULT_DISCARD_NS, default}.
+
+%% @doc The per-call rate a session with budget `Budget' starts at: the rate that would
+%% keep it at ?AIM of the budget were every reduction of the node (`reductions_per_s',
+%% measured before tracing) a call reaching the tracer, on `schedulers' schedulers with the
+%% calibration's costs (as {@link new/2} takes them). 1 when the node is idle.
+-spec initial_rate(number(), #{schedulers := pos_integer(), calibration := map() | undefined,
+                               reductions_per_s := number()}) -> pos_integer().
+initial_rate(Budget, #{schedulers := Schedulers, calibration := Calibration, reductions_per_s := R})
+  when is_number(R), R >= 0 ->
+    {EventNs, DiscardNs, _} = costs(Calibration),
+    nice(needed(#{reaching => R, per_call => 2 * EventNs, discard_ns => DiscardNs,
+                  capacity => Schedulers * 1.0e9}, Budget)).
 
 %% @doc One tick: the estimate over the time since the previous tick, and what to change.
 %% The first tick only takes the counters in.
@@ -142,7 +164,7 @@ view(S = #{budget := B, estimate := E, rate := N, model := Model, event_ns := Ev
 
 %%% The load of one tick
 
-load(M, Last, #{schedulers := Sch, event_ns := EventNs, discard_ns := DiscardNs, rate := N}) ->
+load(M, Last, S = #{schedulers := Sch, event_ns := EventNs, discard_ns := DiscardNs, rate := N}) ->
     Dt = (maps:get(elapsed_ms, M) - maps:get(elapsed_ms, Last)) / 1000,
     Traced = delta(traced, M, Last) / Dt,
     Refused = delta(refused, M, Last) / Dt,
@@ -157,7 +179,11 @@ load(M, Last, #{schedulers := Sch, event_ns := EventNs, discard_ns := DiscardNs,
                   false -> 2 * EventNs
               end,
     Capacity = Sch * 1.0e9,
-    #{estimate => (Traced * EventNs + Refused * DiscardNs) / Capacity,
+    Own = case maps:get(shared_cores, S, false) of
+              true -> Collector;
+              false -> 0
+          end,
+    #{estimate => (Traced * EventNs + Refused * DiscardNs + Own) / Capacity,
       collector => Collector / Capacity,
       reaching => Calls + Refused, per_call => PerCall, functions => Functions,
       capacity => Capacity, discard_ns => DiscardNs}.
@@ -230,13 +256,14 @@ nice(N) -> hd([V || V <- steps(), V >= N]).
 steps() ->
     [M * P || P <- [1, 10, 100, 1000, 10000, 100000], M <- [1, 2, 5]] ++ [?MAX_RATE].
 
-%% The functions to shed, hottest and cheapest first, until the floor is at ?SHED_TO of
-%% the budget; the calls reaching the tracer that are left.
-shed(#{reaching := R, discard_ns := D, capacity := Cap, functions := Functions, per_call := PerCall},
+%% The functions to shed, those whose calls make the cost first (the most calls per
+%% second: a rarely called function the operator asked about stays), until the floor is at
+%% ?SHED_TO of the budget; the calls reaching the tracer that are left.
+shed(#{reaching := R, discard_ns := D, capacity := Cap, functions := Functions},
      S = #{budget := B, shed := Shed, shed_log := Log, unsheddable := Never, times := Times,
            tick := T, last := #{elapsed_ms := At}}) ->
-    Candidates = [{Rate * PerCall / (PerCall + mean(Mean)), MFA, Rate}
-                  || {MFA, Rate, Mean} <- Functions, Rate > 0,
+    Candidates = [{Rate, MFA, Rate}
+                  || {MFA, Rate, _Mean} <- Functions, Rate > 0,
                      not maps:is_key(MFA, Shed), not maps:is_key(MFA, Never)],
     Ordered = [{MFA, Rate} || {_, MFA, Rate} <- lists:reverse(lists:sort(Candidates))],
     Chosen = take(Ordered, R * D / Cap, 0.0, B * ?SHED_TO, D / Cap, ?SHED_MAX, []),
@@ -252,9 +279,6 @@ shed(#{reaching := R, discard_ns := D, capacity := Cap, functions := Functions, 
     {[MFA || {MFA, _} <- Chosen],
      S#{shed := NewShed, times := NewTimes, shed_log := lists:sublist(NewLog, ?SHED_LOG)},
      max(0, Left)}.
-
-mean(undefined) -> 0;
-mean(Mean) -> Mean.
 
 %% Functions from `Ordered' until the floor left is at most `Target' (fractions of the
 %% capacity; `PerCall' the floor's fraction per call per second). The floor left counts the

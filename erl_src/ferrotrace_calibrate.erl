@@ -177,7 +177,7 @@ run(Calls, Rounds, Timeout) ->
             erlang:demonitor(Monitor, [flush]),
             Result;
         {'DOWN', Monitor, process, Pid, Reason} ->
-            {error, {calibration_failed, ferrotrace_registry:brief(Reason)}}
+            {error, {calibration_failed, ferrotrace_hint:brief(Reason)}}
     after Timeout ->
         exit(Pid, kill),
         receive {'DOWN', Monitor, process, Pid, _} -> ok end,

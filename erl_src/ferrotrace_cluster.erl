@@ -86,7 +86,7 @@ calls(Spec, Options, Nodes, Owner) when is_map(Options), is_list(Nodes) ->
         true ->
             case maps:get(name, Options, undefined) of
                 Name when is_atom(Name), Name =/= none -> start(Spec, Options, Nodes, Owner);
-                Name -> {error, {bad_option, {name, ferrotrace_registry:brief(Name), <<"an atom naming the session">>}}}
+                Name -> {error, {bad_option, {name, ferrotrace_hint:brief(Name), <<"an atom naming the session">>}}}
             end;
         false ->
             {error, badarg}
@@ -104,7 +104,7 @@ start(Spec, Options, Nodes, Owner) ->
         {ok, Coordinator} -> {ok, Coordinator};
         %% A refusal (init/1 acknowledges it as an error), or the coordinator killed as it started.
         {error, {refused, Reason}} -> {error, Reason};
-        {error, Reason} -> {error, {coordinator, ferrotrace_registry:brief(Reason)}}
+        {error, Reason} -> {error, {coordinator, ferrotrace_hint:brief(Reason)}}
     end.
 
 %% @doc The merged summary, with `nodes', `nodes_down' and `by_node'.
@@ -312,7 +312,7 @@ call(Cluster, Request) ->
                   exit:_ -> {error, {no_such_session, Cluster}}
             end;
         _ ->
-            {error, {no_such_session, ferrotrace_registry:brief(Cluster)}}
+            {error, {no_such_session, ferrotrace_hint:brief(Cluster)}}
     end.
 
 %% erpc:call/5 whose failure (node down, timeout, an exception there) is a value:
@@ -447,7 +447,7 @@ start_part(Coordinator, Spec, Options, _From) when is_pid(Coordinator), is_map(O
                                 [monitor | ferrotrace_own:spawn_options()]),
     receive
         {Ref, Result} -> demonitor(Monitor, [flush]), Result;
-        {'DOWN', Monitor, process, Part, Reason} -> {error, {part, ferrotrace_registry:brief(Reason)}}
+        {'DOWN', Monitor, process, Part, Reason} -> {error, {part, ferrotrace_hint:brief(Reason)}}
     end;
 start_part(_Coordinator, _Spec, _Options, _From) ->
     {error, badarg}.
@@ -504,10 +504,10 @@ part_control(Part, What) when What =:= stop; What =:= release ->
                     {error, timeout}
             end;
         false ->
-            {error, {no_such_part, ferrotrace_registry:brief(Part)}}
+            {error, {no_such_part, ferrotrace_hint:brief(Part)}}
     end;
 part_control(_Part, What) ->
-    {error, {bad_control, ferrotrace_registry:brief(What)}}.
+    {error, {bad_control, ferrotrace_hint:brief(What)}}.
 
 %% A live local process that owns a registered session of a cluster: a part.
 is_part(Pid) when is_pid(Pid), node(Pid) =:= node() ->

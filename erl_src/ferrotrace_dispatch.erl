@@ -43,7 +43,7 @@ with_id(Id, Local) ->
     case ferrotrace_registry:lookup(Id) of
         {ok, Found, Keeper, Info} -> Local(Found, Keeper, Info);
         error when is_integer(Id) -> Local(Id, none, #{});
-        error -> {error, {bad_session, ferrotrace_registry:brief(Id)}}
+        error -> {error, {bad_session, ferrotrace_hint:brief(Id)}}
     end.
 
 %% @doc A local session's function for stop/1 and release/1: `Call(Keeper)', the keeper

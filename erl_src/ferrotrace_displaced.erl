@@ -205,4 +205,4 @@ record(Id, #{taken := Taken, new_taken := NewTaken, displaced_functions := Funct
     end.
 
 who({ferrotrace_tracer, Other}) -> {ferrotrace, Other};
-who(Tracer) -> ferrotrace_registry:brief(Tracer).
+who(Tracer) -> ferrotrace_hint:brief(Tracer).

@@ -21,7 +21,7 @@
 %%% </ul>
 -module(ferrotrace_export).
 
--export([check/2, local/3, json_document/1, jsonable/1, hdr_log/3, merge_folded/1,
+-export([check/2, local/3, json_document/1, hdr_log/3, merge_folded/1,
          chrome_trace/1, intervals/2, hdr_log_intervals/2]).
 
 -type format() :: hdr_log | json | collapsed | chrome_trace.

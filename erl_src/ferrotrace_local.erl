@@ -38,8 +38,14 @@ summary(Id, _Keeper, Info) ->
             %% add/2 and remove/2 changed, absent if nothing; `budget' (max_overhead,
             %% ferrotrace_overhead): the budget's figures.
             Merged = maps:merge(Summary, maps:with([displaced, calibration, compensated, changes, budget], Info)),
+            %% Generated functions a wildcard left out (ferrotrace_backend): the few calls
+            %% timed before they were are not shown as the session's figures.
+            LeftOut = maps:get(generated_left_out, Info, []),
+            Shown = [C || C = #{mfa := MFA} <- Calls, not lists:member(MFA, LeftOut)],
             ferrotrace_activity:merge(Id, Info,
-                Merged#{calls := lists:sort(ByTotal, Calls),
+                Merged#{calls := lists:sort(ByTotal, Shown),
+                        generated_left_out => length(LeftOut),
+                        settling => maps:get(settling, Info, false),
                         stacks => stack_counts(Id),
                         name => maps:get(name, Info, undefined),
                         loops => lists:usort(maps:get(loops, Info, []) ++

@@ -99,17 +99,21 @@ find(Specs, Exclude) ->
 %% before (cached) are read, and `Complete' says whether that was all {@link find/2} would
 %% have read: a session's start on a busy node takes the loops the cache knows at once
 %% (a first reading of every module processes wait in took 2.5 to 4 s there) and the rest
-%% from a full reading after it is ready (ferrotrace_session).
--spec find([ferrotrace:mfa_spec()], [module()], read | cached) -> {[mfa()], Complete :: boolean()}.
+%% from a full reading after it is ready (ferrotrace_session). `Loopers': with a `'_''
+%% module, the processes whose stack holds one of the loops now (a server waiting in its
+%% receive), which the session flags only once their loops are traced count-only.
+-spec find([ferrotrace:mfa_spec()], [module()], read | cached) ->
+          {[mfa()], Complete :: boolean(), Loopers :: [pid()]}.
 find(Specs, Exclude, Mode) when Mode =:= read; Mode =:= cached ->
     Modules = lists:usort([M || {M, _, _} <- Specs, M =/= '_']),
     %% With every module traced, reading all loaded code takes seconds on a busy node: the
     %% loops that matter now are those live processes wait in (a server sits in its
     %% receive, perhaps in another module). A loop entered later is caught at run time.
-    Roots = case lists:any(fun({M, _, _}) -> M =:= '_' end, Specs) of
-                true -> lists:usort(Modules ++ waiting_in());
-                false -> Modules
-            end -- Exclude,
+    Stacks = case lists:any(fun({M, _, _}) -> M =:= '_' end, Specs) of
+                 true -> stacks();
+                 false -> []
+             end,
+    Roots = lists:usort(Modules ++ [M || {_, Frames} <- Stacks, {M, _, _} <- Frames]) -- Exclude,
     ensure_cache(),
     Context0 = #{files => undefined, erts_ebin => undefined, modules => #{},
                  budget => ?MAX_MODULES, named => Modules, mode => Mode, complete => true},
@@ -124,18 +128,22 @@ find(Specs, Exclude, Mode) when Mode =:= read; Mode =:= cached ->
     Cycles = cycles(Edges),
     {Calls, #{complete := Complete}} = explore(lists:append(Cycles), 0, #{}, Context1),
     Waiting = waiting(Calls),
-    {lists:sort([MFA || Cycle <- Cycles, lists:any(fun(C) -> is_map_key(C, Waiting) end, Cycle),
-                       MFA <- Cycle,
-                       lists:any(fun(S) -> ferrotrace_spec:matches(S, MFA) end, Specs),
-                       not lists:member(element(1, MFA), Exclude)]),
-     Complete}.
+    Loops = lists:usort([MFA || Cycle <- Cycles, lists:any(fun(C) -> is_map_key(C, Waiting) end, Cycle),
+                                MFA <- Cycle,
+                                lists:any(fun(S) -> ferrotrace_spec:matches(S, MFA) end, Specs),
+                                not lists:member(element(1, MFA), Exclude)]),
+    Set = maps:from_keys(Loops, true),
+    {Loops, Complete, [P || {P, Frames} <- Stacks, lists:any(fun(F) -> is_map_key(F, Set) end, Frames)]}.
 
-%% The modules whose code live processes are running now, or will return to: a reader
+%% The functions live processes are running now, or will return to, per process: a reader
 %% loop waits in its socket wrapper's module, with the loop's frame below.
-waiting_in() ->
-    lists:usort([M || P <- erlang:processes(),
-                      {current_stacktrace, Frames} <- [erlang:process_info(P, current_stacktrace)],
-                      {M, _, _, _} <- Frames]).
+stacks() ->
+    [{P, [{M, F, arity(A)} || {M, F, A, _} <- Frames]}
+     || P <- erlang:processes(),
+        {current_stacktrace, Frames} <- [erlang:process_info(P, current_stacktrace)]].
+
+arity(A) when is_list(A) -> length(A);
+arity(A) -> A.
 
 %% One call to the code server for every path: on a busy node each call waits its turn.
 loaded_files() ->

@@ -12,8 +12,8 @@
 
 -export([to_map/1, check/2, default_width/0]).
 -export([calls/2, processes/2]).
--export([settings/3, owner/1, pids/1, valid_keep/1]).
--export([explain/2, hinted/3]).
+-export([settings/3, owner/1]).
+-export([explain/2]).
 -export([start_arguments/3]).  % for ferrotrace_session:start/3
 
 -type options() :: #{duration => pos_integer() | infinity,
@@ -59,7 +59,6 @@
 %% Figures of a session whose owner left stay readable this long (ms).
 -define(DEFAULT_KEEP, 600000).
 %% The longest option key given a "did you mean" hint (option names are a few letters long).
--define(HINT_MAX_KEY, 64).
 -define(DEFAULT_WIDTH, 80).
 -define(MIN_WIDTH, 40).
 
@@ -98,7 +97,7 @@ check(Options0, Accepted) ->
         {ok, Options} ->
             case [K || K <- maps:keys(Options), not lists:keymember(K, 1, Accepted)] of
                 [Unknown | _] ->
-                    {error, {unknown_option, Unknown, hinted(Unknown, [K || {K, _} <- Accepted], names(Accepted))}};
+                    {error, {unknown_option, Unknown, ferrotrace_hint:hinted(Unknown, [K || {K, _} <- Accepted], names(Accepted))}};
                 [] -> check_each(maps:to_list(maps:merge(maps:from_list(Accepted), Options)), #{})
             end;
         {error, _} = Error ->
@@ -231,7 +230,7 @@ processes(Kinds, Options0) ->
             Error
     end.
 
-%% @doc `ok' for the `pids' option (`all', `new', `existing' or a non-empty list of local
+%% `ok' for the `pids' option (`all', `new', `existing' or a non-empty list of local
 %% pids), else its `{error, {bad_option, {pids, ...}}}'.
 -spec pids(term()) -> ok | {error, term()}.
 pids(Pids) when Pids =:= all; Pids =:= new; Pids =:= existing ->
@@ -305,7 +304,7 @@ settings(Options, Tracing, Owner) ->
              maps:without(?SESSION_OPTIONS, Options)}
     end.
 
-%% @doc True for a `keep' the keeper takes: milliseconds up to seven days, or `infinity'.
+%% True for a `keep' the keeper takes: milliseconds up to seven days, or `infinity'.
 -spec valid_keep(term()) -> boolean().
 valid_keep(infinity) -> true;
 valid_keep(Keep) -> is_integer(Keep) andalso Keep >= 0 andalso Keep =< 7 * 24 * 3600 * 1000.
@@ -395,65 +394,9 @@ explain(Result, calls) ->
 explain_with({error, {unknown_option, Key, Engine}}, Own) when is_list(Engine) ->
     Names = lists:usort(Own ++ Engine),
     Accepted = lists:join(", ", [atom_to_list(N) || N <- Names]),
-    {error, {unknown_option, Key, hinted(Key, Names, ["one of ", Accepted])}};
+    {error, {unknown_option, Key, ferrotrace_hint:hinted(Key, Names, ["one of ", Accepted])}};
 explain_with(Result, _Own) ->
     Result.
-
-%% @doc `Accepted' (what an error says is accepted) with, first, the name of `Names'
-%% nearest to `Key' when `Key' looks like a typo of it: `<<"did you mean duration? one of
-%% ...">>'. First, because the shell cuts a long binary and the hint is what an operator
-%% needs.
--spec hinted(term(), [atom()], unicode:chardata()) -> binary().
-hinted(Key, Names, Accepted) ->
-    case is_list(Names) andalso lists:all(fun is_atom/1, Names) andalso nearest(Key, Names) of
-        Name when is_atom(Name), Name =/= false, Name =/= none ->
-            iolist_to_binary(["did you mean ", atom_to_list(Name), "? ", Accepted]);
-        _ ->
-            iolist_to_binary(Accepted)
-    end.
-
-%% Only a key of a sensible length gets a hint: the distance costs its length times each
-%% name's, and a key is whatever the caller passed (a 1 MB binary took 10 s here). Longer
-%% keys, lists that are not flat strings (improper, deep, not characters) and other terms
-%% are answered without one.
-nearest(Key, Names) when is_atom(Key) ->
-    nearest_short(atom_to_list(Key), Names);
-nearest(Key, Names) when is_binary(Key), byte_size(Key) =< ?HINT_MAX_KEY ->
-    nearest_short(binary_to_list(Key), Names);
-nearest(Key, Names) when is_list(Key) ->
-    case short_string(Key, ?HINT_MAX_KEY) of
-        true -> nearest_short(Key, Names);
-        false -> none
-    end;
-nearest(_Key, _Names) ->
-    none.
-
-nearest_short(Key, _Names) when length(Key) > ?HINT_MAX_KEY ->
-    none;
-nearest_short(Key, Names) ->
-    case lists:sort([{distance(Key, atom_to_list(N)), N} || N <- Names]) of
-        [{D, Name} | _] when D =< 2 -> Name;
-        _ -> none
-    end.
-
-%% A proper list of at most `Left' characters, looked at no further than that.
-short_string([], _Left) -> true;
-short_string(_List, 0) -> false;
-short_string([C | Rest], Left) when is_integer(C), C >= 0 -> short_string(Rest, Left - 1);
-short_string(_Other, _Left) -> false.
-
-%% Levenshtein distance, for option names (a few letters long).
-distance(A, B) ->
-    First = lists:seq(0, length(B)),
-    {Last, _} = lists:foldl(fun(CharA, {Prev, I}) -> {distance_row(CharA, B, Prev, [I]), I + 1} end,
-                            {First, 1}, A),
-    lists:last(Last).
-
-distance_row(_CharA, [], _Prev, Acc) ->
-    lists:reverse(Acc);
-distance_row(CharA, [CharB | B], [Diag, Up | Prev], [Left | _] = Acc) ->
-    Cost = case CharA =:= CharB of true -> 0; false -> 1 end,
-    distance_row(CharA, B, [Up | Prev], [min(min(Left, Up) + 1, Diag + Cost) | Acc]).
 
 %%--------------------------------------------------------------------------------------
 %% What a keeper is started with
@@ -486,7 +429,7 @@ start_arguments(EngineOptions, Tracing, Settings) ->
     end.
 
 bad_argument(Which, Value, Accepted) ->
-    {error, {bad_argument, Which, ferrotrace_registry:brief(Value), Accepted}}.
+    {error, {bad_argument, Which, ferrotrace_hint:brief(Value), Accepted}}.
 
 valid_tracing(none) ->
     true;

@@ -20,6 +20,9 @@
 -export([start/3, period/0]).
 
 -define(PERIOD, 1000).
+%% The first ticks: two after ?START ms (a session starts cautious and opens up as soon as
+%% the load is seen to allow), then ?FAST every ?FIRST ms.
+-define(START, 100).
 -define(FIRST, 250).
 -define(FAST, 8).
 
@@ -36,17 +39,21 @@ period() -> ?PERIOD.
 
 %% @doc Starts the budget `Budget' of session `Id' (kept by `Keeper'); its calibration, if
 %% the session has one, is read from the registry. `{error, badarg}' for other arguments.
--spec start(ferrotrace_tracer:session_id(), pid(), number()) -> pid() | {error, badarg}.
-start(Id, Keeper, Budget) when is_integer(Id), is_pid(Keeper), node(Keeper) =:= node() ->
+-spec start(ferrotrace_tracer:session_id(), pid(), number() | {number(), pos_integer()}) -> pid() | {error, badarg}.
+start(Id, Keeper, Budget) when is_number(Budget) ->
+    start(Id, Keeper, {Budget, 1});
+start(Id, Keeper, {Budget, Rate}) when is_integer(Id), is_pid(Keeper), node(Keeper) =:= node(),
+                                       is_integer(Rate), Rate >= 1 ->
     case ferrotrace_budget:check(Budget) of
         ok ->
             spawn_opt(fun() ->
                           ok = ferrotrace_own:enter(),
                           Monitor = monitor(process, Keeper),
                           Control = ferrotrace_budget:new(Budget, #{schedulers => erlang:system_info(schedulers_online),
-                                                                    calibration => calibration(Id)}),
+                                                                    calibration => calibration(Id),
+                                                                    rate => Rate, shared_cores => shared_cores()}),
                           publish(Id, Control),
-                          erlang:send_after(?FIRST, self(), tick),
+                          erlang:send_after(?START, self(), tick),
                           loop(#s{id = Id, keeper = Keeper, monitor = Monitor, control = Control})
                   end, ferrotrace_own:spawn_options());
         {error, _} ->
@@ -54,6 +61,14 @@ start(Id, Keeper, Budget) when is_integer(Id), is_pid(Keeper), node(Keeper) =:= 
     end;
 start(_Id, _Keeper, _Budget) ->
     {error, badarg}.
+
+%% True where the collector's threads share the schedulers' cores: no more logical
+%% processors available than schedulers online.
+shared_cores() ->
+    case erlang:system_info(logical_processors_available) of
+        N when is_integer(N) -> N =< erlang:system_info(schedulers_online);
+        unknown -> true
+    end.
 
 %% The session's calibration (ferrotrace_calibrate, set by calls/2), or `undefined'.
 calibration(Id) ->
@@ -67,7 +82,7 @@ loop(S = #s{monitor = Monitor}) ->
         tick ->
             case tick(S) of
                 {running, S1 = #s{ticks = Ticks}} ->
-                    erlang:send_after(case Ticks < ?FAST of true -> ?FIRST; false -> ?PERIOD end, self(), tick),
+                    erlang:send_after(if Ticks < 2 -> ?START; Ticks < ?FAST -> ?FIRST; true -> ?PERIOD end, self(), tick),
                     loop(S1#s{ticks = Ticks + 1});
                 stopped ->
                     ok

@@ -29,8 +29,7 @@
 -behaviour(gen_server).
 
 -export([ensure_started/0, register/3, unregister/1, lookup/1, sessions/0, update/2,
-         set_patterns/2, add_loops/2, exclude_modules/1, remove_patterns/1, remove_patterns/2, patterns/1, reap/1, is_keeper/1,
-         brief/1]).
+         set_patterns/2, add_loops/2, exclude_modules/1, remove_patterns/1, remove_patterns/2, patterns/1, reap/1, is_keeper/1]).
 -export([shed/2, unshed/2]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 
@@ -40,8 +39,6 @@
 -define(TABLES, ferrotrace_registry_tables).
 %% A call in flight when the registry dies is made again, this many times at most.
 -define(ATTEMPTS, 5).
-%% Terms larger than this (bytes, external format) are summarised in error reasons.
--define(BRIEF_BYTES, 1024).
 %% A displaced session's pattern is removed function by function up to this many functions.
 -define(ONE_BY_ONE, 1000).
 
@@ -223,27 +220,6 @@ is_keeper(Pid) when is_pid(Pid) ->
 is_keeper(_) ->
     false.
 
-%% @doc `Term' itself if it is small, else the same shape with its large parts summarised
-%% (`{ferrotrace_large_term, Bytes}'), for error reasons that must never carry a caller's
-%% huge argument: `{unknown_option, HugeKey, Hint}' keeps its tag and hint. Tuples of up
-%% to 16 elements are kept, three levels deep; any other large term is summarised whole.
--spec brief(term()) -> term().
-brief(Term) ->
-    brief(Term, 3).
-
-brief(Term, _Depth) when is_atom(Term); is_pid(Term); is_reference(Term); is_port(Term);
-                         is_number(Term) ->
-    Term;
-brief(Term, Depth) ->
-    case erlang:external_size(Term) of
-        Small when Small =< ?BRIEF_BYTES ->
-            Term;
-        _ when is_tuple(Term), tuple_size(Term) =< 16, Depth > 0 ->
-            list_to_tuple([brief(Element, Depth - 1) || Element <- tuple_to_list(Term)]);
-        Bytes ->
-            {ferrotrace_large_term, Bytes}
-    end.
-
 %% @doc The patterns session `Id' set and still holds.
 -spec patterns(ferrotrace_tracer:session_id()) -> [pattern()].
 patterns(Id) ->
@@ -291,7 +267,7 @@ handle_call(Request, From, Monitors) ->
     try
         serve(Request, From, Monitors)
     catch
-        error:_ -> {reply, {error, {bad_request, brief(Request)}}, Monitors}
+        error:_ -> {reply, {error, {bad_request, ferrotrace_hint:brief(Request)}}, Monitors}
     end.
 
 serve({register, Id, Keeper, Info = #{name := Name}}, _From, Monitors) when is_pid(Keeper) ->
@@ -345,7 +321,7 @@ serve({remove_patterns, Id}, _From, Monitors) ->
 serve({remove_patterns, Id, Specs}, _From, Monitors) when is_list(Specs) ->
     {reply, do_remove_patterns(Id, Specs), Monitors};
 serve(Request, _From, Monitors) ->
-    {reply, {error, {bad_request, brief(Request)}}, Monitors}.
+    {reply, {error, {bad_request, ferrotrace_hint:brief(Request)}}, Monitors}.
 
 %% @private
 -spec handle_cast(term(), map()) -> {noreply, map()}.

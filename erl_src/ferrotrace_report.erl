@@ -156,6 +156,7 @@ header(Summary = #{id := Id, status := Status, elapsed_ms := Ms, events := Event
      probe(Summary, Width),
      changes(maps:get(changes, Summary, []), Width),
      budget(maps:get(budget, Summary, undefined), Width),
+     left_out(maps:get(generated_left_out, Summary, 0), Width),
      Loops].
 
 %% The probe effect (calls/2 sessions): what a traced call costs its caller here, and
@@ -295,6 +296,13 @@ budget(#{max_overhead := B, estimate := E, rate := N, model := Model,
      [wrap("shed: ", ShedParts, Width) || ShedParts =/= []]];
 budget(_, _Width) ->
     [].
+
+%% Generated functions (funs, comprehensions) a wildcard left out.
+left_out(0, _Width) ->
+    [];
+left_out(N, Width) ->
+    wrap("left out: ", [io_lib:format("~b generated ~ts (funs, comprehensions)", [N, plural(N, "function", "functions")]),
+                        "generated => true times them"], Width).
 
 percent(undefined) -> "no estimate";
 percent(E) -> io_lib:format("~.1f %", [E * 100]).

@@ -110,7 +110,7 @@ start_keeper(EngineOptions, Tracing, Settings) ->
     end.
 
 started_error(killed) -> {keeper_down, killed};
-started_error(Reason) -> ferrotrace_registry:brief(Reason).
+started_error(Reason) -> ferrotrace_hint:brief(Reason).
 
 %% @doc Stops tracing; the figures stay readable. `{error, Reason}' if `Keeper' is not a
 %% keeper, or it died during the call.
@@ -147,7 +147,7 @@ call(Keeper, Request) ->
                   exit:{Reason, _} -> {error, {keeper_down, Reason}}
             end;
         false ->
-            {error, {not_a_keeper, ferrotrace_registry:brief(Keeper)}}
+            {error, {not_a_keeper, ferrotrace_hint:brief(Keeper)}}
     end.
 
 %% @private
@@ -170,7 +170,7 @@ start_failed(Class, Reason, Stack) ->
                 [{M, F, A, _} | _] -> {M, F, A};
                 _ -> unknown
             end,
-    {start_failed, Class, ferrotrace_registry:brief(Reason), Where}.
+    {start_failed, Class, ferrotrace_hint:brief(Reason), Where}.
 
 init_keeper({EngineOptions, Tracing, Settings = #{owner := Owner, keep := Keep}, {Caller, Ref}}) ->
     %% Not the shell's group leader: that one may be on a node that goes away.
@@ -209,6 +209,7 @@ init_keeper({EngineOptions, Tracing, Settings = #{owner := Owner, keep := Keep},
                                         _ -> ferrotrace_backend:steps(Prepared, element(2, loops_now(Prepared)))
                                     end,
                             self() ! step,
+                            ok = ferrotrace_registry:update(Id, #{settling => Steps =/= []}),
                             ok = complete_loops(Id, Prepared),
                             {ok, #state{id = Id, owner = Monitor, keep = Keep,
                                         backend = Backend, watch = watch(Id, Backend, Tracing),
@@ -374,8 +375,8 @@ handle_info(step, State = #state{steps = [Step | Rest]}) ->
     %% a message away, so that a stop or a read waits for one change at most.
     State1 = do_step(Step, State#state{steps = Rest}),
     case State1#state.steps of
-        [] -> ok;
-        [seen_generated] -> erlang:send_after(State1#state.seen_every, self(), step);
+        [] -> settled(State1);
+        [seen_generated] -> settled(State1), erlang:send_after(State1#state.seen_every, self(), step);
         _ -> self() ! step
     end,
     {noreply, State1};
@@ -415,6 +416,9 @@ do_step({leave_out, MFAs}, State = #state{id = Id, backend = Backend, watch = Wa
     ok = ferrotrace_registry:update(Id, #{generated_left_out => [MFA || {MFA, _, _} <- Off] ++
                                              generated_left_out(Id)}),
     State#state{watch = Watch, left_out = Left1};
+do_step({flag, Pids}, State = #state{id = Id, backend = Backend}) ->
+    ok = ferrotrace_backend:calls_flag(Id, Backend, Pids, true),
+    State;
 do_step({own, Modules}, State = #state{id = Id, backend = Backend}) ->
     ok = ferrotrace_backend:leave_out_modules(Id, Backend, Modules),
     State;
@@ -425,6 +429,11 @@ do_step(seen_generated, State = #state{id = Id, steps = Steps, left_out = Left, 
     Hot = ferrotrace_backend:seen_generated(Id, specs(State), Left),
     State#state{steps = ferrotrace_backend:chunks(leave_out, Hot) ++ Steps ++ [seen_generated],
                 seen_every = min(?SEEN_MAX, Every * 2)}.
+
+%% The steps after the start are done (but looking for generated functions seen): the
+%% summary's `settling' turns false.
+settled(#state{id = Id}) ->
+    ferrotrace_registry:update(Id, #{settling => false}).
 
 generated_left_out(Id) ->
     case ferrotrace_registry:lookup(Id) of
@@ -479,8 +488,8 @@ last_check(_State) ->
 %% ferrotrace_loops: the modules named, and those read before): `complete' says whether
 %% that was all.
 prepare(Tracing = #{specs := Specs}) ->
-    {Loops, Complete} = ferrotrace_loops:find(Specs, ferrotrace_traced:own_modules(), cached),
-    Tracing#{loops => Loops, complete => Complete};
+    {Loops, Complete, Loopers} = ferrotrace_loops:find(Specs, ferrotrace_traced:own_modules(), cached),
+    Tracing#{loops => Loops, complete => Complete, loopers => Loopers};
 prepare(Tracing) ->
     Tracing.
 
@@ -537,14 +546,22 @@ start_tracing(Id, Tracing = #{specs := Specs, heads := Heads, pids := Pids, scop
     %% One pattern per spec, and the loops of named modules (a few: each a pattern change);
     %% a `'_'' module's loops and the functions left out come after, as steps
     %% (ferrotrace_backend), the engine's frame bound holding their frames until then.
-    {Loops, _Later} = loops_now(Tracing),
+    {Loops, Later} = loops_now(Tracing),
     Patterns = ferrotrace_backend:patterns(Specs, Heads, Scope, Loops),
     ok = ferrotrace_tracer:session_set_tracing(Id, Specs, Loops),
     ok = ferrotrace_registry:update(Id, #{loops => Loops}),
-    case ferrotrace_vm:trace_sessions() of
-        true -> start_trace_session(Id, Patterns, targets(Pids), Extra);
-        false -> start_legacy(Id, Patterns, targets(Pids), Extra)
-    end.
+    Started = case ferrotrace_vm:trace_sessions() of
+                  true -> start_trace_session(Id, Patterns, targets(Pids), Extra);
+                  false -> start_legacy(Id, Patterns, targets(Pids), Extra)
+              end,
+    %% The processes waiting in a loop whose count-only pattern comes later (a server in
+    %% its receive) are not traced until it is (a step), or each message would leave a
+    %% frame on their stacks for as long as they live.
+    case {Started, Later} of
+        {{ok, Backend}, [_ | _]} -> ok = ferrotrace_backend:calls_flag(Id, Backend, maps:get(loopers, Tracing, []), false);
+        _ -> ok
+    end,
+    Started.
 
 %% OTP 27 and later: a trace session of our own, so ferrotrace coexists with dbg, tprof,
 %% recon or another ferrotrace session on the same processes and functions. This keeper is

@@ -17,7 +17,7 @@
 %%% </ul>
 -module(ferrotrace_shed).
 
--export([switch/3, off/3, on/3]).
+-export([switch/3]).
 
 -type saved() :: {mfa(), MatchSpec :: [tuple()], local | global}.
 -export_type([saved/0]).
@@ -47,7 +47,7 @@ covered(MFA, Specs) ->
 watch(none, _Change) -> none;
 watch(Watch, Change) -> Change(Watch).
 
-%% @doc Takes the patterns of `MFAs' off for session `Id': `{Saved, Refused}', what was
+%% Takes the patterns of `MFAs' off for session `Id': `{Saved, Refused}', what was
 %% taken off (to give back to {@link on/3}) and the functions left as they were.
 -spec off(ferrotrace_tracer:session_id(), term(), [mfa()]) -> {[saved()], [mfa()]}.
 off(Id, legacy, MFAs) ->
@@ -65,7 +65,7 @@ off(_Id, {trace_session, Session, _Scopes}, MFAs) ->
 off(_Id, _Backend, MFAs) ->
     {[], MFAs}.
 
-%% @doc Puts back what {@link off/3} took off.
+%% Puts back what off/3 took off.
 -spec on(ferrotrace_tracer:session_id(), term(), [saved()]) -> ok.
 on(Id, legacy, Saved) ->
     ferrotrace_registry:unshed(Id, Saved);

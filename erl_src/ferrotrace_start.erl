@@ -10,6 +10,9 @@
 
 -export([session/1, calls/2, processes/2]).
 
+%% How long a budgeted start counts the node's reductions (ms), for its first rate.
+-define(REDUCTIONS_MS, 25).
+
 %% @doc A raw session: `ferrotrace:session(Options)'.
 -spec session(term()) -> {ok, ferrotrace_tracer:session_id()} | {error, term()}.
 session(Options0) ->
@@ -70,7 +73,7 @@ as_own_process(Fun) ->
             erlang:demonitor(Monitor, [flush]),
             Result;
         {'DOWN', Monitor, process, Pid, Reason} ->
-            {error, {start_failed, ferrotrace_registry:brief(Reason)}}
+            {error, {start_failed, ferrotrace_hint:brief(Reason)}}
     end.
 
 %% A keeper (ferrotrace_session) for the session, with `Options' less those of calls/2. A
@@ -87,9 +90,12 @@ start(Options, Tracing, Probe, Owner) ->
                 {{ok, Settings, Engine}, {ok, Intervals}, ok, {ok, Budget}} ->
                     case calibrate(Probe) of
                         {ok, ProbeOptions, ProbeInfo} ->
+                            %% A budget starts cautious: the per-call rate from the start.
+                            {Cautious, Rate} = initial_rate(Budget, ProbeInfo),
                             %% Options given by hand win over the calibration's.
-                            Started = ferrotrace_session:start(maps:merge(ProbeOptions, Engine), Tracing, Settings),
-                            with_budget(with_intervals(with_info(Started, ProbeInfo), Intervals), Budget);
+                            Started = ferrotrace_session:start(maps:merge(maps:merge(ProbeOptions, Cautious), Engine),
+                                                               Tracing, Settings),
+                            with_budget(with_intervals(with_info(Started, ProbeInfo), Intervals), Budget, Rate);
                         {error, _} = Error ->
                             Error
                     end;
@@ -136,14 +142,34 @@ budget(#{max_overhead := Budget}) ->
 budget(#{}) ->
     {ok, none}.
 
+%% The per-call rate a budgeted session starts at (ferrotrace_budget:initial_rate/2), from
+%% the node's reductions over ?REDUCTIONS_MS: `{EngineOptions, Rate}'.
+initial_rate(none, _ProbeInfo) ->
+    {#{}, 1};
+initial_rate(Budget, ProbeInfo) ->
+    {R0, T0} = {element(1, erlang:statistics(reductions)), erlang:monotonic_time(microsecond)},
+    receive after ?REDUCTIONS_MS -> ok end,
+    {R1, T1} = {element(1, erlang:statistics(reductions)), erlang:monotonic_time(microsecond)},
+    Calibration = case ProbeInfo of
+                      #{calibration := C} when is_map(C) -> C;
+                      _ -> undefined
+                  end,
+    Rate = ferrotrace_budget:initial_rate(Budget, #{schedulers => erlang:system_info(schedulers_online),
+                                                    calibration => Calibration,
+                                                    reductions_per_s => (R1 - R0) * 1.0e6 / max(1, T1 - T0)}),
+    case Rate of
+        1 -> {#{}, 1};
+        _ -> {#{sample => {calls, Rate}}, Rate}
+    end.
+
 %% The budget's process (ferrotrace_overhead), beside the keeper and ending with it.
-with_budget({ok, Id}, Budget) when Budget =/= none ->
+with_budget({ok, Id}, Budget, Rate) when Budget =/= none ->
     case ferrotrace_registry:lookup(Id) of
-        {ok, Id, Keeper, _} -> _ = ferrotrace_overhead:start(Id, Keeper, Budget), ok;
+        {ok, Id, Keeper, _} -> _ = ferrotrace_overhead:start(Id, Keeper, {Budget, Rate}), ok;
         error -> ok
     end,
     {ok, Id};
-with_budget(Started, _) ->
+with_budget(Started, _, _) ->
     Started.
 
 %% `intervals => Ms': per-interval histograms for hdr_log (ferrotrace_intervals), taken

@@ -3,9 +3,10 @@
 %%% traces, the functions a pattern names and the match spec each carries, the tracer a
 %%% process has, and removing a session's process and port flags.
 %%%
-%%% A leaf under the registry and the keeper: the registry removes patterns and flags with
-%%% these (a keeper that was killed, a function another tool took over), the keeper and
-%%% `ferrotrace_displaced' read the same answers. Reads use `erlang:trace_info/2' with one
+%%% Under the registry and the keeper (it calls only ferrotrace_activity, for the flags of
+%%% the other kinds, which calls no module that calls back): the registry removes patterns
+%%% and flags with these (a keeper that was killed, a function another tool took over), the
+%%% keeper and `ferrotrace_displaced' read the same answers. Reads use `erlang:trace_info/2' with one
 %%% key (`match_spec', `tracer'), never `all', which stops the schedulers.
 -module(ferrotrace_traced).
 

@@ -5,7 +5,7 @@
 %% Not eunit.hrl: its generated test/0 has no spec (see ferrotrace_bad_input_tests).
 -include_lib("stdlib/include/assert.hrl").
 
--export([process_name_of_anything_test/0, improper_options_test/0, improper_kinds_test/0,
+-export([process_name_of_anything_test/0, chrome_names_of_a_long_list_test/0, improper_options_test/0, improper_kinds_test/0,
          recent_lines_of_anything_test/0, chrome_names_of_anything_test/0,
          registry_answers_junk_test/0, session_start_checks_its_arguments_test/0,
          long_spec_strings_test/0]).
@@ -173,6 +173,15 @@ long_spec_strings_test() ->
                   {error, {bad_spec, "dddd" ++ _, TooLong}}], Answers),
     ?assertMatch({ok, [{lists, seq, 2, default}]}, ferrotrace_spec:parse("lists:seq/2")),
     ok.
+
+%% A list of a million integers named as Chrome trace threads: each went through io_lib
+%% and the call hung past the fuzz suite's 5 s (seed 1187, call #3867). Integers and atoms
+%% are named directly now: the list is named whole, each element a binary.
+-spec chrome_names_of_a_long_list_test() -> ok.
+chrome_names_of_a_long_list_test() ->
+    Names = ferrotrace_chrome:names([[{also} | <<1, 2>>] | lists:duplicate(1 bsl 20, $a)]),
+    ?assertEqual(1 + (1 bsl 20), length(Names)),
+    ?assert(lists:all(fun({_, N, Text}) -> is_integer(N) andalso is_binary(Text) end, Names)).
 
 %% `Fun()' in a process killed if its heap passes `Words'.
 bounded(Fun, Words) ->

@@ -1,0 +1,135 @@
+%%% @doc ferrotrace on a busy node: what an operator meets when the schedulers are full.
+%%%
+%%% Two scenarios, each printed as `busy ...' lines (run by `make busy', about 2 minutes):
+%%% <ol>
+%%% <li>The tsunami: 50 processes of ft_budget_work keep every scheduler busy; a
+%%% `{'_','_','_'}' session of 8 s starts. Printed: how long `calls/2' took to return (the
+%%% first start on the node and a second one), the longest wait of a ping through a
+%%% normal-priority process before and during the session, the events counted, and whether
+%%% any process of ferrotrace's own carries a trace flag.</li>
+%%% <li>The budget's first seconds: 2 workers (one per scheduler on the 2-core machine),
+%%% rounds alternating untraced and traced, each traced round a fresh `{'_','_','_'}'
+%%% session with `max_overhead => 0.05'; the work's throughput in 250 ms windows from the
+%%% moment `calls/2' returns (the same windows of an untraced round for comparison), the
+%%% medians over rounds per window, and over the first 2 s. The same rounds with no session
+%%% at all show the noise.</li>
+%%% </ol>
+%%% ferrotrace's modules are loaded first, as in a release (embedded mode); a node that
+%%% loads them on first use waits for the code server at each.
+-module(ferrotrace_busy).
+-export([main/0, main/1]).
+
+-define(WINDOW_MS, 250).
+-define(WINDOWS, 8).
+
+-spec main() -> ok.
+main() ->
+    main([5]).
+
+%% `[Rounds]': rounds of each kind in the budget scenario.
+-spec main([pos_integer()]) -> ok.
+main([Rounds]) ->
+    {module, _} = code:ensure_loaded(ft_budget_work),
+    _ = application:load(ferrotrace),
+    {ok, Modules} = application:get_key(ferrotrace, modules),
+    ok = code:ensure_modules_loaded(Modules),
+    ok = ferrotrace_code:preload(),
+    tsunami(),
+    budget(Rounds),
+    ok.
+
+%%--------------------------------------------------------------------------------------
+%% 1. The tsunami
+
+tsunami() ->
+    Work = ft_budget_work:start(50),
+    timer:sleep(1000),
+    Echo = spawn(fun echo/0),
+    Untraced = ping_max(Echo, 2000),
+    Pinger = spawn(fun() -> ping(Echo, 0) end),
+    {First, {ok, S}} = timer:tc(fun() -> ferrotrace:calls({'_', '_', '_'}, #{duration => 8000}) end),
+    Flagged = flagged(),
+    timer:sleep(8500),
+    Pinger ! {stop, self()},
+    During = receive {max, M} -> M end,
+    #{events := #{seen := Seen, dropped := Dropped}} = ferrotrace:summary(S),
+    ok = ferrotrace:release(S),
+    {Second, {ok, S2}} = timer:tc(fun() -> ferrotrace:calls({'_', '_', '_'}, #{duration => 2000}) end),
+    timer:sleep(2500),
+    ok = ferrotrace:release(S2),
+    ft_budget_work:stop(Work),
+    exit(Echo, kill),
+    io:format("busy tsunami workers=50 schedulers=~b start_ms=~b second_start_ms=~b ping_max_ms untraced=~b "
+              "during=~b events_seen=~b dropped=~b own_processes_flagged=~b~n",
+              [erlang:system_info(schedulers_online), First div 1000, Second div 1000, Untraced, During,
+               Seen, Dropped, length(Flagged)]).
+
+echo() ->
+    receive {From, Ref} -> From ! Ref, echo() end.
+
+ping_max(Echo, Ms) ->
+    Pinger = spawn(fun() -> ping(Echo, 0) end),
+    timer:sleep(Ms),
+    Pinger ! {stop, self()},
+    receive {max, M} -> M end.
+
+ping(Echo, Max) ->
+    receive
+        {stop, From} -> From ! {max, Max}
+    after 20 ->
+        T0 = erlang:monotonic_time(microsecond),
+        Ref = make_ref(),
+        Echo ! {self(), Ref},
+        receive Ref -> ok end,
+        ping(Echo, max(Max, (erlang:monotonic_time(microsecond) - T0) div 1000))
+    end.
+
+%% ferrotrace's own processes that carry a trace flag (OTP 25: the legacy session).
+flagged() ->
+    [P || P <- ferrotrace_own:pids(), {flags, [_ | _]} <- [erlang:trace_info(P, flags)]].
+
+%%--------------------------------------------------------------------------------------
+%% 2. The budget's first seconds
+
+budget(Rounds) ->
+    Schedulers = erlang:system_info(schedulers_online),
+    Work = ft_budget_work:start(Schedulers),
+    timer:sleep(1000),
+    %% Untraced and traced rounds alternate; then untraced and "traced" with no session.
+    Traced = alternate(Work, Rounds, fun start_budgeted/0),
+    Control = alternate(Work, Rounds, fun() -> none end),
+    ft_budget_work:stop(Work),
+    report("budget", Traced),
+    report("no_session", Control).
+
+alternate(Work, Rounds, Start) ->
+    [{windows(Work, fun() -> none end), windows(Work, Start)} || _ <- lists:seq(1, Rounds)].
+
+start_budgeted() ->
+    {ok, S} = ferrotrace:calls({'_', '_', '_'}, #{duration => 4000, max_overhead => 0.05}),
+    S.
+
+%% Throughput (orders/s) in ?WINDOWS windows of ?WINDOW_MS from the moment `Start' returns.
+windows(Work, Start) ->
+    Session = Start(),
+    Counts = [ft_budget_work:throughput(Work, ?WINDOW_MS) || _ <- lists:seq(1, ?WINDOWS)],
+    case Session of
+        none -> ok;
+        _ -> ok = ferrotrace:release(Session)
+    end,
+    timer:sleep(500),
+    Counts.
+
+report(Label, Pairs) ->
+    Untraced = [U || {U, _} <- Pairs],
+    Traced = [T || {_, T} <- Pairs],
+    PerWindow = [median([lists:nth(W, T) || T <- Traced]) / max(1, median([lists:nth(W, U) || U <- Untraced]))
+                 || W <- lists:seq(1, ?WINDOWS)],
+    Whole = median([lists:sum(T) || T <- Traced]) / max(1, median([lists:sum(U) || U <- Untraced])),
+    io:format("busy ~s rounds=~b windows_ms=~b ratio_per_window=~s first_2s_ratio=~.2f~n",
+              [Label, length(Pairs), ?WINDOW_MS,
+               lists:join(",", [io_lib:format("~.2f", [R]) || R <- PerWindow]), Whole]).
+
+median(List) ->
+    Sorted = lists:sort(List),
+    lists:nth((length(Sorted) + 1) div 2, Sorted).

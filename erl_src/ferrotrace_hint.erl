@@ -1,0 +1,91 @@
+%%% @private
+%%% @doc What an error says, kept short and safe: the hint for a mistyped name (the nearest
+%%% accepted one, first, since a shell cuts a long binary at its end) and a term summarised
+%%% when it is large (an error must never carry a caller's huge argument). A leaf: every
+%%% module that answers `{error, Reason}' may call it, and it calls no other ferrotrace
+%%% module.
+-module(ferrotrace_hint).
+
+-export([hinted/3, brief/1]).
+
+%% Keys longer than this get no hint (characters).
+-define(HINT_MAX_KEY, 64).
+%% Terms larger than this (bytes, external format) are summarised in error reasons.
+-define(BRIEF_BYTES, 1024).
+
+%% @doc `Accepted' (what an error says is accepted) with, first, the name of `Names'
+%% nearest to `Key' when `Key' looks like a typo of it: `<<"did you mean duration? one of
+%% ...">>'. First, because the shell cuts a long binary and the hint is what an operator
+%% needs.
+-spec hinted(term(), [atom()], unicode:chardata()) -> binary().
+hinted(Key, Names, Accepted) ->
+    case is_list(Names) andalso lists:all(fun is_atom/1, Names) andalso nearest(Key, Names) of
+        Name when is_atom(Name), Name =/= false, Name =/= none ->
+            iolist_to_binary(["did you mean ", atom_to_list(Name), "? ", Accepted]);
+        _ ->
+            iolist_to_binary(Accepted)
+    end.
+
+%% Only a key of a sensible length gets a hint: the distance costs its length times each
+%% name's, and a key is whatever the caller passed (a 1 MB binary took 10 s here). Longer
+%% keys, lists that are not flat strings (improper, deep, not characters) and other terms
+%% are answered without one.
+nearest(Key, Names) when is_atom(Key) ->
+    nearest_short(atom_to_list(Key), Names);
+nearest(Key, Names) when is_binary(Key), byte_size(Key) =< ?HINT_MAX_KEY ->
+    nearest_short(binary_to_list(Key), Names);
+nearest(Key, Names) when is_list(Key) ->
+    case short_string(Key, ?HINT_MAX_KEY) of
+        true -> nearest_short(Key, Names);
+        false -> none
+    end;
+nearest(_Key, _Names) ->
+    none.
+
+nearest_short(Key, _Names) when length(Key) > ?HINT_MAX_KEY ->
+    none;
+nearest_short(Key, Names) ->
+    case lists:sort([{distance(Key, atom_to_list(N)), N} || N <- Names]) of
+        [{D, Name} | _] when D =< 2 -> Name;
+        _ -> none
+    end.
+
+%% A proper list of at most `Left' characters, looked at no further than that.
+short_string([], _Left) -> true;
+short_string(_List, 0) -> false;
+short_string([C | Rest], Left) when is_integer(C), C >= 0 -> short_string(Rest, Left - 1);
+short_string(_Other, _Left) -> false.
+
+%% Levenshtein distance, for option names (a few letters long).
+distance(A, B) ->
+    First = lists:seq(0, length(B)),
+    {Last, _} = lists:foldl(fun(CharA, {Prev, I}) -> {distance_row(CharA, B, Prev, [I]), I + 1} end,
+                            {First, 1}, A),
+    lists:last(Last).
+
+distance_row(_CharA, [], _Prev, Acc) ->
+    lists:reverse(Acc);
+distance_row(CharA, [CharB | B], [Diag, Up | Prev], [Left | _] = Acc) ->
+    Cost = case CharA =:= CharB of true -> 0; false -> 1 end,
+    distance_row(CharA, B, [Up | Prev], [min(min(Left, Up) + 1, Diag + Cost) | Acc]).
+
+%% @doc `Term' itself if it is small, else the same shape with its large parts summarised
+%% (`{ferrotrace_large_term, Bytes}'), for error reasons that must never carry a caller's
+%% huge argument: `{unknown_option, HugeKey, Hint}' keeps its tag and hint. Tuples of up
+%% to 16 elements are kept, three levels deep; any other large term is summarised whole.
+-spec brief(term()) -> term().
+brief(Term) ->
+    brief(Term, 3).
+
+brief(Term, _Depth) when is_atom(Term); is_pid(Term); is_reference(Term); is_port(Term);
+                         is_number(Term) ->
+    Term;
+brief(Term, Depth) ->
+    case erlang:external_size(Term) of
+        Small when Small =< ?BRIEF_BYTES ->
+            Term;
+        _ when is_tuple(Term), tuple_size(Term) =< 16, Depth > 0 ->
+            list_to_tuple([brief(Element, Depth - 1) || Element <- tuple_to_list(Term)]);
+        Bytes ->
+            {ferrotrace_large_term, Bytes}
+    end.
