@@ -132,6 +132,9 @@ value(width, W) when is_integer(W), W >= ?MIN_WIDTH, W =< 1000 -> {ok, W};
 value(width, _) -> {error, <<"an integer from 40 to 1000">>};
 value(histograms, N) when is_integer(N), N >= 0 -> {ok, N};
 value(histograms, _) -> {error, <<"a non-negative integer">>};
+value(loops, all) -> {ok, all};
+value(loops, N) when is_integer(N), N >= 0 -> {ok, N};
+value(loops, _) -> {error, <<"all, or how many loops to name (a non-negative integer)">>};
 value(mfa, '_') -> {ok, all};
 value(mfa, Pattern) ->
     case ferrotrace_spec:parse(Pattern) of

@@ -247,9 +247,14 @@ names_test_() ->
     Cases =
         [{{shop_api, checkout, 1}, "shop_api:checkout/1"},
          {{'my mod', 'f g', 0}, "'my mod':'f g'/0"},
-         {{m, '-loop/0-fun-0-', 2}, "m:loop/0-fun-0/2"},
-         {{m, '-handle_call/3-fun-12-', 1}, "m:handle_call/3-fun-12/1"},
-         {{m, '-f/1-lc$^0/1-0-', 1}, "m:f/1-lc$^0/1-0/1"},
+         %% Generated functions of a module not loaded here: numbered by the compiler's count.
+         {{m, '-loop/0-fun-0-', 2}, "m:loop/0 (fun)"},
+         {{m, '-handle_call/3-fun-12-', 1}, "m:handle_call/3 (fun 13)"},
+         {{m, '-f/1-lc$^0/1-0-', 1}, "m:f/1 (comprehension)"},
+         {{m, '-f/1-lbc$^0/2-0-', 2}, "m:f/1 (binary comprehension)"},
+         {{m, '-f/1-mc$^0/1-0-', 1}, "m:f/1 (map comprehension)"},
+         {{m, '-inlined-h/1-', 1}, "m:h/1 (inlined)"},
+         {{'Elixir.MyApp.Cart', '-add/2-lc$^0/1-0-', 1}, "MyApp.Cart.add/2 (comprehension)"},
          {{m, '-', 1}, "m:'-'/1"},
          {{'Elixir.MyApp.Cart', add, 2}, "MyApp.Cart.add/2"},
          {{'Elixir.MyApp.Cart', 'valid?', 1}, "MyApp.Cart.valid?/1"},
@@ -262,7 +267,20 @@ names_test_() ->
     [{lists:flatten(io_lib:format("mfa(~tp)", [MFA])),
       fun() -> ?assertEqual(Expected, flat(ferrotrace_names:mfa(MFA))) end}
      || {MFA, Expected} <- Cases]
-        ++ [{"module/1",
+        ++ [{"generated functions of a loaded module, numbered in their function",
+             fun() ->
+                     {module, M} = code:ensure_loaded(ft_names_target),
+                     Names = lists:sort([flat(ferrotrace_names:mfa({M, F, A}))
+                                         || {F, A} <- M:module_info(functions), F =/= work,
+                                            F =/= module_info]),
+                     ?assertEqual(["ft_names_target:work/1 (binary comprehension)",
+                                   "ft_names_target:work/1 (comprehension 2)",
+                                   "ft_names_target:work/1 (comprehension)",
+                                   "ft_names_target:work/1 (fun 2)",
+                                   "ft_names_target:work/1 (fun)"], Names),
+                     ?assertEqual(false, ferrotrace_names:generated({M, work, 1}))
+             end},
+            {"module/1",
              fun() ->
                      ?assertEqual("MyApp.Cart", flat(ferrotrace_names:module('Elixir.MyApp.Cart'))),
                      ?assertEqual("shop_api", flat(ferrotrace_names:module(shop_api))),
