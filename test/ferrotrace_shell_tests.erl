@@ -6,7 +6,8 @@
 %% Not eunit.hrl: its generated test/0 has no spec (warn_missing_spec, warnings_as_errors).
 -include_lib("stdlib/include/assert.hrl").
 
--export([spec_forms_test_/0, spec_errors_test_/0, compiled_fun_test/0, shell_fun_test_/0,
+-export([function_forms_test/0, released_session_test/0, explain_test/0,
+         spec_forms_test_/0, spec_errors_test_/0, compiled_fun_test/0, shell_fun_test_/0,
          spec_filters_calls_test/0, names_test_/0, report_fits_test_/0, report_rows_test/0, report_backlog_test/0,
          report_sort_test/0, report_mfa_test/0, report_pairing_test/0, report_options_test_/0,
          report_legacy_summary_test/0, report_live_session_test/0, help_test/0,
@@ -580,3 +581,48 @@ wild(E, G) when is_tuple(E), is_tuple(G), tuple_size(E) =:= tuple_size(G) ->
 wild(_, G) -> G.
 
 %% Runs Fun with a group leader that records what is written: {Result, Text}.
+
+%%--------------------------------------------------------------------------------------
+%% One form everywhere: a function as a spec string, released sessions, explain/1
+
+-spec function_forms_test() -> ok.
+function_forms_test() ->
+    ?assertEqual({ok, {nc, get, 1}}, ferrotrace_spec:function("nc:get/1")),
+    ?assertEqual({ok, {nc, get, 1}}, ferrotrace_spec:function(<<"nc:get/1">>)),
+    ?assertEqual({ok, {'Elixir.MyApp.Cart', add, 2}}, ferrotrace_spec:function("MyApp.Cart.add/2")),
+    ?assertEqual({ok, {nc, get, 1}}, ferrotrace_spec:function({nc, get, 1})),
+    [?assertMatch({error, {bad_mfa, _, <<_/binary>>}}, ferrotrace_spec:function(Bad))
+     || Bad <- ["nc:get/x", "nc", "nc:_/1", {nc, get, '_'}, 42]],
+    %% slowest/2 takes the string as specs do, and answers for the session as for a tuple.
+    ?assertEqual(ferrotrace:slowest(12345, {nc, get, 1}), ferrotrace:slowest(12345, "nc:get/1")),
+    ?assertMatch({error, {bad_mfa, "nc:get/x", _}}, ferrotrace:slowest(12345, "nc:get/x")),
+    ?assertEqual(ferrotrace:histogram(12345, {nc, get, 1}), ferrotrace:histogram(12345, "nc:get/1")),
+    ok.
+
+-spec released_session_test() -> ok.
+released_session_test() ->
+    {ok, S} = ferrotrace:session(#{duration => 5000, owner => self()}),
+    ok = ferrotrace:release(S),
+    ?assertMatch({error, {released, S, <<_/binary>>}}, ferrotrace:summary(S)),
+    ?assertMatch({error, {released, S, <<_/binary>>}}, ferrotrace:slowest(S, "m:f/1")),
+    ?assertEqual({error, {no_such_session, 12345}}, ferrotrace:summary(12345)),
+    ok.
+
+-spec explain_test() -> ok.
+explain_test() ->
+    %% Outside a shell (here: an EUnit process whose group leader is not a shell's) the
+    %% lines are answered; a shell gets them printed.
+    Lines = fun(E) -> with_group_leader(whereis(user), fun() -> ferrotrace:explain(E) end) end,
+    ?assertEqual(["bad option: {top,0,...}", "  a positive integer or all"],
+                 Lines(ferrotrace:report(12345, #{top => 0}))),
+    ?assertEqual(["no such session: 12345"], Lines({error, {no_such_session, 12345}})),
+    %% duration => infinity outside a shell: refused, the hint as text (as bin/rel eval shows it).
+    ?assertMatch(["bad option: {duration,infinity,...}", "  a finite duration" ++ _],
+                 Lines(ferrotrace:calls({lists, seq, 2}, #{duration => infinity}))),
+    ?assertEqual(["x"], Lines(x)),
+    ok.
+
+with_group_leader(Leader, Fun) ->
+    Old = group_leader(),
+    true = group_leader(Leader, self()),
+    try Fun() after group_leader(Old, self()) end.
