@@ -446,7 +446,10 @@ column(Header, Key, time, Calls, Latency) ->
               total -> lists:max([0 | [V || V <- Values, is_integer(V)]]);
               _ -> Latency
           end,
-    {Unit, Divisor} = unit_for(Max),
+    {Unit, Divisor} = case Key of
+                          total -> unit_for(Max);
+                          _ -> latency_unit(Max)
+                      end,
     Cells = [in_unit(V, Divisor) || V <- Values],
     finish(Key, Header ++ " " ++ Unit, Cells).
 
@@ -460,7 +463,14 @@ times(Key, Calls) ->
 finish(Key, Header, Cells) ->
     {Key, Header, lists:max([length(Header) | [length(C) || C <- Cells]]), Cells}.
 
-%% The smallest unit in which the column's largest value has at most 5 digits.
+%% The latency columns' unit: the smallest in which their largest value has at most 6 digits
+%% (a p50 of 1.49 us beside a max of 150 ms reads 1.49 and 150000 us, not 0.001 and 150 ms).
+latency_unit(Max) when Max < 1000000 -> {"ns", 1};
+latency_unit(Max) when Max < 1000000000 -> {"us", 1000};
+latency_unit(Max) when Max < 1000000000000 -> {"ms", 1000000};
+latency_unit(_) -> {"s", 1000000000}.
+
+%% TOTAL's unit: the smallest in which its largest value has at most 5 digits.
 unit_for(Max) when Max < 100000 -> {"ns", 1};
 unit_for(Max) when Max < 100000000 -> {"us", 1000};
 unit_for(Max) when Max < 100000000000 -> {"ms", 1000000};
