@@ -11,7 +11,8 @@
 %%%
 %%% Each snippet's input is typed into a fresh interactive `erl' (in a pseudo-terminal, 80
 %%% columns as a shell without a terminal size) started by its node line (the README's,
-%%% default `erl -pa _build/default/lib/ferrotrace/ebin') from the repository root, then `halt().'.
+%%% default the file's first node line, else `erl -pa _build/default/lib/ferrotrace/ebin')
+%%% from the repository root, then `halt().'.
 %%%
 %%%   escript doc/snippets/snippets.escript check    compare each output block's shape with
 %%%                                                  a run (make test): exit 1 on a mismatch
@@ -50,7 +51,12 @@ run_file(File, Mode) ->
     {ok, Bin} = file:read_file(File),
     Lines = string:split(unicode:characters_to_list(Bin), "\n", all),
     Snippets = snippets(Lines),
-    Runs = maps:map(fun(Name, S) -> run(File, Name, S) end, inputs(Snippets)),
+    %% A snippet without a node line runs on the file's first one (?ERL where none).
+    Erl = case [L || {_, #{node := L}} <- lists:sort(maps:to_list(Snippets))] of
+              [] -> ?ERL;
+              _ -> first_node(Lines)
+          end,
+    Runs = maps:map(fun(Name, S) -> run(File, Name, maps:merge(#{node => Erl}, S)) end, inputs(Snippets)),
     {NewLines, Errors} = outputs(Lines, Runs, Mode, File, [], []),
     case Mode of
         update when Errors =:= [] ->
@@ -67,8 +73,7 @@ snippets([], Acc) -> Acc;
 snippets([Line | Rest], Acc) ->
     case marker(Line) of
         {Name, node} ->
-            Block = block(Rest),
-            [Erl | _] = [L || L <- Block, string:prefix(L, "erl ") =/= nomatch] ++ [?ERL],
+            Erl = node_line(block(Rest)),
             snippets(Rest, maps:update_with(Name, fun(M) -> M#{node => Erl} end, #{node => Erl}, Acc));
         {Name, input} ->
             Input = [L || L <- block(Rest), string:trim(L) =/= ""],
@@ -76,6 +81,16 @@ snippets([Line | Rest], Acc) ->
         _ ->
             snippets(Rest, Acc)
     end.
+
+first_node([Line | Rest]) ->
+    case marker(Line) of
+        {_, node} -> node_line(block(Rest));
+        _ -> first_node(Rest)
+    end.
+
+%% The line of a node block that starts `erl ', or ?ERL.
+node_line(Block) ->
+    hd([L || L <- Block, string:prefix(L, "erl ") =/= nomatch] ++ [?ERL]).
 
 inputs(Snippets) -> maps:filter(fun(_, S) -> maps:is_key(input, S) end, Snippets).
 
