@@ -45,10 +45,11 @@ module(M) when is_atom(M) ->
 
 %% @doc What a compiler-generated function of module `M' is: `{ok, {Outer, OuterArity},
 %% Kind, Number}' with `Kind' `fun', `comprehension', `binary_comprehension',
-%% `map_comprehension', `inlined' or another kind the compiler names, and `Number' its place
+%% `map_comprehension', `inlined' or, for another kind the compiler names, its name as a
+%% binary (`<<"xc">>'), and `Number' its place
 %% among that kind in `Outer' (1 for the first); `false' for a function written by hand.
 -spec generated({module(), atom(), arity() | '_'}) ->
-          {ok, {atom(), arity()}, atom(), pos_integer()} | false.
+          {ok, {atom(), arity()}, atom() | binary(), pos_integer()} | false.
 generated({M, F, _A}) when is_atom(M), is_atom(F) ->
     case parse(F) of
         {Outer, Kind, Lift} ->
@@ -57,28 +58,35 @@ generated({M, F, _A}) when is_atom(M), is_atom(F) ->
             false
     end.
 
-%% '-search/1-lc$^0/1-0-' -> {{search, 1}, comprehension, 0}
+%% '-search/1-lc$^0/1-0-' -> {{search, 1}, comprehension, 0}. The function it is in is
+%% an atom already (its module's); a name whose outer function is no atom is none of these
+%% (no atom is made from what a caller passes).
 parse(F) ->
     Name = atom_to_list(F),
-    case re:run(Name, "^-inlined-(.+)/([0-9]+)-$", [{capture, all_but_first, list}, unicode]) of
-        {match, [Outer, Arity]} ->
-            {{list_to_atom(Outer), list_to_integer(Arity)}, inlined, 0};
-        nomatch ->
-            case re:run(Name, "^-(.+)/([0-9]+)-(?:fun-([0-9]+)|([a-z]+)\\$\\^[0-9]+/[0-9]+-([0-9]+))-$",
-                        [{capture, all_but_first, list}, unicode]) of
-                {match, [Outer, Arity, Lift]} ->
-                    {{list_to_atom(Outer), list_to_integer(Arity)}, 'fun', list_to_integer(Lift)};
-                {match, [Outer, Arity, "", Kind, Lift]} ->
-                    {{list_to_atom(Outer), list_to_integer(Arity)}, kind(Kind), list_to_integer(Lift)};
+    Found = case re:run(Name, "^-inlined-(.+)/([0-9]+)-$", [{capture, all_but_first, list}, unicode]) of
+                {match, [Outer, Arity]} ->
+                    {Outer, Arity, inlined, "0"};
                 nomatch ->
-                    false
-            end
+                    case re:run(Name, "^-(.+)/([0-9]+)-(?:fun-([0-9]+)|([a-z]+)\\$\\^[0-9]+/[0-9]+-([0-9]+))-$",
+                                [{capture, all_but_first, list}, unicode]) of
+                        {match, [Outer, Arity, Lift]} -> {Outer, Arity, 'fun', Lift};
+                        {match, [Outer, Arity, "", Kind, Lift]} -> {Outer, Arity, kind(Kind), Lift};
+                        nomatch -> false
+                    end
+            end,
+    case Found of
+        {O, A, K, L} ->
+            try {{list_to_existing_atom(O), list_to_integer(A)}, K, list_to_integer(L)}
+            catch error:badarg -> false
+            end;
+        false ->
+            false
     end.
 
 kind("lc") -> comprehension;
 kind("lbc") -> binary_comprehension;
 kind("mc") -> map_comprehension;
-kind(Other) -> list_to_atom(Other).
+kind(Other) -> list_to_binary(Other).
 
 %% The place of the one lifted `Lift'-th among the functions of `Kind' in `Outer', from the
 %% module's functions where it is loaded here.
@@ -121,6 +129,8 @@ elixir_mfa(M, Alias, F, A) ->
     end.
 
 %% "(comprehension)", "(comprehension 2)", "(binary comprehension)", "(fun 3)"
+what(Kind, N) when is_binary(Kind) ->
+    ["(", Kind, [[" ", integer_to_list(N)] || N > 1], ")"];
 what(Kind, N) ->
     Words = lists:join(" ", string:lexemes(atom_to_list(Kind), "_")),
     ["(", Words, [[" ", integer_to_list(N)] || N > 1], ")"].

@@ -327,8 +327,8 @@ owner(Options) when is_map(Options) ->
             {ok, {shell, group_leader()}};
         {false, infinity} ->
             {error, {bad_option, {duration, infinity,
-                                  <<"a finite duration, or an owner (owner => self()): started "
-                                    "outside a shell, the session has no owner by default">>}}};
+                                  <<"a finite duration, or owner => Pid: outside a shell a "
+                                    "session has no owner">>}}};
         {false, _} ->
             {ok, none}
     end;

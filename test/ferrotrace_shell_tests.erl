@@ -6,7 +6,8 @@
 %% Not eunit.hrl: its generated test/0 has no spec (warn_missing_spec, warnings_as_errors).
 -include_lib("stdlib/include/assert.hrl").
 
--export([function_forms_test/0, released_session_test/0, explain_test/0,
+-export([function_forms_test/0, released_session_test/0, explain_test/0, report_loops_line_test/0,
+         report_one_unit_test/0, report_table_first_test/0,
          spec_forms_test_/0, spec_errors_test_/0, compiled_fun_test/0, shell_fun_test_/0,
          spec_filters_calls_test/0, names_test_/0, report_fits_test_/0, report_rows_test/0, report_backlog_test/0,
          report_sort_test/0, report_mfa_test/0, report_pairing_test/0, report_options_test_/0,
@@ -626,3 +627,35 @@ with_group_leader(Leader, Fun) ->
     Old = group_leader(),
     true = group_leader(Leader, self()),
     try Fun() after group_leader(Old, self()) end.
+
+%% A broad session's loops: one line naming three, the others counted; loops => all names all.
+-spec report_loops_line_test() -> ok.
+report_loops_line_test() ->
+    Loops = [{m, list_to_atom("loop" ++ integer_to_list(I)), 0} || I <- lists:seq(1, 20)],
+    Summary = (summary())#{loops => Loops},
+    Text = flat(ferrotrace_report:format(Summary, fun histogram/1, #{width => 120})),
+    [Line] = [L || L <- lines(Text), string:prefix(L, "counted only (loops):") =/= nomatch],
+    ?assertEqual("counted only (loops): m:loop1/0, m:loop2/0, m:loop3/0, 17 more (report option loops => all)", Line),
+    All = flat(ferrotrace_report:format(Summary, fun histogram/1, #{width => 120, loops => all})),
+    [?assertNotEqual(nomatch, string:find(All, "m:loop" ++ integer_to_list(I) ++ "/0")) || I <- lists:seq(1, 20)],
+    ?assertEqual(nomatch, string:find(All, "more (report option")),
+    ?assertMatch({error, {bad_option, {loops, x, _}}}, ferrotrace_report:format(Summary, fun histogram/1, #{loops => x})),
+    ok.
+
+%% The latency columns of a table share one unit (TOTAL has its own).
+-spec report_one_unit_test() -> ok.
+report_one_unit_test() ->
+    [Header | _] = [L || L <- lines(text(#{width => 200})), string:prefix(L, "FUNCTION") =/= nomatch],
+    Units = [U || [Col, U] <- [string:lexemes(C, " ") || C <- re:split(Header, "  +", [{return, list}])],
+                  Col =/= "TOTAL"],
+    ?assertMatch([_, _ | _], Units),
+    ?assertEqual([hd(Units)], lists:usort(Units)),
+    ok.
+
+%% The report leads with the session's line and the table; the notes follow it.
+-spec report_table_first_test() -> ok.
+report_table_first_test() ->
+    [First, "", Header | _] = lines(text(#{width => 120})),
+    ?assertMatch("ferrotrace session" ++ _, First),
+    ?assertMatch("FUNCTION" ++ _, Header),
+    ok.
