@@ -570,7 +570,8 @@ text(Id, Options) ->
              ferrotrace_activity_report:format(Summary, Histogram, Width)]
     end.
 
-%% @doc Explains an answer `{error, Reason}' (or a `Reason'): what was refused, then each
+%% @doc Explains an answer `{error, Reason}' (or a `Reason', or `v(-1)' after `{ok, S} = ...'
+%% failed on a refusal): what was refused, then each
 %% hint and list of accepted values the error carries, as text. In a shell it prints the
 %% lines and answers `ok'; where printed text would go to the node's console instead
 %% (`bin/rel eval', `rpc', `erl -noshell'), it answers the lines, which `bin/rel eval' then

@@ -7,11 +7,17 @@
 
 -export([cut/2, shorten/2, format_ns/1, table/4, explain/1]).
 
-%% @doc The lines of `ferrotrace:explain/1' for an error (`{error, Reason}' or a `Reason'):
+%% @doc The lines of `ferrotrace:explain/1' for an error (`{error, Reason}', a `Reason', or
+%% the shell's `v(-1)' after a match on a refusal failed, `{'EXIT', {{badmatch, Error}, _}}'):
 %% first what was refused, its tag in words and its parts as Erlang prints them (short),
 %% every text in it (hints, accepted values) written `...'; then each text on a line of its
 %% own, as text.
 -spec explain(term()) -> [string()].
+explain({'EXIT', {{badmatch, Answer}, _Stack}}) ->
+    %% `v(-1)' after `{ok, S} = ...' met a refusal: the refusal.
+    explain(Answer);
+explain({badmatch, Answer}) ->
+    explain(Answer);
 explain({error, Reason}) ->
     explain(Reason);
 explain(Reason) ->

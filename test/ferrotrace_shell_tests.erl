@@ -621,6 +621,9 @@ explain_test() ->
     ?assertMatch(["bad option: {duration,infinity,...}", "  a finite duration" ++ _],
                  Lines(ferrotrace:calls({lists, seq, 2}, #{duration => infinity}))),
     ?assertEqual(["x"], Lines(x)),
+    %% v(-1) in the shell after `{ok, S} = ...' met a refusal.
+    ?assertEqual(["no such session: 12345"],
+                 Lines({'EXIT', {{badmatch, {error, {no_such_session, 12345}}}, []}})),
     ok.
 
 with_group_leader(Leader, Fun) ->
