@@ -431,13 +431,13 @@ slow_calls(Session, MFA) ->
     kept_calls(Session, MFA, threshold).
 
 %% The calls kept by `slowest' or by `threshold', on this node or every node's.
-kept_calls(Session, MFA0, Which) ->
+kept_calls(Session, MFA0, Which) when is_list(MFA0); is_binary(MFA0) ->
     case ferrotrace_spec:function(MFA0) of
         {ok, MFA} -> kept(Session, MFA, Which);
-        %% A tuple that is no function: the engine's answer, as before.
-        {error, _} when is_tuple(MFA0) -> kept(Session, MFA0, Which);
         {error, _} = Error -> Error
-    end.
+    end;
+kept_calls(Session, MFA, Which) ->
+    kept(Session, MFA, Which).
 
 kept(Session, MFA, Which) ->
     with_session(Session, fun(Id, _, _) -> ferrotrace_slow:calls(Id, MFA, Which) end,
