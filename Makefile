@@ -1,5 +1,5 @@
 # ferrotrace: the README's two commands are `make demo` and `make test`.
-.PHONY: busy all setup compile demo test test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty bench bench-reads always-on loom miri collector-ceiling clean export-tools fuzz
+.PHONY: busy all setup compile demo test test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty test-snippets bench bench-reads always-on loom miri collector-ceiling clean export-tools fuzz
 
 DEBIAN_PACKAGES = erlang-nox erlang-dev rebar3 erlang-common-test erlang-eunit erlang-dialyzer erlang-tools
 
@@ -20,7 +20,7 @@ compile: setup
 demo: compile
 	sh examples/demo.sh
 
-test: compile test-rust test-erlang dialyzer test-elixir test-release test-watch-tty
+test: compile test-rust test-erlang dialyzer test-elixir test-release test-watch-tty test-snippets
 
 test-rust:
 	cargo test --workspace --release
@@ -60,6 +60,12 @@ test-watch-tty: compile
 # rebar3; traces an Elixir function (installs Debian's elixir if missing; about 10 s).
 test-elixir: compile
 	bash test/elixir/run.sh
+
+# The README's and doc/using.md's snippets typed into fresh `erl' shells with the demo shop:
+# each runs, and each sample output has the shape of the run's (columns, rows, note lines;
+# not the figures). `sh doc/snippets/run.sh update' rewrites the samples (about 15 s).
+test-snippets: compile
+	sh doc/snippets/run.sh check
 
 bench: compile
 	sh bench/run.sh

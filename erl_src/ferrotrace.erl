@@ -42,8 +42,8 @@
 -export([session/1, calls/2, processes/2]).
 -export([add/2, remove/2]).
 -export([summary/1, histogram/2, slowest/2, slow_calls/2, recent/1, print_recent/1]).
--export([report/1, report/2, format/1, help/0, calibrate/0]).
--export([stop/1, release/1, list/0]).
+-export([report/0, report/1, report/2, format/1, help/0, explain/1, calibrate/0]).
+-export([stop/0, stop/1, release/1, list/0]).
 -export([watch/1, watch/2]).
 -export([export/2, export/3]).
 
@@ -416,7 +416,14 @@ summary(Session) ->
 %% @doc The latency distribution of one function in power-of-two buckets, ascending; or
 %% of another series: `wakeup', `run_slice', `lifetime', `size_words' (words, not ns),
 %% `{gc, minor}', `{gc, major}', `{ports, run_slice}'.
--spec histogram(session() | pid(), mfa() | ferrotrace_activity:series()) -> [bucket()] | {error, term()}.
+%% A function may be given as a spec string naming one (`"m:f/1"', `"MyApp.Cart.add/2"').
+-spec histogram(session() | pid(), mfa() | string() | binary() | ferrotrace_activity:series()) ->
+          [bucket()] | {error, term()}.
+histogram(Session, Series) when is_list(Series); is_binary(Series) ->
+    case ferrotrace_spec:function(Series) of
+        {ok, MFA} -> histogram(Session, MFA);
+        {error, _} = Error -> Error
+    end;
 histogram(Session, Series) ->
     with_session(Session, fun(Id, _, _) -> ferrotrace_local:histogram(Id, Series) end,
                  fun(Cluster) -> ferrotrace_cluster:histogram(Cluster, Series) end).
@@ -426,8 +433,9 @@ histogram(Session, Series) ->
 %% `started_at' in system time (us), `duration' in ns and `result' `return' or `exception'.
 %% With `args => true' each also has `args' (the argument list) and `result' is
 %% `{return, Value}' or `{exception, Class, Reason}'.
-%% A cluster session's are every node's, slowest first.
--spec slowest(session() | pid(), mfa()) -> [ferrotrace_slow:slow_call()] | {error, term()}.
+%% A cluster session's are every node's, slowest first. `MFA' may be a spec string naming
+%% one function (`"m:f/1"', `"MyApp.Cart.add/2"').
+-spec slowest(session() | pid(), mfa() | string() | binary()) -> [ferrotrace_slow:slow_call()] | {error, term()}.
 slowest(Session, MFA) ->
     kept_calls(Session, MFA, slowest).
 
@@ -435,12 +443,20 @@ slowest(Session, MFA) ->
 %% began (at most `max_slow_calls' per function, default 1000; the excess is counted in the
 %% call entry's `slow_calls_dropped'); maps as {@link slowest/2}'s.
 %% A cluster session's are every node's, in the order they began.
--spec slow_calls(session() | pid(), mfa()) -> [ferrotrace_slow:slow_call()] | {error, term()}.
+-spec slow_calls(session() | pid(), mfa() | string() | binary()) -> [ferrotrace_slow:slow_call()] | {error, term()}.
 slow_calls(Session, MFA) ->
     kept_calls(Session, MFA, threshold).
 
 %% The calls kept by `slowest' or by `threshold', on this node or every node's.
+kept_calls(Session, MFA0, Which) when is_list(MFA0); is_binary(MFA0) ->
+    case ferrotrace_spec:function(MFA0) of
+        {ok, MFA} -> kept(Session, MFA, Which);
+        {error, _} = Error -> Error
+    end;
 kept_calls(Session, MFA, Which) ->
+    kept(Session, MFA, Which).
+
+kept(Session, MFA, Which) ->
     with_session(Session, fun(Id, _, _) -> ferrotrace_slow:calls(Id, MFA, Which) end,
                  fun(Cluster) -> ferrotrace_cluster:slow_calls(Cluster, MFA, Which) end).
 
@@ -507,6 +523,16 @@ remove(Session, Spec) ->
 %%--------------------------------------------------------------------------------------
 %% Reports: text for the shell, scripts and the cheat sheet
 
+%% @doc Prints the report of the latest session started from this shell (see
+%% {@link report/1}): the one to read when `S' was rebound or lost. `{error, {no_session,
+%% Hint}}' where this shell started none ({@link list/0} shows them all).
+-spec report() -> ok | {error, term()}.
+report() ->
+    case shell_sessions() of
+        [] -> {error, {no_session, <<"none started from this shell: ferrotrace:list() shows all">>}};
+        Mine -> report(lists:last(Mine))
+    end.
+
 %% @doc Prints the table sorted by total time and, for the top functions, a histogram drawn
 %% like DTrace's `quantize'.
 -spec report(session() | pid()) -> ok | {error, term()}.
@@ -561,6 +587,20 @@ text(Id, Options) ->
              ferrotrace_activity_report:format(Summary, Histogram, Width)]
     end.
 
+%% @doc Explains an answer `{error, Reason}' (or a `Reason', or `v(-1)' after `{ok, S} = ...'
+%% failed on a refusal): what was refused, then each
+%% hint and list of accepted values the error carries, as text. In a shell it prints the
+%% lines and answers `ok'; where printed text would go to the node's console instead
+%% (`bin/rel eval', `rpc', `erl -noshell'), it answers the lines, which `bin/rel eval' then
+%% prints as strings (where it prints a binary as `#Bin<...>').
+-spec explain(term()) -> ok | [string()].
+explain(Error) ->
+    Lines = ferrotrace_text:explain(Error),
+    case group_leader() =:= whereis(user) of
+        true -> Lines;
+        false -> io:put_chars([[L, "\n"] || L <- Lines])
+    end.
+
 print({error, _} = Error) -> Error;
 print(Text) -> io:put_chars(Text).
 
@@ -585,11 +625,29 @@ calibrate() ->
 %%--------------------------------------------------------------------------------------
 %% Ending sessions, and the sessions there are
 
+%% @doc Stops every session started from this shell (their figures stay readable until
+%% {@link release/1}, or until the shell exits): the way out when a session's id was lost,
+%% as when `{ok, S} = ...' met an `S' already bound. Answers `ok'.
+-spec stop() -> ok.
+stop() ->
+    lists:foreach(fun(Session) -> _ = stop(Session) end, shell_sessions()).
+
+%% This shell's sessions (owned by its group leader), oldest first.
+shell_sessions() ->
+    Shell = {shell, group_leader()},
+    [Id || #{id := Id, owner := Owner} <- lists:sort(fun(A, B) -> started(A) =< started(B) end, list()),
+           Owner =:= Shell].
+
+started(Entry) -> maps:get(started_at, Entry, 0).
+
 %% @doc Stops the session: tracing ends, the patterns and flags it set are removed. The
 %% figures stay readable until {@link release/1}. Stopping a stopped session is `ok'.
 %% Never an exit: a session whose keeper was killed or released it meanwhile answers
 %% `{error, {no_such_session, Id}}' once what it set is removed.
--spec stop(session() | pid()) -> ok | {error, term()}.
+%% `stop(all)' stops every session on this node (whoever started it; `list/0' shows them).
+-spec stop(session() | pid() | all) -> ok | {error, term()}.
+stop(all) ->
+    lists:foreach(fun(#{id := Id}) -> _ = stop(Id) end, list());
 stop(Session) ->
     with_session(Session, fun ferrotrace_local:stop/3, fun ferrotrace_cluster:stop/1).
 

@@ -4,7 +4,8 @@
 %%%
 %%% Mapping:
 %%% <ul>
-%%% <li>A returned call (or one that raised) is a complete event, `"ph": "X"', named `m:f/a',
+%%% <li>A returned call (or one that raised) is a complete event, `"ph": "X"', named `m:f/a' as the report names it
+%%% (`m:f/1 (comprehension)', see {@link ferrotrace_names}),
 %%% with `ts' (its start) and `dur' in whole µs, as the recorder's times are, and its exact
 %%% duration in `args.duration_ns'; `cat' is `call' or `exception'. A call whose call event
 %%% left the recorder's window starts at its return's time less its duration, so it still
@@ -146,5 +147,6 @@ number(Pid) when is_pid(Pid) ->
 number(Other) ->
     (1 bsl 32) + erlang:phash2(Other, 1 bsl 27).
 
-mfa_text({M, F, A}) ->
-    iolist_to_binary(io_lib:format("~ts:~ts/~b", [atom_to_binary(M), atom_to_binary(F), A])).
+%% Named as the report names it (ferrotrace_names).
+mfa_text(MFA) ->
+    unicode:characters_to_binary(ferrotrace_names:mfa(MFA)).

@@ -4,7 +4,8 @@
 %%% else must be a local session's id, looked up in `ferrotrace_registry'. The answers for
 %%% a session that is none are the same everywhere: `{error, {no_such_session, Name}}' for
 %%% a name, `{error, {bad_session, Term}}' for a term that is no id (shortened by
-%%% `ferrotrace_registry:brief/1'), and for an id the engine's or the cluster's answer.
+%%% `ferrotrace_hint:brief/1'), `{error, {released, Id, Hint}}' for one of the last
+%%% 1000 sessions released here, and for another id the engine's or the cluster's answer.
 -module(ferrotrace_dispatch).
 
 -export([named/2, with_session/3, with_id/2, by_keeper/2]).
@@ -42,9 +43,18 @@ with_session(Session, Local, Cluster) ->
 with_id(Id, Local) ->
     case ferrotrace_registry:lookup(Id) of
         {ok, Found, Keeper, Info} -> Local(Found, Keeper, Info);
-        error when is_integer(Id) -> Local(Id, none, #{});
+        error when is_integer(Id) -> released(Id, Local(Id, none, #{}));
         error -> {error, {bad_session, ferrotrace_hint:brief(Id)}}
     end.
+
+%% A released session answers differently from one that never was.
+released(Id, {error, {no_such_session, Id}} = Answer) ->
+    case ferrotrace_registry:released(Id) of
+        true -> {error, {released, Id, <<"this session was released: its figures are gone">>}};
+        false -> Answer
+    end;
+released(_Id, Answer) ->
+    Answer.
 
 %% @doc A local session's function for stop/1 and release/1: `Call(Keeper)', the keeper
 %% stops or releases its session and removes what it set. A keeper that died during the

@@ -33,7 +33,7 @@
 %%% the default for new processes was taken): `at' the first notice (ms), `processes' how
 %%% many live processes the checks found under another tracer (at most ?MAX_PIDS are
 %%% remembered), `functions' whose match spec is no longer ours, `by' the other tracers (a
-%%% pid, `{Module, State}' shortened by `ferrotrace_registry:brief/1', or
+%%% pid, `{Module, State}' shortened by `ferrotrace_hint:brief/1', or
 %%% `{ferrotrace, Id}'); `by' is `[]' when only functions were seen, the VM does not say who
 %%% set a pattern. Absent while nothing was displaced.
 %%%

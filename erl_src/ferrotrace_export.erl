@@ -4,7 +4,8 @@
 %%% local session id and, through {@link ferrotrace_cluster}, on a cluster session. Formats:
 %%% <ul>
 %%% <li>`hdr_log': an HdrHistogram interval log (V2 compressed histograms), one histogram
-%%% per function tagged `m:f/a' (values in ns), covering the session from its start; read by
+%%% per function tagged with its name as the report names it (values in ns; a space or comma
+%%% in a name becomes `_' in its tag), covering the session from its start; read by
 %%% HistogramLogProcessor, the Python `hdrhistogram' package, HdrHistogram.js. With
 %%% `interval => Ms' (a session started with `intervals => P', `Ms' a multiple of `P'; see
 %%% {@link ferrotrace_intervals}) the log holds one interval per `Ms' of the session, each
@@ -12,7 +13,8 @@
 %%% answers `{error, {needs, intervals}}'.</li>
 %%% <li>`json': the summary of {@link ferrotrace:summary/1} as one JSON object; see
 %%% {@link json_document/1} for the field names.</li>
-%%% <li>`collapsed': folded stacks of the traced functions (`a;b;c Weight' per line), for
+%%% <li>`collapsed': folded stacks of the traced functions (`a;b;c Weight' per line, each
+%%% function named as the report names it, see {@link ferrotrace_names}), for
 %%% flamegraph.pl, inferno and speedscope; `weight => exclusive' (default: time in the
 %%% function itself, less the traced calls it made) or `inclusive'.</li>
 %%% <li>`chrome_trace': the flight recorder's calls (`recent => N') as Chrome trace-event
@@ -74,9 +76,9 @@ local(Id, hdr_log, #{interval := Ms}) ->
         {error, _} = Error -> Error
     end;
 local(Id, hdr_log, _Options) ->
-    case {ferrotrace_tracer:session_summary(Id), ferrotrace_tracer:session_tagged_histograms(Id)} of
-        {{ok, #{started_at := Start, elapsed_ms := Elapsed}}, {ok, Tagged}} ->
-            ferrotrace_tracer:hdr_log(Start, [{0, Elapsed, Tagged}]);
+    case {ferrotrace_tracer:session_summary(Id), ferrotrace_tracer:session_histograms_bytes(Id)} of
+        {{ok, #{started_at := Start, elapsed_ms := Elapsed}}, {ok, Histograms}} ->
+            hdr_log(Start, Elapsed, Histograms);
         {{error, _} = Error, _} -> Error;
         {_, {error, _} = Error} -> Error
     end;
@@ -88,7 +90,7 @@ local(Id, chrome_trace, _Options) ->
     end;
 local(Id, collapsed, #{weight := Weight}) ->
     case ferrotrace_tracer:session_collapsed(Id, Weight) of
-        {ok, Text, _Info} -> {ok, Text};
+        {ok, Paths, _Info} -> {ok, folded(Paths)};
         {error, _} = Error -> Error
     end.
 
@@ -118,14 +120,26 @@ intervals(Id, Ms) ->
 -spec hdr_log_intervals(non_neg_integer(), [{non_neg_integer(), non_neg_integer(), [{mfa(), binary()}]}]) ->
           {ok, binary()} | {error, term()}.
 hdr_log_intervals(Start, Intervals) ->
-    ferrotrace_tracer:hdr_log(Start, [{Offset, Length, [{iolist_to_binary(mfa_text(MFA)), B} || {MFA, B} <- Hs]}
+    ferrotrace_tracer:hdr_log(Start, [{Offset, Length, [{name(MFA), B} || {MFA, B} <- Hs]}
                                       || {Offset, Length, Hs} <- Intervals]).
 
 %% @doc An interval log of merged histograms `[{MFA, Bytes}]' over one interval.
 -spec hdr_log(non_neg_integer(), non_neg_integer(), [{mfa(), binary()}]) -> {ok, binary()} | {error, term()}.
 hdr_log(StartMs, ElapsedMs, Histograms) ->
-    Tagged = [{iolist_to_binary(mfa_text(MFA)), Bytes} || {MFA, Bytes} <- Histograms],
+    Tagged = [{name(MFA), Bytes} || {MFA, Bytes} <- Histograms],
     ferrotrace_tracer:hdr_log(StartMs, [{0, ElapsedMs, Tagged}]).
+
+%% The folded lines `a;b;c Ns' of call paths, each function named as the report names it.
+folded(Paths) ->
+    Names = maps:from_list([{MFA, name(MFA)} || MFA <- lists:usort(lists:append([P || {P, _} <- Paths]))]),
+    iolist_to_binary([[lists:join($;, [maps:get(MFA, Names) || MFA <- Path]), $\s, integer_to_binary(Ns), $\n]
+                      || {Path, Ns} <- Paths]).
+
+%% A function's name in an export: as the report names it (ferrotrace_names), without the
+%% characters that end a folded frame (`;') or line.
+name(MFA) ->
+    Text = unicode:characters_to_binary(ferrotrace_names:mfa(MFA)),
+    binary:replace(Text, [<<";">>, <<"\n">>], <<"_">>, [global]).
 
 %% @doc Sums the folded lines of several exports (a cluster's nodes): equal paths add.
 -spec merge_folded([binary()]) -> binary().
@@ -143,7 +157,9 @@ merge_folded(Texts) ->
 %% @doc The JSON document of a summary. Field names are those of {@link ferrotrace:summary/1}
 %% (stable: new fields may be added, existing ones keep their name and meaning), plus
 %% `"format": "ferrotrace.summary"' and `"version": 1'. Values: times in ns (ms where the
-%% key ends in `_ms' or `_at'), `null' for `undefined'; a function is written `"m:f/a"'
+%% key ends in `_ms' or `_at'), `null' for `undefined'; a function is written `"m:f/a"' with
+%% its atoms as they are (`"m:-f/1-lc$^0/1-0-/1"': exact for programs, where the report and
+%% the other exports name it `m:f/1 (comprehension)')
 %% (in `calls[].mfa' and `loops'), pids and other terms as Erlang prints them (a cluster
 %% session's `id' is its pid, so a string; its `by_node' is an object keyed by node name).
 -spec json_document(map()) -> map().
@@ -158,8 +174,8 @@ jsonable(Map) when is_map(Map) ->
     maps:from_list([{json_key(K), jsonable(V)} || {K, V} <- maps:to_list(Map)]);
 jsonable(List) when is_list(List) ->
     [jsonable(E) || E <- List];
-jsonable({M, F, A} = MFA) when is_atom(M), is_atom(F), is_integer(A) ->
-    iolist_to_binary(mfa_text(MFA));
+jsonable({M, F, A}) when is_atom(M), is_atom(F), is_integer(A) ->
+    iolist_to_binary(io_lib:format("~ts:~ts/~b", [atom_to_binary(M), atom_to_binary(F), A]));
 jsonable(X) when is_atom(X); is_number(X) ->
     X;
 jsonable(X) when is_binary(X) ->
@@ -173,5 +189,4 @@ jsonable(X) ->
 json_key(K) when is_atom(K); is_binary(K) -> K;
 json_key(K) -> iolist_to_binary(io_lib:format("~0p", [K])).
 
-mfa_text({M, F, A}) ->
-    io_lib:format("~ts:~ts/~b", [atom_to_binary(M), atom_to_binary(F), A]).
+

@@ -131,6 +131,9 @@ value(width, W) when is_integer(W), W >= ?MIN_WIDTH, W =< 1000 -> {ok, W};
 value(width, _) -> {error, <<"an integer from 40 to 1000">>};
 value(histograms, N) when is_integer(N), N >= 0 -> {ok, N};
 value(histograms, _) -> {error, <<"a non-negative integer">>};
+value(loops, all) -> {ok, all};
+value(loops, N) when is_integer(N), N >= 0 -> {ok, N};
+value(loops, _) -> {error, <<"all, or how many loops to name (a non-negative integer)">>};
 value(mfa, '_') -> {ok, all};
 value(mfa, Pattern) ->
     case ferrotrace_spec:parse(Pattern) of
@@ -327,8 +330,8 @@ owner(Options) when is_map(Options) ->
             {ok, {shell, group_leader()}};
         {false, infinity} ->
             {error, {bad_option, {duration, infinity,
-                                  <<"a finite duration, or an owner (owner => self()): started "
-                                    "outside a shell, the session has no owner by default">>}}};
+                                  <<"a finite duration, or owner => Pid: outside a shell a "
+                                    "session has no owner">>}}};
         {false, _} ->
             {ok, none}
     end;

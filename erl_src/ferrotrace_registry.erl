@@ -29,7 +29,8 @@
 -behaviour(gen_server).
 
 -export([ensure_started/0, register/3, unregister/1, lookup/1, sessions/0, update/2,
-         set_patterns/2, add_loops/2, exclude_modules/1, remove_patterns/1, remove_patterns/2, patterns/1, reap/1, is_keeper/1]).
+         set_patterns/2, add_loops/2, exclude_modules/1, remove_patterns/1, remove_patterns/2, patterns/1, reap/1,
+         is_keeper/1, released/1]).
 -export([shed/2, unshed/2]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 
@@ -37,6 +38,10 @@
 -define(CLAIMS, ferrotrace_claims).
 -define(LOOPS_CACHE, ferrotrace_loops_cache).
 -define(TABLES, ferrotrace_registry_tables).
+%% The ids of the last ?RELEASED_KEPT sessions released (`{Seq, Id}'), so that a released
+%% session answers `released', not `no_such_session'.
+-define(RELEASED, ferrotrace_released).
+-define(RELEASED_KEPT, 1000).
 %% A call in flight when the registry dies is made again, this many times at most.
 -define(ATTEMPTS, 5).
 %% A displaced session's pattern is removed function by function up to this many functions.
@@ -99,6 +104,7 @@ tables_init(Caller, Ref) ->
     _ = ets:new(ferrotrace_calibration, [named_table, public, set]),
     ok = ferrotrace_own:new_table(),
     ok = ferrotrace_own:enter(),
+    _ = ets:new(?RELEASED, [named_table, public, ordered_set]),
     Caller ! {Ref, ok},
     tables_loop().
 
@@ -297,7 +303,7 @@ serve({reap, Id}, _From, Monitors) ->
             {reply, ok, Monitors}
     end;
 serve({unregister, Id}, _From, Monitors) ->
-    true = ets:delete(?SESSIONS, Id),
+    true = forget(Id),
     {reply, ok, Monitors};
 serve({set_patterns, Id, Patterns}, _From, Monitors) ->
     {reply, do_set_patterns(Id, Patterns), Monitors};
@@ -355,11 +361,28 @@ clean_up(Id, Keeper, Monitors) ->
             _ = do_remove_patterns(Id),
             ferrotrace_traced:untrace_processes(Id),
             _ = ferrotrace_tracer:release_session(Id),
-            true = ets:delete(?SESSIONS, Id);
+            true = forget(Id);
         _ ->
             ok
     end,
     maps:filter(fun(_, Other) -> Other =/= Id end, Monitors).
+
+%% A released session's entry goes; its id is remembered among the last ?RELEASED_KEPT.
+forget(Id) ->
+    true = ets:delete(?SESSIONS, Id),
+    try
+        true = ets:insert(?RELEASED, {erlang:unique_integer([monotonic]), Id}),
+        ets:info(?RELEASED, size) > ?RELEASED_KEPT andalso ets:delete(?RELEASED, ets:first(?RELEASED))
+    catch error:badarg -> false  % tables made by a version without it
+    end,
+    true.
+
+%% @doc Whether `Id' is one of the last 1000 sessions released on this node.
+-spec released(term()) -> boolean().
+released(Id) ->
+    try ets:match_object(?RELEASED, {'_', Id}, 1) =/= '$end_of_table'
+    catch error:badarg -> false
+    end.
 
 %%% Patterns
 

@@ -3,8 +3,9 @@
 %%% top functions and, for the first rows, power-of-two latency histograms drawn like
 %%% DTrace's `quantize' (ASCII only, readable over SSH).
 %%%
-%%% The table keeps to the width (default `io:columns()', else 80): each time column has
-%%% one unit, chosen from its largest value and shown in its header (`P99 ms'); when the
+%%% The table keeps to the width (default `io:columns()', else 80): the latency columns
+%%% share one unit, chosen from their largest value and shown in each header (`P99 ms'), and
+%%% TOTAL has its own; when the
 %%% columns do not fit, MEAN, P90, P99.9 and EXC go first (never the sort column), then
 %%% the FUNCTION column is shortened in the middle (`MyApp.Sh..Cart.add/2'), keeping the
 %%% function name and arity.
@@ -14,6 +15,8 @@
 -export([sort/2, rows/5]).  % the table, for the live view (ferrotrace_watch)
 
 -define(TOP_HISTOGRAMS, 3).
+%% The loops line names this many loops (report option `loops => all | N').
+-define(LOOPS_NAMED, 3).
 %% The report's `displaced:' line names at most this many functions.
 -define(DISPLACED_NAMED, 10).
 -define(DEFAULT_TOP, 20).
@@ -24,7 +27,8 @@
                      sort => count | total | p99 | max,
                      mfa => term(),
                      width => pos_integer(),
-                     histograms => non_neg_integer()}.
+                     histograms => non_neg_integer(),
+                     loops => non_neg_integer() | all}.
 -export_type([options/0]).
 
 %% @doc The report for `Summary' with the default options; `Histogram(MFA)' gives a
@@ -41,8 +45,12 @@ format(Summary, Histogram) ->
 %% <li>`mfa => Pattern': only functions matching `Pattern', an `{M, F, A}' with `` '_' ''
 %%     wildcards or any spec {@link ferrotrace_spec:parse/1} takes (`"MyApp.Cart"');</li>
 %% <li>`width => Columns': the width to fit (default `io:columns()', else 80; at least 40);</li>
-%% <li>`histograms => N': histograms drawn for the first N rows (default 3).</li>
+%% <li>`histograms => N': histograms drawn for the first N rows (default 3);</li>
+%% <li>`loops => N | all': loops (counted, not timed) named on the `counted only' line
+%% (default 3, the others counted).</li>
 %% </ul>
+%% The report leads with the session's line and the table; the notes on what was seen,
+%% kept and left out follow it, then the histograms.
 %% Answers `{error, Reason}' for a bad option, naming it and what is accepted.
 -spec format(ferrotrace:summary(), fun((mfa()) -> [ferrotrace:bucket()] | {error, term()}),
              options() | [{atom(), term()}]) -> iolist() | {error, term()}.
@@ -57,7 +65,7 @@ format(Summary, Histogram, Options0) ->
 check_options(Options) ->
     ferrotrace_options:check(Options, [{top, ?DEFAULT_TOP}, {sort, total}, {mfa, '_'},
                                        {width, ferrotrace_options:default_width()},
-                                       {histograms, ?TOP_HISTOGRAMS}]).
+                                       {histograms, ?TOP_HISTOGRAMS}, {loops, ?LOOPS_NAMED}]).
 
 %% @doc Checks the options of `ferrotrace:report(Session, Options)': `{ok, Options}' as
 %% given; for a cluster session (a pid), which also takes `by_node => true' (one more
@@ -86,17 +94,19 @@ maybe_without(_Key, Options) -> Options.
 %%--------------------------------------------------------------------------------------
 
 render(Summary = #{calls := Calls0}, Histogram,
-       #{top := Top, sort := Sort, mfa := Filter, width := Width, histograms := NHist}) ->
+       #{top := Top, sort := Sort, mfa := Filter, width := Width, histograms := NHist} = Options) ->
     Matching = [C || C = #{mfa := MFA} <- Calls0, matches(Filter, MFA)],
     Sorted = sort(Sort, Matching),
     Shown = case Top of
                 all -> Sorted;
                 _ -> lists:sublist(Sorted, Top)
             end,
-    [header(Summary, Width), "\n",
+    {First, Notes} = header(Summary, maps:get(loops, Options, ?LOOPS_NAMED), Width),
+    [First, "\n",
      table(Shown, Sort, Width, Calls0 =:= []),
      left_out(length(Calls0), length(Matching), length(Shown), Filter, Width),
      tracing_shares(Shown, maps:get(calibration, Summary, undefined), Width),
+     "\n", Notes,
      [[quantize(MFA, Histogram(MFA), Width), ferrotrace_slow:lines(Entry, Width),
        ferrotrace_keys:lines(Entry, Width)]
       || Entry = #{mfa := MFA, returns := R, exceptions := E} <- lists:sublist(Shown, NHist),
@@ -116,8 +126,9 @@ sort(Key, Calls) ->
             end,
     lists:sort(fun(A, B) -> Value(A) >= Value(B) end, Calls).
 
+%% The session's line, and the notes that follow the table.
 header(Summary = #{id := Id, status := Status, elapsed_ms := Ms, events := Events,
-                   pairing := Pairing}, Width) ->
+                   pairing := Pairing}, LoopsNamed, Width) ->
     StatusText = case Status of
                      running -> "running";
                      stopped -> io_lib:format("stopped (~tp)",
@@ -140,14 +151,10 @@ header(Summary = #{id := Id, status := Status, elapsed_ms := Ms, events := Event
         [io_lib:format("~b calls still open", [Count(open_calls, Pairing)]),
          io_lib:format("~b abandoned", [Count(abandoned_calls, Pairing)]),
          io_lib:format("~b returns without a call", [Count(unmatched_returns, Pairing)])],
-    Loops = case maps:get(loops, Summary, []) of
-                [] -> [];
-                LoopMFAs -> wrap("counted only (loops): ",
-                                 [loop_text(L, maps:get(calls, Summary, [])) || L <- LoopMFAs], Width)
-            end,
+    Loops = loops(maps:get(loops, Summary, []), maps:get(calls, Summary, []), LoopsNamed, Width),
     Elapsed = io_lib:format("~ts after ~.1f s", [StatusText, Ms / 1000]),
-    [wrap("ferrotrace session ", [[Name, ":"], Elapsed], "", Width),
-     wrap("events: ", EventParts, Width),
+    {wrap("ferrotrace session ", [[Name, ":"], Elapsed], "", Width),
+    [wrap("events: ", EventParts, Width),
      backlog(Summary, Count(dropped, Events), Width),
      sampling(maps:get(sample, Summary, #{}), Width),
      wrap("pairing: ", PairingParts, Width),
@@ -157,7 +164,19 @@ header(Summary = #{id := Id, status := Status, elapsed_ms := Ms, events := Event
      changes(maps:get(changes, Summary, []), Width),
      budget(maps:get(budget, Summary, undefined), Width),
      left_out(maps:get(generated_left_out, Summary, 0), Width),
-     Loops].
+     Loops]}.
+
+%% The loops counted without timing, on one line: the first `Named' and how many more
+%% (`loops => all' names them all).
+loops([], _Calls, _Named, _Width) ->
+    [];
+loops(LoopMFAs, Calls, Named, Width) ->
+    {Shown, More} = case Named of
+                        all -> {LoopMFAs, 0};
+                        _ -> {lists:sublist(LoopMFAs, Named), max(0, length(LoopMFAs) - Named)}
+                    end,
+    wrap("counted only (loops): ", [loop_text(L, Calls) || L <- Shown]
+         ++ [io_lib:format("~b more (report option loops => all)", [More]) || More > 0], Width).
 
 %% The probe effect (calls/2 sessions): what a traced call costs its caller here, and
 %% whether the figures have it taken out (ferrotrace_calibrate).
@@ -409,7 +428,8 @@ table(Calls, Sort, Width, false) ->
 -spec rows([map()], [{string(), atom(), count | time}], [atom()], atom(), pos_integer()) ->
           [iolist()].
 rows(Calls, Columns0, Drop, Sort, Width) ->
-    Cells0 = [column(Header, Key, Kind, Calls) || {Header, Key, Kind} <- Columns0],
+    Latency = lists:max([0 | [V || {_, Key, time} <- Columns0, Key =/= total, V <- times(Key, Calls), is_integer(V)]]),
+    Cells0 = [column(Header, Key, Kind, Calls, Latency) || {Header, Key, Kind} <- Columns0],
     Names = [unicode:characters_to_list(ferrotrace_names:mfa(MFA)) || #{mfa := MFA} <- Calls],
     NameWidth = lists:max([length("FUNCTION") | [string:length(N) || N <- Names]]),
     Columns = fit(Cells0, Drop, Sort, NameWidth, Width),
@@ -423,25 +443,42 @@ rows(Calls, Columns0, Drop, Sort, Width) ->
             || {I, Name} <- lists:zip(lists:seq(1, length(Names)), Names)],
     [HeaderLine | Rows].
 
-%% {Key, HeaderText, Width, Cells}, with one unit per time column.
-column(Header, Key, count, Calls) ->
+%% {Key, HeaderText, Width, Cells}: the latency columns in one unit, chosen from the largest
+%% of their values (`Latency'); TOTAL, a sum of times, in its own.
+column(Header, Key, count, Calls, _Latency) ->
     Cells = [integer_to_list(maps:get(Key, C, 0)) || C <- Calls],
     finish(Key, Header, Cells);
-column(Header, Key, time, Calls) ->
-    %% A function counted only (a loop) has no time at all, not a total of zero.
-    Values = [case C of
-                  #{returns := 0, exceptions := 0} -> undefined;
-                  _ -> maps:get(Key, C, undefined)
-              end || C <- Calls],
-    Max = lists:max([0 | [V || V <- Values, is_integer(V)]]),
-    {Unit, Divisor} = unit_for(Max),
+column(Header, Key, time, Calls, Latency) ->
+    Values = times(Key, Calls),
+    Max = case Key of
+              total -> lists:max([0 | [V || V <- Values, is_integer(V)]]);
+              _ -> Latency
+          end,
+    {Unit, Divisor} = case Key of
+                          total -> unit_for(Max);
+                          _ -> latency_unit(Max)
+                      end,
     Cells = [in_unit(V, Divisor) || V <- Values],
     finish(Key, Header ++ " " ++ Unit, Cells).
+
+%% A function counted only (a loop) has no time at all, not a total of zero.
+times(Key, Calls) ->
+    [case C of
+         #{returns := 0, exceptions := 0} -> undefined;
+         _ -> maps:get(Key, C, undefined)
+     end || C <- Calls].
 
 finish(Key, Header, Cells) ->
     {Key, Header, lists:max([length(Header) | [length(C) || C <- Cells]]), Cells}.
 
-%% The smallest unit in which the column's largest value has at most 5 digits.
+%% The latency columns' unit: the smallest in which their largest value has at most 6 digits
+%% (a p50 of 1.49 us beside a max of 150 ms reads 1.49 and 150000 us, not 0.001 and 150 ms).
+latency_unit(Max) when Max < 1000000 -> {"ns", 1};
+latency_unit(Max) when Max < 1000000000 -> {"us", 1000};
+latency_unit(Max) when Max < 1000000000000 -> {"ms", 1000000};
+latency_unit(_) -> {"s", 1000000000}.
+
+%% TOTAL's unit: the smallest in which its largest value has at most 5 digits.
 unit_for(Max) when Max < 100000 -> {"ns", 1};
 unit_for(Max) when Max < 100000000 -> {"us", 1000};
 unit_for(Max) when Max < 100000000000 -> {"ms", 1000000};
@@ -453,7 +490,8 @@ in_unit(V, Divisor) ->
     X = V / Divisor,
     if X >= 100 -> integer_to_list(round(X));
        X >= 10 -> float_to_list(X, [{decimals, 1}]);
-       true -> float_to_list(X, [{decimals, 2}])
+       X >= 1; X == 0 -> float_to_list(X, [{decimals, 2}]);
+       true -> float_to_list(X, [{decimals, 3}])
     end.
 
 %% Drops optional columns (never the sort column) until the table fits with a name column

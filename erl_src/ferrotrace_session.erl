@@ -669,8 +669,8 @@ holder({ferrotrace_tracer, Other}) ->
 holder(Tracer) ->
     {tracer, Tracer}.
 
-%% What to do instead, first in the text (a shell cuts long binaries at the end): add the
-%% functions to the session that holds the processes, by its name if it has one.
+%% What to do instead, short enough for a shell not to cut it (it cuts long binaries at the
+%% end): stop the session that holds the processes, or add the functions to it.
 how(Holder) ->
     Session = case Holder of
                   {ferrotrace, _, Name} -> io_lib:format("~tp", [Name]);
@@ -679,12 +679,10 @@ how(Holder) ->
               end,
     case Session of
         none ->
-            <<"stop the other tracer, or trace other processes (pids => [Pid]): on OTP 25 and 26 "
-              "a process has one tracer">>;
+            <<"stop the other tracer (dbg:stop()), or trace other processes: pids => [Pid]">>;
         _ ->
             unicode:characters_to_binary(
-              ["ferrotrace:add(", Session, ", Spec) adds functions to the running session ", Session,
-               ", which traces these processes (one tracer per process on OTP 25 and 26)"])
+              ["ferrotrace:stop(", Session, ") ends it, or add(", Session, ", Spec) to it"])
     end.
 
 %% erlang:trace/3 refuses a dead process, or one another tracer already traces.

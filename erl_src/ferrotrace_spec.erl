@@ -30,7 +30,7 @@
 %%% Names are resolved, modules are not loaded: that is the caller's job.
 -module(ferrotrace_spec).
 
--export([parse/1, matches/2, overlaps/2, wider/2]).
+-export([parse/1, matches/2, overlaps/2, wider/2, function/1]).
 
 -type wild(T) :: T | '_'.
 -type clause() :: {Head :: '_' | atom() | [term()], Guards :: [term()], Body :: [term()]}.
@@ -87,6 +87,19 @@ parse(Spec) when is_list(Spec) ->
     end;
 parse(Spec) ->
     one(Spec).
+
+%% @doc One function, as the functions that read one function's figures take it
+%% (`ferrotrace:slowest/2', `slow_calls/2', `histogram/2'): `{M, F, Arity}', or any spec
+%% that names exactly one function (`"m:f/1"', `"MyApp.Cart.add/2"').
+-spec function(term()) -> {ok, mfa()} | {error, {bad_mfa, term(), binary()}}.
+function({M, F, A} = MFA) when is_atom(M), is_atom(F), is_integer(A), A >= 0, A =< 255 ->
+    {ok, MFA};
+function(Spec) ->
+    case (is_list(Spec) orelse is_binary(Spec)) andalso parse(Spec) of
+        {ok, [{M, F, A, _}]} when M =/= '_', F =/= '_', is_integer(A) -> {ok, {M, F, A}};
+        _ -> {error, {bad_mfa, ferrotrace_hint:brief(Spec),
+                      <<"one function: {M, F, Arity}, \"m:f/1\" or \"MyApp.Cart.add/2\"">>}}
+    end.
 
 many([], Acc) ->
     {ok, lists:append(lists:reverse(Acc))};

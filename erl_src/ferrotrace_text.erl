@@ -5,7 +5,49 @@
 %%% keys, the recorder, process events) can use it without calling back into another.
 -module(ferrotrace_text).
 
--export([cut/2, shorten/2, format_ns/1, table/4]).
+-export([cut/2, shorten/2, format_ns/1, table/4, explain/1]).
+
+%% @doc The lines of `ferrotrace:explain/1' for an error (`{error, Reason}', a `Reason', or
+%% the shell's `v(-1)' after a match on a refusal failed, `{'EXIT', {{badmatch, Error}, _}}'):
+%% first what was refused, its tag in words and its parts as Erlang prints them (short),
+%% every text in it (hints, accepted values) written `...'; then each text on a line of its
+%% own, as text.
+-spec explain(term()) -> [string()].
+explain({'EXIT', {{badmatch, Answer}, _Stack}}) ->
+    %% `v(-1)' after `{ok, S} = ...' met a refusal: the refusal.
+    explain(Answer);
+explain({badmatch, Answer}) ->
+    explain(Answer);
+explain({error, Reason}) ->
+    explain(Reason);
+explain(Reason) ->
+    {Term, Texts} = texts(Reason, 0, []),
+    First = case Term of
+                T when is_tuple(T), tuple_size(T) > 0, is_atom(element(1, T)) ->
+                    [_ | Parts] = tuple_to_list(T),
+                    [words(element(1, T)), ": ", lists:join(", ", [show(P) || P <- Parts])];
+                A when is_atom(A) -> words(A);
+                Other -> show(Other)
+            end,
+    [unicode:characters_to_list(First) | ["  " ++ T || T <- lists:reverse(Texts)]].
+
+%% A part as Erlang prints it, short, a text in it as `...'.
+show(Part) ->
+    string:replace(io_lib:format("~0tP", [Part, 12]), "'$text'", "...", all).
+
+%% The term with its texts (binaries of UTF-8 text) replaced by '$text', and the texts.
+texts(B, _Depth, Acc) when is_binary(B), byte_size(B) > 0 ->
+    case unicode:characters_to_list(B) of
+        Text when is_list(Text) -> {'$text', [Text | Acc]};
+        _ -> {B, Acc}
+    end;
+texts(T, Depth, Acc) when is_tuple(T), Depth < 4 ->
+    {Parts, Acc1} = lists:mapfoldl(fun(P, A) -> texts(P, Depth + 1, A) end, Acc, tuple_to_list(T)),
+    {list_to_tuple(Parts), Acc1};
+texts(Other, _Depth, Acc) ->
+    {Other, Acc}.
+
+words(Tag) -> lists:join(" ", string:lexemes(atom_to_list(Tag), "_")).
 
 %% @doc A report line (any chardata) cut to `Width' characters.
 -spec cut(unicode:chardata(), pos_integer()) -> string().

@@ -177,9 +177,10 @@ session_histograms_bytes(_Id) -> ?NOT_LOADED.
 session_tagged_histograms(_Id) -> ?NOT_LOADED.
 
 %% @private
-%% @doc Folded stacks of the traced functions, weighted by inclusive or exclusive ns.
+%% @doc The call paths of the traced functions (outermost first), weighted by inclusive or
+%% exclusive ns (paths of weight 0 left out), for the folded-stacks export.
 -spec session_collapsed(session_id(), inclusive | exclusive) ->
-          {ok, binary(), #{stacks := non_neg_integer(), overflow := non_neg_integer(),
+          {ok, [{[mfa()], pos_integer()}], #{stacks := non_neg_integer(), overflow := non_neg_integer(),
                            too_deep := non_neg_integer()}} | {error, term()}.
 session_collapsed(_Id, _Weight) -> ?NOT_LOADED.
 

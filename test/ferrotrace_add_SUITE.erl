@@ -171,7 +171,7 @@ refused_changes(_Config) ->
     ?assertMatch({error, {session_stopped, S, _}}, ferrotrace:add(S, {lists, seq, 2})),
     ?assertMatch({error, {session_stopped, S, _}}, ferrotrace:remove(S, {ft_test_target, '_', '_'})),
     ok = ferrotrace:release(S),
-    ?assertEqual({error, {no_such_session, S}}, ferrotrace:add(S, ?G)),
+    ?assertMatch({error, {released, S, _}}, ferrotrace:add(S, ?G)),
     {ok, Raw} = ferrotrace:session(#{}),
     ?assertMatch({error, {raw_session, Raw, _}}, ferrotrace:add(Raw, ?G)),
     ok.
@@ -188,7 +188,7 @@ second_session_refused_then_add(_Config) ->
             {error, {already_traced, [_ | _], {ferrotrace, S, first}, How}} =
                 ferrotrace:calls(?G, #{duration => ?LONG}),
             ct:pal("~ts", [How]),
-            ?assertMatch(<<"ferrotrace:add(first, Spec) adds functions", _/binary>>, How);
+            ?assertEqual(<<"ferrotrace:stop(first) ends it, or add(first, Spec) to it">>, How);
         true ->
             {ok, S2} = ferrotrace:calls(?G, #{duration => ?LONG}),
             ok = ferrotrace:release(S2)

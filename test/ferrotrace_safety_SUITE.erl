@@ -196,7 +196,7 @@ second_session_all_refused(_Config) ->
             %% The refusal says how: add the functions to the session that holds them.
             {error, {already_traced, [_ | _], {ferrotrace, S1, first}, How}} =
                 ferrotrace:calls({lists, seq, 2}, #{duration => ?LONG}),
-            ?assertMatch(<<"ferrotrace:add(first, Spec)", _/binary>>, How),
+            ?assertMatch(<<"ferrotrace:stop(first) ends it, or add(first, Spec)", _/binary>>, How),
             [ft_test_target:f(I) || I <- lists:seq(1, 100)],
             ?assertMatch(#{status := running, calls := [#{mfa := ?F, count := 100}]},
                          ferrotrace:summary(S1)),
@@ -227,7 +227,7 @@ refused_start_changes_nothing(_Config) ->
     run_in(Worker, fun() -> [ft_test_target:f(I) || I <- lists:seq(1, 100)] end),
     case ft_trace_state:trace_sessions() of
         false ->
-            ?assertMatch({error, {already_traced, [Worker], {ferrotrace, S1}, <<"ferrotrace:add(", _/binary>>}},
+            ?assertMatch({error, {already_traced, [Worker], {ferrotrace, S1}, <<"ferrotrace:stop(", _/binary>>}},
                          ferrotrace:calls(?F, #{duration => ?LONG, pids => [Worker]})),
             ?assert(ft_trace_state:traced_by_ferrotrace(?F)),
             run_in(Worker, fun() -> [ft_test_target:f(I) || I <- lists:seq(1, 100)] end);

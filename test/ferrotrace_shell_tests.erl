@@ -6,7 +6,9 @@
 %% Not eunit.hrl: its generated test/0 has no spec (warn_missing_spec, warnings_as_errors).
 -include_lib("stdlib/include/assert.hrl").
 
--export([spec_forms_test_/0, spec_errors_test_/0, compiled_fun_test/0, shell_fun_test_/0,
+-export([function_forms_test/0, released_session_test/0, explain_test/0, report_loops_line_test/0,
+         report_one_unit_test/0, report_table_first_test/0,
+         spec_forms_test_/0, spec_errors_test_/0, compiled_fun_test/0, shell_fun_test_/0,
          spec_filters_calls_test/0, names_test_/0, report_fits_test_/0, report_rows_test/0, report_backlog_test/0,
          report_sort_test/0, report_mfa_test/0, report_pairing_test/0, report_options_test_/0,
          report_legacy_summary_test/0, report_live_session_test/0, help_test/0,
@@ -247,9 +249,14 @@ names_test_() ->
     Cases =
         [{{shop_api, checkout, 1}, "shop_api:checkout/1"},
          {{'my mod', 'f g', 0}, "'my mod':'f g'/0"},
-         {{m, '-loop/0-fun-0-', 2}, "m:loop/0-fun-0/2"},
-         {{m, '-handle_call/3-fun-12-', 1}, "m:handle_call/3-fun-12/1"},
-         {{m, '-f/1-lc$^0/1-0-', 1}, "m:f/1-lc$^0/1-0/1"},
+         %% Generated functions of a module not loaded here: numbered by the compiler's count.
+         {{m, '-loop/0-fun-0-', 2}, "m:loop/0 (fun)"},
+         {{m, '-handle_call/3-fun-12-', 1}, "m:handle_call/3 (fun 13)"},
+         {{m, '-f/1-lc$^0/1-0-', 1}, "m:f/1 (comprehension)"},
+         {{m, '-f/1-lbc$^0/2-0-', 2}, "m:f/1 (binary comprehension)"},
+         {{m, '-f/1-mc$^0/1-0-', 1}, "m:f/1 (map comprehension)"},
+         {{m, '-inlined-h/1-', 1}, "m:h/1 (inlined)"},
+         {{'Elixir.MyApp.Cart', '-add/2-lc$^0/1-0-', 1}, "MyApp.Cart.add/2 (comprehension)"},
          {{m, '-', 1}, "m:'-'/1"},
          {{'Elixir.MyApp.Cart', add, 2}, "MyApp.Cart.add/2"},
          {{'Elixir.MyApp.Cart', 'valid?', 1}, "MyApp.Cart.valid?/1"},
@@ -262,7 +269,20 @@ names_test_() ->
     [{lists:flatten(io_lib:format("mfa(~tp)", [MFA])),
       fun() -> ?assertEqual(Expected, flat(ferrotrace_names:mfa(MFA))) end}
      || {MFA, Expected} <- Cases]
-        ++ [{"module/1",
+        ++ [{"generated functions of a loaded module, numbered in their function",
+             fun() ->
+                     {module, M} = code:ensure_loaded(ft_names_target),
+                     Names = lists:sort([flat(ferrotrace_names:mfa({M, F, A}))
+                                         || {F, A} <- M:module_info(functions), F =/= work,
+                                            F =/= module_info]),
+                     ?assertEqual(["ft_names_target:work/1 (binary comprehension)",
+                                   "ft_names_target:work/1 (comprehension 2)",
+                                   "ft_names_target:work/1 (comprehension)",
+                                   "ft_names_target:work/1 (fun 2)",
+                                   "ft_names_target:work/1 (fun)"], Names),
+                     ?assertEqual(false, ferrotrace_names:generated({M, work, 1}))
+             end},
+            {"module/1",
              fun() ->
                      ?assertEqual("MyApp.Cart", flat(ferrotrace_names:module('Elixir.MyApp.Cart'))),
                      ?assertEqual("shop_api", flat(ferrotrace_names:module(shop_api))),
@@ -562,3 +582,83 @@ wild(E, G) when is_tuple(E), is_tuple(G), tuple_size(E) =:= tuple_size(G) ->
 wild(_, G) -> G.
 
 %% Runs Fun with a group leader that records what is written: {Result, Text}.
+
+%%--------------------------------------------------------------------------------------
+%% One form everywhere: a function as a spec string, released sessions, explain/1
+
+-spec function_forms_test() -> ok.
+function_forms_test() ->
+    ?assertEqual({ok, {nc, get, 1}}, ferrotrace_spec:function("nc:get/1")),
+    ?assertEqual({ok, {nc, get, 1}}, ferrotrace_spec:function(<<"nc:get/1">>)),
+    ?assertEqual({ok, {'Elixir.MyApp.Cart', add, 2}}, ferrotrace_spec:function("MyApp.Cart.add/2")),
+    ?assertEqual({ok, {nc, get, 1}}, ferrotrace_spec:function({nc, get, 1})),
+    [?assertMatch({error, {bad_mfa, _, <<_/binary>>}}, ferrotrace_spec:function(Bad))
+     || Bad <- ["nc:get/x", "nc", "nc:_/1", {nc, get, '_'}, 42]],
+    %% slowest/2 takes the string as specs do, and answers for the session as for a tuple.
+    ?assertEqual(ferrotrace:slowest(12345, {nc, get, 1}), ferrotrace:slowest(12345, "nc:get/1")),
+    ?assertMatch({error, {bad_mfa, "nc:get/x", _}}, ferrotrace:slowest(12345, "nc:get/x")),
+    ?assertEqual(ferrotrace:histogram(12345, {nc, get, 1}), ferrotrace:histogram(12345, "nc:get/1")),
+    ok.
+
+-spec released_session_test() -> ok.
+released_session_test() ->
+    {ok, S} = ferrotrace:session(#{duration => 5000, owner => self()}),
+    ok = ferrotrace:release(S),
+    ?assertMatch({error, {released, S, <<_/binary>>}}, ferrotrace:summary(S)),
+    ?assertMatch({error, {released, S, <<_/binary>>}}, ferrotrace:slowest(S, "m:f/1")),
+    ?assertEqual({error, {no_such_session, 12345}}, ferrotrace:summary(12345)),
+    ok.
+
+-spec explain_test() -> ok.
+explain_test() ->
+    %% Outside a shell (here: an EUnit process whose group leader is not a shell's) the
+    %% lines are answered; a shell gets them printed.
+    Lines = fun(E) -> with_group_leader(whereis(user), fun() -> ferrotrace:explain(E) end) end,
+    ?assertEqual(["bad option: {top,0,...}", "  a positive integer or all"],
+                 Lines(ferrotrace:report(12345, #{top => 0}))),
+    ?assertEqual(["no such session: 12345"], Lines({error, {no_such_session, 12345}})),
+    %% duration => infinity outside a shell: refused, the hint as text (as bin/rel eval shows it).
+    ?assertMatch(["bad option: {duration,infinity,...}", "  a finite duration" ++ _],
+                 Lines(ferrotrace:calls({lists, seq, 2}, #{duration => infinity}))),
+    ?assertEqual(["x"], Lines(x)),
+    %% v(-1) in the shell after `{ok, S} = ...' met a refusal.
+    ?assertEqual(["no such session: 12345"],
+                 Lines({'EXIT', {{badmatch, {error, {no_such_session, 12345}}}, []}})),
+    ok.
+
+with_group_leader(Leader, Fun) ->
+    Old = group_leader(),
+    true = group_leader(Leader, self()),
+    try Fun() after group_leader(Old, self()) end.
+
+%% A broad session's loops: one line naming three, the others counted; loops => all names all.
+-spec report_loops_line_test() -> ok.
+report_loops_line_test() ->
+    Loops = [{m, list_to_atom("loop" ++ integer_to_list(I)), 0} || I <- lists:seq(1, 20)],
+    Summary = (summary())#{loops => Loops},
+    Text = flat(ferrotrace_report:format(Summary, fun histogram/1, #{width => 120})),
+    [Line] = [L || L <- lines(Text), string:prefix(L, "counted only (loops):") =/= nomatch],
+    ?assertEqual("counted only (loops): m:loop1/0, m:loop2/0, m:loop3/0, 17 more (report option loops => all)", Line),
+    All = flat(ferrotrace_report:format(Summary, fun histogram/1, #{width => 120, loops => all})),
+    [?assertNotEqual(nomatch, string:find(All, "m:loop" ++ integer_to_list(I) ++ "/0")) || I <- lists:seq(1, 20)],
+    ?assertEqual(nomatch, string:find(All, "more (report option")),
+    ?assertMatch({error, {bad_option, {loops, x, _}}}, ferrotrace_report:format(Summary, fun histogram/1, #{loops => x})),
+    ok.
+
+%% The latency columns of a table share one unit (TOTAL has its own).
+-spec report_one_unit_test() -> ok.
+report_one_unit_test() ->
+    [Header | _] = [L || L <- lines(text(#{width => 200})), string:prefix(L, "FUNCTION") =/= nomatch],
+    Units = [U || [Col, U] <- [string:lexemes(C, " ") || C <- re:split(Header, "  +", [{return, list}])],
+                  Col =/= "TOTAL"],
+    ?assertMatch([_, _ | _], Units),
+    ?assertEqual([hd(Units)], lists:usort(Units)),
+    ok.
+
+%% The report leads with the session's line and the table; the notes follow it.
+-spec report_table_first_test() -> ok.
+report_table_first_test() ->
+    [First, "", Header | _] = lines(text(#{width => 120})),
+    ?assertMatch("ferrotrace session" ++ _, First),
+    ?assertMatch("FUNCTION" ++ _, Header),
+    ok.

@@ -131,6 +131,10 @@ off(_Config) ->
     ?assertMatch({error, {no_such_function, {ft_slow_target, nope, 0}}},
                  ferrotrace:slowest(S, {ft_slow_target, nope, 0})),
     ?assertMatch({error, {bad_mfa, nope}}, ferrotrace:slowest(S, nope)),
+    ?assertMatch({error, {bad_mfa, "ft_slow_target:work/x", <<_/binary>>}},
+                 ferrotrace:slowest(S, "ft_slow_target:work/x")),
+    %% A function as a spec string names it as a tuple does.
+    ?assertEqual([], ferrotrace:slowest(S, "ft_slow_target:work/1")),
     ?assertMatch({error, _}, ferrotrace:slowest(no_such_session_name, ?WORK)),
     ok.
 

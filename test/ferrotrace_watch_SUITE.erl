@@ -100,7 +100,7 @@ bad_sessions_and_options(_Config) ->
                  ferrotrace:watch(S, #{histograms => 1})),
     ?assertMatch({error, {bad_options, [x], <<_/binary>>}}, ferrotrace:watch(S, [x])),
     ok = ferrotrace:release(S),
-    ?assertMatch({error, {no_such_session, _}}, ferrotrace:watch(S, #{count => 1})).
+    ?assertMatch({error, {released, S, _}}, ferrotrace:watch(S, #{count => 1})).
 
 %% At 40 columns, with a long function name: lines are cut, never wrapped; the sort column
 %% stays.

@@ -178,6 +178,12 @@ case $out in
     "{error,{bad_option,{duration,infinity,"*) ;;
     *) fail "eval: calls/2 with duration => infinity and no owner answered $out" ;;
 esac
+# The same refusal through explain/1: the hint as text (a string), not #Bin<...>.
+out=$(ev "ferrotrace:explain(ferrotrace:calls($mfa, #{duration => infinity})).")
+case $out in
+    *'"bad option: {duration,infinity,...}"'*'"  a finite duration'*) ;;
+    *) fail "eval: explain/1 of the refusal printed $out" ;;
+esac
 out=$(evs "ferrotrace:calls($mfa, #{duration => 3000}).")
 case $out in
     "{ok,"*) sid=$(echo "$out" | sed 's/[^0-9]//g') ;;
@@ -199,6 +205,6 @@ wait_node "$traced" "{traced,false}" 10 "eval: after the duration"
 grep -Eq '^relapp_work:handle/1 +[0-9]+ ' "$work/report.txt" \
     || fail "eval: ferrotrace:format/1 gave: $(cat "$work/report.txt")"
 [ "$(evs "ferrotrace:release($sid).")" = ok ] || fail "eval: release/1"
-say "bin/relapp eval: a session with no owner ran 3 s, stopped by itself, format/1 read back; infinity refused"
+say "bin/relapp eval: a session with no owner ran 3 s, stopped by itself, format/1 read back; infinity refused, explain/1 readable"
 
 say "passed in $((SECONDS - started)) s"

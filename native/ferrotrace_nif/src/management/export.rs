@@ -19,7 +19,7 @@ use ferrotrace_core::aggregate::SIGNIFICANT_DIGITS;
 use ferrotrace_core::event::Mfa;
 
 use super::distribution;
-use super::reply::{error, map};
+use super::reply::{error, map, mfa_term};
 use super::lookup::with_aggregator;
 use crate::encoding::immediate::kept_term;
 
@@ -179,31 +179,30 @@ fn session_tagged_histograms<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
     })
 }
 
-/// `session_collapsed(Id, inclusive | exclusive) -> {ok, Binary, #{stacks, overflow,
-/// too_deep}}`: one line `m:f/a;m:g/b <ns>` per call path of the traced functions.
+/// `session_collapsed(Id, inclusive | exclusive) -> {ok, [{[MFA], Ns}], #{stacks, overflow,
+/// too_deep}}`: each call path of the traced functions (outermost first) with its weight,
+/// paths of weight 0 left out. `ferrotrace_export` writes the folded lines, naming the
+/// functions as the report does (`ferrotrace_names`).
 #[rustler::nif(schedule = "DirtyCpu")]
 fn session_collapsed<'a>(env: Env<'a>, id: Term<'a>, weight: Term<'a>) -> Term<'a> {
     let inclusive = weight.decode::<rustler::Atom>().is_ok_and(|a| a == atoms::inclusive());
     with_aggregator(env, id, |agg| {
         let paths = agg.stack_paths();
-        let mut text = String::new();
-        for line in paths.folded() {
-            let ns = if inclusive { line.inclusive_ns } else { line.exclusive_ns };
-            if ns == 0 {
-                continue;
-            }
-            let names: Vec<String> = line.path.iter().map(|mfa| mfa_text(env, mfa)).collect();
-            text.push_str(&names.join(";"));
-            text.push(' ');
-            text.push_str(&ns.to_string());
-            text.push('\n');
-        }
+        let lines: Vec<Term<'a>> = paths
+            .folded()
+            .into_iter()
+            .filter_map(|line| {
+                let ns = if inclusive { line.inclusive_ns } else { line.exclusive_ns };
+                let path: Vec<Term<'a>> = line.path.iter().map(|mfa| mfa_term(env, mfa)).collect();
+                (ns > 0).then(|| (path, ns).encode(env))
+            })
+            .collect();
         let info = map(env, &[
             (atoms::stacks(), paths.len().encode(env)),
             (atoms::overflow(), paths.overflow().encode(env)),
             (atoms::too_deep(), paths.too_deep().encode(env)),
         ]);
-        (atoms::ok(), binary(env, text.as_bytes()), info).encode(env)
+        (atoms::ok(), lines, info).encode(env)
     })
 }
 
