@@ -178,8 +178,10 @@
     box.appendChild(section("Functions (" + view.functions.length + "; click a column to sort, a row for its plots)",
                             view.functions.length ? [functionTable(view, function (f) { details(f); detailBox.scrollIntoView(); })]
                                                   : [el("p", { cls: "note", text: "no traced function" })]));
-    box.appendChild(section("Function", [detailBox]));
-    if (view.functions.length) details(view.functions[0]);
+    if (view.functions.length) {
+      box.appendChild(section("Function", [detailBox]));
+      details(view.functions[0]);
+    }
     box.appendChild(section("Flame graph", flame(view)));
     box.appendChild(section("Flight recorder", view.recent
       ? [el("p", { cls: "note", text: "the last " + Math.min(200, view.recent.total) + " of " + view.recent.total + " events recorded" }), pre(view.recent.text)]

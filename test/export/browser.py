@@ -164,7 +164,7 @@ def main():
               "chromium %.1f s (dump) %.1f s (screenshot), screenshot %d colours"
               % (size, rendered["rows"], rendered["views"],
                  {k: rendered.get(k) for k in ("histogram", "over_time", "activity", "flame")},
-                 rendered["ms"], rendered["since_navigation"], wall_dom, wall_shot, colours))
+                 rendered["ms"], rendered.get("since_navigation", -1), wall_dom, wall_shot, colours))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
