@@ -260,7 +260,7 @@ page(Title, Views) ->
     case ferrotrace_tracer:to_json_compact(#{format => <<"ferrotrace.html">>, version => 1, views => Views}) of
         {ok, Json} ->
             case assets() of
-                {ok, [UplotJs, UplotCss, AppJs, AppCss]} ->
+                {ok, [UplotJs, UplotCss, AppJs, AppCss, UplotLicence]} ->
                     {ok, iolist_to_binary(
                            [<<"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                               "<meta name=\"viewport\" content=\"width=device-width\">"
@@ -269,7 +269,8 @@ page(Title, Views) ->
                               "frame-src blob: data:\"><title>ferrotrace: ">>, escape(Title), <<"</title>\n<style>">>,
                             UplotCss, AppCss, <<"</style></head>\n<body><div id=\"app\"></div>\n"
                                                "<script type=\"application/json\" id=\"ferrotrace-data\">">>,
-                            script_safe(Json), <<"</script>\n<script>">>, UplotJs, <<"</script>\n<script>">>,
+                            script_safe(Json), <<"</script>\n<!-- uPlot 1.6.32 (priv/html/uPlot.iife.min.js):\n">>,
+                            UplotLicence, <<"-->\n<script>">>, UplotJs, <<"</script>\n<script>">>,
                             AppJs, <<"</script></body></html>\n">>])};
                 {error, _} = Error ->
                     Error
@@ -288,7 +289,8 @@ escape(Text) ->
 
 assets() ->
     Dir = filename:join(code:priv_dir(ferrotrace), "html"),
-    Read = [file:read_file(filename:join(Dir, F)) || F <- ["uPlot.iife.min.js", "uPlot.min.css", "ferrotrace.js", "ferrotrace.css"]],
+    Read = [file:read_file(filename:join(Dir, F)) || F <- ["uPlot.iife.min.js", "uPlot.min.css", "ferrotrace.js", "ferrotrace.css",
+                                                          "LICENSE-uPlot"]],
     case [R || {error, R} <- Read] of
         [] -> {ok, [B || {ok, B} <- Read]};
         [Reason | _] -> {error, {html_assets, Dir, Reason}}
