@@ -74,7 +74,13 @@ view(Id) ->
 cluster(Summary = #{calls := Calls}, Histogram, Replies) ->
     Views = [{Node, V} || {Node, {ok, V}} <- Replies],
     Failed = [{Node, R} || {Node, R} <- Replies, not is_tuple(R) orelse element(1, R) =/= ok],
-    Merged = #{summary => Summary, failed => Failed, node => cluster,
+    %% Each function's slowest calls of every node, slowest first (the merged summary has none).
+    Slowest = lists:foldl(fun(#{mfa := MFA, slowest := S}, Acc) -> maps:update_with(MFA, fun(L) -> [S | L] end, [S], Acc);
+                             (_, Acc) -> Acc
+                          end, #{}, [C || {_, #{summary := #{calls := Cs}}} <- Views, C <- Cs]),
+    WithSlowest = [C#{slowest => ferrotrace_cluster_merge:slow_calls(slowest, maps:get(MFA, Slowest, []))}
+                   || C = #{mfa := MFA} <- Calls],
+    Merged = #{summary => Summary#{calls := WithSlowest}, failed => Failed, node => cluster,
                otp => list_to_binary(erlang:system_info(otp_release)),
                spec => first([maps:get(spec, V) || {_, V} <- Views]),
                buckets => maps:from_list([{MFA, B} || #{mfa := MFA} <- Calls, B <- [Histogram(MFA)], is_list(B)]),

@@ -84,7 +84,7 @@
     chart(box, "over_time", {
       title: "p50, p90, p99 per " + intervalMs + " ms (log scale)",
       scales: { x: { time: false }, y: { distr: 3 } },
-      axes: [{ label: "s from the start" }, { values: function (u, vals) { return vals.map(ns); }, size: 70 }],
+      axes: [{ label: "s from the start" }, { values: function (u, vals) { return vals.map(function (v) { return v === null ? "" : ns(v); }); }, size: 70 }],
       series: [{ label: "s", value: function (u, v) { return v === null ? "-" : v.toFixed(1) + " s"; } },
                { label: "p50", stroke: "#2a7", width: 2, value: function (u, v) { return ns(v); } },
                { label: "p90", stroke: "#e90", width: 2, value: function (u, v) { return ns(v); } },
