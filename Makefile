@@ -1,5 +1,5 @@
 # ferrotrace: the README's two commands are `make demo` and `make test`.
-.PHONY: busy all setup compile demo test test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty test-snippets bench bench-reads always-on loom miri collector-ceiling clean export-tools fuzz
+.PHONY: busy all setup compile demo test test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty test-snippets bench bench-reads bench-html always-on loom miri collector-ceiling clean export-tools fuzz
 
 DEBIAN_PACKAGES = erlang-nox erlang-dev rebar3 erlang-common-test erlang-eunit erlang-dialyzer erlang-tools
 
@@ -32,10 +32,13 @@ test-erlang: compile export-tools
 
 # The independent readers the export and cluster suites check exports with
 # (test/export/setup.sh): Python's hdrhistogram and jsonschema (pip, in a venv) and inferno (cargo
-# install), cached in _build/export-tools: 88 s the first time here, under 1 s after.
+# install), cached in _build/export-tools: 88 s the first time here, under 1 s after; and
+# Debian's chromium, which loads the html export (test/export/browser.py).
 export-tools:
 	@python3 -c 'import ensurepip' >/dev/null 2>&1 || { SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq python3-venv; }
+	@command -v chromium >/dev/null 2>&1 || { SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
 	sh test/export/setup.sh
 
 dialyzer: compile
@@ -99,6 +102,13 @@ bench-reads: compile
 	mkdir -p bench/out
 	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_reads.erl
 	erl -noshell -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_reads:main(), halt().'
+
+# The html export of a 1,000-function session: its size and chromium's drawing time, printed
+# (targets 3 MB and 2 s, not asserted; needs chromium: make export-tools; about 30 s).
+bench-html: compile
+	mkdir -p bench/out
+	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_html_bench.erl
+	erl -noshell -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_html_bench:main(), halt().'
 
 # The always-on mode: a {'_','_','_'} session with max_overhead => 0.05 and intervals => 1000
 # on busy schedulers for 60 s: the budget, memory per interval, a tick's cost (about 70 s).

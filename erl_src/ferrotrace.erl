@@ -731,8 +731,13 @@ watch(Session, Options) ->
 %% speedscope), or `{collapsed, #{weight => inclusive | exclusive}}' (default exclusive:
 %% the time in a function less the traced calls it made); `chrome_trace' (the flight
 %% recorder's calls as Chrome trace-event JSON for Perfetto and chrome://tracing; a session
-%% without `recent => N' answers `{error, {needs, recent}}'). A cluster session's export is its
-%% merged figures. See {@link ferrotrace_export}.
+%% without `recent => N' answers `{error, {needs, recent}}'), or `html' (one self-contained
+%% page to open in a browser from disk, no network: the report's header, the function table
+%% sortable by any column, each function's latency distribution, its p50/p90/p99 over time
+%% with `intervals', its slowest calls with their arguments, the recorder's last events, a
+%% zoomable flame graph of own time by call path, process activity; see
+%% {@link ferrotrace_html}). A cluster session's export is its merged figures (`html': a
+%% merged view and one per node). See {@link ferrotrace_export}.
 -spec export(session() | pid(), ferrotrace_export:format() | {ferrotrace_export:format(), map()}) ->
           binary() | {error, term()}.
 export(Session, {Format, Options}) ->

@@ -21,7 +21,7 @@
 -module(ferrotrace_cluster_merge).
 
 -export([figures/2, lists/1, summary/2, histogram/2, hdr_log/2, intervals/3,
-         slow_calls/2, recent/1, changes/1]).
+         slow_calls/2, recent/1, changes/1, folded/1]).
 
 %% One node's summary and its histograms (`{MFA, V2Binary}').
 -type node_figures() :: {ferrotrace:summary(), [{mfa(), binary()}]}.
@@ -160,6 +160,20 @@ slow_calls(threshold, Lists) ->
 -spec recent([[ferrotrace_recent:event()]]) -> [ferrotrace_recent:event()].
 recent(Lists) ->
     lists:sort(fun(#{at := A}, #{at := B}) -> A =< B end, lists:append(Lists)).
+
+%% @doc Sums the folded lines of several exports (`a;b;c Weight' per line; a cluster's
+%% nodes): equal paths add, sorted by path.
+-spec folded([binary()]) -> binary().
+folded(Texts) ->
+    Sums = lists:foldl(
+             fun(Line, Acc) ->
+                     case string:split(Line, <<" ">>, trailing) of
+                         [Path, N] -> maps:update_with(Path, fun(V) -> V + binary_to_integer(N) end,
+                                                       binary_to_integer(N), Acc);
+                         _ -> Acc
+                     end
+             end, #{}, [L || T <- Texts, L <- binary:split(T, <<"\n">>, [global]), L =/= <<>>]),
+    iolist_to_binary([[Path, $\s, integer_to_binary(N), $\n] || {Path, N} <- lists:sort(maps:to_list(Sums))]).
 
 %%--------------------------------------------------------------------------------------
 %% Internal functions.

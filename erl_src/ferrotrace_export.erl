@@ -20,18 +20,19 @@
 %%% <li>`chrome_trace': the flight recorder's calls (`recent => N') as Chrome trace-event
 %%% JSON for Perfetto and chrome://tracing, see {@link ferrotrace_chrome}; a session without
 %%% a recorder answers `{error, {needs, recent}}'.</li>
+%%% <li>`html': one self-contained page to open in a browser, see {@link ferrotrace_html}.</li>
 %%% </ul>
 -module(ferrotrace_export).
 
 -export([check/2, local/3, json_document/1, hdr_log/3, merge_folded/1,
          chrome_trace/1, intervals/2, hdr_log_intervals/2]).
 
--type format() :: hdr_log | json | collapsed | chrome_trace.
+-type format() :: hdr_log | json | collapsed | chrome_trace | html.
 -export_type([format/0]).
 
 %% The formats `export' takes (format()), and how an error names them.
--define(FORMATS, [hdr_log, json, collapsed, chrome_trace]).
--define(FORMATS_TEXT, <<"hdr_log, json, collapsed or chrome_trace">>).
+-define(FORMATS, [hdr_log, json, collapsed, chrome_trace, html]).
+-define(FORMATS_TEXT, <<"hdr_log, json, collapsed, chrome_trace or html">>).
 
 %% @doc Checks a format and its options: `{ok, Options}' with defaults filled in.
 -spec check(term(), term()) -> {ok, map()} | {error, term()}.
@@ -88,6 +89,8 @@ local(Id, chrome_trace, _Options) ->
         {error, _} = Error -> Error;
         Events -> chrome_trace([{node(), Events}])
     end;
+local(Id, html, _Options) ->
+    ferrotrace_html:local(Id);
 local(Id, collapsed, #{weight := Weight}) ->
     case ferrotrace_tracer:session_collapsed(Id, Weight) of
         {ok, Paths, _Info} -> {ok, folded(Paths)};
@@ -106,15 +109,7 @@ chrome_trace(Parts) ->
           {ok, non_neg_integer(), [{non_neg_integer(), non_neg_integer(), [{mfa(), binary()}]}]}
               | {error, term()}.
 intervals(Id, Ms) ->
-    case {ferrotrace_registry:lookup(Id), ferrotrace_tracer:session_summary(Id)} of
-        {{ok, _, _, #{intervals := Pid}}, {ok, #{started_at := Start}}} ->
-            case ferrotrace_intervals:read(Pid, Ms) of
-                {ok, Intervals} -> {ok, Start, Intervals};
-                {error, _} = Error -> Error
-            end;
-        {_, {error, _} = Error} -> Error;
-        _ -> {error, {needs, intervals}}
-    end.
+    ferrotrace_intervals:session(Id, Ms).
 
 %% @doc An interval log of `[{OffsetMs, LengthMs, [{MFA, Bin}]}]' from `StartMs'.
 -spec hdr_log_intervals(non_neg_integer(), [{non_neg_integer(), non_neg_integer(), [{mfa(), binary()}]}]) ->
@@ -144,15 +139,7 @@ name(MFA) ->
 %% @doc Sums the folded lines of several exports (a cluster's nodes): equal paths add.
 -spec merge_folded([binary()]) -> binary().
 merge_folded(Texts) ->
-    Sums = lists:foldl(
-             fun(Line, Acc) ->
-                     case string:split(Line, <<" ">>, trailing) of
-                         [Path, N] -> maps:update_with(Path, fun(V) -> V + binary_to_integer(N) end,
-                                                       binary_to_integer(N), Acc);
-                         _ -> Acc
-                     end
-             end, #{}, [L || T <- Texts, L <- binary:split(T, <<"\n">>, [global]), L =/= <<>>]),
-    iolist_to_binary([[Path, $\s, integer_to_binary(N), $\n] || {Path, N} <- lists:sort(maps:to_list(Sums))]).
+    ferrotrace_cluster_merge:folded(Texts).
 
 %% @doc The JSON document of a summary. Field names are those of {@link ferrotrace:summary/1}
 %% (stable: new fields may be added, existing ones keep their name and meaning), plus

@@ -19,7 +19,7 @@
 %%% scheduler.
 -module(ferrotrace_intervals).
 
--export([check/1, start/3, read/2]).
+-export([check/1, start/3, read/2, session/2]).
 
 -define(DEFAULT_MAX, 600).
 -define(MIN_PERIOD, 10).
@@ -72,10 +72,12 @@ start(_Id, _Keeper, _Intervals) ->
     {error, badarg}.
 
 %% @doc The intervals up to now (a snapshot is taken first), `Ms' each: `{ok, [{OffsetMs,
-%% LengthMs, [{MFA, Bin}]}]}' oldest first, or an error naming the periods `Ms' may be.
+%% LengthMs, [{MFA, Bin}]}]}' oldest first, or an error naming the periods `Ms' may be
+%% (`native': `{ok, PeriodMs, Intervals}', the snapshots as they are, and their period now).
 %% `Pid' must be the snapshot process of a registered session (as the registry's
 %% `intervals' has it): any other answers `{error, {needs, intervals}}' at once.
--spec read(pid(), pos_integer()) -> {ok, [{non_neg_integer(), non_neg_integer(), [{mfa(), binary()}]}]}
+-spec read(pid(), pos_integer() | native) -> {ok, [{non_neg_integer(), non_neg_integer(), [{mfa(), binary()}]}]}
+                                                 | {ok, pos_integer(), [{non_neg_integer(), non_neg_integer(), [{mfa(), binary()}]}]}
                                         | {error, term()}.
 read(Pid, Ms) ->
     Known = is_pid(Pid) andalso
@@ -85,13 +87,33 @@ read(Pid, Ms) ->
         false -> {error, {needs, intervals}}
     end.
 
+%% @doc The intervals of local session `Id' as {@link read/2} answers them, with the
+%% session's start: `{ok, StartMs, Intervals}' (`{ok, StartMs, PeriodMs, Intervals}' for
+%% `native'), `{error, {needs, intervals}}' for a session without them.
+-spec session(ferrotrace_tracer:session_id(), pos_integer() | native) ->
+          {ok, non_neg_integer(), [{non_neg_integer(), non_neg_integer(), [{mfa(), binary()}]}]}
+              | {ok, non_neg_integer(), pos_integer(), [{non_neg_integer(), non_neg_integer(), [{mfa(), binary()}]}]}
+              | {error, term()}.
+session(Id, Ms) ->
+    case {ferrotrace_registry:lookup(Id), ferrotrace_tracer:session_summary(Id)} of
+        {{ok, _, _, #{intervals := Pid}}, {ok, #{started_at := Start}}} ->
+            case read(Pid, Ms) of
+                {ok, Intervals} -> {ok, Start, Intervals};
+                {ok, Period, Intervals} -> {ok, Start, Period, Intervals};
+                {error, _} = Error -> Error
+            end;
+        {_, {error, _} = Error} -> Error;
+        _ -> {error, {needs, intervals}}
+    end.
+
 read_known(Pid, Ms) ->
     Ref = monitor(process, Pid),
     Pid ! {read, self(), Ref},
     receive
         {Ref, Period, Intervals} ->
             demonitor(Ref, [flush]),
-            case is_integer(Ms) andalso Ms > 0 andalso Ms rem Period =:= 0 of
+            case Ms =:= native orelse is_integer(Ms) andalso Ms > 0 andalso Ms rem Period =:= 0 of
+                true when Ms =:= native -> {ok, Period, [{From, To - From, Hs} || {From, To, Hs} <- Intervals]};
                 true -> {ok, [{From, To - From, Hs} || {From, To, Hs} <- group(Ms, Intervals)]};
                 false -> {error, {bad_option, {interval, Ms, period_text(Period)}}}
             end;

@@ -22,6 +22,7 @@
 -define(DEFAULT_TOP, 20).
 -define(MIN_NAME, 24).
 -export([by_node_table/2]).  % the last section's
+-export([header/2]).  % also the html export's (ferrotrace_html)
 
 -type options() :: #{top => pos_integer() | all,
                      sort => count | total | p99 | max,
@@ -125,6 +126,15 @@ sort(Key, Calls) ->
                       end
             end,
     lists:sort(fun(A, B) -> Value(A) >= Value(B) end, Calls).
+
+%% @doc The report's header for `Summary' in `Width' columns, as the text report prints it:
+%% the session and its status, then the notes (the events' accounting, the rings, sampling,
+%% pairing, the frame bound, another tool, the probe effect, changes, the budget, what was
+%% left out and the loops), a line each where there is one. The html export shows it.
+-spec header(ferrotrace:summary(), pos_integer()) -> iolist().
+header(Summary, Width) ->
+    {First, Notes} = header(Summary, ?LOOPS_NAMED, Width),
+    [First, "\n", Notes].
 
 %% The session's line, and the notes that follow the table.
 header(Summary = #{id := Id, status := Status, elapsed_ms := Ms, events := Events,
@@ -562,7 +572,7 @@ help() ->
       "  ferrotrace:summary(S)  format(S)  histogram(S, MFA | wakeup | {gc, minor})\n"
       "  ferrotrace:slowest(S, MFA)  slow_calls(S, MFA)  print_recent(S)  slow calls\n"
       "  ferrotrace:watch(S)  watch(S, #{interval => 1000, count => 5})  live view\n"
-      "  ferrotrace:export(S, json | hdr_log | collapsed | chrome_trace, File)\n"
+      "  ferrotrace:export(S, json | hdr_log | collapsed | chrome_trace | html, File)\n"
       "  ferrotrace:stop(S)  release(S)  list()  stop tracing; free; all sessions\n"
       "  ferrotrace:add(S, Spec)  remove(S, Spec)  change what a running S traces\n"
       "Spec (one, or a list):\n"

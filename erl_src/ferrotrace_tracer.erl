@@ -34,6 +34,7 @@
          histogram_merge/1, histogram_figures/1, hdr_log/2, to_json/1, session_stack_counts/1,
          histogram_subtract/2]).
 -export([copy_term/2]).
+-export([flamegraph_svg/2, to_json_compact/1]).
 
 -on_load(load_nif/0).
 
@@ -210,6 +211,17 @@ hdr_log(_StartMs, _Intervals) -> ?NOT_LOADED.
 %% @doc A term of maps, lists, numbers, atoms and UTF-8 binaries as JSON text.
 -spec to_json(term()) -> {ok, binary()} | {error, term()}.
 to_json(_Term) -> ?NOT_LOADED.
+
+%% @private
+%% @doc As {@link to_json/1}, on one line (the html export's data).
+-spec to_json_compact(term()) -> {ok, binary()} | {error, term()}.
+to_json_compact(_Term) -> ?NOT_LOADED.
+
+%% @private
+%% @doc Folded stacks (`a;b;c Ns' per line) drawn as an SVG flame graph by the inferno
+%% crate, titled `Title': `{error, no_stacks}' when there is no line to draw.
+-spec flamegraph_svg(binary(), binary()) -> {ok, binary()} | {error, term()}.
+flamegraph_svg(_Folded, _Title) -> ?NOT_LOADED.
 
 %% @private
 %% @doc Call paths kept for the collapsed export, and returned calls past the path bounds.

@@ -46,4 +46,13 @@ operator_session() ->
     io:format("8> timer:sleep(1500), ferrotrace:report(K).~n"),
     timer:sleep(1500),
     ok = ferrotrace:report(K),
-    ok = ferrotrace:stop(K).
+    ok = ferrotrace:stop(K),
+    %% One page to attach to a ticket: plots, the flame graph, the slow calls' arguments.
+    HtmlOptions = #{duration => 3000, intervals => 200, args => true, recent => 200, also => [messages, gc]},
+    io:format("9> {ok, H} = ferrotrace:calls(Spec, ~p).~n", [HtmlOptions]),
+    {ok, H} = ferrotrace:calls(Spec, HtmlOptions),
+    io:format("10> timer:sleep(2500), ferrotrace:export(H, html, \"examples/out/shop.html\").~n"),
+    timer:sleep(2500),
+    ok = ferrotrace:export(H, html, "examples/out/shop.html"),
+    io:format("ok: open examples/out/shop.html in a browser~n"),
+    ok = ferrotrace:stop(H).

@@ -8,7 +8,7 @@
 -export([merged_exactly/1, owner_death_stops_every_part/1, node_death_reported/1,
          stop_and_duration/1, limit_stops_every_part/1, node_without_ferrotrace/1, bad_nodes/1, report_by_node/1,
          named_and_listed/1, chrome_trace_per_node/1, hdr_log_intervals_merged/1,
-         slow_and_recent_merged/1, add_and_remove_on_every_node/1]).
+         slow_and_recent_merged/1, add_and_remove_on_every_node/1, html_per_node_and_merged/1]).
 
 -define(SPEC, [{ft_export_target, outer, 1}, {ft_export_target, mid, 1},
                {ft_export_target, leaf, 1}]).
@@ -22,7 +22,7 @@ all() ->
     [merged_exactly, owner_death_stops_every_part, node_death_reported, stop_and_duration,
      limit_stops_every_part, node_without_ferrotrace, bad_nodes, report_by_node,
      named_and_listed, chrome_trace_per_node, hdr_log_intervals_merged, slow_and_recent_merged,
-     add_and_remove_on_every_node].
+     add_and_remove_on_every_node, html_per_node_and_merged].
 
 %% A peer node with this node's code path (ferrotrace and the test modules), or without.
 peer(Name, WithFerrotrace) ->
@@ -337,3 +337,32 @@ hdr_log_intervals_merged(Config) ->
     ok = ft_export_tools:assert_sums(Calls, Theirs),
     ?assertEqual(10, hd([N || #{mfa := {_, outer, _}, count := N} <- Calls])),
     ok.
+
+%% A cluster's html export: a merged view and one per node, each node's from its own part;
+%% loaded in a headless chromium (test/export/browser.py) as the export suite does: each
+%% view draws its three functions' rows (nine in all). Skips
+%% where chromium is not installed (make export-tools installs it).
+-spec html_per_node_and_merged(config()) -> ok | {skip, string()}.
+html_per_node_and_merged(Config) ->
+    case os:find_executable("chromium") of
+        false ->
+            {skip, "chromium is not installed (make export-tools installs it)"};
+        _ ->
+            Nodes = lists:sort([N || {_, N} <- peers(2)]),
+            {ok, C} = ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000, recent => 100,
+                                                intervals => 10, args => true}),
+            [ok = remote(N, ft_export_target, run, [K, 1]) || {N, K} <- lists:zip(Nodes, [4, 6])],
+            ok = ferrotrace:stop(C),
+            File = filename:join(proplists:get_value(priv_dir, Config), "cluster.html"),
+            ok = ferrotrace:export(C, html, File),
+            {ok, Page} = file:read_file(File),
+            %% The views in order: merged, then each node by name.
+            Names = [<<"merged">> | [atom_to_binary(N) || N <- Nodes]],
+            At = [case binary:match(Page, <<"\"name\":\"", Name/binary, "\"">>) of
+                      {Pos, _} -> Pos;
+                      nomatch -> ct:fail({no_view, Name})
+                  end || Name <- Names],
+            ?assertEqual(lists:sort(At), At),
+            ft_export_tools:browser(File, "--rows 9 --views 3 --expect histogram,over_time,flame"),
+            ok
+    end.

@@ -9,7 +9,7 @@
 -export([hdr_log_read_by_python/1, json_read_by_python/1, collapsed_drawn_by_inferno/1,
          collapsed_weights/1, chrome_trace_needs_recent/1, bad_formats/1, to_file/1,
          chrome_trace_read_by_python/1, hdr_log_intervals_add_up/1, hdr_log_interval_options/1,
-         histogram_nifs/1]).
+         histogram_nifs/1, html_in_a_browser/1]).
 
 -define(SPEC, [{ft_export_target, outer, 1}, {ft_export_target, mid, 1},
                {ft_export_target, leaf, 1}]).
@@ -24,7 +24,7 @@ suite() ->
 all() ->
     [hdr_log_read_by_python, json_read_by_python, collapsed_drawn_by_inferno, collapsed_weights,
      chrome_trace_needs_recent, bad_formats, to_file, chrome_trace_read_by_python,
-     hdr_log_intervals_add_up, hdr_log_interval_options, histogram_nifs].
+     hdr_log_intervals_add_up, hdr_log_interval_options, histogram_nifs, html_in_a_browser].
 
 %% A session over the known call tree: 20 outer calls, 40 mid and 40 leaf calls.
 traced_session() ->
@@ -333,6 +333,34 @@ to_file(Config) ->
     ?assertEqual(ferrotrace:export(S, json), Bytes),
     ?assertMatch({error, _}, ferrotrace:export(S, json, "/nonexistent/dir/x.json")),
     ok.
+
+%% The html export loaded from disk by a headless chromium (test/export/browser.py): no
+%% console message, no network request, a row per function, each kind of plot, a
+%% screenshot that is not blank. A session with everything the page shows, and a plain one
+%% (no recorder, no intervals: the page says so). chromium comes from `make export-tools';
+%% where it is missing (the OTP chroots) the case skips.
+-spec html_in_a_browser(config()) -> ok | {skip, string()}.
+html_in_a_browser(Config) ->
+    case os:find_executable("chromium") of
+        false ->
+            {skip, "chromium is not installed (make export-tools installs it)"};
+        _ ->
+            {ok, S} = ferrotrace:calls(?SPEC, #{duration => 60000, args => true, recent => 100,
+                                                intervals => 10, also => [messages, gc]}),
+            ok = ft_export_target:run(20, 1),
+            ok = ferrotrace:stop(S),
+            Full = tmp(Config, "full.html"),
+            ok = ferrotrace:export(S, html, Full),
+            {ok, Page} = file:read_file(Full),
+            [?assertNotEqual(nomatch, binary:match(Page, list_to_binary(ft_export_tools:tag(MFA)))) || MFA <- ?SPEC],
+            ft_export_tools:browser(Full, "--rows 3 --expect histogram,over_time,flame,activity"),
+            Plain = tmp(Config, "plain.html"),
+            ok = ferrotrace:export(traced_session(), html, Plain),
+            ft_export_tools:browser(Plain, "--rows 3 --expect histogram,flame --no-control"),
+            ?assertMatch({error, {bad_option, {weight, inclusive, _}}},
+                         ferrotrace:export(S, {html, #{weight => inclusive}})),
+            ok
+    end.
 
 %% A call entry's total as measured: `raw''s in a compensated session (see `compensate').
 raw_total(#{raw := #{total := Raw}}) -> Raw;

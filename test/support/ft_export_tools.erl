@@ -6,7 +6,7 @@
 
 -include_lib("stdlib/include/assert.hrl").
 
--export([setup/1, run/1, check_py/3, hdr_sum/2, assert_sums/2, tag/1]).
+-export([setup/1, run/1, check_py/3, hdr_sum/2, assert_sums/2, tag/1, browser/2]).
 
 -type config() :: [{atom(), term()}].
 
@@ -32,6 +32,17 @@ run(Cmd) ->
         [Body, Rc] -> {string:trim(Rc), Body};
         _ -> {"?", Out}
     end.
+
+%% @doc Runs test/export/browser.py on an html export with `Args' (`--rows 3 ...'): the
+%% case fails with its output if it does; its line of figures is printed in the case's log.
+-spec browser(file:filename(), string()) -> ok.
+browser(File, Args) ->
+    TestDir = filename:dirname(filename:dirname(proplists:get_value(source, ?MODULE:module_info(compile)))),
+    Script = filename:join([TestDir, "export", "browser.py"]),
+    {Rc, Out} = run(lists:flatten(["python3 ", Script, " ", File, " ", Args])),
+    ct:pal("~ts", [Out]),
+    ?assertEqual("0", Rc, Out),
+    ok.
 
 %% @doc `{ExitStatus, Output}' of `check.py Command Files...', run by the venv's Python.
 -spec check_py(config(), atom(), [file:filename()] | file:filename()) -> {string(), string()}.

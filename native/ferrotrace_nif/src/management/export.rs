@@ -275,10 +275,21 @@ fn json_value(term: Term, depth: u32) -> Result<serde_json::Value, NotJson> {
 }
 
 /// `to_json(Term) -> {ok, Binary} | {error, {not_json, Part}} | {error, {too_deep, Max}}`;
-/// see `json_value`.
+/// see `json_value`. Indented, for people to read.
 #[rustler::nif(schedule = "DirtyCpu")]
 fn to_json<'a>(env: Env<'a>, term: Term<'a>) -> Term<'a> {
-    match json_value(term, 0).map(|v| serde_json::to_vec_pretty(&v)) {
+    json_reply(env, term, serde_json::to_vec_pretty)
+}
+
+/// As `to_json`, on one line: the html export's data, read by the page's script only.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn to_json_compact<'a>(env: Env<'a>, term: Term<'a>) -> Term<'a> {
+    json_reply(env, term, serde_json::to_vec)
+}
+
+fn json_reply<'a>(env: Env<'a>, term: Term<'a>,
+                  write: fn(&serde_json::Value) -> serde_json::Result<Vec<u8>>) -> Term<'a> {
+    match json_value(term, 0).map(|v| write(&v)) {
         Ok(Ok(bytes)) => (atoms::ok(), binary(env, &bytes)).encode(env),
         Ok(Err(_)) => error(env, atoms::serialize()),
         Err(NotJson::Part(part)) => error(env, (atoms::not_json(), part)),

@@ -12,6 +12,7 @@
 //! - `activity`: the figures of the kinds other than calls (messages, scheduling, GC,
 //!   processes, ports);
 //! - `export`: histograms as bytes, the HDR log, folded stacks, JSON;
+//! - `flame`: folded stacks drawn as an SVG flame graph (the html export);
 //! - [`distribution`]: a histogram as the map of figures every summary shows;
 //! - `lookup`: the arguments every NIF here reads: a session by id, a function's `{M, F, A}`;
 //! - [`reply`]: `{error, Reason}`, maps from atom keys, `{M, F, A}`.
@@ -19,6 +20,7 @@
 mod activity;
 pub(crate) mod distribution;
 mod export;
+mod flame;
 mod keys;
 mod lookup;
 mod own;

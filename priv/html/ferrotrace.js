@@ -1,0 +1,223 @@
+// The ferrotrace html export's page: reads the session's data (JSON in #ferrotrace-data,
+// written by ferrotrace_html.erl) and lays it out. Plots are drawn by uPlot (vendored
+// beside this file, MIT); the flame graph is inferno's SVG, shown in a frame from a blob:
+// URL so that its own script (zoom, search) runs. Nothing is fetched: the page's
+// Content-Security-Policy allows no connection at all.
+(function () {
+  "use strict";
+  var data = JSON.parse(document.getElementById("ferrotrace-data").textContent);
+  var app = document.getElementById("app");
+  var started = performance.now();
+  var plots = { histogram: 0, over_time: 0, activity: 0 };
+
+  function el(tag, attrs, children) {
+    var e = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (k) {
+      if (k === "text") e.textContent = attrs[k];
+      else if (k === "cls") e.className = attrs[k];
+      else e.setAttribute(k, attrs[k]);
+    });
+    (children || []).forEach(function (c) { if (c) e.appendChild(c); });
+    return e;
+  }
+
+  // Nanoseconds as the report writes them: 3 significant figures and a unit.
+  function ns(v) {
+    if (v === null || v === undefined) return "-";
+    var units = [[1e9, "s"], [1e6, "ms"], [1e3, "us"]];
+    for (var i = 0; i < units.length; i++) {
+      if (v >= units[i][0]) return digits(v / units[i][0]) + " " + units[i][1];
+    }
+    return Math.round(v) + " ns";
+  }
+  function digits(x) { return x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2); }
+  function num(v) { return v === null || v === undefined ? "-" : String(v); }
+  function section(title, children, id) {
+    return el("section", id ? { id: id } : {}, [el("h2", { text: title })].concat(children));
+  }
+  function pre(text, cls) { return el("pre", { text: text, cls: cls || "" }); }
+
+  // A uPlot chart in `box`, as wide as the box.
+  function chart(box, kind, opts, series) {
+    var width = Math.max(320, Math.floor(box.getBoundingClientRect().width) - 8);
+    opts.width = width;
+    opts.height = opts.height || 220;
+    var u = new uPlot(opts, series, box);
+    u.root.classList.add("plot-" + kind);
+    return u;
+  }
+
+  // Power-of-two buckets [[low, count]] as bars, every power from one below the first to one
+  // above the last (zeros included), as the text report's quantize does.
+  function distribution(box, kind, buckets, unit) {
+    if (!buckets.length) { box.appendChild(el("p", { cls: "note", text: "no completed call" })); return; }
+    var counts = {};
+    buckets.forEach(function (b) { counts[b[0]] = b[1]; });
+    var lows = [];
+    for (var low = Math.max(1, Math.floor(buckets[0][0] / 2)); low <= buckets[buckets.length - 1][0] * 2; low *= 2) lows.push(low);
+    var xs = lows.map(function (_, i) { return i; });
+    var ys = lows.map(function (l) { return counts[l] || 0; });
+    var label = function (l) { return unit === "ns" ? ns(l) : String(l); };
+    var step = Math.ceil(xs.length / 8);   // at most 8 labels under the bars
+    chart(box, kind, {
+      title: unit === "ns" ? "latency, power-of-two buckets" : unit + ", power-of-two buckets",
+      scales: { x: { time: false, range: [-0.5, xs.length - 0.5] } },
+      axes: [{ values: function (u, vals) { return vals.map(function (v) { return Number.isInteger(v) && lows[v] !== undefined ? label(lows[v]) : ""; }); },
+               splits: function () { return xs.filter(function (x) { return x % step === 0; }); }, size: 40 },
+             { label: unit === "ns" ? "calls" : "count" }],
+      series: [{ label: unit, value: function (u, v) { return v === null ? "-" : label(lows[v]) + " .. " + label(lows[v] * 2 - 1); } },
+               { label: "count", fill: "rgba(204, 85, 0, 0.6)", stroke: "#c50", paths: uPlot.paths.bars({ size: [0.8, 60] }), points: { show: false } }],
+      legend: { show: true }
+    }, [xs, ys]);
+    plots[kind === "activity" ? "activity" : "histogram"]++;
+  }
+
+  // p50, p90 and p99 per interval: [[offsetMs, p50, p90, p99]], log scale.
+  function overTime(box, times, intervalMs) {
+    if (!times.length) {
+      box.appendChild(el("p", { cls: "note", text: intervalMs === null
+        ? "no percentiles over time: start the session with intervals => Ms"
+        : "no call returned in an interval yet" }));
+      return;
+    }
+    var cols = [0, 1, 2, 3].map(function (i) { return times.map(function (t) { return i === 0 ? t[0] / 1000 : Math.max(1, t[i]); }); });
+    chart(box, "over_time", {
+      title: "p50, p90, p99 per " + intervalMs + " ms (log scale)",
+      scales: { x: { time: false }, y: { distr: 3 } },
+      axes: [{ label: "s from the start" }, { values: function (u, vals) { return vals.map(function (v) { return v === null ? "" : ns(v); }); }, size: 70 }],
+      series: [{ label: "s", value: function (u, v) { return v === null ? "-" : v.toFixed(1) + " s"; } },
+               { label: "p50", stroke: "#2a7", width: 2, value: function (u, v) { return ns(v); } },
+               { label: "p90", stroke: "#e90", width: 2, value: function (u, v) { return ns(v); } },
+               { label: "p99", stroke: "#c22", width: 2, value: function (u, v) { return ns(v); } }]
+    }, cols);
+    plots.over_time++;
+  }
+
+  var COLUMNS = [["FUNCTION", "mfa", "name"], ["COUNT", "count", "count"], ["EXC", "exceptions", "count"],
+                 ["MEAN", "mean", "time"], ["P50", "p50", "time"], ["P90", "p90", "time"], ["P99", "p99", "time"],
+                 ["P99.9", "p999", "time"], ["MAX", "max", "time"], ["TOTAL", "total", "time"], ["OWN", "own", "time"]];
+
+  function functionTable(view, details) {
+    var fns = view.functions;
+    var state = { key: "total", desc: true };
+    var body = el("tbody");
+    var head = el("tr", {}, COLUMNS.map(function (c) {
+      var th = el("th", { text: c[0], title: "sort by " + c[0], "data-key": c[1], cls: c[2] === "name" ? "" : "num" });
+      th.addEventListener("click", function () {
+        state = { key: c[1], desc: state.key === c[1] ? !state.desc : c[2] !== "name" };
+        fill();
+      });
+      return th;
+    }));
+    function fill() {
+      var k = state.key, sign = state.desc ? -1 : 1;
+      var rows = fns.slice().sort(function (a, b) {
+        var x = a[k], y = b[k];
+        if (x === y) return 0;
+        if (x === null) return 1;           // no figure (counted only): last either way
+        if (y === null) return -1;
+        return (x < y ? -1 : 1) * sign;
+      });
+      Array.prototype.forEach.call(head.children, function (th) {
+        th.classList.toggle("sorted", th.getAttribute("data-key") === k);
+        th.classList.toggle("desc", th.getAttribute("data-key") === k && state.desc);
+      });
+      var frag = document.createDocumentFragment();
+      rows.forEach(function (f) {
+        var tr = el("tr", { cls: "fn" }, COLUMNS.map(function (c) {
+          var v = f[c[1]];
+          return el("td", { text: c[2] === "name" ? v : c[2] === "time" ? ns(v) : num(v), cls: c[2] === "name" ? "name" : "num" });
+        }));
+        tr.addEventListener("click", function () { details(f); });
+        frag.appendChild(tr);
+      });
+      body.textContent = "";
+      body.appendChild(frag);
+    }
+    fill();
+    return el("div", { cls: "scroll" }, [el("table", { cls: "functions" }, [el("thead", {}, [head]), body])]);
+  }
+
+  function slowTable(f) {
+    if (!f.slow.length) return el("p", { cls: "note", text: "no slow call kept (slowest => N keeps N per function)" });
+    return el("div", {}, [
+      el("h3", { text: "slowest calls (" + f.slow.length + " of " + f.slow_kept + " kept)" }),
+      el("table", { cls: "slow" }, [
+        el("thead", {}, [el("tr", {}, ["DURATION", "STARTED", "PROCESS", "ARGUMENTS", "RESULT"].map(function (h) { return el("th", { text: h }); }))]),
+        el("tbody", {}, f.slow.map(function (s) {
+          return el("tr", {}, [el("td", { text: ns(s.duration), cls: "num" }), el("td", { text: s.at }),
+                               el("td", { text: s.pid }), el("td", { text: s.args, cls: "term" }),
+                               el("td", { text: s.result, cls: "term" })]);
+        }))])]);
+  }
+
+  function flame(view) {
+    if (!view.flame) return [el("p", { cls: "note", text: view.flame_note })];
+    var m = /<svg[^>]*\sheight="(\d+)"/.exec(view.flame);
+    var frame = el("iframe", { cls: "flame", title: "flame graph", sandbox: "allow-scripts" });
+    frame.style.height = ((m ? +m[1] : 400) + 20) + "px";
+    frame.src = URL.createObjectURL(new Blob([view.flame], { type: "image/svg+xml" }));
+    return [el("p", { cls: "note", text: "click a frame to zoom, Ctrl-F to search; widths are own time (the time in a function less the traced calls it made). " + view.flame_note }), frame];
+  }
+
+  function renderView(view, box) {
+    var facts = el("table", { cls: "facts" }, view.facts.map(function (f) {
+      return el("tr", {}, [el("th", { text: f[0] }), el("td", { text: f[1] })]);
+    }));
+    var detailBox = el("div", { cls: "details" });
+    function details(f) {
+      detailBox.textContent = "";
+      var hist = el("div", { cls: "plot" }), time = el("div", { cls: "plot" });
+      detailBox.appendChild(el("h3", { text: f.mfa, cls: "fname" }));
+      detailBox.appendChild(el("div", { cls: "plots" }, [hist, time]));
+      detailBox.appendChild(slowTable(f));
+      distribution(hist, "histogram", f.buckets, "ns");
+      overTime(time, f.times, view.interval_ms);
+    }
+    box.appendChild(section("Session", [facts, pre(view.header, "header")]));
+    box.appendChild(section("Functions (" + view.functions.length + "; click a column to sort, a row for its plots)",
+                            view.functions.length ? [functionTable(view, function (f) { details(f); detailBox.scrollIntoView(); })]
+                                                  : [el("p", { cls: "note", text: "no traced function" })]));
+    if (view.functions.length) {
+      box.appendChild(section("Function", [detailBox]));
+      details(view.functions[0]);
+    }
+    box.appendChild(section("Flame graph", flame(view)));
+    box.appendChild(section("Flight recorder", view.recent
+      ? [el("p", { cls: "note", text: "the last " + Math.min(200, view.recent.total) + " of " + view.recent.total + " events recorded" }), pre(view.recent.text)]
+      : [el("p", { cls: "note", text: "no recorder: start the session with recent => N" })]));
+    if (view.activity || view.series.length) {
+      var series = el("div", { cls: "plots" });
+      box.appendChild(section("Process activity", [series, view.activity ? pre(view.activity) : null]));
+      // Every box first, then the plots: each is as wide as its box once all are laid out.
+      view.series.map(function (s) {
+        var b = el("div", { cls: "plot" });
+        series.appendChild(el("div", {}, [el("h3", { text: s.name }), b]));
+        return b;
+      }).forEach(function (b, i) { distribution(b, "activity", view.series[i].buckets, view.series[i].unit); });
+    }
+  }
+
+  app.appendChild(el("h1", { text: "ferrotrace session" + (data.views.length > 1 ? ": a cluster (merged, then each node)" : "") }));
+  var tabs = el("nav", { cls: "tabs" });
+  if (data.views.length > 1) app.appendChild(tabs);
+  var boxes = data.views.map(function (view, i) {
+    var box = el("div", { cls: "view", "data-view": view.name });
+    app.appendChild(box);
+    var tab = el("button", { text: view.name });
+    tab.addEventListener("click", function () {
+      boxes.forEach(function (b, j) { b.hidden = j !== i; tabs.children[j].classList.toggle("active", j === i); });
+    });
+    tabs.appendChild(tab);
+    return box;
+  });
+  // Every view is drawn at load, each while it is shown (a hidden box has no width to fit
+  // a plot to), then all but the first are hidden until their tab is picked.
+  boxes.forEach(function (b, i) { b.hidden = false; renderView(data.views[i], b); b.hidden = i !== 0; });
+  if (tabs.children.length) tabs.children[0].classList.add("active");
+  var done = { rows: document.querySelectorAll("tr.fn").length, histogram: plots.histogram, over_time: plots.over_time,
+               activity: plots.activity, flame: document.querySelectorAll("iframe.flame").length,
+               views: data.views.length, ms: Math.round(performance.now() - started),
+               since_navigation: Math.round(performance.now()) };
+  document.body.setAttribute("data-rendered", JSON.stringify(done));
+})();
