@@ -124,17 +124,9 @@ hdr_log(StartMs, ElapsedMs, Histograms) ->
     Tagged = [{name(MFA), Bytes} || {MFA, Bytes} <- Histograms],
     ferrotrace_tracer:hdr_log(StartMs, [{0, ElapsedMs, Tagged}]).
 
-%% The folded lines `a;b;c Ns' of call paths, each function named as the report names it.
-folded(Paths) ->
-    Names = maps:from_list([{MFA, name(MFA)} || MFA <- lists:usort(lists:append([P || {P, _} <- Paths]))]),
-    iolist_to_binary([[lists:join($;, [maps:get(MFA, Names) || MFA <- Path]), $\s, integer_to_binary(Ns), $\n]
-                      || {Path, Ns} <- Paths]).
+folded(Paths) -> ferrotrace_names:folded(Paths).
 
-%% A function's name in an export: as the report names it (ferrotrace_names), without the
-%% characters that end a folded frame (`;') or line.
-name(MFA) ->
-    Text = unicode:characters_to_binary(ferrotrace_names:mfa(MFA)),
-    binary:replace(Text, [<<";">>, <<"\n">>], <<"_">>, [global]).
+name(MFA) -> ferrotrace_names:tag(MFA).
 
 %% @doc Sums the folded lines of several exports (a cluster's nodes): equal paths add.
 -spec merge_folded([binary()]) -> binary().

@@ -58,7 +58,7 @@ view(Id) ->
             Series = maps:from_list([{S, B} || S <- ?SERIES, B <- [ferrotrace_local:histogram(Id, S)],
                                                is_list(B), B =/= []]),
             Folded = case ferrotrace_tracer:session_collapsed(Id, exclusive) of
-                         {ok, Text, _} -> Text;
+                         {ok, Paths, _} -> ferrotrace_names:folded(Paths);
                          {error, _} -> <<>>
                      end,
             {ok, #{summary => Summary, node => node(), otp => list_to_binary(erlang:system_info(otp_release)),

@@ -24,7 +24,7 @@
 %%% Wildcards print as `_': `m:_/_', `_:_/_'.
 -module(ferrotrace_names).
 
--export([mfa/1, module/1, generated/1]).
+-export([mfa/1, module/1, generated/1, tag/1, folded/1]).
 
 %% @doc The name of a function, `{Module, Function, Arity}' (each may be `` '_' '').
 -spec mfa({module() | '_', atom(), arity() | '_'}) -> iodata().
@@ -149,3 +149,19 @@ atom(A) -> io_lib:write_atom(A).
 
 arity('_') -> "_";
 arity(A) -> integer_to_list(A).
+
+%% @doc A function's name in an export (an hdr_log tag, a folded frame): as the report
+%% names it, with the characters that end a folded frame (`;') or a line made `_'.
+-spec tag(mfa()) -> binary().
+tag(MFA) ->
+    Text = unicode:characters_to_binary(mfa(MFA)),
+    binary:replace(Text, [<<";">>, <<"\n">>], <<"_">>, [global]).
+
+%% @doc The folded lines `a;b;c Ns' of call paths (`[{[MFA], Ns}]', as the engine keeps
+%% them), each function named by {@link tag/1}: the collapsed export and the html page's
+%% flame graph.
+-spec folded([{[mfa()], non_neg_integer()}]) -> binary().
+folded(Paths) ->
+    Names = maps:from_list([{MFA, tag(MFA)} || MFA <- lists:usort(lists:append([P || {P, _} <- Paths]))]),
+    iolist_to_binary([[lists:join($;, [maps:get(MFA, Names) || MFA <- Path]), $\s, integer_to_binary(Ns), $\n]
+                      || {Path, Ns} <- Paths]).
