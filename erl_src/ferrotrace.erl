@@ -4,7 +4,7 @@
 %%% remote shell, without sending one message per event to a tracer process. Trace events go
 %%% to Rust NIF callbacks ({@link ferrotrace_tracer}) that stamp them and queue them in
 %%% per-scheduler rings; a collector thread per session pairs calls with returns and keeps an
-%%% HDR histogram (3 significant digits) per function. Only summaries come back to Erlang.
+%%% HDR histogram (2 significant digits: within 0.78 %) per function. Only summaries come back to Erlang.
 %%%
 %%% == Quick start (in a remote shell) ==
 %%% ```
@@ -127,6 +127,7 @@
                                  too_deep := non_neg_integer()},
                      collector_cpu_ns := non_neg_integer(),
                      aggregators := pos_integer(),
+                     precision => #{significant_digits := pos_integer(), relative_error := float()},
                      sample => #{processes := pos_integer(), calls := non_neg_integer()},
                      messages => map(), scheduling => map(), gc => map(), processes => map(),
                      ports => map(),
@@ -315,7 +316,8 @@ processes(Kinds, Options) ->
 %% @doc Statistics so far: `calls' (one map per function, sorted by total time, with `mfa',
 %% `count', `returns', `exceptions', `total', `mean', `p50', `p90', `p99', `p999', `max';
 %% times in ns, `undefined' before the first return; `mean' is exact, `total' over the
-%% latencies recorded; the percentiles are HDR's, to 3 significant digits), `loops' (functions counted but not
+%% latencies recorded; the percentiles and `max' are HDR's, to 2 significant digits: each
+%% within 1/128, 0.78 %, of the latency recorded, as `precision' says), `loops' (functions counted but not
 %% timed, see {@link calls/2}), `events' (`seen', `aggregated', `dropped', `sampled_out',
 %% `limited': seen = aggregated + dropped + sampled_out + limited, exactly; `ignored';
 %% `args_dropped', copies (arguments, results, keys) refused by a full term ring;
