@@ -110,11 +110,13 @@ bench-html: compile
 	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_html_bench.erl
 	erl -noshell -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_html_bench:main(), halt().'
 
-# The always-on mode: a {'_','_','_'} session with max_overhead => 0.05 and intervals => 1000
-# on busy schedulers for 60 s: the budget, memory per interval, a tick's cost (about 70 s).
+# The always-on mode: bytes per timed function (sessions of 20, 200 and 1,000 functions),
+# then a {'_','_','_'} session with max_overhead => 0.05 and intervals => 1000 on busy
+# schedulers for 60 s: the budget, memory per interval, a tick's cost (about 100 s).
 always-on: compile
 	mkdir -p bench/out
-	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_always_on.erl test/support/ft_budget_work.erl
+	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_always_on.erl test/support/ft_budget_work.erl \
+		test/support/ft_functions.erl
 	erl -noshell -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_always_on:main(), halt().'
 
 # ferrotrace on a busy node: a {'_','_','_'} start among 50 busy processes (start time, pings,

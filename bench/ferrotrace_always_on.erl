@@ -7,13 +7,66 @@
 %%% at the end the cost of one budget tick (a summary read and the controller) and of one
 %%% interval snapshot read, medians of 21, and what a day of it holds (at most
 %%% `max_intervals' intervals: past them neighbours merge). Run by `make always-on' (about
-%%% 70 s); `ferrotrace_always_on:main([Seconds])' runs for another length.
+%%% 100 s); `ferrotrace_always_on:main([Seconds])' runs for another length.
+%%%
+%%% First, what a timed function holds at the default options: sessions of 20, 200 and 1,000
+%%% functions of a generated module, each function called under load with work from 1 to
+%%% 20,000 list elements (latencies from a few hundred ns to milliseconds) and recursing
+%%% (body-recursive: its inner calls are compensated, so it has all four histograms:
+%%% latency, own time, interval, raw). Per function: the difference between the 200- and
+%%% the 20-function session over 180, in the engine's own accounting (`summary/1''s
+%%% `memory': `histograms' plus `intervals', and `total') and in the node's resident set
+%%% (`/proc/self/statm', less before the session: noisier, the load's heaps move it too).
 -module(ferrotrace_always_on).
 -export([main/0, main/1]).
 
 -spec main() -> ok.
 main() ->
+    per_function(),
     main([60, 1000]).
+
+%% The sessions of 20, 200 and 1,000 functions (ft_functions), one after another, each 5 s
+%% under load.
+per_function() ->
+    Module = ft_always_on_functions,
+    {module, Module} = ft_functions:load(Module, 1000),
+    [{20, H20, T20, R20}, {200, H200, T200, R200}, {1000, H1000, T1000, R1000}] =
+        [functions_session(Module, N) || N <- [20, 200, 1000]],
+    %% `total' also moves with the rings and buffers each session happened to allocate.
+    io:format("always_on per_function (200 less 20 functions, over 180): histograms_bytes=~b (engine's accounting:"
+              " histograms + intervals) total_bytes=~b rss_bytes=~b~n",
+              [(H200 - H20) div 180, (T200 - T20) div 180, (R200 - R20) div 180]),
+    io:format("always_on functions=1000 histograms_bytes=~b total_bytes=~b (~.1f MB) rss_delta_bytes=~b;"
+              " functions=200 total_bytes=~b; functions=20 total_bytes=~b~n",
+              [H1000, T1000, T1000 / 1.0e6, R1000, T200, T20]).
+
+%% One session timing functions 1 to `N' of `Module' while workers call them (started 1 s
+%% before, so that their heaps have grown): its histograms' and total bytes, and the node's
+%% resident set less before the session.
+functions_session(Module, N) ->
+    Workers = [spawn_link(fun() -> rand:seed(exsss, {I, 7, 11}), call_loop(Module, N) end)
+               || I <- lists:seq(1, 2 * erlang:system_info(schedulers_online))],
+    timer:sleep(1000),
+    Rss0 = rss(),
+    {ok, S} = ferrotrace:calls(ft_functions:specs(Module, N), #{duration => infinity, owner => self()}),
+    timer:sleep(5000),
+    #{memory := #{histograms := H, intervals := I, total := T}, calls := Calls} = ferrotrace:summary(S),
+    Rss = rss() - Rss0,
+    [begin unlink(W), exit(W, kill) end || W <- Workers],
+    %% Every function was timed.
+    N = length([C || #{count := C} <- Calls, C > 0]),
+    ok = ferrotrace:release(S),
+    {N, H + I, T, Rss}.
+
+call_loop(Module, N) ->
+    _ = ft_functions:call(Module, rand:uniform(N), ft_functions:work(rand:uniform())),
+    call_loop(Module, N).
+
+%% The node's resident set, bytes (Linux).
+rss() ->
+    {ok, Statm} = file:read_file("/proc/self/statm"),
+    [_, Pages | _] = binary:split(Statm, <<" ">>, [global]),
+    binary_to_integer(Pages) * 4096.
 
 %% `[Seconds, IntervalMs]': a shorter interval fills `max_intervals' (600) sooner, to see
 %% the bytes a day holds once its neighbours merge.

@@ -4,7 +4,7 @@
 %%% remote shell, without sending one message per event to a tracer process. Trace events go
 %%% to Rust NIF callbacks ({@link ferrotrace_tracer}) that stamp them and queue them in
 %%% per-scheduler rings; a collector thread per session pairs calls with returns and keeps an
-%%% HDR histogram (3 significant digits) per function. Only summaries come back to Erlang.
+%%% HDR histogram (2 significant digits: within 0.78 %) per function. Only summaries come back to Erlang.
 %%%
 %%% == Quick start (in a remote shell) ==
 %%% ```
@@ -129,6 +129,7 @@
                                  too_deep := non_neg_integer()},
                      collector_cpu_ns := non_neg_integer(),
                      aggregators := pos_integer(),
+                     precision => #{significant_digits := pos_integer(), relative_error := float()},
                      sample => #{processes := pos_integer(), calls := non_neg_integer()},
                      messages => map(), scheduling => map(), gc => map(), processes => map(),
                      ports => map(),
@@ -328,12 +329,13 @@ processes(Kinds, Options) ->
 %% @doc Statistics so far: `calls' (one map per function, sorted by total time, with `mfa',
 %% `count', `returns', `exceptions', `total', `mean', `p50', `p90', `p99', `p999', `max';
 %% times in ns, `undefined' before the first return; `mean' is exact, `total' over the
-%% latencies recorded; the percentiles are HDR's, to 3 significant digits), `loops' (functions counted but not
-%% timed, see {@link calls/2}), `settling' (true while a `calls/2' session still refines
-%% its patterns after its start: a `'_'' module's loops made count-only, the processes
-%% waiting in them traced from then on, generated and ferrotrace's own functions left out;
-%% a few changes at a time, each of which waits for the VM's code barrier, up to 250 ms
-%% on a busy node), `generated_left_out' (see `generated' in {@link calls/2}), `events' (`seen', `aggregated', `dropped', `sampled_out',
+%% latencies recorded; the percentiles and `max' are HDR's, to 2 significant digits: each
+%% within 1/128, 0.78 %, of the latency recorded, as `precision' says), `loops' (functions
+%% counted but not timed, see {@link calls/2}), `settling' (true while a `calls/2' session
+%% still refines its patterns after its start: a `'_'' module's loops made count-only, the
+%% processes waiting in them traced from then on, generated and ferrotrace's own functions
+%% left out; a few changes at a time, each of which waits for the VM's code barrier, up to
+%% 250 ms on a busy node), `generated_left_out' (see `generated' in {@link calls/2}), `events' (`seen', `aggregated', `dropped', `sampled_out',
 %% `limited': seen = aggregated + dropped + sampled_out + limited, exactly; `ignored';
 %% `args_dropped', copies (arguments, results, keys) refused by a full term ring;
 %% `frames_refused', calls refused on the scheduler because their process had 120

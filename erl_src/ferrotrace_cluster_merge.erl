@@ -88,7 +88,9 @@ summary(#{id := Id, name := Name, stop_reason := Reason0} = Info, Figures) ->
                  {stopped, undefined} -> first([R || #{stop_reason := R} <- Summaries]);
                  {stopped, R} -> R
              end,
-    #{id => Id, name => Name, status => Status, stop_reason => Reason,
+    %% The histograms' precision, as the first node that says it (every node runs this code).
+    Precision = lists:foldr(fun(S, Acc) -> maps:merge(Acc, maps:with([precision], S)) end, #{}, Summaries),
+    Precision#{id => Id, name => Name, status => Status, stop_reason => Reason,
       started_at => min_of([T || #{started_at := T} <- Summaries]),
       stopped_at => case Status of
                         running -> undefined;

@@ -2,12 +2,13 @@
 %%% with `+MMmcs 0' (the VM's allocators keep no cache of freed carriers): under a session
 %%% holding open frames with argument copies, `memory.total' is within a factor of 1.5 of
 %%% the peer's RSS growth; a stop frees the rings, term rings and open frames (the total is
-%%% the figures alone); a release gives the memory back to the system.
+%%% the figures alone); a release gives the memory back to the system. And what a timed
+%%% function's histograms hold: at most 32 KB a function, 40 MB for 1,000 functions.
 -module(ferrotrace_memory_SUITE).
 
 -include("support/ft_ct.hrl").
 
--export([total_follows_rss_and_stop_and_release_free/1]).
+-export([total_follows_rss_and_stop_and_release_free/1, a_timed_function_holds_at_most_32_kb/1]).
 
 %% Processes holding a call open, and the size of the binary each holds (one binary,
 %% shared: the VM holds it once, the session copies it per call, up to max_term_bytes).
@@ -18,7 +19,7 @@ suite() ->
     [{ct_hooks, [{ft_ct, []}]}].
 
 all() ->
-    [total_follows_rss_and_stop_and_release_free].
+    [total_follows_rss_and_stop_and_release_free, a_timed_function_holds_at_most_32_kb].
 
 %% The peer: this node's code path (ferrotrace and the test modules), `+MMmcs 0'.
 peer() ->
@@ -104,3 +105,39 @@ total_follows_rss_and_stop_and_release_free(_Config) ->
     after
         catch peer:stop(Peer)
     end.
+
+%% Sessions of 20, 200 and 1,000 functions of a generated module (ft_functions), each called
+%% 20 times with work from 1 to 20,000 elements (latencies from hundreds of ns to ms, and
+%% all four histograms: latency, own time, the interval's, raw). Per function, the 200-
+%% function session's histograms less the 20-function one's, over 180, in the engine's
+%% accounting: at most 32 KB (3 significant digits with 64-bit counts held 120 to 290 KB); a
+%% 1,000-function session at most 40 MB in all.
+-spec a_timed_function_holds_at_most_32_kb(config()) -> ok.
+a_timed_function_holds_at_most_32_kb(_Config) ->
+    Module = ft_memory_functions,
+    {module, Module} = ft_functions:load(Module, 1000),
+    [{H20, _}, {H200, _}, {H1000, T1000}] = [functions_session(Module, N) || N <- [20, 200, 1000]],
+    PerFunction = (H200 - H20) div 180,
+    ct:pal("histograms per function ~b bytes; 1,000 functions: histograms ~s, total ~s",
+           [PerFunction, mb(H1000), mb(T1000)]),
+    true = PerFunction =< 32 * 1024,
+    true = T1000 =< 40 * 1000 * 1000,
+    ok.
+
+%% The histograms' bytes (cumulative and interval) and the total of a session timing
+%% `f1/1' .. `fN/1', once every call returned.
+functions_session(Module, N) ->
+    {ok, S} = ferrotrace:calls(ft_functions:specs(Module, N), #{duration => 120000, owner => self()}),
+    Works = [ft_functions:work(K / 20) || K <- lists:seq(1, 20)],
+    _ = [ft_functions:call(Module, I, W) || I <- lists:seq(1, N), W <- Works],
+    %% Each call of `fI(W)' recurses until `W' is 0.
+    Returns = lists:sum([depth(W) || W <- Works]),
+    Returned = fun() -> #{calls := Calls} = ferrotrace:summary(S),
+                        length([R || #{returns := R} <- Calls, R =:= Returns]) =:= N end,
+    true = wait(Returned, 60000),
+    #{memory := #{histograms := H, intervals := I, total := T}} = ferrotrace:summary(S),
+    ok = ferrotrace:release(S),
+    {H + I, T}.
+
+depth(0) -> 1;
+depth(W) -> 1 + depth(W div 8).

@@ -34,9 +34,11 @@ def at(h, percentile):
 
 
 def new_histogram():
-    """An empty histogram of ferrotrace's range (1 ns to an hour) and precision."""
+    """An empty histogram of ferrotrace's range (1 ns to an hour) and precision (2
+    significant digits, as each histogram's header says): the log reader decodes every
+    histogram into one like it."""
     from hdrh.histogram import HdrHistogram
-    return HdrHistogram(1, 3600 * 10**9, 3)
+    return HdrHistogram(1, 3600 * 10**9, 2)
 
 
 def read_all(path):

@@ -22,9 +22,9 @@ const V2_COMPRESSED_COOKIE: u32 = 0x1c84_9304 | 0x10;
 /// highest (8 each), and the integer-to-double ratio (8).
 const V2_HEADER_BYTES: usize = 40;
 
-/// The most counts one histogram may have: 8 MiB of `u64`s. ferrotrace's own histograms (3
-/// significant digits over the whole `u64` range) have about 56,000; this admits 4 digits
-/// over the whole range, and 5 over most of it.
+/// The most counts one histogram may have: 8 MiB of `u64`s. ferrotrace's own histograms (2
+/// significant digits, to one hour) have at most 4,608; this admits 4 digits over the whole
+/// `u64` range, and 5 over most of it.
 pub const MAX_COUNTS: u64 = 1 << 20;
 
 /// A payload holds at most one varint (9 bytes at most) per count.

@@ -981,7 +981,8 @@ mod tests {
             // Each copy: its bytes, the `Arc`'s counts, the box of the event's copies.
             assert!(running.frame_copies >= CALLS as usize * BYTES, "{running:?}");
             assert!(running.frame_copies < CALLS as usize * (BYTES + 200), "{running:?}");
-            assert!(running.histograms > 0 && running.intervals > 0 && running.tables > 0, "{running:?}");
+            // No call returned: the function's histograms hold nothing yet (`Compact`).
+            assert!(running.histograms > 0 && running.tables > 0, "{running:?}");
             assert_eq!(running.frame_table, FrameTable::BYTES);
             session.stop(StopReason::User);
             let stopped = session.read_with_memory(|agg, _, memory| {

@@ -7,9 +7,8 @@
 //! produce events for patterns another session or tool set; those are counted in
 //! `foreign_events`, never aggregated.
 
-use hdrhistogram::Histogram;
-
-use super::histogram::{add_histogram, histogram, histogram_bytes, MAX_LATENCY_NS};
+use super::compact::Compact;
+use super::histogram::{histogram_bytes, MAX_LATENCY_NS};
 use super::keyed::KeyedLatency;
 use super::memory::{alloc_bytes, map_bytes, vec_bytes, Memory};
 use super::own::OwnTime;
@@ -57,8 +56,8 @@ pub struct IntervalStats {
     pub exceptions: u64,
     /// Sum of the latencies recorded in the interval, ns (saturating).
     pub total_ns: u64,
-    /// Latencies recorded in the interval (auto-resizing, like the cumulative one).
-    pub latency: Histogram<u64>,
+    /// Latencies recorded in the interval (growing, like the cumulative one).
+    pub latency: Compact,
 }
 
 impl IntervalStats {
@@ -81,7 +80,7 @@ impl IntervalStats {
         self.returns += other.returns;
         self.exceptions += other.exceptions;
         self.total_ns = self.total_ns.saturating_add(other.total_ns);
-        add_histogram(&mut self.latency, &other.latency);
+        self.latency.add(&other.latency);
     }
 }
 
@@ -96,7 +95,7 @@ pub struct FunctionStats {
     /// Sum of recorded latencies, ns (saturating).
     pub total_ns: u64,
     /// Latency (call to return or exception), ns.
-    pub latency: Histogram<u64>,
+    pub latency: Compact,
     /// Traced count-only: a tail-recursive loop (calls counted, never paired).
     pub loop_only: bool,
     /// Outside the filter since it changed (`ferrotrace:remove/2`): its figures stay, its
@@ -132,8 +131,8 @@ impl FunctionStats {
     /// Empty figures of a function first seen at `first_ns`, keeping slow calls as `slowest`
     /// says.
     pub(super) fn new(first_ns: u64, slowest: SlowestConfig) -> Self {
-        // Auto-resizing keeps a function with short calls small (tens of KiB).
-        FunctionStats::with_histograms(first_ns, slowest, [histogram(), histogram(), histogram()])
+        // Nothing allocated until a call returns; a few KiB each once filled (`compact.rs`).
+        FunctionStats::with_histograms(first_ns, slowest, [Compact::new(), Compact::new(), Compact::new()])
     }
 
     /// These figures emptied, as `new(first_ns, slowest)` makes them, but for the
@@ -142,12 +141,12 @@ impl FunctionStats {
     /// pages.
     pub(super) fn emptied(self, first_ns: u64, slowest: SlowestConfig) -> Self {
         let mut histograms = [self.latency, self.interval.latency, self.own.latency];
-        histograms.iter_mut().for_each(Histogram::reset);
+        histograms.iter_mut().for_each(Compact::reset);
         FunctionStats::with_histograms(first_ns, slowest, histograms)
     }
 
     /// Empty figures over the given empty histograms: latency, the interval's, own time's.
-    fn with_histograms(first_ns: u64, slowest: SlowestConfig, [latency, interval, own]: [Histogram<u64>; 3]) -> Self {
+    fn with_histograms(first_ns: u64, slowest: SlowestConfig, [latency, interval, own]: [Compact; 3]) -> Self {
         FunctionStats {
             calls: 0,
             returns: 0,
@@ -188,9 +187,8 @@ impl FunctionStats {
         let ns = ns.clamp(1, MAX_LATENCY_NS);
         self.total_ns = self.total_ns.saturating_add(ns);
         self.interval.total_ns = self.interval.total_ns.saturating_add(ns);
-        // Cannot fail: auto-resize is on and the value is within the one-hour bound.
-        let _ = self.latency.record(ns);
-        let _ = self.interval.latency.record(ns);
+        self.latency.record(ns);
+        self.interval.latency.record(ns);
     }
 
     /// Records a paired call's latency `raw_ns` as `ns` (compensated: `ns < raw_ns`), keeping
@@ -210,7 +208,7 @@ impl FunctionStats {
         self.returns += other.returns;
         self.exceptions += other.exceptions;
         self.total_ns = self.total_ns.saturating_add(other.total_ns);
-        add_histogram(&mut self.latency, &other.latency);
+        self.latency.add(&other.latency);
         self.loop_only |= other.loop_only;
         self.interval.merge_from(&other.interval);
         self.slow.merge_from(&other.slow);
@@ -231,7 +229,7 @@ impl FunctionStats {
             // them less `other`'s compensated ones, which is a copy of ours plus `other`'s raw.
             (None, Some(from)) => {
                 let mut raw = RawLatency { total_ns: self.total_ns.saturating_sub(other.total_ns), latency: self.latency.clone() };
-                let _ = raw.latency.subtract(&other.latency);
+                raw.latency.subtract(&other.latency);
                 raw.merge_from(from);
                 self.raw = Some(Box::new(raw));
             }
@@ -243,8 +241,8 @@ impl FunctionStats {
     /// Adds this function's heap bytes (not its own record, counted with the function
     /// table) to `memory`'s parts.
     fn add_memory(&self, memory: &mut Memory) {
-        memory.histograms += histogram_bytes(&self.latency) + histogram_bytes(&self.own.latency);
-        memory.intervals += histogram_bytes(&self.interval.latency);
+        memory.histograms += self.latency.bytes() + self.own.latency.bytes();
+        memory.intervals += self.interval.latency.bytes();
         memory.slow_calls += self.slow.bytes();
         if let Some(split) = &self.split {
             memory.histograms += alloc_bytes(size_of::<SplitStats>())
@@ -253,7 +251,7 @@ impl FunctionStats {
                 + histogram_bytes(&split.gc);
         }
         if let Some(raw) = &self.raw {
-            memory.histograms += alloc_bytes(size_of::<RawLatency>()) + histogram_bytes(&raw.latency);
+            memory.histograms += alloc_bytes(size_of::<RawLatency>()) + raw.latency.bytes();
         }
         if let Some(keyed) = &self.by_key {
             let (table, histograms) = keyed.bytes();

@@ -7,11 +7,16 @@ use super::memory::alloc_bytes;
 
 /// Largest latency recorded, in ns (one hour); longer calls are recorded as one hour.
 pub const MAX_LATENCY_NS: u64 = 3_600_000_000_000;
-/// HDR precision: 3 significant digits.
-pub const SIGNIFICANT_DIGITS: u8 = 3;
+/// HDR precision: 2 significant digits. Every value read back (a percentile, the maximum) is
+/// within 1/128 (0.78 %) of the value recorded: HdrHistogram keeps 128 buckets per power of
+/// two. The functions' histograms keep the same layout, compactly (`compact.rs`).
+pub const SIGNIFICANT_DIGITS: u8 = 2;
 
-/// An auto-resizing HDR histogram (3 significant digits) that starts small: it grows to the
-/// values recorded (tens of KiB for short calls).
+/// The largest relative error of a value read back from any histogram: 1/128.
+pub const RELATIVE_ERROR: f64 = 1.0 / 128.0;
+
+/// An auto-resizing HDR histogram (2 significant digits) that starts small: it grows to the
+/// values recorded (a few KiB for short calls).
 pub fn histogram() -> Histogram<u64> {
     let mut h = Histogram::new_with_bounds(1, 2, SIGNIFICANT_DIGITS).expect("static histogram bounds are valid");
     h.auto(true);

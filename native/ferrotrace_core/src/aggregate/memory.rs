@@ -11,7 +11,8 @@
 //!   power of two, capacity × 8 / 7) times the entry's size plus a control byte each;
 //! - a histogram's counts are `Histogram::distinct_values` × 8 bytes (its counts vector's
 //!   length: an auto-resizing histogram's vector may have grown past it:
-//!   [`super::histogram::histogram_bytes`]);
+//!   [`super::histogram::histogram_bytes`]); a timed function's ([`super::compact::Compact`])
+//!   are its vectors' capacities (exact);
 //! - a kept term copy (`Arc<[u8]>`) is its bytes plus the two reference counts; a copy
 //!   shared by a slow call and the recorder is counted in both;
 //! - every allocation gets glibc malloc's overhead, 8 bytes rounded up to 16, at least 32

@@ -194,11 +194,11 @@ mod tests {
             .map(|(mfa, f)| FunctionView {
                 mfa: *mfa,
                 counts: (f.calls, f.returns, f.exceptions, f.total_ns, f.migrations, f.loop_only),
-                latency: hist(&f.latency),
-                interval: (f.interval.calls, f.interval.returns, f.interval.exceptions, f.interval.total_ns, hist(&f.interval.latency)),
+                latency: hist(&f.latency.to_hdr()),
+                interval: (f.interval.calls, f.interval.returns, f.interval.exceptions, f.interval.total_ns, hist(&f.interval.latency.to_hdr())),
                 slowest: f.slow.slowest(),
                 over: (f.slow.over_threshold(), f.slow.over_dropped()),
-                own: (f.own.total_ns, hist(&f.own.latency)),
+                own: (f.own.total_ns, hist(&f.own.latency.to_hdr())),
                 split: f.split.as_ref().map(|s| [hist(&s.running), hist(&s.descheduled), hist(&s.gc)]),
                 keys: f.by_key.as_ref().map(|k| {
                     let keys = k.by_total().into_iter().map(|(key, s)| (key.to_vec(), s.count, s.total_ns, hist(&s.latency))).collect();

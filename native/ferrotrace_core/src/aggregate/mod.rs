@@ -19,7 +19,8 @@
 //!   [`messages`], [`scheduling`], [`gc`], [`procs`] and [`ports`] ([`top`]: their per-pid
 //!   top-N tables);
 //! - [`merge`]: several aggregators read as one;
-//! - the leaves: [`histogram`] (the HDR histograms every figure is kept in), `ordered`
+//! - the leaves: [`histogram`] (the HDR histograms every figure is kept in; [`compact`]: a
+//!   timed function's, in a compact form of the same layout), `ordered`
 //!   (the ordered merge of bounded lists), [`memory`] (bytes held, by part).
 //!
 //! Memory is bounded: at most `max_functions` functions get statistics (calls of others are
@@ -65,6 +66,7 @@ pub mod top;
 
 pub mod merge;
 
+pub mod compact;
 pub mod histogram;
 pub mod memory;
 mod ordered;
@@ -75,7 +77,8 @@ mod tests;
 use activity::ActivityStats;
 use functions::Functions;
 pub use functions::{FunctionStats, IntervalStats, MfaPattern};
-pub use histogram::{MAX_LATENCY_NS, SIGNIFICANT_DIGITS};
+pub use compact::Compact;
+pub use histogram::{MAX_LATENCY_NS, RELATIVE_ERROR, SIGNIFICANT_DIGITS};
 use memory::Memory;
 use pairing::{Frame, Loops, OpenCalls, NO_SPLIT};
 use probe::{Compensation, Inner};

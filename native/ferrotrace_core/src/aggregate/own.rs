@@ -3,31 +3,29 @@
 //! untraced exception are not subtracted, their time is unknown). Recursion counts as a
 //! callee: `f -> f` gives the outer call only the time outside the inner one.
 
-use hdrhistogram::Histogram;
-
-use super::histogram::{add_histogram, MAX_LATENCY_NS};
+use super::compact::Compact;
 
 /// The own time of one function's calls.
 pub struct OwnTime {
     /// Sum of own times, ns (saturating).
     pub total_ns: u64,
     /// Own time per call, ns.
-    pub latency: Histogram<u64>,
+    pub latency: Compact,
 }
 
 impl OwnTime {
     /// Adds `other`'s own times to these (`Aggregator::merged`).
     pub fn merge_from(&mut self, other: &OwnTime) {
         self.total_ns = self.total_ns.saturating_add(other.total_ns);
-        add_histogram(&mut self.latency, &other.latency);
+        self.latency.add(&other.latency);
     }
 
     /// Records one call that took `duration_ns`, `callees_ns` of it in traced callees.
     pub(super) fn record(&mut self, duration_ns: u64, callees_ns: u64) {
         let own = duration_ns.saturating_sub(callees_ns);
         self.total_ns = self.total_ns.saturating_add(own);
-        // Cannot fail: auto-resize is on and the value is within the one-hour bound.
-        let _ = self.latency.record(own.clamp(1, MAX_LATENCY_NS));
+        // Clamped to 1 ns .. one hour, like latencies.
+        self.latency.record(own);
     }
 }
 

@@ -20,9 +20,8 @@
 //! `sample` or a limit (no event, though the VM asked the tracer), events dropped on a full
 //! ring (never seen here).
 
-use hdrhistogram::Histogram;
-
-use super::histogram::{add_histogram, MAX_LATENCY_NS};
+use super::compact::Compact;
+use super::histogram::MAX_LATENCY_NS;
 
 /// Events of the session inside a call: call events, and return or exception events.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -117,7 +116,7 @@ pub struct RawLatency {
     /// Sum of raw latencies, ns (saturating).
     pub total_ns: u64,
     /// Raw latency per call, ns.
-    pub latency: Histogram<u64>,
+    pub latency: Compact,
 }
 
 impl RawLatency {
@@ -125,14 +124,13 @@ impl RawLatency {
     pub(super) fn record(&mut self, ns: u64) {
         let ns = ns.clamp(1, MAX_LATENCY_NS);
         self.total_ns = self.total_ns.saturating_add(ns);
-        // Cannot fail: auto-resize is on and the value is within the one-hour bound.
-        let _ = self.latency.record(ns);
+        self.latency.record(ns);
     }
 
     /// Adds `other`'s latencies (`Aggregator::merged`).
     pub(super) fn merge_from(&mut self, other: &RawLatency) {
         self.total_ns = self.total_ns.saturating_add(other.total_ns);
-        add_histogram(&mut self.latency, &other.latency);
+        self.latency.add(&other.latency);
     }
 }
 
@@ -232,7 +230,7 @@ mod tests {
         let mut agg = Aggregator::new(10, 100).with_compensation(Some(Compensation { call_ns: 500, return_ns: 500 }));
         feed(&mut agg, &[(Call, 1, F, 0), (Call, 1, G, 10), (Return, 1, G, 20), (Return, 1, F, 30)]);
         let f = agg.function(&F).unwrap();
-        assert_eq!((f.total_ns, f.latency.max(), f.own.total_ns, f.raw.as_ref().unwrap().latency.max()), (1, 1, 0, 30));
+        assert_eq!((f.total_ns, f.latency.to_hdr().max(), f.own.total_ns, f.raw.as_ref().unwrap().latency.to_hdr().max()), (1, 1, 0, 30));
     }
 
     #[test]
@@ -243,8 +241,8 @@ mod tests {
                          (Call, 1, F, 20), (Call, 1, G, 21), (Return, 1, G, 22), (Return, 1, F, 40)]);
         let f = agg.function(&F).unwrap();
         let raw = f.raw.as_ref().unwrap();
-        assert_eq!((raw.latency.len(), raw.total_ns, raw.latency.max()), (3, 34, 20));
-        assert_eq!((f.latency.len(), f.total_ns, f.latency.max()), (3, 29, 15));
+        assert_eq!((raw.latency.len(), raw.total_ns, raw.latency.to_hdr().max()), (3, 34, 20));
+        assert_eq!((f.latency.len(), f.total_ns, f.latency.to_hdr().max()), (3, 29, 15));
     }
 
     #[test]
@@ -257,7 +255,7 @@ mod tests {
         for merged in [Aggregator::merged(&[&a, &b]), Aggregator::merged(&[&b, &a])] {
             let f = merged.function(&F).unwrap();
             let raw = f.raw.as_ref().unwrap();
-            assert_eq!((f.total_ns, raw.total_ns, raw.latency.len(), raw.latency.max()), (35 + 8, 48, 2, 40));
+            assert_eq!((f.total_ns, raw.total_ns, raw.latency.len(), raw.latency.to_hdr().max()), (35 + 8, 48, 2, 40));
             assert_eq!(f.inner, InnerEvents { total: 2, max: 2, compensated_ns: 5 });
             assert_eq!(merged.compensation(), Some(COST));
         }

@@ -84,7 +84,7 @@ fn session_histograms_bytes<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
         let out: Result<Vec<_>, _> = agg.functions()
             .map(|(mfa, stats)| {
                 let (m, f) = (kept_term(env, mfa.module), kept_term(env, mfa.function));
-                Ok(((m, f, mfa.arity).encode(env), encode(env, &stats.latency)?))
+                Ok(((m, f, mfa.arity).encode(env), encode(env, &stats.latency.to_hdr())?))
             })
             .collect();
         reply(env, out.map(|out| out.encode(env)))
@@ -173,7 +173,7 @@ fn hdr_log<'a>(env: Env<'a>, start_ms: u64, intervals: Vec<Interval<'a>>) -> Ter
 fn session_tagged_histograms<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
     with_aggregator(env, id, |agg| {
         let out: Result<Vec<_>, _> = agg.functions()
-            .map(|(mfa, stats)| Ok((mfa_text(env, mfa), encode(env, &stats.latency)?)))
+            .map(|(mfa, stats)| Ok((mfa_text(env, mfa), encode(env, &stats.latency.to_hdr())?)))
             .collect();
         reply(env, out.map(|out| out.encode(env)))
     })

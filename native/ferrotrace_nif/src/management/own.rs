@@ -14,6 +14,6 @@ mod atoms {
 /// Adds `own => #{total, mean, p50, p90, p99, p999, max}` (ns; `undefined` before the first
 /// paired call) to a function's summary entry.
 pub(super) fn add_keys<'a>(env: Env<'a>, entry: Term<'a>, stats: &FunctionStats) -> Term<'a> {
-    let own = distribution::quantiles(env, &stats.own.latency, Some(stats.own.total_ns), &[]);
+    let own = distribution::quantiles(env, &stats.own.latency.to_hdr(), Some(stats.own.total_ns), &[]);
     entry.map_put(atoms::own().encode(env), own).unwrap_or(entry)
 }

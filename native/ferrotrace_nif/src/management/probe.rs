@@ -32,8 +32,8 @@ pub(super) fn add_keys<'a>(env: Env<'a>, entry: Term<'a>, stats: &FunctionStats,
     }
     // No raw histogram: nothing was taken out, the latencies are the raw ones.
     let raw = match &stats.raw {
-        Some(raw) => distribution::quantiles(env, &raw.latency, Some(raw.total_ns), &[]),
-        None => distribution::quantiles(env, &stats.latency, Some(stats.total_ns), &[]),
+        Some(raw) => distribution::quantiles(env, &raw.latency.to_hdr(), Some(raw.total_ns), &[]),
+        None => distribution::quantiles(env, &stats.latency.to_hdr(), Some(stats.total_ns), &[]),
     };
     entry.map_put(atoms::raw().encode(env), raw).unwrap_or(entry)
 }

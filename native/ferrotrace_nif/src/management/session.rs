@@ -8,7 +8,7 @@ use rustler::{Atom, Encoder, Env, LocalPid, NifResult, Term};
 
 use rustler::OwnedEnv;
 
-use ferrotrace_core::aggregate::{FunctionStats, MfaPattern, PairingCounters};
+use ferrotrace_core::aggregate::{FunctionStats, MfaPattern, PairingCounters, RELATIVE_ERROR, SIGNIFICANT_DIGITS};
 use hdrhistogram::Histogram;
 use ferrotrace_core::event::Mfa;
 use ferrotrace_core::options::{self, OptionError, OptionValue};
@@ -30,6 +30,7 @@ mod atoms {
         mfa, count, returns, exceptions, total,
         user, owner_down, duration, loops, foreign_events, bad_spec, ferrotrace_loops,
         backlog, ring_peak, ring_size, longest_gap_us, frames_refused, max_frames, sample,
+        precision, significant_digits, relative_error,
     }
 }
 
@@ -164,7 +165,7 @@ fn sessions() -> Vec<u64> {
 }
 
 fn function_term<'a>(env: Env<'a>, session: &Session, mfa: &Mfa, stats: &FunctionStats) -> Term<'a> {
-    let entry = figures_term(env, mfa, (stats.calls, stats.returns, stats.exceptions, stats.total_ns), &stats.latency);
+    let entry = figures_term(env, mfa, (stats.calls, stats.returns, stats.exceptions, stats.total_ns), &stats.latency.to_hdr());
     let entry = entry.map_put(atoms::max_frames().encode(env), stats.max_frames.encode(env)).unwrap_or(entry);
     let entry = slow::add_keys(env, entry, stats, session.system_offset_ns());
     let entry = keys::add_keys(env, entry, stats, session.config.keys.source);
@@ -251,6 +252,11 @@ fn session_summary<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
             (atoms::memory(), memory_term(env, &memory, agg.functions().count(), session.ring_alloc_failures())),
             (atoms::collector_cpu_ns(), session.collector_cpu_ns().encode(env)),
             (atoms::aggregators(), session.aggregators().encode(env)),
+            // What every percentile and maximum of the histograms is within.
+            (atoms::precision(), map(env, &[
+                (atoms::significant_digits(), SIGNIFICANT_DIGITS.encode(env)),
+                (atoms::relative_error(), RELATIVE_ERROR.encode(env)),
+            ])),
             // The current rates: `calls` may have changed since the start.
             (atoms::sample(), map(env, &[
                 (atoms::processes(), session.config.sample.encode(env)),
@@ -288,7 +294,7 @@ fn session_interval<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
         let since = agg.interval_started_ms().unwrap_or(session.started_ms);
         let calls: Vec<Term> = agg
             .interval()
-            .map(|(mfa, i)| figures_term(env, mfa, (i.calls, i.returns, i.exceptions, i.total_ns), &i.latency))
+            .map(|(mfa, i)| figures_term(env, mfa, (i.calls, i.returns, i.exceptions, i.total_ns), &i.latency.to_hdr()))
             .collect();
         aggregates.for_each_mut(|agg| agg.reset_interval(now_ms));
         let figures = map(env, &[
@@ -310,7 +316,7 @@ fn session_histogram<'a>(env: Env<'a>, id: Term<'a>, mfa: Term<'a>) -> Term<'a> 
     };
     let Some(key) = decode_mfa(env, mfa) else { return error(env, (atoms::bad_mfa(), mfa)) };
     session.read(|aggregator, _| match aggregator.function(&key) {
-        Some(stats) => (atoms::ok(), super::distribution::log2_buckets(&stats.latency)).encode(env),
+        Some(stats) => (atoms::ok(), super::distribution::log2_buckets(&stats.latency.to_hdr())).encode(env),
         None => error(env, (atoms::no_such_function(), mfa)),
     })
 }
