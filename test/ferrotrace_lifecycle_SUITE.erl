@@ -358,7 +358,7 @@ no_owner_outside_a_shell(_Config) ->
              {P, N}
          end || _ <- [target, caller]],
     RpcCall = fun(Options) -> peer:call(CallerPeer, rpc, call, [Target, ferrotrace, calls, [?F, Options]]) end,
-    ?assertMatch({error, {bad_option, {duration, infinity, <<"a finite duration, or an owner", _/binary>>}}},
+    ?assertMatch({error, {bad_option, {duration, infinity, <<"a finite duration, or owner => Pid", _/binary>>}}},
                  RpcCall(#{duration => infinity})),
     {ok, S} = RpcCall(#{duration => 3000}),
     InTarget = fun(M, F, A) -> peer:call(TargetPeer, M, F, A) end,
