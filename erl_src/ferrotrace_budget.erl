@@ -16,7 +16,9 @@
 %%% refused call: measured on the 2-core development machine) and the state says
 %%% `model => default'. The collector's and aggregators' CPU (`collector_cpu_ns') counts
 %%% too where they share the schedulers' cores (`shared_cores', no more logical processors
-%%% than schedulers online): there each of its seconds is a second the schedulers lose.
+%%% than schedulers online): there each of its seconds is a second the schedulers lose. Only
+%%% what it costs above its idle polling counts (the least it cost in a tick so far): that
+%%% part grows with the events, and the rate and shedding act on it.
 %%% The view shows its share of the capacity either way (`collector').
 %%%
 %%% == The first moment ==
@@ -137,7 +139,9 @@ tick(M = #{elapsed_ms := Now}, S = #{last := #{elapsed_ms := Then}}) when Now =<
 tick(M, S0 = #{last := Last, tick := T}) ->
     S = S0#{last := M, tick := T + 1},
     Load = load(M, Last, S0),
-    decide(Load, S#{estimate := maps:get(estimate, Load), collector => maps:get(collector, Load)}).
+    Floor = min(maps:get(collector, Load) * maps:get(capacity, Load), maps:get(collector_floor, S0, infinity)),
+    decide(Load, S#{estimate := maps:get(estimate, Load), collector => maps:get(collector, Load),
+                    collector_floor => Floor}).
 
 %% @doc Functions that could not be shed (another session's pattern covers them on OTP 25
 %% and 26): forgotten as shed, never tried again.
@@ -179,8 +183,10 @@ load(M, Last, S = #{schedulers := Sch, event_ns := EventNs, discard_ns := Discar
                   false -> 2 * EventNs
               end,
     Capacity = Sch * 1.0e9,
+    %% What the collector costs above its idle polling (the least seen in a tick): the
+    %% part that grows with the events, which the rate and shedding act on.
     Own = case maps:get(shared_cores, S, false) of
-              true -> Collector;
+              true -> max(0, Collector - maps:get(collector_floor, S, Collector));
               false -> 0
           end,
     #{estimate => (Traced * EventNs + Refused * DiscardNs + Own) / Capacity,

@@ -67,7 +67,10 @@ untrace(Backend) ->
                    legacy -> legacy;
                    {trace_session, Session} -> [Session]
                end,
-    lists:foreach(fun(P) -> untrace_process(P, Sessions) end, pids()).
+    %% The calibration (registered under its module's name while it measures) traces itself
+    %% with a throwaway session of its own: left as it is.
+    Calibrating = whereis(ferrotrace_calibrate),
+    lists:foreach(fun(P) -> untrace_process(P, Sessions) end, pids() -- [Calibrating]).
 
 %% @doc Records the OTP 27+ trace session of engine session `Id', for {@link enter/0}.
 -spec remember(term(), term()) -> ok.
