@@ -1,5 +1,5 @@
 # ferrotrace: the README's two commands are `make demo` and `make test`.
-.PHONY: all setup compile demo test test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty bench bench-reads always-on loom miri collector-ceiling clean export-tools fuzz
+.PHONY: all setup compile demo test bundle test-attach test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty bench bench-reads always-on loom miri collector-ceiling clean export-tools fuzz
 
 DEBIAN_PACKAGES = erlang-nox erlang-dev rebar3 erlang-common-test erlang-eunit erlang-dialyzer erlang-tools
 
@@ -20,7 +20,7 @@ compile: setup
 demo: compile
 	sh examples/demo.sh
 
-test: compile test-rust test-erlang dialyzer test-elixir test-release test-watch-tty
+test: compile test-rust test-erlang dialyzer test-elixir test-release test-watch-tty test-attach
 
 test-rust:
 	cargo test --workspace --release
@@ -45,6 +45,18 @@ dialyzer: compile
 # remote_console through tmux, bin/relapp eval (about 1 minute).
 test-release: compile
 	bash test/release/run.sh
+
+# The one-file escript `_build/bundle/ferrotrace' (doc/installing.md): ferrotrace's beams, the
+# NIF built here and the attach commands, for any node over distribution (about 3 s).
+BUNDLE_VERSION = $(shell sed -n 's/.*{vsn, "\(.*\)"}.*/\1/p' erl_src/ferrotrace.app.src)$(shell git rev-parse --short HEAD 2>/dev/null | sed 's/^/+/')
+bundle: compile
+	escript attach/bundle.escript "$(BUNDLE_VERSION)" _build/bundle/ferrotrace
+
+# The bundle against a release built without ferrotrace: refusals, one-shot calls, the
+# remote shell through tmux, a second attach, detach while a session runs, a cookie file
+# only root reads; nothing left after each detach (about 40 s).
+test-attach: bundle
+	bash test/attach/run.sh
 
 # The Erlang checks on OTP 27 (Debian trixie) and OTP 29 (sid) in debootstrap chroots cached
 # in .chroots/ (needs root; first run about 2 minutes more for the chroots).

@@ -50,11 +50,15 @@
 
 -spec load_nif() -> ok | {error, term()}.
 load_nif() ->
-    Dir = case code:priv_dir(ferrotrace) of
-              {error, bad_name} ->
+    Dir = case {application:get_env(ferrotrace, nif_dir), code:priv_dir(ferrotrace)} of
+              {{ok, NifDir}, _} ->
+                  %% Set by `ferrotrace attach' (the bundle) for as long as this load takes:
+                  %% where it wrote the library on a node that has no ferrotrace installed.
+                  NifDir;
+              {undefined, {error, bad_name}} ->
                   %% Not installed as an application: priv/ beside ebin/.
                   filename:join(filename:dirname(filename:dirname(code:which(?MODULE))), "priv");
-              PrivDir ->
+              {undefined, PrivDir} ->
                   PrivDir
           end,
     Path = filename:join(Dir, "libferrotrace_nif"),

@@ -1,0 +1,161 @@
+#!/bin/bash
+# The attach test: the bundle (`make bundle`) against a release built WITHOUT ferrotrace.
+#
+# Builds examples/relapp as a relx release with ferrotrace taken out of its deps and release,
+# boots it (`bin/relapp daemon`) with a cookie in a file that only root can read (mode 0400),
+# and with `_build/bundle/ferrotrace ... --cookie-file F`:
+#   1. refusals, one line each and nothing loaded: a wrong cookie, a node that is not there,
+#      the cookie file read by another user;
+#   2. one-shot `calls ... --for 2s` (its time from command to report printed), then --json;
+#      after each, the detach's findings say nothing is left, and this script checks
+#      /proc/PID/maps and the temporary directories itself;
+#   3. `attach` in a tmux pane: calls/2, report/1 in the remote shell; a second attach (a
+#      one-shot while the shell holds it) reuses it and leaves it loaded; a bundle of another
+#      version is refused; `ferrotrace detach` while the shell's session runs; then a new
+#      shell left with Ctrl-G q unloads;
+#   4. a node that has ferrotrace on its code path (as a release that has it): used as it is.
+# Every wait is bounded; nodes, tmux and the temporary directory are removed on exit.
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/ftattach.XXXXXX")
+app=$work/relapp
+rel=$app/_build/default/rel/relapp
+node=ftatt$$
+host=$(hostname -s)
+full=$node@$host
+test_name=test-attach
+tmux_sock=ferrotrace-attach-$$
+tmux_target=a
+bundle=$repo/_build/bundle/ferrotrace
+started=$SECONDS
+
+# shellcheck source=test/support/lib.sh
+. "$repo/test/support/lib.sh"
+
+cleanup() {
+    local status=$?
+    tmux -L "$tmux_sock" kill-server 2>/dev/null || true
+    if [ -x "$rel/bin/relapp" ]; then timeout 20 "$rel/bin/relapp" stop >/dev/null 2>&1 || true; fi
+    if [ -s "$work/plain.pid" ]; then kill "$(cat "$work/plain.pid")" 2>/dev/null || true; fi
+    rm -rf "$work"
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+need tmux tmux
+[ -x "$bundle" ] || fail "no $bundle: run make bundle"
+
+# --- the release without ferrotrace -------------------------------------------------------
+cp -r "$repo/examples/relapp" "$app"
+sed -i 's/{deps, \[ferrotrace\]}./{deps, []}./; s/\[relapp, ferrotrace\]/[relapp]/' "$app/rebar.config"
+(cd "$app" && timeout 300 rebar3 release) >"$work/build.log" 2>&1 || { cat "$work/build.log" >&2; fail "rebar3 release"; }
+ls "$rel"/lib | grep -q '^ferrotrace' && fail "the release has ferrotrace in lib/"
+cookie=ferrotrace_attach_test_$$
+sed -i "s/^-sname .*/-sname $node/; s/^-setcookie .*/-setcookie $cookie/" "$rel/releases/0.1.0/vm.args"
+printf '%s\n' "$cookie" >"$work/cookie"
+chmod 0400 "$work/cookie"
+[ "$(id -u)" = 0 ] && chown root:root "$work/cookie"
+ft() { timeout 60 "$bundle" "$@" --cookie-file "$work/cookie"; }
+"$rel/bin/relapp" daemon >/dev/null || fail "bin/relapp daemon"
+for _ in $(seq 60); do [ "$(timeout 10 "$rel/bin/relapp" ping 2>/dev/null)" = pong ] && break; sleep 0.5; done
+pid=$(timeout 10 "$rel/bin/relapp" pid) || fail "the release did not start"
+say "release without ferrotrace up: $full (pid $pid), cookie file mode $(stat -c '%a %U' "$work/cookie")"
+
+# nothing_left WHAT: the detach's findings said so, and the node's maps and temp dirs agree
+nothing_left() {
+    grep -q "^nothing of ferrotrace left on $full" "$work/out" || { cat "$work/out" >&2; fail "$1: no 'nothing left' line"; }
+    grep -q 'libferrotrace_nif' "/proc/$pid/maps" && fail "$1: libferrotrace_nif still mapped"
+    ls -d /tmp/ferrotrace-nif-* /dev/shm/ferrotrace-nif-* /var/tmp/ferrotrace-nif-* 2>/dev/null | grep -q . \
+        && fail "$1: a ferrotrace-nif-* directory is left"
+    say "$1: findings:"
+    grep -E '^  (modules|processes|trace|library|files|tables) ' "$work/out" | sed 's/^/    /'
+}
+one_line_refusal() { # WHAT OUTPUT-FILE
+    [ "$(wc -l <"$2")" = 1 ] && grep -q '^ferrotrace: ' "$2" || { cat "$2" >&2; fail "$1: expected one line"; }
+    say "$1: $(cat "$2")"
+}
+
+# --- 1. refusals --------------------------------------------------------------------------
+if timeout 60 "$bundle" status "$full" --cookie wrong >"$work/err" 2>&1; then fail "a wrong cookie was accepted"; fi
+one_line_refusal "wrong cookie" "$work/err"
+if ft status "nosuch$$@$host" >"$work/err" 2>&1; then fail "a missing node was accepted"; fi
+one_line_refusal "no such node" "$work/err"
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+    cp "$bundle" "$work/ferrotrace" && chmod 755 "$work" "$work/ferrotrace"
+    if setpriv --reuid=65534 --regid=65534 --clear-groups env HOME="$work" "$work/ferrotrace" status "$full" \
+        --cookie-file "$work/cookie" >"$work/err" 2>&1; then fail "another user read the cookie file"; fi
+    one_line_refusal "cookie file read as nobody" "$work/err"
+fi
+ft status "$full" >"$work/out" 2>&1
+grep -q "ferrotrace is not loaded" "$work/out" || fail "status before attaching: $(cat "$work/out")"
+
+# --- 2. one-shot --------------------------------------------------------------------------
+t0=$(date +%s.%N)
+ft calls "$full" relapp_work:handle/1 --for 2s >"$work/out" 2>&1 || { cat "$work/out" >&2; fail "one-shot calls"; }
+t1=$(date +%s.%N)
+count=$(awk '/^relapp_work:handle\/1 +[0-9]+ / {print $2; exit}' "$work/out")
+((${count:-0} > 100)) || { cat "$work/out" >&2; fail "one-shot: relapp_work:handle/1 counted ${count:-no} calls in 2 s"; }
+say "one-shot calls --for 2s: $count calls, command to report in $(echo "$t1 - $t0" | bc) s"
+nothing_left "one-shot"
+ft calls "$full" '{relapp_work, handle, 1}' --for 500ms --json --options '#{slowest => 3}' >"$work/json" 2>"$work/out" \
+    || { cat "$work/out" >&2; fail "one-shot --json"; }
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["calls"][0]["count"] > 0, d' "$work/json" \
+    || fail "--json: not a summary with calls"
+nothing_left "one-shot --json"
+
+# --- 3. the remote shell ------------------------------------------------------------------
+open_shell() {
+    tmux -L "$tmux_sock" new-session -d -s a -x 200 -y 60 "$bundle attach $full --cookie-file $work/cookie; sleep 60"
+    wait_for "\\($full\\)1> " 30 "the attach's remote shell prompt"
+}
+open_shell
+ft calls "$full" relapp_work:loop/1 --for 500ms >"$work/out" 2>&1 || { cat "$work/out" >&2; fail "a second attach"; }
+grep -q "is attached to $full already: using it" "$work/out" || fail "second attach: $(cat "$work/out")"
+grep -q "stays on $full: 1 other client holds it" "$work/out" || fail "second attach: $(cat "$work/out")"
+ft status "$full" >"$work/out" 2>&1
+grep -q "attached (1 client holding it)" "$work/out" && grep -q "no sessions" "$work/out" \
+    || fail "status after the second attach: $(cat "$work/out")"
+say "second attach: reused it, left it loaded for the shell"
+(cd "$repo" && escript attach/bundle.escript 0.0.0-other "$work/other" >/dev/null)
+if timeout 60 "$work/other" status "$full" --cookie-file "$work/cookie" >/dev/null 2>&1 \
+    && timeout 60 "$work/other" calls "$full" relapp_work:handle/1 --for 1s --cookie-file "$work/cookie" >"$work/err" 2>&1; then
+    fail "a bundle of another version loaded over the attached one"
+fi
+one_line_refusal "another version" "$work/err"
+type_line '{ok, S} = ferrotrace:calls("relapp_work:handle/1", #{duration => 60000}).'
+wait_for '\{ok,[0-9]+\}' 15 "calls/2 in the attached shell"
+sleep 1
+type_line 'ferrotrace:report(S).'
+wait_for '^relapp_work:handle/1 +[0-9]+ ' 15 "report/1 in the attached shell"
+say "attach: calls/2 and report/1 in the remote shell"
+ft detach "$full" >"$work/out" 2>&1 || { cat "$work/out" >&2; fail "detach while a session runs"; }
+grep -q "1 session released" "$work/out" || fail "detach: $(cat "$work/out")"
+nothing_left "detach while the shell's session runs"
+tmux -L "$tmux_sock" send-keys -t a C-g
+wait_for 'User switch command' 10 "Ctrl-G"
+type_line q
+wait_for 'detached from .* meanwhile' 15 "the shell's exit after a detach"
+tmux -L "$tmux_sock" kill-server
+open_shell
+type_line '{ok, S} = ferrotrace:calls("relapp_work:handle/1", #{duration => 60000}).'
+wait_for '\{ok,[0-9]+\}' 15 "calls/2 in a new attached shell"
+tmux -L "$tmux_sock" send-keys -t a C-g
+wait_for 'User switch command' 10 "Ctrl-G"
+type_line q
+wait_for "^nothing of ferrotrace left on $full" 30 "detach when the shell is left"
+pane >"$work/out"
+nothing_left "Ctrl-G q in the attached shell"
+
+# --- 4. a node that has ferrotrace --------------------------------------------------------
+erl -sname "fthas$$" -setcookie "$cookie" -pa "$repo/_build/default/lib/ferrotrace/ebin" -noshell \
+    >"$work/plain.log" 2>&1 </dev/null &
+echo $! >"$work/plain.pid"
+for _ in $(seq 60); do ft status "fthas$$@$host" >/dev/null 2>&1 && break; sleep 0.5; done
+ft calls "fthas$$@$host" lists:seq/2 --for 200ms >"$work/out" 2>&1 || { cat "$work/out" >&2; fail "calls on a node with ferrotrace"; }
+grep -q "part of fthas$$@$host's release" "$work/out" || fail "node with ferrotrace: $(cat "$work/out")"
+ft status "fthas$$@$host" >"$work/out" 2>&1
+grep -q "part of the node's release" "$work/out" || fail "it was unloaded: $(cat "$work/out")"
+say "a node with ferrotrace on its path: used as it is, left loaded"
+say "passed in $((SECONDS - started)) s"
