@@ -60,7 +60,7 @@ test-attach: bundle
 
 # The Erlang checks on OTP 27 (Debian trixie) and OTP 29 (sid) in debootstrap chroots cached
 # in .chroots/ (needs root; first run about 2 minutes more for the chroots).
-test-otp: compile
+test-otp: bundle
 	bash test/otp/run.sh
 
 # ferrotrace:watch/2 typed in `erl -remsh` inside an 80-column tmux pane: renders without

@@ -51,6 +51,9 @@ command(["version" | _]) ->
     io:format("ferrotrace ~s (NIF for ~s, glibc ~s or later)~n", [V, Arch, Glibc]);
 command(["attach", Node | Rest]) ->
     Opts = options(Rest, [keep]),
+    %% erl -remsh without a terminal would start a shell on its own node.
+    match =:= re:run(tty(), "^/dev/(pts/|tty)", [{capture, none}])
+        orelse refuse("attach needs a terminal (stdin is ~s): in scripts use calls, status, detach", [tty()]),
     N = connect(Node, Opts),
     How = ensure(N, Opts),
     shell(N, Opts),
@@ -91,6 +94,12 @@ command(["detach", Node | Rest]) ->
 command(_) ->
     io:put_chars(standard_error, usage()),
     refuse("expected a command: attach, calls, status, detach or version", []).
+
+tty() ->
+    case file:read_link("/proc/self/fd/0") of
+        {ok, Path} -> Path;
+        {error, _} -> "unknown"
+    end.
 
 usage() ->
     "usage: ferrotrace attach NODE [--keep]\n"
@@ -326,7 +335,7 @@ load(Node, Files, Holder) ->
     #{version := Version} = meta(Files),
     {ok, LoaderBin} = file_of("ferrotrace_attach_node.beam", Files),
     {ok, AppBin} = file_of("ferrotrace/ebin/ferrotrace.app", Files),
-    {ok, [{application, ferrotrace, Keys}]} = parse_terms(AppBin),
+    {application, ferrotrace, Keys} = term(string:trim(binary_to_list(AppBin), trailing, ".\n")),
     Modules = [{list_to_atom(filename:basename(F, ".beam")), B}
                || {F, B} <- Files, lists:prefix("ferrotrace/ebin/", F), filename:extension(F) =:= ".beam"],
     {ok, Nif} = file_of("ferrotrace/priv/libferrotrace_nif.so", Files),
@@ -348,16 +357,8 @@ token() ->
             end,
     binary_to_list(binary:encode_hex(Bytes)).
 
-parse_terms(Bin) ->
-    {ok, Tokens, _} = erl_scan:string(binary_to_list(Bin)),
-    {ok, Term} = erl_parse:parse_term(Tokens),
-    {ok, [Term]}.
-
 remove_loader(Node) ->
-    _ = rpc(Node, code, purge, [?NODE_MOD]),
-    _ = rpc(Node, code, delete, [?NODE_MOD]),
-    _ = rpc(Node, code, purge, [?NODE_MOD]),
-    ok.
+    lists:foreach(fun(F) -> _ = rpc(Node, code, F, [?NODE_MOD]) end, [purge, delete, purge]).
 
 %% After a command: this client leaves (the last one out unloads), unless --keep.
 finish(_Node, release, _Opts) -> ok;
@@ -369,8 +370,7 @@ finish(Node, _How, _Opts) ->
             io:format(standard_error, "ferrotrace was detached from ~s meanwhile~n", [Node]);
         true ->
             case rpc(Node, ?NODE_MOD, leave, [self()]) of
-                {kept, N} -> io:format(standard_error, "ferrotrace stays on ~s: ~b other client~s hold~s it~n",
-                                       [Node, N, plural(N), case N of 1 -> "s"; _ -> "" end]);
+                {kept, N} -> io:format(standard_error, "ferrotrace stays on ~s: other clients hold it (~b)~n", [Node, N]);
                 Detached -> detached(Node, Detached)
             end
     end.
@@ -461,14 +461,11 @@ one_shot(Node, Spec, Opts) ->
     end.
 
 wait_stopped(Node, Id, Deadline) ->
-    case rpc(Node, ferrotrace, summary, [Id]) of
-        #{status := running} ->
-            case erlang:monotonic_time(millisecond) < Deadline of
-                true -> timer:sleep(50), wait_stopped(Node, Id, Deadline);
-                false -> _ = rpc(Node, ferrotrace, stop, [Id]), ok
-            end;
-        _ ->
-            ok
+    Running = case rpc(Node, ferrotrace, summary, [Id]) of #{status := St} -> St =:= running; _ -> false end,
+    Late = erlang:monotonic_time(millisecond) >= Deadline,
+    if Running, Late -> _ = rpc(Node, ferrotrace, stop, [Id]), ok;
+       Running -> timer:sleep(50), wait_stopped(Node, Id, Deadline);
+       true -> ok
     end.
 
 sessions(Node) ->

@@ -113,7 +113,7 @@ open_shell() {
 open_shell
 ft calls "$full" relapp_work:loop/1 --for 500ms >"$work/out" 2>&1 || { cat "$work/out" >&2; fail "a second attach"; }
 grep -q "is attached to $full already: using it" "$work/out" || fail "second attach: $(cat "$work/out")"
-grep -q "stays on $full: 1 other client holds it" "$work/out" || fail "second attach: $(cat "$work/out")"
+grep -q "stays on $full: other clients hold it (1)" "$work/out" || fail "second attach: $(cat "$work/out")"
 ft status "$full" >"$work/out" 2>&1
 grep -q "attached (1 client holding it)" "$work/out" && grep -q "no sessions" "$work/out" \
     || fail "status after the second attach: $(cat "$work/out")"
