@@ -26,6 +26,8 @@
 main(Args) ->
     %% A closed terminal ends this VM (the guard on the node then unloads).
     ok = os:set_signal(sighup, default),
+    %% Our own one-line messages only (a failed first try at a long name logs reports).
+    ok = logger:set_primary_config(level, none),
     Status = try command(Args) of
                  ok -> 0
              catch

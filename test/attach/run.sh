@@ -13,7 +13,8 @@
 #      one-shot while the shell holds it) reuses it and leaves it loaded; a bundle of another
 #      version is refused; `ferrotrace detach` while the shell's session runs; then a new
 #      shell left with Ctrl-G q unloads;
-#   4. a node that has ferrotrace on its code path (as a release that has it): used as it is.
+#   4. a node that has ferrotrace on its code path (as a release that has it): used as it is;
+#   5. a node with long names, its epmd on another port (ERL_EPMD_PORT).
 # Every wait is bounded; nodes, tmux and the temporary directory are removed on exit.
 set -euo pipefail
 
@@ -38,6 +39,10 @@ cleanup() {
     tmux -L "$tmux_sock" kill-server 2>/dev/null || true
     if [ -x "$rel/bin/relapp" ]; then timeout 20 "$rel/bin/relapp" stop >/dev/null 2>&1 || true; fi
     if [ -s "$work/plain.pid" ]; then kill "$(cat "$work/plain.pid")" 2>/dev/null || true; fi
+    if [ -s "$work/long.pid" ]; then
+        kill "$(cat "$work/long.pid")" 2>/dev/null || true
+        for _ in $(seq 20); do epmd -port "$epmd_port" -kill >/dev/null 2>&1 && break; sleep 0.2; done
+    fi
     rm -rf "$work"
     exit "$status"
 }
@@ -158,4 +163,17 @@ grep -q "part of fthas$$@$host's release" "$work/out" || fail "node with ferrotr
 ft status "fthas$$@$host" >"$work/out" 2>&1
 grep -q "part of the node's release" "$work/out" || fail "it was unloaded: $(cat "$work/out")"
 say "a node with ferrotrace on its path: used as it is, left loaded"
+
+# --- 5. long names and an epmd on another port ----------------------------------------------
+epmd_port=$((20000 + $$ % 20000))
+ERL_EPMD_PORT=$epmd_port erl -name "ftlong$$@127.0.0.1" -setcookie "$cookie" -noshell \
+    -eval 'spawn(fun L() -> _ = lists:seq(1, 10), timer:sleep(1), L() end).' >"$work/long.log" 2>&1 </dev/null &
+echo $! >"$work/long.pid"
+for _ in $(seq 60); do ERL_EPMD_PORT=$epmd_port ft status "ftlong$$@127.0.0.1" >/dev/null 2>&1 && break; sleep 0.5; done
+ERL_EPMD_PORT=$epmd_port ft calls "ftlong$$@127.0.0.1" lists:seq/2 --for 300ms >"$work/out" 2>&1 \
+    || { cat "$work/out" >&2; fail "long names with ERL_EPMD_PORT=$epmd_port"; }
+grep -q '^lists:seq/2 ' "$work/out" && grep -q "^nothing of ferrotrace left on ftlong$$@127.0.0.1" "$work/out" \
+    || fail "long names: $(cat "$work/out")"
+[ "$(wc -l <"$work/out")" -lt 60 ] && ! grep -q 'REPORT' "$work/out" || fail "long names: log reports printed: $(cat "$work/out")"
+say "long names, epmd on port $epmd_port: one-shot and detach, nothing left"
 say "passed in $((SECONDS - started)) s"
