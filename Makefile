@@ -38,8 +38,13 @@ export-tools:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq python3-venv; }
 	sh test/export/setup.sh
 
+# Then attach/'s two modules (not part of the application) with the same PLT (about 25 s).
 dialyzer: compile
 	rebar3 dialyzer
+	mkdir -p _build/attach-dialyzer
+	erlc +debug_info -o _build/attach-dialyzer attach/ferrotrace_attach.erl attach/ferrotrace_attach_node.erl
+	dialyzer --plt $$(ls _build/default/rebar3_*_plt | head -1) -Wunmatched_returns -Werror_handling -Wunknown \
+	    _build/attach-dialyzer/*.beam _build/default/lib/ferrotrace/ebin/*.beam
 
 # A relx release of examples/relapp with ferrotrace as a _checkouts dependency: daemon,
 # remote_console through tmux, bin/relapp eval (about 1 minute).

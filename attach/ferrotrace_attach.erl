@@ -41,6 +41,7 @@ main(Args) ->
              end,
     erlang:halt(Status).
 
+-spec refuse(io:format(), [term()]) -> no_return().
 refuse(Format, Args) ->
     Text = re:replace(io_lib:format(Format, Args), "\\s*\\n\\s*", " ", [global, unicode, {return, list}]),
     throw({refused, Text}).
@@ -175,7 +176,7 @@ plural(_) -> "s".
 connect(Node0, Opts) ->
     {Name, Host} = case string:split(Node0, "@") of
                        [N, H] when N =/= "", H =/= "" -> {N, H};
-                       [N] when N =/= "" -> {N, short_host()};
+                       [N] when N =/= "" -> {N, hd(string:split(element(2, inet:gethostname()), "."))};
                        _ -> refuse("~ts: expected a node name, name@host", [Node0])
                    end,
     Node = list_to_atom(Name ++ "@" ++ Host),
@@ -189,10 +190,6 @@ connect(Node0, Opts) ->
         true -> Node;
         _ -> refuse("~s", [unreachable(Name, Host, Domain)])
     end.
-
-short_host() ->
-    {ok, H} = inet:gethostname(),
-    hd(string:split(H, ".")).
 
 start_dist(Domain) ->
     Own = "ferrotrace_" ++ os:getpid() ++ "_" ++ integer_to_list(erlang:unique_integer([positive])),
@@ -296,10 +293,8 @@ check(Node, #{system_architecture := Ours, glibc_needs := Needs}) ->
     list_to_integer(Release) >= 25
         orelse refuse("~s runs Erlang/OTP ~s; ferrotrace needs OTP 25 or later", [Node, Release]),
     Theirs = rpc(Node, erlang, system_info, [system_architecture]),
-    Key = fun(Arch) -> case string:split(Arch, "-", all) of
-                           [Cpu | More] -> {Cpu, lists:any(fun(P) -> string:prefix(P, "linux") =/= nomatch end, More)};
-                           _ -> Arch
-                       end
+    Key = fun(Arch) -> [Cpu | More] = string:split(Arch, "-", all),
+                       {Cpu, lists:any(fun(P) -> string:prefix(P, "linux") =/= nomatch end, More)}
           end,
     Key(Theirs) =:= Key(Ours)
         orelse refuse("~s runs on ~s; this bundle's NIF is built for ~s: build the bundle on such a "
@@ -338,11 +333,15 @@ load(Node, Files, Holder) ->
     {ok, LoaderBin} = file_of("ferrotrace_attach_node.beam", Files),
     {ok, AppBin} = file_of("ferrotrace/ebin/ferrotrace.app", Files),
     {application, ferrotrace, Keys} = term(string:trim(binary_to_list(AppBin), trailing, ".\n")),
+    Own = proplists:get_value(modules, Keys, []),
     Modules = [{list_to_atom(filename:basename(F, ".beam")), B}
                || {F, B} <- Files, lists:prefix("ferrotrace/ebin/", F), filename:extension(F) =:= ".beam"],
     {ok, Nif} = file_of("ferrotrace/priv/libferrotrace_nif.so", Files),
     Plan = #{version => Version, modules => Modules, nif => Nif, holder => Holder, token => token(),
-             app => {application, ferrotrace, lists:keystore(vsn, 1, Keys, {vsn, Version})}},
+             %% This module listed too: ferrotrace never traces its own modules.
+             app => {application, ferrotrace,
+                     lists:keystore(vsn, 1, lists:keystore(modules, 1, Keys, {modules, [?NODE_MOD | Own]}),
+                                    {vsn, Version})}},
     {module, _} = rpc(Node, code, load_binary, [?NODE_MOD, "ferrotrace-attach/ferrotrace_attach_node.beam", LoaderBin]),
     case rpc(Node, ?NODE_MOD, attach, [Plan]) of
         {ok, Dir} ->
