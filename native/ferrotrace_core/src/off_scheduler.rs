@@ -10,7 +10,26 @@
 //! mapped). Spawning from a thread made with `pthread_create`, which runs and clears its
 //! destructors when it exits, leaves the scheduler thread with none.
 
+//!
+//! The NIF library pins itself instead ([`pin`]) unless `ferrotrace attach` loaded it: a
+//! reload then finds the stopped sessions' figures as before.
+
 use std::ffi::c_void;
+
+/// Keeps the library holding `address` mapped for the life of the process (glibc's
+/// `RTLD_NODELETE`, set on the object already loaded: `RTLD_NOLOAD` opens nothing new).
+/// Returns whether it could.
+pub fn pin(address: *const c_void) -> bool {
+    // SAFETY: an all-zero Dl_info (null pointers) is valid for dladdr to fill.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr only reads `address` and writes `info`.
+    if unsafe { libc::dladdr(address, &mut info) } == 0 || info.dli_fname.is_null() {
+        return false;
+    }
+    // SAFETY: `dli_fname` is the loader's NUL-terminated path of that object.
+    let handle = unsafe { libc::dlopen(info.dli_fname, libc::RTLD_NOW | libc::RTLD_NOLOAD | libc::RTLD_NODELETE) };
+    !handle.is_null()
+}
 
 struct Job<F, R> {
     work: Option<F>,
