@@ -16,14 +16,15 @@
 
 use std::ffi::c_void;
 
-/// Keeps the library holding `address` mapped for the life of the process (glibc's
-/// `RTLD_NODELETE`, set on the object already loaded: `RTLD_NOLOAD` opens nothing new).
+/// Keeps the library holding the code at `address` (a function's address, never read)
+/// mapped for the life of the process (glibc's `RTLD_NODELETE`, set on the object already
+/// loaded: `RTLD_NOLOAD` opens nothing new).
 /// Returns whether it could.
-pub fn pin(address: *const c_void) -> bool {
+pub fn pin(address: usize) -> bool {
     // SAFETY: an all-zero Dl_info (null pointers) is valid for dladdr to fill.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    // SAFETY: dladdr only reads `address` and writes `info`.
-    if unsafe { libc::dladdr(address, &mut info) } == 0 || info.dli_fname.is_null() {
+    // SAFETY: dladdr only looks `address` up among the loaded objects and writes `info`.
+    if unsafe { libc::dladdr(address as *const c_void, &mut info) } == 0 || info.dli_fname.is_null() {
         return false;
     }
     // SAFETY: `dli_fname` is the loader's NUL-terminated path of that object.

@@ -35,7 +35,7 @@ extern "C" fn load(env: *mut ErlNifEnv, _priv: *mut *mut c_void, info: ErlNifTer
         // an integer `enif_get_int` fails and leaves `unpinned` at 0.
         let _ = unsafe { rustler::sys::enif_get_int(env, info, &mut unpinned) };
         if unpinned == 0 {
-            off_scheduler::pin(load as *const c_void);
+            off_scheduler::pin(load as *const () as usize);
         }
     });
     c_int::from(result.is_err())
