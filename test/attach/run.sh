@@ -5,7 +5,8 @@
 # boots it (`bin/relapp daemon`) with a cookie in a file that only root can read (mode 0400),
 # and with `_build/bundle/ferrotrace ... --cookie-file F`:
 #   1. refusals, one line each and nothing loaded: a wrong cookie, a node that is not there,
-#      the cookie file read by another user;
+#      the cookie file read by another user, bundles whose meta says another architecture or
+#      a glibc symbol version the node's C library lacks;
 #   2. one-shot `calls ... --for 2s` (its time from command to report printed), then --json;
 #      after each, the detach's findings say nothing is left, and this script checks
 #      /proc/PID/maps and the temporary directories itself;
@@ -93,6 +94,31 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
         --cookie-file "$work/cookie" >"$work/err" 2>&1; then fail "another user read the cookie file"; fi
     one_line_refusal "cookie file read as nobody" "$work/err"
 fi
+# A bundle whose NIF would need another machine: its meta changed, the rest as built.
+variant() { # variant FILE KEY VALUE: a copy of the bundle with bundle.meta's KEY set to VALUE
+    erl -noshell -eval '
+        [Out, Key, Value] = init:get_plain_arguments(),
+        {ok, Sections} = escript:extract("'"$bundle"'", []),
+        {archive, Zip} = lists:keyfind(archive, 1, Sections),
+        {ok, Files} = zip:extract(Zip, [memory]),
+        Meta = binary_to_term(element(2, lists:keyfind("ferrotrace/bundle.meta", 1, Files))),
+        V = case Key of "glibc_needs" -> maps:get(glibc_needs, Meta) ++ [Value]; _ -> Value end,
+        New = lists:keystore("ferrotrace/bundle.meta", 1, Files,
+                             {"ferrotrace/bundle.meta", term_to_binary(Meta#{list_to_atom(Key) => V})}),
+        ok = escript:create(Out, [shebang, {emu_args, "+Bi -noinput -escript main ferrotrace_attach"}, {archive, New, []}]),
+        halt().' -extra "$@"
+    chmod 755 "$1"
+}
+variant "$work/arm" system_architecture aarch64-unknown-linux-gnu
+variant "$work/newlibc" glibc_needs GLIBC_9.99
+for v in arm newlibc; do
+    if timeout 60 "$work/$v" calls "$full" relapp_work:handle/1 --for 1s --cookie-file "$work/cookie" >"$work/err" 2>&1; then
+        fail "a bundle for $v was loaded"
+    fi
+    one_line_refusal "bundle for $v" "$work/err"
+    ft status "$full" >"$work/out" 2>&1
+    grep -q "ferrotrace is not loaded" "$work/out" || fail "$v: left something loaded: $(cat "$work/out")"
+done
 ft status "$full" >"$work/out" 2>&1
 grep -q "ferrotrace is not loaded" "$work/out" || fail "status before attaching: $(cat "$work/out")"
 
