@@ -38,6 +38,7 @@ started=$SECONDS
 cleanup() {
     local status=$?
     tmux -L "$tmux_sock" kill-server 2>/dev/null || true
+    tmux -L "$tmux_sock-2" kill-server 2>/dev/null || true
     if [ -x "$rel/bin/relapp" ]; then timeout 20 "$rel/bin/relapp" stop >/dev/null 2>&1 || true; fi
     if [ -s "$work/plain.pid" ]; then kill "$(cat "$work/plain.pid")" 2>/dev/null || true; fi
     if [ -s "$work/long.pid" ]; then
@@ -168,7 +169,10 @@ tmux -L "$tmux_sock" send-keys -t a C-g
 wait_for 'User switch command' 10 "Ctrl-G"
 type_line q
 wait_for 'detached from .* meanwhile' 15 "the shell's exit after a detach"
+# A server of its own for the next shell: kill-server returns before the old one is gone,
+# and a new-session on the same socket then meets a server that is exiting.
 tmux -L "$tmux_sock" kill-server
+tmux_sock=$tmux_sock-2
 open_shell
 type_line '{ok, S} = ferrotrace:calls("relapp_work:handle/1", #{duration => 60000}).'
 wait_for '\{ok,[0-9]+\}' 15 "calls/2 in a new attached shell"
