@@ -494,17 +494,22 @@ shell(Node, Opts) ->
                       _ -> {[], none}
                   end,
     io:format(standard_error, "remote shell on ~s: leave it with Ctrl-G then q (q() would stop the node)~n", [Node]),
-    Erl = filename:join([code:root_dir(), "bin", "erl"]),
-    Port = open_port({spawn_executable, Erl},
+    Port = open_port({spawn_executable, filename:join([code:root_dir(), "bin", "erl"])},
                      [{args, ["-hidden", Flag, Name, "-remsh", atom_to_list(Node)]}, {env, Env},
                       nouse_stdio, exit_status]),
-    receive {Port, {exit_status, _}} -> ok end,
-    _ = Home =:= none orelse file:del_dir_r(Home),
-    ok.
+    %% The cookie file goes once the shell's node has read it (it is in epmd then).
+    _ = Home =:= none orelse forget_home(Home, hd(string:split(Name, "@")), 200),
+    receive {Port, {exit_status, _}} -> ok end.
+
+forget_home(Home, Name, Tries) ->
+    Up = case erl_epmd:names() of {ok, Names} -> lists:keymember(Name, 1, Names); _ -> false end,
+    case Up orelse Tries =:= 0 of
+        true -> file:del_dir_r(Home);
+        false -> timer:sleep(50), forget_home(Home, Name, Tries - 1)
+    end.
 
 private_home(Cookie) ->
-    Base = os:getenv("TMPDIR", "/tmp"),
-    Dir = filename:join(Base, "ferrotrace-home-" ++ token()),
+    Dir = filename:join(os:getenv("TMPDIR", "/tmp"), "ferrotrace-home-" ++ token()),
     ok = file:make_dir(Dir),
     ok = file:change_mode(Dir, 8#700),
     File = filename:join(Dir, ".erlang.cookie"),

@@ -141,6 +141,9 @@ nothing_left "one-shot --json"
 open_shell() {
     tmux -L "$tmux_sock" new-session -d -s a -x 200 -y 60 "$bundle attach $full --cookie-file $work/cookie; sleep 60"
     wait_for "\\($full\\)1> " 30 "the attach's remote shell prompt"
+    # The cookie reached the shell's node through a private HOME, gone once it was read.
+    for _ in $(seq 50); do ls -d "${TMPDIR:-/tmp}"/ferrotrace-home-* >/dev/null 2>&1 || return 0; sleep 0.1; done
+    fail "a ferrotrace-home-* directory (the shell's cookie) is still there: $(ls -d "${TMPDIR:-/tmp}"/ferrotrace-home-*)"
 }
 open_shell
 ft calls "$full" relapp_work:loop/1 --for 500ms >"$work/out" 2>&1 || { cat "$work/out" >&2; fail "a second attach"; }
