@@ -7,13 +7,14 @@
 #   1. refusals, one line each and nothing loaded: a wrong cookie, a node that is not there,
 #      the cookie file read by another user, bundles whose meta says another architecture or
 #      a glibc symbol version the node's C library lacks;
-#   2. one-shot `calls ... --for 2s` (its time from command to report printed), then --json;
+#   2. one-shot `calls ... --for 2s` (its time from command to report printed), then --json,
+#      then --keep (left loaded, with no client) and detach;
 #      after each, the detach's findings say nothing is left, and this script checks
 #      /proc/PID/maps and the temporary directories itself;
 #   3. `attach` in a tmux pane: calls/2, report/1 in the remote shell; a second attach (a
 #      one-shot while the shell holds it) reuses it and leaves it loaded; a bundle of another
 #      version is refused; `ferrotrace detach` while the shell's session runs; then a new
-#      shell left with Ctrl-G q unloads;
+#      shell left with Ctrl-G q unloads; and one whose terminal is closed (the guard unloads);
 #   4. a node that has ferrotrace on its code path (as a release that has it): used as it is;
 #   5. a node with long names, its epmd on another port (ERL_EPMD_PORT).
 # Every wait is bounded; nodes, tmux and the temporary directory are removed on exit.
@@ -39,6 +40,7 @@ cleanup() {
     local status=$?
     tmux -L "$tmux_sock" kill-server 2>/dev/null || true
     tmux -L "$tmux_sock-2" kill-server 2>/dev/null || true
+    tmux -L "$tmux_sock-3" kill-server 2>/dev/null || true
     if [ -x "$rel/bin/relapp" ]; then timeout 20 "$rel/bin/relapp" stop >/dev/null 2>&1 || true; fi
     if [ -s "$work/plain.pid" ]; then kill "$(cat "$work/plain.pid")" 2>/dev/null || true; fi
     if [ -s "$work/long.pid" ]; then
@@ -136,6 +138,11 @@ ft calls "$full" '{relapp_work, handle, 1}' --for 500ms --json --options '#{slow
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["calls"][0]["count"] > 0, d' "$work/json" \
     || fail "--json: not a summary with calls"
 nothing_left "one-shot --json"
+ft calls "$full" relapp_work:handle/1 --for 200ms --keep >"$work/out" 2>&1 || { cat "$work/out" >&2; fail "--keep"; }
+ft status "$full" >"$work/out" 2>&1
+grep -q "attached (0 clients holding it)" "$work/out" || fail "--keep: $(cat "$work/out")"
+ft detach "$full" >"$work/out" 2>&1 || { cat "$work/out" >&2; fail "detach after --keep"; }
+nothing_left "--keep, then detach"
 
 # --- 3. the remote shell ------------------------------------------------------------------
 open_shell() {
@@ -185,6 +192,15 @@ type_line q
 wait_for "^nothing of ferrotrace left on $full" 30 "detach when the shell is left"
 pane >"$work/out"
 nothing_left "Ctrl-G q in the attached shell"
+# The terminal closed under an attached shell: the escript dies, the guard on the node unloads.
+tmux -L "$tmux_sock" kill-server
+tmux_sock=$tmux_sock-3
+open_shell
+tmux -L "$tmux_sock" kill-server
+for _ in $(seq 100); do ft status "$full" 2>&1 | grep -q "ferrotrace is not loaded" && break; sleep 0.2; done
+ft detach "$full" >"$work/out" 2>&1 || { cat "$work/out" >&2; fail "after a closed terminal"; }
+grep -q "ferrotrace is not loaded; nothing to detach" "$work/out" || fail "closed terminal: still loaded: $(cat "$work/out")"
+nothing_left "a closed terminal (the guard unloaded)"
 
 # --- 4. a node that has ferrotrace --------------------------------------------------------
 erl -sname "fthas$$" -setcookie "$cookie" -pa "$repo/_build/default/lib/ferrotrace/ebin" -noshell \
