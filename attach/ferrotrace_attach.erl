@@ -487,16 +487,14 @@ shell(Node, Opts) ->
     [_, Host] = string:split(atom_to_list(node()), "@"),
     Flag = case lists:member($., Host) of true -> "-name"; false -> "-sname" end,
     Name = "ferrotrace_sh_" ++ os:getpid() ++ case Flag of "-name" -> "@" ++ Host; _ -> "" end,
-    {Env, Home} = case Opts of
-                      #{cookie := C} ->
-                          H = private_home(C),
-                          {[{"HOME", H}], H};
-                      _ -> {[], none}
-                  end,
+    Home = case Opts of #{cookie := C} -> private_home(C); _ -> none end,
     io:format(standard_error, "remote shell on ~s: leave it with Ctrl-G then q (q() would stop the node)~n", [Node]),
-    Port = open_port({spawn_executable, filename:join([code:root_dir(), "bin", "erl"])},
-                     [{args, ["-hidden", Flag, Name, "-remsh", atom_to_list(Node)]}, {env, Env},
-                      nouse_stdio, exit_status]),
+    Erl = [filename:join([code:root_dir(), "bin", "erl"]), "-hidden", Flag, Name, "-remsh", atom_to_list(Node)],
+    %% The shell, in a session of its own, never sees the SIGHUP of a closed terminal that
+    %% ends this VM: it gets a SIGTERM when this VM's child setup goes (setpriv, where there).
+    [Exe | Args] = case os:find_executable("setpriv") of false -> Erl; S -> [S, "--pdeathsig", "TERM" | Erl] end,
+    Port = open_port({spawn_executable, Exe}, [{args, Args}, {env, [{"HOME", Home} || Home =/= none]},
+                                               nouse_stdio, exit_status]),
     %% The cookie file goes once the shell's node has read it (it is in epmd then).
     _ = Home =:= none orelse forget_home(Home, hd(string:split(Name, "@")), 200),
     receive {Port, {exit_status, _}} -> ok end.

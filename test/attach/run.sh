@@ -201,6 +201,8 @@ for _ in $(seq 100); do ft status "$full" 2>&1 | grep -q "ferrotrace is not load
 ft detach "$full" >"$work/out" 2>&1 || { cat "$work/out" >&2; fail "after a closed terminal"; }
 grep -q "ferrotrace is not loaded; nothing to detach" "$work/out" || fail "closed terminal: still loaded: $(cat "$work/out")"
 nothing_left "a closed terminal (the guard unloaded)"
+for _ in $(seq 50); do pgrep -f -- "-remsh $full" >/dev/null || break; sleep 0.2; done
+pgrep -af -- "-remsh $full" && fail "the remote shell's erl outlived its closed terminal"
 
 # --- 4. a node that has ferrotrace --------------------------------------------------------
 erl -sname "fthas$$" -setcookie "$cookie" -pa "$repo/_build/default/lib/ferrotrace/ebin" -noshell \
