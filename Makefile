@@ -1,5 +1,5 @@
 # ferrotrace: the README's two commands are `make demo` and `make test`.
-.PHONY: busy all setup compile demo test test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty test-snippets bench bench-reads bench-html always-on loom miri collector-ceiling clean export-tools fuzz
+.PHONY: busy all setup compile demo test bundle test-attach test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty test-snippets bench bench-reads bench-html always-on loom miri collector-ceiling clean export-tools fuzz
 
 DEBIAN_PACKAGES = erlang-nox erlang-dev rebar3 erlang-common-test erlang-eunit erlang-dialyzer erlang-tools
 
@@ -20,7 +20,7 @@ compile: setup
 demo: compile
 	sh examples/demo.sh
 
-test: compile test-rust test-erlang dialyzer test-elixir test-release test-watch-tty test-snippets
+test: compile test-rust test-erlang dialyzer test-elixir test-release test-watch-tty test-snippets test-attach
 
 test-rust:
 	cargo test --workspace --release
@@ -41,17 +41,34 @@ export-tools:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
 	sh test/export/setup.sh
 
+# Then attach/'s two modules (not part of the application) with the same PLT (about 25 s).
 dialyzer: compile
 	rebar3 dialyzer
+	mkdir -p _build/attach-dialyzer
+	erlc +debug_info -o _build/attach-dialyzer attach/ferrotrace_attach.erl attach/ferrotrace_attach_node.erl
+	dialyzer --plt $$(ls _build/default/rebar3_*_plt | head -1) -Wunmatched_returns -Werror_handling -Wunknown \
+	    _build/attach-dialyzer/*.beam _build/default/lib/ferrotrace/ebin/*.beam
 
 # A relx release of examples/relapp with ferrotrace as a _checkouts dependency: daemon,
 # remote_console through tmux, bin/relapp eval (about 1 minute).
 test-release: compile
 	bash test/release/run.sh
 
+# The one-file escript `_build/bundle/ferrotrace' (doc/installing.md): ferrotrace's beams, the
+# NIF built here and the attach commands, for any node over distribution (about 3 s).
+BUNDLE_VERSION = $(shell sed -n 's/.*{vsn, "\(.*\)"}.*/\1/p' erl_src/ferrotrace.app.src)$(shell git rev-parse --short HEAD 2>/dev/null | sed 's/^/+/')
+bundle: compile
+	escript attach/bundle.escript "$(BUNDLE_VERSION)" _build/bundle/ferrotrace
+
+# The bundle against a release built without ferrotrace: refusals, one-shot calls, the
+# remote shell through tmux, a second attach, detach while a session runs, a cookie file
+# only root reads; nothing left after each detach (about 40 s).
+test-attach: bundle
+	bash test/attach/run.sh
+
 # The Erlang checks on OTP 27 (Debian trixie) and OTP 29 (sid) in debootstrap chroots cached
 # in .chroots/ (needs root; first run about 2 minutes more for the chroots).
-test-otp: compile
+test-otp: bundle
 	bash test/otp/run.sh
 
 # ferrotrace:watch/2 typed in `erl -remsh` inside an 80-column tmux pane: renders without

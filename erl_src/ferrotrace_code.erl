@@ -72,7 +72,8 @@ preload() ->
     ok.
 
 %% @doc Unloads and loads `ferrotrace_tracer' again, the safe way (see the module doc): every
-%% session is stopped (`stop_reason' `unload') by the library's unload callback.
+%% session is stopped (`stop_reason' `unload') by the library's unload callback, and its
+%% keeper ends: the purge unmaps the library, and the figures go with it.
 -spec reload_tracer() -> {module, ferrotrace_tracer} | {error, term()}.
 reload_tracer() ->
     load_failure(locked(fun() ->

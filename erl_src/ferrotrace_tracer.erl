@@ -51,15 +51,23 @@
 
 -spec load_nif() -> ok | {error, term()}.
 load_nif() ->
-    Dir = case code:priv_dir(ferrotrace) of
-              {error, bad_name} ->
-                  %% Not installed as an application: priv/ beside ebin/.
-                  filename:join(filename:dirname(filename:dirname(code:which(?MODULE))), "priv");
-              PrivDir ->
-                  PrivDir
-          end,
+    %% Unpinned = 0: the library keeps itself mapped for the life of the VM, so that after a
+    %% purge and a reload its stopped sessions' figures stay readable until released.
+    %% 1 (ferrotrace attach): a purge unmaps it, and detach leaves no library behind.
+    {Dir, Unpinned} =
+        case {application:get_env(ferrotrace, nif_dir), code:priv_dir(ferrotrace)} of
+            {{ok, NifDir}, _} ->
+                %% Set by `ferrotrace attach' (the bundle) for as long as this load takes:
+                %% where it wrote the library on a node that has no ferrotrace installed.
+                {NifDir, 1};
+            {undefined, {error, bad_name}} ->
+                %% Not installed as an application: priv/ beside ebin/.
+                {filename:join(filename:dirname(filename:dirname(code:which(?MODULE))), "priv"), 0};
+            {undefined, PrivDir} ->
+                {PrivDir, 0}
+        end,
     Path = filename:join(Dir, "libferrotrace_nif"),
-    case erlang:load_nif(Path, 0) of
+    case erlang:load_nif(Path, Unpinned) of
         ok ->
             %% Erased only when there (an erase costs every process a scan).
             _ = persistent_term:get(?LOAD_FAILURE, none) =/= none andalso persistent_term:erase(?LOAD_FAILURE),

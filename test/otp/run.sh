@@ -4,7 +4,9 @@
 #
 #   test/otp/run.sh [trixie] [sid]
 #
-# In each chroot it compiles erl_src/*.erl with the project's erl_opts (warnings are errors),
+# In each chroot it runs the attach bundle (_build/bundle/ferrotrace, when make bundle built it)
+# with that OTP's escript against a node without ferrotrace (one-shot calls, then detach's
+# checks), compiles erl_src/*.erl with the project's erl_opts (warnings are errors),
 # loads the NIF built on the host (priv/libferrotrace_nif.so, nif_version_2_16), compiles the
 # test helpers (test/support/*.erl), runs the EUnit modules test/*_tests.erl and the Common
 # Test suites test/*_SUITE.erl
@@ -154,6 +156,8 @@ check() { # check RELEASE: compile, load the NIF, EUnit, Common Test, inside the
     sed "s/{modules, \[\]}/{modules, [$modules]}/" \
         erl_src/ferrotrace.app.src >"$work/ferrotrace/ebin/ferrotrace.app"
     cp priv/libferrotrace_nif.so "$work/ferrotrace/priv/"
+    # The attach bundle (make bundle, built on the host's OTP 25), run by this OTP's escript.
+    if [ -x _build/bundle/ferrotrace ]; then cp _build/bundle/ferrotrace "$work/bundle-ferrotrace"; fi
     cp test/*.erl "$work/test/"
     cp test/support/* "$work/test/support/"
     { echo '{logdir, "logs"}.'
@@ -182,6 +186,21 @@ erl -noshell -pa ferrotrace/ebin -eval '
     io:format("test-otp: NIF loaded: ~s~n", [code:priv_dir(ferrotrace)]),
     halt().'
 status=0
+if [ -x bundle-ferrotrace ]; then
+    # ferrotrace attached to a node that has none (its code path and cwd hold no ferrotrace),
+    # one-shot calls, then detach's findings: the escript and the node both on this OTP.
+    mkdir -p /tmp/ftotp && (cd /tmp/ftotp && exec erl -sname ftotp -setcookie ftotp -noshell \
+        -eval 'spawn(fun L() -> _ = lists:seq(1, 10), timer:sleep(1), L() end).' >/dev/null 2>&1 </dev/null) &
+    target=\$!
+    for i in \$(seq 60); do ./bundle-ferrotrace status ftotp --cookie ftotp >/dev/null 2>&1 && break; sleep 0.5; done
+    if ./bundle-ferrotrace calls ftotp lists:seq/2 --for 1s --cookie ftotp >attach.out 2>&1 \
+        && grep -q '^lists:seq/2 ' attach.out && grep -q '^nothing of ferrotrace left' attach.out; then
+        echo "test-otp: $release: attach: one-shot calls and detach, nothing left"
+    else
+        cat attach.out; echo "test-otp: $release: attach failed"; status=1
+    fi
+    kill \$target 2>/dev/null || true
+fi
 if [ -n "$eunit_modules" ]; then
 erl -noshell -pa ferrotrace/ebin -pa test -eval '
     case eunit:test([$(echo $eunit_modules | tr ' ' ',')], []) of

@@ -35,6 +35,7 @@
 //! Around them, for the management NIFs:
 //! - [`session`]: lifecycle: start, stop (and the keeper's notification), release; the read
 //!   path the summaries take is `session/read.rs`;
+//! - [`off_scheduler`]: where a session spawns its threads from, so that a purge unmaps the library;
 //! - [`options`]: session options with safe defaults;
 //! - [`hdr_bytes`]: histograms read back from bytes, bounded before anything is allocated;
 //! - `sync` (private): the primitives the lock-free parts use, std's or loom's (`make loom`).
@@ -66,6 +67,8 @@ pub mod hasher;
 pub mod hdr_bytes;
 #[cfg(not(loom))]
 pub mod limit;
+#[cfg(not(loom))]
+pub mod off_scheduler;
 #[cfg(not(loom))]
 pub mod options;
 #[cfg(not(loom))]

@@ -206,7 +206,13 @@ pub enum StartError {
 
 /// Creates and publishes a session, and starts its collector thread. `notifier`, if any, is
 /// called once when the session stops, whatever stops it.
+/// Its threads are spawned from a thread of their own (`off_scheduler`), so that the
+/// scheduler that asks keeps no destructor that would pin this library after a purge.
 pub fn start(config: Config, keeper: u64, notifier: Option<Notifier>) -> Result<Arc<Session>, StartError> {
+    crate::off_scheduler::run(move || start_here(config, keeper, notifier))
+}
+
+fn start_here(config: Config, keeper: u64, notifier: Option<Notifier>) -> Result<Arc<Session>, StartError> {
     let mut registry = SESSIONS.registry();
     let (slot, id) = registry.allocate().ok_or(StartError::TooManySessions)?;
     let frames = FrameTable::for_start(slot);

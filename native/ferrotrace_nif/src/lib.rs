@@ -18,15 +18,25 @@ pub mod callbacks;
 pub mod encoding;
 mod management;
 
-use ferrotrace_core::{clock, session};
+use ferrotrace_core::{clock, off_scheduler, session};
 
 use rustler::codegen_runtime::{c_int, c_void, inventory, ErlNifEntry, ErlNifEnv, ErlNifTerm};
 
-extern "C" fn load(env: *mut ErlNifEnv, _priv: *mut *mut c_void, _info: ErlNifTerm) -> c_int {
+/// `info` is `erlang:load_nif/2`'s second argument: 0 pins the library in memory (a purge
+/// and a reload find its sessions again, stopped), 1 leaves it free to be unmapped at the
+/// purge (`ferrotrace attach`, whose detach must leave no library mapped).
+extern "C" fn load(env: *mut ErlNifEnv, _priv: *mut *mut c_void, info: ErlNifTerm) -> c_int {
     let result = std::panic::catch_unwind(|| {
         // SAFETY: `env` is the environment the VM passes to `load`.
         unsafe { callbacks::atoms::init(env) };
         clock::init();
+        let mut unpinned: c_int = 0;
+        // SAFETY: `env` and `info` are what the VM passes to `load`; on a term that is not
+        // an integer `enif_get_int` fails and leaves `unpinned` at 0.
+        let _ = unsafe { rustler::sys::enif_get_int(env, info, &mut unpinned) };
+        if unpinned == 0 {
+            off_scheduler::pin(load as *const () as usize);
+        }
     });
     c_int::from(result.is_err())
 }
