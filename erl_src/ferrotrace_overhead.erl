@@ -51,7 +51,7 @@ start(Id, Keeper, {Budget, Rate}) when is_integer(Id), is_pid(Keeper), node(Keep
                           Monitor = monitor(process, Keeper),
                           Control = ferrotrace_budget:new(Budget, #{schedulers => erlang:system_info(schedulers_online),
                                                                     calibration => calibration(Id),
-                                                                    rate => Rate, shared_cores => shared_cores()}),
+                                                                    rate => Rate}),
                           publish(Id, Control),
                           erlang:send_after(?START, self(), tick),
                           loop(#s{id = Id, keeper = Keeper, monitor = Monitor, control = Control})
@@ -61,14 +61,6 @@ start(Id, Keeper, {Budget, Rate}) when is_integer(Id), is_pid(Keeper), node(Keep
     end;
 start(_Id, _Keeper, _Budget) ->
     {error, badarg}.
-
-%% True where the collector's threads share the schedulers' cores: no more logical
-%% processors available than schedulers online.
-shared_cores() ->
-    case erlang:system_info(logical_processors_available) of
-        N when is_integer(N) -> N =< erlang:system_info(schedulers_online);
-        unknown -> true
-    end.
 
 %% The session's calibration (ferrotrace_calibrate, set by calls/2), or `undefined'.
 calibration(Id) ->
