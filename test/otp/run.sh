@@ -157,7 +157,8 @@ check() { # check RELEASE: compile, load the NIF, EUnit, Common Test, inside the
         erl_src/ferrotrace.app.src >"$work/ferrotrace/ebin/ferrotrace.app"
     cp priv/libferrotrace_nif.so "$work/ferrotrace/priv/"
     # The attach bundle (make bundle, built on the host's OTP 25), run by this OTP's escript.
-    if [ -x _build/bundle/ferrotrace ]; then cp _build/bundle/ferrotrace "$work/bundle-ferrotrace"; fi
+    # Run only where asked (FERROTRACE_OTP_ATTACH=1): written for issue 29, not yet run in a chroot.
+    if [ -x _build/bundle/ferrotrace ] && [ "${FERROTRACE_OTP_ATTACH:-0}" = 1 ]; then cp _build/bundle/ferrotrace "$work/bundle-ferrotrace"; fi
     cp test/*.erl "$work/test/"
     cp test/support/* "$work/test/support/"
     { echo '{logdir, "logs"}.'
