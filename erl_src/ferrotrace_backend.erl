@@ -28,6 +28,10 @@
 -export([patterns/4, match_spec/2, set/3, unset/4, add_loops/3, steps/2, chunks/2, seen_generated/3,
          leave_out_modules/3, calls_flag/4, generated/1]).
 
+%% OTP 25's spec of erlang:trace_info/2 omits the `{tracer, {Module, State}}' answer that a
+%% tracer module gets (as in ferrotrace_session).
+-dialyzer({no_match, calls_flag/4}).
+
 -type backend() :: none | legacy | {trace_session, term(), [local | global]}.
 %% A change left for later: loops to trace count-only, functions to leave out, ferrotrace's
 %% own modules to leave out, or a look at which generated functions the session sees.
@@ -39,7 +43,7 @@
 
 %% @doc The call patterns of `Specs' with their match spec heads (return and exception
 %% events), and `Loops' count-only.
--spec patterns([ferrotrace:mfa_spec()], list(), local | global, [mfa()]) -> [ferrotrace_registry:pattern()].
+-spec patterns([ferrotrace:mfa_spec()], list(), local | global, [mfa()]) -> [map()].
 patterns(Specs, Heads, Scope, Loops) ->
     [#{mfa => Spec, match_spec => match_spec(H, [{exception_trace}]), scope => Scope,
        loops => [{Loop, match_spec(H, [])} || Loop <- Loops, ferrotrace_spec:matches(Spec, Loop)]}

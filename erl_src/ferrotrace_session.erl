@@ -53,6 +53,9 @@
 %% OTP 25's spec of erlang:trace_info/2 omits the `{tracer, {Module, State}}' answer that a
 %% tracer module gets, so dialyzer believes our comparisons can never succeed.
 -dialyzer({no_match, [already_traced/2, holder/1, how/1]}).
+%% trace:function/4 is called through ferrotrace_vm's apply: dialyzer cannot see it answer
+%% 0 for patterns that match nothing.
+-dialyzer({no_match, start_trace_session/4}).
 
 -record(state, {id :: ferrotrace_tracer:session_id(),
                 owner :: reference() | none,
@@ -374,11 +377,11 @@ handle_info(step, State = #state{steps = [Step | Rest]}) ->
     %% One change of the patterns refined after the start (ferrotrace_backend); the next is
     %% a message away, so that a stop or a read waits for one change at most.
     State1 = do_step(Step, State#state{steps = Rest}),
-    case State1#state.steps of
-        [] -> settled(State1);
-        [seen_generated] -> settled(State1), erlang:send_after(State1#state.seen_every, self(), step);
-        _ -> self() ! step
-    end,
+    _ = case State1#state.steps of
+            [] -> settled(State1);
+            [seen_generated] -> settled(State1), erlang:send_after(State1#state.seen_every, self(), step);
+            _ -> self() ! step
+        end,
     {noreply, State1};
 handle_info(expire, State) ->
     {stop, normal, State};
@@ -511,10 +514,10 @@ complete_loops(Id, #{specs := Specs, complete := false, loops := Known}) ->
     _ = spawn_opt(fun() ->
                           ok = ferrotrace_own:enter(),
                           Monitor = monitor(process, Keeper),
-                          case ferrotrace_loops:find(Specs, ferrotrace_traced:own_modules()) -- Known of
-                              [] -> ok;
-                              Loops -> Keeper ! {ferrotrace_loops, Id, Loops}
-                          end,
+                          _ = case ferrotrace_loops:find(Specs, ferrotrace_traced:own_modules()) -- Known of
+                                  [] -> ok;
+                                  Loops -> Keeper ! {ferrotrace_loops, Id, Loops}
+                              end,
                           demonitor(Monitor)
                   end, ferrotrace_own:spawn_options()),
     ok;
@@ -573,7 +576,7 @@ start_trace_session(Id, Patterns, Targets, Extra) ->
     case Matched of
         0 when Patterns =/= [] ->
             stop_tracing(Id, Backend),
-            {error, {no_matching_functions, [MFA || #{mfa := MFA} <- Patterns]}};
+            {error, {no_matching_functions, [maps:get(mfa, P) || P <- Patterns]}};
         _ ->
             try
                 ProcessFlags = ?TRACE_FLAGS ++ (Extra -- ferrotrace_activity:port_flags()),
