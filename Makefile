@@ -141,7 +141,8 @@ always-on: compile
 # untraced rounds (about 2 minutes).
 busy: compile
 	mkdir -p bench/out
-	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_busy.erl test/support/ft_budget_work.erl
+	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_busy.erl test/support/ft_budget_work.erl \
+		test/support/ft_busy.erl
 	erl -noshell -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_busy:main(), halt().'
 
 # Every exported function called with seeded adversarial terms on a peer node: 100,000 calls

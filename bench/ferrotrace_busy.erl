@@ -44,45 +44,23 @@ main([Rounds]) ->
 tsunami() ->
     Work = ft_budget_work:start(50),
     timer:sleep(1000),
-    Echo = spawn(fun echo/0),
-    Untraced = ping_max(Echo, 2000),
-    Pinger = spawn(fun() -> ping(Echo, 0) end),
+    %% The pings of the busy suite (ft_busy): a normal-priority process's longest wait.
+    Untraced = begin P0 = ft_busy:start_pinger(), timer:sleep(2000), ft_busy:stop_pinger(P0) end,
+    Pinger = ft_busy:start_pinger(),
     {First, {ok, S}} = timer:tc(fun() -> ferrotrace:calls({'_', '_', '_'}, #{duration => 8000}) end),
     Flagged = flagged(),
     timer:sleep(8500),
-    Pinger ! {stop, self()},
-    During = receive {max, M} -> M end,
+    During = ft_busy:stop_pinger(Pinger),
     #{events := #{seen := Seen, dropped := Dropped}} = ferrotrace:summary(S),
     ok = ferrotrace:release(S),
     {Second, {ok, S2}} = timer:tc(fun() -> ferrotrace:calls({'_', '_', '_'}, #{duration => 2000}) end),
     timer:sleep(2500),
     ok = ferrotrace:release(S2),
     ft_budget_work:stop(Work),
-    exit(Echo, kill),
     io:format("busy tsunami workers=50 schedulers=~b start_ms=~b second_start_ms=~b ping_max_ms untraced=~b "
               "during=~b events_seen=~b dropped=~b own_processes_flagged=~b~n",
               [erlang:system_info(schedulers_online), First div 1000, Second div 1000, Untraced, During,
                Seen, Dropped, length(Flagged)]).
-
-echo() ->
-    receive {From, Ref} -> From ! Ref, echo() end.
-
-ping_max(Echo, Ms) ->
-    Pinger = spawn(fun() -> ping(Echo, 0) end),
-    timer:sleep(Ms),
-    Pinger ! {stop, self()},
-    receive {max, M} -> M end.
-
-ping(Echo, Max) ->
-    receive
-        {stop, From} -> From ! {max, Max}
-    after 20 ->
-        T0 = erlang:monotonic_time(microsecond),
-        Ref = make_ref(),
-        Echo ! {self(), Ref},
-        receive Ref -> ok end,
-        ping(Echo, max(Max, (erlang:monotonic_time(microsecond) - T0) div 1000))
-    end.
 
 %% ferrotrace's own processes that carry a trace flag (OTP 25: the legacy session).
 flagged() ->
