@@ -72,10 +72,18 @@ untrace(Backend) ->
     Calibrating = whereis(ferrotrace_calibrate),
     lists:foreach(fun(P) -> untrace_process(P, Sessions) end, pids() -- [Calibrating]).
 
-%% @doc Records the OTP 27+ trace session of engine session `Id', for {@link enter/0}.
+%% @doc Records the OTP 27+ trace session of engine session `Id', for {@link enter/0}: its
+%% weak reference only. The VM destroys a session when its last strong handle is gone, and
+%% the keeper must stay the only holder (a killed keeper takes its session with it); the
+%% weak one (`{Name, Number}', the second half of the handle) is accepted by
+%% `trace:process/4' as long as the session lives.
 -spec remember(term(), term()) -> ok.
-remember(Id, Session) ->
-    _ = safe(fun() -> ets:insert(?TABLE, {{session, Id}, Session}) end),
+remember(Id, {Strong, {Name, Number} = Weak}) when is_reference(Strong), is_atom(Name), is_integer(Number) ->
+    _ = safe(fun() -> ets:insert(?TABLE, {{session, Id}, Weak}) end),
+    ok;
+remember(_Id, _Session) ->
+    %% A handle of another shape (a later OTP): not kept, rather than kept strong. A process
+    %% born traced by this session then keeps its flags until the session ends.
     ok.
 
 %% @doc Forgets what {@link remember/2} recorded (the session is destroyed).
