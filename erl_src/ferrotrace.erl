@@ -139,7 +139,7 @@
 %% summary/1.
 -type displacement() :: #{at := integer(), processes := non_neg_integer(),
                           functions := [mfa()], by := [term()], new_processes => true}.
--type budget() :: #{max_overhead := number(), estimate := float() | undefined,
+-type budget() :: #{max_overhead := number(), default := boolean(), estimate := float() | undefined,
                     collector := float() | undefined, rate := pos_integer(),
                     model := calibrated | partial | default,
                     event_ns := non_neg_integer(), discard_ns := non_neg_integer(),
@@ -251,8 +251,11 @@ session(Options) ->
 %% off) for {@link export/2}'s `{hdr_log, #{interval => Ms}}'; at most `max_intervals'
 %% (default 600), then neighbours merge and the interval doubles (see
 %% `ferrotrace_intervals').</li>
-%% <li>`max_overhead => Fraction': an overhead budget, a fraction of the node's scheduler
-%% capacity above 0 and at most 1 (`0.05' is 5 %; default none). Every second (four times
+%% <li>`max_overhead => Fraction | none': an overhead budget, a fraction of the node's scheduler
+%% capacity above 0 and at most 1 (`0.05' is 5 %). Default: none, but `0.1' for a spec with
+%% a `'_' module (every module of the node: on busy schedulers each traced call lengthens
+%% its process's time slice, and every other process waits that much longer), unless
+%% `none' or `sample => {calls, N}' is given. Every second (four times
 %% a second for its first two) the session estimates its own cost, `(traced events x the calibrated cost of an event +
 %% calls refused x the cost of a refused call) / (schedulers online x 1 s)', and keeps it
 %% under the budget: it traces 1 call in N (as `sample => {calls, N}', which it then
@@ -399,7 +402,8 @@ processes(Kinds, Options) ->
 %% when new processes go to the other tracer. Such a session's counts miss what was taken,
 %% and its stop leaves the other tool's tracer and match specs in place. Never on OTP 27+,
 %% where sessions coexist.
-%% `budget' is there for a session with `max_overhead': `max_overhead', `estimate' (the
+%% `budget' is there for a session with a budget: `max_overhead', `default' (true where it
+%% is the default of a `'_' module spec), `estimate' (the
 %% session's cost now as a fraction of the schedulers, over the last tick (a second);
 %% `undefined' at first), `collector' (the collector thread's CPU over the same capacity: off
 %% the schedulers, not in the estimate), `rate' (1 call in `rate' traced now), `model'

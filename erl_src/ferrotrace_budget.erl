@@ -55,7 +55,7 @@
 %%% cycle quickly.
 -module(ferrotrace_budget).
 
--export([new/2, tick/2, unsheddable/2, view/1, initial_rate/2]).
+-export([new/2, tick/2, unsheddable/2, view/1, initial_rate/2, whole_node_default/0]).
 -export([check/1]).
 
 %% Aim below the budget, lower the rate only well under it.
@@ -68,6 +68,8 @@
 -define(MAX_RATE, 1000000).
 %% The rate changes and shed functions kept for the summary.
 -define(HISTORY, 32).
+%% A spec with a `'_' module without `max_overhead': a tenth of the schedulers.
+-define(WHOLE_NODE_DEFAULT, 0.1).
 -define(SHED_LOG, 100).
 %% Without a calibration (ns): the figures of issue 22, measured on a 2-core machine.
 -define(DEFAULT_EVENT_NS, 350).
@@ -92,17 +94,22 @@
 %% the node's scheduler capacity), else the `bad_option' error naming what is accepted.
 -spec check(term()) -> ok | {error, {bad_option, {max_overhead, term(), binary()}}}.
 check(F) when is_number(F), F > 0, F =< 1 -> ok;
-check(F) -> {error, {bad_option, {max_overhead, F, <<"a fraction of the node's schedulers, above 0 and at most 1 (0.05 is 5 %)">>}}}.
+check(F) -> {error, {bad_option, {max_overhead, F, <<"a fraction of the node's schedulers, above 0 and at most 1 (0.05 is 5 %), or none (no budget)">>}}}.
+
+%% @doc The budget of a spec with a `'_' module when none is given (ferrotrace_start).
+-spec whole_node_default() -> float().
+whole_node_default() -> ?WHOLE_NODE_DEFAULT.
 
 %% @doc A controller for `Budget' on `Schedulers' schedulers, with the session's calibration
 %% (`#{call_ns, return_ns, discard_ns}', or `undefined' when none was measured).
-%% `rate' is the per-call rate the session started with (default 1).
+%% `rate' is the per-call rate the session started with (default 1); `default' says the
+%% budget is {@link whole_node_default/0}, not one given (default false).
 -spec new(number(), #{schedulers := pos_integer(), calibration := map() | undefined,
-                      rate => pos_integer()}) -> state().
+                      rate => pos_integer(), default => boolean()}) -> state().
 new(Budget, Node = #{schedulers := Schedulers, calibration := Calibration}) ->
     {EventNs, DiscardNs, Model} = costs(Calibration),
     #{budget => Budget, schedulers => Schedulers, event_ns => EventNs, discard_ns => DiscardNs,
-      model => Model, rate => maps:get(rate, Node, 1),
+      model => Model, rate => maps:get(rate, Node, 1), default => maps:get(default, Node, false),
       estimate => undefined, low_ticks => 0, last => undefined,
       history => [], changes => 0, shed => #{}, shed_log => [], unsheddable => #{}, times => #{},
       tick => 0}.
@@ -155,7 +162,7 @@ unsheddable(MFAs, S = #{shed := Shed, shed_log := Log, unsheddable := Never}) ->
 -spec view(state()) -> map().
 view(S = #{budget := B, estimate := E, rate := N, model := Model, event_ns := Ev, discard_ns := D,
            history := H, changes := C, shed_log := Log, shed := Shed}) ->
-    #{max_overhead => B, estimate => E, rate => N, model => Model,
+    #{max_overhead => B, default => maps:get(default, S, false), estimate => E, rate => N, model => Model,
       collector => maps:get(collector, S, undefined),
       event_ns => round(Ev), discard_ns => round(D),
       rate_changes => lists:reverse(H), rate_changes_total => C,

@@ -39,11 +39,19 @@ period() -> ?PERIOD.
 
 %% @doc Starts the budget `Budget' of session `Id' (kept by `Keeper'); its calibration, if
 %% the session has one, is read from the registry. `{error, badarg}' for other arguments.
--spec start(ferrotrace_tracer:session_id(), pid(), number() | {number(), pos_integer()}) -> pid() | {error, badarg}.
+%% `{default, Fraction}' is the budget a spec with a `'_' module has when none is given.
+-spec start(ferrotrace_tracer:session_id(), pid(), Budget | {Budget, pos_integer()}) -> pid() | {error, badarg}
+      when Budget :: number() | {default, number()}.
+start(Id, Keeper, {default, Fraction}) ->
+    start(Id, Keeper, {{default, Fraction}, 1});
 start(Id, Keeper, Budget) when is_number(Budget) ->
     start(Id, Keeper, {Budget, 1});
-start(Id, Keeper, {Budget, Rate}) when is_integer(Id), is_pid(Keeper), node(Keeper) =:= node(),
-                                       is_integer(Rate), Rate >= 1 ->
+start(Id, Keeper, {Budget0, Rate}) when is_integer(Id), is_pid(Keeper), node(Keeper) =:= node(),
+                                        is_integer(Rate), Rate >= 1 ->
+    {Budget, Default} = case Budget0 of
+                            {default, Fraction} -> {Fraction, true};
+                            _ -> {Budget0, false}
+                        end,
     case ferrotrace_budget:check(Budget) of
         ok ->
             spawn_opt(fun() ->
@@ -51,7 +59,7 @@ start(Id, Keeper, {Budget, Rate}) when is_integer(Id), is_pid(Keeper), node(Keep
                           Monitor = monitor(process, Keeper),
                           Control = ferrotrace_budget:new(Budget, #{schedulers => erlang:system_info(schedulers_online),
                                                                     calibration => calibration(Id),
-                                                                    rate => Rate}),
+                                                                    rate => Rate, default => Default}),
                           publish(Id, Control),
                           erlang:send_after(?START, self(), tick),
                           loop(#s{id = Id, keeper = Keeper, monitor = Monitor, control = Control})

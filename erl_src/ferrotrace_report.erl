@@ -299,7 +299,7 @@ displaced(_, _Width) ->
 %% the rate now and its last changes, the functions shed (with their calls per second when
 %% shed) and those taken back. Counts in the table are of the sampled calls.
 budget(#{max_overhead := B, estimate := E, rate := N, model := Model,
-         rate_changes := Changes, rate_changes_total := Total, shed := Shed}, Width) ->
+         rate_changes := Changes, rate_changes_total := Total, shed := Shed} = View, Width) ->
     Estimate = case E of
                    undefined -> "estimate not yet";
                    _ -> io_lib:format("estimate ~.1f %", [E * 100])
@@ -320,7 +320,8 @@ budget(#{max_overhead := B, estimate := E, rate := N, model := Model,
             || #{mfa := MFA, rate := R, shed_at := At} <- lists:sublist(Now, ?DISPLACED_NAMED)]
         ++ [io_lib:format("~b more", [length(Now) - ?DISPLACED_NAMED]) || length(Now) > ?DISPLACED_NAMED]
         ++ [io_lib:format("~b taken back", [Back]) || Back > 0],
-    [wrap("budget: ", [io_lib:format("at most ~.1f % of the schedulers", [B * 100]), Estimate, Rate, Costs], Width),
+    Default = ["the default for a '_' module (max_overhead => none turns it off)" || maps:get(default, View, false)],
+    [wrap("budget: ", [io_lib:format("at most ~.1f % of the schedulers", [B * 100])] ++ Default ++ [Estimate, Rate, Costs], Width),
      [wrap("rate: ", ChangeParts ++ Earlier, Width) || ChangeParts =/= []],
      [wrap("shed: ", ShedParts, Width) || ShedParts =/= []]];
 budget(_, _Width) ->

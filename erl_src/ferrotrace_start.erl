@@ -86,12 +86,12 @@ start(Options, Tracing, Probe, Owner) ->
     case ferrotrace_code:ensure_tracer() of
         {module, _} ->
             case {ferrotrace_options:settings(Options, Tracing, Owner), ferrotrace_intervals:check(Options),
-                  check_probe(Probe), budget(Options)} of
+                  check_probe(Probe), budget(Options, Tracing)} of
                 {{ok, Settings, Engine}, {ok, Intervals}, ok, {ok, Budget}} ->
                     case calibrate(Probe) of
                         {ok, ProbeOptions, ProbeInfo} ->
                             %% A budget starts cautious: the per-call rate from the start.
-                            {Cautious, Rate} = initial_rate(Budget, ProbeInfo),
+                            {Cautious, Rate} = initial_rate(fraction(Budget), ProbeInfo),
                             %% Options given by hand win over the calibration's.
                             Started = ferrotrace_session:start(maps:merge(maps:merge(ProbeOptions, Cautious), Engine),
                                                                Tracing, Settings),
@@ -130,17 +130,34 @@ with_info(Started, _Info) ->
     Started.
 
 %% `max_overhead => Fraction': checked, and refused beside `sample => {calls, N}' (the
-%% budget sets the per-call rate itself).
-budget(#{max_overhead := Budget, sample := {calls, _} = Sample}) ->
+%% budget sets the per-call rate itself). A spec with a `'_' module (every module of the
+%% node) has a budget unless told otherwise (`max_overhead => none', or a sampling rate of
+%% one's own): on schedulers kept busy, every traced call slows its process's time slice
+%% (counted in reductions, not time), and every process waiting for a scheduler waits that
+%% much longer: unbudgeted, a normal-priority process's ping took 100 to 180 ms during such
+%% a session among 50 busy processes, against 10 ms untraced.
+budget(#{max_overhead := none}, _Tracing) ->
+    {ok, none};
+budget(#{max_overhead := Budget, sample := {calls, _} = Sample}, _Tracing) ->
     {error, {bad_option, {max_overhead, Budget, iolist_to_binary(
         io_lib:format("the budget sets the per-call sampling rate itself: leave out sample => ~0p", [Sample]))}}};
-budget(#{max_overhead := Budget}) ->
+budget(#{max_overhead := Budget}, _Tracing) ->
     case ferrotrace_budget:check(Budget) of
         ok -> {ok, Budget};
         {error, _} = Error -> Error
     end;
-budget(#{}) ->
+budget(#{sample := {calls, _}}, _Tracing) ->
+    {ok, none};
+budget(#{}, #{specs := Specs}) ->
+    case [Spec || Spec <- Specs, element(1, Spec) =:= '_'] of
+        [] -> {ok, none};
+        [_ | _] -> {ok, {default, ferrotrace_budget:whole_node_default()}}
+    end;
+budget(#{}, _Tracing) ->
     {ok, none}.
+
+fraction({default, Fraction}) -> Fraction;
+fraction(Budget) -> Budget.
 
 %% The per-call rate a budgeted session starts at (ferrotrace_budget:initial_rate/2), from
 %% the node's reductions over ?REDUCTIONS_MS: `{EngineOptions, Rate}'.

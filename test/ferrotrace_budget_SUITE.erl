@@ -61,7 +61,24 @@ options(_Config) ->
         #{calibration := #{discard_ns := D}} -> ?assertEqual(calibrated, Model), ?assert(D > 0);
         #{calibration := {error, Why}} -> ct:pal("no calibration on this run: ~p", [Why]), ?assertEqual(default, Model)
     end,
-    ok = ferrotrace:stop(Budgeted),
+    ok = ferrotrace:release(Budgeted),
+    %% A `'_' module spec (every module) has a budget by default, marked as such, unless
+    %% `max_overhead => none' or a sampling rate of one's own is given; a given budget is
+    %% not the default.
+    Whole = {'_', '_', '_'},
+    Budget = fun(Options) ->
+                     {ok, S} = ferrotrace:calls(Whole, Options#{duration => 60000}),
+                     _ = ft_ct:poll(fun() -> maps:is_key(budget, ferrotrace:summary(S)) end, 2000),
+                     B = maps:get(budget, ferrotrace:summary(S), none),
+                     ok = ferrotrace:release(S),
+                     B
+             end,
+    ?assertMatch(#{max_overhead := 0.1, default := true}, Budget(#{})),
+    ?assertMatch(#{max_overhead := 0.2, default := false}, Budget(#{max_overhead => 0.2})),
+    ?assertEqual(none, Budget(#{max_overhead => none})),
+    ?assertEqual(none, Budget(#{sample => {calls, 10}})),
+    ?assertMatch({error, {bad_option, {max_overhead, nonee, <<"a fraction", _/binary>>}}},
+                 ferrotrace:calls(Whole, #{max_overhead => nonee})),
     ok.
 
 %% A budget far under what the work's floor costs: its hottest functions are shed, their
@@ -107,7 +124,7 @@ throughput(_Config) ->
                                  args => ["+S", "2:2"]}),
     {module, _} = call(Peer, code, ensure_loaded, [ft_budget_work]),
     Work = call(Peer, ft_budget_work, start, [?WORKERS]),
-    Rounds = [{untraced(Peer, Work), traced(Peer, Work, #{max_overhead => 0.05}), traced(Peer, Work, #{})}
+    Rounds = [{untraced(Peer, Work), traced(Peer, Work, #{max_overhead => 0.05}), traced(Peer, Work, #{max_overhead => none})}
               || _ <- lists:seq(1, ?WINDOWS)],
     Untraced = median([U || {U, _, _} <- Rounds]),
     Budgeted = median([B || {_, {B, _}, _} <- Rounds]),
@@ -137,7 +154,7 @@ untraced(Peer, Work) ->
 traced(Peer, Work, Options) ->
     {ok, S} = call(Peer, ferrotrace, calls, [{'_', '_', '_'}, Options#{owner => none, duration => 120000}]),
     timer:sleep(?SETTLE_MS),
-    _ = maps:is_key(max_overhead, Options) andalso settle(Peer, S, {0, none}, 30),
+    _ = maps:get(max_overhead, Options) =/= none andalso settle(Peer, S, {0, none}, 30),
     Rate = window(Peer, Work),
     Summary = call(Peer, ferrotrace, summary, [S]),
     ok = call(Peer, ferrotrace, release, [S]),

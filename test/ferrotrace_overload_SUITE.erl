@@ -87,7 +87,7 @@ tsunami_traced(Ms, Competitors, Kinds) ->
     T0 = erlang:monotonic_time(millisecond),
     %% The first session on every function reads the code of the modules live processes
     %% wait in, to find their loops: seconds on a busy node, cached afterwards.
-    {ok, S} = ferrotrace:calls({'_', '_', '_'}, #{duration => 120000, also => Kinds}),
+    {ok, S} = ferrotrace:calls({'_', '_', '_'}, #{duration => 120000, also => Kinds, max_overhead => none}),
     ct:pal("calls/2 on every function took ~b ms", [erlang:monotonic_time(millisecond) - T0]),
     timer:sleep(Ms),
     #{events := Events, memory := #{ring_bytes := RingBytes}} = Running = ferrotrace:summary(S),

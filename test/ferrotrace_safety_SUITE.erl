@@ -40,7 +40,7 @@ server_loop_module(_Config) ->
 -spec server_loop_everything(config()) -> ok.
 server_loop_everything(_Config) ->
     loop_stays_flat({'_', '_', '_'}, fun ft_loop_target:server/0, 1000000,
-                    {ft_loop_target, server, 0}, #{max_functions => 100000}).
+                    {ft_loop_target, server, 0}, #{max_functions => 100000, max_overhead => none}).
 
 %% A loop through two functions (one an external `?MODULE:' call) is found too.
 -spec mutual_loop(config()) -> ok.
@@ -149,7 +149,7 @@ gen_server_everything(_Config) ->
     {ok, Server} = ft_loop_target:start_server(),
     ok = ft_loop_target:ping(Server, 10),
     {stack_size, Before} = erlang:process_info(Server, stack_size),
-    {ok, S} = ferrotrace:calls({'_', '_', '_'}, #{duration => ?LONG}),
+    {ok, S} = ferrotrace:calls({'_', '_', '_'}, #{duration => ?LONG, max_overhead => none}),
     ok = ft_loop_target:ping(Server, 1000),
     ok = settled(S),
     ok = ft_loop_target:ping(Server, 1000000),
