@@ -1,5 +1,5 @@
 # ferrotrace: the README's two commands are `make demo` and `make test`.
-.PHONY: busy all setup compile demo test bundle test-attach test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty test-snippets bench bench-reads bench-html always-on loom miri collector-ceiling clean export-tools fuzz
+.PHONY: busy yaws-bench all setup compile demo test bundle test-attach test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty test-snippets bench bench-reads bench-html always-on loom miri collector-ceiling clean export-tools fuzz
 
 DEBIAN_PACKAGES = erlang-nox erlang-dev rebar3 erlang-common-test erlang-eunit erlang-dialyzer erlang-tools
 
@@ -144,6 +144,18 @@ busy: compile
 	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_busy.erl test/support/ft_budget_work.erl \
 		test/support/ft_busy.erl
 	erl -noshell -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_busy:main(), halt().'
+
+# The overhead budget on Debian's yaws under wrk (installs both if missing): rounds of 12 s
+# alternating untraced and a fresh {'_','_','_'} session with max_overhead => 0.05, then the
+# same with no session (the noise). YAWS_ROUNDS=N rounds of each (default 4; about 4 min).
+YAWS_ROUNDS ?= 4
+yaws-bench: compile
+	command -v wrk >/dev/null && ls -d /usr/lib/yaws-*/ebin >/dev/null 2>&1 || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk yaws >/dev/null; }
+	mkdir -p bench/out
+	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_yaws.erl
+	erl -noshell +S 2:2 -pa _build/default/lib/ferrotrace/ebin -pa bench/out -pa $$(ls -d /usr/lib/yaws-*/ebin | head -1) \
+		-eval 'ferrotrace_yaws:main(["$(YAWS_ROUNDS)"]), halt().'
 
 # Every exported function called with seeded adversarial terms on a peer node: 100,000 calls
 # (the suite's default in `make test' is 5,000). FERROTRACE_FUZZ_SEED=N repeats a run.

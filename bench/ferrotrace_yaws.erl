@@ -1,0 +1,100 @@
+%%% @doc The overhead budget on a server ferrotrace's authors did not write: Debian's yaws
+%%% under `wrk', the client's throughput counted per second (run by `make yaws-bench').
+%%%
+%%% yaws runs embedded in this node (2 schedulers on the 2-core machine), serving a small
+%%% static page; `wrk' (1 thread, 8 connections) runs for one second at a time, so that its
+%%% request counts are per second. Rounds of ?SECONDS s alternate untraced and traced; each
+%%% traced round starts a fresh `{'_','_','_'}' session of 8 s with `max_overhead => 0.05'
+%%% the moment its first second begins. The same rounds with no session at all (`traced'
+%%% rounds that start nothing) show the noise. Printed per kind: the medians over rounds of
+%%% the requests per round and of its first two seconds, traced against untraced, and how
+%%% many calls each session timed.
+-module(ferrotrace_yaws).
+-export([main/1]).
+
+-define(SECONDS, 12).
+-define(PORT, 8391).
+
+%% `[Rounds]': rounds of each kind (4 or more for a median that means something).
+-spec main([string()]) -> ok.
+main([Rounds0]) ->
+    Rounds = list_to_integer(Rounds0),
+    _ = application:load(ferrotrace),
+    {ok, Modules} = application:get_key(ferrotrace, modules),
+    ok = code:ensure_modules_loaded(Modules),
+    ok = ferrotrace_code:preload(),
+    Url = start_yaws(),
+    %% Warm the server (and the loop analysis's cache of yaws' modules) once.
+    _ = [wrk_second(Url) || _ <- lists:seq(1, 3)],
+    {ok, Warm} = ferrotrace:calls({'_', '_', '_'}, #{duration => 2000, max_overhead => 0.05, owner => none}),
+    timer:sleep(2500),
+    ok = ferrotrace:release(Warm),
+    Budget = alternate(Url, Rounds, fun start_session/0),
+    Control = alternate(Url, Rounds, fun() -> none end),
+    report("budget", Budget),
+    report("no_session", Control),
+    ok.
+
+start_yaws() ->
+    Dir = filename:join(["/tmp", "ferrotrace_yaws_" ++ os:getpid()]),
+    ok = filelib:ensure_dir(filename:join([Dir, "www", "x"])),
+    ok = filelib:ensure_dir(filename:join([Dir, "logs", "x"])),
+    ok = file:write_file(filename:join([Dir, "www", "index.html"]),
+                         ["<html><body>", lists:duplicate(40, "<p>ferrotrace bench</p>"), "</body></html>"]),
+    ok = yaws:start_embedded(filename:join(Dir, "www"),
+                             [{port, ?PORT}, {listen, {127, 0, 0, 1}}, {servername, "localhost"}],
+                             [{logdir, filename:join(Dir, "logs")}, {id, "ferrotrace_bench"}]),
+    "http://127.0.0.1:" ++ integer_to_list(?PORT) ++ "/index.html".
+
+alternate(Url, Rounds, Start) ->
+    [{round(Url, fun() -> none end), round(Url, Start)} || _ <- lists:seq(1, Rounds)].
+
+start_session() ->
+    {ok, S} = ferrotrace:calls({'_', '_', '_'}, #{duration => 8000, max_overhead => 0.05, owner => none}),
+    S.
+
+%% Requests per second over ?SECONDS s from the moment `Start' returns, and the calls the
+%% session timed.
+round(Url, Start) ->
+    Session = Start(),
+    Counts = [wrk_second(Url) || _ <- lists:seq(1, ?SECONDS)],
+    Timed = case Session of
+                none -> none;
+                _ ->
+                    #{calls := Calls} = Summary = ferrotrace:summary(Session),
+                    _ = [io:format("yaws session budget estimate=~.3f rate=~b shed_now=~b changes=~w~n",
+                                   [E, N, Shed, Changes])
+                         || os:getenv("FERROTRACE_YAWS_VERBOSE") =/= false,
+                            #{budget := #{estimate := E, rate := N, shed_now := Shed, rate_changes := Changes}} <- [Summary],
+                            is_float(E)],
+                    ok = ferrotrace:release(Session),
+                    lists:sum([C || #{count := C} <- Calls])
+            end,
+    timer:sleep(1000),
+    {Counts, Timed}.
+
+%% One second of wrk: the requests it completed.
+wrk_second(Url) ->
+    Out = os:cmd("wrk -t1 -c8 -d1s " ++ Url ++ " 2>&1"),
+    case re:run(Out, "([0-9]+) requests in", [{capture, all_but_first, list}]) of
+        {match, [N]} -> list_to_integer(N);
+        nomatch -> error({wrk, Out})
+    end.
+
+report(Label, Pairs) ->
+    Untraced = [U || {{U, _}, _} <- Pairs],
+    Traced = [T || {_, {T, _}} <- Pairs],
+    Timed = [N || {_, {_, N}} <- Pairs, N =/= none],
+    Whole = median([lists:sum(T) || T <- Traced]) / max(1, median([lists:sum(U) || U <- Untraced])),
+    First = median([lists:sum(lists:sublist(T, 2)) || T <- Traced])
+        / max(1, median([lists:sum(lists:sublist(U, 2)) || U <- Untraced])),
+    io:format("yaws ~s rounds=~b seconds=~b untraced_rps=~s traced_rps=~s~n"
+              "yaws ~s round_ratio=~.2f first_2s_ratio=~.2f calls_timed_per_session=~w~n",
+              [Label, length(Pairs), ?SECONDS, rps(Untraced), rps(Traced), Label, Whole, First, Timed]).
+
+rps(Rounds) ->
+    lists:join(" ", [integer_to_list(lists:sum(R) div ?SECONDS) || R <- Rounds]).
+
+median(List) ->
+    Sorted = lists:sort(List),
+    lists:nth((length(Sorted) + 1) div 2, Sorted).
