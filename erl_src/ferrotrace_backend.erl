@@ -1,5 +1,6 @@
 %%% @private
-%%% @doc The one place that changes a session's call patterns in the VM, on both backends:
+%%% @doc The one place that changes a session's trace state in the VM (its start and stop,
+%%% call patterns, process flags, the budget's shedding), on both backends:
 %%% `legacy' (OTP 25 and 26: the node's one match spec per function, changed through the
 %%% registry, which keeps other sessions' claims) and `{trace_session, Session, Scopes}'
 %%% (OTP 27+: a trace session of our own, changed directly). A raw session (`none') has
@@ -25,21 +26,50 @@
 %%% </ol>
 -module(ferrotrace_backend).
 
+-export([start/4, stop/2, take_off/3, put_back/3]).
 -export([patterns/4, match_spec/2, set/3, unset/4, add_loops/3, steps/2, chunks/2, seen_generated/3,
          leave_out_modules/3, calls_flag/4, generated/1]).
 
 %% OTP 25's spec of erlang:trace_info/2 omits the `{tracer, {Module, State}}' answer that a
 %% tracer module gets (as in ferrotrace_session).
--dialyzer({no_match, calls_flag/4}).
+-dialyzer({no_match, [calls_flag/4, already_traced/2, holder/1, how/1]}).
+%% trace:function/4 is called through ferrotrace_vm's apply: dialyzer cannot see it answer
+%% 0 for patterns that match nothing.
+-dialyzer({no_match, start_trace_session/4}).
+
+%% `procs' brings each process's exit, which lets the engine forget calls left open by a
+%% process that died inside them.
+-define(TRACE_FLAGS, [call, procs]).
 
 -type backend() :: none | legacy | {trace_session, term(), [local | global]}.
 %% A change left for later: loops to trace count-only, functions to leave out, ferrotrace's
 %% own modules to leave out, or a look at which generated functions the session sees.
 -type step() :: {loops, [mfa()]} | {flag, [pid()]} | {leave_out, [mfa()]} | {own, [module()]} | seen_generated.
--export_type([backend/0, step/0]).
+%% A function's pattern taken off by the budget, to put back as it was.
+-type saved() :: {mfa(), MatchSpec :: [tuple()], local | global}.
+-export_type([backend/0, step/0, saved/0]).
 
 %% Pattern changes per step: each may wait 250 ms on a busy node.
 -define(CHUNK, 4).
+
+%% @doc Starts tracing session `Id': `Patterns' (ferrotrace_backend:patterns/4) on the
+%% processes `Targets' (pids, `all', `existing', `new') with the flags of calls and the
+%% `Extra' ones of other kinds: `{ok, Backend}', or an error that changed nothing. On OTP
+%% 27+ a trace session of the calling keeper's own; on OTP 25 and 26 the legacy session,
+%% through the registry. Called by any other process than the session's keeper:
+%% `{error, {not_the_keeper, Id}}'.
+-spec start(ferrotrace_tracer:session_id(), [ferrotrace_registry:pattern()], [pid() | all | existing | new], [atom()]) ->
+          {ok, backend()} | {error, term()}.
+start(Id, Patterns, Targets, Extra) when is_integer(Id), is_list(Patterns), is_list(Targets), is_list(Extra) ->
+    %% Only the session's keeper starts its tracing (it holds the handle on OTP 27+).
+    Self = self(),
+    case {ferrotrace_registry:lookup(Id), ferrotrace_vm:trace_sessions()} of
+        {{ok, Id, Self, _}, true} -> start_trace_session(Id, Patterns, Targets, Extra);
+        {{ok, Id, Self, _}, false} -> start_legacy(Id, Patterns, Targets, Extra);
+        _ -> {error, {not_the_keeper, Id}}
+    end;
+start(Id, _Patterns, _Targets, _Extra) ->
+    {error, {not_the_keeper, Id}}.
 
 %% @doc The call patterns of `Specs' with their match spec heads (return and exception
 %% events), and `Loops' count-only.
@@ -187,3 +217,185 @@ generated(_) ->
 
 function(Session, MFA, MS, Scope) ->
     ferrotrace_vm:trace_call(function, [Session, MFA, MS, [Scope]]).
+
+%%% Starting and stopping
+
+%% OTP 27 and later: a trace session of our own, so ferrotrace coexists with dbg, tprof,
+%% recon or another ferrotrace session on the same processes and functions. This keeper is
+%% the only holder of the handle: if it dies, the VM destroys the session with it.
+start_trace_session(Id, Patterns, Targets, Extra) ->
+    Session = ferrotrace_vm:trace_call(session_create, [ferrotrace, {ferrotrace_tracer, Id}, []]),
+    Backend = {trace_session, Session, [Scope || #{scope := Scope} <- Patterns]},
+    {ok, Matched} = ferrotrace_backend:set(Id, Backend, Patterns),
+    case Matched of
+        0 when Patterns =/= [] ->
+            stop(Id, Backend),
+            {error, {no_matching_functions, [maps:get(mfa, P) || P <- Patterns]}};
+        _ ->
+            try
+                ProcessFlags = ?TRACE_FLAGS ++ (Extra -- ferrotrace_activity:port_flags()),
+                _ = [ferrotrace_vm:trace_call(process, [Session, Target, true, ProcessFlags]) || Target <- Targets],
+                %% `all' and `existing' include ferrotrace's own processes: never traced.
+                ok = ferrotrace_own:remember(Id, Session),
+                ok = ferrotrace_own:untrace({trace_session, Session}),
+                _ = case Extra -- ProcessFlags of
+                        [] -> ok;
+                        PortFlags -> [ferrotrace_vm:trace_call(port, [Session, Target, true, PortFlags]) || Target <- Targets]
+                    end,
+                {ok, Backend}
+            catch
+                error:badarg ->
+                    stop(Id, Backend),
+                    {error, {bad_pid, [T || T <- Targets, is_pid(T), not is_process_alive(T)], not_alive}}
+            end
+    end.
+
+%% OTP 25 and 26: the node's one (legacy) session. Everything is checked before anything
+%% changes, so a refused start changes nothing.
+start_legacy(Id, Patterns, Targets, Extra) ->
+    Specs = [MFA || #{mfa := MFA} <- Patterns],
+    case already_traced(Targets, Id) of
+        {error, _} = Error ->
+            Error;
+        ok ->
+            case ferrotrace_registry:set_patterns(Id, Patterns) of
+                {ok, 0} when Patterns =/= [] ->
+                    ok = ferrotrace_registry:remove_patterns(Id),
+                    {error, {no_matching_functions, Specs}};
+                {ok, _} ->
+                    %% `procs' brings each process's exit, which lets the engine forget calls
+                    %% left open by a process that died inside them.
+                    case set_flags(Targets, [{tracer, ferrotrace_tracer, Id} | ?TRACE_FLAGS ++ Extra]) of
+                        ok ->
+                            %% `all' and `existing' include ferrotrace's own processes
+                            %% (this keeper among them): never traced.
+                            ok = ferrotrace_own:untrace(legacy),
+                            {ok, legacy};
+                        {error, _} = Error ->
+                            stop(Id, legacy),
+                            Error
+                    end;
+                {error, _} = Error ->
+                    Error
+            end
+    end.
+
+%% On OTP 25 a process has one tracer: refuse, naming the holder, instead of accepting a
+%% session that would collect nothing.
+already_traced(Targets, Id) ->
+    Processes = lists:usort(lists:flatmap(fun expand/1, Targets)) -- ferrotrace_own:pids(),
+    Traced = [{Target, Tracer} || Target <- Processes,
+                                  {tracer, Tracer} <- [safe_tracer(Target)],
+                                  Tracer =/= [], Tracer =/= {ferrotrace_tracer, Id}],
+    case Traced of
+        [] ->
+            ok;
+        [{_, Tracer} | _] ->
+            Pids = [P || {P, T} <- Traced, T =:= Tracer],
+            Holder = holder(Tracer),
+            {error, {already_traced, lists:sublist(Pids, 10), Holder, how(Holder)}}
+    end.
+
+expand(all) -> [new | erlang:processes()];
+expand(existing) -> erlang:processes();
+expand(new) -> [new];
+expand(Pid) -> [Pid].
+
+safe_tracer(Target) ->
+    try erlang:trace_info(Target, tracer)
+    catch error:badarg -> undefined
+    end.
+
+holder({ferrotrace_tracer, Other}) ->
+    case ferrotrace_registry:lookup(Other) of
+        {ok, _, _, #{name := Name}} when Name =/= undefined -> {ferrotrace, Other, Name};
+        _ -> {ferrotrace, Other}
+    end;
+holder(Tracer) ->
+    {tracer, Tracer}.
+
+%% What to do instead, short enough for a shell not to cut it (it cuts long binaries at the
+%% end): stop the session that holds the processes, or add the functions to it.
+how(Holder) ->
+    Session = case Holder of
+                  {ferrotrace, _, Name} -> io_lib:format("~tp", [Name]);
+                  {ferrotrace, Id} -> integer_to_list(Id);
+                  {tracer, _} -> none
+              end,
+    case Session of
+        none ->
+            <<"stop the other tracer (dbg:stop()), or trace other processes: pids => [Pid]">>;
+        _ ->
+            unicode:characters_to_binary(
+              ["ferrotrace:stop(", Session, ") ends it, or add(", Session, ", Spec) to it"])
+    end.
+
+%% erlang:trace/3 refuses a dead process, or one another tracer already traces.
+set_flags([], _Flags) ->
+    ok;
+set_flags([Target | Rest], Flags) ->
+    try erlang:trace(Target, true, Flags) of
+        _ -> set_flags(Rest, Flags)
+    catch
+        error:badarg when is_pid(Target) ->
+            Why = case is_process_alive(Target) of
+                      false -> not_alive;
+                      true -> already_traced
+                  end,
+            {error, {bad_pid, Target, Why}}
+    end.
+
+%% @doc Undoes start/4: the session's patterns and flags, whatever the backend.
+-spec stop(ferrotrace_tracer:session_id(), backend()) -> ok.
+stop(_Id, none) ->
+    ok;
+stop(Id, {trace_session, Session, _Scopes}) ->
+    ok = ferrotrace_own:forget(Id),
+    _ = ferrotrace_vm:trace_call(session_destroy, [Session]),
+    ok;
+stop(Id, legacy) ->
+    ok = ferrotrace_registry:remove_patterns(Id),
+    ferrotrace_traced:untrace_processes(Id).
+
+%%% Shedding and taking back
+
+%% @doc Takes the patterns of `MFAs' off for session `Id' (the budget's shedding,
+%% ferrotrace_shed): `{Saved, Refused}', what was taken off (to give back to
+%% {@link put_back/3}) and the functions left as they were.
+-spec take_off(ferrotrace_tracer:session_id(), backend(), [mfa()]) -> {[saved()], [mfa()]}.
+take_off(Id, legacy, MFAs) ->
+    ferrotrace_registry:shed(Id, MFAs);
+take_off(_Id, {trace_session, Session, _Scopes}, MFAs) ->
+    lists:foldr(fun(MFA, {Saved, Refused}) ->
+                        case session_pattern(Session, MFA) of
+                            {MS, Scope} ->
+                                _ = ferrotrace_vm:trace_call(function, [Session, MFA, false, [Scope]]),
+                                {[{MFA, MS, Scope} | Saved], Refused};
+                            none ->
+                                {Saved, [MFA | Refused]}
+                        end
+                end, {[], []}, MFAs);
+take_off(_Id, _Backend, MFAs) ->
+    {[], MFAs}.
+
+%% @doc Puts back what {@link take_off/3} took off.
+-spec put_back(ferrotrace_tracer:session_id(), backend(), [saved()]) -> ok.
+put_back(Id, legacy, Saved) ->
+    ferrotrace_registry:unshed(Id, Saved);
+put_back(_Id, {trace_session, Session, _Scopes}, Saved) ->
+    _ = [ferrotrace_vm:trace_call(function, [Session, MFA, MS, [Scope]]) || {MFA, MS, Scope} <- Saved],
+    ok;
+put_back(_Id, _Backend, _Saved) ->
+    ok.
+
+%% The match spec and scope of `MFA' in trace session `Session', or `none' when it has no
+%% call pattern there.
+session_pattern(Session, MFA) ->
+    try {ferrotrace_vm:trace_call(info, [Session, MFA, traced]), ferrotrace_vm:trace_call(info, [Session, MFA, match_spec])} of
+        {{traced, Scope}, {match_spec, MS}} when (Scope =:= local orelse Scope =:= global), is_list(MS) ->
+            {MS, Scope};
+        _ ->
+            none
+    catch error:badarg -> none
+    end.
+

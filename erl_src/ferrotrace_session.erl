@@ -50,12 +50,6 @@
                       name := atom(), spec := term()}.
 -export_type([tracing/0, owner/0, settings/0]).
 
-%% OTP 25's spec of erlang:trace_info/2 omits the `{tracer, {Module, State}}' answer that a
-%% tracer module gets, so dialyzer believes our comparisons can never succeed.
--dialyzer({no_match, [already_traced/2, holder/1, how/1]}).
-%% trace:function/4 is called through ferrotrace_vm's apply: dialyzer cannot see it answer
-%% 0 for patterns that match nothing.
--dialyzer({no_match, start_trace_session/4}).
 
 -record(state, {id :: ferrotrace_tracer:session_id(),
                 owner :: reference() | none,
@@ -78,7 +72,6 @@
 %% Tail-recursive server loops are counted, not timed: `return_trace' would keep a stack
 %% frame per iteration for as long as the process lives.
 -define(COUNT_ONLY, [{'_', [], []}]).
--define(TRACE_FLAGS, [call, procs]).
 %% How long stop/1 and release/1 wait for a keeper (it may walk every process to untrace).
 -define(CALL_TIMEOUT, 60000).
 %% How seldom a `'_'' module session looks for generated functions to leave out, at most
@@ -244,19 +237,19 @@ safe_start_tracing(Id, Tracing) ->
                 true ->
                     {ok, Backend};
                 false ->
-                    stop_tracing(Id, Backend),
+                    ferrotrace_backend:stop(Id, Backend),
                     {error, {no_such_session, Id}}
             end;
         {error, _} = Error ->
             Error
     catch
         error:{badmatch, {error, {no_such_session, Id}}} ->
-            _ = stop_tracing(Id, legacy_if_any()),
+            _ = ferrotrace_backend:stop(Id, legacy_if_any()),
             {error, {no_such_session, Id}};
         error:Reason:Stack ->
             %% Arguments start/3 let through that the VM refuses (a match spec): refused,
             %% with whatever was set undone.
-            _ = stop_tracing(Id, legacy_if_any()),
+            _ = ferrotrace_backend:stop(Id, legacy_if_any()),
             {error, start_failed(error, Reason, Stack)}
     end.
 
@@ -356,7 +349,7 @@ handle_info({ferrotrace_stopped, Id, _Reason}, State = #state{id = Id, stopped =
     %% patterns and flags are left to undo. No call into ferrotrace_tracer here: after an
     %% unload the module may be gone, and calling it would load it again mid-purge.
     _ = last_check(State),
-    stop_tracing(Id, Backend),
+    ferrotrace_backend:stop(Id, Backend),
     {noreply, State#state{stopped = true}};
 handle_info(check_displaced, State = #state{id = Id, stopped = false, watch = Watch})
   when Watch =/= none ->
@@ -465,7 +458,7 @@ end_session(Reason, State = #state{id = Id, backend = Backend}) ->
     %% patterns and flags are still this keeper's to remove.
     _ = ferrotrace_tracer:stop_session(Id, Reason),
     _ = last_check(State),
-    stop_tracing(Id, Backend),
+    ferrotrace_backend:stop(Id, Backend),
     State#state{stopped = true}.
 
 %% What the legacy backend watches for another tool taking over: the processes traced and
@@ -553,10 +546,7 @@ start_tracing(Id, Tracing = #{specs := Specs, heads := Heads, pids := Pids, scop
     Patterns = ferrotrace_backend:patterns(Specs, Heads, Scope, Loops),
     ok = ferrotrace_tracer:session_set_tracing(Id, Specs, Loops),
     ok = ferrotrace_registry:update(Id, #{loops => Loops}),
-    Started = case ferrotrace_vm:trace_sessions() of
-                  true -> start_trace_session(Id, Patterns, targets(Pids), Extra);
-                  false -> start_legacy(Id, Patterns, targets(Pids), Extra)
-              end,
+    Started = ferrotrace_backend:start(Id, Patterns, targets(Pids), Extra),
     %% The processes waiting in a loop whose count-only pattern comes later (a server in
     %% its receive) are not traced until it is (a step), or each message would leave a
     %% frame on their stacks for as long as they live.
@@ -565,66 +555,6 @@ start_tracing(Id, Tracing = #{specs := Specs, heads := Heads, pids := Pids, scop
         _ -> ok
     end,
     Started.
-
-%% OTP 27 and later: a trace session of our own, so ferrotrace coexists with dbg, tprof,
-%% recon or another ferrotrace session on the same processes and functions. This keeper is
-%% the only holder of the handle: if it dies, the VM destroys the session with it.
-start_trace_session(Id, Patterns, Targets, Extra) ->
-    Session = ferrotrace_vm:trace_call(session_create, [ferrotrace, {ferrotrace_tracer, Id}, []]),
-    Backend = {trace_session, Session, [Scope || #{scope := Scope} <- Patterns]},
-    {ok, Matched} = ferrotrace_backend:set(Id, Backend, Patterns),
-    case Matched of
-        0 when Patterns =/= [] ->
-            stop_tracing(Id, Backend),
-            {error, {no_matching_functions, [maps:get(mfa, P) || P <- Patterns]}};
-        _ ->
-            try
-                ProcessFlags = ?TRACE_FLAGS ++ (Extra -- ferrotrace_activity:port_flags()),
-                _ = [ferrotrace_vm:trace_call(process, [Session, Target, true, ProcessFlags]) || Target <- Targets],
-                %% `all' and `existing' include ferrotrace's own processes: never traced.
-                ok = ferrotrace_own:remember(Id, Session),
-                ok = ferrotrace_own:untrace({trace_session, Session}),
-                _ = case Extra -- ProcessFlags of
-                        [] -> ok;
-                        PortFlags -> [ferrotrace_vm:trace_call(port, [Session, Target, true, PortFlags]) || Target <- Targets]
-                    end,
-                {ok, Backend}
-            catch
-                error:badarg ->
-                    stop_tracing(Id, Backend),
-                    {error, {bad_pid, [T || T <- Targets, is_pid(T), not is_process_alive(T)], not_alive}}
-            end
-    end.
-
-%% OTP 25 and 26: the node's one (legacy) session. Everything is checked before anything
-%% changes, so a refused start changes nothing.
-start_legacy(Id, Patterns, Targets, Extra) ->
-    Specs = [MFA || #{mfa := MFA} <- Patterns],
-    case already_traced(Targets, Id) of
-        {error, _} = Error ->
-            Error;
-        ok ->
-            case ferrotrace_registry:set_patterns(Id, Patterns) of
-                {ok, 0} when Patterns =/= [] ->
-                    ok = ferrotrace_registry:remove_patterns(Id),
-                    {error, {no_matching_functions, Specs}};
-                {ok, _} ->
-                    %% `procs' brings each process's exit, which lets the engine forget calls
-                    %% left open by a process that died inside them.
-                    case set_flags(Targets, [{tracer, ferrotrace_tracer, Id} | ?TRACE_FLAGS ++ Extra]) of
-                        ok ->
-                            %% `all' and `existing' include ferrotrace's own processes
-                            %% (this keeper among them): never traced.
-                            ok = ferrotrace_own:untrace(legacy),
-                            {ok, legacy};
-                        {error, _} = Error ->
-                            stop_tracing(Id, legacy),
-                            Error
-                    end;
-                {error, _} = Error ->
-                    Error
-            end
-    end.
 
 %% What add/2 and remove/2 change: the patterns set at the start, with the loops found then.
 calls(_Id, none, _Tracing, _EngineOptions) ->
@@ -637,81 +567,6 @@ calls(Id, _Backend, #{specs := Specs, heads := Heads, scope := Scope}, EngineOpt
     #{patterns => ferrotrace_backend:patterns(Specs, Heads, Scope, Loops), scope => Scope,
       key => maps:get(key, EngineOptions, none)}.
 
-
-%% On OTP 25 a process has one tracer: refuse, naming the holder, instead of accepting a
-%% session that would collect nothing.
-already_traced(Targets, Id) ->
-    Processes = lists:usort(lists:flatmap(fun expand/1, Targets)) -- ferrotrace_own:pids(),
-    Traced = [{Target, Tracer} || Target <- Processes,
-                                  {tracer, Tracer} <- [safe_tracer(Target)],
-                                  Tracer =/= [], Tracer =/= {ferrotrace_tracer, Id}],
-    case Traced of
-        [] ->
-            ok;
-        [{_, Tracer} | _] ->
-            Pids = [P || {P, T} <- Traced, T =:= Tracer],
-            Holder = holder(Tracer),
-            {error, {already_traced, lists:sublist(Pids, 10), Holder, how(Holder)}}
-    end.
-
-expand(all) -> [new | erlang:processes()];
-expand(existing) -> erlang:processes();
-expand(new) -> [new];
-expand(Pid) -> [Pid].
-
-safe_tracer(Target) ->
-    try erlang:trace_info(Target, tracer)
-    catch error:badarg -> undefined
-    end.
-
-holder({ferrotrace_tracer, Other}) ->
-    case ferrotrace_registry:lookup(Other) of
-        {ok, _, _, #{name := Name}} when Name =/= undefined -> {ferrotrace, Other, Name};
-        _ -> {ferrotrace, Other}
-    end;
-holder(Tracer) ->
-    {tracer, Tracer}.
-
-%% What to do instead, short enough for a shell not to cut it (it cuts long binaries at the
-%% end): stop the session that holds the processes, or add the functions to it.
-how(Holder) ->
-    Session = case Holder of
-                  {ferrotrace, _, Name} -> io_lib:format("~tp", [Name]);
-                  {ferrotrace, Id} -> integer_to_list(Id);
-                  {tracer, _} -> none
-              end,
-    case Session of
-        none ->
-            <<"stop the other tracer (dbg:stop()), or trace other processes: pids => [Pid]">>;
-        _ ->
-            unicode:characters_to_binary(
-              ["ferrotrace:stop(", Session, ") ends it, or add(", Session, ", Spec) to it"])
-    end.
-
-%% erlang:trace/3 refuses a dead process, or one another tracer already traces.
-set_flags([], _Flags) ->
-    ok;
-set_flags([Target | Rest], Flags) ->
-    try erlang:trace(Target, true, Flags) of
-        _ -> set_flags(Rest, Flags)
-    catch
-        error:badarg when is_pid(Target) ->
-            Why = case is_process_alive(Target) of
-                      false -> not_alive;
-                      true -> already_traced
-                  end,
-            {error, {bad_pid, Target, Why}}
-    end.
-
-stop_tracing(_Id, none) ->
-    ok;
-stop_tracing(Id, {trace_session, Session, _Scopes}) ->
-    ok = ferrotrace_own:forget(Id),
-    _ = ferrotrace_vm:trace_call(session_destroy, [Session]),
-    ok;
-stop_tracing(Id, legacy) ->
-    ok = ferrotrace_registry:remove_patterns(Id),
-    ferrotrace_traced:untrace_processes(Id).
 
 %% True if the VM's call pattern of `MFA' pushes a frame per call (return or exception
 %% tracing, in its local or global pattern).

@@ -19,7 +19,7 @@
 
 -export([switch/3]).
 
--type saved() :: {mfa(), MatchSpec :: [tuple()], local | global}.
+-type saved() :: ferrotrace_backend:saved().
 -export_type([saved/0]).
 
 %% @doc The keeper's side (`ferrotrace_session:shed/2', `unshed/2'): `shed' takes
@@ -33,12 +33,12 @@
           {{ok, [saved()], [mfa()]} | ok, ferrotrace_displaced:watch() | none}.
 switch(shed, MFAs0, {Id, Backend, Watch, Specs}) ->
     {MFAs, Gone} = lists:partition(fun(MFA) -> covered(MFA, Specs) end, MFAs0),
-    {Saved, Refused0} = off(Id, Backend, MFAs),
+    {Saved, Refused0} = ferrotrace_backend:take_off(Id, Backend, MFAs),
     Refused = Refused0 ++ Gone,
     {{ok, Saved, Refused}, watch(Watch, fun(W) -> ferrotrace_displaced:remove_functions(W, [MFA || {MFA, _, _} <- Saved]) end)};
 switch(unshed, Saved0, {Id, Backend, Watch, Specs}) ->
     Saved = [S || S = {MFA, _, _} <- Saved0, covered(MFA, Specs)],
-    ok = on(Id, Backend, Saved),
+    ok = ferrotrace_backend:put_back(Id, Backend, Saved),
     {ok, watch(Watch, fun(W) -> ferrotrace_displaced:add_functions(W, Id, [{MFA, MS} || {MFA, MS, _} <- Saved]) end)}.
 
 covered(MFA, Specs) ->
@@ -46,43 +46,3 @@ covered(MFA, Specs) ->
 
 watch(none, _Change) -> none;
 watch(Watch, Change) -> Change(Watch).
-
-%% Takes the patterns of `MFAs' off for session `Id': `{Saved, Refused}', what was
-%% taken off (to give back to {@link on/3}) and the functions left as they were.
--spec off(ferrotrace_tracer:session_id(), term(), [mfa()]) -> {[saved()], [mfa()]}.
-off(Id, legacy, MFAs) ->
-    ferrotrace_registry:shed(Id, MFAs);
-off(_Id, {trace_session, Session, _Scopes}, MFAs) ->
-    lists:foldr(fun(MFA, {Saved, Refused}) ->
-                        case session_pattern(Session, MFA) of
-                            {MS, Scope} ->
-                                _ = ferrotrace_vm:trace_call(function, [Session, MFA, false, [Scope]]),
-                                {[{MFA, MS, Scope} | Saved], Refused};
-                            none ->
-                                {Saved, [MFA | Refused]}
-                        end
-                end, {[], []}, MFAs);
-off(_Id, _Backend, MFAs) ->
-    {[], MFAs}.
-
-%% Puts back what off/3 took off.
--spec on(ferrotrace_tracer:session_id(), term(), [saved()]) -> ok.
-on(Id, legacy, Saved) ->
-    ferrotrace_registry:unshed(Id, Saved);
-on(_Id, {trace_session, Session, _Scopes}, Saved) ->
-    _ = [ferrotrace_vm:trace_call(function, [Session, MFA, MS, [Scope]]) || {MFA, MS, Scope} <- Saved],
-    ok;
-on(_Id, _Backend, _Saved) ->
-    ok.
-
-%% The match spec and scope of `MFA' in trace session `Session', or `none' when it has no
-%% call pattern there.
-session_pattern(Session, MFA) ->
-    try {ferrotrace_vm:trace_call(info, [Session, MFA, traced]), ferrotrace_vm:trace_call(info, [Session, MFA, match_spec])} of
-        {{traced, Scope}, {match_spec, MS}} when (Scope =:= local orelse Scope =:= global), is_list(MS) ->
-            {MS, Scope};
-        _ ->
-            none
-    catch error:badarg -> none
-    end.
-
