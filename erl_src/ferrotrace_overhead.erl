@@ -31,6 +31,8 @@
             monitor :: reference(),
             control :: ferrotrace_budget:state(),
             ticks = 0 :: non_neg_integer(),
+            %% This tick took a shed function back.
+            probing = false :: boolean(),
             saved = #{} :: #{mfa() => ferrotrace_shed:saved()}}).
 
 %% @doc The tick's period, in ms.
@@ -81,8 +83,11 @@ loop(S = #s{monitor = Monitor}) ->
     receive
         tick ->
             case tick(S) of
-                {running, S1 = #s{ticks = Ticks}} ->
-                    erlang:send_after(if Ticks < 2 -> ?START; Ticks < ?FAST -> ?FIRST; true -> ?PERIOD end, self(), tick),
+                {running, S1 = #s{ticks = Ticks, probing = Probing}} ->
+                    %% A function taken back is a probe: still too hot, it costs its floor
+                    %% until the next tick sheds it again, so that tick comes soon.
+                    erlang:send_after(if Ticks < 2; Probing -> ?START; Ticks < ?FAST -> ?FIRST; true -> ?PERIOD end,
+                                      self(), tick),
                     loop(S1#s{ticks = Ticks + 1});
                 stopped ->
                     ok
@@ -95,7 +100,7 @@ tick(S = #s{id = Id, control = C0}) ->
     case ferrotrace_tracer:session_summary(Id) of
         {ok, Summary = #{status := running}} ->
             {Decisions, C1} = ferrotrace_budget:tick(measure(Summary), C0),
-            S1 = lists:foldl(fun decide/2, S#s{control = C1}, Decisions),
+            S1 = lists:foldl(fun decide/2, S#s{control = C1, probing = lists:keymember(restore, 1, Decisions)}, Decisions),
             publish(Id, S1#s.control),
             {running, S1};
         _ ->

@@ -66,6 +66,9 @@
                 %% (ferrotrace_backend), and the generated functions already left out.
                 steps = [] :: [ferrotrace_backend:step()],
                 left_out = #{} :: #{mfa() => true},
+                %% The functions the budget took off (ferrotrace_shed): a loop found later
+                %% does not put their pattern back.
+                shed = #{} :: #{mfa() => true},
                 seen_every = 250 :: pos_integer(),
                 stopped = false :: boolean()}).
 
@@ -323,8 +326,8 @@ handle_call({Switch, Functions}, _From, State = #state{id = Id, backend = Backen
   when Switch =:= shed; Switch =:= unshed ->
     %% The overhead budget's patterns off and on (ferrotrace_shed), within the patterns the
     %% session has now (remove/2 may have taken some off meanwhile).
-    {Reply, Watch} = ferrotrace_shed:switch(Switch, Functions, {Id, Backend, Watch0, specs(State)}),
-    {reply, Reply, State#state{watch = Watch}}.
+    {Reply, Watch} = ferrotrace_shed:switch(Switch, as_loops_now(Switch, Functions, Id), {Id, Backend, Watch0, specs(State)}),
+    {reply, Reply, shed_now(Switch, Reply, Functions, State#state{watch = Watch})}.
 
 %% @private
 -spec handle_cast(term(), #state{}) -> {noreply, #state{}}.
@@ -381,14 +384,37 @@ handle_info(expire, State) ->
 handle_info(_Message, State) ->
     {noreply, State}.
 
+%% What the budget sheds, the keeper remembers; a function found to be a loop since it was
+%% shed comes back count-only, not with the pattern it had.
+as_loops_now(unshed, Saved, Id) ->
+    Loops = case ferrotrace_registry:lookup(Id) of
+                {ok, _, _, #{loops := L}} -> L;
+                _ -> []
+            end,
+    [case lists:member(MFA, Loops) of
+         true -> {MFA, ?COUNT_ONLY, Scope};
+         false -> Entry
+     end || {MFA, _, Scope} = Entry <- Saved];
+as_loops_now(shed, MFAs, _Id) ->
+    MFAs.
+
+shed_now(shed, {ok, Off, _Refused}, _MFAs, State = #state{shed = Shed}) ->
+    State#state{shed = maps:merge(Shed, maps:from_list([{MFA, true} || {MFA, _, _} <- Off]))};
+shed_now(unshed, ok, Saved, State = #state{shed = Shed}) ->
+    State#state{shed = maps:without([MFA || {MFA, _, _} <- Saved], Shed)};
+shed_now(_Switch, _Reply, _Functions, State) ->
+    State.
+
 %% Loops: stop return tracing them, then tell the engine, which until then counts their
 %% frames against the frame bound. A raw session's patterns are the caller's: its loops
 %% are counted only where the VM says their pattern keeps no frame.
-apply_loops(Loops, State = #state{id = Id, backend = Backend}) ->
-    ok = ferrotrace_backend:add_loops(Id, Backend, [{MFA, ?COUNT_ONLY} || MFA <- Loops]),
+apply_loops(Loops, State = #state{id = Id, backend = Backend, shed = Shed}) ->
+    %% A shed loop stays without a pattern until the budget gives it back (count-only).
+    Patterned = [MFA || MFA <- Loops, not maps:is_key(MFA, Shed)],
+    ok = ferrotrace_backend:add_loops(Id, Backend, [{MFA, ?COUNT_ONLY} || MFA <- Patterned]),
     Watch = case State#state.watch of
                 none -> none;
-                W -> ferrotrace_displaced:add_functions(W, Id, [{MFA, ?COUNT_ONLY} || MFA <- Loops])
+                W -> ferrotrace_displaced:add_functions(W, Id, [{MFA, ?COUNT_ONLY} || MFA <- Patterned])
             end,
     Frameless = case Backend of
                     none -> [MFA || MFA <- Loops, not keeps_frames(MFA)];
