@@ -160,6 +160,10 @@ printed_reported_exported(_Config) ->
     Json = ferrotrace:export(S, json),
     ?assertMatch({_, _}, binary:match(Json, <<"\"roots\"">>)),
     ?assertMatch({_, _}, binary:match(Json, <<"ft_trees_target:fetch/2">>)),
+    %% Flat in the export, each node with its caller's index: handle_call/3's 11 nodes
+    %% (handle_call, serve, validate, 5 lookups, fetch, stock, price), then order/2's root.
+    {match, Parents} = re:run(Json, <<"\"parent\": ([0-9]+)">>, [global, {capture, all_but_first, list}]),
+    ?assertEqual([0, 0, 1, 1, 1, 1, 1, 1, 1, 8, 1, 0], [list_to_integer(P) || [P] <- Parents]),
     ok.
 
 count_nodes(#{children := Children}) -> 1 + lists:sum([count_nodes(C) || C <- Children]).
