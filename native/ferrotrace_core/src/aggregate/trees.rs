@@ -263,13 +263,10 @@ impl Trees {
     fn finish(&mut self, pid: u64, keep: Option<(Mfa, Option<TermCopy>)>) {
         let Some(mut tree) = self.building.remove(&pid) else { return };
         self.held -= tree.nodes.len();
-        match keep {
-            Some((mfa, args)) => {
-                // A copy of the size it needs: the buffer goes on being reused.
-                self.counters.kept += 1;
-                self.offer(mfa, Tree { nodes: tree.nodes.as_slice().to_vec(), pid, args });
-            }
-            None => {}
+        if let Some((mfa, args)) = keep {
+            // A copy of the size it needs: the buffer goes on being reused.
+            self.counters.kept += 1;
+            self.offer(mfa, Tree { nodes: tree.nodes.as_slice().to_vec(), pid, args });
         }
         if self.spare.len() < SPARE_BUFFERS && tree.nodes.capacity() <= SPARE_MAX_NODES {
             tree.nodes.clear();
