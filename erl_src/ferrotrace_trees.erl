@@ -17,6 +17,7 @@
 -module(ferrotrace_trees).
 
 -export([engine/1, set_roots/2, trees/2, counts/1, with_counts/2, with_trees/2, print/2, format/2, report_lines/2]).
+-export([text/2]).
 
 -type tree() :: #{mfa := mfa(), latency := non_neg_integer(), own := non_neg_integer(),
                   started_at := integer(), children := [tree()], dropped := non_neg_integer(),
@@ -201,6 +202,23 @@ line({MFA, Count, Latency, Own, Exceptions, Dropped, _}, Depth, Root, Width) ->
                                  _ -> io_lib:format("  +~b calls not kept", [Dropped])
                              end]),
     [ferrotrace_text:cut(io_lib:format("~-48ts ~s", [Name, Figures]), Width), "\n"].
+
+%% @doc The slowest kept tree of each root function of session `Id' as {@link format/2}
+%% prints it, `Width' wide, as UTF-8 (the HTML report's); `null' for a session without
+%% trees.
+-spec text(ferrotrace_tracer:session_id(), pos_integer()) -> binary() | null.
+text(Id, Width) ->
+    case counts(Id) of
+        none ->
+            null;
+        #{kept := Kept} ->
+            Text = [[format(Slowest, Width), "\n"]
+                    || #{mfa := MFA} <- Kept, [Slowest | _] <- [trees(Id, MFA)]],
+            case unicode:characters_to_binary(Text) of
+                Bin when is_binary(Bin) -> Bin;
+                _ -> null
+            end
+    end.
 
 %% @doc The report's lines for a summary's `trees' (see {@link counts/1}): how many trees are
 %% kept, of which roots, and what did not fit; none for a session without trees.

@@ -141,9 +141,9 @@ bad_options(_Config) ->
     ok.
 
 %% print_tree/2 folds the five lookups; the report says how many trees are kept; the JSON
-%% export carries them.
+%% export carries them, and the HTML report shows them.
 -spec printed_reported_exported(config()) -> ok.
-printed_reported_exported(_Config) ->
+printed_reported_exported(Config) ->
     {ok, Shop} = ft_trees_target:start(20),
     {ok, S} = ferrotrace:calls(?SPEC, #{duration => ?LONG, trees => #{slower_than => 5 * ?MS, keep => 1}}),
     [{ok, N, _} = ft_trees_target:order(Shop, N) || N <- lists:seq(1, 100)],
@@ -164,6 +164,11 @@ printed_reported_exported(_Config) ->
     %% (handle_call, serve, validate, 5 lookups, fetch, stock, price), then order/2's root.
     {match, Parents} = re:run(Json, <<"\"parent\": ([0-9]+)">>, [global, {capture, all_but_first, list}]),
     ?assertEqual([0, 0, 1, 1, 1, 1, 1, 1, 1, 8, 1, 0], [list_to_integer(P) || [P] <- Parents]),
+    %% The HTML report's data holds the slowest tree of each root as the text above.
+    Html = filename:join(proplists:get_value(priv_dir, Config), "trees.html"),
+    ok = ferrotrace:export(S, html, Html),
+    {ok, Page} = file:read_file(Html),
+    ?assertMatch({_, _}, binary:match(Page, <<"\"trees\":\"call tree of ft_trees_target:">>)),
     ok.
 
 count_nodes(#{children := Children}) -> 1 + lists:sum([count_nodes(C) || C <- Children]).
