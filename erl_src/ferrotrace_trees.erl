@@ -17,7 +17,7 @@
 -module(ferrotrace_trees).
 
 -export([engine/1, set_roots/2, trees/2, counts/1, with_counts/2, with_trees/2, print/2, format/2, report_lines/2]).
--export([text/2]).
+-export([text/2, tree_at/3]).
 
 -type tree() :: #{mfa := mfa(), latency := non_neg_integer(), own := non_neg_integer(),
                   started_at := integer(), children := [tree()], dropped := non_neg_integer(),
@@ -88,6 +88,24 @@ trees(Id, MFA) ->
         {ok, Trees} when is_list(Trees) -> Trees;
         {error, no_trees} -> {error, {no_trees, ?NO_TREES}};
         {error, _} = Error -> Error
+    end.
+
+%% @doc The kept tree of process `Pid' whose root call ran at `AtUs' (system time in
+%% microseconds, as `started_at'; a slow call's `started_at' for instance), of any root
+%% function of session `Id': `{ok, Tree}', or `none' (no such tree kept, or no trees).
+%% Roots of one process do not overlap, so there is at most one.
+-spec tree_at(ferrotrace_tracer:session_id(), pid(), integer()) -> {ok, tree()} | none.
+tree_at(Id, Pid, AtUs) ->
+    Kept = case counts(Id) of
+               #{kept := K} -> K;
+               none -> []
+           end,
+    Found = [T || #{mfa := MFA} <- Kept, Trees <- [trees(Id, MFA)], is_list(Trees),
+                  T = #{pid := P, started_at := From, latency := L} <- Trees,
+                  P =:= Pid, AtUs >= From, AtUs =< From + L div 1000 + 1],
+    case Found of
+        [Tree | _] -> {ok, Tree};
+        [] -> none
     end.
 
 %% @doc What the trees of session `Id' hold and saw, the summary's `trees':
