@@ -112,7 +112,8 @@ tree_at(Id, Pid, AtUs) ->
 %% `#{kept => [#{mfa, count}], built, not_built, abandoned, nodes_dropped, bytes,
 %% slower_than, keep, max_nodes}' (`built': root calls whose tree was built to the end;
 %% `not_built': roots past the bound of nodes being built; `abandoned': roots that never
-%% returned; `nodes_dropped': calls past `max_nodes'; `bytes': what the trees hold), or
+%% returned; `nodes_dropped': calls left out of trees by `max_nodes' or by the bound of nodes
+%% being built; `bytes': what the trees hold), or
 %% `none' for a session without trees (or one gone).
 -spec counts(ferrotrace_tracer:session_id()) -> map() | none.
 counts(Id) ->
@@ -245,7 +246,7 @@ report_lines(#{trees := #{kept := Kept, built := Built} = Trees}, Width) ->
     Total = lists:sum([N || #{count := N} <- Kept]),
     Roots = [[ferrotrace_names:mfa(MFA), io_lib:format(" (~b)", [N])] || #{mfa := MFA, count := N} <- Kept],
     Lost = [io_lib:format(", ~b ~s", [N, What])
-            || {Key, What} <- [{nodes_dropped, "calls past max_nodes"}, {not_built, "roots not built (bound)"},
+            || {Key, What} <- [{nodes_dropped, "calls left out (max_nodes)"}, {not_built, "roots not built (bound)"},
                                {abandoned, "abandoned"}],
                N <- [maps:get(Key, Trees, 0)], N > 0],
     Line = io_lib:format("call trees: ~b kept of ~b built (slower than ~s)~s~s",

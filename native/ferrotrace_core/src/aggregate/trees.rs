@@ -129,7 +129,8 @@ pub struct TreeCounters {
     /// Trees given up: the root never returned (its process exited, or an untraced
     /// exception unwound it).
     pub abandoned: u64,
-    /// Calls left out of trees by `max_nodes`.
+    /// Calls left out of trees: past `max_nodes`, or past the aggregator's bound of nodes
+    /// being built ([`SESSION_NODES`]).
     pub nodes_dropped: u64,
 }
 
@@ -399,6 +400,43 @@ mod tests {
         assert_eq!((tree.nodes[4].latency_ns, tree.nodes[4].own_ns), (5_000, 5_000));
         assert_eq!(tree.dropped(), 0);
         assert!(trees.bytes() > 0);
+    }
+
+    #[test]
+    fn latencies_are_compensated_as_the_functions_figures() {
+        use crate::aggregate::probe::Compensation;
+        let mut agg = aggregator(0, 10, 100).with_compensation(Some(Compensation { call_ns: 3, return_ns: 2 }));
+        request(&mut agg, 5, 0, 4, 1_000);
+        let tree = &agg.trees().unwrap().kept(&ROOT)[0];
+        // The slow calls keep each call's compensated latency exactly.
+        for (i, mfa) in [(0, ROOT), (5, SLOW)] {
+            let kept = agg.function(&mfa).unwrap().slow.slowest()[0].duration_ns;
+            assert_eq!(tree.nodes[i].latency_ns, kept, "{mfa:?}");
+        }
+        let raw = 1 + 4 * 11 + 1_000 + 1;
+        assert!(tree.nodes[0].latency_ns < raw, "the root's 5 callees' events taken out");
+        assert!(tree.nodes[0].own_ns <= tree.nodes[0].latency_ns);
+    }
+
+    #[test]
+    fn the_trees_being_built_are_bounded_and_what_does_not_fit_is_counted() {
+        let mut agg = Aggregator::new(100, 2 * SESSION_NODES).with_trees(Some(TreesConfig { slower_than_ns: 0, keep: 1, max_nodes: 10 }));
+        // SESSION_NODES processes each in a root call: the bound is full.
+        for pid in 0..SESSION_NODES as u64 {
+            ev(&mut agg, EventKind::Call, pid, ROOT, pid);
+        }
+        let late = SESSION_NODES as u64;
+        // A new root builds no tree, a call inside a tree is counted on its root.
+        ev(&mut agg, EventKind::Call, late, ROOT, late);
+        ev(&mut agg, EventKind::Call, 0, FAST, late);
+        let trees = agg.trees().unwrap();
+        assert_eq!((trees.counters.not_built, trees.counters.nodes_dropped), (1, 1));
+        assert_eq!(trees.held, SESSION_NODES);
+        ev(&mut agg, EventKind::Return, 0, FAST, late + 1);
+        ev(&mut agg, EventKind::Return, 0, ROOT, late + 2);
+        let trees = agg.trees().unwrap();
+        assert_eq!(trees.kept(&ROOT)[0].dropped(), 1);
+        assert_eq!(trees.held, SESSION_NODES - 1);
     }
 
     #[test]
