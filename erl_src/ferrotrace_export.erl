@@ -69,7 +69,7 @@ accepted(_) -> <<"no options">>.
 local(Id, json, _Options) ->
     case ferrotrace_local:summary(Id) of
         {error, _} = Error -> Error;
-        Summary -> ferrotrace_tracer:to_json(json_document(Summary))
+        Summary -> ferrotrace_tracer:to_json(json_document(ferrotrace_trees:with_trees(Id, Summary)))
     end;
 local(Id, hdr_log, #{interval := Ms}) ->
     case intervals(Id, Ms) of

@@ -43,7 +43,7 @@ summary(Id, _Keeper, Info) ->
             LeftOut = maps:get(generated_left_out, Info, []),
             Shown = [C || C = #{mfa := MFA} <- Calls, not lists:member(MFA, LeftOut)],
             ferrotrace_activity:merge(Id, Info,
-                Merged#{calls := lists:sort(ByTotal, Shown),
+                (ferrotrace_trees:with_counts(Id, Merged))#{calls := lists:sort(ByTotal, Shown),
                         generated_left_out => length(LeftOut),
                         settling => maps:get(settling, Info, false),
                         stacks => stack_counts(Id),

@@ -43,7 +43,9 @@
                      scope => local | global,
                      also => [ferrotrace_activity:kind()],
                      callers => boolean(),
-                     nodes => [node()]}
+                     nodes => [node()],
+                     trees => #{slower_than := non_neg_integer(), root => term(),
+                                keep => pos_integer(), max_nodes => pos_integer()}}
                  | [{atom(), term()}].
 %% The options of `ferrotrace:session/1', `calls/2' and `processes/2' (`ferrotrace:options()'),
 %% each documented in the edoc of `ferrotrace:calls/2'.
@@ -390,9 +392,9 @@ iex_evaluator() ->
 %% returned as it is.
 -spec explain(Result, session | calls) -> Result | {error, {unknown_option, term(), binary()}}.
 explain(Result, session) ->
-    explain_with(Result, ?SESSION_OPTIONS);
+    explain_with(Result, [trees | ?SESSION_OPTIONS]);
 explain(Result, calls) ->
-    explain_with(Result, [nodes | ?CALL_OPTIONS ++ ?SESSION_OPTIONS]).
+    explain_with(Result, [nodes, trees | ?CALL_OPTIONS ++ ?SESSION_OPTIONS]).
 
 explain_with({error, {unknown_option, Key, Engine}}, Own) when is_list(Engine) ->
     Names = lists:usort(Own ++ Engine),

@@ -191,8 +191,11 @@ init_keeper({EngineOptions, Tracing, Settings = #{owner := Owner, keep := Keep},
     %% the code of every module processes wait in) is done before the engine session
     %% exists, so that its duration counts from when tracing begins.
     Prepared = prepare(Tracing),
-    case new_session(EngineOptions) of
+    %% The roots of call trees (`trees => #{root => Spec}', see ferrotrace_trees) are told
+    %% the engine before any pattern is set.
+    case new_session(maps:remove(trees_root, EngineOptions)) of
         {ok, Id} ->
+            ok = ferrotrace_trees:set_roots(Id, maps:get(trees_root, EngineOptions, [])),
             Info = maps:merge(Settings, #{started_at => erlang:system_time(millisecond)}),
             case ferrotrace_registry:register(Id, self(), Info) of
                 ok ->

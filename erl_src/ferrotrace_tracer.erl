@@ -29,7 +29,7 @@
 -export([new_session/2, stop_session/2, release_session/1, sessions/0,
          session_summary/1, session_histogram/2, session_set_tracing/3, session_add_loops/2,
          session_interval/1]).
--export([session_slow_calls/3, session_recent/1]).
+-export([session_slow_calls/3, session_recent/1, session_trees/2, session_set_tree_roots/2]).
 -export([session_histograms_bytes/1, session_tagged_histograms/1, session_collapsed/2,
          histogram_merge/1, histogram_figures/1, hdr_log/2, to_json/1, session_stack_counts/1,
          histogram_subtract/2]).
@@ -166,6 +166,17 @@ session_interval(_Id) -> ?NOT_LOADED.
 %% @doc The slowest calls of a function kept by the session, or those over its threshold.
 -spec session_slow_calls(session_id(), mfa(), slowest | threshold) -> {ok, [map()]} | {error, term()}.
 session_slow_calls(_Id, _MFA, _Which) -> ?NOT_LOADED.
+
+%% @private
+%% @doc The call trees kept of root `MFA', slowest first, or (`all') what the trees hold
+%% and saw (see ferrotrace_trees).
+-spec session_trees(session_id(), mfa() | all) -> {ok, [map()] | map()} | {error, term()}.
+session_trees(_Id, _Which) -> ?NOT_LOADED.
+
+%% @private
+%% @doc The calls of the functions `Specs' match are the roots of call trees from now on.
+-spec session_set_tree_roots(session_id(), [ferrotrace:mfa_spec()]) -> ok | {error, term()}.
+session_set_tree_roots(_Id, _Specs) -> ?NOT_LOADED.
 
 %% @private
 %% @doc The flight recorder's events, oldest first, and how many were recorded in all.

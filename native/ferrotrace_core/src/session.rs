@@ -224,6 +224,7 @@ fn start_here(config: Config, keeper: u64, notifier: Option<Notifier>) -> Result
             .with_shard(index, count)
             .with_frames(frames)
             .with_compensation(config.compensate)
+            .with_trees(config.trees)
     })
     .map_err(|_| StartError::Thread)?;
     let started_ticks = clock::now();
