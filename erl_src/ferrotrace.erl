@@ -42,6 +42,7 @@
 -export([session/1, calls/2, processes/2]).
 -export([add/2, remove/2]).
 -export([summary/1, histogram/2, slowest/2, slow_calls/2, recent/1, print_recent/1]).
+-export([captures/1]).
 -export([report/0, report/1, report/2, format/1, help/0, explain/1, calibrate/0]).
 -export([stop/0, stop/1, release/1, list/0]).
 -export([watch/1, watch/2]).
@@ -473,6 +474,15 @@ kept(Session, MFA, Which) ->
 recent(Session) ->
     with_session(Session, fun(Id, _, _) -> ferrotrace_recent:events(Id) end,
                  fun ferrotrace_cluster:recent/1).
+
+%% @doc The captures the session took (`capture => #{slower_than => Ns}'), oldest first:
+%% what the node looked like when a call that slow returned. Each is a map `#{call,
+%% process, node, top_queues, top_reductions, recent, tree, at, took}' (see
+%% ferrotrace_capture for each key); `[]' for a session without captures. A cluster
+%% session's are every node's, in the order they were taken.
+-spec captures(session() | pid()) -> [ferrotrace_capture:capture()] | {error, term()}.
+captures(Session) ->
+    with_session(Session, fun ferrotrace_capture:local/3, fun ferrotrace_cluster:captures/1).
 
 %% @doc Prints {@link recent/1}'s events as recon_trace-like lines
 %% (`13:55:09.123456 <0.123.0> m:f/1', `... m:f/1 --> return (12.0 ms)').

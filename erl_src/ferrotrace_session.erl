@@ -47,7 +47,7 @@
 %% Who the session belongs to: a process, or nobody (`owner => none', bounded by duration).
 -type owner() :: {process | shell, pid()} | none.
 -type settings() :: #{owner := owner(), keep := non_neg_integer() | infinity,
-                      name := atom(), spec := term()}.
+                      name := atom(), spec := term(), capture => ferrotrace_capture:settings()}.
 -export_type([tracing/0, owner/0, settings/0]).
 
 %% OTP 25's spec of erlang:trace_info/2 omits the `{tracer, {Module, State}}' answer that a
@@ -203,6 +203,7 @@ init_keeper({EngineOptions, Tracing, Settings = #{owner := Owner, keep := Keep},
             Info = maps:merge(Settings, #{started_at => erlang:system_time(millisecond)}),
             case ferrotrace_registry:register(Id, self(), Info) of
                 ok ->
+                    ok = start_capture(Id, Settings),
                     case safe_start_tracing(Id, Prepared) of
                         {ok, Backend} ->
                             Caller ! {Ref, Id},
@@ -228,6 +229,16 @@ init_keeper({EngineOptions, Tracing, Settings = #{owner := Owner, keep := Keep},
         {error, Reason} ->
             refuse_early(Reason)
     end.
+
+%% With `capture': the capture process, its pid in the registry (`capture_pid') for
+%% ferrotrace:captures/1, before tracing starts.
+start_capture(Id, #{capture := Capture}) ->
+    case ferrotrace_capture:start(Id, Capture, self()) of
+        {ok, Pid} -> ferrotrace_registry:update(Id, #{capture_pid => Pid});
+        {error, Reason} -> refuse(Id, Reason)
+    end;
+start_capture(_Id, _Settings) ->
+    ok.
 
 -spec refuse_early(term()) -> no_return().
 refuse_early(Reason) ->

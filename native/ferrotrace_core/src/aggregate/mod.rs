@@ -53,6 +53,7 @@ pub mod own;
 pub mod probe;
 pub mod recorder;
 pub mod slowest;
+pub mod spikes;
 pub mod split;
 pub mod stacks;
 
@@ -116,6 +117,8 @@ pub struct Aggregator {
     frames: Option<&'static FrameTable>,
     /// The cost taken out per inner event (`compensate`), if any (`probe.rs`).
     compensation: Option<Compensation>,
+    /// The session's capture threshold and bounds (`capture`), if any (`spikes.rs`).
+    spikes: Option<std::sync::Arc<spikes::SpikeGate>>,
 }
 
 impl Aggregator {
@@ -136,7 +139,14 @@ impl Aggregator {
             shard: Shard::default(),
             frames: None,
             compensation: None,
+            spikes: None,
         }
+    }
+
+    /// Offers every call as slow as `gate.slower_than_ns` or slower, once paired, to `gate`
+    /// (`capture`, `spikes.rs`); `None`: none.
+    pub fn set_spikes(&mut self, gate: Option<std::sync::Arc<spikes::SpikeGate>>) {
+        self.spikes = gate;
     }
 
     /// Settles the session's frame table as events are folded in: calls less returns less
@@ -351,6 +361,9 @@ impl Aggregator {
                         raw_ns
                     }
                 };
+                if let Some(gate) = self.spikes.as_ref().filter(|gate| duration_ns >= gate.slower_than_ns) {
+                    gate.offer(spikes::Spike { mfa: event.mfa, pid: event.pid, latency_ns: duration_ns, start_ns: frame.ts, end_ns: event.ts });
+                }
                 let EventCopies { args, key } = frame.copies.map(|c| *c).unwrap_or_default();
                 stats.slow.offer(SlowCall {
                     duration_ns,

@@ -1,0 +1,203 @@
+%%% @doc Captures (`capture => #{slower_than => Ns}'): what the node looked like when a slow
+%%% call returned.
+%%%
+%%% The engine pushes; nothing polls. The aggregator thread that pairs a call as slow as
+%%% `slower_than' or slower offers it to the session's spike gate (Rust,
+%%% `aggregate/spikes.rs'), off the schedulers; the gate lets at most one through per
+%%% `every' ms and `max_captures' in all, counts the rest (`refused_every', `refused_max'),
+%%% and sends the one it lets through to this module's process at once:
+%%% `{ferrotrace_spike, Id, #{mfa, pid, latency, started_at}}'. The hot path (the trace
+%%% callbacks) does not change.
+%%%
+%%% The capture process is one of ferrotrace's own (high priority, never traced), started
+%%% by the session's keeper and gone with it. On a spike it freezes:
+%%% <ul>
+%%% <li>`call': the slow call, `#{mfa, pid, latency (ns), started_at (system time, us)}';</li>
+%%% <li>`process': the slow process now, `#{message_queue_len, reductions,
+%%%     current_function, memory}', or `undefined' if it is gone;</li>
+%%% <li>`node': `#{run_queue_lengths, memory (erlang:memory/0 as a map), process_count}';</li>
+%%% <li>`top_queues': the (at most) 10 processes with the longest non-empty message queues,
+%%%     `[#{pid, message_queue_len}]', longest first;</li>
+%%% <li>`top_reductions': the 10 processes with the most reductions since the previous
+%%%     capture (or since the session started, for the first), `[#{pid, reductions}]';</li>
+%%% <li>`recent': the flight recorder's events (`recent => N'), or `undefined';</li>
+%%% <li>`tree': the slow call's tree when `trees' is on, else `undefined' ({@link tree/2});</li>
+%%% <li>`at' (system time, us) and `took' (how long the capture took, us).</li>
+%%% </ul>
+%%% The reductions baseline is one map entry per process, taken when the session starts and
+%%% replaced at each capture: a capture walks every process once
+%%% (`process_info(P, [message_queue_len, reductions])'), keeping the top 10s as it goes;
+%%% its own process is left out.
+-module(ferrotrace_capture).
+
+-export([check/1, start/3, local/3, captures/1, counts/1, tree/2]).
+
+%% The default and accepted values of `capture''s keys.
+-define(DEFAULT_EVERY, 1000).
+-define(MAX_EVERY, 3600000).
+-define(DEFAULT_MAX, 10).
+-define(MAX_MAX, 1000).
+-define(TOP, 10).
+-define(CALL_TIMEOUT, 5000).
+-define(ACCEPTED, <<"a map of slower_than (ns, a positive integer; required), every (ms, at most "
+                    "one capture per period: an integer from 0 to 3600000, default 1000) and "
+                    "max_captures (an integer from 1 to 1000, default 10)">>).
+
+-type settings() :: #{slower_than := pos_integer(), every := non_neg_integer(),
+                      max_captures := pos_integer()}.
+-type capture() :: #{call := #{mfa := mfa(), pid := pid(), latency := non_neg_integer(),
+                               started_at := integer()},
+                     process := #{atom() => term()} | undefined,
+                     node := #{run_queue_lengths := [non_neg_integer()],
+                               memory := #{atom() => non_neg_integer()},
+                               process_count := non_neg_integer()},
+                     top_queues := [#{pid := pid(), message_queue_len := non_neg_integer()}],
+                     top_reductions := [#{pid := pid(), reductions := non_neg_integer()}],
+                     recent := [ferrotrace_recent:event()] | undefined,
+                     tree := term(),
+                     at := integer(), took := non_neg_integer()}.
+-type counts() :: #{seen := non_neg_integer(), sent := non_neg_integer(),
+                    refused_every := non_neg_integer(), refused_max := non_neg_integer()}.
+-export_type([settings/0, capture/0, counts/0]).
+
+%% @doc Checks the value of the `capture' option, filling in the defaults: `{ok, Settings}'
+%% or `{error, {bad_option, {capture, Value, Accepted}}}'.
+-spec check(term()) -> {ok, settings()} | {error, {bad_option, {capture, term(), binary()}}}.
+check(#{slower_than := Ns} = Capture) when is_integer(Ns), Ns > 0 ->
+    Every = maps:get(every, Capture, ?DEFAULT_EVERY),
+    Max = maps:get(max_captures, Capture, ?DEFAULT_MAX),
+    case maps:keys(maps:without([slower_than, every, max_captures], Capture)) =:= []
+        andalso is_integer(Every) andalso Every >= 0 andalso Every =< ?MAX_EVERY
+        andalso is_integer(Max) andalso Max >= 1 andalso Max =< ?MAX_MAX of
+        true -> {ok, #{slower_than => Ns, every => Every, max_captures => Max}};
+        false -> {error, {bad_option, {capture, Capture, ?ACCEPTED}}}
+    end;
+check(Capture) ->
+    {error, {bad_option, {capture, Capture, ?ACCEPTED}}}.
+
+%% @doc Starts session `Id''s capture process for the calling keeper (gone when the keeper
+%% is), and gives the engine its spike gate.
+-spec start(ferrotrace_tracer:session_id(), settings(), pid()) -> {ok, pid()} | {error, term()}.
+start(Id, #{slower_than := Ns, every := Every, max_captures := Max}, Keeper) ->
+    Pid = spawn_opt(fun() -> init(Id, Keeper, Max) end, ferrotrace_own:spawn_options()),
+    case ferrotrace_tracer:session_set_capture(Id, Ns, Every, Max, Pid) of
+        ok -> {ok, Pid};
+        {error, _} = Error -> exit(Pid, kill), Error
+    end.
+
+%% @doc The captures of session `Id', oldest first: `[]' for a session without captures;
+%% `Capture' is the capture process ({@link start/3}), `none' where there is none.
+-spec captures(pid() | none) -> [capture()] | {error, term()}.
+captures(none) ->
+    [];
+captures(Capture) ->
+    Ref = erlang:monitor(process, Capture),
+    Capture ! {captures, self(), Ref},
+    receive
+        {Ref, Captures} -> erlang:demonitor(Ref, [flush]), Captures;
+        {'DOWN', Ref, process, _, Reason} -> {error, {capture_down, ferrotrace_hint:brief(Reason)}}
+    after ?CALL_TIMEOUT ->
+            erlang:demonitor(Ref, [flush]),
+            {error, timeout}
+    end.
+
+%% @doc `ferrotrace:captures/1' for a local session (as ferrotrace_dispatch calls it): the
+%% capture process's captures, `[]' for a session without one, the engine's error for an id
+%% it does not hold.
+-spec local(ferrotrace_tracer:session_id(), pid() | none, map()) -> [capture()] | {error, term()}.
+local(_Id, _Keeper, #{capture_pid := Pid}) ->
+    captures(Pid);
+local(Id, _Keeper, _Info) ->
+    case counts(Id) of
+        {ok, _} -> [];
+        {error, _} = Error -> Error
+    end.
+
+%% @doc The spike gate's counts of session `Id': `seen' (calls over `slower_than'),
+%% `sent' (captures asked for), `refused_every', `refused_max'; `none' without captures.
+-spec counts(ferrotrace_tracer:session_id()) -> {ok, counts() | none} | {error, term()}.
+counts(Id) ->
+    ferrotrace_tracer:session_capture_counts(Id).
+
+%% @doc The slow call's tree, when the session keeps trees (`trees'); `undefined' until the
+%% trees are wired in. THE one place a capture's `tree' is filled (issue 30, part 1).
+-spec tree(ferrotrace_tracer:session_id(), map()) -> term().
+tree(_Id, _Call) ->
+    undefined.
+
+%%--------------------------------------------------------------------------------------
+%% The capture process
+
+init(Id, Keeper, Max) ->
+    ok = ferrotrace_own:enter(),
+    Monitor = erlang:monitor(process, Keeper),
+    {_, _, Baseline} = walk(),
+    loop(#{id => Id, keeper => Monitor, max => Max, captures => [], baseline => Baseline}).
+
+loop(State = #{id := Id, keeper := Keeper, max := Max, captures := Captures}) ->
+    receive
+        {ferrotrace_spike, Id, Call} when length(Captures) < Max ->
+            {Capture, Baseline} = freeze(Id, Call, maps:get(baseline, State)),
+            loop(State#{captures := [Capture | Captures], baseline := Baseline});
+        {ferrotrace_spike, Id, _Call} ->
+            %% The gate sends no more than max_captures: a defence only.
+            loop(State);
+        {captures, From, Ref} ->
+            From ! {Ref, lists:reverse(Captures)},
+            loop(State);
+        {'DOWN', Keeper, process, _, _} ->
+            ok;
+        _ ->
+            loop(State)
+    end.
+
+freeze(Id, Call = #{pid := Pid}, Previous) ->
+    T0 = erlang:monotonic_time(microsecond),
+    Process = case erlang:process_info(Pid, [message_queue_len, reductions, current_function, memory]) of
+                  undefined -> undefined;
+                  Info -> maps:from_list(Info)
+              end,
+    Node = #{run_queue_lengths => erlang:statistics(run_queue_lengths),
+             memory => maps:from_list(erlang:memory()),
+             process_count => erlang:system_info(process_count)},
+    {Queues, Reductions, Baseline} = walk(Previous),
+    Recent = case ferrotrace_recent:events(Id) of
+                 Events when is_list(Events) -> Events;
+                 {error, _} -> undefined
+             end,
+    Capture = #{call => Call, process => Process, node => Node,
+                top_queues => [#{pid => P, message_queue_len => Q} || {Q, P} <- Queues, Q > 0],
+                top_reductions => [#{pid => P, reductions => R} || {R, P} <- Reductions, R > 0],
+                recent => Recent, tree => tree(Id, Call),
+                at => erlang:system_time(microsecond),
+                took => erlang:monotonic_time(microsecond) - T0},
+    {Capture, Baseline}.
+
+%% One pass over every process but this one: the top message queues, the top reductions
+%% since `Previous' (a process not in it: all its reductions), and the new baseline.
+walk() ->
+    walk(#{}).
+
+walk(Previous) ->
+    Self = self(),
+    {Queues, Reductions, Baseline} =
+        lists:foldl(fun(P, Acc) when P =:= Self -> Acc;
+                       (P, {Qs, Rs, Base}) ->
+                            case erlang:process_info(P, [message_queue_len, reductions]) of
+                                [{message_queue_len, Q}, {reductions, R}] ->
+                                    Delta = R - maps:get(P, Previous, 0),
+                                    {top({Q, P}, Qs), top({Delta, P}, Rs), Base#{P => R}};
+                                undefined ->
+                                    {Qs, Rs, Base}
+                            end
+                    end, {{0, []}, {0, []}, #{}}, erlang:processes()),
+    {lists:reverse(element(2, Queues)), lists:reverse(element(2, Reductions)), Baseline}.
+
+%% The `?TOP' largest, kept ascending with their count: most processes are refused by one
+%% comparison with the smallest.
+top(Entry, {N, Top}) when N < ?TOP ->
+    {N + 1, lists:sort([Entry | Top])};
+top(Entry, {N, [Smallest | Rest]}) when Entry > Smallest ->
+    {N, lists:sort([Entry | Rest])};
+top(_Entry, Acc) ->
+    Acc.
