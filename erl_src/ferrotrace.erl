@@ -596,7 +596,8 @@ text(Id, Options) ->
             %% Checked already (report/2), or none (format/1): the width with the default.
             {ok, #{width := Width}} = ferrotrace_report:check_options(Options),
             [ferrotrace_report:format(Summary, Histogram, Options),
-             ferrotrace_activity_report:format(Summary, Histogram, Width)]
+             ferrotrace_activity_report:format(Summary, Histogram, Width),
+             ferrotrace_capture:lines(ferrotrace_local:captures(Id), ferrotrace_capture:counts(Id), Width)]
     end.
 
 %% @doc Explains an answer `{error, Reason}' (or a `Reason', or `v(-1)' after `{ok, S} = ...'

@@ -30,7 +30,7 @@
 %%% its own process is left out.
 -module(ferrotrace_capture).
 
--export([check/1, start/3, local/3, captures/1, counts/1, tree/2]).
+-export([check/1, start/3, local/3, counts/1, tree/2, lines/3]).
 
 %% The default and accepted values of `capture''s keys.
 -define(DEFAULT_EVERY, 1000).
@@ -39,6 +39,8 @@
 -define(MAX_MAX, 1000).
 -define(TOP, 10).
 -define(CALL_TIMEOUT, 5000).
+%% In a capture process's dictionary: what captures/1 checks before it asks.
+-define(MARK, '$ferrotrace_capture').
 -define(ACCEPTED, <<"a map of slower_than (ns, a positive integer; required), every (ms, at most "
                     "one capture per period: an integer from 0 to 3600000, default 1000) and "
                     "max_captures (an integer from 1 to 1000, default 10)">>).
@@ -78,19 +80,38 @@ check(Capture) ->
 %% @doc Starts session `Id''s capture process for the calling keeper (gone when the keeper
 %% is), and gives the engine its spike gate.
 -spec start(ferrotrace_tracer:session_id(), settings(), pid()) -> {ok, pid()} | {error, term()}.
-start(Id, #{slower_than := Ns, every := Every, max_captures := Max}, Keeper) ->
-    Pid = spawn_opt(fun() -> init(Id, Keeper, Max) end, ferrotrace_own:spawn_options()),
+start(Id, #{slower_than := Ns, every := Every, max_captures := Max}, Keeper) when is_pid(Keeper) ->
+    Ref = make_ref(),
+    Self = self(),
+    Pid = spawn_opt(fun() -> init(Id, Keeper, Max, {Self, Ref}) end, ferrotrace_own:spawn_options()),
+    %% Its baseline taken first: a process spawned after the start has all its reductions
+    %% counted in the first capture.
+    Monitor = erlang:monitor(process, Pid),
+    receive
+        {Ref, ready} -> erlang:demonitor(Monitor, [flush]);
+        {'DOWN', Monitor, process, Pid, _} -> ok
+    end,
     case ferrotrace_tracer:session_set_capture(Id, Ns, Every, Max, Pid) of
         ok -> {ok, Pid};
         {error, _} = Error -> exit(Pid, kill), Error
     end.
 
-%% @doc The captures of session `Id', oldest first: `[]' for a session without captures;
-%% `Capture' is the capture process ({@link start/3}), `none' where there is none.
--spec captures(pid() | none) -> [capture()] | {error, term()}.
-captures(none) ->
-    [];
-captures(Capture) ->
+%% The captures a capture process holds, oldest first; `{error, {not_a_capture, _}}' for
+%% a pid that is no live capture process.
+captures(Capture) when is_pid(Capture), node(Capture) =:= node() ->
+    case erlang:process_info(Capture, dictionary) of
+        {dictionary, Dictionary} when is_list(Dictionary) ->
+            case lists:keyfind(?MARK, 1, Dictionary) of
+                {?MARK, true} -> ask(Capture);
+                _ -> {error, {not_a_capture, Capture}}
+            end;
+        _ ->
+            {error, {not_a_capture, Capture}}
+    end;
+captures(Other) ->
+    {error, {not_a_capture, ferrotrace_hint:brief(Other)}}.
+
+ask(Capture) ->
     Ref = erlang:monitor(process, Capture),
     Capture ! {captures, self(), Ref},
     receive
@@ -125,13 +146,44 @@ counts(Id) ->
 tree(_Id, _Call) ->
     undefined.
 
+%% @doc The report's lines on captures: none for a session without captures, else a line
+%% of counts, one of refusals, and two per capture (time, call, latency; the slow
+%% process's queue, the longest queue, the run queues, what the capture took), each cut to
+%% `Width'.
+-spec lines([capture()] | {error, term()}, {ok, counts() | none} | {error, term()}, pos_integer()) -> iodata().
+lines(Captures, {ok, #{seen := Seen, sent := Sent, refused_every := Every, refused_max := Max}}, Width)
+  when is_list(Captures) ->
+    Head = [io_lib:format("captures: ~b taken, ~b calls over slower_than", [length(Captures), Seen]),
+            io_lib:format("  refused: ~b within every, ~b over max_captures", [Every, Max])],
+    Pending = [io_lib:format("  ~b asked for, not taken yet", [Sent - length(Captures)]) || Sent > length(Captures)],
+    [[ferrotrace_text:cut(Line, Width), "\n"] || Line <- Head ++ Pending ++ lists:append([line(C) || C <- Captures])];
+lines(_Captures, _Counts, _Width) ->
+    [].
+
+line(#{call := #{mfa := MFA, pid := Pid, latency := Latency}, at := At, process := Process,
+       node := #{run_queue_lengths := Queues}, top_queues := Top, took := Took}) ->
+    Own = case Process of
+              #{message_queue_len := Q} -> io_lib:format("queue ~b", [Q]);
+              undefined -> "gone"
+          end,
+    Longest = case Top of
+                  [#{pid := P, message_queue_len := L} | _] -> io_lib:format("longest queue ~b (~p)", [L, P]);
+                  [] -> "no queues"
+              end,
+    [io_lib:format("  ~ts ~ts ~p ~ts", [ferrotrace_slow:format_time(At), ferrotrace_names:mfa(MFA), Pid,
+                                         ferrotrace_text:format_ns(Latency)]),
+     io_lib:format("    ~ts, ~ts, run queues ~w, took ~ts",
+                   [Own, Longest, Queues, ferrotrace_text:format_ns(Took * 1000)])].
+
 %%--------------------------------------------------------------------------------------
 %% The capture process
 
-init(Id, Keeper, Max) ->
+init(Id, Keeper, Max, {Starter, Ref}) ->
     ok = ferrotrace_own:enter(),
+    _ = put(?MARK, true),
     Monitor = erlang:monitor(process, Keeper),
     {_, _, Baseline} = walk(),
+    Starter ! {Ref, ready},
     loop(#{id => Id, keeper => Monitor, max => Max, captures => [], baseline => Baseline}).
 
 loop(State = #{id := Id, keeper := Keeper, max := Max, captures := Captures}) ->
