@@ -235,6 +235,11 @@ session(Options) ->
 %% `infinity', off), up to `max_slow_calls => N' per function (default 1000), see
 %% {@link slow_calls/2}; `recent => N': the flight recorder keeps the last N events
 %% (default 0, off), see {@link recent/1}.</li>
+%% <li>`capture => #{slower_than => Ns, every => Ms, max_captures => N}': when a call of
+%% `Ns' or slower returns, freeze what the node looks like (the slow process, run queues,
+%% memory, the top 10 message queues and reductions, `recent'), at most one capture per
+%% `every' ms (default 1000, 0 to 3600000) and `max_captures' in all (default 10, 1 to
+%% 1000), the rest counted; off by default. See {@link captures/1}.</li>
 %% <li>`args => true | false': copy each call's arguments and each return value or
 %% exception (default `false'), kept only with the calls kept by `slowest', `threshold' or
 %% `recent'; `max_term_bytes => N' bounds one copy (default 1024, 64 to 65536): a larger
