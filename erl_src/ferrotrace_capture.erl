@@ -30,7 +30,7 @@
 %%% its own process is left out.
 -module(ferrotrace_capture).
 
--export([check/1, start/3, local/3, counts/1, tree/2, lines/3]).
+-export([check/1, for_session/2, start/3, local/3, counts/1, tree/2, lines/3]).
 
 %% The default and accepted values of `capture''s keys.
 -define(DEFAULT_EVERY, 1000).
@@ -77,24 +77,43 @@ check(#{slower_than := Ns} = Capture) when is_integer(Ns), Ns > 0 ->
 check(Capture) ->
     {error, {bad_option, {capture, Capture, ?ACCEPTED}}}.
 
+%% @doc For the keeper of session `Id', as it starts and before tracing begins: with
+%% `capture' in its `Settings', the capture process ({@link start/3}) and its pid in the
+%% registry (`capture_pid', for ferrotrace:captures/1).
+-spec for_session(ferrotrace_tracer:session_id(), map()) -> ok | {error, term()}.
+for_session(Id, #{capture := Capture}) ->
+    case start(Id, Capture, self()) of
+        {ok, Pid} -> ferrotrace_registry:update(Id, #{capture_pid => Pid});
+        {error, _} = Error -> Error
+    end;
+for_session(_Id, _Settings) ->
+    ok.
+
 %% @doc Starts session `Id''s capture process for the calling keeper (gone when the keeper
 %% is), and gives the engine its spike gate.
 -spec start(ferrotrace_tracer:session_id(), settings(), pid()) -> {ok, pid()} | {error, term()}.
-start(Id, #{slower_than := Ns, every := Every, max_captures := Max}, Keeper) when is_pid(Keeper) ->
-    Ref = make_ref(),
-    Self = self(),
-    Pid = spawn_opt(fun() -> init(Id, Keeper, Max, {Self, Ref}) end, ferrotrace_own:spawn_options()),
-    %% Its baseline taken first: a process spawned after the start has all its reductions
-    %% counted in the first capture.
-    Monitor = erlang:monitor(process, Pid),
-    receive
-        {Ref, ready} -> erlang:demonitor(Monitor, [flush]);
-        {'DOWN', Monitor, process, Pid, _} -> ok
-    end,
-    case ferrotrace_tracer:session_set_capture(Id, Ns, Every, Max, Pid) of
-        ok -> {ok, Pid};
-        {error, _} = Error -> exit(Pid, kill), Error
-    end.
+start(Id, Settings, Keeper) when is_integer(Id), is_pid(Keeper), node(Keeper) =:= node() ->
+    case check(Settings) of
+        {ok, #{slower_than := Ns, every := Every, max_captures := Max}} ->
+            Ref = make_ref(),
+            Self = self(),
+            Pid = spawn_opt(fun() -> init(Id, Keeper, Max, {Self, Ref}) end, ferrotrace_own:spawn_options()),
+            %% Its baseline taken first: a process spawned after the start has all its
+            %% reductions counted in the first capture.
+            Monitor = erlang:monitor(process, Pid),
+            receive
+                {Ref, ready} -> erlang:demonitor(Monitor, [flush]);
+                {'DOWN', Monitor, process, Pid, _} -> ok
+            end,
+            case ferrotrace_tracer:session_set_capture(Id, Ns, Every, Max, Pid) of
+                ok -> {ok, Pid};
+                {error, _} = Error -> exit(Pid, kill), Error
+            end;
+        {error, _} = Error ->
+            Error
+    end;
+start(Id, _Settings, Keeper) ->
+    {error, {bad_argument, ferrotrace_hint:brief({Id, Keeper}), <<"a session id and a local keeper pid">>}}.
 
 %% The captures a capture process holds, oldest first; `{error, {not_a_capture, _}}' for
 %% a pid that is no live capture process.

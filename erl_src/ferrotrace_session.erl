@@ -203,7 +203,7 @@ init_keeper({EngineOptions, Tracing, Settings = #{owner := Owner, keep := Keep},
             Info = maps:merge(Settings, #{started_at => erlang:system_time(millisecond)}),
             case ferrotrace_registry:register(Id, self(), Info) of
                 ok ->
-                    ok = start_capture(Id, Settings),
+                    _ = case ferrotrace_capture:for_session(Id, Settings) of ok -> ok; {error, Why} -> refuse(Id, Why) end,
                     case safe_start_tracing(Id, Prepared) of
                         {ok, Backend} ->
                             Caller ! {Ref, Id},
@@ -229,16 +229,6 @@ init_keeper({EngineOptions, Tracing, Settings = #{owner := Owner, keep := Keep},
         {error, Reason} ->
             refuse_early(Reason)
     end.
-
-%% With `capture': the capture process, its pid in the registry (`capture_pid') for
-%% ferrotrace:captures/1, before tracing starts.
-start_capture(Id, #{capture := Capture}) ->
-    case ferrotrace_capture:start(Id, Capture, self()) of
-        {ok, Pid} -> ferrotrace_registry:update(Id, #{capture_pid => Pid});
-        {error, Reason} -> refuse(Id, Reason)
-    end;
-start_capture(_Id, _Settings) ->
-    ok.
 
 -spec refuse_early(term()) -> no_return().
 refuse_early(Reason) ->
