@@ -1,13 +1,13 @@
 %%% @doc Captures (`capture => #{slower_than => Ns}'): what the node looked like when a slow
 %%% call returned.
 %%%
-%%% The engine pushes; nothing polls. The aggregator thread that pairs a call as slow as
+%%% The engine pushes; nothing polls. The aggregator that pairs a call as slow as
 %%% `slower_than' or slower offers it to the session's spike gate (Rust,
-%%% `aggregate/spikes.rs'), off the schedulers; the gate lets at most one through per
-%%% `every' ms and `max_captures' in all, counts the rest (`refused_every', `refused_max'),
-%%% and sends the one it lets through to this module's process at once:
-%%% `{ferrotrace_spike, Id, #{mfa, pid, latency, started_at}}'. The hot path (the trace
-%%% callbacks) does not change.
+%%% `aggregate/spikes.rs'); the gate lets at most one through per `every' ms and
+%%% `max_captures' in all and counts the rest (`refused_every', `refused_max'); the
+%%% collector thread (off the schedulers) sends the one let through to this module's process
+%%% at its next collection, within a millisecond: `{ferrotrace_spike, Id, #{mfa, pid,
+%%% latency, started_at}}'. The hot path (the trace callbacks) does not change.
 %%%
 %%% The capture process is one of ferrotrace's own (high priority, never traced), started
 %%% by the session's keeper and gone with it. On a spike it freezes:

@@ -10,8 +10,8 @@
 
 -include("support/ft_ct.hrl").
 
--export([figures_match/1, every_and_max_bound/1, bad_options/1, no_captures/1,
-         report_lines/1, many_processes/1]).
+-export([figures_match/1, every_and_max_bound/1, folded_by_readers/1, bad_options/1,
+         no_captures/1, report_lines/1, many_processes/1]).
 
 -define(WORK, {ft_slow_target, work, 1}).
 -define(LONG, 120000).
@@ -22,7 +22,8 @@ suite() ->
     [{ct_hooks, [{ft_ct, [ft_slow_target]}]}].
 
 all() ->
-    [figures_match, every_and_max_bound, bad_options, no_captures, report_lines, many_processes].
+    [figures_match, every_and_max_bound, folded_by_readers, bad_options, no_captures,
+     report_lines, many_processes].
 
 %%--------------------------------------------------------------------------------------
 
@@ -106,6 +107,20 @@ every_and_max_bound(_Config) ->
     ?assertEqual(1, length(ferrotrace:captures(S2))),
     ok.
 
+%% One aggregator (the collector's own) and a read after each slow call: a reader folds
+%% events in on a dirty scheduler, where no message may be sent; the spikes it finds are
+%% still captured (the collector sends them), and the session runs on.
+-spec folded_by_readers(config()) -> ok.
+folded_by_readers(_Config) ->
+    {ok, S} = ferrotrace:calls(?WORK, #{duration => ?LONG, aggregators => 1,
+                                        capture => #{slower_than => 5 * ?MS, every => 0, max_captures => 20}}),
+    [begin _ = ft_slow_target:work(6), #{status := running} = ferrotrace:summary(S) end
+     || _ <- lists:seq(1, 20)],
+    ok = ft_ct:poll(fun() -> length(ferrotrace:captures(S)) >= 20 end, ?WAIT),
+    ?assertMatch({ok, #{seen := 20, sent := 20}}, ferrotrace_capture:counts(S)),
+    ?assertMatch(#{status := running}, ferrotrace:summary(S)),
+    ok.
+
 -spec bad_options(config()) -> ok.
 bad_options(_Config) ->
     Bad = [5, #{}, #{slower_than => 0}, #{slower_than => -1}, #{slower_than => 1.5},
@@ -135,7 +150,8 @@ no_captures(_Config) ->
     ?assertMatch({error, _}, ferrotrace:captures(no_such_session_name)),
     ok.
 
-%% The text report lists the captures and the refusals.
+%% The text report lists the captures and the refusals, the JSON export carries them, and
+%% the capture process ends with its session.
 -spec report_lines(config()) -> ok.
 report_lines(_Config) ->
     {ok, S} = ferrotrace:calls(?WORK, #{duration => ?LONG,
@@ -148,6 +164,13 @@ report_lines(_Config) ->
     ?assertNotEqual(nomatch, string:find(Text, "captures: 1 taken")),
     ?assertNotEqual(nomatch, string:find(Text, "1 over max_captures")),
     ?assertNotEqual(nomatch, string:find(Text, "ft_slow_target:work/1")),
+    %% The JSON export carries them; the capture process goes with the session.
+    {ok, Json} = ferrotrace_export:local(S, json, #{}),
+    [?assertNotEqual(nomatch, binary:match(Json, Key)) || Key <- [<<"\"captures\"">>, <<"\"top_queues\"">>]],
+    {ok, _, _, #{capture_pid := Capture}} = ferrotrace_registry:lookup(S),
+    ?assert(is_process_alive(Capture)),
+    ok = ferrotrace:release(S),
+    ok = ft_ct:poll(fun() -> not is_process_alive(Capture) end, ?WAIT),
     ok.
 
 %% 10,000 idle processes: the capture's own figures (printed: `took') and the node's

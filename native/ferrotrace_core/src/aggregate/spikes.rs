@@ -1,14 +1,17 @@
 //! Spikes (`capture => #{slower_than => Ns}`): a paired call whose latency reaches the
-//! session's capture threshold is offered to the session's [`SpikeGate`] by the aggregator
-//! that paired it, on that aggregator's thread (never a scheduler). The gate lets at most
-//! one spike through per `every` and `max` in all, counts what it refuses, and tells the
-//! one it lets through to its notifier at once (the NIF layer sends a message to the
-//! session's capture process, which freezes the node's figures). The hot path does not
-//! change: a spike is found where the return is paired.
+//! session's capture threshold is offered to the session's [`SpikeGate`] by whoever folds
+//! its return in (an aggregator thread, the collector, or a reader bringing the figures up
+//! to date). The gate lets at most one spike through per `every` and `max` in all, counts
+//! what it refuses, and queues the one it lets through; the collector thread hands the
+//! queue to the notifier at its next collection (within a millisecond), as it hands over
+//! loops: the notifier sends a message (`OwnedEnv`), which only a thread the VM does not
+//! manage may do, and a reader folding events in runs on a dirty scheduler. The hot path
+//! (the trace callbacks) does not change.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::event::Mfa;
+use crate::sync::Mutex;
 
 /// One call over the capture threshold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,8 +28,8 @@ pub struct Spike {
     pub end_ns: u64,
 }
 
-/// What the gate calls with a spike it lets through: on an aggregator thread, under that
-/// aggregator's lock, so it must be quick (a message send).
+/// What the collector thread calls with each spike the gate let through
+/// ([`SpikeGate::deliver`]).
 pub type SpikeNotifier = Box<dyn Fn(&Spike) + Send + Sync>;
 
 /// The gate's counts: `seen` spikes, `sent` to the notifier, refused because one was sent
@@ -58,6 +61,8 @@ pub struct SpikeGate {
     sent: AtomicU64,
     refused_every: AtomicU64,
     refused_max: AtomicU64,
+    /// Let through, not yet delivered: at most `max` in all.
+    pending: Mutex<Vec<Spike>>,
     notify: SpikeNotifier,
 }
 
@@ -73,12 +78,14 @@ impl SpikeGate {
             sent: AtomicU64::new(0),
             refused_every: AtomicU64::new(0),
             refused_max: AtomicU64::new(0),
+            pending: Mutex::new(Vec::new()),
             notify,
         }
     }
 
-    /// A spike: sent to the notifier if the bounds allow (true), else counted as refused.
-    /// Lock-free; two aggregators offering at once send at most one per `every`.
+    /// A spike: queued for the notifier if the bounds allow (true), else counted as refused.
+    /// Lock-free up to the queue (taken only for a spike let through); two aggregators
+    /// offering at once let at most one through per `every`.
     pub fn offer(&self, spike: Spike) -> bool {
         self.seen.fetch_add(1, Ordering::Relaxed);
         if self.sent.load(Ordering::Acquire) >= self.max {
@@ -99,8 +106,17 @@ impl SpikeGate {
             self.refused_max.fetch_add(1, Ordering::Relaxed);
             return false;
         }
-        (self.notify)(&spike);
+        self.pending.lock().push(spike);
         true
+    }
+
+    /// Hands the spikes let through since the last call to the notifier, oldest first. For
+    /// the collector thread (not a thread the VM manages).
+    pub fn deliver(&self) {
+        let pending = std::mem::take(&mut *self.pending.lock());
+        for spike in &pending {
+            (self.notify)(spike);
+        }
     }
 
     /// The counts so far.
@@ -133,10 +149,14 @@ mod tests {
     fn spikes_gate_every_and_max() {
         let (g, sent) = gate(100, 2);
         assert!(g.offer(spike(1000)));
+        assert!(sent.lock().unwrap().is_empty(), "queued until delivered");
+        g.deliver();
+        assert_eq!(*sent.lock().unwrap(), vec![1000]);
         assert!(!g.offer(spike(1050)));
         assert!(!g.offer(spike(990)));
         assert!(g.offer(spike(1100)));
         assert!(!g.offer(spike(5000)));
+        g.deliver();
         assert_eq!(*sent.lock().unwrap(), vec![1000, 1100]);
         assert_eq!(g.counts(), SpikeCounts { seen: 5, sent: 2, refused_every: 2, refused_max: 1 });
     }
@@ -147,6 +167,7 @@ mod tests {
         for t in [100, 100, 50, 200] {
             g.offer(spike(t));
         }
+        g.deliver();
         assert_eq!(*sent.lock().unwrap(), vec![100, 100, 50]);
         assert_eq!(g.counts(), SpikeCounts { seen: 4, sent: 3, refused_every: 0, refused_max: 1 });
     }
@@ -162,6 +183,7 @@ mod tests {
             })
             .collect();
         threads.into_iter().for_each(|t| t.join().unwrap());
+        g.deliver();
         assert_eq!(sent.lock().unwrap().len(), 7);
         let c = g.counts();
         assert_eq!((c.seen, c.sent, c.refused_every + c.refused_max), (400, 7, 393));

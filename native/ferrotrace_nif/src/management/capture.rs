@@ -1,8 +1,9 @@
 //! Captures (`capture => #{slower_than, every, max_captures}`): `session_set_capture/5`
 //! gives a session a spike gate ([`ferrotrace_core::aggregate::spikes`]) whose notifier
 //! sends `{ferrotrace_spike, Id, #{mfa, pid, latency, started_at}}` to the session's
-//! capture process (`ferrotrace_capture`) from the aggregator thread that paired the slow
-//! call (never a scheduler, which is what `OwnedEnv::send_and_clear` requires);
+//! capture process (`ferrotrace_capture`) from the collector thread, within a collection of
+//! the slow return being folded in (never a scheduler thread, dirty ones included, which is
+//! what `OwnedEnv::send_and_clear` requires);
 //! `session_capture_counts/1` reads the gate's counts.
 
 use std::sync::Arc;
