@@ -11,7 +11,7 @@
 -include("support/ft_ct.hrl").
 
 -export([figures_match/1, every_and_max_bound/1, folded_by_readers/1, bad_options/1,
-         no_captures/1, report_lines/1, many_processes/1]).
+         no_captures/1, report_lines/1, many_processes/1, cluster_session/1]).
 
 -define(WORK, {ft_slow_target, work, 1}).
 -define(LONG, 120000).
@@ -19,11 +19,11 @@
 -define(WAIT, 30000).
 
 suite() ->
-    [{ct_hooks, [{ft_ct, [ft_slow_target]}]}].
+    [{ct_hooks, [{ft_ct, [ft_slow_target, {distribution, ferrotrace_capture_ct}]}]}].
 
 all() ->
     [figures_match, every_and_max_bound, folded_by_readers, bad_options, no_captures,
-     report_lines, many_processes].
+     report_lines, many_processes, cluster_session].
 
 %%--------------------------------------------------------------------------------------
 
@@ -190,6 +190,24 @@ many_processes(_Config) ->
     after
         [P ! stop || P <- Idle]
     end,
+    ok.
+
+%% A cluster session: each node captures its own slow calls; captures/1 on the cluster
+%% session gives every node's, in the order they were taken.
+-spec cluster_session(config()) -> ok.
+cluster_session(_Config) ->
+    Nodes = [begin {ok, _Peer, Node} = ft_ct:peer(#{name => peer:random_name(N)}), Node end
+             || N <- [ftcap1, ftcap2]],
+    {ok, C} = ferrotrace:calls(?WORK, #{nodes => Nodes, duration => ?LONG,
+                                        capture => #{slower_than => 5 * ?MS, every => 0}}),
+    [_ = erpc:call(N, ft_slow_target, work, [10], 30000) || N <- Nodes],
+    ok = ft_ct:poll(fun() -> is_list(ferrotrace:captures(C)) andalso length(ferrotrace:captures(C)) >= 2 end, ?WAIT),
+    Captures = ferrotrace:captures(C),
+    ct:pal("cluster captures: ~p", [[maps:with([call, at], X) || X <- Captures]]),
+    ?assertEqual(lists:sort(Nodes), lists:sort([node(P) || #{call := #{pid := P}} <- Captures])),
+    Ats = [At || #{at := At} <- Captures],
+    ?assertEqual(lists:sort(Ats), Ats),
+    ok = ferrotrace:release(C),
     ok.
 
 %%--------------------------------------------------------------------------------------
