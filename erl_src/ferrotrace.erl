@@ -43,6 +43,7 @@
 -export([add/2, remove/2]).
 -export([summary/1, histogram/2, slowest/2, slow_calls/2, recent/1, print_recent/1]).
 -export([trees/2, print_tree/2]).
+-export([captures/1]).
 -export([report/0, report/1, report/2, format/1, help/0, explain/1, calibrate/0]).
 -export([stop/0, stop/1, release/1, list/0]).
 -export([watch/1, watch/2]).
@@ -235,6 +236,11 @@ session(Options) ->
 %% `infinity', off), up to `max_slow_calls => N' per function (default 1000), see
 %% {@link slow_calls/2}; `recent => N': the flight recorder keeps the last N events
 %% (default 0, off), see {@link recent/1}.</li>
+%% <li>`capture => #{slower_than => Ns, every => Ms, max_captures => N}': when a call of
+%% `Ns' or slower returns, freeze what the node looks like (the slow process, run queues,
+%% memory, the top 10 message queues and reductions, `recent'), at most one capture per
+%% `every' ms (default 1000, 0 to 3600000) and `max_captures' in all (default 10, 1 to
+%% 1000), the rest counted; off by default. See {@link captures/1}.</li>
 %% <li>`args => true | false': copy each call's arguments and each return value or
 %% exception (default `false'), kept only with the calls kept by `slowest', `threshold' or
 %% `recent'; `max_term_bytes => N' bounds one copy (default 1024, 64 to 65536): a larger
@@ -490,6 +496,15 @@ recent(Session) ->
     with_session(Session, fun(Id, _, _) -> ferrotrace_recent:events(Id) end,
                  fun ferrotrace_cluster:recent/1).
 
+%% @doc The captures the session took (`capture => #{slower_than => Ns}'), oldest first:
+%% what the node looked like when a call that slow returned. Each is a map `#{call,
+%% process, node, top_queues, top_reductions, recent, tree, at, took}' (see
+%% ferrotrace_capture for each key); `[]' for a session without captures. A cluster
+%% session's are every node's, in the order they were taken.
+-spec captures(session() | pid()) -> [ferrotrace_capture:capture()] | {error, term()}.
+captures(Session) ->
+    with_session(Session, fun ferrotrace_capture:local/3, fun ferrotrace_cluster:captures/1).
+
 %% @doc Prints {@link recent/1}'s events as recon_trace-like lines
 %% (`13:55:09.123456 <0.123.0> m:f/1', `... m:f/1 --> return (12.0 ms)').
 -spec print_recent(session() | pid()) -> ok | {error, term()}.
@@ -628,7 +643,8 @@ text(Id, Options) ->
             %% Checked already (report/2), or none (format/1): the width with the default.
             {ok, #{width := Width}} = ferrotrace_report:check_options(Options),
             [ferrotrace_report:format(Summary, Histogram, Options),
-             ferrotrace_activity_report:format(Summary, Histogram, Width)]
+             ferrotrace_activity_report:format(Summary, Histogram, Width),
+             ferrotrace_capture:lines(ferrotrace_local:captures(Id), ferrotrace_capture:counts(Id), Width)]
     end.
 
 %% @doc Explains an answer `{error, Reason}' (or a `Reason', or `v(-1)' after `{ok, S} = ...'

@@ -30,6 +30,7 @@
          session_summary/1, session_histogram/2, session_set_tracing/3, session_add_loops/2,
          session_interval/1]).
 -export([session_slow_calls/3, session_recent/1, session_trees/2, session_set_tree_roots/2]).
+-export([session_set_capture/5, session_capture_counts/1]).
 -export([session_histograms_bytes/1, session_tagged_histograms/1, session_collapsed/2,
          histogram_merge/1, histogram_figures/1, hdr_log/2, to_json/1, session_stack_counts/1,
          histogram_subtract/2]).
@@ -154,6 +155,19 @@ session_set_tracing(_Id, _Specs, _Loops) -> ?NOT_LOADED.
 %% their calls are counted, not paired, and their frames leave the frame bound.
 -spec session_add_loops(session_id(), [mfa()]) -> ok | {error, term()}.
 session_add_loops(_Id, _Loops) -> ?NOT_LOADED.
+
+%% @private
+%% @doc Gives the session a spike gate (`capture'): from now on each paired call of
+%% `SlowerThanNs' or slower is a spike; at most one per `EveryMs' and `Max' in all are sent
+%% to `Pid' as `{ferrotrace_spike, Id, #{mfa, pid, latency, started_at}}' (ferrotrace_capture).
+-spec session_set_capture(session_id(), pos_integer(), non_neg_integer(), pos_integer(), pid()) ->
+          ok | {error, term()}.
+session_set_capture(_Id, _SlowerThanNs, _EveryMs, _Max, _Pid) -> ?NOT_LOADED.
+
+%% @private
+%% @doc The spike gate's counts, `none' for a session without captures.
+-spec session_capture_counts(session_id()) -> {ok, map() | none} | {error, term()}.
+session_capture_counts(_Id) -> ?NOT_LOADED.
 
 %% @private
 %% @doc The figures since the previous call (or the session's start), then a new interval.

@@ -53,6 +53,7 @@ pub mod own;
 pub mod probe;
 pub mod recorder;
 pub mod slowest;
+pub mod spikes;
 pub mod split;
 pub mod stacks;
 pub mod trees;
@@ -120,6 +121,8 @@ pub struct Aggregator {
     compensation: Option<Compensation>,
     /// The call trees, built and kept speculatively (`trees`), if the session keeps them.
     trees: Option<Trees>,
+    /// The session's capture threshold and bounds (`capture`), if any (`spikes.rs`).
+    spikes: Option<std::sync::Arc<spikes::SpikeGate>>,
 }
 
 impl Aggregator {
@@ -141,7 +144,14 @@ impl Aggregator {
             frames: None,
             compensation: None,
             trees: None,
+            spikes: None,
         }
+    }
+
+    /// Offers every call as slow as `gate.slower_than_ns` or slower, once paired, to `gate`
+    /// (`capture`, `spikes.rs`); `None`: none.
+    pub fn set_spikes(&mut self, gate: Option<std::sync::Arc<spikes::SpikeGate>>) {
+        self.spikes = gate;
     }
 
     /// Settles the session's frame table as events are folded in: calls less returns less
@@ -379,6 +389,9 @@ impl Aggregator {
                         (raw_ns, raw_ns.saturating_sub(frame.callees_ns))
                     }
                 };
+                if let Some(gate) = self.spikes.as_ref().filter(|gate| duration_ns >= gate.slower_than_ns) {
+                    gate.offer(spikes::Spike { mfa: event.mfa, pid: event.pid, latency_ns: duration_ns, start_ns: frame.ts, end_ns: event.ts });
+                }
                 let EventCopies { args, key } = frame.copies.map(|c| *c).unwrap_or_default();
                 if let Some(trees) = &mut self.trees {
                     let exception = event.kind == EventKind::Exception;

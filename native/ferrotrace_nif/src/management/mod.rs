@@ -8,6 +8,7 @@
 //!   inside its calls and its raw latency, keys or callers, slow calls), and
 //!   `session_slow_calls/3`;
 //! - `recent`: the flight recorder; `trees`: the call trees kept (`session_trees/2`);
+//! - `capture`: the spike gate of `capture` and its counts;
 //! - `sample`: the per-call rate of a running session, read and changed;
 //! - `activity`: the figures of the kinds other than calls (messages, scheduling, GC,
 //!   processes, ports);
@@ -18,6 +19,7 @@
 //! - [`reply`]: `{error, Reason}`, maps from atom keys, `{M, F, A}`.
 
 mod activity;
+mod capture;
 pub(crate) mod distribution;
 mod export;
 mod flame;
