@@ -29,6 +29,13 @@ if [ -d "$ebin" ]; then
     erl -noshell -pa "$ebin" -pa "$out" -eval 'ferrotrace_calibration_cost:main(), halt().' \
         || echo "calibration line crashed" >&2
 fi
+# Call trees on against off (trees => #{slower_than => Ns}, no root slow enough).
+if [ -d "$ebin" ]; then
+    erlc -o "$out" +debug_info +warn_missing_spec -Werror bench/ferrotrace_trees_cost.erl \
+        test/support/ft_trees_target.erl
+    erl -noshell -pa "$ebin" -pa "$out" -eval 'ferrotrace_trees_cost:main(), halt().' \
+        || echo "call trees line crashed" >&2
+fi
 # The message scenario (send and 'receive' events), when ferrotrace is built.
 if [ -d "$ebin" ]; then
     erl -noshell -pa "$ebin" -pa "$out" -eval 'ferrotrace_msg_cost:main(), halt().' \

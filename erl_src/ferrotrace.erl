@@ -42,6 +42,8 @@
 -export([session/1, calls/2, processes/2]).
 -export([add/2, remove/2]).
 -export([summary/1, histogram/2, slowest/2, slow_calls/2, recent/1, print_recent/1]).
+-export([trees/2, print_tree/2]).
+-export([captures/1]).
 -export([report/0, report/1, report/2, format/1, help/0, explain/1, calibrate/0]).
 -export([stop/0, stop/1, release/1, list/0]).
 -export([watch/1, watch/2]).
@@ -132,7 +134,7 @@
                      precision => #{significant_digits := pos_integer(), relative_error := float()},
                      sample => #{processes := pos_integer(), calls := non_neg_integer()},
                      messages => map(), scheduling => map(), gc => map(), processes => map(),
-                     ports => map(),
+                     ports => map(), trees => map(),
                      nodes => [node()], nodes_down => [node()], by_node => #{node() => summary()}}.
 %% What summary/1 answers; its doc describes every key.
 %% Another tool took over some of a session's processes or functions (OTP 25 and 26), see
@@ -234,6 +236,11 @@ session(Options) ->
 %% `infinity', off), up to `max_slow_calls => N' per function (default 1000), see
 %% {@link slow_calls/2}; `recent => N': the flight recorder keeps the last N events
 %% (default 0, off), see {@link recent/1}.</li>
+%% <li>`capture => #{slower_than => Ns, every => Ms, max_captures => N}': when a call of
+%% `Ns' or slower returns, freeze what the node looks like (the slow process, run queues,
+%% memory, the top 10 message queues and reductions, `recent'), at most one capture per
+%% `every' ms (default 1000, 0 to 3600000) and `max_captures' in all (default 10, 1 to
+%% 1000), the rest counted; off by default. See {@link captures/1}.</li>
 %% <li>`args => true | false': copy each call's arguments and each return value or
 %% exception (default `false'), kept only with the calls kept by `slowest', `threshold' or
 %% `recent'; `max_term_bytes => N' bounds one copy (default 1024, 64 to 65536): a larger
@@ -296,6 +303,15 @@ session(Options) ->
 %% per event by hand, over the calibration's (and in a raw session, which has none). The
 %% calibration is measured once and reused for five minutes ({@link calibrate/0} measures
 %% it again).</li>
+%% <li>`trees => #{slower_than => Ns}': call trees, kept speculatively (default off). For
+%% each root call (`root => Spec': the calls of the functions a spec names; default the
+%% outermost traced call of each process) the engine builds the tree of the traced calls
+%% its process makes, off the schedulers, and keeps it if the root took `Ns' or longer:
+%% the `keep => K' slowest per root function (1 to 100; default 10), each at most
+%% `max_nodes => N' nodes (1 to 100000; default 2000; the calls past it are counted). Only
+%% traced functions appear. Trees being built hold at most 262144 nodes per aggregator
+%% (56 bytes each); a root past that builds none and is counted. See {@link trees/2},
+%% {@link print_tree/2}, `ferrotrace_trees' and doc/slow-calls.md.</li>
 %% <li>`generated => false | true': under a wildcard function (`{M, '_', '_'}',
 %% `{'_', '_', '_'}'), whether the functions the compiler made are traced too: funs and
 %% list or binary comprehensions, usually the hottest code and code nobody wrote (default
@@ -351,7 +367,9 @@ processes(Kinds, Options) ->
 %% the session ran: a ring that fills in less than that gap drops, see `report/1');
 %% `stacks' (`paths' kept for the `collapsed' export, returned calls not kept: `overflow'
 %% past 10,000 paths, `too_deep' past 64 frames); `sample' (the current rates: `processes',
-%% 1 process in N kept, and `calls', 1 call in N, 0 none; see `sample' in {@link calls/2}).
+%% 1 process in N kept, and `calls', 1 call in N, 0 none; see `sample' in {@link calls/2});
+%% with `trees', `trees' (the call trees kept and what did not fit: `ferrotrace_trees:counts/1';
+%% their bytes count in `memory''s `slow_calls').
 %% `memory' is what the session holds, in bytes, by part, and their `total':
 %% `ring_bytes' (event rings, one per scheduler thread that traced: exact), `term_rings'
 %% (with `args' or `key': the term rings, their buffers and the copies drained from them),
@@ -478,6 +496,15 @@ recent(Session) ->
     with_session(Session, fun(Id, _, _) -> ferrotrace_recent:events(Id) end,
                  fun ferrotrace_cluster:recent/1).
 
+%% @doc The captures the session took (`capture => #{slower_than => Ns}'), oldest first:
+%% what the node looked like when a call that slow returned. Each is a map `#{call,
+%% process, node, top_queues, top_reductions, recent, tree, at, took}' (see
+%% ferrotrace_capture for each key); `[]' for a session without captures. A cluster
+%% session's are every node's, in the order they were taken.
+-spec captures(session() | pid()) -> [ferrotrace_capture:capture()] | {error, term()}.
+captures(Session) ->
+    with_session(Session, fun ferrotrace_capture:local/3, fun ferrotrace_cluster:captures/1).
+
 %% @doc Prints {@link recent/1}'s events as recon_trace-like lines
 %% (`13:55:09.123456 <0.123.0> m:f/1', `... m:f/1 --> return (12.0 ms)').
 -spec print_recent(session() | pid()) -> ok | {error, term()}.
@@ -486,6 +513,32 @@ print_recent(Session) ->
         {error, _} = Error -> Error;
         Events -> io:put_chars(ferrotrace_recent:lines(Events))
     end.
+
+%% @doc The call trees the session kept of root `MFA' (`trees => #{slower_than => Ns}',
+%% see {@link calls/2}), slowest first: maps `#{mfa, latency, own, started_at, children,
+%% dropped}' (`exception => true' on a call that raised; the root also has `pid' and, with
+%% `args => true', `args'), latencies in ns, compensated, `started_at' in system time (us);
+%% `children' are the traced calls it made, in the order they began, and `dropped' counts
+%% those the tree had no room for (`max_nodes'). Only traced functions appear. `MFA' may be
+%% a spec string naming one function (`"m:f/1"'). `{error, {no_trees, Why}}' for a session
+%% started without `trees'; a cluster session's are read on each node's session
+%% (`{error, {cluster, Why}}'). See `ferrotrace_trees'.
+-spec trees(session() | pid(), mfa() | string() | binary()) -> [ferrotrace_trees:tree()] | {error, term()}.
+trees(Session, MFA0) ->
+    case ferrotrace_spec:function(MFA0) of
+        {ok, MFA} ->
+            with_session(Session, fun(Id, _, _) -> ferrotrace_trees:trees(Id, MFA) end,
+                         fun(_Cluster) -> {error, {cluster, <<"read the trees on each node's session">>}} end);
+        {error, _} = Error ->
+            Error
+    end.
+
+%% @doc Prints the slowest tree {@link trees/2} answers as an indented tree: each call's
+%% latency, own time and share of the root's latency; siblings of one function folded
+%% (`shop_inventory:lookup/1 ×48  2.10 ms'). `ok', or the error.
+-spec print_tree(session() | pid(), mfa() | string() | binary()) -> ok | {error, term()}.
+print_tree(Session, MFA) ->
+    ferrotrace_trees:print(trees(Session, MFA), ferrotrace_options:default_width()).
 
 %%--------------------------------------------------------------------------------------
 %% Changing a running session
@@ -590,7 +643,8 @@ text(Id, Options) ->
             %% Checked already (report/2), or none (format/1): the width with the default.
             {ok, #{width := Width}} = ferrotrace_report:check_options(Options),
             [ferrotrace_report:format(Summary, Histogram, Options),
-             ferrotrace_activity_report:format(Summary, Histogram, Width)]
+             ferrotrace_activity_report:format(Summary, Histogram, Width),
+             ferrotrace_capture:lines(ferrotrace_local:captures(Id), ferrotrace_capture:counts(Id), Width)]
     end.
 
 %% @doc Explains an answer `{error, Reason}' (or a `Reason', or `v(-1)' after `{ok, S} = ...'

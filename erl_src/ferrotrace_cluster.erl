@@ -40,7 +40,7 @@
 -behaviour(gen_server).
 
 -export([calls/2, calls/4, summary/1, histogram/2, stop/1, release/1, export/3, format/2, status/1]).
--export([slow_calls/3, recent/1, add/2, remove/2]).
+-export([slow_calls/3, recent/1, captures/1, add/2, remove/2]).
 %% Called on each node through erpc.
 -export([start_part/4, part_figures/2, part_control/2]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
@@ -239,6 +239,14 @@ recent(Cluster) ->
     case from_parts(Cluster, ferrotrace_local, recent, fun(Id) -> [Id] end) of
         {error, _} = Error -> Error;
         Lists -> ferrotrace_cluster_merge:recent(Lists)
+    end.
+
+%% @doc Every live node's captures (`capture'), in the order they were taken.
+-spec captures(pid()) -> [ferrotrace_capture:capture()] | {error, term()}.
+captures(Cluster) ->
+    case from_parts(Cluster, ferrotrace_local, captures, fun(Id) -> [Id] end) of
+        {error, _} = Error -> Error;
+        Lists -> lists:sort(fun(#{at := A}, #{at := B}) -> A =< B end, lists:append(Lists))
     end.
 
 %% @doc `ferrotrace:add(Cluster, Spec)': every live node's session adds `Spec'

@@ -69,7 +69,8 @@ accepted(_) -> <<"no options">>.
 local(Id, json, _Options) ->
     case ferrotrace_local:summary(Id) of
         {error, _} = Error -> Error;
-        Summary -> ferrotrace_tracer:to_json(json_document(Summary))
+        Summary -> ferrotrace_tracer:to_json(json_document(with_captures(ferrotrace_local:captures(Id),
+                                                                         ferrotrace_trees:with_trees(Id, Summary))))
     end;
 local(Id, hdr_log, #{interval := Ms}) ->
     case intervals(Id, Ms) of
@@ -144,6 +145,10 @@ merge_folded(Texts) ->
 -spec json_document(map()) -> map().
 json_document(Summary) ->
     (jsonable(Summary))#{format => <<"ferrotrace.summary">>, version => 1}.
+
+%% A session's captures (`capture'), if it took any, under `captures'.
+with_captures([_ | _] = Captures, Summary) -> Summary#{captures => Captures};
+with_captures(_, Summary) -> Summary.
 
 %% @doc A term with only maps, lists, numbers, atoms and binaries: `{M, F, A}' becomes
 %% `<<"m:f/a">>', a pid or another term its printed form, a string-like list stays a list

@@ -7,7 +7,8 @@
 %%% (power-of-two buckets, log scale), its p50, p90 and p99 over time (a session with
 %%% `intervals'), its slowest calls with their arguments; the flight recorder's last events;
 %%% a flame graph of the call paths kept (own time; drawn by the `inferno' crate, it zooms
-%%% on a click); the process activity (`also' or `processes/2'). A cluster session's page
+%%% on a click); with `trees', the slowest kept call tree of each root function
+%%% (`ferrotrace_trees:text/2'); the process activity (`also' or `processes/2'). A cluster session's page
 %%% has a view per node and a merged one.
 %%%
 %%% The data travels as JSON inside the page; `priv/html/' holds the page's script and
@@ -64,7 +65,7 @@ view(Id) ->
             {ok, #{summary => Summary, node => node(), otp => list_to_binary(erlang:system_info(otp_release)),
                    spec => maps:get(spec, Info, undefined), buckets => Buckets, series => Series,
                    intervals => intervals(Id, length(Calls)), recent => ferrotrace_local:recent(Id),
-                   folded => Folded}}
+                   folded => Folded, trees => ferrotrace_trees:text(Id, ?WIDTH)}}
     end.
 
 %% @doc The page of a cluster session: its merged `Summary' and `Histogram(MFA)', and each
@@ -157,6 +158,7 @@ render(Name, View = #{summary := Summary, buckets := Buckets}, SeriesFun) ->
       functions => [function(C, maps:get(MFA, Buckets, []), maps:get(MFA, Times, [])) || C = #{mfa := MFA} <- Calls],
       flame => Flame, flame_note => FlameNote,
       recent => recent(maps:get(recent, View)),
+      trees => maps:get(trees, View, null),
       activity => activity(Summary, SeriesFun),
       series => [#{name => series_name(S), unit => series_unit(S), buckets => [[L, C] || {L, _, C} <- B]}
                  || S <- ?SERIES, B <- [SeriesFun(S)], B =/= []]}.

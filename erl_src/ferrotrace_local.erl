@@ -8,7 +8,7 @@
 %%% (ferrotrace_dispatch:with_id/2), so it answers as the façade does for that id.
 -module(ferrotrace_local).
 
--export([calls/2, summary/1, slow_calls/3, recent/1, stop/1, release/1, add/2, remove/2]).
+-export([calls/2, summary/1, slow_calls/3, recent/1, captures/1, stop/1, release/1, add/2, remove/2]).
 -export([summary/3, histogram/2, stop/3, release/3]).
 
 -import(ferrotrace_dispatch, [with_id/2, by_keeper/2]).
@@ -43,7 +43,7 @@ summary(Id, _Keeper, Info) ->
             LeftOut = maps:get(generated_left_out, Info, []),
             Shown = [C || C = #{mfa := MFA} <- Calls, not lists:member(MFA, LeftOut)],
             ferrotrace_activity:merge(Id, Info,
-                Merged#{calls := lists:sort(ByTotal, Shown),
+                (ferrotrace_trees:with_counts(Id, Merged))#{calls := lists:sort(ByTotal, Shown),
                         generated_left_out => length(LeftOut),
                         settling => maps:get(settling, Info, false),
                         stacks => stack_counts(Id),
@@ -81,6 +81,11 @@ histogram(Id, MFA) ->
           [ferrotrace_slow:slow_call()] | {error, term()}.
 slow_calls(Id, MFA, Which) ->
     with_id(Id, fun(Found, _, _) -> ferrotrace_slow:calls(Found, MFA, Which) end).
+
+%% @doc `ferrotrace:captures(Id)' for a local session's id (for a cluster session's parts).
+-spec captures(ferrotrace_tracer:session_id()) -> [ferrotrace_capture:capture()] | {error, term()}.
+captures(Id) ->
+    with_id(Id, fun ferrotrace_capture:local/3).
 
 %% @doc `ferrotrace:recent(Id)' for a local session's id: the recorder's events (for the
 %% exports, and on each node of a cluster through `erpc').

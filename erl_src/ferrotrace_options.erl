@@ -43,7 +43,11 @@
                      scope => local | global,
                      also => [ferrotrace_activity:kind()],
                      callers => boolean(),
-                     nodes => [node()]}
+                     nodes => [node()],
+                     trees => #{slower_than := non_neg_integer(), root => term(),
+                                keep => pos_integer(), max_nodes => pos_integer()},
+                     capture => #{slower_than := pos_integer(), every => non_neg_integer(),
+                                  max_captures => pos_integer()}}
                  | [{atom(), term()}].
 %% The options of `ferrotrace:session/1', `calls/2' and `processes/2' (`ferrotrace:options()'),
 %% each documented in the edoc of `ferrotrace:calls/2'.
@@ -52,7 +56,7 @@
 %% The options that say what calls/2 traces, and those the keeper takes; the rest go to
 %% the engine.
 -define(CALL_OPTIONS, [pids, scope, also, callers, compensate, generated]).
--define(SESSION_OPTIONS, [owner, keep, name, intervals, max_intervals, max_overhead]).
+-define(SESSION_OPTIONS, [owner, keep, name, intervals, max_intervals, max_overhead, capture]).
 
 %% A session's duration when none is given (ms), as the engine takes it.
 -define(DEFAULT_DURATION, 10000).
@@ -297,13 +301,23 @@ settings(Options, Tracing, Owner) ->
                none -> raw;
                #{specs := Specs} -> Specs
            end,
+    Capture = case Options of
+                  #{capture := Value} -> ferrotrace_capture:check(Value);
+                  #{} -> none
+              end,
     case {valid_keep(Keep), is_atom(Name) andalso Name =/= none} of
+        _ when element(1, Capture) =:= error ->
+            Capture;
         {false, _} ->
             {error, {bad_option, {keep, Keep, <<"milliseconds (a non-negative integer) or infinity">>}}};
         {_, false} ->
             {error, {bad_option, {name, Name, <<"an atom naming the session">>}}};
         {true, true} ->
-            {ok, #{owner => Owner, keep => Keep, name => Name, spec => Spec},
+            Settings = #{owner => Owner, keep => Keep, name => Name, spec => Spec},
+            {ok, case Capture of
+                     {ok, Checked} -> Settings#{capture => Checked};
+                     none -> Settings
+                 end,
              maps:without(?SESSION_OPTIONS, Options)}
     end.
 
@@ -390,9 +404,9 @@ iex_evaluator() ->
 %% returned as it is.
 -spec explain(Result, session | calls) -> Result | {error, {unknown_option, term(), binary()}}.
 explain(Result, session) ->
-    explain_with(Result, ?SESSION_OPTIONS);
+    explain_with(Result, [trees | ?SESSION_OPTIONS]);
 explain(Result, calls) ->
-    explain_with(Result, [nodes | ?CALL_OPTIONS ++ ?SESSION_OPTIONS]).
+    explain_with(Result, [nodes, trees | ?CALL_OPTIONS ++ ?SESSION_OPTIONS]).
 
 explain_with({error, {unknown_option, Key, Engine}}, Own) when is_list(Engine) ->
     Names = lists:usort(Own ++ Engine),
@@ -413,7 +427,7 @@ explain_with(Result, _Own) ->
 -define(SETTINGS_ACCEPTED,
         <<"a map of owner ({process, Pid}, {shell, Pid}, or none with a finite duration), "
           "keep (milliseconds up to seven days, or infinity), name (an atom other than none) "
-          "and spec (raw or a list)">>).
+          "and spec (raw or a list), and optionally capture (as the capture option)">>).
 
 %% @doc The arguments of `ferrotrace_session:start/3' checked before a keeper starts, so
 %% that what reaches the keeper's `init/1' is what this module makes (`calls/2' or
@@ -466,7 +480,11 @@ valid_heads([_ | _] = Clauses) -> all_of(fun({_Head, Guards, Body}) -> is_list(G
 valid_heads(_) -> false.
 
 valid_settings(#{owner := Owner, keep := Keep, name := Name, spec := Spec} = Settings, EngineOptions) ->
-    map_size(Settings) =:= 4
+    map_size(maps:without([capture], Settings)) =:= 4
+        andalso case Settings of
+                    #{capture := Capture} -> ferrotrace_capture:check(Capture) =:= {ok, Capture};
+                    #{} -> true
+                end
         andalso case Owner of
                     none -> maps:get(duration, EngineOptions, finite) =/= infinity;
                     {Kind, Pid} -> (Kind =:= process orelse Kind =:= shell) andalso is_pid(Pid);

@@ -107,7 +107,7 @@ render(Summary = #{calls := Calls0}, Histogram,
      table(Shown, Sort, Width, Calls0 =:= []),
      left_out(length(Calls0), length(Matching), length(Shown), Filter, Width),
      tracing_shares(Shown, maps:get(calibration, Summary, undefined), Width),
-     "\n", Notes,
+     "\n", Notes, ferrotrace_trees:report_lines(Summary, Width),
      [[quantize(MFA, Histogram(MFA), Width), ferrotrace_slow:lines(Entry, Width),
        ferrotrace_keys:lines(Entry, Width)]
       || Entry = #{mfa := MFA, returns := R, exceptions := E} <- lists:sublist(Shown, NHist),

@@ -47,7 +47,7 @@
 %% Who the session belongs to: a process, or nobody (`owner => none', bounded by duration).
 -type owner() :: {process | shell, pid()} | none.
 -type settings() :: #{owner := owner(), keep := non_neg_integer() | infinity,
-                      name := atom(), spec := term()}.
+                      name := atom(), spec := term(), capture => ferrotrace_capture:settings()}.
 -export_type([tracing/0, owner/0, settings/0]).
 
 
@@ -194,11 +194,15 @@ init_keeper({EngineOptions, Tracing, Settings = #{owner := Owner, keep := Keep},
     %% the code of every module processes wait in) is done before the engine session
     %% exists, so that its duration counts from when tracing begins.
     Prepared = prepare(Tracing),
-    case new_session(EngineOptions) of
+    %% The roots of call trees (`trees => #{root => Spec}', see ferrotrace_trees) are told
+    %% the engine before any pattern is set.
+    case new_session(maps:remove(trees_root, EngineOptions)) of
         {ok, Id} ->
+            ok = ferrotrace_trees:set_roots(Id, maps:get(trees_root, EngineOptions, [])),
             Info = maps:merge(Settings, #{started_at => erlang:system_time(millisecond)}),
             case ferrotrace_registry:register(Id, self(), Info) of
                 ok ->
+                    _ = case ferrotrace_capture:for_session(Id, Settings) of ok -> ok; {error, Why} -> refuse(Id, Why) end,
                     case safe_start_tracing(Id, Prepared) of
                         {ok, Backend} ->
                             Caller ! {Ref, Id},

@@ -86,8 +86,10 @@ start(Options, Tracing, Probe, Owner) ->
     case ferrotrace_code:ensure_tracer() of
         {module, _} ->
             case {ferrotrace_options:settings(Options, Tracing, Owner), ferrotrace_intervals:check(Options),
-                  check_probe(Probe), budget(Options, Tracing)} of
-                {{ok, Settings, Engine}, {ok, Intervals}, ok, {ok, Budget}} ->
+                  check_probe(Probe), budget(Options, Tracing), ferrotrace_trees:engine(Options)} of
+                {{ok, Settings, Engine0}, {ok, Intervals}, ok, {ok, Budget}, {ok, Trees}} ->
+                    %% `trees => #{...}' reaches the engine as its flat options.
+                    Engine = maps:merge(maps:remove(trees, Engine0), Trees),
                     case calibrate(Probe) of
                         {ok, ProbeOptions, ProbeInfo} ->
                             %% A budget starts cautious: the per-call rate from the start.
@@ -99,13 +101,15 @@ start(Options, Tracing, Probe, Owner) ->
                         {error, _} = Error ->
                             Error
                     end;
-                {{error, _} = Error, _, _, _} ->
+                {{error, _} = Error, _, _, _, _} ->
                     Error;
-                {_, {error, _} = Error, _, _} ->
+                {_, {error, _} = Error, _, _, _} ->
                     Error;
-                {_, _, {error, _} = Error, _} ->
+                {_, _, {error, _} = Error, _, _} ->
                     Error;
-                {_, _, _, {error, _} = Error} ->
+                {_, _, _, {error, _} = Error, _} ->
+                    Error;
+                {_, _, _, _, {error, _} = Error} ->
                     Error
             end;
         {error, {nif_not_loaded, _Path, _Reason}} = Error ->

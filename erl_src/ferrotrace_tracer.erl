@@ -29,7 +29,8 @@
 -export([new_session/2, stop_session/2, release_session/1, sessions/0,
          session_summary/1, session_histogram/2, session_set_tracing/3, session_add_loops/2,
          session_interval/1]).
--export([session_slow_calls/3, session_recent/1]).
+-export([session_slow_calls/3, session_recent/1, session_trees/2, session_set_tree_roots/2]).
+-export([session_set_capture/5, session_capture_counts/1]).
 -export([session_histograms_bytes/1, session_tagged_histograms/1, session_collapsed/2,
          histogram_merge/1, histogram_figures/1, hdr_log/2, to_json/1, session_stack_counts/1,
          histogram_subtract/2]).
@@ -156,6 +157,19 @@ session_set_tracing(_Id, _Specs, _Loops) -> ?NOT_LOADED.
 session_add_loops(_Id, _Loops) -> ?NOT_LOADED.
 
 %% @private
+%% @doc Gives the session a spike gate (`capture'): from now on each paired call of
+%% `SlowerThanNs' or slower is a spike; at most one per `EveryMs' and `Max' in all are sent
+%% to `Pid' as `{ferrotrace_spike, Id, #{mfa, pid, latency, started_at}}' (ferrotrace_capture).
+-spec session_set_capture(session_id(), pos_integer(), non_neg_integer(), pos_integer(), pid()) ->
+          ok | {error, term()}.
+session_set_capture(_Id, _SlowerThanNs, _EveryMs, _Max, _Pid) -> ?NOT_LOADED.
+
+%% @private
+%% @doc The spike gate's counts, `none' for a session without captures.
+-spec session_capture_counts(session_id()) -> {ok, map() | none} | {error, term()}.
+session_capture_counts(_Id) -> ?NOT_LOADED.
+
+%% @private
 %% @doc The figures since the previous call (or the session's start), then a new interval.
 -spec session_interval(session_id()) ->
           {ok, #{elapsed_ms := non_neg_integer(), calls := [map()],
@@ -166,6 +180,17 @@ session_interval(_Id) -> ?NOT_LOADED.
 %% @doc The slowest calls of a function kept by the session, or those over its threshold.
 -spec session_slow_calls(session_id(), mfa(), slowest | threshold) -> {ok, [map()]} | {error, term()}.
 session_slow_calls(_Id, _MFA, _Which) -> ?NOT_LOADED.
+
+%% @private
+%% @doc The call trees kept of root `MFA', slowest first, or (`all') what the trees hold
+%% and saw (see ferrotrace_trees).
+-spec session_trees(session_id(), mfa() | all) -> {ok, [map()] | map()} | {error, term()}.
+session_trees(_Id, _Which) -> ?NOT_LOADED.
+
+%% @private
+%% @doc The calls of the functions `Specs' match are the roots of call trees from now on.
+-spec session_set_tree_roots(session_id(), [ferrotrace:mfa_spec()]) -> ok | {error, term()}.
+session_set_tree_roots(_Id, _Specs) -> ?NOT_LOADED.
 
 %% @private
 %% @doc The flight recorder's events, oldest first, and how many were recorded in all.

@@ -186,6 +186,9 @@
     box.appendChild(section("Flight recorder", view.recent
       ? [el("p", { cls: "note", text: "the last " + Math.min(200, view.recent.total) + " of " + view.recent.total + " events recorded" }), pre(view.recent.text)]
       : [el("p", { cls: "note", text: "no recorder: start the session with recent => N" })]));
+    if (view.trees) {
+      box.appendChild(section("Call trees", [el("p", { cls: "note", text: "the slowest kept tree of each root function (trees => #{slower_than => Ns})" }), pre(view.trees)]));
+    }
     if (view.activity || view.series.length) {
       var series = el("div", { cls: "plots" });
       box.appendChild(section("Process activity", [series, view.activity ? pre(view.activity) : null]));

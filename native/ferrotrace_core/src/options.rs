@@ -6,6 +6,7 @@ use crate::aggregate::probe::Compensation;
 use crate::aggregate::keyed::{KeySource, KeysConfig, MAX_KEYS_RANGE};
 use crate::aggregate::recorder::RECENT_RANGE;
 use crate::aggregate::slowest::{SlowestConfig, KEEP_RANGE, MAX_SLOW_CALLS_RANGE, THRESHOLD_RANGE};
+use crate::aggregate::trees::{self, TreesConfig};
 use crate::shard::{auto_count, AGGREGATORS_RANGE};
 use crate::term_format::ArgsConfig;
 use crate::term_format::MAX_TERM_BYTES_RANGE;
@@ -63,6 +64,9 @@ pub struct Config {
     /// `compensate_return_ns`, set by `calls/2` from the session's calibration); `None`:
     /// latencies as measured.
     pub compensate: Option<Compensation>,
+    /// Call trees kept speculatively (`trees_slower_than`, `trees_keep`, `trees_max_nodes`:
+    /// calls/2's `trees => #{...}`, flattened by `ferrotrace_trees`); `None`: none.
+    pub trees: Option<TreesConfig>,
 }
 
 /// The action at a limit.
@@ -92,16 +96,17 @@ impl Default for Config {
             keys: KeysConfig::default(),
             aggregators: auto_count(),
             compensate: None,
+            trees: None,
         }
     }
 }
 
 /// Every option `parse` takes, for the error that names an unknown one (a test checks that
 /// each is parsed).
-const NAMES: [&str; 19] = [
+const NAMES: [&str; 22] = [
     "duration", "max_events", "max_rate", "sample", "on_limit", "ring_size", "max_functions", "max_open_calls",
     "slowest", "threshold", "max_slow_calls", "recent", "args", "max_term_bytes", "key", "max_keys", "aggregators",
-    "compensate_call_ns", "compensate_return_ns",
+    "compensate_call_ns", "compensate_return_ns", "trees_slower_than", "trees_keep", "trees_max_nodes",
 ];
 
 /// Every option `parse` takes.
@@ -291,6 +296,18 @@ pub fn parse(pairs: &[(String, OptionValue)]) -> Result<Config, OptionError> {
             "compensate_return_ns" => {
                 let ns = integer_in(value, COMPENSATE_RANGE).ok_or_else(|| bad(integers(COMPENSATE_RANGE)))? as u64;
                 config.compensate.get_or_insert_with(Default::default).return_ns = ns;
+            }
+            "trees_slower_than" => {
+                let ns = integer_in(value, trees::SLOWER_THAN_RANGE).ok_or_else(|| bad(integers(trees::SLOWER_THAN_RANGE)))? as u64;
+                config.trees.get_or_insert_with(Default::default).slower_than_ns = ns;
+            }
+            "trees_keep" => {
+                let keep = integer_in(value, trees::KEEP_RANGE).ok_or_else(|| bad(integers(trees::KEEP_RANGE)))? as usize;
+                config.trees.get_or_insert_with(Default::default).keep = keep;
+            }
+            "trees_max_nodes" => {
+                let nodes = integer_in(value, trees::MAX_NODES_RANGE).ok_or_else(|| bad(integers(trees::MAX_NODES_RANGE)))? as usize;
+                config.trees.get_or_insert_with(Default::default).max_nodes = nodes;
             }
             _ => return Err(OptionError::Unknown { index }),
         }

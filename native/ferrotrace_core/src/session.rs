@@ -182,6 +182,8 @@ pub struct Session {
     pub(crate) gate: Gate,
     pub(crate) notifier: Mutex<Option<Notifier>>,
     pub(crate) loop_notifier: Mutex<Option<LoopNotifier>>,
+    /// The capture gate (`capture`), shared with every aggregator; see `session/read.rs`.
+    pub(crate) spikes: Mutex<Option<Arc<crate::aggregate::spikes::SpikeGate>>>,
     /// Threads whose event ring or term ring could not be allocated (their events are
     /// counted as dropped, or go without copies).
     ring_alloc_failures: AtomicU64,
@@ -224,6 +226,7 @@ fn start_here(config: Config, keeper: u64, notifier: Option<Notifier>) -> Result
             .with_shard(index, count)
             .with_frames(frames)
             .with_compensation(config.compensate)
+            .with_trees(config.trees)
     })
     .map_err(|_| StartError::Thread)?;
     let started_ticks = clock::now();
@@ -252,6 +255,7 @@ fn start_here(config: Config, keeper: u64, notifier: Option<Notifier>) -> Result
         collector_exit: AtomicBool::new(false),
         notifier: Mutex::new(notifier),
         loop_notifier: Mutex::new(None),
+        spikes: Mutex::new(None),
         ring_alloc_failures: AtomicU64::new(0),
         collector_cpu_ns: AtomicU64::new(0),
         aggregators_cpu_ns: AtomicU64::new(0),

@@ -53,6 +53,7 @@ impl Aggregator {
             out.functions.slowest = first.functions.slowest;
             out.functions.filter = first.functions.filter.clone();
             out.compensation = first.compensation;
+            out.trees = first.trees.as_ref().map(|t| super::trees::Trees::new(t.config()));
         }
         // Functions in the order they were first seen over all parts (ties: the earlier
         // part, then the part's own order).
@@ -96,6 +97,9 @@ impl Aggregator {
             out.processes.merge_from(&part.processes);
             out.activity.merge_from(&part.activity);
             out.keys_left = out.keys_left.saturating_add(part.keys_left);
+            if let (Some(into), Some(from)) = (&mut out.trees, &part.trees) {
+                into.merge_from(from);
+            }
         }
         out
     }

@@ -53,8 +53,10 @@ pub mod own;
 pub mod probe;
 pub mod recorder;
 pub mod slowest;
+pub mod spikes;
 pub mod split;
 pub mod stacks;
+pub mod trees;
 
 pub mod activity;
 pub mod gc;
@@ -86,6 +88,7 @@ pub use pairing::{PairingCounters, LOOP_DEPTH, LOOP_MIN_SPAN_NS, MAX_DEPTH};
 use recorder::{Recorded, Recorder};
 use slowest::{SlowCall, SlowestConfig};
 use stacks::StackPaths;
+use trees::{Trees, TreesConfig};
 
 /// Per-session aggregation state, owned by whoever holds the session's aggregator lock.
 pub struct Aggregator {
@@ -116,6 +119,10 @@ pub struct Aggregator {
     frames: Option<&'static FrameTable>,
     /// The cost taken out per inner event (`compensate`), if any (`probe.rs`).
     compensation: Option<Compensation>,
+    /// The call trees, built and kept speculatively (`trees`), if the session keeps them.
+    trees: Option<Trees>,
+    /// The session's capture threshold and bounds (`capture`), if any (`spikes.rs`).
+    spikes: Option<std::sync::Arc<spikes::SpikeGate>>,
 }
 
 impl Aggregator {
@@ -136,7 +143,15 @@ impl Aggregator {
             shard: Shard::default(),
             frames: None,
             compensation: None,
+            trees: None,
+            spikes: None,
         }
+    }
+
+    /// Offers every call as slow as `gate.slower_than_ns` or slower, once paired, to `gate`
+    /// (`capture`, `spikes.rs`); `None`: none.
+    pub fn set_spikes(&mut self, gate: Option<std::sync::Arc<spikes::SpikeGate>>) {
+        self.spikes = gate;
     }
 
     /// Settles the session's frame table as events are folded in: calls less returns less
@@ -186,6 +201,26 @@ impl Aggregator {
     pub fn with_slowest(mut self, config: SlowestConfig) -> Self {
         self.functions.slowest = config;
         self
+    }
+
+    /// Builds call trees and keeps the slow ones as `config` says (`trees.rs`); `None`:
+    /// none. Set it before the first event.
+    pub fn with_trees(mut self, config: Option<TreesConfig>) -> Self {
+        self.trees = config.map(Trees::new);
+        self
+    }
+
+    /// The calls of the functions `patterns` match are the roots of trees from now on
+    /// (empty: the outermost traced call of each process).
+    pub fn set_tree_roots(&mut self, patterns: Vec<MfaPattern>) {
+        if let Some(trees) = &mut self.trees {
+            trees.set_roots(patterns);
+        }
+    }
+
+    /// The call trees, if the session keeps them.
+    pub fn trees(&self) -> Option<&Trees> {
+        self.trees.as_ref()
     }
 
     /// Keeps the last `capacity` events of the traced functions; 0: none.
@@ -295,6 +330,9 @@ impl Aggregator {
         };
         let frame = Frame { mfa, ts, callees_ns: 0, inner: Inner::default(), callees_inner: Inner::default(), node: 0, split, thread, copies };
         let opened = self.open.open(event.pid, frame, &mut self.stack_paths, &mut self.counters);
+        if let Some(trees) = &mut self.trees {
+            trees.call(event.pid, mfa, ts, opened.depth);
+        }
         // The function was looked up above: this hits the last function's shortcut.
         if let Some(stats) = self.functions.stats_for(mfa, ts, |mfa| self.loops.contains(mfa)) {
             stats.max_frames = stats.max_frames.max(opened.depth as u32);
@@ -336,22 +374,29 @@ impl Aggregator {
                 stats.migrations += u64::from(frame.thread != thread);
                 let raw_ns = event.ts.saturating_sub(frame.ts);
                 // The figures an operator reads: compensated if the session says so.
-                let duration_ns = match self.compensation {
+                let (duration_ns, own_ns) = match self.compensation {
                     Some(c) => {
                         let (latency, own) = c.compensated(raw_ns, frame.callees_ns, frame.inner, frame.callees_inner);
                         stats.record_compensated(raw_ns, latency);
                         stats.own.record(own, 0);
                         stats.inner.record(frame.inner, raw_ns - latency);
-                        latency
+                        (latency, own)
                     }
                     None => {
                         stats.record_latency(raw_ns);
                         stats.own.record(raw_ns, frame.callees_ns);
                         stats.inner.record(frame.inner, 0);
-                        raw_ns
+                        (raw_ns, raw_ns.saturating_sub(frame.callees_ns))
                     }
                 };
+                if let Some(gate) = self.spikes.as_ref().filter(|gate| duration_ns >= gate.slower_than_ns) {
+                    gate.offer(spikes::Spike { mfa: event.mfa, pid: event.pid, latency_ns: duration_ns, start_ns: frame.ts, end_ns: event.ts });
+                }
                 let EventCopies { args, key } = frame.copies.map(|c| *c).unwrap_or_default();
+                if let Some(trees) = &mut self.trees {
+                    let exception = event.kind == EventKind::Exception;
+                    trees.returned(event.pid, event.mfa, event.ts, (duration_ns, own_ns), exception, args.as_ref());
+                }
                 stats.slow.offer(SlowCall {
                     duration_ns,
                     start_ns: frame.ts,
@@ -419,6 +464,9 @@ impl Aggregator {
     /// frames its process left open).
     fn record_activity(&mut self, event: &Event) -> i64 {
         let settle = if event.kind == EventKind::Exit { self.open.exit(event.pid, &mut self.counters) as i64 } else { 0 };
+        if let (EventKind::Exit, Some(trees)) = (event.kind, &mut self.trees) {
+            trees.exited(event.pid);
+        }
         self.activity.record(&mut self.processes, event);
         settle
     }
@@ -501,6 +549,8 @@ impl Aggregator {
         }
         let (histograms, tables) = self.activity.bytes();
         memory.histograms += histograms;
+        // Call trees count with the slow calls: what is kept of slow calls.
+        memory.slow_calls += self.trees.as_ref().map_or(0, Trees::bytes);
         memory.tables = tables + function_table + self.loops.bytes() + self.stack_paths.bytes();
         memory
     }
@@ -513,6 +563,9 @@ impl Aggregator {
     pub fn free_state(&mut self) {
         self.open.free();
         self.processes.free_state();
+        if let Some(trees) = &mut self.trees {
+            trees.free();
+        }
     }
 }
 

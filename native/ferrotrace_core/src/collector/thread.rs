@@ -1,7 +1,8 @@
 //! The collector thread's body: one per session, started by `session::start`. Every
 //! [`COLLECT_INTERVAL`] it drains, orders and folds in the events (`Session::collect`), checks
 //! the session's stop conditions (a tripped limit, the duration, a failed aggregator thread),
-//! and hands the loops the aggregators found to the keeper; when the session has stopped, it
+//! hands the loops the aggregators found to the keeper and the spikes the capture gate let
+//! through to the capture process; when the session has stopped, it
 //! notifies the keeper as its last act.
 
 use std::sync::atomic::Ordering;
@@ -28,6 +29,8 @@ fn run(session: &Session) {
     if run.is_err() {
         session.halt(StopReason::Error);
     }
+    // Spikes folded in by the last drain, before the keeper hears of the stop.
+    deliver_spikes(session);
     session.collector_cpu_ns.store(clock::thread_cpu_ns(), Ordering::Relaxed);
     let notifier = session.notifier.lock().take();
     if let (Some(notify), Some(stopped)) = (notifier, session.stopped()) {
@@ -69,11 +72,21 @@ fn collect_until_stopped(session: &Session) {
             session.halt(StopReason::Error);
             break;
         }
+        deliver_spikes(session);
         if !loops.is_empty() {
             if let Some(notify) = session.loop_notifier.lock().as_mut() {
                 let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| notify(session.id, loops)));
             }
         }
         session.collector_cpu_ns.store(clock::thread_cpu_ns(), Ordering::Relaxed);
+    }
+}
+
+/// Hands the spikes the capture gate let through (`capture`) to its notifier: on this
+/// thread, which the VM does not manage, as a message send requires.
+fn deliver_spikes(session: &Session) {
+    let gate = session.spikes.lock().clone();
+    if let Some(gate) = gate {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| gate.deliver()));
     }
 }

@@ -4,6 +4,7 @@
 //! threads, merges them off that lock.
 
 use std::sync::atomic::AtomicPtr;
+use std::sync::Arc;
 
 use crate::aggregate::memory::Memory;
 use crate::aggregate::Aggregator;
@@ -45,6 +46,18 @@ impl Session {
             memory.add(&aggregates.memory());
             memory
         })
+    }
+
+    /// Offers every paired call as slow as `gate.slower_than_ns` to `gate` from now on
+    /// (`capture`; see [`crate::aggregate::spikes`]), on every aggregator.
+    pub fn set_spikes(&self, gate: Arc<crate::aggregate::spikes::SpikeGate>) {
+        *self.spikes.lock() = Some(Arc::clone(&gate));
+        self.with_aggregates(|aggregates| aggregates.for_each_mut(|aggregator| aggregator.set_spikes(Some(Arc::clone(&gate)))));
+    }
+
+    /// The capture gate's counts, if the session captures.
+    pub fn spike_counts(&self) -> Option<crate::aggregate::spikes::SpikeCounts> {
+        self.spikes.lock().as_ref().map(|gate| gate.counts())
     }
 
     /// Runs `f` on the aggregators, up to date, for reading them and configuring each (a

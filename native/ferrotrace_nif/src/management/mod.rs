@@ -7,7 +7,8 @@
 //! - `own`, `probe`, `keys`, `slow`: the parts a call entry adds (own time, the events
 //!   inside its calls and its raw latency, keys or callers, slow calls), and
 //!   `session_slow_calls/3`;
-//! - `recent`: the flight recorder;
+//! - `recent`: the flight recorder; `trees`: the call trees kept (`session_trees/2`);
+//! - `capture`: the spike gate of `capture` and its counts;
 //! - `sample`: the per-call rate of a running session, read and changed;
 //! - `activity`: the figures of the kinds other than calls (messages, scheduling, GC,
 //!   processes, ports);
@@ -18,6 +19,7 @@
 //! - [`reply`]: `{error, Reason}`, maps from atom keys, `{M, F, A}`.
 
 mod activity;
+mod capture;
 pub(crate) mod distribution;
 mod export;
 mod flame;
@@ -30,3 +32,4 @@ pub(crate) mod reply;
 mod sample;
 mod session;
 mod slow;
+mod trees;

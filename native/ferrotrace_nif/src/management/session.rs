@@ -348,7 +348,7 @@ fn session_add_loops<'a>(env: Env<'a>, id: Term<'a>, loops: Vec<Term<'a>>) -> Te
 }
 
 /// A spec `{M | '_', F | '_', A | '_'}` as a filter pattern.
-fn decode_pattern(term: Term) -> NifResult<MfaPattern> {
+pub(super) fn decode_pattern(term: Term) -> NifResult<MfaPattern> {
     let (m, f, a): (Term, Term, Term) = term.decode()?;
     let any = |t: Term| t.is_atom() && t.atom_to_string().is_ok_and(|s| s == "_");
     let atom = |t: Term| -> NifResult<Option<u64>> {

@@ -1,0 +1,280 @@
+%%% @doc Captures (`capture => #{slower_than => Ns}'): what the node looked like when a slow
+%%% call returned.
+%%%
+%%% The engine pushes; nothing polls. The aggregator that pairs a call as slow as
+%%% `slower_than' or slower offers it to the session's spike gate (Rust,
+%%% `aggregate/spikes.rs'); the gate lets at most one through per `every' ms and
+%%% `max_captures' in all and counts the rest (`refused_every', `refused_max'); the
+%%% collector thread (off the schedulers) sends the one let through to this module's process
+%%% at its next collection, within a millisecond: `{ferrotrace_spike, Id, #{mfa, pid,
+%%% latency, started_at}}'. The hot path (the trace callbacks) does not change.
+%%%
+%%% The capture process is one of ferrotrace's own (high priority, never traced), started
+%%% by the session's keeper and gone with it. On a spike it freezes:
+%%% <ul>
+%%% <li>`call': the slow call, `#{mfa, pid, latency (ns), started_at (system time, us)}';</li>
+%%% <li>`process': the slow process now, `#{message_queue_len, reductions,
+%%%     current_function, memory}', or `undefined' if it is gone;</li>
+%%% <li>`node': `#{run_queue_lengths, memory (erlang:memory/0 as a map), process_count}';</li>
+%%% <li>`top_queues': the (at most) 10 processes with the longest non-empty message queues,
+%%%     `[#{pid, message_queue_len}]', longest first;</li>
+%%% <li>`top_reductions': the 10 processes with the most reductions since the previous
+%%%     capture (or since the session started, for the first), `[#{pid, reductions}]';</li>
+%%% <li>`recent': the flight recorder's events (`recent => N'), or `undefined';</li>
+%%% <li>`tree': the tree of the root call the slow call ran in, when `trees' is on and kept it, else `undefined' ({@link tree/2});</li>
+%%% <li>`at' (system time, us) and `took' (how long the capture took, us).</li>
+%%% </ul>
+%%% The reductions baseline is one map entry per process, taken when the session starts and
+%%% replaced at each capture: a capture walks every process once
+%%% (`process_info(P, [message_queue_len, reductions])'), keeping the top 10s as it goes;
+%%% its own process is left out.
+-module(ferrotrace_capture).
+
+-export([check/1, for_session/2, start/3, local/3, counts/1, tree/2, lines/3]).
+
+%% The default and accepted values of `capture''s keys.
+-define(DEFAULT_EVERY, 1000).
+-define(MAX_EVERY, 3600000).
+-define(DEFAULT_MAX, 10).
+-define(MAX_MAX, 1000).
+-define(TOP, 10).
+-define(CALL_TIMEOUT, 5000).
+%% In a capture process's dictionary: what captures/1 checks before it asks.
+-define(MARK, '$ferrotrace_capture').
+-define(ACCEPTED, <<"a map of slower_than (ns, a positive integer; required), every (ms, at most "
+                    "one capture per period: an integer from 0 to 3600000, default 1000) and "
+                    "max_captures (an integer from 1 to 1000, default 10)">>).
+
+-type settings() :: #{slower_than := pos_integer(), every := non_neg_integer(),
+                      max_captures := pos_integer()}.
+-type capture() :: #{call := #{mfa := mfa(), pid := pid(), latency := non_neg_integer(),
+                               started_at := integer()},
+                     process := #{atom() => term()} | undefined,
+                     node := #{run_queue_lengths := [non_neg_integer()],
+                               memory := #{atom() => non_neg_integer()},
+                               process_count := non_neg_integer()},
+                     top_queues := [#{pid := pid(), message_queue_len := non_neg_integer()}],
+                     top_reductions := [#{pid := pid(), reductions := non_neg_integer()}],
+                     recent := [ferrotrace_recent:event()] | undefined,
+                     tree := term(),
+                     at := integer(), took := non_neg_integer()}.
+-type counts() :: #{seen := non_neg_integer(), sent := non_neg_integer(),
+                    refused_every := non_neg_integer(), refused_max := non_neg_integer()}.
+-export_type([settings/0, capture/0, counts/0]).
+
+%% @doc Checks the value of the `capture' option, filling in the defaults: `{ok, Settings}'
+%% or `{error, {bad_option, {capture, Value, Accepted}}}'.
+-spec check(term()) -> {ok, settings()} | {error, {bad_option, {capture, term(), binary()}}}.
+check(#{slower_than := Ns} = Capture) when is_integer(Ns), Ns > 0 ->
+    Every = maps:get(every, Capture, ?DEFAULT_EVERY),
+    Max = maps:get(max_captures, Capture, ?DEFAULT_MAX),
+    case maps:keys(maps:without([slower_than, every, max_captures], Capture)) =:= []
+        andalso is_integer(Every) andalso Every >= 0 andalso Every =< ?MAX_EVERY
+        andalso is_integer(Max) andalso Max >= 1 andalso Max =< ?MAX_MAX of
+        true -> {ok, #{slower_than => Ns, every => Every, max_captures => Max}};
+        false -> {error, {bad_option, {capture, Capture, ?ACCEPTED}}}
+    end;
+check(Capture) ->
+    {error, {bad_option, {capture, Capture, ?ACCEPTED}}}.
+
+%% @doc For the keeper of session `Id', as it starts and before tracing begins: with
+%% `capture' in its `Settings', the capture process ({@link start/3}) and its pid in the
+%% registry (`capture_pid', for ferrotrace:captures/1).
+-spec for_session(ferrotrace_tracer:session_id(), map()) -> ok | {error, term()}.
+for_session(Id, #{capture := Capture}) ->
+    case start(Id, Capture, self()) of
+        {ok, Pid} -> ferrotrace_registry:update(Id, #{capture_pid => Pid});
+        {error, _} = Error -> Error
+    end;
+for_session(_Id, _Settings) ->
+    ok.
+
+%% @doc Starts session `Id''s capture process for the calling keeper (gone when the keeper
+%% is), and gives the engine its spike gate.
+-spec start(ferrotrace_tracer:session_id(), settings(), pid()) -> {ok, pid()} | {error, term()}.
+start(Id, Settings, Keeper) when is_integer(Id), is_pid(Keeper), node(Keeper) =:= node() ->
+    case check(Settings) of
+        {ok, #{slower_than := Ns, every := Every, max_captures := Max}} ->
+            Ref = make_ref(),
+            Self = self(),
+            Pid = spawn_opt(fun() -> init(Id, Keeper, Max, {Self, Ref}) end, ferrotrace_own:spawn_options()),
+            %% Its baseline taken first: a process spawned after the start has all its
+            %% reductions counted in the first capture.
+            Monitor = erlang:monitor(process, Pid),
+            receive
+                {Ref, ready} -> erlang:demonitor(Monitor, [flush]);
+                {'DOWN', Monitor, process, Pid, _} -> ok
+            end,
+            case ferrotrace_tracer:session_set_capture(Id, Ns, Every, Max, Pid) of
+                ok -> {ok, Pid};
+                {error, _} = Error -> exit(Pid, kill), Error
+            end;
+        {error, _} = Error ->
+            Error
+    end;
+start(Id, _Settings, Keeper) ->
+    {error, {bad_argument, ferrotrace_hint:brief({Id, Keeper}), <<"a session id and a local keeper pid">>}}.
+
+%% The captures a capture process holds, oldest first; `{error, {not_a_capture, _}}' for
+%% a pid that is no live capture process.
+captures(Capture) when is_pid(Capture), node(Capture) =:= node() ->
+    case erlang:process_info(Capture, dictionary) of
+        {dictionary, Dictionary} when is_list(Dictionary) ->
+            case lists:keyfind(?MARK, 1, Dictionary) of
+                {?MARK, true} -> ask(Capture);
+                _ -> {error, {not_a_capture, Capture}}
+            end;
+        _ ->
+            {error, {not_a_capture, Capture}}
+    end;
+captures(Other) ->
+    {error, {not_a_capture, ferrotrace_hint:brief(Other)}}.
+
+ask(Capture) ->
+    Ref = erlang:monitor(process, Capture),
+    Capture ! {captures, self(), Ref},
+    receive
+        {Ref, Captures} -> erlang:demonitor(Ref, [flush]), Captures;
+        {'DOWN', Ref, process, _, Reason} -> {error, {capture_down, ferrotrace_hint:brief(Reason)}}
+    after ?CALL_TIMEOUT ->
+            erlang:demonitor(Ref, [flush]),
+            {error, timeout}
+    end.
+
+%% @doc `ferrotrace:captures/1' for a local session (as ferrotrace_dispatch calls it): the
+%% capture process's captures, `[]' for a session without one, the engine's error for an id
+%% it does not hold.
+-spec local(ferrotrace_tracer:session_id(), pid() | none, map()) -> [capture()] | {error, term()}.
+local(_Id, _Keeper, #{capture_pid := Pid}) ->
+    captures(Pid);
+local(Id, _Keeper, _Info) ->
+    case counts(Id) of
+        {ok, _} -> [];
+        {error, _} = Error -> Error
+    end.
+
+%% @doc The spike gate's counts of session `Id': `seen' (calls over `slower_than'),
+%% `sent' (captures asked for), `refused_every', `refused_max'; `none' without captures.
+-spec counts(ferrotrace_tracer:session_id()) -> {ok, counts() | none} | {error, term()}.
+counts(Id) ->
+    ferrotrace_tracer:session_capture_counts(Id).
+
+%% @doc The slow call's tree, when the session keeps trees (`trees') and has kept the tree
+%% of the root call the slow call ran in (the root returned, slow enough); `undefined'
+%% otherwise (no trees, or a slow callee whose root is still running).
+-spec tree(ferrotrace_tracer:session_id(), map()) -> ferrotrace_trees:tree() | undefined.
+tree(Id, #{pid := Pid, started_at := StartedAt}) when is_pid(Pid), is_integer(StartedAt) ->
+    case ferrotrace_trees:tree_at(Id, Pid, StartedAt) of
+        {ok, Tree} -> Tree;
+        none -> undefined
+    end;
+tree(_Id, _Call) ->
+    undefined.
+
+%% @doc The report's lines on captures: none for a session without captures, else a line
+%% of counts, one of refusals, and two per capture (time, call, latency; the slow
+%% process's queue, the longest queue, the run queues, what the capture took), each cut to
+%% `Width'.
+-spec lines([capture()] | {error, term()}, {ok, counts() | none} | {error, term()}, pos_integer()) -> iodata().
+lines(Captures, {ok, #{seen := Seen, sent := Sent, refused_every := Every, refused_max := Max}}, Width)
+  when is_list(Captures) ->
+    Head = [io_lib:format("captures: ~b taken, ~b calls over slower_than", [length(Captures), Seen]),
+            io_lib:format("  refused: ~b within every, ~b over max_captures", [Every, Max])],
+    Pending = [io_lib:format("  ~b asked for, not taken yet", [Sent - length(Captures)]) || Sent > length(Captures)],
+    [[ferrotrace_text:cut(Line, Width), "\n"] || Line <- Head ++ Pending ++ lists:append([line(C) || C <- Captures])];
+lines(_Captures, _Counts, _Width) ->
+    [].
+
+line(#{call := #{mfa := MFA, pid := Pid, latency := Latency}, at := At, process := Process,
+       node := #{run_queue_lengths := Queues}, top_queues := Top, took := Took}) ->
+    Own = case Process of
+              #{message_queue_len := Q} -> io_lib:format("queue ~b", [Q]);
+              undefined -> "gone"
+          end,
+    Longest = case Top of
+                  [#{pid := P, message_queue_len := L} | _] -> io_lib:format("longest queue ~b (~p)", [L, P]);
+                  [] -> "no queues"
+              end,
+    [io_lib:format("  ~ts ~ts ~p ~ts", [ferrotrace_slow:format_time(At), ferrotrace_names:mfa(MFA), Pid,
+                                         ferrotrace_text:format_ns(Latency)]),
+     io_lib:format("    ~ts, ~ts, run queues ~w, took ~ts",
+                   [Own, Longest, Queues, ferrotrace_text:format_ns(Took * 1000)])].
+
+%%--------------------------------------------------------------------------------------
+%% The capture process
+
+init(Id, Keeper, Max, {Starter, Ref}) ->
+    ok = ferrotrace_own:enter(),
+    _ = put(?MARK, true),
+    Monitor = erlang:monitor(process, Keeper),
+    {_, _, Baseline} = walk(),
+    Starter ! {Ref, ready},
+    loop(#{id => Id, keeper => Monitor, max => Max, captures => [], baseline => Baseline}).
+
+loop(State = #{id := Id, keeper := Keeper, max := Max, captures := Captures}) ->
+    receive
+        {ferrotrace_spike, Id, Call} when length(Captures) < Max ->
+            {Capture, Baseline} = freeze(Id, Call, maps:get(baseline, State)),
+            loop(State#{captures := [Capture | Captures], baseline := Baseline});
+        {ferrotrace_spike, Id, _Call} ->
+            %% The gate sends no more than max_captures: a defence only.
+            loop(State);
+        {captures, From, Ref} ->
+            From ! {Ref, lists:reverse(Captures)},
+            loop(State);
+        {'DOWN', Keeper, process, _, _} ->
+            ok;
+        _ ->
+            loop(State)
+    end.
+
+freeze(Id, Call = #{pid := Pid}, Previous) ->
+    T0 = erlang:monotonic_time(microsecond),
+    Process = case erlang:process_info(Pid, [message_queue_len, reductions, current_function, memory]) of
+                  undefined -> undefined;
+                  Info -> maps:from_list(Info)
+              end,
+    Node = #{run_queue_lengths => erlang:statistics(run_queue_lengths),
+             memory => maps:from_list(erlang:memory()),
+             process_count => erlang:system_info(process_count)},
+    {Queues, Reductions, Baseline} = walk(Previous),
+    Recent = case ferrotrace_recent:events(Id) of
+                 Events when is_list(Events) -> Events;
+                 {error, _} -> undefined
+             end,
+    Capture = #{call => Call, process => Process, node => Node,
+                top_queues => [#{pid => P, message_queue_len => Q} || {Q, P} <- Queues, Q > 0],
+                top_reductions => [#{pid => P, reductions => R} || {R, P} <- Reductions, R > 0],
+                recent => Recent, tree => tree(Id, Call),
+                at => erlang:system_time(microsecond),
+                took => erlang:monotonic_time(microsecond) - T0},
+    {Capture, Baseline}.
+
+%% One pass over every process but this one: the top message queues, the top reductions
+%% since `Previous' (a process not in it: all its reductions), and the new baseline.
+walk() ->
+    walk(#{}).
+
+walk(Previous) ->
+    Self = self(),
+    {Queues, Reductions, Baseline} =
+        lists:foldl(fun(P, Acc) when P =:= Self -> Acc;
+                       (P, {Qs, Rs, Base}) ->
+                            case erlang:process_info(P, [message_queue_len, reductions]) of
+                                [{message_queue_len, Q}, {reductions, R}] ->
+                                    Delta = R - maps:get(P, Previous, 0),
+                                    {top({Q, P}, Qs), top({Delta, P}, Rs), Base#{P => R}};
+                                undefined ->
+                                    {Qs, Rs, Base}
+                            end
+                    end, {{0, []}, {0, []}, #{}}, erlang:processes()),
+    {lists:reverse(element(2, Queues)), lists:reverse(element(2, Reductions)), Baseline}.
+
+%% The `?TOP' largest, kept ascending with their count: most processes are refused by one
+%% comparison with the smallest.
+top(Entry, {N, Top}) when N < ?TOP ->
+    {N + 1, lists:sort([Entry | Top])};
+top(Entry, {N, [Smallest | Rest]}) when Entry > Smallest ->
+    {N, lists:sort([Entry | Rest])};
+top(_Entry, Acc) ->
+    Acc.
