@@ -69,9 +69,16 @@ by_keeper(Call, Engine) ->
        (Id, Keeper, _Info) ->
             case Call(Keeper) of
                 {error, {Gone, _}} when Gone =:= keeper_down; Gone =:= not_a_keeper ->
-                    ok = ferrotrace_registry:reap(Id),
+                    ok = reap(Id),
                     Engine(Id);
                 Answer ->
                     Answer
             end
+    end.
+
+%% A registry killed during the reap, again at each retry, is no reason for a stop or a
+%% release to raise: the registry that starts next cleans up what no keeper holds.
+reap(Id) ->
+    try ferrotrace_registry:reap(Id)
+    catch exit:{_, {gen_server, call, _}} -> ok
     end.
