@@ -156,6 +156,7 @@ check() { # check RELEASE: compile, load the NIF, EUnit, Common Test, inside the
     sed "s/{modules, \[\]}/{modules, [$modules]}/" \
         erl_src/ferrotrace.app.src >"$work/ferrotrace/ebin/ferrotrace.app"
     cp priv/libferrotrace_nif.so "$work/ferrotrace/priv/"
+    cp -r priv/html "$work/ferrotrace/priv/"   # the html export's vendored scripts
     # The attach bundle (make bundle, built on the host's OTP 25), run by this OTP's escript.
     # Run only where asked (FERROTRACE_OTP_ATTACH=1): written for issue 29, not yet run in a chroot.
     if [ -x _build/bundle/ferrotrace ] && [ "${FERROTRACE_OTP_ATTACH:-0}" = 1 ]; then cp _build/bundle/ferrotrace "$work/bundle-ferrotrace"; fi
