@@ -154,10 +154,14 @@ steps(_Tracing, _Loops) ->
 %% @doc `List' as steps of `Kind', a few changes each.
 -spec chunks(loops | leave_out | own, list()) -> [step()].
 chunks(_Kind, []) -> [];
-chunks(Kind, List) when length(List) =< ?CHUNK -> [{Kind, List}];
 chunks(Kind, List) ->
-    {Chunk, Rest} = lists:split(?CHUNK, List),
+    %% Linear: the list is walked once (a length per chunk made 100,000 functions a hang).
+    {Chunk, Rest} = take(?CHUNK, List, []),
     [{Kind, Chunk} | chunks(Kind, Rest)].
+
+take(0, Rest, Taken) -> {lists:reverse(Taken), Rest};
+take(_N, [], Taken) -> {lists:reverse(Taken), []};
+take(N, [X | Rest], Taken) -> take(N - 1, Rest, [X | Taken]).
 
 %% @doc Takes the `call' flag of session `Id' off `Pids' (`false'), or puts it back
 %% (`true'); their other flags stay. A process that is gone, or traced by another tool
