@@ -42,10 +42,8 @@ period() -> ?PERIOD.
 %% @doc Starts the budget `Budget' of session `Id' (kept by `Keeper'); its calibration, if
 %% the session has one, is read from the registry. `{error, badarg}' for other arguments.
 %% `{default, Fraction}' is the budget a spec with a `'_' module has when none is given.
--spec start(ferrotrace_tracer:session_id(), pid(), Budget | {Budget, pos_integer()}) -> pid() | {error, badarg}
-      when Budget :: number() | {default, number()}.
-start(Id, Keeper, {default, Fraction}) ->
-    start(Id, Keeper, {{default, Fraction}, 1});
+-spec start(ferrotrace_tracer:session_id(), pid(), number() | {number() | {default, number()}, pos_integer()}) ->
+          pid() | {error, badarg}.
 start(Id, Keeper, Budget) when is_number(Budget) ->
     start(Id, Keeper, {Budget, 1});
 start(Id, Keeper, {Budget0, Rate}) when is_integer(Id), is_pid(Keeper), node(Keeper) =:= node(),
