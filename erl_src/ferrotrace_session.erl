@@ -575,6 +575,10 @@ start_tracing(Id, Tracing = #{specs := Specs, heads := Heads, pids := Pids, scop
     {Loops, Later} = loops_now(Tracing),
     Patterns = ferrotrace_backend:patterns(Specs, Heads, Scope, Loops),
     ok = ferrotrace_tracer:session_set_tracing(Id, Specs, Loops),
+    %% A `'_'' module covers ferrotrace's own until a step takes them off: never in the
+    %% figures meanwhile (a process is flagged from its birth to its enter/0, and a caller
+    %% of the API is anybody's).
+    ok = ferrotrace_tracer:session_exclude_modules(Id, ferrotrace_traced:own_modules()),
     ok = ferrotrace_registry:update(Id, #{loops => Loops}),
     Started = ferrotrace_backend:start(Id, Patterns, targets(Pids), Extra),
     %% The processes waiting in a loop whose count-only pattern comes later (a server in

@@ -64,6 +64,11 @@ as_own_process(Fun) ->
     Ref = make_ref(),
     Caller = self(),
     {Pid, Monitor} = spawn_opt(fun() ->
+                                       %% The registry's tables first, where enter/0 records
+                                       %% this process: a node's first start recorded
+                                       %% nothing, and its session traced the start's own
+                                       %% calls after its flags were set.
+                                       _ = ferrotrace_registry:ensure_started(),
                                        ok = ferrotrace_own:enter(),
                                        ok = ferrotrace_code:preload(),
                                        Caller ! {Ref, Fun()}
@@ -80,8 +85,6 @@ as_own_process(Fun) ->
 %% calls/2 session first measures the probe effect (ferrotrace_calibrate), before its
 %% patterns are set; the cost to take out reaches the engine with its options.
 start(Options, Tracing, Probe, Owner) ->
-    %% The registry's tables first: the calibration keeps the node's figures there.
-    _ = ferrotrace_registry:ensure_started(),
     %% Not code:load_file/1, and one load at a time: see ferrotrace_code.
     case ferrotrace_code:ensure_tracer() of
         {module, _} ->

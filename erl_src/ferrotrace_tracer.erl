@@ -27,7 +27,7 @@
 -export([session_events/1, session_event_histogram/2, session_set_events/2]).
 -export([session_set_call_sample/2, session_call_sample/1]).
 -export([new_session/2, stop_session/2, release_session/1, sessions/0,
-         session_summary/1, session_histogram/2, session_set_tracing/3, session_add_loops/2,
+         session_summary/1, session_histogram/2, session_set_tracing/3, session_exclude_modules/2, session_add_loops/2,
          session_interval/1]).
 -export([session_slow_calls/3, session_recent/1, session_trees/2, session_set_tree_roots/2]).
 -export([session_set_capture/5, session_capture_counts/1]).
@@ -149,6 +149,14 @@ session_histogram(_Id, _MFA) -> ?NOT_LOADED.
 %% @private
 -spec session_set_tracing(session_id(), [ferrotrace:mfa_spec()], [mfa()]) -> ok | {error, term()}.
 session_set_tracing(_Id, _Specs, _Loops) -> ?NOT_LOADED.
+
+%% @private
+%% Session `Id' never aggregates the functions of `Modules' from now on, whatever its
+%% specs: ferrotrace's own, which a `'_'' module's pattern covers until the keeper takes
+%% them off (their events count as `foreign_events'). `ok', `{error, {bad_module, Term}}'
+%% for a module that is not an atom, or `{error, {no_such_session, Id}}'.
+-spec session_exclude_modules(session_id(), [module()]) -> ok | {error, term()}.
+session_exclude_modules(_Id, _Modules) -> ?NOT_LOADED.
 
 %% @private
 %% @doc Tells the engine that these loops found at run time are no longer return traced:

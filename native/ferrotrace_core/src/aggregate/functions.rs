@@ -273,6 +273,9 @@ pub(super) struct Functions {
     pub(super) max_functions: usize,
     /// The specs traced; `None` aggregates every function (raw sessions).
     pub(super) filter: Option<Vec<MfaPattern>>,
+    /// Modules never aggregated, whatever the filter (module atom bits): ferrotrace's own,
+    /// whose patterns a `'_'` module covers until the keeper takes them off.
+    excluded: Vec<u64>,
     /// Functions indexed as `FOREIGN`.
     foreign: usize,
     /// What each function keeps of its slow calls.
@@ -288,6 +291,7 @@ impl Functions {
             last: None,
             max_functions,
             filter: None,
+            excluded: Vec::new(),
             foreign: 0,
             slowest: SlowestConfig::default(),
         }
@@ -333,7 +337,7 @@ impl Functions {
     }
 
     fn outside_filter(&self, mfa: &Mfa) -> bool {
-        self.filter.as_ref().is_some_and(|f| !f.iter().any(|p| p.matches(mfa)))
+        self.excluded.contains(&mfa.module) || self.filter.as_ref().is_some_and(|f| !f.iter().any(|p| p.matches(mfa)))
     }
 
     /// Counts an event `stats_for` found no statistics for: outside the filter, or past
@@ -349,10 +353,25 @@ impl Functions {
     /// Aggregates only the functions `patterns` match from now on; those with figures that
     /// it no longer matches keep them, marked `removed`.
     pub(super) fn set_filter(&mut self, patterns: Vec<MfaPattern>) {
-        for (mfa, stats) in self.stats.iter_mut() {
-            stats.removed = !patterns.iter().any(|p| p.matches(mfa));
-        }
         self.filter = Some(patterns);
+        self.refilter();
+    }
+
+    /// Never aggregates the functions of `modules` (atom bits) from now on, whatever the
+    /// filter; those with figures keep them, marked `removed`.
+    pub(super) fn exclude_modules(&mut self, modules: Vec<u64>) {
+        self.excluded = modules;
+        self.refilter();
+    }
+
+    /// After the filter or the exclusions changed: what is `removed`, and no function
+    /// remembered as foreign.
+    fn refilter(&mut self) {
+        let mut stats = std::mem::take(&mut self.stats);
+        for (mfa, stats) in stats.iter_mut() {
+            stats.removed = self.outside_filter(mfa);
+        }
+        self.stats = stats;
         self.index.retain(|_, index| *index != FOREIGN);
         self.foreign = 0;
         self.last = None;

@@ -235,6 +235,12 @@ impl Aggregator {
         self.functions.set_filter(patterns);
     }
 
+    /// Never aggregates the functions of `modules` (module atom bits) from now on, whatever
+    /// the filter: their events are counted in `foreign_events`.
+    pub fn exclude_modules(&mut self, modules: Vec<u64>) {
+        self.functions.exclude_modules(modules);
+    }
+
     /// Counts the calls of `mfas` without pairing them (they are traced without return
     /// tracing); their open frames are dropped.
     pub fn set_loops(&mut self, mfas: &[Mfa]) {

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 const F: Mfa = Mfa { module: 1, function: 2, arity: 1 };
 const G: Mfa = Mfa { module: 1, function: 3, arity: 0 };
+const H: Mfa = Mfa { module: 2, function: 2, arity: 1 };
 
 /// An event of `kind` of `mfa` in `pid` at `ts`.
 pub(super) fn ev(kind: EventKind, pid: u64, mfa: Mfa, ts: u64) -> Event {
@@ -86,6 +87,27 @@ fn the_filter_counts_other_functions_as_foreign() {
     assert_eq!(agg.counters().untracked_events, 0);
     assert_eq!(agg.function(&F).unwrap().latency.len(), 1);
     assert!(agg.function(&G).is_none(), "indexed as foreign, without statistics");
+    assert_eq!(agg.open_calls(), 0);
+}
+
+#[test]
+fn excluded_modules_are_foreign_whatever_the_filter() {
+    // F and G are in module 1, H in module 2 (see the constants above).
+    let mut agg = Aggregator::new(100, 1000);
+    agg.exclude_modules(vec![1]);
+    for (mfa, ts) in [(F, 0), (H, 10)] {
+        agg.record(&ev(EventKind::Call, 1, mfa, ts));
+    }
+    agg.record(&ev(EventKind::Return, 1, H, 20));
+    agg.record(&ev(EventKind::Return, 1, F, 30));
+    assert_eq!(agg.functions().map(|(mfa, _)| *mfa).collect::<Vec<_>>(), vec![H]);
+    assert_eq!(agg.counters().foreign_events, 2);
+    // A filter set after keeps them out.
+    agg.set_filter(vec![pattern(None, None, None)]);
+    agg.record(&ev(EventKind::Call, 1, G, 40));
+    agg.record(&ev(EventKind::Return, 1, G, 50));
+    assert!(agg.function(&G).is_none());
+    assert_eq!(agg.counters().foreign_events, 4);
     assert_eq!(agg.open_calls(), 0);
 }
 

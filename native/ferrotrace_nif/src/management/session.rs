@@ -30,7 +30,7 @@ mod atoms {
         mfa, count, returns, exceptions, total,
         user, owner_down, duration, loops, foreign_events, bad_spec, ferrotrace_loops,
         backlog, ring_peak, ring_size, longest_gap_us, frames_refused, max_frames, sample,
-        precision, significant_digits, relative_error,
+        precision, significant_digits, relative_error, bad_module,
     }
 }
 
@@ -361,6 +361,28 @@ pub(super) fn decode_pattern(term: Term) -> NifResult<MfaPattern> {
     };
     let arity = if any(a) { None } else { Some(a.decode::<u32>().ok().filter(|a| *a <= 255).ok_or(rustler::Error::BadArg)?) };
     Ok(MfaPattern { module: atom(m)?, function: atom(f)?, arity })
+}
+
+/// `session_exclude_modules(Id, Modules) -> ok | {error, Reason}`: the session never
+/// aggregates the functions of `Modules` (atoms), whatever its specs: ferrotrace's own,
+/// which a `'_'` module's pattern covers until the keeper takes them off. Their events are
+/// counted in `foreign_events`.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn session_exclude_modules<'a>(env: Env<'a>, id: Term<'a>, modules: Vec<Term<'a>>) -> Term<'a> {
+    let session = match find(env, id) {
+        Ok(session) => session,
+        Err(e) => return e,
+    };
+    let mut atoms = Vec::with_capacity(modules.len());
+    for module in modules {
+        // SAFETY: `module` is a term of this NIF call's env.
+        match unsafe { Immediate::atom(env.as_c_arg(), module.as_c_arg()) } {
+            Some(atom) => atoms.push(atom.bits()),
+            None => return error(env, (atoms::bad_module(), module)),
+        }
+    }
+    session.with_aggregates(|aggregates| aggregates.for_each_mut(|aggregator| aggregator.exclude_modules(atoms.clone())));
+    atoms::ok().encode(env)
 }
 
 /// `session_set_tracing(Id, Specs, Loops) -> ok | {error, Reason}`: the session aggregates
