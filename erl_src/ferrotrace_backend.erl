@@ -26,7 +26,7 @@
 %%% </ol>
 -module(ferrotrace_backend).
 
--export([start/4, stop/2, take_off/3, put_back/3]).
+-export([start/5, stop/2, take_off/3, put_back/3, count_calls/2]).
 -export([patterns/4, match_spec/2, set/3, unset/4, add_loops/3, steps/2, chunks/2, seen_generated/3,
          leave_out_modules/3, calls_flag/4, generated/1]).
 
@@ -35,7 +35,7 @@
 -dialyzer({no_match, [calls_flag/4, already_traced/2, holder/1, how/1]}).
 %% trace:function/4 is called through ferrotrace_vm's apply: dialyzer cannot see it answer
 %% 0 for patterns that match nothing.
--dialyzer({no_match, start_trace_session/4}).
+-dialyzer({no_match, start_trace_session/5}).
 
 %% `procs' brings each process's exit, which lets the engine forget calls left open by a
 %% process that died inside them.
@@ -54,21 +54,24 @@
 
 %% @doc Starts tracing session `Id': `Patterns' (ferrotrace_backend:patterns/4) on the
 %% processes `Targets' (pids, `all', `existing', `new') with the flags of calls and the
-%% `Extra' ones of other kinds: `{ok, Backend}', or an error that changed nothing. On OTP
-%% 27+ a trace session of the calling keeper's own; on OTP 25 and 26 the legacy session,
-%% through the registry. Called by any other process than the session's keeper:
-%% `{error, {not_the_keeper, Id}}'.
--spec start(ferrotrace_tracer:session_id(), [ferrotrace_registry:pattern()], [pid() | all | existing | new], [atom()]) ->
-          {ok, backend()} | {error, term()}.
-start(Id, Patterns, Targets, Extra) when is_integer(Id), is_list(Patterns), is_list(Targets), is_list(Extra) ->
+%% `Extra' ones of other kinds, less the functions `Held' (the budget's, see
+%% {@link count_calls/2}): their patterns are taken off as the budget sheds, before any
+%% process is flagged. `{ok, Backend, HeldSaved}' (what {@link put_back/3} gives back), or
+%% an error that changed nothing. On OTP 27+ a trace session of the calling keeper's own; on
+%% OTP 25 and 26 the legacy session, through the registry. Called by any other process than
+%% the session's keeper: `{error, {not_the_keeper, Id}}'.
+-spec start(ferrotrace_tracer:session_id(), [ferrotrace_registry:pattern()], [pid() | all | existing | new], [atom()],
+            [mfa()]) -> {ok, backend(), [saved()]} | {error, term()}.
+start(Id, Patterns, Targets, Extra, Held) when is_integer(Id), is_list(Patterns), is_list(Targets), is_list(Extra),
+                                               is_list(Held) ->
     %% Only the session's keeper starts its tracing (it holds the handle on OTP 27+).
     Self = self(),
     case {ferrotrace_registry:lookup(Id), ferrotrace_vm:trace_sessions()} of
-        {{ok, Id, Self, _}, true} -> start_trace_session(Id, Patterns, Targets, Extra);
-        {{ok, Id, Self, _}, false} -> start_legacy(Id, Patterns, Targets, Extra);
+        {{ok, Id, Self, _}, true} -> start_trace_session(Id, Patterns, Targets, Extra, Held);
+        {{ok, Id, Self, _}, false} -> start_legacy(Id, Patterns, Targets, Extra, Held);
         _ -> {error, {not_the_keeper, Id}}
     end;
-start(Id, _Patterns, _Targets, _Extra) ->
+start(Id, _Patterns, _Targets, _Extra, _Held) ->
     {error, {not_the_keeper, Id}}.
 
 %% @doc The call patterns of `Specs' with their match spec heads (return and exception
@@ -227,7 +230,7 @@ function(Session, MFA, MS, Scope) ->
 %% OTP 27 and later: a trace session of our own, so ferrotrace coexists with dbg, tprof,
 %% recon or another ferrotrace session on the same processes and functions. This keeper is
 %% the only holder of the handle: if it dies, the VM destroys the session with it.
-start_trace_session(Id, Patterns, Targets, Extra) ->
+start_trace_session(Id, Patterns, Targets, Extra, Held) ->
     Session = ferrotrace_vm:trace_call(session_create, [ferrotrace, {ferrotrace_tracer, Id}, []]),
     Backend = {trace_session, Session, [Scope || #{scope := Scope} <- Patterns]},
     {ok, Matched} = ferrotrace_backend:set(Id, Backend, Patterns),
@@ -236,6 +239,7 @@ start_trace_session(Id, Patterns, Targets, Extra) ->
             stop(Id, Backend),
             {error, {no_matching_functions, [maps:get(mfa, P) || P <- Patterns]}};
         _ ->
+            {HeldSaved, _} = take_off(Id, Backend, Held),
             try
                 ProcessFlags = ?TRACE_FLAGS ++ (Extra -- ferrotrace_activity:port_flags()),
                 _ = [ferrotrace_vm:trace_call(process, [Session, Target, true, ProcessFlags]) || Target <- Targets],
@@ -246,7 +250,7 @@ start_trace_session(Id, Patterns, Targets, Extra) ->
                         [] -> ok;
                         PortFlags -> [ferrotrace_vm:trace_call(port, [Session, Target, true, PortFlags]) || Target <- Targets]
                     end,
-                {ok, Backend}
+                {ok, Backend, HeldSaved}
             catch
                 error:badarg ->
                     stop(Id, Backend),
@@ -256,7 +260,7 @@ start_trace_session(Id, Patterns, Targets, Extra) ->
 
 %% OTP 25 and 26: the node's one (legacy) session. Everything is checked before anything
 %% changes, so a refused start changes nothing.
-start_legacy(Id, Patterns, Targets, Extra) ->
+start_legacy(Id, Patterns, Targets, Extra, Held) ->
     Specs = [MFA || #{mfa := MFA} <- Patterns],
     case already_traced(Targets, Id) of
         {error, _} = Error ->
@@ -267,6 +271,7 @@ start_legacy(Id, Patterns, Targets, Extra) ->
                     ok = ferrotrace_registry:remove_patterns(Id),
                     {error, {no_matching_functions, Specs}};
                 {ok, _} ->
+                    {HeldSaved, _} = take_off(Id, legacy, Held),
                     %% `procs' brings each process's exit, which lets the engine forget calls
                     %% left open by a process that died inside them.
                     case set_flags(Targets, [{tracer, ferrotrace_tracer, Id} | ?TRACE_FLAGS ++ Extra]) of
@@ -274,7 +279,7 @@ start_legacy(Id, Patterns, Targets, Extra) ->
                             %% `all' and `existing' include ferrotrace's own processes
                             %% (this keeper among them): never traced.
                             ok = ferrotrace_own:untrace(legacy),
-                            {ok, legacy};
+                            {ok, legacy, HeldSaved};
                         {error, _} = Error ->
                             stop(Id, legacy),
                             Error
@@ -360,6 +365,83 @@ stop(Id, {trace_session, Session, _Scopes}) ->
 stop(Id, legacy) ->
     ok = ferrotrace_registry:remove_patterns(Id),
     ferrotrace_traced:untrace_processes(Id).
+
+%%% Counting calls before a start
+
+%% @doc The calls per second of the functions `Specs' cover (ferrotrace's own modules
+%% aside), counted by the VM for `Ms' ms (at most 1000) before a budgeted session sets any
+%% pattern: `{ok, [{MFA, CallsPerSecond}]}' of those called, or `{error, Reason}' where
+%% they could not be counted (a spec the VM refuses, `badarg' for other arguments). A budget knows then which functions would make its cost before it pays for
+%% them (ferrotrace_budget:first/2).
+%%
+%% The VM's `call_count' counts every process's calls without a flag, a counter per
+%% function and no message: on two schedulers kept busy by 50 processes, setting it on
+%% every function of a bare node (7,300) took 3 to 10 ms from a process of high priority,
+%% reading them all 20 to 30 ms. On OTP 27+ it counts in a trace session of its own, gone
+%% with it; on OTP 25 and 26 it is the node's one set of counters (cprof's): a `cprof'
+%% counting the same functions meanwhile loses its counts.
+-spec count_calls([ferrotrace:mfa_spec()], pos_integer()) -> {ok, [{mfa(), float()}]} | {error, term()}.
+count_calls(Specs, Ms) when is_list(Specs), is_integer(Ms), Ms > 0, Ms =< 1000 ->
+    case lists:all(fun mfa_spec/1, Specs) of
+        true ->
+            try {ok, counted(Specs, Ms, ferrotrace_traced:own_modules())}
+            catch error:Reason -> {error, ferrotrace_hint:brief(Reason)}
+            end;
+        false ->
+            {error, badarg}
+    end;
+count_calls(_Specs, _Ms) ->
+    {error, badarg}.
+
+counted(Specs, Ms, Own) ->
+    {Set, Read, Drop} = counters(),
+    try
+        %% Counting starts and stops at some point of each change (a wait for the code
+        %% barrier): timed from the middle of one to the middle of the other.
+        T0 = middle(fun() -> [Set(Spec, true) || Spec <- Specs] end),
+        receive after Ms -> ok end,
+        %% Paused, the counts stay as they were while they are read.
+        T1 = middle(fun() -> [Set(Spec, pause) || Spec <- Specs] end),
+        Seconds = max(1, T1 - T0) / 1.0e6,
+        Functions = lists:usort([MFA || Spec <- Specs, MFA <- covered(Spec), not lists:member(element(1, MFA), Own)]),
+        [{MFA, N / Seconds} || MFA <- Functions, N <- [Read(MFA)], N > 0]
+    after
+        Drop(Specs)
+    end.
+
+middle(Fun) ->
+    T0 = erlang:monotonic_time(microsecond),
+    _ = Fun(),
+    (T0 + erlang:monotonic_time(microsecond)) div 2.
+
+mfa_spec({M, F, A}) when is_atom(M), is_atom(F), A =:= '_' orelse (is_integer(A) andalso A >= 0 andalso A =< 255) -> true;
+mfa_spec(_) -> false.
+
+%% Setting, reading and dropping the counters on this VM: in a trace session of their own
+%% (dropped with it: one wait for the code barrier), or the node's.
+counters() ->
+    case ferrotrace_vm:trace_sessions() of
+        true ->
+            Session = ferrotrace_vm:trace_call(session_create, [ferrotrace_count, self(), []]),
+            {fun(Spec, How) -> ferrotrace_vm:trace_call(function, [Session, Spec, How, [call_count]]) end,
+             fun(MFA) -> count(ferrotrace_vm:trace_call(info, [Session, MFA, call_count])) end,
+             fun(_Specs) -> ferrotrace_vm:trace_call(session_destroy, [Session]) end};
+        false ->
+            Set = fun(Spec, How) -> erlang:trace_pattern(Spec, How, [call_count]) end,
+            {Set,
+             fun(MFA) -> count(erlang:trace_info(MFA, call_count)) end,
+             fun(Specs) -> [try Set(Spec, false) catch error:_ -> ok end || Spec <- Specs] end}
+    end.
+
+count({call_count, N}) when is_integer(N) -> N;
+count(_) -> 0.
+
+%% The functions of loaded modules a spec covers.
+covered({'_', _, _} = Spec) ->
+    [MFA || M <- erlang:loaded(), MFA <- ferrotrace_traced:module_functions({M, '_', '_'}, local),
+            ferrotrace_spec:matches(Spec, MFA)];
+covered(Spec) ->
+    ferrotrace_traced:module_functions(Spec, local).
 
 %%% Shedding and taking back
 

@@ -23,10 +23,15 @@
 %%% view shows its share of the capacity (`collector').
 %%%
 %%% == The first moment ==
-%%% A session with a budget starts cautious, as TCP's slow start does: at the rate
-%%% {@link initial_rate/2} derives from the node's reductions per second before tracing
-%%% (each function call is a reduction: a bound on the calls that may reach the tracer), and
-%%% the first ticks come after 100 ms; the rate falls as soon as the measured load allows.
+%%% A session with a budget starts cautious, as TCP's slow start does, from its functions'
+%%% calls counted for a moment before any pattern is set (ferrotrace_backend:count_calls/2):
+%%% {@link first/2} holds back the functions whose calls would make the floor (below), as
+%%% shedding does, and picks the rate for the rest. The session pays neither: their
+%%% patterns are taken off before any process is flagged. Where the calls cannot be counted
+%%% (a session of other kinds), the rate comes from the node's reductions per second
+%%% ({@link initial_rate/2}: each call is a reduction, a bound on the calls that may reach
+%%% the tracer). The first ticks come after 100 ms; the rate falls as soon as the measured
+%%% load allows, and what was held back comes back as what is shed does.
 %%%
 %%% == Sampling (the first knob) ==
 %%% With `R' calls per second reaching the tracer (traced + refused), `k' events per traced
@@ -57,7 +62,7 @@
 %%% cycle quickly.
 -module(ferrotrace_budget).
 
--export([new/2, tick/2, unsheddable/2, view/1, initial_rate/2, whole_node_default/0]).
+-export([new/2, first/2, tick/2, unsheddable/2, view/1, initial_rate/2, whole_node_default/0]).
 -export([check/1]).
 
 %% Aim below the budget, lower the rate only well under it.
@@ -110,16 +115,48 @@ whole_node_default() -> ?WHOLE_NODE_DEFAULT.
 %% @doc A controller for `Budget' on `Schedulers' schedulers, with the session's calibration
 %% (`#{call_ns, return_ns, discard_ns}', or `undefined' when none was measured).
 %% `rate' is the per-call rate the session started with (default 1); `default' says the
-%% budget is {@link whole_node_default/0}, not one given (default false).
+%% budget is {@link whole_node_default/0}, not one given (default false); `held' the
+%% functions {@link first/2} held back, with their calls per second (default none).
 -spec new(number(), #{schedulers := pos_integer(), calibration := map() | undefined,
-                      rate => pos_integer(), default => boolean()}) -> state().
+                      rate => pos_integer(), default => boolean(), held => [{mfa(), number()}]}) -> state().
 new(Budget, Node = #{schedulers := Schedulers, calibration := Calibration}) ->
     {EventNs, DiscardNs, Model} = costs(Calibration),
+    %% Held back from the start (first/2): shed at 0 ms, given back as what is shed is.
+    Held = [{MFA, round(Rate)} || {MFA, Rate} <- maps:get(held, Node, [])],
     #{budget => Budget, schedulers => Schedulers, event_ns => EventNs, discard_ns => DiscardNs,
       model => Model, rate => maps:get(rate, Node, 1), default => maps:get(default, Node, false),
       estimate => undefined, low_ticks => 0, last => undefined,
-      history => [], changes => 0, shed => #{}, shed_log => [], unsheddable => #{}, times => #{},
+      history => [], changes => 0,
+      shed => maps:from_list([{MFA, #{rate => Rate, tick => 0}} || {MFA, Rate} <- Held]),
+      shed_log => lists:sublist([#{mfa => MFA, rate => Rate, shed_at => 0} || {MFA, Rate} <- Held], ?SHED_LOG),
+      unsheddable => #{}, times => maps:from_list([{MFA, 1} || {MFA, _} <- Held]),
       tick => 0}.
+
+%% @doc Where a session with budget `Budget' starts, from its functions' calls per second
+%% counted before tracing (`functions', ferrotrace_backend:count_calls/2), on `schedulers'
+%% schedulers with the calibration's costs (as {@link new/2} takes them): `{Held, Rate}',
+%% the functions to hold back (no pattern: the most called first, as shedding takes them,
+%% until the floor of the rest is at ?SHED_TO of the budget) with their rates, and the
+%% per-call rate that keeps the rest at ?AIM of the budget.
+-spec first(number(), #{schedulers := pos_integer(), calibration := map() | undefined,
+                        functions := [{mfa(), number()}]}) -> {[{mfa(), number()}], pos_integer()}.
+first(Budget, #{schedulers := Schedulers, calibration := Calibration, functions := Functions})
+  when is_number(Budget), Budget > 0, is_integer(Schedulers), Schedulers > 0, is_list(Functions) ->
+    {EventNs0, DiscardNs0, _} = costs(Calibration),
+    {EventNs, DiscardNs} = {EventNs0 * ?IN_SITU, DiscardNs0 * ?IN_SITU},
+    Capacity = Schedulers * 1.0e9,
+    Called = [{MFA, Rate} || {MFA, Rate} <- Functions, is_number(Rate), Rate > 0],
+    Reaching = lists:sum([Rate || {_, Rate} <- Called]),
+    Held = case Reaching * DiscardNs > Budget * ?AIM * Capacity of
+               true ->
+                   Ordered = [{MFA, Rate} || {_, MFA, Rate} <- lists:reverse(lists:sort([{R, M, R} || {M, R} <- Called]))],
+                   hold(Ordered, Reaching * DiscardNs / Capacity, Budget * ?SHED_TO, DiscardNs / Capacity, ?SHED_MAX);
+               false ->
+                   []
+           end,
+    Left = max(0.0, Reaching - lists:sum([Rate || {_, Rate} <- Held])),
+    {Held, nice(needed(#{reaching => Left, per_call => 2 * EventNs, discard_ns => DiscardNs, capacity => Capacity},
+                       Budget))}.
 
 costs(#{call_ns := C, return_ns := R, discard_ns := D}) when is_number(C), is_number(R), is_number(D),
                                                              C + R > 0 ->
@@ -311,6 +348,15 @@ take([{MFA, Rate} | Rest], Floor, Shed, Target, PerCall, Max, Acc) ->
         true -> lists:reverse(Acc);
         false -> take(Rest, Floor, Shed + Rate * PerCall, Target, PerCall, Max - 1, [{MFA, Rate} | Acc])
     end.
+
+%% The most called of `Ordered' until the floor of the rest is at most `Target' (fractions
+%% of the capacity, `PerCall' the floor's per call per second), at most `Max'. Their rates
+%% were counted untraced: unlike take/7's, the rest's do not rise as these leave.
+hold(_Ordered, Floor, Target, _PerCall, _Max) when Floor =< Target -> [];
+hold(_Ordered, _Floor, _Target, _PerCall, 0) -> [];
+hold([], _Floor, _Target, _PerCall, _Max) -> [];
+hold([{MFA, Rate} | Rest], Floor, Target, PerCall, Max) ->
+    [{MFA, Rate} | hold(Rest, Floor - Rate * PerCall, Target, PerCall, Max - 1)].
 
 %% At rate 1, well under the budget: the least hot shed function whose wait is over comes
 %% back. Its rate now is unknown (it has no pattern): the next tick measures it, and sheds

@@ -423,7 +423,8 @@ explain_with(Result, _Own) ->
         <<"none, or a map of specs (a list of {M, F, A}, not ferrotrace's own modules), heads "
           "(a list as long: default or match spec clauses), pids (all, new, existing or a "
           "non-empty list of local pids), scope (local or global) and optionally kinds (a list "
-          "of messages, procs, gc, scheduling, ports)">>).
+          "of messages, procs, gc, scheduling, ports), generated (a boolean) and held (a list "
+          "of {M, F, A} the budget holds back)">>).
 -define(SETTINGS_ACCEPTED,
         <<"a map of owner ({process, Pid}, {shell, Pid}, or none with a finite duration), "
           "keep (milliseconds up to seven days, or infinity), name (an atom other than none) "
@@ -452,8 +453,11 @@ valid_tracing(none) ->
     true;
 valid_tracing(#{specs := Specs, heads := Heads, pids := Pids, scope := Scope} = Tracing) ->
     Own = ferrotrace_traced:own_modules(),
-    lists:all(fun(Key) -> lists:member(Key, [specs, heads, pids, scope, kinds, generated]) end,
+    lists:all(fun(Key) -> lists:member(Key, [specs, heads, pids, scope, kinds, generated, held]) end,
               maps:keys(Tracing))
+        andalso all_of(fun({M, F, A}) -> is_atom(M) andalso is_atom(F) andalso is_integer(A) andalso A >= 0 andalso A =< 255;
+                          (_) -> false
+                       end, maps:get(held, Tracing, []))
         andalso all_of(fun({M, F, A}) -> valid_spec(M, F, A) andalso not lists:member(M, Own);
                           (_) -> false
                        end, Specs)

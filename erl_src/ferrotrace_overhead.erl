@@ -39,15 +39,19 @@
 -spec period() -> pos_integer().
 period() -> ?PERIOD.
 
-%% @doc Starts the budget `Budget' of session `Id' (kept by `Keeper'); its calibration, if
-%% the session has one, is read from the registry. `{error, badarg}' for other arguments.
-%% `{default, Fraction}' is the budget a spec with a `'_' module has when none is given.
--spec start(ferrotrace_tracer:session_id(), pid(), number() | {number() | {default, number()}, pos_integer()}) ->
+%% @doc Starts the budget `Budget' of session `Id' (kept by `Keeper'), at the per-call
+%% rate `Rate' with the functions `Held' held back from the start (ferrotrace_budget:first/2,
+%% with their calls per second: those whose patterns the keeper took off, in the registry's
+%% `held', are shed); its calibration, if the session has one, is read from the registry.
+%% `{error, badarg}' for other arguments. `{default, Fraction}' is the budget a spec with a
+%% `'_' module has when none is given.
+-spec start(ferrotrace_tracer:session_id(), pid(),
+            number() | {number() | {default, number()}, pos_integer(), [{mfa(), number()}]}) ->
           pid() | {error, badarg}.
 start(Id, Keeper, Budget) when is_number(Budget) ->
-    start(Id, Keeper, {Budget, 1});
-start(Id, Keeper, {Budget0, Rate}) when is_integer(Id), is_pid(Keeper), node(Keeper) =:= node(),
-                                        is_integer(Rate), Rate >= 1 ->
+    start(Id, Keeper, {Budget, 1, []});
+start(Id, Keeper, {Budget0, Rate, Held0}) when is_integer(Id), is_pid(Keeper), node(Keeper) =:= node(),
+                                               is_integer(Rate), Rate >= 1, is_list(Held0) ->
     {Budget, Default} = case Budget0 of
                             {default, Fraction} -> {Fraction, true};
                             _ -> {Budget0, false}
@@ -57,12 +61,15 @@ start(Id, Keeper, {Budget0, Rate}) when is_integer(Id), is_pid(Keeper), node(Kee
             spawn_opt(fun() ->
                           ok = ferrotrace_own:enter(),
                           Monitor = monitor(process, Keeper),
+                          Saved = maps:from_list([{MFA, Entry} || {MFA, _, _} = Entry <- info(Id, held, [])]),
+                          Held = [{MFA, R} || {MFA, R} <- Held0, is_map_key(MFA, Saved), is_number(R)],
                           Control = ferrotrace_budget:new(Budget, #{schedulers => erlang:system_info(schedulers_online),
-                                                                    calibration => calibration(Id),
-                                                                    rate => Rate, default => Default}),
+                                                                    calibration => info(Id, calibration, undefined),
+                                                                    rate => Rate, default => Default, held => Held}),
                           publish(Id, Control),
                           erlang:send_after(?START, self(), tick),
-                          loop(#s{id = Id, keeper = Keeper, monitor = Monitor, control = Control})
+                          loop(#s{id = Id, keeper = Keeper, monitor = Monitor, control = Control,
+                                  saved = maps:with([MFA || {MFA, _} <- Held], Saved)})
                   end, ferrotrace_own:spawn_options());
         {error, _} ->
             {error, badarg}
@@ -70,11 +77,12 @@ start(Id, Keeper, {Budget0, Rate}) when is_integer(Id), is_pid(Keeper), node(Kee
 start(_Id, _Keeper, _Budget) ->
     {error, badarg}.
 
-%% The session's calibration (ferrotrace_calibrate, set by calls/2), or `undefined'.
-calibration(Id) ->
+%% What the registry keeps of the session under `Key' (`calibration', from
+%% ferrotrace_calibrate; `held', the patterns the keeper took off at the start), or `Default'.
+info(Id, Key, Default) ->
     case ferrotrace_registry:lookup(Id) of
-        {ok, _, _, #{calibration := Calibration}} when is_map(Calibration) -> Calibration;
-        _ -> undefined
+        {ok, _, _, #{Key := Value}} when is_map(Value); is_list(Value) -> Value;
+        _ -> Default
     end.
 
 loop(S = #s{monitor = Monitor}) ->

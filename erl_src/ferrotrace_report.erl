@@ -316,7 +316,7 @@ budget(#{max_overhead := B, estimate := E, rate := N, model := Model,
     Back = length(Shed) - length(Now),
     ShedParts = [io_lib:format("~b ~ts off (calls/s when shed)", [length(Now), plural(length(Now), "pattern", "patterns")])
                  || Now =/= []]
-        ++ [io_lib:format("~ts ~ts/s at ~.1f s", [ferrotrace_names:mfa(MFA), per_second(R), At / 1000])
+        ++ [io_lib:format("~ts ~ts/s ~ts", [ferrotrace_names:mfa(MFA), per_second(R), shed_when(At)])
             || #{mfa := MFA, rate := R, shed_at := At} <- lists:sublist(Now, ?DISPLACED_NAMED)]
         ++ [io_lib:format("~b more", [length(Now) - ?DISPLACED_NAMED]) || length(Now) > ?DISPLACED_NAMED]
         ++ [io_lib:format("~b taken back", [Back]) || Back > 0],
@@ -326,6 +326,10 @@ budget(#{max_overhead := B, estimate := E, rate := N, model := Model,
      [wrap("shed: ", ShedParts, Width) || ShedParts =/= []]];
 budget(_, _Width) ->
     [].
+
+%% Held back at the start (counted before tracing, ferrotrace_budget:first/2), or shed later.
+shed_when(0) -> "from the start";
+shed_when(At) -> io_lib:format("at ~.1f s", [At / 1000]).
 
 %% Generated functions (funs, comprehensions) a wildcard left out.
 left_out(0, _Width) ->

@@ -204,7 +204,7 @@ init_keeper({EngineOptions, Tracing, Settings = #{owner := Owner, keep := Keep},
                 ok ->
                     _ = case ferrotrace_capture:for_session(Id, Settings) of ok -> ok; {error, Why} -> refuse(Id, Why) end,
                     case safe_start_tracing(Id, Prepared) of
-                        {ok, Backend} ->
+                        {ok, Backend, Held} ->
                             Caller ! {Ref, Id},
                             %% Ready: what refines the patterns comes after, a step at a time.
                             Steps = case Backend of
@@ -217,7 +217,7 @@ init_keeper({EngineOptions, Tracing, Settings = #{owner := Owner, keep := Keep},
                             {ok, #state{id = Id, owner = Monitor, keep = Keep,
                                         backend = Backend, watch = watch(Id, Backend, Tracing),
                                         calls = calls(Id, Backend, Tracing, EngineOptions),
-                                        steps = Steps}};
+                                        steps = Steps, shed = maps:from_keys(Held, true)}};
                         {error, Reason} ->
                             refuse(Id, Reason)
                     end;
@@ -239,10 +239,10 @@ refuse_early(Reason) ->
 %% answers that, with whatever was set undone.
 safe_start_tracing(Id, Tracing) ->
     try start_tracing(Id, Tracing) of
-        {ok, Backend} ->
+        {ok, Backend, Held} ->
             case lists:member(Id, ferrotrace_tracer:sessions()) of
                 true ->
-                    {ok, Backend};
+                    {ok, Backend, Held};
                 false ->
                     ferrotrace_backend:stop(Id, Backend),
                     {error, {no_such_session, Id}}
@@ -548,7 +548,7 @@ complete_loops(_Id, _Tracing) ->
     ok.
 
 start_tracing(_Id, none) ->
-    {ok, none};
+    {ok, none, []};
 start_tracing(Id, Tracing = #{kinds := Kinds}) ->
     %% Other event kinds (processes/2, calls/2's `also'): refused before anything changes
     %% when this VM cannot take them safely.
@@ -580,15 +580,20 @@ start_tracing(Id, Tracing = #{specs := Specs, heads := Heads, pids := Pids, scop
     %% of the API is anybody's).
     ok = ferrotrace_tracer:session_exclude_modules(Id, ferrotrace_traced:own_modules()),
     ok = ferrotrace_registry:update(Id, #{loops => Loops}),
-    Started = ferrotrace_backend:start(Id, Patterns, targets(Pids), Extra),
-    %% The processes waiting in a loop whose count-only pattern comes later (a server in
-    %% its receive) are not traced until it is (a step), or each message would leave a
-    %% frame on their stacks for as long as they live.
-    case {Started, Later} of
-        {{ok, Backend}, [_ | _]} -> ok = ferrotrace_backend:calls_flag(Id, Backend, maps:get(loopers, Tracing, []), false);
-        _ -> ok
-    end,
-    Started.
+    %% The functions the budget holds back from the start (ferrotrace_start) are taken off
+    %% as it sheds, before any process is flagged; the budget's process finds them in the
+    %% registry (`held'), to give back as it does what it sheds.
+    case ferrotrace_backend:start(Id, Patterns, targets(Pids), Extra, maps:get(held, Tracing, [])) of
+        {ok, Backend, HeldSaved} ->
+            _ = [ok = ferrotrace_registry:update(Id, #{held => HeldSaved}) || HeldSaved =/= []],
+            %% The processes waiting in a loop whose count-only pattern comes later (a
+            %% server in its receive) are not traced until it is (a step), or each message
+            %% would leave a frame on their stacks for as long as they live.
+            _ = [ok = ferrotrace_backend:calls_flag(Id, Backend, maps:get(loopers, Tracing, []), false) || Later =/= []],
+            {ok, Backend, [MFA || {MFA, _, _} <- HeldSaved]};
+        {error, _} = Error ->
+            Error
+    end.
 
 %% What add/2 and remove/2 change: the patterns set at the start, with the loops found then.
 calls(_Id, none, _Tracing, _EngineOptions) ->

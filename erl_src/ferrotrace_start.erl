@@ -10,7 +10,9 @@
 
 -export([session/1, calls/2, processes/2]).
 
-%% How long a budgeted start counts the node's reductions (ms), for its first rate.
+%% How long a budgeted start counts its functions' calls (ms; or the node's reductions,
+%% where it has no functions), for where it starts.
+-define(COUNT_MS, 50).
 -define(REDUCTIONS_MS, 25).
 
 %% @doc A raw session: `ferrotrace:session(Options)'.
@@ -95,12 +97,13 @@ start(Options, Tracing, Probe, Owner) ->
                     Engine = maps:merge(maps:remove(trees, Engine0), Trees),
                     case calibrate(Probe) of
                         {ok, ProbeOptions, ProbeInfo} ->
-                            %% A budget starts cautious: the per-call rate from the start.
-                            {Cautious, Rate} = initial_rate(fraction(Budget), ProbeInfo),
+                            %% A budget starts cautious: functions held back and the
+                            %% per-call rate from the start.
+                            {Cautious, Rate, Held} = first(fraction(Budget), ProbeInfo, Tracing),
                             %% Options given by hand win over the calibration's.
                             Started = ferrotrace_session:start(maps:merge(maps:merge(ProbeOptions, Cautious), Engine),
-                                                               Tracing, Settings),
-                            with_budget(with_intervals(with_info(Started, ProbeInfo), Intervals), Budget, Rate);
+                                                               held(Tracing, Held), Settings),
+                            with_budget(with_intervals(with_info(Started, ProbeInfo), Intervals), Budget, {Rate, Held});
                         {error, _} = Error ->
                             Error
                     end;
@@ -166,30 +169,45 @@ budget(#{}, _Tracing) ->
 fraction({default, Fraction}) -> Fraction;
 fraction(Budget) -> Budget.
 
-%% The per-call rate a budgeted session starts at (ferrotrace_budget:initial_rate/2), from
-%% the node's reductions over ?REDUCTIONS_MS: `{EngineOptions, Rate}'.
-initial_rate(none, _ProbeInfo) ->
-    {#{}, 1};
-initial_rate(Budget, ProbeInfo) ->
+%% Where a budgeted session starts (ferrotrace_budget:first/2): the functions held back and
+%% the per-call rate, from its functions' calls counted over ?COUNT_MS before any pattern
+%% is set (ferrotrace_backend:count_calls/2); where they cannot be counted (a session of
+%% other kinds), the rate from the node's reductions over ?REDUCTIONS_MS
+%% (ferrotrace_budget:initial_rate/2). `{EngineOptions, Rate, Held}'.
+first(none, _ProbeInfo, _Tracing) ->
+    {#{}, 1, []};
+first(Budget, ProbeInfo, Tracing) ->
+    Node = #{schedulers => erlang:system_info(schedulers_online),
+             calibration => case ProbeInfo of
+                                #{calibration := C} when is_map(C) -> C;
+                                _ -> undefined
+                            end},
+    Counted = case Tracing of
+                  #{specs := Specs} -> ferrotrace_backend:count_calls(Specs, ?COUNT_MS);
+                  _ -> {error, no_functions}
+              end,
+    {Held, Rate} = case Counted of
+                       {ok, Functions} -> ferrotrace_budget:first(Budget, Node#{functions => Functions});
+                       {error, _} -> {[], ferrotrace_budget:initial_rate(Budget, Node#{reductions_per_s => reductions_per_s()})}
+                   end,
+    case Rate of
+        1 -> {#{}, 1, Held};
+        _ -> {#{sample => {calls, Rate}}, Rate, Held}
+    end.
+
+reductions_per_s() ->
     {R0, T0} = {element(1, erlang:statistics(reductions)), erlang:monotonic_time(microsecond)},
     receive after ?REDUCTIONS_MS -> ok end,
     {R1, T1} = {element(1, erlang:statistics(reductions)), erlang:monotonic_time(microsecond)},
-    Calibration = case ProbeInfo of
-                      #{calibration := C} when is_map(C) -> C;
-                      _ -> undefined
-                  end,
-    Rate = ferrotrace_budget:initial_rate(Budget, #{schedulers => erlang:system_info(schedulers_online),
-                                                    calibration => Calibration,
-                                                    reductions_per_s => (R1 - R0) * 1.0e6 / max(1, T1 - T0)}),
-    case Rate of
-        1 -> {#{}, 1};
-        _ -> {#{sample => {calls, Rate}}, Rate}
-    end.
+    (R1 - R0) * 1.0e6 / max(1, T1 - T0).
+
+held(Tracing, []) -> Tracing;
+held(Tracing, Held) -> Tracing#{held => [MFA || {MFA, _} <- Held]}.
 
 %% The budget's process (ferrotrace_overhead), beside the keeper and ending with it.
-with_budget({ok, Id}, Budget, Rate) when Budget =/= none ->
+with_budget({ok, Id}, Budget, {Rate, Held}) when Budget =/= none ->
     case ferrotrace_registry:lookup(Id) of
-        {ok, Id, Keeper, _} -> _ = ferrotrace_overhead:start(Id, Keeper, {Budget, Rate}), ok;
+        {ok, Id, Keeper, _} -> _ = ferrotrace_overhead:start(Id, Keeper, {Budget, Rate, Held}), ok;
         error -> ok
     end,
     {ok, Id};

@@ -11,7 +11,9 @@
          floor_sheds_hottest_cheapest_test/0, restore_when_load_falls_test/0,
          no_oscillation_when_model_is_wrong_test/0, restore_backs_off_test/0,
          calibration_missing_test/0, unsheddable_test/0, bounded_history_test/0,
-         clock_still_test/0, noisy_steady_load_test/0]).
+         clock_still_test/0, noisy_steady_load_test/0,
+         first_idle_test/0, first_holds_the_floor_test/0, first_sampling_only_test/0,
+         first_held_come_back_test/0]).
 
 -define(CAL, #{call_ns => 300, return_ns => 300, discard_ns => 90}).
 -define(TICK_MS, 500).
@@ -283,4 +285,63 @@ clock_still_test() ->
     Sim = advance(node_sim(#{mfa(1) => {10000000, 50}})),
     {[], C1} = ferrotrace_budget:tick(measure(Sim), controller(0.05)),
     {[], _} = ferrotrace_budget:tick(measure(Sim), C1),
+    ok.
+
+%% The first moment (first/2), from calls per second counted before tracing.
+
+%% Nothing called: nothing held, every call kept.
+-spec first_idle_test() -> ok.
+first_idle_test() ->
+    ?assertEqual({[], 1}, ferrotrace_budget:first(0.05, #{schedulers => 2, calibration => ?CAL, functions => []})),
+    ?assertEqual({[], 1}, ferrotrace_budget:first(0.05, #{schedulers => 2, calibration => ?CAL,
+                                                          functions => [{mfa(1), 100.0}, {mfa(2), 0}]})),
+    ok.
+
+%% Counted calls whose floor alone is over the budget: the most called are held back
+%% until the floor of the rest is at ?SHED_TO (0.4) of the budget, the rest keep their
+%% patterns, and started as first/2 says, the simulated node is under its budget from the
+%% first tick.
+-spec first_holds_the_floor_test() -> ok.
+first_holds_the_floor_test() ->
+    Hot = {m, hot, 1}, Hot2 = {m, hot2, 1}, Warm = {m, warm, 1}, Cold = {m, cold, 1},
+    Functions = #{Hot => {20000000, 50}, Hot2 => {5000000, 80}, Warm => {100000, 500}, Cold => {2000, 100000}},
+    {Held, Rate} = ferrotrace_budget:first(0.05, #{schedulers => 2, calibration => ?CAL,
+                                                   functions => [{MFA, float(R)} || {MFA, {R, _}} <- maps:to_list(Functions)]}),
+    ?assertEqual([Hot, Hot2], [MFA || {MFA, _} <- Held]),
+    %% The floor left: 102,000 calls/s x 180 ns over 2 s of schedulers, 0.9 %: at most
+    %% 0.4 of the budget (2 %).
+    ?assert(Rate >= 1),
+    Sim = (node_sim(Functions))#{rate := Rate, shed := maps:from_list([{MFA, true} || {MFA, _} <- Held])},
+    ?assert(true_cost(Sim) =< 0.05, true_cost(Sim)),
+    C = ferrotrace_budget:new(0.05, #{schedulers => 2, calibration => ?CAL, rate => Rate, held => Held}),
+    #{shed := Log, shed_now := 2, rate := Rate} = ferrotrace_budget:view(C),
+    ?assertMatch([#{mfa := Hot, rate := 20000000, shed_at := 0}, #{mfa := Hot2, shed_at := 0}], Log),
+    {Sim1, _, Ds} = run(Sim, C, 3),
+    ?assertEqual([], [S || D <- Ds, {shed, S} <- D]),
+    ?assert(true_cost(Sim1) =< 0.05),
+    ok.
+
+%% A floor under the aim: nothing held, the rate alone keeps the traced part within it.
+-spec first_sampling_only_test() -> ok.
+first_sampling_only_test() ->
+    Functions = #{mfa(1) => {300000, 2000}, mfa(2) => {200000, 8000}},
+    {Held, Rate} = ferrotrace_budget:first(0.10, #{schedulers => 2, calibration => ?CAL,
+                                                   functions => [{MFA, float(R)} || {MFA, {R, _}} <- maps:to_list(Functions)]}),
+    ?assertEqual([], Held),
+    ?assert(Rate > 1),
+    ?assert(true_cost((node_sim(Functions))#{rate := Rate}) =< 0.10),
+    ok.
+
+%% What was held back comes back as shed functions do: the load light, at rate 1, after
+%% the wait, the least called first.
+-spec first_held_come_back_test() -> ok.
+first_held_come_back_test() ->
+    A = mfa(1), B = mfa(2),
+    Held = [{A, 5000000.0}, {B, 3000000.0}],
+    C = ferrotrace_budget:new(0.05, #{schedulers => 2, calibration => ?CAL, held => Held}),
+    Light = (node_sim(#{A => {1000, 50}, B => {500, 60}, mfa(3) => {1000, 10000}}))#{shed := #{A => true, B => true}},
+    {Sim, C1, Ds} = run(Light, C, 200),
+    ?assertEqual(#{}, maps:get(shed, Sim)),
+    ?assertEqual([B, A], [M || D <- Ds, {restore, Ms} <- D, M <- Ms]),
+    #{shed_now := 0} = ferrotrace_budget:view(C1),
     ok.
