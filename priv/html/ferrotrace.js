@@ -151,12 +151,21 @@
         }))])]);
   }
 
+  // inferno's script keeps the zoom and search in the URL (history.replaceState with
+  // "?x=..&y=.."), which a blob: document of a sandboxed frame refuses with a SecurityError:
+  // each click would end in an uncaught error. This script, run before inferno's, makes
+  // replaceState there a no-op when it is refused (the zoom itself is drawn before it).
+  var FLAME_GUARD = '<script type="text/ecmascript"><![CDATA[(function (r) { history.replaceState = function () { ' +
+                    'try { return r.apply(history, arguments); } catch (e) { return undefined; } }; })(history.replaceState);]]><\/script>';
+
   function flame(view) {
     if (!view.flame) return [el("p", { cls: "note", text: view.flame_note })];
     var m = /<svg[^>]*\sheight="(\d+)"/.exec(view.flame);
     var frame = el("iframe", { cls: "flame", title: "flame graph", sandbox: "allow-scripts" });
     frame.style.height = ((m ? +m[1] : 400) + 20) + "px";
-    frame.src = URL.createObjectURL(new Blob([view.flame], { type: "image/svg+xml" }));
+    var at = view.flame.indexOf("<script");
+    var svg = at < 0 ? view.flame : view.flame.slice(0, at) + FLAME_GUARD + view.flame.slice(at);
+    frame.src = URL.createObjectURL(new Blob([svg], { type: "image/svg+xml" }));
     return [el("p", { cls: "note", text: "click a frame to zoom, Ctrl-F to search; widths are own time (the time in a function less the traced calls it made). " + view.flame_note }), frame];
   }
 
