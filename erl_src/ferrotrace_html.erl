@@ -160,7 +160,8 @@ render(Name, View = #{summary := Summary, buckets := Buckets}, SeriesFun) ->
       recent => recent(maps:get(recent, View)),
       trees => maps:get(trees, View, null),
       activity => activity(Summary, SeriesFun),
-      series => [#{name => series_name(S), unit => series_unit(S), buckets => [[L, C] || {L, _, C} <- B]}
+      series => [#{name => series_name(S), unit => series_unit(S), counted => series_counted(S),
+                   buckets => [[L, C] || {L, _, C} <- B]}
                  || S <- ?SERIES, B <- [SeriesFun(S)], B =/= []]}.
 
 facts(#{summary := Summary, node := Node, otp := Otp, spec := Spec} = View) ->
@@ -222,8 +223,20 @@ activity(Summary, SeriesFun) ->
         _ -> unicode_text(ferrotrace_activity_report:format(Summary, SeriesFun, ?WIDTH))
     end.
 
-series_name({A, B}) -> iolist_to_binary([atom_to_binary(A), " ", atom_to_binary(B)]);
-series_name(A) -> atom_to_binary(A).
+%% A series' plot: its title (as the activity report's histograms have it) and what it counts.
+series_name(wakeup) -> <<"wakeup latency">>;
+series_name(run_slice) -> <<"run slice">>;
+series_name(lifetime) -> <<"process lifetime">>;
+series_name(size_words) -> <<"message size (words)">>;
+series_name({gc, minor}) -> <<"minor GC pause">>;
+series_name({gc, major}) -> <<"major GC pause">>;
+series_name({ports, run_slice}) -> <<"port run slice">>.
+
+series_counted(wakeup) -> <<"wakeups">>;
+series_counted(lifetime) -> <<"processes">>;
+series_counted(size_words) -> <<"messages">>;
+series_counted({gc, _}) -> <<"collections">>;
+series_counted(_) -> <<"slices">>.
 
 series_unit(size_words) -> <<"words">>;
 series_unit(_) -> <<"ns">>.

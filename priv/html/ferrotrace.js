@@ -47,9 +47,18 @@
     return u;
   }
 
+  // A y axis as wide as its longest tick label (uPlot's fixed 50 px let "15,000" run under
+  // the axis label).
+  function labelsWidth(u, values) {
+    var n = 1;
+    (values || []).forEach(function (v) { if (v !== null && v !== undefined) n = Math.max(n, String(v).length); });
+    return 24 + 8 * n;
+  }
+
   // Power-of-two buckets [[low, count]] as bars, every power from one below the first to one
-  // above the last (zeros included), as the text report's quantize does.
-  function distribution(box, kind, buckets, unit) {
+  // above the last (zeros included), as the text report's quantize does. `what`: the plot's
+  // title and what it counts (calls; a series: wakeups, collections, messages...).
+  function distribution(box, kind, buckets, unit, what) {
     if (!buckets.length) { box.appendChild(el("p", { cls: "note", text: "no completed call" })); return; }
     var counts = {};
     buckets.forEach(function (b) { counts[b[0]] = b[1]; });
@@ -60,13 +69,13 @@
     var label = function (l) { return unit === "ns" ? ns(l) : String(l); };
     var step = Math.ceil(xs.length / 8);   // at most 8 labels under the bars
     chart(box, kind, {
-      title: unit === "ns" ? "latency, power-of-two buckets" : unit + ", power-of-two buckets",
+      title: what.title + ", power-of-two buckets",
       scales: { x: { time: false, range: [-0.5, xs.length - 0.5] } },
       axes: [{ values: function (u, vals) { return vals.map(function (v) { return Number.isInteger(v) && lows[v] !== undefined ? label(lows[v]) : ""; }); },
                splits: function () { return xs.filter(function (x) { return x % step === 0; }); }, size: 40 },
-             { label: unit === "ns" ? "calls" : "count" }],
+             { label: what.counted, size: labelsWidth }],
       series: [{ label: unit, value: function (u, v) { return v === null ? "-" : label(lows[v]) + " .. " + label(lows[v] * 2 - 1); } },
-               { label: "count", fill: "rgba(204, 85, 0, 0.6)", stroke: "#c50", paths: uPlot.paths.bars({ size: [0.8, 60] }), points: { show: false } }],
+               { label: what.counted, fill: "rgba(204, 85, 0, 0.6)", stroke: "#c50", paths: uPlot.paths.bars({ size: [0.8, 60] }), points: { show: false } }],
       legend: { show: true }
     }, [xs, ys]);
     plots[kind === "activity" ? "activity" : "histogram"]++;
@@ -84,7 +93,7 @@
     chart(box, "over_time", {
       title: "p50, p90, p99 per " + intervalMs + " ms (log scale)",
       scales: { x: { time: false }, y: { distr: 3 } },
-      axes: [{ label: "s from the start" }, { values: function (u, vals) { return vals.map(function (v) { return v === null ? "" : ns(v); }); }, size: 70 }],
+      axes: [{ label: "s from the start" }, { values: function (u, vals) { return vals.map(function (v) { return v === null ? "" : ns(v); }); }, size: labelsWidth }],
       series: [{ label: "s", value: function (u, v) { return v === null ? "-" : v.toFixed(1) + " s"; } },
                { label: "p50", stroke: "#2a7", width: 2, value: function (u, v) { return ns(v); } },
                { label: "p90", stroke: "#e90", width: 2, value: function (u, v) { return ns(v); } },
@@ -180,7 +189,7 @@
       detailBox.appendChild(el("h3", { text: f.mfa, cls: "fname" }));
       detailBox.appendChild(el("div", { cls: "plots" }, [hist, time]));
       detailBox.appendChild(slowTable(f));
-      distribution(hist, "histogram", f.buckets, "ns");
+      distribution(hist, "histogram", f.buckets, "ns", { title: "latency", counted: "calls" });
       overTime(time, f.times, view.interval_ms);
     }
     box.appendChild(section("Session", [facts, pre(view.header, "header")]));
@@ -202,11 +211,14 @@
       var series = el("div", { cls: "plots" });
       box.appendChild(section("Process activity", [series, view.activity ? pre(view.activity) : null]));
       // Every box first, then the plots: each is as wide as its box once all are laid out.
-      view.series.map(function (s) {
+      view.series.map(function () {
         var b = el("div", { cls: "plot" });
-        series.appendChild(el("div", {}, [el("h3", { text: s.name }), b]));
+        series.appendChild(b);
         return b;
-      }).forEach(function (b, i) { distribution(b, "activity", view.series[i].buckets, view.series[i].unit); });
+      }).forEach(function (b, i) {
+        var s = view.series[i];
+        distribution(b, "activity", s.buckets, s.unit, { title: s.name, counted: s.counted });
+      });
     }
   }
 
