@@ -175,7 +175,16 @@ facts(#{summary := Summary, node := Node, otp := Otp, spec := Spec} = View) ->
      [<<"started">>, Started],
      [<<"duration">>, iolist_to_binary(io_lib:format("~.1f s", [maps:get(elapsed_ms, Summary, 0) / 1000]))]]
         ++ [[<<"nodes down">>, text(Down)] || Down <- [maps:get(nodes_down, Summary, [])], Down =/= []]
-        ++ [[<<"nodes failed">>, text(Failed)] || Failed <- [maps:get(failed, View, [])], Failed =/= []].
+        ++ [[<<"nodes failed">>, text(Failed)] || Failed <- [maps:get(failed, View, [])], Failed =/= []]
+        ++ [[<<"pids">>, Pids] || Pids <- [other_nodes_pids(View)], Pids =/= <<>>].
+
+%% A cluster's pids are printed as the coordinator prints them, `<N.x.y>', where N is its own
+%% number for the pid's node: which node each N is, for whoever reads the page elsewhere.
+other_nodes_pids(#{summary := #{calls := Calls}} = View) ->
+    Pids = [P || #{slowest := Slowest} <- Calls, is_list(Slowest), #{pid := P} <- Slowest]
+        ++ [P || Events <- [maps:get(recent, View, [])], is_list(Events), #{pid := P} <- Events],
+    Nodes = lists:usort([{node(P), hd(string:split(tl(pid_to_list(P)), "."))} || P <- Pids, is_pid(P), node(P) =/= node()]),
+    iolist_to_binary(lists:join(", ", [["<", N, ".x.y> on ", atom_to_list(Node)] || {Node, N} <- Nodes])).
 
 spec_text(undefined) -> <<"-">>;
 spec_text(Specs) when is_list(Specs) -> iolist_to_binary(lists:join(" ", [spec_text(S) || S <- Specs]));

@@ -363,6 +363,8 @@ html_per_node_and_merged(Config) ->
                       nomatch -> ct:fail({no_view, Name})
                   end || Name <- Names],
             ?assertEqual(lists:sort(At), At),
+            %% Other nodes' pids print as <N.x.y> here: the page says which node each N is.
+            [?assertNotEqual(nomatch, binary:match(Page, <<".x.y> on ", (atom_to_binary(N))/binary>>)) || N <- Nodes],
             ft_export_tools:browser(File, "--rows 9 --views 3 --expect histogram,over_time,flame"),
             ok
     end.
