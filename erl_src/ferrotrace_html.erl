@@ -85,7 +85,7 @@ cluster(Summary = #{calls := Calls}, Histogram, Replies) ->
                otp => list_to_binary(erlang:system_info(otp_release)),
                spec => first([maps:get(spec, V) || {_, V} <- Views]),
                buckets => maps:from_list([{MFA, B} || #{mfa := MFA} <- Calls, B <- [Histogram(MFA)], is_list(B)]),
-               series => #{},
+               series => merged_series([Series || {_, #{series := Series}} <- Views]),
                intervals => merged_intervals([maps:get(intervals, V) || {_, V} <- Views]),
                recent => case [R || {_, #{recent := R}} <- Views, is_list(R)] of
                              [] -> {error, no_recorder};
@@ -93,8 +93,18 @@ cluster(Summary = #{calls := Calls}, Histogram, Replies) ->
                          end,
                folded => ferrotrace_cluster_merge:folded([F || {_, #{folded := F}} <- Views])},
     Title = iolist_to_binary(["cluster of ", lists:join(", ", [atom_to_list(N) || {N, _} <- Replies])]),
-    page(Title, [render(<<"merged">>, Merged, fun(_) -> [] end)
+    page(Title, [render(<<"merged">>, Merged, fun(S) -> series(Merged, S) end)
                  | [render(atom_to_binary(Node), V, fun(S) -> series(V, S) end) || {Node, V} <- Views]]).
+
+%% The nodes' process activity series added, bucket by bucket (power-of-two buckets: the
+%% same bounds on every node).
+merged_series(Nodes) ->
+    Added = lists:foldl(fun({Key, {Low, High, Count}}, Acc) ->
+                                maps:update_with({Key, Low, High}, fun(C) -> C + Count end, Count, Acc)
+                        end, #{}, [{S, B} || Series <- Nodes, {S, Buckets} <- maps:to_list(Series), B <- Buckets]),
+    lists:foldr(fun({{S, Low, High}, Count}, Acc) -> maps:update_with(S, fun(L) -> [{Low, High, Count} | L] end,
+                                                                      [{Low, High, Count}], Acc)
+                end, #{}, lists:sort(maps:to_list(Added))).
 
 first([X | _]) -> X;
 first([]) -> undefined.

@@ -209,7 +209,8 @@
     }
     if (view.activity || view.series.length) {
       var series = el("div", { cls: "plots" });
-      box.appendChild(section("Process activity", [series, view.activity ? pre(view.activity) : null]));
+      box.appendChild(section("Process activity", [series, view.activity ? pre(view.activity)
+        : el("p", { cls: "note", text: "the nodes' distributions added; their counts and top processes are in each node's tab" })]));
       // Every box first, then the plots: each is as wide as its box once all are laid out.
       view.series.map(function () {
         var b = el("div", { cls: "plot" });
