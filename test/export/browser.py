@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Loads an html export (ferrotrace:export(S, html, File)) from disk in Debian's chromium,
-headless, and checks it (run by the export and cluster suites; about 5 to 10 s):
+headless, and checks it (run by the export and cluster suites; about 7 to 15 s a page):
 
   - no console message at all (uncaught errors, CSP refusals and failed loads print there);
   - no network request made by the page: chromium's own net log (--log-net-log) lists every
