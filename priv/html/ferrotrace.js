@@ -92,8 +92,10 @@
     var cols = [0, 1, 2, 3].map(function (i) { return times.map(function (t) { return i === 0 ? t[0] / 1000 : Math.max(1, t[i]); }); });
     chart(box, "over_time", {
       title: "p50, p90, p99 per " + intervalMs + " ms (log scale)",
-      scales: { x: { time: false }, y: { distr: 3 } },
-      axes: [{ label: "s from the start" }, { values: function (u, vals) { return vals.map(function (v) { return v === null ? "" : ns(v); }); }, size: labelsWidth }],
+      scales: { x: { time: false },   // y: whole decades, so that the lowest line has a label under it
+                y: { distr: 3, range: function (u, min, max) { return uPlot.rangeLog(min, max, 10, true); } } },
+      axes: [{ label: "s from the start" }, { values: function (u, vals) { return vals.map(function (v) { return v === null ? "" : ns(v); }); }, size: labelsWidth,
+                                               space: 15 }],   // 15 px apart: 1, 2, 5 of each decade labelled where they fit (uPlot's 30: the decades only)
       series: [{ label: "s", value: function (u, v) { return v === null ? "-" : v.toFixed(1) + " s"; } },
                { label: "p50", stroke: "#2a7", width: 2, value: function (u, v) { return ns(v); } },
                { label: "p90", stroke: "#e90", width: 2, value: function (u, v) { return ns(v); } },
