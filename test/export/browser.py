@@ -183,9 +183,10 @@ def devtools_poll(browser, url, work, expression, deadline_s=60):
     def fds():
         os.dup2(to_chromium, 3)
         os.dup2(from_chromium, 4)
+    log = open(os.path.join(work, "devtools-stderr.txt"), "w+b")   # a file: a full pipe would stall chromium
     proc = subprocess.Popen([browser] + FLAGS + ["--user-data-dir=" + tempfile.mkdtemp(dir=work), "--enable-logging=stderr",
                                                  "--v=0", "--remote-debugging-pipe", "about:blank"],
-                            preexec_fn=fds, pass_fds=(3, 4), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            preexec_fn=fds, pass_fds=(3, 4), stdout=subprocess.DEVNULL, stderr=log)
     os.close(to_chromium)
     os.close(from_chromium)
     state = {"id": 0, "buf": b""}
@@ -216,15 +217,19 @@ def devtools_poll(browser, url, work, expression, deadline_s=60):
             time.sleep(0.1)
             value = call("Runtime.evaluate", {"expression": expression, "returnByValue": True},
                          session).get("result", {}).get("value")
-        call("Browser.close")
+        # No wait for its reply: chromium may close the pipe first.
+        os.write(from_us, json.dumps({"id": state["id"] + 1, "method": "Browser.close", "params": {}}).encode() + b"\0")
     finally:
         os.close(from_us)
         try:
-            _, err = proc.communicate(timeout=30)
+            proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
-            _, err = proc.communicate()
+            proc.wait()
         os.close(to_us)
+        log.seek(0)
+        err = log.read()
+        log.close()
     return value, [l for l in err.decode(errors="replace").splitlines() if ":CONSOLE" in l]
 
 
