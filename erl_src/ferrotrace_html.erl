@@ -85,7 +85,7 @@ cluster(Summary = #{calls := Calls}, Histogram, Replies) ->
                otp => list_to_binary(erlang:system_info(otp_release)),
                spec => first([maps:get(spec, V) || {_, V} <- Views]),
                buckets => maps:from_list([{MFA, B} || #{mfa := MFA} <- Calls, B <- [Histogram(MFA)], is_list(B)]),
-               series => #{},
+               series => merged_series([Series || {_, #{series := Series}} <- Views]),
                intervals => merged_intervals([maps:get(intervals, V) || {_, V} <- Views]),
                recent => case [R || {_, #{recent := R}} <- Views, is_list(R)] of
                              [] -> {error, no_recorder};
@@ -93,8 +93,18 @@ cluster(Summary = #{calls := Calls}, Histogram, Replies) ->
                          end,
                folded => ferrotrace_cluster_merge:folded([F || {_, #{folded := F}} <- Views])},
     Title = iolist_to_binary(["cluster of ", lists:join(", ", [atom_to_list(N) || {N, _} <- Replies])]),
-    page(Title, [render(<<"merged">>, Merged, fun(_) -> [] end)
+    page(Title, [render(<<"merged">>, Merged, fun(S) -> series(Merged, S) end)
                  | [render(atom_to_binary(Node), V, fun(S) -> series(V, S) end) || {Node, V} <- Views]]).
+
+%% The nodes' process activity series added, bucket by bucket (power-of-two buckets: the
+%% same bounds on every node).
+merged_series(Nodes) ->
+    Added = lists:foldl(fun({Key, {Low, High, Count}}, Acc) ->
+                                maps:update_with({Key, Low, High}, fun(C) -> C + Count end, Count, Acc)
+                        end, #{}, [{S, B} || Series <- Nodes, {S, Buckets} <- maps:to_list(Series), B <- Buckets]),
+    lists:foldr(fun({{S, Low, High}, Count}, Acc) -> maps:update_with(S, fun(L) -> [{Low, High, Count} | L] end,
+                                                                      [{Low, High, Count}], Acc)
+                end, #{}, lists:sort(maps:to_list(Added))).
 
 first([X | _]) -> X;
 first([]) -> undefined.
@@ -160,7 +170,8 @@ render(Name, View = #{summary := Summary, buckets := Buckets}, SeriesFun) ->
       recent => recent(maps:get(recent, View)),
       trees => maps:get(trees, View, null),
       activity => activity(Summary, SeriesFun),
-      series => [#{name => series_name(S), unit => series_unit(S), buckets => [[L, C] || {L, _, C} <- B]}
+      series => [#{name => series_name(S), unit => series_unit(S), counted => series_counted(S),
+                   buckets => [[L, C] || {L, _, C} <- B]}
                  || S <- ?SERIES, B <- [SeriesFun(S)], B =/= []]}.
 
 facts(#{summary := Summary, node := Node, otp := Otp, spec := Spec} = View) ->
@@ -174,7 +185,16 @@ facts(#{summary := Summary, node := Node, otp := Otp, spec := Spec} = View) ->
      [<<"started">>, Started],
      [<<"duration">>, iolist_to_binary(io_lib:format("~.1f s", [maps:get(elapsed_ms, Summary, 0) / 1000]))]]
         ++ [[<<"nodes down">>, text(Down)] || Down <- [maps:get(nodes_down, Summary, [])], Down =/= []]
-        ++ [[<<"nodes failed">>, text(Failed)] || Failed <- [maps:get(failed, View, [])], Failed =/= []].
+        ++ [[<<"nodes failed">>, text(Failed)] || Failed <- [maps:get(failed, View, [])], Failed =/= []]
+        ++ [[<<"pids">>, Pids] || Pids <- [other_nodes_pids(View)], Pids =/= <<>>].
+
+%% A cluster's pids are printed as the coordinator prints them, `<N.x.y>', where N is its own
+%% number for the pid's node: which node each N is, for whoever reads the page elsewhere.
+other_nodes_pids(#{summary := #{calls := Calls}} = View) ->
+    Pids = [P || #{slowest := Slowest} <- Calls, is_list(Slowest), #{pid := P} <- Slowest]
+        ++ [P || Events <- [maps:get(recent, View, [])], is_list(Events), #{pid := P} <- Events],
+    Nodes = lists:usort([{node(P), hd(string:split(tl(pid_to_list(P)), "."))} || P <- Pids, is_pid(P), node(P) =/= node()]),
+    iolist_to_binary(lists:join(", ", [["<", N, ".x.y> on ", atom_to_list(Node)] || {Node, N} <- Nodes])).
 
 spec_text(undefined) -> <<"-">>;
 spec_text(Specs) when is_list(Specs) -> iolist_to_binary(lists:join(" ", [spec_text(S) || S <- Specs]));
@@ -222,8 +242,20 @@ activity(Summary, SeriesFun) ->
         _ -> unicode_text(ferrotrace_activity_report:format(Summary, SeriesFun, ?WIDTH))
     end.
 
-series_name({A, B}) -> iolist_to_binary([atom_to_binary(A), " ", atom_to_binary(B)]);
-series_name(A) -> atom_to_binary(A).
+%% A series' plot: its title (as the activity report's histograms have it) and what it counts.
+series_name(wakeup) -> <<"wakeup latency">>;
+series_name(run_slice) -> <<"run slice">>;
+series_name(lifetime) -> <<"process lifetime">>;
+series_name(size_words) -> <<"message size (words)">>;
+series_name({gc, minor}) -> <<"minor GC pause">>;
+series_name({gc, major}) -> <<"major GC pause">>;
+series_name({ports, run_slice}) -> <<"port run slice">>.
+
+series_counted(wakeup) -> <<"wakeups">>;
+series_counted(lifetime) -> <<"processes">>;
+series_counted(size_words) -> <<"messages">>;
+series_counted({gc, _}) -> <<"collections">>;
+series_counted(_) -> <<"slices">>.
 
 series_unit(size_words) -> <<"words">>;
 series_unit(_) -> <<"ns">>.

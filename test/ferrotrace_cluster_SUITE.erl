@@ -340,7 +340,8 @@ hdr_log_intervals_merged(Config) ->
 
 %% A cluster's html export: a merged view and one per node, each node's from its own part;
 %% loaded in a headless chromium (test/export/browser.py) as the export suite does: each
-%% view draws its three functions' rows (nine in all). Skips
+%% view draws its three functions' rows (nine in all), and the messages' sizes (the merged
+%% view's the nodes' added). Skips
 %% where chromium is not installed (make export-tools installs it).
 -spec html_per_node_and_merged(config()) -> ok | {skip, string()}.
 html_per_node_and_merged(Config) ->
@@ -350,7 +351,7 @@ html_per_node_and_merged(Config) ->
         _ ->
             Nodes = lists:sort([N || {_, N} <- peers(2)]),
             {ok, C} = ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000, recent => 100,
-                                                intervals => 10, args => true}),
+                                                intervals => 10, args => true, also => [messages]}),
             [ok = remote(N, ft_export_target, run, [K, 1]) || {N, K} <- lists:zip(Nodes, [4, 6])],
             ok = ferrotrace:stop(C),
             File = filename:join(proplists:get_value(priv_dir, Config), "cluster.html"),
@@ -363,6 +364,13 @@ html_per_node_and_merged(Config) ->
                       nomatch -> ct:fail({no_view, Name})
                   end || Name <- Names],
             ?assertEqual(lists:sort(At), At),
-            ft_export_tools:browser(File, "--rows 9 --views 3 --expect histogram,over_time,flame"),
+            %% Other nodes' pids print as <N.x.y> here: the page says which node each N is.
+            [?assertNotEqual(nomatch, binary:match(Page, <<".x.y> on ", (atom_to_binary(N))/binary>>)) || N <- Nodes],
+            %% The merged view has the nodes' message sizes added (its keys come before the
+            %% first node's name: the page's JSON has each view's keys in order).
+            [AtMerged, AtFirst | _] = At,
+            ?assertNotEqual(nomatch, binary:match(binary:part(Page, AtMerged, AtFirst - AtMerged),
+                                                  <<"\"name\":\"message size (words)\"">>)),
+            ft_export_tools:browser(File, "--rows 9 --views 3 --expect histogram,over_time,flame,activity"),
             ok
     end.

@@ -353,6 +353,9 @@ html_in_a_browser(Config) ->
             ok = ferrotrace:export(S, html, Full),
             {ok, Page} = file:read_file(Full),
             [?assertNotEqual(nomatch, binary:match(Page, list_to_binary(ft_export_tools:tag(MFA)))) || MFA <- ?SPEC],
+            %% The activity plots are titled as the text report's histograms and say what they count.
+            ?assertNotEqual(nomatch, binary:match(Page, <<"\"name\":\"message size (words)\"">>)),
+            ?assertNotEqual(nomatch, binary:match(Page, <<"\"counted\":\"messages\"">>)),
             ft_export_tools:browser(Full, "--rows 3 --expect histogram,over_time,flame,activity"),
             Plain = tmp(Config, "plain.html"),
             ok = ferrotrace:export(traced_session(), html, Plain),

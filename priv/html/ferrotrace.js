@@ -47,9 +47,18 @@
     return u;
   }
 
+  // A y axis as wide as its longest tick label (uPlot's fixed 50 px let "15,000" run under
+  // the axis label).
+  function labelsWidth(u, values) {
+    var n = 1;
+    (values || []).forEach(function (v) { if (v !== null && v !== undefined) n = Math.max(n, String(v).length); });
+    return 24 + 8 * n;
+  }
+
   // Power-of-two buckets [[low, count]] as bars, every power from one below the first to one
-  // above the last (zeros included), as the text report's quantize does.
-  function distribution(box, kind, buckets, unit) {
+  // above the last (zeros included), as the text report's quantize does. `what`: the plot's
+  // title and what it counts (calls; a series: wakeups, collections, messages...).
+  function distribution(box, kind, buckets, unit, what) {
     if (!buckets.length) { box.appendChild(el("p", { cls: "note", text: "no completed call" })); return; }
     var counts = {};
     buckets.forEach(function (b) { counts[b[0]] = b[1]; });
@@ -60,13 +69,13 @@
     var label = function (l) { return unit === "ns" ? ns(l) : String(l); };
     var step = Math.ceil(xs.length / 8);   // at most 8 labels under the bars
     chart(box, kind, {
-      title: unit === "ns" ? "latency, power-of-two buckets" : unit + ", power-of-two buckets",
+      title: what.title + ", power-of-two buckets",
       scales: { x: { time: false, range: [-0.5, xs.length - 0.5] } },
       axes: [{ values: function (u, vals) { return vals.map(function (v) { return Number.isInteger(v) && lows[v] !== undefined ? label(lows[v]) : ""; }); },
                splits: function () { return xs.filter(function (x) { return x % step === 0; }); }, size: 40 },
-             { label: unit === "ns" ? "calls" : "count" }],
+             { label: what.counted, size: labelsWidth }],
       series: [{ label: unit, value: function (u, v) { return v === null ? "-" : label(lows[v]) + " .. " + label(lows[v] * 2 - 1); } },
-               { label: "count", fill: "rgba(204, 85, 0, 0.6)", stroke: "#c50", paths: uPlot.paths.bars({ size: [0.8, 60] }), points: { show: false } }],
+               { label: what.counted, fill: "rgba(204, 85, 0, 0.6)", stroke: "#c50", paths: uPlot.paths.bars({ size: [0.8, 60] }), points: { show: false } }],
       legend: { show: true }
     }, [xs, ys]);
     plots[kind === "activity" ? "activity" : "histogram"]++;
@@ -83,8 +92,10 @@
     var cols = [0, 1, 2, 3].map(function (i) { return times.map(function (t) { return i === 0 ? t[0] / 1000 : Math.max(1, t[i]); }); });
     chart(box, "over_time", {
       title: "p50, p90, p99 per " + intervalMs + " ms (log scale)",
-      scales: { x: { time: false }, y: { distr: 3 } },
-      axes: [{ label: "s from the start" }, { values: function (u, vals) { return vals.map(function (v) { return v === null ? "" : ns(v); }); }, size: 70 }],
+      scales: { x: { time: false },   // y: whole decades, so that the lowest line has a label under it
+                y: { distr: 3, range: function (u, min, max) { return uPlot.rangeLog(min, max, 10, true); } } },
+      axes: [{ label: "s from the start" }, { values: function (u, vals) { return vals.map(function (v) { return v === null ? "" : ns(v); }); }, size: labelsWidth,
+                                               space: 15 }],   // 15 px apart: 1, 2, 5 of each decade labelled where they fit (uPlot's 30: the decades only)
       series: [{ label: "s", value: function (u, v) { return v === null ? "-" : v.toFixed(1) + " s"; } },
                { label: "p50", stroke: "#2a7", width: 2, value: function (u, v) { return ns(v); } },
                { label: "p90", stroke: "#e90", width: 2, value: function (u, v) { return ns(v); } },
@@ -151,12 +162,21 @@
         }))])]);
   }
 
+  // inferno's script keeps the zoom and search in the URL (history.replaceState with
+  // "?x=..&y=.."), which a blob: document of a sandboxed frame refuses with a SecurityError:
+  // each click would end in an uncaught error. This script, run before inferno's, makes
+  // replaceState there a no-op when it is refused (the zoom itself is drawn before it).
+  var FLAME_GUARD = '<script type="text/ecmascript"><![CDATA[(function (r) { history.replaceState = function () { ' +
+                    'try { return r.apply(history, arguments); } catch (e) { return undefined; } }; })(history.replaceState);]]><\/script>';
+
   function flame(view) {
     if (!view.flame) return [el("p", { cls: "note", text: view.flame_note })];
     var m = /<svg[^>]*\sheight="(\d+)"/.exec(view.flame);
     var frame = el("iframe", { cls: "flame", title: "flame graph", sandbox: "allow-scripts" });
     frame.style.height = ((m ? +m[1] : 400) + 20) + "px";
-    frame.src = URL.createObjectURL(new Blob([view.flame], { type: "image/svg+xml" }));
+    var at = view.flame.indexOf("<script");
+    var svg = at < 0 ? view.flame : view.flame.slice(0, at) + FLAME_GUARD + view.flame.slice(at);
+    frame.src = URL.createObjectURL(new Blob([svg], { type: "image/svg+xml" }));
     return [el("p", { cls: "note", text: "click a frame to zoom, Ctrl-F to search; widths are own time (the time in a function less the traced calls it made). " + view.flame_note }), frame];
   }
 
@@ -171,7 +191,7 @@
       detailBox.appendChild(el("h3", { text: f.mfa, cls: "fname" }));
       detailBox.appendChild(el("div", { cls: "plots" }, [hist, time]));
       detailBox.appendChild(slowTable(f));
-      distribution(hist, "histogram", f.buckets, "ns");
+      distribution(hist, "histogram", f.buckets, "ns", { title: "latency", counted: "calls" });
       overTime(time, f.times, view.interval_ms);
     }
     box.appendChild(section("Session", [facts, pre(view.header, "header")]));
@@ -191,13 +211,17 @@
     }
     if (view.activity || view.series.length) {
       var series = el("div", { cls: "plots" });
-      box.appendChild(section("Process activity", [series, view.activity ? pre(view.activity) : null]));
+      box.appendChild(section("Process activity", [series, view.activity ? pre(view.activity)
+        : el("p", { cls: "note", text: "the nodes' distributions added; their counts and top processes are in each node's tab" })]));
       // Every box first, then the plots: each is as wide as its box once all are laid out.
-      view.series.map(function (s) {
+      view.series.map(function () {
         var b = el("div", { cls: "plot" });
-        series.appendChild(el("div", {}, [el("h3", { text: s.name }), b]));
+        series.appendChild(b);
         return b;
-      }).forEach(function (b, i) { distribution(b, "activity", view.series[i].buckets, view.series[i].unit); });
+      }).forEach(function (b, i) {
+        var s = view.series[i];
+        distribution(b, "activity", s.buckets, s.unit, { title: s.name, counted: s.counted });
+      });
     }
   }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Loads an html export (ferrotrace:export(S, html, File)) from disk in Debian's chromium,
-headless, and checks it (run by the export and cluster suites; about 5 to 10 s):
+headless, and checks it (run by the export and cluster suites; about 7 to 15 s a page):
 
   - no console message at all (uncaught errors, CSP refusals and failed loads print there);
   - no network request made by the page: chromium's own net log (--log-net-log) lists every
@@ -9,7 +9,14 @@ headless, and checks it (run by the export and cluster suites; about 5 to 10 s):
     first, to show that this check sees a page's request;
   - the page's own account of what it drew (body's data-rendered, read from --dump-dom):
     a table row per function, and the plots asked for with --expect;
-  - a screenshot that is not blank: more than --min-colours distinct colours.
+  - a screenshot that is not blank: more than --min-colours distinct colours;
+  - the flame graph zooms: a copy of the page whose flame graphs carry a probe script
+    (appended to inferno's SVG) clicks a frame in each, inside the page's own sandboxed
+    blob: frame, and reports back to the page (postMessage) that inferno zoomed it (the
+    frame as wide as the graph, "Reset Zoom" shown) with no error; no console message either;
+  - the function table sorts by any column: in the same copy, a click on each column's header
+    orders the first view's rows by it (numbers largest first, names A to Z, functions with
+    no figure last), and a second click on COUNT reverses it.
 
 Usage: browser.py FILE --rows N [--views N] [--expect histogram,over_time,flame,activity]
        [--screenshot OUT.png]. Needs Debian's chromium (`make export-tools` installs it).
@@ -70,6 +77,160 @@ def page_requests(netlog):
             if params.get("initiator", "not an origin") != "not an origin":
                 found.append((params["initiator"], params["url"]))
     return found
+
+
+# Appended to each flame graph's SVG: tells the page it loaded; on the page's answer (a
+# message, not a timer: frames of hidden tabs get their timers throttled), clicks the first
+# frame that is not the root and reports what inferno's script made of it.
+ZOOM_PROBE = """<script type="text/ecmascript"><![CDATA[
+window.addEventListener("error", function (e) { parent.postMessage({error: String(e.message)}, "*"); });
+window.addEventListener("load", function () { parent.postMessage({loaded: true}, "*"); });
+window.addEventListener("message", function () {
+  var frames = document.querySelectorAll("#frames > g"), target = null, r = {};
+  for (var i = 0; i < frames.length && !target; i++)
+    if (frames[i].querySelector("title").textContent.indexOf("all (") !== 0) target = frames[i];
+  if (!target) { parent.postMessage({error: "no frame to click"}, "*"); return; }
+  target.querySelector("rect").dispatchEvent(new MouseEvent("click", {bubbles: true}));
+  r.width = target.querySelector("rect").getAttribute("width");
+  r.reset_shown = !document.getElementById("unzoom").classList.contains("hide");
+  parent.postMessage(r, "*");
+});
+]]></script>"""
+
+LISTENER = ('<script>var probes = []; window.addEventListener("message", function (e) {'
+            ' if (e.data && e.data.loaded) { e.source.postMessage("click", "*"); return; } probes.push(e.data);'
+            ' document.body.setAttribute("data-probes", JSON.stringify(probes)); });</script>')
+
+
+def zoom_check(browser, path, work, expected):
+    """Clicks a frame of each flame graph in a probed copy of the page (see the docstring)."""
+    with open(path, encoding="utf-8") as f:
+        page = f.read()
+    start = page.index('<script type="application/json" id="ferrotrace-data">')
+    start = page.index(">", start) + 1
+    end = page.index("</script>", start)
+    data = json.loads(page[start:end])
+    for view in data["views"]:
+        if view.get("flame"):
+            at = view["flame"].rindex("</svg>")
+            view["flame"] = view["flame"][:at] + ZOOM_PROBE + view["flame"][at:]
+    body = json.dumps(data).replace("</", "<\\/").replace("<!--", "\\u003c!--")
+    # The listener first in the body: a frame may load while the page's own script still runs.
+    at = page.index("<body>") + len("<body>")
+    probed = page[:at] + LISTENER + page[at:start] + body + page[end:]
+    copy = os.path.join(work, "zoom.html")
+    with open(copy, "w", encoding="utf-8") as f:
+        f.write(probed)
+    # The frames' scripts run in their own process, which --virtual-time-budget does not wait
+    # for: the copy is driven over the DevTools pipe instead, polled until every graph reported.
+    wait = ("(function () { var b = document.body, p = b && b.getAttribute('data-probes') || '[]';"
+            " if (!(b && b.hasAttribute('data-rendered') && JSON.parse(p).length >= %d)) return null;"
+            " return JSON.stringify({probes: JSON.parse(p), sorts: %s()}); })()" % (expected, SORT_CLICKS))
+    found, console = devtools_poll(browser, "file://" + copy, work, wait)
+    if console:
+        fail("console messages after clicks on the flame graph and the table:\n" + "\n".join(console))
+    found = json.loads(found) if found else {"probes": [], "sorts": []}
+    check_sorts(data["views"][0]["functions"], found["sorts"])
+    probes, sorts = found["probes"], found["sorts"]
+    if len(probes) != expected or any("error" in p or not p["reset_shown"] or not p["width"].startswith("100")
+                                      for p in probes):
+        fail("the flame graph did not zoom on a click (%d graphs): %r" % (expected, probes))
+    return probes, sorts
+
+
+# Clicks each header of the first function table, then COUNT twice: each time the header's
+# key, whether it sorts largest first, and the rows' function names in order.
+SORT_CLICKS = """(function () {
+  var table = document.querySelector("table.functions"), sorts = [];
+  if (!table) return sorts;
+  var ths = table.querySelectorAll("thead th");
+  function click(th) {
+    th.click();
+    sorts.push({key: th.getAttribute("data-key"), desc: th.classList.contains("desc"),
+                names: Array.prototype.map.call(table.querySelectorAll("tbody tr.fn"), function (tr) { return tr.firstChild.textContent; })});
+  }
+  Array.prototype.forEach.call(ths, click);
+  click(ths[1]);
+  click(ths[1]);
+  return sorts;
+})"""
+
+
+def check_sorts(functions, sorts):
+    """Each click's rows are ordered by its column (see SORT_CLICKS)."""
+    if not functions:
+        return
+    by_name = {f["mfa"]: f for f in functions}
+    if len(sorts) < 3 or sorts[-2]["key"] != "count" or not sorts[-2]["desc"] or sorts[-1]["desc"]:
+        fail("the function table's headers did not sort as clicked: %r" % [(s["key"], s["desc"]) for s in sorts])
+    for sort in sorts:
+        if sorted(sort["names"]) != sorted(by_name):
+            fail("sorted by %s, the rows are not the functions: %r" % (sort["key"], sort["names"][:5]))
+        values = [by_name[n][sort["key"]] for n in sort["names"]]
+        known = [v for v in values if v is not None]
+        if values[:len(known)] != known or known != sorted(known, reverse=sort["desc"]):
+            fail("the rows are not in %s order of %s: %r" % ("descending" if sort["desc"] else "ascending",
+                                                              sort["key"], values[:20]))
+
+
+def devtools_poll(browser, url, work, expression, deadline_s=60):
+    """Opens url in chromium driven over --remote-debugging-pipe (fds 3 and 4, messages ending
+    in NUL) and evaluates expression every 100 ms until it is truthy or deadline_s passes:
+    (its value or None, the console lines chromium logged)."""
+    to_chromium, from_us = os.pipe()
+    to_us, from_chromium = os.pipe()
+
+    def fds():
+        os.dup2(to_chromium, 3)
+        os.dup2(from_chromium, 4)
+    log = open(os.path.join(work, "devtools-stderr.txt"), "w+b")   # a file: a full pipe would stall chromium
+    proc = subprocess.Popen([browser] + FLAGS + ["--user-data-dir=" + tempfile.mkdtemp(dir=work), "--enable-logging=stderr",
+                                                 "--v=0", "--remote-debugging-pipe", "about:blank"],
+                            preexec_fn=fds, pass_fds=(3, 4), stdout=subprocess.DEVNULL, stderr=log)
+    os.close(to_chromium)
+    os.close(from_chromium)
+    state = {"id": 0, "buf": b""}
+
+    def call(method, params=None, session=None):
+        state["id"] += 1
+        message = {"id": state["id"], "method": method, "params": params or {}}
+        if session:
+            message["sessionId"] = session
+        os.write(from_us, json.dumps(message).encode() + b"\0")
+        while True:
+            while b"\0" in state["buf"]:
+                raw, state["buf"] = state["buf"].split(b"\0", 1)
+                reply = json.loads(raw)
+                if reply.get("id") == state["id"]:
+                    return reply.get("result", {})
+            chunk = os.read(to_us, 1 << 16)
+            if not chunk:
+                fail("chromium closed its DevTools pipe")
+            state["buf"] += chunk
+    value = None
+    try:
+        page = [t for t in call("Target.getTargets")["targetInfos"] if t["type"] == "page"][0]["targetId"]
+        session = call("Target.attachToTarget", {"targetId": page, "flatten": True})["sessionId"]
+        call("Page.navigate", {"url": url}, session)
+        end = time.monotonic() + deadline_s
+        while not value and time.monotonic() < end:
+            time.sleep(0.1)
+            value = call("Runtime.evaluate", {"expression": expression, "returnByValue": True},
+                         session).get("result", {}).get("value")
+        # No wait for its reply: chromium may close the pipe first.
+        os.write(from_us, json.dumps({"id": state["id"] + 1, "method": "Browser.close", "params": {}}).encode() + b"\0")
+    finally:
+        os.close(from_us)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        os.close(to_us)
+        log.seek(0)
+        err = log.read()
+        log.close()
+    return value, [l for l in err.decode(errors="replace").splitlines() if ":CONSOLE" in l]
 
 
 def png_colours(path):
@@ -152,6 +313,7 @@ def main():
         for kind in [k for k in args.expect.split(",") if k]:
             if rendered.get(kind, 0) < 1:
                 fail("no %s plot drawn: %r" % (kind, rendered))
+        zoomed, sorts = zoom_check(browser, args.file, work, rendered.get("flame", 0))
         shot = args.screenshot or os.path.join(work, "shot.png")
         _, console, requests, wall_shot = run(browser, url, work, ["--screenshot=" + shot, "--window-size=" + args.window])
         if console or requests:
@@ -161,10 +323,10 @@ def main():
             fail("the screenshot has %d colours, at most %d: blank?" % (colours, args.min_colours))
         size = os.path.getsize(args.file)
         print("html ok: %d bytes, %d rows, %d views, plots %s, drawn in %d ms (its script; %d ms since navigation start), "
-              "chromium %.1f s (dump) %.1f s (screenshot), screenshot %d colours"
+              "chromium %.1f s (dump) %.1f s (screenshot), screenshot %d colours, %d flame graphs zoomed on a click, %d header clicks sorted"
               % (size, rendered["rows"], rendered["views"],
                  {k: rendered.get(k) for k in ("histogram", "over_time", "activity", "flame")},
-                 rendered["ms"], rendered.get("since_navigation", -1), wall_dom, wall_shot, colours))
+                 rendered["ms"], rendered.get("since_navigation", -1), wall_dom, wall_shot, colours, len(zoomed), len(sorts)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
