@@ -4,9 +4,10 @@
 #
 #   test/otp/run.sh [trixie] [sid]
 #
-# In each chroot it runs the attach bundle (_build/bundle/ferrotrace, when make bundle built it)
-# with that OTP's escript against a node without ferrotrace (one-shot calls, then detach's
-# checks), compiles erl_src/*.erl with the project's erl_opts (warnings are errors),
+# In each chroot it runs the attach bundle (_build/bundle/ferrotrace: make test-otp builds it)
+# with that OTP's escript against a node of that OTP without ferrotrace (test/otp/attach.sh:
+# one-shot calls, the remote shell on a pty, detach's checks; FERROTRACE_OTP_ATTACH=0 skips
+# it), compiles erl_src/*.erl with the project's erl_opts (warnings are errors),
 # loads the NIF built on the host (priv/libferrotrace_nif.so, nif_version_2_16), compiles the
 # test helpers (test/support/*.erl), runs the EUnit modules test/*_tests.erl and the Common
 # Test suites test/*_SUITE.erl
@@ -83,12 +84,13 @@ mount_in() { # mount_in ROOT: /proc and /dev for apt and erl, where mounting is 
     if mount -t proc proc "$root/proc" 2>/dev/null; then
         mounts+=("$root/proc")
         mount --bind /dev "$root/dev" && mounts+=("$root/dev")
+        # A pty for the attach step's remote shell (its ptmx is /dev's, bound above).
+        mount --bind /dev/pts "$root/dev/pts" && mounts+=("$root/dev/pts")
     else
         # An unprivileged container: erl runs without them (tried); ct_run, apt and
         # dpkg inside the chroot and debootstrap there are untested.
         say "cannot mount /proc in $root (no privilege?): going on without /proc and /dev"
     fi
-    # /dev/pts is not needed: nothing here uses a terminal.
 }
 
 # A run killed with SIGKILL can leave mounts behind: undo them before touching the tree
@@ -101,10 +103,14 @@ unmount_stale() { # unmount_stale ROOT
     done
 }
 
-umount_all() {
-    local i
-    for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do umount "${mounts[i]}"; done
+umount_all() { # fails (after trying them all, lazily where busy) if one stays mounted
+    local i ok=0
+    for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do
+        umount "${mounts[i]}" 2>/dev/null || umount -l "${mounts[i]}" \
+            || { echo "test-otp: could not unmount ${mounts[i]}" >&2; ok=1; }
+    done
     mounts=()
+    return $ok
 }
 
 # sid's (and testing's) Release files carry Valid-Until; a snapshot mirror or a slow clock
@@ -158,8 +164,11 @@ check() { # check RELEASE: compile, load the NIF, EUnit, Common Test, inside the
     cp priv/libferrotrace_nif.so "$work/ferrotrace/priv/"
     cp -r priv/html "$work/ferrotrace/priv/"   # the html export's vendored scripts
     # The attach bundle (make bundle, built on the host's OTP 25), run by this OTP's escript.
-    # Run only where asked (FERROTRACE_OTP_ATTACH=1): written for issue 29, not yet run in a chroot.
-    if [ -x _build/bundle/ferrotrace ] && [ "${FERROTRACE_OTP_ATTACH:-0}" = 1 ]; then cp _build/bundle/ferrotrace "$work/bundle-ferrotrace"; fi
+    if [ "${FERROTRACE_OTP_ATTACH:-1}" != 0 ]; then
+        [ -x _build/bundle/ferrotrace ] || die "_build/bundle/ferrotrace is missing: run 'make bundle' (or FERROTRACE_OTP_ATTACH=0)"
+        cp _build/bundle/ferrotrace "$work/bundle-ferrotrace"
+        cp test/otp/attach.sh "$work/"
+    fi
     cp test/*.erl "$work/test/"
     cp test/support/* "$work/test/support/"
     { echo '{logdir, "logs"}.'
@@ -188,21 +197,7 @@ erl -noshell -pa ferrotrace/ebin -eval '
     io:format("test-otp: NIF loaded: ~s~n", [code:priv_dir(ferrotrace)]),
     halt().'
 status=0
-if [ -x bundle-ferrotrace ]; then
-    # ferrotrace attached to a node that has none (its code path and cwd hold no ferrotrace),
-    # one-shot calls, then detach's findings: the escript and the node both on this OTP.
-    mkdir -p /tmp/ftotp && (cd /tmp/ftotp && exec erl -sname ftotp -setcookie ftotp -noshell \
-        -eval 'spawn(fun L() -> _ = lists:seq(1, 10), timer:sleep(1), L() end).' >/dev/null 2>&1 </dev/null) &
-    target=\$!
-    for i in \$(seq 60); do ./bundle-ferrotrace status ftotp --cookie ftotp >/dev/null 2>&1 && break; sleep 0.5; done
-    if ./bundle-ferrotrace calls ftotp lists:seq/2 --for 1s --cookie ftotp >attach.out 2>&1 \
-        && grep -q '^lists:seq/2 ' attach.out && grep -q '^nothing of ferrotrace left' attach.out; then
-        echo "test-otp: $release: attach: one-shot calls and detach, nothing left"
-    else
-        cat attach.out; echo "test-otp: $release: attach failed"; status=1
-    fi
-    kill \$target 2>/dev/null || true
-fi
+if [ -x bundle-ferrotrace ]; then sh attach.sh $release || status=1; fi
 if [ -n "$eunit_modules" ]; then
 erl -noshell -pa ferrotrace/ebin -pa test -eval '
     case eunit:test([$(echo $eunit_modules | tr ' ' ',')], []) of
@@ -223,7 +218,7 @@ EOF
     timeout "$step_timeout" chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
         HOME=/root LANG=C.UTF-8 ${fuzz_env[@]+"${fuzz_env[@]}"} sh -c "$script" \
         || { umount_all; say "$release: FAILED in $((SECONDS - started)) s (Common Test logs: $work/logs)"; return 1; }
-    umount_all
+    umount_all || return 1
     say "$release: passed in $((SECONDS - started)) s"
 }
 
