@@ -11,7 +11,8 @@
 #      then --keep (left loaded, with no client) and detach;
 #      after each, the detach's findings say nothing is left, and this script checks
 #      /proc/PID/maps and the temporary directories itself;
-#   3. `attach` in a tmux pane: calls/2, report/1 in the remote shell; a second attach (a
+#   3. `attach` in a tmux pane: the node's code path as it was and the operator's nodes
+#      hidden (nodes() has none of them); calls/2, report/1 in the remote shell; a second attach (a
 #      one-shot while the shell holds it) reuses it and leaves it loaded; a bundle of another
 #      version is refused; `ferrotrace detach` while the shell's session runs; then a new
 #      shell left with Ctrl-G q unloads; and one whose terminal is closed (the guard unloads);
@@ -71,6 +72,8 @@ ft() { timeout 60 "$bundle" "$@" --cookie-file "$work/cookie"; }
 for _ in $(seq 60); do [ "$(timeout 10 "$rel/bin/relapp" ping 2>/dev/null)" = pong ] && break; sleep 0.5; done
 pid=$(timeout 10 "$rel/bin/relapp" pid) || fail "the release did not start"
 say "release without ferrotrace up: $full (pid $pid), cookie file mode $(stat -c '%a %U' "$work/cookie")"
+evs() { timeout 30 "$rel/bin/relapp" eval "$1" | tr -d ' \n'; } # an expression's value on the node, no blanks
+code_path=$(evs 'erlang:phash2(code:get_path()).')
 
 # nothing_left WHAT: the detach's findings said so, and the node's maps and temp dirs agree
 nothing_left() {
@@ -153,6 +156,11 @@ open_shell() {
     fail "a ferrotrace-home-* directory (the shell's cookie) is still there: $(ls -d "${TMPDIR:-/tmp}"/ferrotrace-home-*)"
 }
 open_shell
+# While attached: the node's code path as it was; the escript's and the shell's nodes hidden.
+[ "$(evs 'erlang:phash2(code:get_path()).')" = "$code_path" ] || fail "the code path changed while attached"
+seen=$(evs '{[N || N <- nodes(), lists:prefix("ferrotrace", atom_to_list(N))], [N || N <- nodes(hidden), lists:prefix("ferrotrace", atom_to_list(N))]}.')
+[[ $seen == '{[],['*ferrotrace_sh_*']}' ]] || fail "attached: expected only hidden ferrotrace nodes ({visible, hidden}): $seen"
+say "while attached: code path unchanged, the operator's nodes hidden: $seen"
 ft calls "$full" relapp_work:loop/1 --for 500ms >"$work/out" 2>&1 || { cat "$work/out" >&2; fail "a second attach"; }
 grep -q "is attached to $full already: using it" "$work/out" || fail "second attach: $(cat "$work/out")"
 grep -q "stays on $full: other clients hold it (1)" "$work/out" || fail "second attach: $(cat "$work/out")"
