@@ -15,7 +15,8 @@
 #      hidden (nodes() has none of them); calls/2, report/1 in the remote shell; a second attach (a
 #      one-shot while the shell holds it) reuses it and leaves it loaded; a bundle of another
 #      version is refused; `ferrotrace detach` while the shell's session runs; then a new
-#      shell left with Ctrl-G q unloads; and one whose terminal is closed (the guard unloads);
+#      shell left with Ctrl-G q unloads; one whose terminal is closed (the guard unloads);
+#      `attach --keep` left with Ctrl-G q: its session stopped, ferrotrace left loaded, detached;
 #   4. a node that has ferrotrace on its code path (as a release that has it): used as it is;
 #   5. a node with long names, its epmd on another port (ERL_EPMD_PORT).
 # Every wait is bounded; nodes, tmux and the temporary directory are removed on exit.
@@ -42,6 +43,7 @@ cleanup() {
     tmux -L "$tmux_sock" kill-server 2>/dev/null || true
     tmux -L "$tmux_sock-2" kill-server 2>/dev/null || true
     tmux -L "$tmux_sock-3" kill-server 2>/dev/null || true
+    tmux -L "ferrotrace-attach-$$-keep" kill-server 2>/dev/null || true
     if [ -x "$rel/bin/relapp" ]; then timeout 20 "$rel/bin/relapp" stop >/dev/null 2>&1 || true; fi
     if [ -s "$work/plain.pid" ]; then kill "$(cat "$work/plain.pid")" 2>/dev/null || true; fi
     if [ -s "$work/long.pid" ]; then
@@ -148,8 +150,8 @@ ft detach "$full" >"$work/out" 2>&1 || { cat "$work/out" >&2; fail "detach after
 nothing_left "--keep, then detach"
 
 # --- 3. the remote shell ------------------------------------------------------------------
-open_shell() {
-    tmux -L "$tmux_sock" new-session -d -s a -x 200 -y 60 "$bundle attach $full --cookie-file $work/cookie; sleep 60"
+open_shell() { # open_shell [--keep]
+    tmux -L "$tmux_sock" new-session -d -s a -x 200 -y 60 "$bundle attach $full --cookie-file $work/cookie ${1:-}; sleep 60"
     wait_for "\\($full\\)1> " 30 "the attach's remote shell prompt"
     # The cookie reached the shell's node through a private HOME, gone once it was read.
     for _ in $(seq 50); do ls -d "${TMPDIR:-/tmp}"/ferrotrace-home-* >/dev/null 2>&1 || return 0; sleep 0.1; done
@@ -211,6 +213,23 @@ grep -q "ferrotrace is not loaded; nothing to detach" "$work/out" || fail "close
 nothing_left "a closed terminal (the guard unloaded)"
 for _ in $(seq 50); do pgrep -f -- "-remsh $full" >/dev/null || break; sleep 0.2; done
 pgrep -af -- "-remsh $full" && fail "the remote shell's erl outlived its closed terminal"
+# attach --keep: the shell's session stops when the shell is left; ferrotrace stays, unheld.
+tmux_sock=ferrotrace-attach-$$-keep
+open_shell --keep
+type_line '{ok, S} = ferrotrace:calls("relapp_work:handle/1", #{duration => 60000}).'
+wait_for '\{ok,[0-9]+\}' 15 "calls/2 in an attach --keep shell"
+tmux -L "$tmux_sock" send-keys -t a C-g
+wait_for 'User switch command' 10 "Ctrl-G"
+type_line q
+wait_for "stays loaded on $full \\(--keep\\)" 30 "leaving an attach --keep shell"
+tmux -L "$tmux_sock" kill-server
+# Stopped as a release's remote shell stops them (its figures kept until released).
+for _ in $(seq 50); do ft status "$full" >"$work/out" 2>&1; grep -q "^  session .*: stopped, " "$work/out" && break; sleep 0.2; done
+grep -q "attached (0 clients holding it)" "$work/out" && grep -q "^  session .*: stopped, " "$work/out" \
+    && ! grep -q "^  session .*: running" "$work/out" || fail "attach --keep, left: $(cat "$work/out")"
+say "attach --keep, left with Ctrl-G q: $(grep -c '^  session' "$work/out") session, stopped; ferrotrace still loaded, held by no client"
+ft detach "$full" >"$work/out" 2>&1 || { cat "$work/out" >&2; fail "detach after attach --keep"; }
+nothing_left "attach --keep, then detach"
 
 # --- 4. a node that has ferrotrace --------------------------------------------------------
 erl -sname "fthas$$" -setcookie "$cookie" -pa "$repo/_build/default/lib/ferrotrace/ebin" -noshell \
