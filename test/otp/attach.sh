@@ -62,7 +62,8 @@ grep -q 'ferrotrace is not loaded' out || fail "status before attaching" out
 # 1. one-shot
 $b calls ftotp lists:seq/2 --for 1s --cookie ftotp >out 2>&1 || fail "one-shot calls" out
 grep -q '^lists:seq/2 ' out && grep -q '^nothing of ferrotrace left' out || fail "one-shot calls" out
-say "one-shot calls and detach, nothing left (port $port)"
+say "one-shot calls and detach, nothing left (port $port); findings:"
+grep -E '^  (modules|processes|trace|library|files|tables) ' out | sed 's/^/    /'
 
 # 2. the remote shell, on a pty
 rm -f shell.in shell.out
