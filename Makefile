@@ -62,7 +62,7 @@ bundle: compile
 
 # The bundle against a release built without ferrotrace: refusals, one-shot calls, the
 # remote shell through tmux, a second attach, detach while a session runs, a cookie file
-# only root reads; nothing left after each detach (about 40 s).
+# only root reads, attach --keep; nothing left after each detach (35 to 70 s).
 test-attach: bundle
 	bash test/attach/run.sh
 

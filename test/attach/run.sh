@@ -11,10 +11,12 @@
 #      then --keep (left loaded, with no client) and detach;
 #      after each, the detach's findings say nothing is left, and this script checks
 #      /proc/PID/maps and the temporary directories itself;
-#   3. `attach` in a tmux pane: calls/2, report/1 in the remote shell; a second attach (a
+#   3. `attach` in a tmux pane: the node's code path as it was and the operator's nodes
+#      hidden (nodes() has none of them); calls/2, report/1 in the remote shell; a second attach (a
 #      one-shot while the shell holds it) reuses it and leaves it loaded; a bundle of another
 #      version is refused; `ferrotrace detach` while the shell's session runs; then a new
-#      shell left with Ctrl-G q unloads; and one whose terminal is closed (the guard unloads);
+#      shell left with Ctrl-G q unloads; one whose terminal is closed (the guard unloads);
+#      `attach --keep` left with Ctrl-G q: its session stopped, ferrotrace left loaded, detached;
 #   4. a node that has ferrotrace on its code path (as a release that has it): used as it is;
 #   5. a node with long names, its epmd on another port (ERL_EPMD_PORT).
 # Every wait is bounded; nodes, tmux and the temporary directory are removed on exit.
@@ -41,6 +43,7 @@ cleanup() {
     tmux -L "$tmux_sock" kill-server 2>/dev/null || true
     tmux -L "$tmux_sock-2" kill-server 2>/dev/null || true
     tmux -L "$tmux_sock-3" kill-server 2>/dev/null || true
+    tmux -L "ferrotrace-attach-$$-keep" kill-server 2>/dev/null || true
     if [ -x "$rel/bin/relapp" ]; then timeout 20 "$rel/bin/relapp" stop >/dev/null 2>&1 || true; fi
     if [ -s "$work/plain.pid" ]; then kill "$(cat "$work/plain.pid")" 2>/dev/null || true; fi
     if [ -s "$work/long.pid" ]; then
@@ -71,6 +74,8 @@ ft() { timeout 60 "$bundle" "$@" --cookie-file "$work/cookie"; }
 for _ in $(seq 60); do [ "$(timeout 10 "$rel/bin/relapp" ping 2>/dev/null)" = pong ] && break; sleep 0.5; done
 pid=$(timeout 10 "$rel/bin/relapp" pid) || fail "the release did not start"
 say "release without ferrotrace up: $full (pid $pid), cookie file mode $(stat -c '%a %U' "$work/cookie")"
+evs() { timeout 30 "$rel/bin/relapp" eval "$1" | tr -d ' \n'; } # an expression's value on the node, no blanks
+code_path=$(evs 'erlang:phash2(code:get_path()).')
 
 # nothing_left WHAT: the detach's findings said so, and the node's maps and temp dirs agree
 nothing_left() {
@@ -145,14 +150,19 @@ ft detach "$full" >"$work/out" 2>&1 || { cat "$work/out" >&2; fail "detach after
 nothing_left "--keep, then detach"
 
 # --- 3. the remote shell ------------------------------------------------------------------
-open_shell() {
-    tmux -L "$tmux_sock" new-session -d -s a -x 200 -y 60 "$bundle attach $full --cookie-file $work/cookie; sleep 60"
+open_shell() { # open_shell [--keep]
+    tmux -L "$tmux_sock" new-session -d -s a -x 200 -y 60 "$bundle attach $full --cookie-file $work/cookie ${1:-}; sleep 60"
     wait_for "\\($full\\)1> " 30 "the attach's remote shell prompt"
     # The cookie reached the shell's node through a private HOME, gone once it was read.
     for _ in $(seq 50); do ls -d "${TMPDIR:-/tmp}"/ferrotrace-home-* >/dev/null 2>&1 || return 0; sleep 0.1; done
     fail "a ferrotrace-home-* directory (the shell's cookie) is still there: $(ls -d "${TMPDIR:-/tmp}"/ferrotrace-home-*)"
 }
 open_shell
+# While attached: the node's code path as it was; the escript's and the shell's nodes hidden.
+[ "$(evs 'erlang:phash2(code:get_path()).')" = "$code_path" ] || fail "the code path changed while attached"
+seen=$(evs '{[N || N <- nodes(), lists:prefix("ferrotrace", atom_to_list(N))], [N || N <- nodes(hidden), lists:prefix("ferrotrace", atom_to_list(N))]}.')
+[[ $seen == '{[],['*ferrotrace_sh_*']}' ]] || fail "attached: expected only hidden ferrotrace nodes ({visible, hidden}): $seen"
+say "while attached: code path unchanged, the operator's nodes hidden: $seen"
 ft calls "$full" relapp_work:loop/1 --for 500ms >"$work/out" 2>&1 || { cat "$work/out" >&2; fail "a second attach"; }
 grep -q "is attached to $full already: using it" "$work/out" || fail "second attach: $(cat "$work/out")"
 grep -q "stays on $full: other clients hold it (1)" "$work/out" || fail "second attach: $(cat "$work/out")"
@@ -203,6 +213,23 @@ grep -q "ferrotrace is not loaded; nothing to detach" "$work/out" || fail "close
 nothing_left "a closed terminal (the guard unloaded)"
 for _ in $(seq 50); do pgrep -f -- "-remsh $full" >/dev/null || break; sleep 0.2; done
 pgrep -af -- "-remsh $full" && fail "the remote shell's erl outlived its closed terminal"
+# attach --keep: the shell's session stops when the shell is left; ferrotrace stays, unheld.
+tmux_sock=ferrotrace-attach-$$-keep
+open_shell --keep
+type_line '{ok, S} = ferrotrace:calls("relapp_work:handle/1", #{duration => 60000}).'
+wait_for '\{ok,[0-9]+\}' 15 "calls/2 in an attach --keep shell"
+tmux -L "$tmux_sock" send-keys -t a C-g
+wait_for 'User switch command' 10 "Ctrl-G"
+type_line q
+wait_for "stays loaded on $full \\(--keep\\)" 30 "leaving an attach --keep shell"
+tmux -L "$tmux_sock" kill-server
+# Stopped as a release's remote shell stops them (its figures kept until released).
+for _ in $(seq 50); do ft status "$full" >"$work/out" 2>&1; grep -q "^  session .*: stopped, " "$work/out" && break; sleep 0.2; done
+grep -q "attached (0 clients holding it)" "$work/out" && grep -q "^  session .*: stopped, " "$work/out" \
+    && ! grep -q "^  session .*: running" "$work/out" || fail "attach --keep, left: $(cat "$work/out")"
+say "attach --keep, left with Ctrl-G q: $(grep -c '^  session' "$work/out") session, stopped; ferrotrace still loaded, held by no client"
+ft detach "$full" >"$work/out" 2>&1 || { cat "$work/out" >&2; fail "detach after attach --keep"; }
+nothing_left "attach --keep, then detach"
 
 # --- 4. a node that has ferrotrace --------------------------------------------------------
 erl -sname "fthas$$" -setcookie "$cookie" -pa "$repo/_build/default/lib/ferrotrace/ebin" -noshell \

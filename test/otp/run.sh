@@ -1,12 +1,14 @@
 #!/bin/bash
 # Runs ferrotrace's Erlang checks on newer OTPs than the host's, in minimal debootstrap
-# chroots of Debian releases: trixie (OTP 27) and sid (OTP 29), by default both.
+# chroots of Debian releases: trixie (OTP 27) and sid (OTP 29), by default both, and
+# bullseye (OTP 23, erlang-nox only) for the attach bundle's refusal of an OTP before 25.
 #
-#   test/otp/run.sh [trixie] [sid]
+#   test/otp/run.sh [trixie] [sid] [bullseye]
 #
-# In each chroot it runs the attach bundle (_build/bundle/ferrotrace, when make bundle built it)
-# with that OTP's escript against a node without ferrotrace (one-shot calls, then detach's
-# checks), compiles erl_src/*.erl with the project's erl_opts (warnings are errors),
+# In each chroot it runs the attach bundle (_build/bundle/ferrotrace: make test-otp builds it)
+# with that OTP's escript against a node of that OTP without ferrotrace (test/otp/attach.sh:
+# one-shot calls, the remote shell on a pty, detach's checks; FERROTRACE_OTP_ATTACH=0 skips
+# it, and bullseye unless named), compiles erl_src/*.erl with the project's erl_opts (warnings are errors),
 # loads the NIF built on the host (priv/libferrotrace_nif.so, nif_version_2_16), compiles the
 # test helpers (test/support/*.erl), runs the EUnit modules test/*_tests.erl and the Common
 # Test suites test/*_SUITE.erl
@@ -46,7 +48,10 @@ erl_opts="+debug_info +warnings_as_errors +warn_missing_spec"
 step_timeout=${FERROTRACE_OTP_TIMEOUT:-900}   # seconds, per install and per test run
 
 releases=("$@")
-[ ${#releases[@]} -gt 0 ] || releases=(trixie sid)
+if [ ${#releases[@]} = 0 ]; then
+    releases=(trixie sid)
+    [ "${FERROTRACE_OTP_ATTACH:-1}" = 0 ] || releases+=(bullseye)
+fi
 
 say() { printf 'test-otp: %s\n' "$*"; }
 die() { printf 'test-otp: FAILED: %s\n' "$*" >&2; exit 1; }
@@ -83,12 +88,13 @@ mount_in() { # mount_in ROOT: /proc and /dev for apt and erl, where mounting is 
     if mount -t proc proc "$root/proc" 2>/dev/null; then
         mounts+=("$root/proc")
         mount --bind /dev "$root/dev" && mounts+=("$root/dev")
+        # A pty for the attach step's remote shell (its ptmx is /dev's, bound above).
+        mount --bind /dev/pts "$root/dev/pts" && mounts+=("$root/dev/pts")
     else
         # An unprivileged container: erl runs without them (tried); ct_run, apt and
         # dpkg inside the chroot and debootstrap there are untested.
         say "cannot mount /proc in $root (no privilege?): going on without /proc and /dev"
     fi
-    # /dev/pts is not needed: nothing here uses a terminal.
 }
 
 # A run killed with SIGKILL can leave mounts behind: undo them before touching the tree
@@ -101,10 +107,14 @@ unmount_stale() { # unmount_stale ROOT
     done
 }
 
-umount_all() {
-    local i
-    for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do umount "${mounts[i]}"; done
+umount_all() { # fails (after trying them all, lazily where busy) if one stays mounted
+    local i ok=0
+    for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do
+        umount "${mounts[i]}" 2>/dev/null || umount -l "${mounts[i]}" \
+            || { echo "test-otp: could not unmount ${mounts[i]}" >&2; ok=1; }
+    done
     mounts=()
+    return $ok
 }
 
 # sid's (and testing's) Release files carry Valid-Until; a snapshot mirror or a slow clock
@@ -115,7 +125,8 @@ APT::Install-Recommends "false";
 APT::Install-Suggests "false";'
 
 prepare() { # prepare RELEASE: a cached chroot with Erlang, built once
-    local release=$1 root=$chroots/$1
+    local release=$1 root=$chroots/$1 packages=$packages
+    [ "$release" != bullseye ] || packages=erlang-nox   # a node to attach to, no more
     local stamp="$root/.ferrotrace-ready"
     if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$packages" ]; then
         say "$release: cached chroot $root"
@@ -125,10 +136,18 @@ prepare() { # prepare RELEASE: a cached chroot with Erlang, built once
     unmount_stale "$root"
     rm -rf "$root"
     mkdir -p "$chroots"
-    local started=$SECONDS
-    timeout "$step_timeout" debootstrap --variant=minbase "$release" "$root" "$mirror" \
-        >"$chroots/$release.debootstrap.log" 2>&1 \
-        || { tail -20 "$chroots/$release.debootstrap.log" >&2; die "$release: debootstrap failed (log: $chroots/$release.debootstrap.log)"; }
+    local started=$SECONDS m built=0 mirrors=("$mirror")
+    # bullseye's LTS ended in August 2026: once deb.debian.org drops it, archive.debian.org should
+    # have it (not tried: archive.debian.org cannot be reached from the machine this was written on).
+    [ "$release" != bullseye ] || mirrors+=(http://archive.debian.org/debian)
+    for m in "${mirrors[@]}"; do
+        unmount_stale "$root"
+        rm -rf "$root"
+        if timeout "$step_timeout" debootstrap --variant=minbase "$release" "$root" "$m" \
+            >"$chroots/$release.debootstrap.log" 2>&1; then built=1; break; fi
+        say "$release: debootstrap from $m failed"
+    done
+    ((built == 1)) || { tail -20 "$chroots/$release.debootstrap.log" >&2; die "$release: debootstrap failed (log: $chroots/$release.debootstrap.log)"; }
     printf '%s\n' "$apt_conf" >"$root/etc/apt/apt.conf.d/99ferrotrace"
     mount_in "$root"
     timeout "$step_timeout" chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
@@ -158,8 +177,11 @@ check() { # check RELEASE: compile, load the NIF, EUnit, Common Test, inside the
     cp priv/libferrotrace_nif.so "$work/ferrotrace/priv/"
     cp -r priv/html "$work/ferrotrace/priv/"   # the html export's vendored scripts
     # The attach bundle (make bundle, built on the host's OTP 25), run by this OTP's escript.
-    # Run only where asked (FERROTRACE_OTP_ATTACH=1): written for issue 29, not yet run in a chroot.
-    if [ -x _build/bundle/ferrotrace ] && [ "${FERROTRACE_OTP_ATTACH:-0}" = 1 ]; then cp _build/bundle/ferrotrace "$work/bundle-ferrotrace"; fi
+    if [ "${FERROTRACE_OTP_ATTACH:-1}" != 0 ]; then
+        [ -x _build/bundle/ferrotrace ] || die "_build/bundle/ferrotrace is missing: run 'make bundle' (or FERROTRACE_OTP_ATTACH=0)"
+        cp _build/bundle/ferrotrace "$work/bundle-ferrotrace"
+        cp test/otp/attach.sh "$work/"
+    fi
     cp test/*.erl "$work/test/"
     cp test/support/* "$work/test/support/"
     { echo '{logdir, "logs"}.'
@@ -188,21 +210,7 @@ erl -noshell -pa ferrotrace/ebin -eval '
     io:format("test-otp: NIF loaded: ~s~n", [code:priv_dir(ferrotrace)]),
     halt().'
 status=0
-if [ -x bundle-ferrotrace ]; then
-    # ferrotrace attached to a node that has none (its code path and cwd hold no ferrotrace),
-    # one-shot calls, then detach's findings: the escript and the node both on this OTP.
-    mkdir -p /tmp/ftotp && (cd /tmp/ftotp && exec erl -sname ftotp -setcookie ftotp -noshell \
-        -eval 'spawn(fun L() -> _ = lists:seq(1, 10), timer:sleep(1), L() end).' >/dev/null 2>&1 </dev/null) &
-    target=\$!
-    for i in \$(seq 60); do ./bundle-ferrotrace status ftotp --cookie ftotp >/dev/null 2>&1 && break; sleep 0.5; done
-    if ./bundle-ferrotrace calls ftotp lists:seq/2 --for 1s --cookie ftotp >attach.out 2>&1 \
-        && grep -q '^lists:seq/2 ' attach.out && grep -q '^nothing of ferrotrace left' attach.out; then
-        echo "test-otp: $release: attach: one-shot calls and detach, nothing left"
-    else
-        cat attach.out; echo "test-otp: $release: attach failed"; status=1
-    fi
-    kill \$target 2>/dev/null || true
-fi
+if [ -x bundle-ferrotrace ]; then sh attach.sh $release || status=1; fi
 if [ -n "$eunit_modules" ]; then
 erl -noshell -pa ferrotrace/ebin -pa test -eval '
     case eunit:test([$(echo $eunit_modules | tr ' ' ',')], []) of
@@ -223,7 +231,38 @@ EOF
     timeout "$step_timeout" chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
         HOME=/root LANG=C.UTF-8 ${fuzz_env[@]+"${fuzz_env[@]}"} sh -c "$script" \
         || { umount_all; say "$release: FAILED in $((SECONDS - started)) s (Common Test logs: $work/logs)"; return 1; }
-    umount_all
+    umount_all || return 1
+    say "$release: passed in $((SECONDS - started)) s"
+}
+
+# check_old RELEASE (bullseye, OTP 23): the bundle, run on the host, is refused by a node of
+# the chroot's OTP with one line, and loads nothing there.
+check_old() {
+    local release=$1 root=$chroots/$1 started=$SECONDS port=$((20000 + ($$ + 7) % 20000)) node i ok=0
+    local out=$chroots/$release.attach.out
+    [ -x _build/bundle/ferrotrace ] || die "_build/bundle/ferrotrace is missing: run 'make bundle' (or FERROTRACE_OTP_ATTACH=0)"
+    ft() { ERL_EPMD_PORT=$port timeout 60 _build/bundle/ferrotrace "$@" --cookie ftold; }
+    unmount_stale "$root"
+    mount_in "$root"
+    chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root ERL_EPMD_PORT=$port \
+        erl -sname ftold -setcookie ftold -noshell >/dev/null 2>&1 </dev/null &
+    node=$!
+    for i in $(seq 120); do ft status ftold >"$out" 2>&1 && break; sleep 0.5; done
+    if ! grep -q 'ferrotrace is not loaded' "$out"; then
+        cat "$out"; say "$release: attach: the OTP node did not answer status"
+    elif ft calls ftold lists:seq/2 --for 1s >"$out" 2>&1; then
+        cat "$out"; say "$release: attach: calls on an old OTP did not fail"
+    elif ! { [ "$(wc -l <"$out")" = 1 ] && grep -Eq '^ferrotrace: .* runs Erlang/OTP 2[0-4]; ferrotrace needs OTP 25 or later$' "$out"; }; then
+        cat "$out"; say "$release: attach: not the one-line refusal"
+    else
+        say "$release: attach: $(cat "$out")"
+        ft status ftold >"$out" 2>&1 && grep -q 'ferrotrace is not loaded' "$out" && ok=1 \
+            || { cat "$out"; say "$release: attach: something was loaded"; }
+    fi
+    kill "$node" 2>/dev/null; wait "$node" 2>/dev/null
+    for i in $(seq 50); do ERL_EPMD_PORT=$port epmd -kill >/dev/null 2>&1 && break; sleep 0.2; done
+    umount_all || ok=0
+    ((ok == 1)) || { say "$release: FAILED in $((SECONDS - started)) s"; return 1; }
     say "$release: passed in $((SECONDS - started)) s"
 }
 
@@ -232,7 +271,7 @@ total=$SECONDS
 # own mounts and its own trap.
 builders=()
 for release in "${releases[@]}"; do
-    case $release in trixie | sid) ;; *) die "unknown release '$release' (trixie or sid)";; esac
+    case $release in trixie | sid | bullseye) ;; *) die "unknown release '$release' (trixie, sid or bullseye)";; esac
     ( trap cleanup EXIT; prepare "$release" ) &
     builders+=($!)
 done
@@ -242,7 +281,8 @@ for pid in "${builders[@]}"; do wait "$pid" || failed=1; done
 [ -n "${FERROTRACE_OTP_PREPARE_ONLY:-}" ] && exit 0
 failed=()
 for release in "${releases[@]}"; do
-    check "$release" || failed+=("$release")
+    if [ "$release" = bullseye ]; then check_old "$release" || failed+=("$release")
+    else check "$release" || failed+=("$release"); fi
 done
 ((${#failed[@]} == 0)) || die "${failed[*]} failed (after $((SECONDS - total)) s)"
 say "all passed (${releases[*]}) in $((SECONDS - total)) s"
