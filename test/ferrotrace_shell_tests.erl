@@ -624,7 +624,31 @@ explain_test() ->
     %% v(-1) in the shell after `{ok, S} = ...' met a refusal.
     ?assertEqual(["no such session: 12345"],
                  Lines({'EXIT', {{badmatch, {error, {no_such_session, 12345}}}, []}})),
+    %% In a shell's evaluator the lines are printed, also where its group leader is the
+    %% process registered as `user' (the local console shell's is): a shell printed
+    %% the list of strings before.
+    ?assertEqual({ok, "no such session: 12345\n"},
+                 as_shell_evaluator(fun() -> ft_ct:capture(fun() -> ferrotrace:explain({error, {no_such_session, 12345}}) end) end)),
+    %% (That one prints a line on the test's console.)
+    ?assertEqual(ok, as_shell_evaluator(fun() -> with_group_leader(whereis(user), fun() -> ferrotrace:explain(12345) end) end)),
+    ?assertNot(ferrotrace_options:in_shell()),
     ok.
+
+%% Runs Fun in a process that is a shell's evaluator as shell:start_eval/3 makes one: a
+%% shell process linked to it keeps its pid under `evaluator'.
+as_shell_evaluator(Fun) ->
+    Self = self(),
+    Eval = spawn(fun() ->
+                         Parent = self(),
+                         Shell = spawn_link(fun() -> put(evaluator, Parent), Parent ! ready,
+                                                     receive stop -> ok end end),
+                         receive ready -> ok end,
+                         Self ! {self(), ferrotrace_options:in_shell(), Fun()},
+                         Shell ! stop
+                 end),
+    receive {Eval, true, Result} -> Result
+    after 10000 -> error(no_evaluator_answer)
+    end.
 
 with_group_leader(Leader, Fun) ->
     Old = group_leader(),
