@@ -47,7 +47,16 @@ nearest_short(Key, _Names) when length(Key) > ?HINT_MAX_KEY ->
 nearest_short(Key, Names) ->
     case lists:sort([{distance(Key, atom_to_list(N)), N} || N <- Names]) of
         [{D, Name} | _] when D =< 2 -> Name;
-        _ -> none
+        _ -> part_of(Key, Names)
+    end.
+
+%% A key that is a name and more after an underscore (`trees_keep' for `trees', whose
+%% `keep' is set inside it): that name, the longest if several.
+part_of(Key, Names) ->
+    case lists:reverse(lists:sort([{length(atom_to_list(N)), N} || N <- Names,
+                                   lists:prefix(atom_to_list(N) ++ "_", Key)])) of
+        [{_, Name} | _] -> Name;
+        [] -> none
     end.
 
 %% A proper list of at most `Left' characters, looked at no further than that.

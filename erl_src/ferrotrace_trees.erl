@@ -16,7 +16,7 @@
 %%% in microseconds, as in `ferrotrace:slowest/2'.
 -module(ferrotrace_trees).
 
--export([engine/1, set_roots/2, trees/2, counts/1, with_counts/2, with_trees/2, print/2, format/2, report_lines/2]).
+-export([engine/1, engine_roots/1, set_roots/2, trees/2, counts/1, with_counts/2, with_trees/2, print/2, format/2, report_lines/2]).
 -export([text/2, tree_at/3]).
 
 -type tree() :: #{mfa := mfa(), latency := non_neg_integer(), own := non_neg_integer(),
@@ -35,9 +35,11 @@
 -define(NO_TREES, <<"the session keeps no call trees: start it with trees => #{slower_than => Ns}">>).
 
 %% @doc The engine's options for `trees => #{...}' in a session's options: `{ok, Engine}'
-%% with `trees_slower_than', `trees_keep', `trees_max_nodes' and, with `root', `trees_root'
-%% (the specs, which the keeper gives the engine with {@link set_roots/2}), `{ok, #{}}'
-%% without `trees', or `{error, {bad_option, {trees, Value, Accepted}}}'.
+%% with `trees => {SlowerThanNs, Keep, MaxNodes, Roots}' (`Roots' are the specs of `root',
+%% or `[]': the keeper splits them off with {@link engine_roots/1} and gives them the engine
+%% with {@link set_roots/2}), `{ok, #{}}' without `trees', or
+%% `{error, {bad_option, {trees, Value, Accepted}}}'. The engine takes `trees' as one
+%% tuple, so that no option of its own is a name a user could give.
 -spec engine(map()) -> {ok, map()} | {error, {bad_option, {trees, term(), binary()}}}.
 engine(#{trees := Trees}) ->
     case check(Trees) of
@@ -56,11 +58,7 @@ check(#{slower_than := Ns} = Trees) when is_integer(Ns), Ns >= 0, Ns =< ?MAX_NS 
         {[], _} when not is_integer(Keep); Keep < 1; Keep > 100 -> {error, ?ACCEPTED};
         {[], _} when not is_integer(MaxNodes); MaxNodes < 1; MaxNodes > 100000 -> {error, ?ACCEPTED};
         {[], Roots} ->
-            Engine = #{trees_slower_than => Ns, trees_keep => Keep, trees_max_nodes => MaxNodes},
-            {ok, case Roots of
-                     [] -> Engine;
-                     _ -> Engine#{trees_root => Roots}
-                 end}
+            {ok, #{trees => {Ns, Keep, MaxNodes, Roots}}}
     end;
 check(_Trees) ->
     {error, ?ACCEPTED}.
@@ -73,6 +71,15 @@ roots(#{root := Spec}) ->
     end;
 roots(#{}) ->
     [].
+
+%% @doc The engine's options as its `new_session' takes them, and the roots to give it
+%% with {@link set_roots/2}: `{EngineOptions, Roots}' (`trees' of {@link engine/1} less its
+%% roots; other options as they are, `Roots' `[]').
+-spec engine_roots(map()) -> {map(), list()}.
+engine_roots(#{trees := {Ns, Keep, MaxNodes, Roots}} = Engine) when is_list(Roots) ->
+    {Engine#{trees := {Ns, Keep, MaxNodes}}, Roots};
+engine_roots(Engine) ->
+    {Engine, []}.
 
 %% @doc Tells session `Id' which calls are roots (the `trees_root' of {@link engine/1}):
 %% `ok', also for `[]' (the default roots).
