@@ -6,7 +6,7 @@
 %%% module.
 -module(ferrotrace_hint).
 
--export([hinted/3, brief/1]).
+-export([hinted/3, keys/3, brief/1]).
 
 %% Keys longer than this get no hint (characters).
 -define(HINT_MAX_KEY, 64).
@@ -24,6 +24,17 @@ hinted(Key, Names, Accepted) ->
             iolist_to_binary(["did you mean ", atom_to_list(Name), "? ", Accepted]);
         _ ->
             iolist_to_binary(Accepted)
+    end.
+
+%% @doc The keys of an option's map (`trees', `capture') checked against `Names', those it
+%% takes: `ok', or `{error, Hint}' for the first other key, `Hint' being `Accepted' led by
+%% the name it looks like a typo of ({@link hinted/3}). One check for every such map, so
+%% that each hints alike.
+-spec keys(map(), [atom()], unicode:chardata()) -> ok | {error, binary()}.
+keys(Map, Names, Accepted) ->
+    case [K || K <- maps:keys(Map), not lists:member(K, Names)] of
+        [] -> ok;
+        [Unknown | _] -> {error, hinted(Unknown, Names, Accepted)}
     end.
 
 %% Only a key of a sensible length gets a hint: the distance costs its length times each

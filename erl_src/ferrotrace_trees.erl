@@ -49,18 +49,25 @@ engine(#{trees := Trees}) ->
 engine(_Options) ->
     {ok, #{}}.
 
-check(#{slower_than := Ns} = Trees) when is_integer(Ns), Ns >= 0, Ns =< ?MAX_NS ->
-    Keep = maps:get(keep, Trees, 10),
-    MaxNodes = maps:get(max_nodes, Trees, 2000),
-    case {[K || K <- maps:keys(Trees), not lists:member(K, ?KEYS)], roots(Trees)} of
-        {[Unknown | _], _} -> {error, ferrotrace_hint:hinted(Unknown, ?KEYS, ?ACCEPTED)};
-        {[], error} -> {error, ?ACCEPTED};
-        {[], _} when not is_integer(Keep); Keep < 1; Keep > 100 -> {error, ?ACCEPTED};
-        {[], _} when not is_integer(MaxNodes); MaxNodes < 1; MaxNodes > 100000 -> {error, ?ACCEPTED};
-        {[], Roots} ->
-            {ok, #{trees => {Ns, Keep, MaxNodes, Roots}}}
+%% The keys first, so that a mistyped `slower_than' is hinted too.
+check(Trees) when is_map(Trees) ->
+    case ferrotrace_hint:keys(Trees, ?KEYS, ?ACCEPTED) of
+        ok -> values(Trees);
+        {error, _} = Error -> Error
     end;
 check(_Trees) ->
+    {error, ?ACCEPTED}.
+
+values(#{slower_than := Ns} = Trees) when is_integer(Ns), Ns >= 0, Ns =< ?MAX_NS ->
+    Keep = maps:get(keep, Trees, 10),
+    MaxNodes = maps:get(max_nodes, Trees, 2000),
+    case roots(Trees) of
+        error -> {error, ?ACCEPTED};
+        _ when not is_integer(Keep); Keep < 1; Keep > 100 -> {error, ?ACCEPTED};
+        _ when not is_integer(MaxNodes); MaxNodes < 1; MaxNodes > 100000 -> {error, ?ACCEPTED};
+        Roots -> {ok, #{trees => {Ns, Keep, MaxNodes, Roots}}}
+    end;
+values(_Trees) ->
     {error, ?ACCEPTED}.
 
 roots(#{root := Spec}) ->

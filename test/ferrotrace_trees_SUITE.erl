@@ -134,6 +134,8 @@ bad_options(_Config) ->
     {error, {bad_option, {trees, _, <<"did you mean keep? ", _/binary>>}}} =
         ferrotrace:calls(?SPEC, #{trees => #{slower_than => 0, kep => 3}}),
     {error, {bad_option, {trees, _, _}}} = ferrotrace:session(#{trees => #{}}),
+    {error, {bad_option, {trees, _, <<"did you mean slower_than? ", _/binary>>}}} =
+        ferrotrace:calls(?SPEC, #{trees => #{slower_thn => 0}}),
     %% What trees => #{...} gives the engine is no option of the user's: refused, hinted
     %% to trees, never listed (they once started a session with trees, unchecked).
     [begin
