@@ -259,16 +259,14 @@ text(Id, Width) ->
 report_lines(#{trees := #{kept := Kept, built := Built} = Trees}, Width) ->
     Total = lists:sum([N || #{count := N} <- Kept]),
     Roots = [[ferrotrace_names:mfa(MFA), io_lib:format(" (~b)", [N])] || #{mfa := MFA, count := N} <- Kept],
-    Lost = [io_lib:format(", ~b ~s", [N, What])
+    Lost = [io_lib:format("~b ~s", [N, What])
             || {Key, What} <- [{nodes_dropped, "calls left out (max_nodes)"}, {not_built, "roots not built (bound)"},
                                {abandoned, "abandoned"}],
                N <- [maps:get(Key, Trees, 0)], N > 0],
-    Line = io_lib:format("call trees: ~b kept of ~b built (slower than ~s)~s~s",
-                         [Total, Built, ferrotrace_text:format_ns(maps:get(slower_than, Trees, 0)), Lost,
-                          case Roots of
-                              [] -> "";
-                              _ -> [": ", lists:join(", ", Roots)]
-                          end]),
-    [ferrotrace_text:cut(Line, Width), "\n"];
+    Head = io_lib:format("~b kept of ~b built (slower than ~s)",
+                         [Total, Built, ferrotrace_text:format_ns(maps:get(slower_than, Trees, 0))]),
+    %% Wrapped as the other notes are (cut, a root's count lost its last digits).
+    [ferrotrace_text:wrap("call trees: ", [Head | Lost], Width),
+     [ferrotrace_text:wrap("            by root: ", Roots, Width) || Roots =/= []]];
 report_lines(_Summary, _Width) ->
     [].

@@ -7,6 +7,7 @@
 -include_lib("stdlib/include/assert.hrl").
 
 -export([function_forms_test/0, released_session_test/0, explain_test/0, report_loops_line_test/0,
+         report_trees_line_test/0,
          report_one_unit_test/0, report_table_first_test/0,
          spec_forms_test_/0, spec_errors_test_/0, compiled_fun_test/0, shell_fun_test_/0,
          spec_filters_calls_test/0, names_test_/0, report_fits_test_/0, report_rows_test/0, report_backlog_test/0,
@@ -667,6 +668,19 @@ report_loops_line_test() ->
     [?assertNotEqual(nomatch, string:find(All, "m:loop" ++ integer_to_list(I) ++ "/0")) || I <- lists:seq(1, 20)],
     ?assertEqual(nomatch, string:find(All, "more (report option")),
     ?assertMatch({error, {bad_option, {loops, x, _}}}, ferrotrace_report:format(Summary, fun histogram/1, #{loops => x})),
+    ok.
+
+%% The call trees' note wraps as the others do: at 80 columns on the demo shop it was cut,
+%% `shop_api:checkout/1 (1' for 13 kept.
+-spec report_trees_line_test() -> ok.
+report_trees_line_test() ->
+    Kept = [#{mfa => {shop_api, checkout, 1}, count => 13}, #{mfa => {shop_inventory, reserve, 2}, count => 4}],
+    Summary = #{trees => #{kept => Kept, built => 46499, slower_than => 20000000, abandoned => 2}},
+    Lines = lines(flat(ferrotrace_trees:report_lines(Summary, 80))),
+    ?assertEqual([], [L || L <- Lines, string:length(L) > 80]),
+    ?assertEqual("call trees: 17 kept of 46499 built (slower than 20.0 ms), 2 abandoned "
+                 "by root: shop_api:checkout/1 (13), shop_inventory:reserve/2 (4)",
+                 string:join([string:trim(L) || L <- Lines, L =/= ""], " ")),
     ok.
 
 %% The latency columns of a table share one unit (TOTAL has its own).
