@@ -534,6 +534,8 @@ help() ->
       "  ferrotrace:export(S, json | hdr_log | collapsed | chrome_trace | html, File)\n"
       "  ferrotrace:stop(S)  release(S)  list()  stop tracing; free; all sessions\n"
       "  ferrotrace:add(S, Spec)  remove(S, Spec)  change what a running S traces\n"
+      "  ferrotrace:report()  stop()  stop(all)  S lost: report the shell's latest,\n"
+      "    stop the shell's sessions, stop all;  explain(v(-1))  a refusal in words\n"
       "Spec (one, or a list):\n"
       "  M  {M, F, '_'}  {M, F, Arity}  \"m:f/1\"  \"MyApp.Cart.add/2\"  functions\n"
       "  \"m:f(X, _) when X > 10\"  {m, f, fun([X]) when X > 10 -> true end}  filters\n"

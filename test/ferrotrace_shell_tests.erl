@@ -511,7 +511,7 @@ help_test() ->
     [?assert(string:length(L) =< 80, L) || L <- Lines],
     [?assertNotEqual(nomatch, string:find(Text, W), W)
      || W <- ["calls(", "report(", "stop(", "summary(", "duration", "top =>", "sort =>",
-              "MyApp.Cart", "when"]],
+              "MyApp.Cart", "when", "report()", "stop(all)", "explain(v(-1))"]],
     ok.
 
 %% h(ferrotrace, calls) needs EEP-48 docs: the compile's post-hook builds them.
