@@ -649,16 +649,19 @@ text(Id, Options) ->
 
 %% @doc Explains an answer `{error, Reason}' (or a `Reason', or `v(-1)' after `{ok, S} = ...'
 %% failed on a refusal): what was refused, then each
-%% hint and list of accepted values the error carries, as text. In a shell it prints the
-%% lines and answers `ok'; where printed text would go to the node's console instead
-%% (`bin/rel eval', `rpc', `erl -noshell'), it answers the lines, which `bin/rel eval' then
-%% prints as strings (where it prints a binary as `#Bin<...>').
+%% hint and list of accepted values the error carries, as text. Typed in a shell (`erl',
+%% a remote shell, IEx) it prints the lines and answers `ok'; called from anything else
+%% (`bin/rel eval', `rpc', `erl -noshell'), where printed text would go to the node's
+%% console, it answers the lines, which `bin/rel eval' then prints as strings (where it
+%% prints a binary as `#Bin<...>').
 -spec explain(term()) -> ok | [string()].
 explain(Error) ->
     Lines = ferrotrace_text:explain(Error),
-    case group_leader() =:= whereis(user) of
-        true -> Lines;
-        false -> io:put_chars([[L, "\n"] || L <- Lines])
+    %% Not the group leader: a local console shell's is the process registered as `user',
+    %% as `bin/rel eval''s is.
+    case ferrotrace_options:in_shell() of
+        true -> io:put_chars([[L, "\n"] || L <- Lines]);
+        false -> Lines
     end.
 
 print({error, _} = Error) -> Error;

@@ -65,16 +65,24 @@
 %% @doc Checks the value of the `capture' option, filling in the defaults: `{ok, Settings}'
 %% or `{error, {bad_option, {capture, Value, Accepted}}}'.
 -spec check(term()) -> {ok, settings()} | {error, {bad_option, {capture, term(), binary()}}}.
-check(#{slower_than := Ns} = Capture) when is_integer(Ns), Ns > 0 ->
+check(Capture) when is_map(Capture) ->
+    %% The keys first, hinted as `trees''s are: a mistyped `slower_than' is named.
+    case ferrotrace_hint:keys(Capture, [slower_than, every, max_captures], ?ACCEPTED) of
+        ok -> values(Capture);
+        {error, Hint} -> {error, {bad_option, {capture, Capture, Hint}}}
+    end;
+check(Capture) ->
+    {error, {bad_option, {capture, Capture, ?ACCEPTED}}}.
+
+values(#{slower_than := Ns} = Capture) when is_integer(Ns), Ns > 0 ->
     Every = maps:get(every, Capture, ?DEFAULT_EVERY),
     Max = maps:get(max_captures, Capture, ?DEFAULT_MAX),
-    case maps:keys(maps:without([slower_than, every, max_captures], Capture)) =:= []
-        andalso is_integer(Every) andalso Every >= 0 andalso Every =< ?MAX_EVERY
+    case is_integer(Every) andalso Every >= 0 andalso Every =< ?MAX_EVERY
         andalso is_integer(Max) andalso Max >= 1 andalso Max =< ?MAX_MAX of
         true -> {ok, #{slower_than => Ns, every => Every, max_captures => Max}};
         false -> {error, {bad_option, {capture, Capture, ?ACCEPTED}}}
     end;
-check(Capture) ->
+values(Capture) ->
     {error, {bad_option, {capture, Capture, ?ACCEPTED}}}.
 
 %% @doc For the keeper of session `Id', as it starts and before tracing begins: with

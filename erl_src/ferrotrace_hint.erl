@@ -6,7 +6,7 @@
 %%% module.
 -module(ferrotrace_hint).
 
--export([hinted/3, brief/1]).
+-export([hinted/3, keys/3, brief/1]).
 
 %% Keys longer than this get no hint (characters).
 -define(HINT_MAX_KEY, 64).
@@ -24,6 +24,17 @@ hinted(Key, Names, Accepted) ->
             iolist_to_binary(["did you mean ", atom_to_list(Name), "? ", Accepted]);
         _ ->
             iolist_to_binary(Accepted)
+    end.
+
+%% @doc The keys of an option's map (`trees', `capture') checked against `Names', those it
+%% takes: `ok', or `{error, Hint}' for the first other key, `Hint' being `Accepted' led by
+%% the name it looks like a typo of ({@link hinted/3}). One check for every such map, so
+%% that each hints alike.
+-spec keys(map(), [atom()], unicode:chardata()) -> ok | {error, binary()}.
+keys(Map, Names, Accepted) ->
+    case [K || K <- maps:keys(Map), not lists:member(K, Names)] of
+        [] -> ok;
+        [Unknown | _] -> {error, hinted(Unknown, Names, Accepted)}
     end.
 
 %% Only a key of a sensible length gets a hint: the distance costs its length times each
@@ -47,7 +58,16 @@ nearest_short(Key, _Names) when length(Key) > ?HINT_MAX_KEY ->
 nearest_short(Key, Names) ->
     case lists:sort([{distance(Key, atom_to_list(N)), N} || N <- Names]) of
         [{D, Name} | _] when D =< 2 -> Name;
-        _ -> none
+        _ -> part_of(Key, Names)
+    end.
+
+%% A key that is a name and more after an underscore (`trees_keep' for `trees', whose
+%% `keep' is set inside it): that name, the longest if several.
+part_of(Key, Names) ->
+    case lists:reverse(lists:sort([{length(atom_to_list(N)), N} || N <- Names,
+                                   lists:prefix(atom_to_list(N) ++ "_", Key)])) of
+        [{_, Name} | _] -> Name;
+        [] -> none
     end.
 
 %% A proper list of at most `Left' characters, looked at no further than that.

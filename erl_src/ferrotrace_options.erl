@@ -12,7 +12,7 @@
 
 -export([to_map/1, check/2, default_width/0]).
 -export([calls/2, processes/2]).
--export([settings/3, owner/1]).
+-export([settings/3, owner/1, in_shell/0]).
 -export([explain/2]).
 -export([start_arguments/3]).  % for ferrotrace_session:start/3
 
@@ -363,6 +363,14 @@ owner(Pid, _Duration) when is_pid(Pid), node(Pid) =:= node() ->
     end;
 owner(Other, _Duration) ->
     {error, {bad_option, {owner, Other, <<"a local pid, or none (needs a finite duration)">>}}}.
+
+%% @doc True when the caller is a shell's evaluator, the process that runs what an
+%% operator types (see {@link owner/1}): `erl', `erl -remsh', a release's
+%% `remote_console', IEx; false in `bin/rel eval', `rpc', `erl -noshell' and processes
+%% spawned from a shell.
+-spec in_shell() -> boolean().
+in_shell() ->
+    shell_evaluator(self()).
 
 %% True when `Pid' is the caller and a shell's evaluator, the process that runs what an
 %% operator types:

@@ -163,11 +163,11 @@ header(Summary = #{id := Id, status := Status, elapsed_ms := Ms, events := Event
          io_lib:format("~b returns without a call", [Count(unmatched_returns, Pairing)])],
     Loops = loops(maps:get(loops, Summary, []), maps:get(calls, Summary, []), LoopsNamed, Width),
     Elapsed = io_lib:format("~ts after ~.1f s", [StatusText, Ms / 1000]),
-    {wrap("ferrotrace session ", [[Name, ":"], Elapsed], "", Width),
-    [wrap("events: ", EventParts, Width),
+    {ferrotrace_text:wrap("ferrotrace session ", [[Name, ":"], Elapsed], "", Width),
+    [ferrotrace_text:wrap("events: ", EventParts, Width),
      backlog(Summary, Count(dropped, Events), Width),
      sampling(maps:get(sample, Summary, #{}), Width),
-     wrap("pairing: ", PairingParts, Width),
+     ferrotrace_text:wrap("pairing: ", PairingParts, Width),
      frames(Count(frames_refused, Events), Width),
      displaced(maps:get(displaced, Summary, undefined), Width),
      probe(Summary, Width),
@@ -185,7 +185,7 @@ loops(LoopMFAs, Calls, Named, Width) ->
                         all -> {LoopMFAs, 0};
                         _ -> {lists:sublist(LoopMFAs, Named), max(0, length(LoopMFAs) - Named)}
                     end,
-    wrap("counted only (loops): ", [loop_text(L, Calls) || L <- Shown]
+    ferrotrace_text:wrap("counted only (loops): ", [loop_text(L, Calls) || L <- Shown]
          ++ [io_lib:format("~b more (report option loops => all)", [More]) || More > 0], Width).
 
 %% The probe effect (calls/2 sessions): what a traced call costs its caller here, and
@@ -195,10 +195,10 @@ probe(#{calibration := #{call_ns := C, return_ns := R, took_us := Us}} = Summary
                true -> "compensated";
                false -> "not compensated (compensate => false)"
            end,
-    wrap("probe effect: ", [What, io_lib:format("~b ns per call event", [C]), io_lib:format("~b ns per return", [R]),
+    ferrotrace_text:wrap("probe effect: ", [What, io_lib:format("~b ns per call event", [C]), io_lib:format("~b ns per return", [R]),
                             io_lib:format("calibrated in ~.1f ms", [Us / 1000])], Width);
 probe(#{calibration := {error, Reason}}, Width) ->
-    wrap("probe effect: ", ["not compensated", io_lib:format("calibration failed: ~0tp", [Reason])], Width);
+    ferrotrace_text:wrap("probe effect: ", ["not compensated", io_lib:format("calibration failed: ~0tp", [Reason])], Width);
 probe(_Summary, _Width) ->
     [].
 
@@ -206,7 +206,7 @@ probe(_Summary, _Width) ->
 %% them: "62 % of this latency is tracing: 100 traced events inside each call".
 -define(MOSTLY_TRACING, 0.5).
 tracing_shares(Calls, #{call_ns := C, return_ns := R}, Width) ->
-    [wrap("  ", [io_lib:format("~ts: ~b % of this latency is tracing",
+    [ferrotrace_text:wrap("  ", [io_lib:format("~ts: ~b % of this latency is tracing",
                               [ferrotrace_text:shorten(unicode:characters_to_list(ferrotrace_names:mfa(MFA)), Width div 2),
                                round(100 * Share)]),
                 io_lib:format("~ts traced events inside each call~ts", [mean_text(Mean), taken_text(Entry)])],
@@ -252,13 +252,13 @@ sampling(Sample, Width) ->
             end || Calls =/= 1],
     case Parts of
         [] -> [];
-        _ -> wrap("sampling: ", Parts ++ ["counts are of the kept calls, not scaled"], Width)
+        _ -> ferrotrace_text:wrap("sampling: ", Parts ++ ["counts are of the kept calls, not scaled"], Width)
     end.
 
 frames(0, _Width) ->
     [];
 frames(Refused, Width) ->
-    wrap("frames: ", [io_lib:format("~b calls refused", [Refused]),
+    ferrotrace_text:wrap("frames: ", [io_lib:format("~b calls refused", [Refused]),
                       "a process had 120 return-trace frames open",
                       "a loop or a deep recursion", "its deeper calls are not in the table"], Width).
 
@@ -291,7 +291,7 @@ displaced(#{at := At, processes := N, functions := Functions, by := By} = D, Wid
                                        plural(length(Functions), "function's match spec", "functions' match specs"),
                                        hd(Named)]) | tl(Named) ++ More]
                end,
-    wrap("displaced: ", Took ++ Replaced, Width);
+    ferrotrace_text:wrap("displaced: ", Took ++ Replaced, Width);
 displaced(_, _Width) ->
     [].
 
@@ -321,9 +321,9 @@ budget(#{max_overhead := B, estimate := E, rate := N, model := Model,
         ++ [io_lib:format("~b more", [length(Now) - ?DISPLACED_NAMED]) || length(Now) > ?DISPLACED_NAMED]
         ++ [io_lib:format("~b taken back", [Back]) || Back > 0],
     Default = ["the default for a '_' module (max_overhead => none turns it off)" || maps:get(default, View, false)],
-    [wrap("budget: ", [io_lib:format("at most ~.1f % of the schedulers", [B * 100])] ++ Default ++ [Estimate, Rate, Costs], Width),
-     [wrap("rate: ", ChangeParts ++ Earlier, Width) || ChangeParts =/= []],
-     [wrap("shed: ", ShedParts, Width) || ShedParts =/= []]];
+    [ferrotrace_text:wrap("budget: ", [io_lib:format("at most ~.1f % of the schedulers", [B * 100])] ++ Default ++ [Estimate, Rate, Costs], Width),
+     [ferrotrace_text:wrap("rate: ", ChangeParts ++ Earlier, Width) || ChangeParts =/= []],
+     [ferrotrace_text:wrap("shed: ", ShedParts, Width) || ShedParts =/= []]];
 budget(_, _Width) ->
     [].
 
@@ -335,7 +335,7 @@ shed_when(At) -> io_lib:format("at ~.1f s", [At / 1000]).
 left_out(0, _Width) ->
     [];
 left_out(N, Width) ->
-    wrap("left out: ", [io_lib:format("~b generated ~ts (funs, comprehensions)", [N, plural(N, "function", "functions")]),
+    ferrotrace_text:wrap("left out: ", [io_lib:format("~b generated ~ts (funs, comprehensions)", [N, plural(N, "function", "functions")]),
                         "generated => true times them"], Width).
 
 percent(undefined) -> "no estimate";
@@ -357,7 +357,7 @@ changes(Changes, Width) ->
              end || C = #{at := At} <- Changes],
     case Parts of
         [] -> [];
-        _ -> wrap("changes: ", Parts, Width)
+        _ -> ferrotrace_text:wrap("changes: ", Parts, Width)
     end.
 
 %% A spec as the report names functions; `'_'' stands for any module or name.
@@ -371,53 +371,11 @@ plural(_, _One, Many) -> Many.
 %% the load from a collector starved of CPU (a gap of many milliseconds).
 backlog(#{backlog := #{ring_peak := Peak, ring_size := Size, longest_gap_us := GapUs}}, Dropped, Width)
   when Dropped > 0; Peak * 10 >= Size * 9 ->
-    wrap("rings: ", [io_lib:format("the fullest held ~b of ~b events", [Peak, Size]),
+    ferrotrace_text:wrap("rings: ", [io_lib:format("the fullest held ~b of ~b events", [Peak, Size]),
                      io_lib:format("~.1f ms at most between two drains", [GapUs / 1000]),
                      "a larger ring_size or sample => N keeps up"], Width);
 backlog(_Summary, _Dropped, _Width) ->
     [].
-
-%% "Prefix a, b, c" over as many lines as Width needs, continuation lines indented (by two
-%% spaces when the prefix is too wide for a part; a part wider than a line is shortened).
-wrap(Prefix, Parts, Width) ->
-    wrap(Prefix, Parts, ",", Width).
-
-wrap(Prefix, Parts, Comma, Width) ->
-    Indent = lists:duplicate(string:length(Prefix), $\s),
-    Texts = [unicode:characters_to_list(P) || P <- Parts],
-    wrap_lines(Texts, Prefix, Indent, Comma, Width, "").
-
-wrap_lines([], _Prefix, _Indent, _Comma, _Width, Line) ->
-    [Line, "\n"];
-wrap_lines([Part | Rest], Prefix, Indent, Comma, Width, "") ->
-    Text = Part ++ sep(Rest, Comma),
-    case string:length(Prefix) + string:length(Text) =< Width of
-        true ->
-            wrap_lines(Rest, Prefix, Indent, Comma, Width, Prefix ++ Text);
-        false ->
-            [string:trim(Prefix, trailing), "\n"
-             | wrap_lines(Rest, Prefix, Indent, Comma, Width, fit_line("", "  " ++ Text, Width))]
-    end;
-wrap_lines([Part | Rest], Prefix, Indent, Comma, Width, Line) ->
-    Text = Part ++ sep(Rest, Comma),
-    Candidate = Line ++ " " ++ Text,
-    case string:length(Candidate) =< Width of
-        true ->
-            wrap_lines(Rest, Prefix, Indent, Comma, Width, Candidate);
-        false ->
-            [Line, "\n" | wrap_lines(Rest, Prefix, Indent, Comma, Width,
-                                     fit_line(Indent, Text, Width))]
-    end.
-
-sep([], _Comma) -> "";
-sep(_, Comma) -> Comma.
-
-fit_line(Lead, Text, Width) ->
-    case string:length(Lead) + string:length(Text) =< Width of
-        true -> Lead ++ Text;
-        false when Lead =/= "" -> fit_line("", "  " ++ Text, Width);
-        false -> ferrotrace_text:shorten(Text, Width)
-    end.
 
 %%--------------------------------------------------------------------------------------
 %% The table
@@ -532,7 +490,7 @@ left_out(Total, Matching, Shown, Filter, Width) ->
                all -> [];
                _ -> [io_lib:format("~b of ~b functions match mfa", [Matching, Total])]
            end,
-    wrap("... ", Parts, Width).
+    ferrotrace_text:wrap("... ", Parts, Width).
 
 %%--------------------------------------------------------------------------------------
 %% Histograms
@@ -580,6 +538,8 @@ help() ->
       "  ferrotrace:export(S, json | hdr_log | collapsed | chrome_trace | html, File)\n"
       "  ferrotrace:stop(S)  release(S)  list()  stop tracing; free; all sessions\n"
       "  ferrotrace:add(S, Spec)  remove(S, Spec)  change what a running S traces\n"
+      "  ferrotrace:report()  stop()  stop(all)  S lost: report the shell's latest,\n"
+      "    stop the shell's sessions, stop all;  explain(v(-1))  a refusal in words\n"
       "Spec (one, or a list):\n"
       "  M  {M, F, '_'}  {M, F, Arity}  \"m:f/1\"  \"MyApp.Cart.add/2\"  functions\n"
       "  \"m:f(X, _) when X > 10\"  {m, f, fun([X]) when X > 10 -> true end}  filters\n"

@@ -196,9 +196,10 @@ init_keeper({EngineOptions, Tracing, Settings = #{owner := Owner, keep := Keep},
     Prepared = prepare(Tracing),
     %% The roots of call trees (`trees => #{root => Spec}', see ferrotrace_trees) are told
     %% the engine before any pattern is set.
-    case new_session(maps:remove(trees_root, EngineOptions)) of
+    {Engine, Roots} = ferrotrace_trees:engine_roots(EngineOptions),
+    case new_session(Engine) of
         {ok, Id} ->
-            ok = ferrotrace_trees:set_roots(Id, maps:get(trees_root, EngineOptions, [])),
+            _ = case ferrotrace_trees:set_roots(Id, Roots) of ok -> ok; {error, Bad} -> refuse(Id, Bad) end,
             Info = maps:merge(Settings, #{started_at => erlang:system_time(millisecond)}),
             case ferrotrace_registry:register(Id, self(), Info) of
                 ok ->

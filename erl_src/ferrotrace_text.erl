@@ -5,7 +5,7 @@
 %%% keys, the recorder, process events) can use it without calling back into another.
 -module(ferrotrace_text).
 
--export([cut/2, shorten/2, format_ns/1, table/4, explain/1]).
+-export([cut/2, wrap/3, wrap/4, shorten/2, format_ns/1, table/4, explain/1]).
 
 %% @doc The lines of `ferrotrace:explain/1' for an error (`{error, Reason}', a `Reason', or
 %% the shell's `v(-1)' after a match on a refusal failed, `{'EXIT', {{badmatch, Error}, _}}'):
@@ -53,6 +53,52 @@ words(Tag) -> lists:join(" ", string:lexemes(atom_to_list(Tag), "_")).
 -spec cut(unicode:chardata(), pos_integer()) -> string().
 cut(Line, Width) ->
     string:slice(unicode:characters_to_list(Line), 0, Width).
+
+%% @doc "Prefix a, b, c" over as many lines as `Width' needs, continuation lines indented
+%% (by two spaces when the prefix is too wide for a part; a part wider than a line is
+%% shortened): a report's note.
+-spec wrap(string(), [unicode:chardata()], pos_integer()) -> iodata().
+wrap(Prefix, Parts, Width) ->
+    wrap(Prefix, Parts, ",", Width).
+
+%% @doc As {@link wrap/3}, the parts separated by `Comma'.
+-spec wrap(string(), [unicode:chardata()], string(), pos_integer()) -> iodata().
+wrap(Prefix, Parts, Comma, Width) ->
+    Indent = lists:duplicate(string:length(Prefix), $\s),
+    Texts = [unicode:characters_to_list(P) || P <- Parts],
+    wrap_lines(Texts, Prefix, Indent, Comma, Width, "").
+
+wrap_lines([], _Prefix, _Indent, _Comma, _Width, Line) ->
+    [Line, "\n"];
+wrap_lines([Part | Rest], Prefix, Indent, Comma, Width, "") ->
+    Text = Part ++ sep(Rest, Comma),
+    case string:length(Prefix) + string:length(Text) =< Width of
+        true ->
+            wrap_lines(Rest, Prefix, Indent, Comma, Width, Prefix ++ Text);
+        false ->
+            [string:trim(Prefix, trailing), "\n"
+             | wrap_lines(Rest, Prefix, Indent, Comma, Width, fit_line("", "  " ++ Text, Width))]
+    end;
+wrap_lines([Part | Rest], Prefix, Indent, Comma, Width, Line) ->
+    Text = Part ++ sep(Rest, Comma),
+    Candidate = Line ++ " " ++ Text,
+    case string:length(Candidate) =< Width of
+        true ->
+            wrap_lines(Rest, Prefix, Indent, Comma, Width, Candidate);
+        false ->
+            [Line, "\n" | wrap_lines(Rest, Prefix, Indent, Comma, Width,
+                                     fit_line(Indent, Text, Width))]
+    end.
+
+sep([], _Comma) -> "";
+sep(_, Comma) -> Comma.
+
+fit_line(Lead, Text, Width) ->
+    case string:length(Lead) + string:length(Text) =< Width of
+        true -> Lead ++ Text;
+        false when Lead =/= "" -> fit_line("", "  " ++ Text, Width);
+        false -> shorten(Text, Width)
+    end.
 
 %% The narrowest a name column is shortened to before lines are cut instead.
 -define(MIN_NAME, 12).

@@ -16,7 +16,7 @@
 %%% in microseconds, as in `ferrotrace:slowest/2'.
 -module(ferrotrace_trees).
 
--export([engine/1, set_roots/2, trees/2, counts/1, with_counts/2, with_trees/2, print/2, format/2, report_lines/2]).
+-export([engine/1, engine_roots/1, set_roots/2, trees/2, counts/1, with_counts/2, with_trees/2, print/2, format/2, report_lines/2]).
 -export([text/2, tree_at/3]).
 
 -type tree() :: #{mfa := mfa(), latency := non_neg_integer(), own := non_neg_integer(),
@@ -35,9 +35,11 @@
 -define(NO_TREES, <<"the session keeps no call trees: start it with trees => #{slower_than => Ns}">>).
 
 %% @doc The engine's options for `trees => #{...}' in a session's options: `{ok, Engine}'
-%% with `trees_slower_than', `trees_keep', `trees_max_nodes' and, with `root', `trees_root'
-%% (the specs, which the keeper gives the engine with {@link set_roots/2}), `{ok, #{}}'
-%% without `trees', or `{error, {bad_option, {trees, Value, Accepted}}}'.
+%% with `trees => {SlowerThanNs, Keep, MaxNodes, Roots}' (`Roots' are the specs of `root',
+%% or `[]': the keeper splits them off with {@link engine_roots/1} and gives them the engine
+%% with {@link set_roots/2}), `{ok, #{}}' without `trees', or
+%% `{error, {bad_option, {trees, Value, Accepted}}}'. The engine takes `trees' as one
+%% tuple, so that no option of its own is a name a user could give.
 -spec engine(map()) -> {ok, map()} | {error, {bad_option, {trees, term(), binary()}}}.
 engine(#{trees := Trees}) ->
     case check(Trees) of
@@ -47,22 +49,25 @@ engine(#{trees := Trees}) ->
 engine(_Options) ->
     {ok, #{}}.
 
-check(#{slower_than := Ns} = Trees) when is_integer(Ns), Ns >= 0, Ns =< ?MAX_NS ->
-    Keep = maps:get(keep, Trees, 10),
-    MaxNodes = maps:get(max_nodes, Trees, 2000),
-    case {[K || K <- maps:keys(Trees), not lists:member(K, ?KEYS)], roots(Trees)} of
-        {[Unknown | _], _} -> {error, ferrotrace_hint:hinted(Unknown, ?KEYS, ?ACCEPTED)};
-        {[], error} -> {error, ?ACCEPTED};
-        {[], _} when not is_integer(Keep); Keep < 1; Keep > 100 -> {error, ?ACCEPTED};
-        {[], _} when not is_integer(MaxNodes); MaxNodes < 1; MaxNodes > 100000 -> {error, ?ACCEPTED};
-        {[], Roots} ->
-            Engine = #{trees_slower_than => Ns, trees_keep => Keep, trees_max_nodes => MaxNodes},
-            {ok, case Roots of
-                     [] -> Engine;
-                     _ -> Engine#{trees_root => Roots}
-                 end}
+%% The keys first, so that a mistyped `slower_than' is hinted too.
+check(Trees) when is_map(Trees) ->
+    case ferrotrace_hint:keys(Trees, ?KEYS, ?ACCEPTED) of
+        ok -> values(Trees);
+        {error, _} = Error -> Error
     end;
 check(_Trees) ->
+    {error, ?ACCEPTED}.
+
+values(#{slower_than := Ns} = Trees) when is_integer(Ns), Ns >= 0, Ns =< ?MAX_NS ->
+    Keep = maps:get(keep, Trees, 10),
+    MaxNodes = maps:get(max_nodes, Trees, 2000),
+    case roots(Trees) of
+        error -> {error, ?ACCEPTED};
+        _ when not is_integer(Keep); Keep < 1; Keep > 100 -> {error, ?ACCEPTED};
+        _ when not is_integer(MaxNodes); MaxNodes < 1; MaxNodes > 100000 -> {error, ?ACCEPTED};
+        Roots -> {ok, #{trees => {Ns, Keep, MaxNodes, Roots}}}
+    end;
+values(_Trees) ->
     {error, ?ACCEPTED}.
 
 roots(#{root := Spec}) ->
@@ -73,6 +78,15 @@ roots(#{root := Spec}) ->
     end;
 roots(#{}) ->
     [].
+
+%% @doc The engine's options as its `new_session' takes them, and the roots to give it
+%% with {@link set_roots/2}: `{EngineOptions, Roots}' (`trees' of {@link engine/1} less its
+%% roots; other options as they are, `Roots' `[]').
+-spec engine_roots(map()) -> {map(), list()}.
+engine_roots(#{trees := {Ns, Keep, MaxNodes, Roots}} = Engine) when is_list(Roots) ->
+    {Engine#{trees := {Ns, Keep, MaxNodes}}, Roots};
+engine_roots(Engine) ->
+    {Engine, []}.
 
 %% @doc Tells session `Id' which calls are roots (the `trees_root' of {@link engine/1}):
 %% `ok', also for `[]' (the default roots).
@@ -245,16 +259,14 @@ text(Id, Width) ->
 report_lines(#{trees := #{kept := Kept, built := Built} = Trees}, Width) ->
     Total = lists:sum([N || #{count := N} <- Kept]),
     Roots = [[ferrotrace_names:mfa(MFA), io_lib:format(" (~b)", [N])] || #{mfa := MFA, count := N} <- Kept],
-    Lost = [io_lib:format(", ~b ~s", [N, What])
+    Lost = [io_lib:format("~b ~s", [N, What])
             || {Key, What} <- [{nodes_dropped, "calls left out (max_nodes)"}, {not_built, "roots not built (bound)"},
                                {abandoned, "abandoned"}],
                N <- [maps:get(Key, Trees, 0)], N > 0],
-    Line = io_lib:format("call trees: ~b kept of ~b built (slower than ~s)~s~s",
-                         [Total, Built, ferrotrace_text:format_ns(maps:get(slower_than, Trees, 0)), Lost,
-                          case Roots of
-                              [] -> "";
-                              _ -> [": ", lists:join(", ", Roots)]
-                          end]),
-    [ferrotrace_text:cut(Line, Width), "\n"];
+    Head = io_lib:format("~b kept of ~b built (slower than ~s)",
+                         [Total, Built, ferrotrace_text:format_ns(maps:get(slower_than, Trees, 0))]),
+    %% Wrapped as the other notes are (cut, a root's count lost its last digits).
+    [ferrotrace_text:wrap("call trees: ", [Head | Lost], Width),
+     [ferrotrace_text:wrap("            by root: ", Roots, Width) || Roots =/= []]];
 report_lines(_Summary, _Width) ->
     [].

@@ -133,6 +133,12 @@ bad_options(_Config) ->
          ?assertMatch({error, {bad_option, {capture, Value, _}}}, ferrotrace:calls(?WORK, [{capture, Value}]))
      end || Value <- Bad],
     {error, {bad_option, {capture, _, Accepted}}} = ferrotrace:calls(?WORK, #{capture => 5}),
+    %% A mistyped key is named as trees => #{...}'s are (one check serves both), also
+    %% where slower_than itself is the one mistyped.
+    {error, {bad_option, {capture, _, <<"did you mean slower_than? a map of ", _/binary>>}}} =
+        ferrotrace:calls(?WORK, #{capture => #{slower_thn => 5}}),
+    {error, {bad_option, {capture, _, <<"did you mean every? ", _/binary>>}}} =
+        ferrotrace:calls(?WORK, #{capture => #{slower_than => 5, evrey => 10}}),
     [?assertNotEqual(nomatch, binary:match(Accepted, Word))
      || Word <- [<<"slower_than">>, <<"every">>, <<"max_captures">>, <<"default 10">>]],
     ?assertEqual([], ferrotrace:list()),

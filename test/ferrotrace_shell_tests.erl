@@ -7,6 +7,7 @@
 -include_lib("stdlib/include/assert.hrl").
 
 -export([function_forms_test/0, released_session_test/0, explain_test/0, report_loops_line_test/0,
+         report_trees_line_test/0,
          report_one_unit_test/0, report_table_first_test/0,
          spec_forms_test_/0, spec_errors_test_/0, compiled_fun_test/0, shell_fun_test_/0,
          spec_filters_calls_test/0, names_test_/0, report_fits_test_/0, report_rows_test/0, report_backlog_test/0,
@@ -510,7 +511,7 @@ help_test() ->
     [?assert(string:length(L) =< 80, L) || L <- Lines],
     [?assertNotEqual(nomatch, string:find(Text, W), W)
      || W <- ["calls(", "report(", "stop(", "summary(", "duration", "top =>", "sort =>",
-              "MyApp.Cart", "when"]],
+              "MyApp.Cart", "when", "report()", "stop(all)", "explain(v(-1))"]],
     ok.
 
 %% h(ferrotrace, calls) needs EEP-48 docs: the compile's post-hook builds them.
@@ -624,7 +625,31 @@ explain_test() ->
     %% v(-1) in the shell after `{ok, S} = ...' met a refusal.
     ?assertEqual(["no such session: 12345"],
                  Lines({'EXIT', {{badmatch, {error, {no_such_session, 12345}}}, []}})),
+    %% In a shell's evaluator the lines are printed, also where its group leader is the
+    %% process registered as `user' (the local console shell's is): a shell printed
+    %% the list of strings before.
+    ?assertEqual({ok, "no such session: 12345\n"},
+                 as_shell_evaluator(fun() -> ft_ct:capture(fun() -> ferrotrace:explain({error, {no_such_session, 12345}}) end) end)),
+    %% (That one prints a line on the test's console.)
+    ?assertEqual(ok, as_shell_evaluator(fun() -> with_group_leader(whereis(user), fun() -> ferrotrace:explain(12345) end) end)),
+    ?assertNot(ferrotrace_options:in_shell()),
     ok.
+
+%% Runs Fun in a process that is a shell's evaluator as shell:start_eval/3 makes one: a
+%% shell process linked to it keeps its pid under `evaluator'.
+as_shell_evaluator(Fun) ->
+    Self = self(),
+    Eval = spawn(fun() ->
+                         Parent = self(),
+                         Shell = spawn_link(fun() -> put(evaluator, Parent), Parent ! ready,
+                                                     receive stop -> ok end end),
+                         receive ready -> ok end,
+                         Self ! {self(), ferrotrace_options:in_shell(), Fun()},
+                         Shell ! stop
+                 end),
+    receive {Eval, true, Result} -> Result
+    after 10000 -> error(no_evaluator_answer)
+    end.
 
 with_group_leader(Leader, Fun) ->
     Old = group_leader(),
@@ -643,6 +668,19 @@ report_loops_line_test() ->
     [?assertNotEqual(nomatch, string:find(All, "m:loop" ++ integer_to_list(I) ++ "/0")) || I <- lists:seq(1, 20)],
     ?assertEqual(nomatch, string:find(All, "more (report option")),
     ?assertMatch({error, {bad_option, {loops, x, _}}}, ferrotrace_report:format(Summary, fun histogram/1, #{loops => x})),
+    ok.
+
+%% The call trees' note wraps as the others do: at 80 columns on the demo shop it was cut,
+%% `shop_api:checkout/1 (1' for 13 kept.
+-spec report_trees_line_test() -> ok.
+report_trees_line_test() ->
+    Kept = [#{mfa => {shop_api, checkout, 1}, count => 13}, #{mfa => {shop_inventory, reserve, 2}, count => 4}],
+    Summary = #{trees => #{kept => Kept, built => 46499, slower_than => 20000000, abandoned => 2}},
+    Lines = lines(flat(ferrotrace_trees:report_lines(Summary, 80))),
+    ?assertEqual([], [L || L <- Lines, string:length(L) > 80]),
+    ?assertEqual("call trees: 17 kept of 46499 built (slower than 20.0 ms), 2 abandoned "
+                 "by root: shop_api:checkout/1 (13), shop_inventory:reserve/2 (4)",
+                 string:join([string:trim(L) || L <- Lines, L =/= ""], " ")),
     ok.
 
 %% The latency columns of a table share one unit (TOTAL has its own).

@@ -134,6 +134,16 @@ bad_options(_Config) ->
     {error, {bad_option, {trees, _, <<"did you mean keep? ", _/binary>>}}} =
         ferrotrace:calls(?SPEC, #{trees => #{slower_than => 0, kep => 3}}),
     {error, {bad_option, {trees, _, _}}} = ferrotrace:session(#{trees => #{}}),
+    {error, {bad_option, {trees, _, <<"did you mean slower_than? ", _/binary>>}}} =
+        ferrotrace:calls(?SPEC, #{trees => #{slower_thn => 0}}),
+    %% What trees => #{...} gives the engine is no option of the user's: refused, hinted
+    %% to trees, never listed (they once started a session with trees, unchecked).
+    [begin
+         {error, {unknown_option, Internal, Hint}} = ferrotrace:calls(?SPEC, #{Internal => 5}),
+         ?assertMatch(<<"did you mean trees? one of ", _/binary>>, Hint),
+         ?assertEqual(nomatch, binary:match(Hint, [<<"trees_">>]), Hint)
+     end || Internal <- [trees_slower_than, trees_keep, trees_max_nodes, trees_root]],
+    {error, {unknown_option, trees_keep, _}} = ferrotrace:session(#{trees_keep => 5}),
     {error, {unknown_option, tres, <<"did you mean trees? ", _/binary>>}} = ferrotrace:calls(?SPEC, #{tres => 1}),
     {ok, S} = ferrotrace:calls(?SPEC, #{duration => ?LONG}),
     {error, {no_trees, _}} = ferrotrace:trees(S, ?ROOT),

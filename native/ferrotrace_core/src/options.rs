@@ -22,6 +22,8 @@ pub enum OptionValue {
     IntegerPair(i64, i64),
     /// A 2-tuple of an atom and an integer, for `{calls, N}`.
     Tagged(String, i64),
+    /// A 3-tuple of integers, for `trees`'s `{SlowerThanNs, Keep, MaxNodes}`.
+    IntegerTriple(i64, i64, i64),
     /// Anything else (tuple, list, float, ...), kept only to be refused.
     Other,
 }
@@ -64,8 +66,8 @@ pub struct Config {
     /// `compensate_return_ns`, set by `calls/2` from the session's calibration); `None`:
     /// latencies as measured.
     pub compensate: Option<Compensation>,
-    /// Call trees kept speculatively (`trees_slower_than`, `trees_keep`, `trees_max_nodes`:
-    /// calls/2's `trees => #{...}`, flattened by `ferrotrace_trees`); `None`: none.
+    /// Call trees kept speculatively (`trees => {SlowerThanNs, Keep, MaxNodes}`: calls/2's
+    /// `trees => #{...}` as `ferrotrace_trees` gives it the engine); `None`: none.
     pub trees: Option<TreesConfig>,
 }
 
@@ -102,11 +104,12 @@ impl Default for Config {
 }
 
 /// Every option `parse` takes, for the error that names an unknown one (a test checks that
-/// each is parsed).
-const NAMES: [&str; 22] = [
+/// each is parsed). Each is a name users write: `trees` is theirs too, its map given the
+/// engine as one tuple, so that no name of the engine's own is listed or taken from them.
+const NAMES: [&str; 20] = [
     "duration", "max_events", "max_rate", "sample", "on_limit", "ring_size", "max_functions", "max_open_calls",
     "slowest", "threshold", "max_slow_calls", "recent", "args", "max_term_bytes", "key", "max_keys", "aggregators",
-    "compensate_call_ns", "compensate_return_ns", "trees_slower_than", "trees_keep", "trees_max_nodes",
+    "compensate_call_ns", "compensate_return_ns", "trees",
 ];
 
 /// Every option `parse` takes.
@@ -297,17 +300,25 @@ pub fn parse(pairs: &[(String, OptionValue)]) -> Result<Config, OptionError> {
                 let ns = integer_in(value, COMPENSATE_RANGE).ok_or_else(|| bad(integers(COMPENSATE_RANGE)))? as u64;
                 config.compensate.get_or_insert_with(Default::default).return_ns = ns;
             }
-            "trees_slower_than" => {
-                let ns = integer_in(value, trees::SLOWER_THAN_RANGE).ok_or_else(|| bad(integers(trees::SLOWER_THAN_RANGE)))? as u64;
-                config.trees.get_or_insert_with(Default::default).slower_than_ns = ns;
-            }
-            "trees_keep" => {
-                let keep = integer_in(value, trees::KEEP_RANGE).ok_or_else(|| bad(integers(trees::KEEP_RANGE)))? as usize;
-                config.trees.get_or_insert_with(Default::default).keep = keep;
-            }
-            "trees_max_nodes" => {
-                let nodes = integer_in(value, trees::MAX_NODES_RANGE).ok_or_else(|| bad(integers(trees::MAX_NODES_RANGE)))? as usize;
-                config.trees.get_or_insert_with(Default::default).max_nodes = nodes;
+            "trees" => {
+                let within = |i: &i64, (low, high): (i64, i64)| (low..=high).contains(i);
+                config.trees = match value {
+                    OptionValue::IntegerTriple(ns, keep, nodes)
+                        if within(ns, trees::SLOWER_THAN_RANGE)
+                            && within(keep, trees::KEEP_RANGE)
+                            && within(nodes, trees::MAX_NODES_RANGE) =>
+                    {
+                        Some(TreesConfig { slower_than_ns: *ns as u64, keep: *keep as usize, max_nodes: *nodes as usize })
+                    }
+                    _ => {
+                        return Err(bad(format!(
+                            "{{SlowerThanNs, Keep, MaxNodes}}: {}, {}, {}",
+                            integers(trees::SLOWER_THAN_RANGE),
+                            integers(trees::KEEP_RANGE),
+                            integers(trees::MAX_NODES_RANGE)
+                        )))
+                    }
+                };
             }
             _ => return Err(OptionError::Unknown { index }),
         }
@@ -331,6 +342,23 @@ mod tests {
             assert!(matches!(refused, Err(OptionError::BadValue { .. })), "{name}: {refused:?}");
         }
         assert_eq!(parse(&[pair("duraton", OptionValue::Integer(5))]), Err(OptionError::Unknown { index: 0 }));
+    }
+
+    /// `trees` is one option, a tuple `ferrotrace_trees` makes of the user's map; the names
+    /// it was once given the engine as are nobody's option, so neither listed nor taken.
+    #[test]
+    fn trees_is_one_tuple_and_its_parts_are_no_options() {
+        let config = parse(&[pair("trees", OptionValue::IntegerTriple(20_000_000, 5, 300))]).unwrap();
+        assert_eq!(config.trees, Some(TreesConfig { slower_than_ns: 20_000_000, keep: 5, max_nodes: 300 }));
+        assert_eq!(parse(&[]).unwrap().trees, None);
+        for bad in [(-1, 5, 300), (0, 0, 300), (0, 101, 300), (0, 5, 0), (0, 5, 100_001)] {
+            let value = OptionValue::IntegerTriple(bad.0, bad.1, bad.2);
+            assert!(matches!(parse(&[pair("trees", value)]), Err(OptionError::BadValue { index: 0, .. })), "{bad:?}");
+        }
+        for internal in ["trees_slower_than", "trees_keep", "trees_max_nodes", "trees_root"] {
+            assert!(names().all(|name| name != internal), "{internal} listed");
+            assert_eq!(parse(&[pair(internal, OptionValue::Integer(5))]), Err(OptionError::Unknown { index: 0 }), "{internal}");
+        }
     }
 
     #[test]
@@ -462,6 +490,7 @@ mod tests {
         prop_oneof![
             (any::<i64>(), any::<i64>()).prop_map(|(n, ms)| OptionValue::IntegerPair(n, ms)),
             (-5i64..100, -5i64..5000).prop_map(|(n, ms)| OptionValue::IntegerPair(n, ms)),
+            (-5i64..100, -5i64..200, -5i64..200).prop_map(|(a, b, c)| OptionValue::IntegerTriple(a, b, c)),
             any::<i64>().prop_map(OptionValue::Integer),
             (-10i64..100_000).prop_map(OptionValue::Integer),
             "[a-z]{0,9}".prop_map(OptionValue::Atom),

@@ -37,6 +37,8 @@ mod atoms {
 fn option_value(term: Term) -> OptionValue {
     if let Ok(i) = term.decode::<i64>() {
         OptionValue::Integer(i)
+    } else if let Ok((a, b, c)) = term.decode::<(i64, i64, i64)>() {
+        OptionValue::IntegerTriple(a, b, c)
     } else if let Ok((n, ms)) = term.decode::<(i64, i64)>() {
         OptionValue::IntegerPair(n, ms)
     } else if let Ok((form, n)) = term.decode::<(Atom, i64)>() {
