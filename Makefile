@@ -145,9 +145,10 @@ busy: compile
 		test/support/ft_busy.erl
 	erl -noshell -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_busy:main(), halt().'
 
-# The overhead budget on Debian's yaws under wrk (installs both if missing): rounds of 12 s
-# alternating untraced and a fresh {'_','_','_'} session with max_overhead => 0.05, then the
-# same with no session (the noise). YAWS_ROUNDS=N rounds of each (default 4; about 4 min).
+# The overhead budget on Debian's yaws under wrk (installs both if missing): rounds of 12 s,
+# wrk running through each (3 s of load first), alternating untraced and a fresh
+# {'_','_','_'} session with max_overhead => 0.05, then the same with no session (the
+# noise). YAWS_ROUNDS=N rounds of each (default 4; about 5 min).
 YAWS_ROUNDS ?= 4
 yaws-bench: compile
 	command -v wrk >/dev/null && ls -d /usr/lib/yaws-*/ebin >/dev/null 2>&1 || \

@@ -2,17 +2,21 @@
 %%% under `wrk', the client's throughput counted per second (run by `make yaws-bench').
 %%%
 %%% yaws runs embedded in this node (2 schedulers on the 2-core machine), serving a small
-%%% static page; `wrk' (1 thread, 8 connections) runs for one second at a time, so that its
-%%% request counts are per second. Rounds of ?SECONDS s alternate untraced and traced; each
-%%% traced round starts a fresh `{'_','_','_'}' session of 8 s with `max_overhead => 0.05'
-%%% the moment its first second begins. The same rounds with no session at all (`traced'
-%%% rounds that start nothing) show the noise. Printed per kind: the medians over rounds of
+%%% static page to `wrk' (1 thread, 8 connections), which runs without a pause through a
+%%% whole round and counts its responses per 100 ms of wall-clock time (bench/wrk_buckets.lua).
+%%% A round: ?PRE_MS of load first, then the moment a session would start, then ?SECONDS s
+%%% counted from that moment. Rounds alternate untraced and traced; each traced round starts
+%%% a fresh `{'_','_','_'}' session of 8 s with `max_overhead => 0.05' at that moment, on a
+%%% server already under the client's load (a session started between two runs of the
+%%% client, on an idle server, would learn nothing of the load before it came). The same
+%%% rounds with no session at all (`traced' rounds that start nothing) show the noise. Printed per kind: the medians over rounds of
 %%% the requests per round and of its first two seconds, traced against untraced, and how
 %%% many calls each session timed.
 -module(ferrotrace_yaws).
 -export([main/1]).
 
 -define(SECONDS, 12).
+-define(PRE_MS, 3000).
 -define(PORT, 8391).
 
 %% `[Rounds]': rounds of each kind (4 or more for a median that means something).
@@ -25,10 +29,11 @@ main([Rounds0]) ->
     ok = ferrotrace_code:preload(),
     Url = start_yaws(),
     %% Warm the server (and the loop analysis's cache of yaws' modules) once.
-    _ = [wrk_second(Url) || _ <- lists:seq(1, 3)],
-    {ok, Warm} = ferrotrace:calls({'_', '_', '_'}, #{duration => 2000, max_overhead => 0.05, owner => none}),
-    timer:sleep(2500),
-    ok = ferrotrace:release(Warm),
+    _ = round(Url, fun() ->
+                           {ok, Warm} = ferrotrace:calls({'_', '_', '_'}, #{duration => 2000, max_overhead => 0.05,
+                                                                             owner => none}),
+                           Warm
+                   end),
     Budget = alternate(Url, Rounds, fun start_session/0),
     Control = alternate(Url, Rounds, fun() -> none end),
     report("budget", Budget),
@@ -53,11 +58,22 @@ start_session() ->
     {ok, S} = ferrotrace:calls({'_', '_', '_'}, #{duration => 8000, max_overhead => 0.05, owner => none}),
     S.
 
-%% Requests per second over ?SECONDS s from the moment `Start' returns, and the calls the
-%% session timed.
+%% Requests per second over ?SECONDS s from the moment `Start' is called, on a server under
+%% the client's load since ?PRE_MS before, and the calls the session timed.
 round(Url, Start) ->
+    Script = filename:join(filename:dirname(filename:dirname(code:which(?MODULE))), "wrk_buckets.lua"),
+    Self = self(),
+    Seconds = (?PRE_MS + 999) div 1000 + ?SECONDS + 1,
+    Client = spawn_link(fun() ->
+                                Self ! {self(), os:cmd(lists:flatten(io_lib:format("wrk -t1 -c8 -d~bs -s ~s ~s 2>&1",
+                                                                                   [Seconds, Script, Url])))}
+                        end),
+    timer:sleep(?PRE_MS),
+    T0 = os:system_time(millisecond),
     Session = Start(),
-    Counts = [wrk_second(Url) || _ <- lists:seq(1, ?SECONDS)],
+    Started = os:system_time(millisecond) - T0,
+    _ = [io:format("yaws start_ms=~b~n", [Started]) || Session =/= none, os:getenv("FERROTRACE_YAWS_VERBOSE") =/= false],
+    timer:sleep(max(0, ?SECONDS * 1000 - Started)),
     Timed = case Session of
                 none -> none;
                 _ ->
@@ -70,16 +86,15 @@ round(Url, Start) ->
                     ok = ferrotrace:release(Session),
                     lists:sum([C || #{count := C} <- Calls])
             end,
-    timer:sleep(1000),
+    Out = receive {Client, O} -> O end,
+    Buckets = [{list_to_integer(B) * 100, list_to_integer(N)}
+               || [B, N] <- case re:run(Out, "bucket ([0-9]+) ([0-9]+)", [global, {capture, all_but_first, list}]) of
+                               {match, M} -> M;
+                               nomatch -> error({wrk, Out})
+                           end],
+    Counts = [lists:sum([N || {At, N} <- Buckets, At >= T0 + I * 1000, At < T0 + (I + 1) * 1000])
+              || I <- lists:seq(0, ?SECONDS - 1)],
     {Counts, Timed}.
-
-%% One second of wrk: the requests it completed.
-wrk_second(Url) ->
-    Out = os:cmd("wrk -t1 -c8 -d1s " ++ Url ++ " 2>&1"),
-    case re:run(Out, "([0-9]+) requests in", [{capture, all_but_first, list}]) of
-        {match, [N]} -> list_to_integer(N);
-        nomatch -> error({wrk, Out})
-    end.
 
 report(Label, Pairs) ->
     Untraced = [U || {{U, _}, _} <- Pairs],
