@@ -149,8 +149,7 @@ first(Budget, #{schedulers := Schedulers, calibration := Calibration, functions 
     Reaching = lists:sum([Rate || {_, Rate} <- Called]),
     Held = case Reaching * DiscardNs > Budget * ?AIM * Capacity of
                true ->
-                   Ordered = [{MFA, Rate} || {_, MFA, Rate} <- lists:reverse(lists:sort([{R, M, R} || {M, R} <- Called]))],
-                   hold(Ordered, Reaching * DiscardNs / Capacity, Budget * ?SHED_TO, DiscardNs / Capacity, ?SHED_MAX);
+                   hold(hottest_first(Called), Reaching * DiscardNs / Capacity, Budget * ?SHED_TO, DiscardNs / Capacity, ?SHED_MAX);
                false ->
                    []
            end,
@@ -316,10 +315,8 @@ steps() ->
 shed(#{reaching := R, discard_ns := D, capacity := Cap, functions := Functions},
      S = #{budget := B, shed := Shed, shed_log := Log, unsheddable := Never, times := Times,
            tick := T, last := #{elapsed_ms := At}}) ->
-    Candidates = [{Rate, MFA, Rate}
-                  || {MFA, Rate, _Mean} <- Functions, Rate > 0,
-                     not maps:is_key(MFA, Shed), not maps:is_key(MFA, Never)],
-    Ordered = [{MFA, Rate} || {_, MFA, Rate} <- lists:reverse(lists:sort(Candidates))],
+    Ordered = hottest_first([{MFA, Rate} || {MFA, Rate, _Mean} <- Functions, Rate > 0,
+                                            not maps:is_key(MFA, Shed), not maps:is_key(MFA, Never)]),
     Chosen = take(Ordered, R * D / Cap, 0.0, B * ?SHED_TO, D / Cap, ?SHED_MAX, []),
     ShedRate = lists:sum([Rate || {_, Rate} <- Chosen]),
     %% On a node whose schedulers are busy, what the shed functions cost goes to the work,
@@ -348,6 +345,10 @@ take([{MFA, Rate} | Rest], Floor, Shed, Target, PerCall, Max, Acc) ->
         true -> lists:reverse(Acc);
         false -> take(Rest, Floor, Shed + Rate * PerCall, Target, PerCall, Max - 1, [{MFA, Rate} | Acc])
     end.
+
+%% `[{MFA, CallsPerSecond}]', the most called first (ties: the greater MFA first).
+hottest_first(Functions) ->
+    [{MFA, Rate} || {Rate, MFA} <- lists:reverse(lists:sort([{Rate, MFA} || {MFA, Rate} <- Functions]))].
 
 %% The most called of `Ordered' until the floor of the rest is at most `Target' (fractions
 %% of the capacity, `PerCall' the floor's per call per second), at most `Max'. Their rates

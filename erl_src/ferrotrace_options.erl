@@ -463,7 +463,7 @@ valid_tracing(#{specs := Specs, heads := Heads, pids := Pids, scope := Scope} = 
     Own = ferrotrace_traced:own_modules(),
     lists:all(fun(Key) -> lists:member(Key, [specs, heads, pids, scope, kinds, generated, held]) end,
               maps:keys(Tracing))
-        andalso all_of(fun({M, F, A}) -> is_atom(M) andalso is_atom(F) andalso is_integer(A) andalso A >= 0 andalso A =< 255;
+        andalso all_of(fun({M, F, A}) -> valid_spec(M, F, A) andalso is_integer(A);
                           (_) -> false
                        end, maps:get(held, Tracing, []))
         andalso all_of(fun({M, F, A}) -> valid_spec(M, F, A) andalso not lists:member(M, Own);
