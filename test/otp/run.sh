@@ -219,18 +219,39 @@ erl -noshell -pa ferrotrace/ebin -pa test -eval '
     end.' || { echo "test-otp: $release: EUnit failed"; status=1; }
 fi
 if [ -n "$suites_to_run" ]; then
-    ct_run -noshell -pa /ferrotrace/ferrotrace/ebin -spec ferrotrace.spec >ct_output.txt 2>&1 \
-        || { tail -40 ct_output.txt; grep -h -B2 -A15 "=result *failed" logs/ct_run.*/*/run.*/suite.log 2>/dev/null | head -80;
-             echo "test-otp: $release: Common Test failed"; status=1; }
+    if ! ct_run -noshell -pa /ferrotrace/ferrotrace/ebin -spec ferrotrace.spec >ct_output.txt 2>&1; then
+        tail -40 ct_output.txt; grep -h -B2 -A15 "=result *failed" logs/ct_run.*/*/run.*/suite.log 2>/dev/null | head -80
+        # A suite that failed is run once more, alone: the timing suites judge medians of
+        # rounds, yet a CI machine's neighbours have failed one in a hundred runs. The run
+        # passes only if every such suite passes the second time; both results are printed.
+        again=\$(grep -E "^Testing ferrotrace\.[a-z_]+_SUITE: (TEST COMPLETE, .* [1-9][0-9]* failed|.*auto_skipped|.*[Ff]ailed)" ct_output.txt \
+                | sed -E 's/^Testing ferrotrace\.([a-z_]+_SUITE):.*/\1/' | sort -u | tr '\n' ' ')
+        if [ -n "\$again" ] && ct_run -noshell -pa /ferrotrace/ferrotrace/ebin -dir test -suite \$again -logdir logs >ct_again.txt 2>&1; then
+            echo "test-otp: $release: Common Test: \$again failed once (above) and passed when run again:"
+            grep -E "TEST COMPLETE" ct_again.txt
+        else
+            [ -z "\$again" ] || { echo "test-otp: $release: run again, \$again:"; tail -20 ct_again.txt; }
+            echo "test-otp: $release: Common Test failed"; status=1
+        fi
+    fi
     grep -E "TEST COMPLETE" ct_output.txt | tail -1
 fi
 exit \$status
 EOF
 )
     say "$release: compile, load the NIF, EUnit (${eunit_modules:-none}), Common Test (${suites_to_run:-none})${fuzz_env[*]:+ with ${fuzz_env[*]}}"
+    # The output is kept (chroots/RELEASE.check.log): a failure's lines are printed again at
+    # the end of the run, where a log cut in the middle (CI's) still shows them.
+    local rc=0
     timeout "$step_timeout" chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
-        HOME=/root LANG=C.UTF-8 ${fuzz_env[@]+"${fuzz_env[@]}"} sh -c "$script" \
-        || { umount_all; say "$release: FAILED in $((SECONDS - started)) s (Common Test logs: $work/logs)"; return 1; }
+        HOME=/root LANG=C.UTF-8 ${fuzz_env[@]+"${fuzz_env[@]}"} sh -c "$script" 2>&1 \
+        | tee "$chroots/$release.check.log" || rc=$?
+    if ((rc != 0)); then
+        umount_all
+        ((rc != 124)) || say "$release: timed out after $step_timeout s (FERROTRACE_OTP_TIMEOUT), in: $(grep -E '^Testing ' "$work/ct_output.txt" 2>/dev/null | tail -1)"
+        say "$release: FAILED in $((SECONDS - started)) s (Common Test logs: $work/logs)"
+        return 1
+    fi
     umount_all || return 1
     say "$release: passed in $((SECONDS - started)) s"
 }
@@ -284,5 +305,12 @@ for release in "${releases[@]}"; do
     if [ "$release" = bullseye ]; then check_old "$release" || failed+=("$release")
     else check "$release" || failed+=("$release"); fi
 done
-((${#failed[@]} == 0)) || die "${failed[*]} failed (after $((SECONDS - total)) s)"
+if ((${#failed[@]} > 0)); then
+    for release in "${failed[@]}"; do
+        [ -f "$chroots/$release.check.log" ] || continue
+        say "$release: what failed (from $chroots/$release.check.log):"
+        grep -E -A12 'failed|FAILED|\*\*\* |=result|Reason|timed out|timetrap' "$chroots/$release.check.log" | tail -120
+    done
+    die "${failed[*]} failed (after $((SECONDS - total)) s)"
+fi
 say "all passed (${releases[*]}) in $((SECONDS - total)) s"
