@@ -76,13 +76,15 @@
 %%% nested 4,096 deep in one process).
 -module(ferrotrace_loops).
 
--export([find/2, find/3]).
+-export([find/2, find/3, find/4]).
 
 -define(CACHE, ferrotrace_loops_cache).
 %% How far calls are followed from a cycle: modules away, and modules read per find/2
 %% (besides the modules the spec names).
 -define(MAX_DEPTH, 8).
 -define(MAX_MODULES, 300).
+%% A paced reading (find/4) works at most this long before it rests (us).
+-define(PACE_SLICE_US, 5000).
 
 %% What is kept of one module version: its tail calls `{Caller, Callee}', and per
 %% function whether it has a `receive', what it calls, and whether it ends in a call
@@ -104,7 +106,18 @@ find(Specs, Exclude) ->
 %% receive), which the session flags only once their loops are traced count-only.
 -spec find([ferrotrace:mfa_spec()], [module()], read | cached) ->
           {[mfa()], Complete :: boolean(), Loopers :: [pid()]}.
-find(Specs, Exclude, Mode) when Mode =:= read; Mode =:= cached ->
+find(Specs, Exclude, Mode) ->
+    find(Specs, Exclude, Mode, none).
+
+%% @doc As {@link find/3}, reading modules at most `Pace' of the time (a float from 0.01
+%% to 1, or `none': at once): after each ?PACE_SLICE_US of reading the caller
+%% rests as long as keeps it at that share of one scheduler. The session's full reading
+%% after its start runs so: at high priority and at once, it took the schedulers from a
+%% busy node's work for half a second after the start (0.58 of its throughput).
+-spec find([ferrotrace:mfa_spec()], [module()], read | cached, float() | none) ->
+          {[mfa()], Complete :: boolean(), Loopers :: [pid()]}.
+find(Specs, Exclude, Mode, Pace) when Mode =:= read orelse Mode =:= cached,
+                                     Pace =:= none orelse is_float(Pace) andalso Pace >= 0.01 andalso Pace =< 1 ->
     Modules = lists:usort([M || {M, _, _} <- Specs, M =/= '_']),
     %% With every module traced, reading all loaded code takes seconds on a busy node: the
     %% loops that matter now are those live processes wait in (a server sits in its
@@ -116,7 +129,8 @@ find(Specs, Exclude, Mode) when Mode =:= read; Mode =:= cached ->
     Roots = lists:usort(Modules ++ [M || {_, Frames} <- Stacks, {M, _, _} <- Frames]) -- Exclude,
     ensure_cache(),
     Context0 = #{files => undefined, erts_ebin => undefined, modules => #{},
-                 budget => ?MAX_MODULES, named => Modules, mode => Mode, complete => true},
+                 budget => ?MAX_MODULES, named => Modules, mode => Mode, complete => true,
+                 pace => Pace, worked_us => 0},
     %% The modules the spec names are read whatever the budget.
     Context1 = lists:foldl(fun(M, C = #{budget := B}) -> C1 = element(2, read(M, C#{budget := 1})), C1#{budget := B} end,
                            Context0, Roots),
@@ -227,10 +241,21 @@ module_facts(Module, Context = #{mode := Mode, named := Named}) ->
 disassemble_new(Module, MD5, Context = #{files := undefined}) ->
     disassemble_new(Module, MD5, Context#{files := loaded_files()});
 disassemble_new(Module, MD5, Context = #{files := Files}) ->
+    T0 = erlang:monotonic_time(microsecond),
     {File, Context1} = file_of(Module, maps:get(Module, Files, none), Context),
     Facts = disassemble(Module, File, MD5),
     true = ets:insert(?CACHE, {{facts, Module, MD5}, Facts}),
-    {Facts, Context1}.
+    {Facts, pace(erlang:monotonic_time(microsecond) - T0, Context1)}.
+
+%% A paced reading rests once it has read for ?PACE_SLICE_US: the time that puts its
+%% reading at `Pace' of the time.
+pace(_Us, Context = #{pace := none}) ->
+    Context;
+pace(Us, Context = #{pace := Pace, worked_us := Worked}) when Worked + Us >= ?PACE_SLICE_US ->
+    receive after round((Worked + Us) * (1 - Pace) / Pace / 1000) -> ok end,
+    Context#{worked_us := 0};
+pace(Us, Context = #{worked_us := Worked}) ->
+    Context#{worked_us := Worked + Us}.
 
 %% Where the code of a module can be read: its file, or for a preloaded module the file
 %% of the same name in the running erts's `ebin' (one call to the code server per find/2).

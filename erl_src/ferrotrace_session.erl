@@ -80,6 +80,11 @@
 %% How seldom a `'_'' module session looks for generated functions to leave out, at most
 %% (ms; from every 250 ms, twice as long each time).
 -define(SEEN_MAX, 4000).
+%% The full reading of loops after a start uses at most this share of one scheduler: at
+%% once and at high priority it took a busy node's schedulers for half a second (about
+%% 1 s of reading there; 20 s at this pace, its loops held by the engine's frame bound
+%% meanwhile).
+-define(READ_PACE, 0.05).
 
 %% @doc Starts a keeper and, if asked, sets up call tracing: `EngineOptions' for the engine,
 %% `Tracing' and `Settings' as ferrotrace_options makes them (`calls/2' or `processes/2',
@@ -538,7 +543,10 @@ complete_loops(Id, #{specs := Specs, complete := false, loops := Known}) ->
     _ = spawn_opt(fun() ->
                           ok = ferrotrace_own:enter(),
                           Monitor = monitor(process, Keeper),
-                          _ = case ferrotrace_loops:find(Specs, ferrotrace_traced:own_modules()) -- Known of
+                          %% Paced: the node's work comes first (the engine holds
+                          %% the frames of loops not found yet meanwhile).
+                          {Found, _, _} = ferrotrace_loops:find(Specs, ferrotrace_traced:own_modules(), read, ?READ_PACE),
+                          _ = case Found -- Known of
                                   [] -> ok;
                                   Loops -> Keeper ! {ferrotrace_loops, Id, Loops}
                               end,
