@@ -143,6 +143,8 @@
                           functions := [mfa()], by := [term()], new_processes => true}.
 -type budget() :: #{max_overhead := number(), default := boolean(), estimate := float() | undefined,
                     collector := float() | undefined, rate := pos_integer(),
+                    measured := float() | undefined, in_situ := float(),
+                    baseline := #{per_busy := float(), utilization := float(), reductions_per_s := float()} | undefined,
                     model := calibrated | partial | default,
                     event_ns := non_neg_integer(), discard_ns := non_neg_integer(),
                     rate_changes := [{non_neg_integer(), pos_integer(), float() | undefined}],
@@ -423,10 +425,15 @@ processes(Kinds, Options) ->
 %% `budget' is there for a session with a budget: `max_overhead', `default' (true where it
 %% is the default of a `'_' module spec), `estimate' (the
 %% session's cost now as a fraction of the schedulers, over the last tick (a second);
-%% `undefined' at first), `collector' (the collector thread's CPU over the same capacity: off
-%% the schedulers, not in the estimate), `rate' (1 call in `rate' traced now), `model'
-%% (`calibrated', or `default' costs where the session has no calibration), `event_ns' and
-%% `discard_ns' (the costs used), `rate_changes' (`{ElapsedMs, Rate, Estimate}', the last 32,
+%% `undefined' at first: the model's events and refused calls at their calibrated costs,
+%% times `in_situ'), `measured' (the cost measured on the node over the last ticks: the
+%% fall of its work's reductions per busy scheduler time against `baseline', measured for
+%% 30 ms before the start; `undefined' where the schedulers were idle then), `in_situ'
+%% (what a call costs on this node against its calibration: 2 until measured, then the
+%% measured cost over the model's, 1 to 10), `collector' (the collector thread's CPU over
+%% the same capacity: off the schedulers, shown alone), `rate' (1 call in `rate' traced
+%% now), `model' (`calibrated', or `default' costs where the session has no calibration),
+%% `event_ns' and `discard_ns' (the calibrated costs), `rate_changes' (`{ElapsedMs, Rate, Estimate}', the last 32,
 %% oldest first; `rate_changes_total' counts them all), `shed' (functions whose patterns
 %% were taken off: `#{mfa, rate, shed_at}' with `rate' the estimated calls per second when
 %% shed and `restored_at' once put back; the last 100) and `shed_now'.

@@ -14,13 +14,25 @@
 %%% `enabled_call' (sampled out: the VM still asks, the floor). Without a calibration the
 %%% costs of the issue that asked for the budget are used (350 ns an event, 90 ns a
 %%% refused call: measured on the 2-core development machine) and the state says
-%%% `model => default'. Both costs count twice (?IN_SITU) on the node: calibrated in one
-%%% idle process, they are a half to a third of what a call costs among a server's
-%%% thousands of traced functions. The collector's and aggregators' CPU (`collector_cpu_ns') is not
-%%% in the estimate: counted where they share the schedulers' cores, its idle polling alone
-%%% (1 to 1.4 % of two schedulers here, varying by a few tenths between ticks) kept a
-%%% budget of 0.001 from ever falling under ?LOW, and what it shed never came back. The
-%%% view shows its share of the capacity (`collector').
+%%% `model => default'. Calibrated in one idle process, they are a half to a fifth of what a
+%%% call costs among a server's thousands of traced functions: both count `in_situ' times,
+%%% ?IN_SITU until the node says otherwise (below). The collector's and aggregators' CPU
+%%% (`collector_cpu_ns') is not in the model: counted alone, its idle polling (1 to 1.4 %
+%%% of two schedulers here, varying by a few tenths between ticks) kept a budget of 0.001
+%%% from ever falling under ?LOW, and what it shed never came back. The view shows its
+%%% share of the capacity (`collector'); where it takes the schedulers' cores from them,
+%%% the node's measure (below) counts it.
+%%%
+%%% == Measured on the node ==
+%%% Each tick also measures what tracing costs the node (ferrotrace_nodeload): the fall of
+%%% its work's reductions per busy scheduler time against the same measured for 30 ms
+%%% before the start, times the schedulers' utilization. That reading moves by 10 to 15 %
+%%% a window with nothing traced, as much as a budget: it does not drive the decisions
+%%% alone. It teaches the model its factor instead: `in_situ' is the measured cost over
+%%% the model's, summed over the ticks (older ones decaying, see ?DECAY) with a prior at
+%%% ?IN_SITU, so the ticks where the session costs most weigh most and the noise of the
+%%% others cancels out. On two busy workers under `{'_','_','_'}' with a budget of 0.05 it
+%%% learned 5.5 to 6.5: the estimate then read the cost the work lost.
 %%%
 %%% == The first moment ==
 %%% A session with a budget starts cautious, as TCP's slow start does, from its functions'
@@ -74,10 +86,19 @@
 -define(RESTORE_WAIT, 10).
 -define(MAX_RATE, 1000000).
 %% What a traced or refused call costs a busy node, against its cost calibrated in one idle
-%% process (hot caches, one function): the estimate read a half to a third of the real
-%% cost on a server (yaws under wrk) and in the budget suite on OTP 29 (0.895 of untraced
-%% throughput under a 0.05 budget whose estimate sat at 0.04).
+%% process (hot caches, one function), until measured on the node: the estimate read a half
+%% to a third of the real cost on a server (yaws under wrk) and in the budget suite on OTP
+%% 29 (0.895 of untraced throughput under a 0.05 budget whose estimate sat at 0.04).
 -define(IN_SITU, 2).
+%% The factor measured on the node (ferrotrace_nodeload) replaces ?IN_SITU as evidence
+%% comes: the measured cost over the model's, summed over ticks (each tick's weight its
+%% length, older ticks' decaying by ?DECAY a tick), with ?PRIOR (a fraction of the capacity
+%% for a second) of the model's weight at ?IN_SITU, within 1 and ?IN_SITU_MAX. A window's
+%% work moves by 10 to 15 % untraced: summing the cost against what the session controls
+%% weighs the ticks where tracing costs most, and the noise of idle ticks cancels out.
+-define(DECAY, 0.7).
+-define(PRIOR, 0.01).
+-define(IN_SITU_MAX, 10).
 %% The rate changes and shed functions kept for the summary.
 -define(HISTORY, 32).
 %% A spec with a `'_' module without `max_overhead': a tenth of the schedulers.
@@ -91,11 +112,13 @@
                      traced := non_neg_integer(),
                      refused := non_neg_integer(),
                      collector_ns := non_neg_integer(),
+                     node => ferrotrace_nodeload:sample() | undefined,
                      functions := [{mfa(), Count :: non_neg_integer(), MeanNs :: number() | undefined}]}.
 %% What a tick is fed, cumulative since the session started: events that reached `trace/5'
 %% (`traced'), calls refused in `enabled_call' (`refused'), the collector's CPU time (shown,
-%% not in the estimate), and
-%% each function's sampled call count and mean latency (ns).
+%% not in the estimate), each
+%% function's sampled call count and mean latency (ns), and the node's counters
+%% (ferrotrace_nodeload:sample/0), where they can be read.
 -type decision() :: {rate, pos_integer()} | {shed, [mfa()]} | {restore, [mfa()]}.
 -type shed() :: #{mfa := mfa(), rate := non_neg_integer(), shed_at := non_neg_integer(),
                   restored_at => non_neg_integer()}.
@@ -116,9 +139,12 @@ whole_node_default() -> ?WHOLE_NODE_DEFAULT.
 %% (`#{call_ns, return_ns, discard_ns}', or `undefined' when none was measured).
 %% `rate' is the per-call rate the session started with (default 1); `default' says the
 %% budget is {@link whole_node_default/0}, not one given (default false); `held' the
-%% functions {@link first/2} held back, with their calls per second (default none).
+%% functions {@link first/2} held back, with their calls per second (default none);
+%% `baseline' the node's work before tracing (ferrotrace_nodeload:baseline/1), against which
+%% each tick measures the cost on the node (default `undefined': not measured).
 -spec new(number(), #{schedulers := pos_integer(), calibration := map() | undefined,
-                      rate => pos_integer(), default => boolean(), held => [{mfa(), number()}]}) -> state().
+                      rate => pos_integer(), default => boolean(), held => [{mfa(), number()}],
+                      baseline => ferrotrace_nodeload:baseline() | undefined}) -> state().
 new(Budget, Node = #{schedulers := Schedulers, calibration := Calibration}) ->
     {EventNs, DiscardNs, Model} = costs(Calibration),
     %% Held back from the start (first/2): shed at 0 ms, given back as what is shed is.
@@ -126,6 +152,8 @@ new(Budget, Node = #{schedulers := Schedulers, calibration := Calibration}) ->
     #{budget => Budget, schedulers => Schedulers, event_ns => EventNs, discard_ns => DiscardNs,
       model => Model, rate => maps:get(rate, Node, 1), default => maps:get(default, Node, false),
       estimate => undefined, low_ticks => 0, last => undefined,
+      baseline => maps:get(baseline, Node, undefined), measured => undefined, in_situ => float(?IN_SITU),
+      evidence => {0.0, 0.0, 0.0},
       history => [], changes => 0,
       shed => maps:from_list([{MFA, #{rate => Rate, tick => 0}} || {MFA, Rate} <- Held]),
       shed_log => lists:sublist([#{mfa => MFA, rate => Rate, shed_at => 0} || {MFA, Rate} <- Held], ?SHED_LOG),
@@ -187,7 +215,9 @@ tick(M = #{elapsed_ms := Now}, S = #{last := #{elapsed_ms := Then}}) when Now =<
 tick(M, S0 = #{last := Last, tick := T}) ->
     S = S0#{last := M, tick := T + 1},
     Load = load(M, Last, S0),
-    decide(Load, S#{estimate := maps:get(estimate, Load), collector => maps:get(collector, Load)}).
+    decide(Load, S#{estimate := maps:get(estimate, Load), collector => maps:get(collector, Load),
+                    measured := maps:get(measured, Load), in_situ := maps:get(in_situ, Load),
+                    evidence := maps:get(evidence, Load)}).
 
 %% @doc Functions that could not be shed (another session's pattern covers them on OTP 25
 %% and 26): forgotten as shed, never tried again.
@@ -207,6 +237,8 @@ view(S = #{budget := B, estimate := E, rate := N, model := Model, event_ns := Ev
            history := H, changes := C, shed_log := Log, shed := Shed}) ->
     #{max_overhead => B, default => maps:get(default, S, false), estimate => E, rate => N, model => Model,
       collector => maps:get(collector, S, undefined),
+      measured => maps:get(measured, S, undefined), in_situ => maps:get(in_situ, S, ?IN_SITU),
+      baseline => maps:get(baseline, S, undefined),
       event_ns => round(Ev), discard_ns => round(D),
       rate_changes => lists:reverse(H), rate_changes_total => C,
       shed => lists:sort(fun(#{shed_at := A, rate := Ra}, #{shed_at := A2, rate := Rb}) -> {A, -Ra} =< {A2, -Rb} end, Log),
@@ -214,11 +246,18 @@ view(S = #{budget := B, estimate := E, rate := N, model := Model, event_ns := Ev
 
 %%% The load of one tick
 
-load(M, Last, #{schedulers := Sch, event_ns := EventNs0, discard_ns := DiscardNs0, rate := N}) ->
-    {EventNs, DiscardNs} = {EventNs0 * ?IN_SITU, DiscardNs0 * ?IN_SITU},
+load(M, Last, S = #{schedulers := Sch, event_ns := EventNs0, discard_ns := DiscardNs0, rate := N}) ->
     Dt = (maps:get(elapsed_ms, M) - maps:get(elapsed_ms, Last)) / 1000,
     Traced = delta(traced, M, Last) / Dt,
     Refused = delta(refused, M, Last) / Dt,
+    Capacity = Sch * 1.0e9,
+    %% The model's cost at the costs calibrated in one process, and the cost measured on
+    %% the node over the same tick: their ratio is what a call costs here (in_situ/4).
+    Model = (Traced * EventNs0 + Refused * DiscardNs0) / Capacity,
+    Measured = ferrotrace_nodeload:cost(maps:get(baseline, S, undefined), maps:get(node, Last, undefined),
+                                        maps:get(node, M, undefined)),
+    {InSitu, Evidence} = in_situ(Model, Measured, Dt, S),
+    {EventNs, DiscardNs} = {EventNs0 * InSitu, DiscardNs0 * InSitu},
     Collector = delta(collector_ns, M, Last) / Dt,
     Before = maps:from_list([{MFA, C} || {MFA, C, _} <- maps:get(functions, Last)]),
     Functions = [{MFA, max(0, C - maps:get(MFA, Before, 0)) * N / Dt, Mean}
@@ -229,11 +268,27 @@ load(M, Last, #{schedulers := Sch, event_ns := EventNs0, discard_ns := DiscardNs
                   true -> max(1.0, min(Traced / Calls, 4.0)) * EventNs;
                   false -> 2 * EventNs
               end,
-    Capacity = Sch * 1.0e9,
-    #{estimate => (Traced * EventNs + Refused * DiscardNs) / Capacity,
+    #{estimate => Model * InSitu, measured => measured(Evidence), in_situ => InSitu, evidence => Evidence,
       collector => Collector / Capacity,
       reaching => Calls + Refused, per_call => PerCall, functions => Functions,
       capacity => Capacity, discard_ns => DiscardNs}.
+
+%% What a call costs on the node against its calibrated cost: the measured costs over the
+%% model's, summed over the ticks (see ?DECAY), `{Factor, {MeasuredSum, ModelSum, Seconds}}'. Without
+%% a measure (no baseline, idle schedulers) the evidence stays as it was.
+in_situ(Model, Measured, Dt, #{evidence := {C0, M0, T0}}) when is_float(Measured) ->
+    {C, M, T} = {C0 * ?DECAY + Measured * Dt, M0 * ?DECAY + Model * Dt, T0 * ?DECAY + Dt},
+    {factor(C, M), {C, M, T}};
+in_situ(_Model, _Measured, _Dt, #{evidence := {C, M, _} = Evidence}) ->
+    {factor(C, M), Evidence}.
+
+%% The cost measured on the node over the last ticks (decaying as the evidence does), at
+%% least 0: a tick's own can read below 0 (the work ran faster than before tracing).
+measured({_, _, T}) when T == 0 -> undefined;
+measured({C, _, T}) -> max(0.0, C / T).
+
+factor(C, M) ->
+    min(float(?IN_SITU_MAX), max(1.0, (?IN_SITU * ?PRIOR + C) / (?PRIOR + M))).
 
 delta(Key, M, Last) ->
     max(0, maps:get(Key, M, 0) - maps:get(Key, Last, 0)).

@@ -42,16 +42,20 @@ period() -> ?PERIOD.
 %% @doc Starts the budget `Budget' of session `Id' (kept by `Keeper'), at the per-call
 %% rate `Rate' with the functions `Held' held back from the start (ferrotrace_budget:first/2,
 %% with their calls per second: those whose patterns the keeper took off, in the registry's
-%% `held', are shed); its calibration, if the session has one, is read from the registry.
+%% `held', are shed), and the node's work measured untraced before the start (`Baseline',
+%% ferrotrace_nodeload:baseline/1, or `undefined'): each tick measures the cost on the node
+%% against it. Its calibration, if the session has one, is read from the registry.
 %% `{error, badarg}' for other arguments. `{default, Fraction}' is the budget a spec with a
 %% `'_' module has when none is given.
 -spec start(ferrotrace_tracer:session_id(), pid(),
-            number() | {number() | {default, number()}, pos_integer(), [{mfa(), number()}]}) ->
+            number() | {number() | {default, number()}, pos_integer(), [{mfa(), number()}],
+                        ferrotrace_nodeload:baseline() | undefined}) ->
           pid() | {error, badarg}.
 start(Id, Keeper, Budget) when is_number(Budget) ->
-    start(Id, Keeper, {Budget, 1, []});
-start(Id, Keeper, {Budget0, Rate, Held0}) when is_integer(Id), is_pid(Keeper), node(Keeper) =:= node(),
-                                               is_integer(Rate), Rate >= 1, is_list(Held0) ->
+    start(Id, Keeper, {Budget, 1, [], undefined});
+start(Id, Keeper, {Budget0, Rate, Held0, Baseline}) when is_integer(Id), is_pid(Keeper), node(Keeper) =:= node(),
+                                                         is_integer(Rate), Rate >= 1, is_list(Held0),
+                                                         is_map(Baseline) orelse Baseline =:= undefined ->
     {Budget, Default} = case Budget0 of
                             {default, Fraction} -> {Fraction, true};
                             _ -> {Budget0, false}
@@ -60,12 +64,14 @@ start(Id, Keeper, {Budget0, Rate, Held0}) when is_integer(Id), is_pid(Keeper), n
         ok ->
             spawn_opt(fun() ->
                           ok = ferrotrace_own:enter(),
+                          ok = ferrotrace_nodeload:enable(),
                           Monitor = monitor(process, Keeper),
                           Saved = maps:from_list([{MFA, Entry} || {MFA, _, _} = Entry <- info(Id, held, [])]),
                           Held = [{MFA, R} || {MFA, R} <- Held0, is_map_key(MFA, Saved), is_number(R)],
                           Control = ferrotrace_budget:new(Budget, #{schedulers => erlang:system_info(schedulers_online),
                                                                     calibration => info(Id, calibration, undefined),
-                                                                    rate => Rate, default => Default, held => Held}),
+                                                                    rate => Rate, default => Default, held => Held,
+                                                                    baseline => Baseline}),
                           publish(Id, Control),
                           erlang:send_after(?START, self(), tick),
                           loop(#s{id = Id, keeper = Keeper, monitor = Monitor, control = Control,
@@ -105,7 +111,7 @@ loop(S = #s{monitor = Monitor}) ->
 tick(S = #s{id = Id, control = C0}) ->
     case ferrotrace_tracer:session_summary(Id) of
         {ok, Summary = #{status := running}} ->
-            {Decisions, C1} = ferrotrace_budget:tick(measure(Summary), C0),
+            {Decisions, C1} = ferrotrace_budget:tick((measure(Summary))#{node => ferrotrace_nodeload:sample()}, C0),
             S1 = lists:foldl(fun decide/2, S#s{control = C1, probing = lists:keymember(restore, 1, Decisions)}, Decisions),
             publish(Id, S1#s.control),
             {running, S1};

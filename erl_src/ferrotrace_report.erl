@@ -295,7 +295,8 @@ displaced(#{at := At, processes := N, functions := Functions, by := By} = D, Wid
 displaced(_, _Width) ->
     [].
 
-%% The overhead budget (`max_overhead', see ferrotrace_budget): the budget and the estimate,
+%% The overhead budget (`max_overhead', see ferrotrace_budget): the budget and the estimate
+%% (with the factor and the cost measured on the node, where measured),
 %% the rate now and its last changes, the functions shed (with their calls per second when
 %% shed) and those taken back. Counts in the table are of the sampled calls.
 budget(#{max_overhead := B, estimate := E, rate := N, model := Model,
@@ -308,7 +309,12 @@ budget(#{max_overhead := B, estimate := E, rate := N, model := Model,
                1 -> "every call traced";
                _ -> io_lib:format("1 call in ~b traced (counts are of those)", [N])
            end,
-    Costs = io_lib:format("costs ~ts", [Model]),
+    Costs = case View of
+                #{measured := Measured, in_situ := K} when is_float(Measured) ->
+                    io_lib:format("costs ~ts x ~.1f, measured on the node: ~.1f %", [Model, K, Measured * 100]);
+                _ ->
+                    io_lib:format("costs ~ts", [Model])
+            end,
     Recent = lists:nthtail(max(0, length(Changes) - 4), Changes),
     ChangeParts = [io_lib:format("at ~.1f s 1 in ~b (~ts)", [At / 1000, R, percent(Est)]) || {At, R, Est} <- Recent],
     Earlier = [io_lib:format("~b earlier", [Total - length(Recent)]) || Total > length(Recent)],

@@ -10,10 +10,10 @@
 
 -export([session/1, calls/2, processes/2]).
 
-%% How long a budgeted start counts its functions' calls (ms; or the node's reductions,
-%% where it has no functions), for where it starts.
--define(COUNT_MS, 50).
--define(REDUCTIONS_MS, 25).
+%% How long a budgeted start counts its functions' calls (ms), for where it starts; and
+%% measures the node's work untraced before that (ms), for the budget's measured cost.
+-define(COUNT_MS, 40).
+-define(BASELINE_MS, 30).
 
 %% @doc A raw session: `ferrotrace:session(Options)'.
 -spec session(term()) -> {ok, ferrotrace_tracer:session_id()} | {error, term()}.
@@ -99,11 +99,12 @@ start(Options, Tracing, Probe, Owner) ->
                         {ok, ProbeOptions, ProbeInfo} ->
                             %% A budget starts cautious: functions held back and the
                             %% per-call rate from the start.
-                            {Cautious, Rate, Held} = first(fraction(Budget), ProbeInfo, Tracing),
+                            {Cautious, Rate, Held, Baseline} = first(fraction(Budget), ProbeInfo, Tracing),
                             %% Options given by hand win over the calibration's.
                             Started = ferrotrace_session:start(maps:merge(maps:merge(ProbeOptions, Cautious), Engine),
                                                                held(Tracing, Held), Settings),
-                            with_budget(with_intervals(with_info(Started, ProbeInfo), Intervals), Budget, {Rate, Held});
+                            with_budget(with_intervals(with_info(Started, ProbeInfo), Intervals), Budget,
+                                        {Rate, Held, Baseline});
                         {error, _} = Error ->
                             Error
                     end;
@@ -172,11 +173,14 @@ fraction(Budget) -> Budget.
 %% Where a budgeted session starts (ferrotrace_budget:first/2): the functions held back and
 %% the per-call rate, from its functions' calls counted over ?COUNT_MS before any pattern
 %% is set (ferrotrace_backend:count_calls/2); where they cannot be counted (a session of
-%% other kinds), the rate from the node's reductions over ?REDUCTIONS_MS
-%% (ferrotrace_budget:initial_rate/2). `{EngineOptions, Rate, Held}'.
+%% other kinds), the rate from the node's reductions (ferrotrace_budget:initial_rate/2).
+%% First, the node's work per busy scheduler time over ?BASELINE_MS, untraced: what the
+%% budget measures the session's cost against (ferrotrace_nodeload; counting calls halves
+%% it, so it comes before). `{EngineOptions, Rate, Held, Baseline}'.
 first(none, _ProbeInfo, _Tracing) ->
-    {#{}, 1, []};
+    {#{}, 1, [], undefined};
 first(Budget, ProbeInfo, Tracing) ->
+    Baseline = ferrotrace_nodeload:baseline(?BASELINE_MS),
     Node = #{schedulers => erlang:system_info(schedulers_online),
              calibration => case ProbeInfo of
                                 #{calibration := C} when is_map(C) -> C;
@@ -188,26 +192,25 @@ first(Budget, ProbeInfo, Tracing) ->
               end,
     {Held, Rate} = case Counted of
                        {ok, Functions} -> ferrotrace_budget:first(Budget, Node#{functions => Functions});
-                       {error, _} -> {[], ferrotrace_budget:initial_rate(Budget, Node#{reductions_per_s => reductions_per_s()})}
+                       {error, _} ->
+                           PerS = case Baseline of
+                                      #{reductions_per_s := R} -> R;
+                                      undefined -> 0.0   % idle schedulers
+                                  end,
+                           {[], ferrotrace_budget:initial_rate(Budget, Node#{reductions_per_s => PerS})}
                    end,
     case Rate of
-        1 -> {#{}, 1, Held};
-        _ -> {#{sample => {calls, Rate}}, Rate, Held}
+        1 -> {#{}, 1, Held, Baseline};
+        _ -> {#{sample => {calls, Rate}}, Rate, Held, Baseline}
     end.
-
-reductions_per_s() ->
-    {R0, T0} = {element(1, erlang:statistics(reductions)), erlang:monotonic_time(microsecond)},
-    receive after ?REDUCTIONS_MS -> ok end,
-    {R1, T1} = {element(1, erlang:statistics(reductions)), erlang:monotonic_time(microsecond)},
-    (R1 - R0) * 1.0e6 / max(1, T1 - T0).
 
 held(Tracing, []) -> Tracing;
 held(Tracing, Held) -> Tracing#{held => [MFA || {MFA, _} <- Held]}.
 
 %% The budget's process (ferrotrace_overhead), beside the keeper and ending with it.
-with_budget({ok, Id}, Budget, {Rate, Held}) when Budget =/= none ->
+with_budget({ok, Id}, Budget, {Rate, Held, Baseline}) when Budget =/= none ->
     case ferrotrace_registry:lookup(Id) of
-        {ok, Id, Keeper, _} -> _ = ferrotrace_overhead:start(Id, Keeper, {Budget, Rate, Held}), ok;
+        {ok, Id, Keeper, _} -> _ = ferrotrace_overhead:start(Id, Keeper, {Budget, Rate, Held, Baseline}), ok;
         error -> ok
     end,
     {ok, Id};

@@ -13,7 +13,8 @@
          calibration_missing_test/0, unsheddable_test/0, bounded_history_test/0,
          clock_still_test/0, noisy_steady_load_test/0,
          first_idle_test/0, first_holds_the_floor_test/0, first_sampling_only_test/0,
-         first_held_come_back_test/0]).
+         first_held_come_back_test/0, measured_cost_corrects_the_model_test/0,
+         measured_noise_alone_changes_nothing_test/0, nodeload_cost_test/0]).
 
 -define(CAL, #{call_ns => 300, return_ns => 300, discard_ns => 90}).
 -define(TICK_MS, 500).
@@ -53,9 +54,33 @@ true_cost(#{functions := Fs, rate := N, shed := Shed, event_ns := E, discard_ns 
     (Calls / N * 2 * (E + C) + Calls * (1 - 1 / N) * D) / (Sch * 1.0e9).
 
 -spec measure(node_sim()) -> ferrotrace_budget:measure().
-measure(#{elapsed_ms := T, traced := Tr, refused := Rf, collector := Col, counts := Counts, functions := Fs}) ->
-    #{elapsed_ms => T, traced => round(Tr), refused => round(Rf), collector_ns => round(Col),
-      functions => [{MFA, round(C), element(2, maps:get(MFA, Fs))} || {MFA, C} <- maps:to_list(Counts)]}.
+measure(Sim = #{elapsed_ms := T, traced := Tr, refused := Rf, collector := Col, counts := Counts, functions := Fs}) ->
+    M = #{elapsed_ms => T, traced => round(Tr), refused => round(Rf), collector_ns => round(Col),
+          functions => [{MFA, round(C), element(2, maps:get(MFA, Fs))} || {MFA, C} <- maps:to_list(Counts)]},
+    case Sim of
+        #{node := Node} -> M#{node => Node};
+        _ -> M
+    end.
+
+%% The node's counters as ferrotrace_nodeload:sample/0 reads them, on a simulated node
+%% whose schedulers are always busy: each tick's work per busy time is ?PER_BUSY less the
+%% true cost's share, times 1 +/- `work_noise' (a window's work moves untraced too).
+-define(PER_BUSY, 30.0).
+-spec with_node(node_sim(), float()) -> node_sim().
+with_node(Sim, WorkNoise) ->
+    Sim#{node => #{reductions => 0, own => #{}, busy => 0, wall => 0}, work_noise => WorkNoise}.
+
+-spec advance_node(node_sim()) -> node_sim().
+advance_node(Sim = #{node := #{reductions := R, busy := B, wall := W}, work_noise := Noise}) ->
+    Wall = ?TICK_MS * 1000000 * 2,
+    Work = Wall * ?PER_BUSY * (1 - true_cost(Sim)) * (1 + Noise * (rand:uniform() * 2 - 1)),
+    Sim#{node := #{reductions => R + round(Work), own => #{}, busy => B + Wall, wall => W + Wall}};
+advance_node(Sim) ->
+    Sim.
+
+-spec baseline() -> ferrotrace_nodeload:baseline().
+baseline() ->
+    #{per_busy => ?PER_BUSY, utilization => 1.0, reductions_per_s => ?PER_BUSY * 2.0e9}.
 
 -spec apply_decisions([ferrotrace_budget:decision()], node_sim()) -> node_sim().
 apply_decisions(Ds, Sim) ->
@@ -73,7 +98,8 @@ run(Sim, C, Ticks) ->
 run(Sim, C, 0, Acc) ->
     {Sim, C, lists:reverse(Acc)};
 run(Sim0, C0, Ticks, Acc) ->
-    Sim1 = advance(Sim0),
+    %% The node's counters run at the cost of the decisions in force during the tick.
+    Sim1 = advance(advance_node(Sim0)),
     {Ds, C1} = ferrotrace_budget:tick(measure(Sim1), C0),
     run(apply_decisions(Ds, Sim1), C1, Ticks - 1, [Ds | Acc]).
 
@@ -344,4 +370,57 @@ first_held_come_back_test() ->
     ?assertEqual(#{}, maps:get(shed, Sim)),
     ?assertEqual([B, A], [M || D <- Ds, {restore, Ms} <- D, M <- Ms]),
     #{shed_now := 0} = ferrotrace_budget:view(C1),
+    ok.
+
+%% The node's true costs are five times the calibration's (the model takes twice): the
+%% estimate alone reads under the budget while the node pays over twice it. With the
+%% cost measured on the node (its work per busy time against the baseline), the factor
+%% rises well above the model's 2 towards 5 (the prior's weight holds it a little under
+%% while the session's cost is small) and the true cost ends within the budget.
+-spec measured_cost_corrects_the_model_test() -> ok.
+measured_cost_corrects_the_model_test() ->
+    rand:seed(exsss, {7, 8, 9}),
+    Sim0 = (node_sim(maps:from_list([{mfa(I), {20000, 3000}} || I <- lists:seq(1, 10)])))#{event_ns := 1500, discard_ns := 450},
+    New = fun(Baseline) -> ferrotrace_budget:new(0.05, #{schedulers => 2, calibration => ?CAL, baseline => Baseline}) end,
+    {Blind, CB, _} = run(Sim0, New(undefined), 20),
+    ?assert(true_cost(Blind) > 0.05, true_cost(Blind)),
+    ?assertMatch(#{measured := undefined, in_situ := 2.0}, ferrotrace_budget:view(CB)),
+    {Seeing, CS, _} = run(with_node(Sim0, 0.0), New(baseline()), 20),
+    #{in_situ := K, measured := Measured} = ferrotrace_budget:view(CS),
+    (K > 3.0 andalso K < 6.0) orelse error({in_situ, K, maps:with([measured, estimate, rate, shed_now], ferrotrace_budget:view(CS)), true_cost(Seeing)}),
+    ?assert(true_cost(Seeing) =< 0.05, {true_cost(Seeing), ferrotrace_budget:view(CS)}),
+    ?assert(abs(Measured - true_cost(Seeing)) < 0.02, {Measured, true_cost(Seeing)}),
+    ok.
+
+%% A light load (true cost 0.1 % of the node) and a node whose work moves by +/- 15 % a
+%% tick untraced: the measure reads noise, which the factor weighs against a cost too
+%% small to teach it anything. Nothing is shed and the rate stays 1.
+-spec measured_noise_alone_changes_nothing_test() -> ok.
+measured_noise_alone_changes_nothing_test() ->
+    rand:seed(exsss, {1, 2, 3}),
+    Sim = with_node(node_sim(#{mfa(1) => {1000, 5000}, mfa(2) => {500, 100000}}), 0.15),
+    C0 = ferrotrace_budget:new(0.05, #{schedulers => 2, calibration => ?CAL, baseline => baseline()}),
+    {_, C, Ds} = run(Sim, C0, 200),
+    ?assertEqual([], lists:append(Ds)),
+    #{rate := 1, shed := [], in_situ := K} = ferrotrace_budget:view(C),
+    ?assert(K >= 1.0 andalso K =< 10.0, K),
+    ok.
+
+%% The cost on the node: utilization x (1 - E / E0), without ferrotrace's own reductions;
+%% below 0 where the work ran faster; undefined without a baseline or busy time.
+-spec nodeload_cost_test() -> ok.
+nodeload_cost_test() ->
+    Own = self(),
+    S0 = #{reductions => 1000, own => #{Own => 100}, busy => 1000, wall => 2000},
+    %% 1,000 busy units over 1,000 wall units (all busy), 800 reductions of work (1,100 in
+    %% all, 300 of them an own process's): 0.8 per busy unit against a baseline of 1.0.
+    S1 = #{reductions => 2100, own => #{Own => 400}, busy => 2000, wall => 3000},
+    ?assert(abs(ferrotrace_nodeload:cost(#{per_busy => 1.0}, S0, S1) - 0.2) < 1.0e-9),
+    %% Half busy: half the capacity at the same loss.
+    S2 = S1#{wall := 4000},
+    ?assert(abs(ferrotrace_nodeload:cost(#{per_busy => 1.0}, S0, S2) - 0.1) < 1.0e-9),
+    ?assert(ferrotrace_nodeload:cost(#{per_busy => 0.5}, S0, S1) < 0),
+    ?assertEqual(undefined, ferrotrace_nodeload:cost(undefined, S0, S1)),
+    ?assertEqual(undefined, ferrotrace_nodeload:cost(#{per_busy => 1.0}, S0, S0)),
+    ?assertEqual(undefined, ferrotrace_nodeload:cost(#{per_busy => 1.0}, undefined, S1)),
     ok.

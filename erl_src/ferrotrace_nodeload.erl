@@ -1,0 +1,101 @@
+%%% @private
+%%% @doc What tracing costs the node, measured on the node: the work done per busy
+%%% scheduler-second, before tracing and while it runs.
+%%%
+%%% A reduction is a unit of the node's work (a function call, a BIF's share), and tracing
+%%% adds none: the time a traced call spends in the VM's breakpoint, in `enabled' and
+%%% `trace' is time a scheduler is busy without reducing. So the reductions per busy
+%%% scheduler-microsecond fall by the share of busy time tracing takes. Measured with two
+%%% busy workers under a `{'_','_','_'}' session, the fall matched the work's own
+%%% throughput window by window (0.59 against 0.59, 0.45 against 0.45, 0.87 against 0.87),
+%%% where the model calibrated in an idle process read a fifth of it.
+%%%
+%%% `Cost = Utilization x (1 - E / E0)': the share of the schedulers' capacity that is
+%%% tracing, `E0' the reductions per busy microsecond before tracing ({@link baseline/1}),
+%%% `E' the same while it runs, both without ferrotrace's own processes' reductions
+%%% (their busy time stays in: it is what ferrotrace costs too). A window of 50 to 250 ms
+%%% moves by 10 to 15 % with nothing traced on a 2-core VM: the budget weighs it over
+%%% ticks, against what it controls (ferrotrace_budget).
+%%%
+%%% Needs the node's `scheduler_wall_time' flag, which counts per process: each process
+%%% that measures turns it on for itself ({@link enable/0}); it goes off with the last one.
+%%% A leaf but for ferrotrace_own (which processes are ferrotrace's).
+-module(ferrotrace_nodeload).
+
+-export([enable/0, sample/0, baseline/1, cost/3]).
+
+-type sample() :: #{reductions := non_neg_integer(), own := #{pid() => non_neg_integer()},
+                    busy := non_neg_integer(), wall := non_neg_integer()}.
+%% The node's counters at one moment: all reductions, each own process's, and the
+%% schedulers' busy and wall time (their units, summed over the schedulers online).
+-type baseline() :: #{per_busy := float(), utilization := float(), reductions_per_s := float()}.
+%% Before tracing: the reductions of the node's work per unit of busy scheduler time (the VM's unit), the
+%% schedulers' utilization (0 to 1), and all reductions per second.
+-export_type([sample/0, baseline/0]).
+
+%% @doc Turns the node's `scheduler_wall_time' on for the calling process (until it ends).
+-spec enable() -> ok.
+enable() ->
+    _ = erlang:system_flag(scheduler_wall_time, true),
+    ok.
+
+%% @doc The node's counters now; `undefined' where `scheduler_wall_time' is off.
+-spec sample() -> sample() | undefined.
+sample() ->
+    case erlang:statistics(scheduler_wall_time) of
+        Schedulers when is_list(Schedulers) ->
+            Online = erlang:system_info(schedulers_online),
+            {Busy, Wall} = lists:foldl(fun({I, B, W}, {B0, W0}) when I =< Online -> {B0 + B, W0 + W};
+                                          (_, Acc) -> Acc
+                                       end, {0, 0}, Schedulers),
+            #{reductions => element(1, erlang:statistics(reductions)),
+              own => maps:from_list([{P, R} || P <- ferrotrace_own:pids(),
+                                               {reductions, R} <- [erlang:process_info(P, reductions)]]),
+              busy => Busy, wall => Wall};
+        undefined ->
+            undefined
+    end.
+
+%% @doc The node before tracing, over the next `Ms' ms (1 to 1000; the caller waits):
+%% `undefined' where the schedulers were idle (nothing to compare with) or the flag could not be read.
+-spec baseline(pos_integer()) -> baseline() | undefined.
+baseline(Ms) when is_integer(Ms), Ms > 0, Ms =< 1000 ->
+    ok = enable(),
+    T0 = erlang:monotonic_time(microsecond),
+    S0 = sample(),
+    receive after Ms -> ok end,
+    S1 = sample(),
+    T1 = erlang:monotonic_time(microsecond),
+    case work(S0, S1) of
+        {Utilization, PerBusyUs, Reductions} when Utilization > 0.05 ->
+            #{per_busy => PerBusyUs, utilization => Utilization,
+              reductions_per_s => Reductions * 1.0e6 / max(1, T1 - T0)};
+        _ ->
+            undefined
+    end.
+
+%% @doc The share of the schedulers' capacity that tracing took between samples `S0' and
+%% `S1', against `Baseline': `Utilization x (1 - E / E0)'; below 0 where the work ran
+%% faster than before (noise: kept, so that noise cancels over windows); `undefined'
+%% without a baseline, a sample, or busy time between them.
+-spec cost(baseline() | undefined, sample() | undefined, sample() | undefined) -> float() | undefined.
+cost(#{per_busy := E0}, S0, S1) when is_map(S0), is_map(S1), E0 > 0 ->
+    case work(S0, S1) of
+        {Utilization, E, _} -> Utilization * (1 - E / E0);
+        undefined -> undefined
+    end;
+cost(_Baseline, _S0, _S1) ->
+    undefined.
+
+%% `{Utilization, WorkReductionsPerBusy, WorkReductions}' between two samples: the
+%% reductions of every process but ferrotrace's own (those of an own process that ended
+%% between them are lost, a few).
+work(#{reductions := R0, own := Own0, busy := B0, wall := W0},
+     #{reductions := R1, own := Own1, busy := B1, wall := W1}) when B1 > B0, W1 > W0 ->
+    Own = lists:sum([R - maps:get(P, Own0, 0) || {P, R} <- maps:to_list(Own1)]),
+    Work = max(0, R1 - R0 - Own),
+    %% scheduler_wall_time counts in a unit of the VM's own (nanoseconds here): only
+    %% ratios of it are used, busy over wall and one E over another.
+    {(B1 - B0) / (W1 - W0), Work / (B1 - B0), Work};
+work(_, _) ->
+    undefined.
