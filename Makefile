@@ -28,7 +28,7 @@ test-rust:
 
 test-erlang: compile export-tools
 	rebar3 eunit
-	rebar3 ct
+	bash test/ct_run.sh
 
 # The independent readers the export and cluster suites check exports with
 # (test/export/setup.sh): Python's hdrhistogram and jsonschema (pip, in a venv) and inferno (cargo
