@@ -430,7 +430,7 @@ processes(Kinds, Options) ->
 %% fall of its work's reductions per busy scheduler time against `baseline', measured for
 %% 30 ms before the start; `undefined' where the schedulers were idle then), `in_situ'
 %% (what a call costs on this node against its calibration: 2 until measured, then the
-%% measured cost over the model's, 1 to 10), `collector' (the collector thread's CPU over
+%% measured cost over the model's where higher, up to 10), `collector' (the collector thread's CPU over
 %% the same capacity: off the schedulers, shown alone), `rate' (1 call in `rate' traced
 %% now), `model' (`calibrated', or `default' costs where the session has no calibration),
 %% `event_ns' and `discard_ns' (the calibrated costs), `rate_changes' (`{ElapsedMs, Rate, Estimate}', the last 32,

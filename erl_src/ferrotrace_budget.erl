@@ -31,7 +31,7 @@
 %%% alone. It teaches the model its factor instead: `in_situ' is the measured cost over
 %%% the model's, summed over the ticks (older ones decaying, see ?DECAY) with a prior at
 %%% ?IN_SITU, so the ticks where the session costs most weigh most and the noise of the
-%%% others cancels out. On two busy workers under `{'_','_','_'}' with a budget of 0.05 it
+%%% others cancels out. It only raises the factor, never below ?IN_SITU: the node first. On two busy workers under `{'_','_','_'}' with a budget of 0.05 it
 %%% learned 5.5 to 6.5: the estimate then read the cost the work lost.
 %%%
 %%% == The first moment ==
@@ -93,9 +93,12 @@
 %% The factor measured on the node (ferrotrace_nodeload) replaces ?IN_SITU as evidence
 %% comes: the measured cost over the model's, summed over ticks (each tick's weight its
 %% length, older ticks' decaying by ?DECAY a tick), with ?PRIOR (a fraction of the capacity
-%% for a second) of the model's weight at ?IN_SITU, within 1 and ?IN_SITU_MAX. A window's
-%% work moves by 10 to 15 % untraced: summing the cost against what the session controls
-%% weighs the ticks where tracing costs most, and the noise of idle ticks cancels out.
+%% for a second) of the model's weight at ?IN_SITU, within ?IN_SITU and ?IN_SITU_MAX. A
+%% window's work moves by 10 to 15 % untraced: summing the cost against what the session
+%% controls weighs the ticks where tracing costs most, and the noise of idle ticks cancels
+%% out. The measure only raises the factor: its baseline is 30 ms of work, whose own noise
+%% read 0 % in one run and 14 % in the next of the same session; read low, it would let
+%% the session cost more than the model allows, read high it sheds more than needed.
 -define(DECAY, 0.7).
 -define(PRIOR, 0.01).
 -define(IN_SITU_MAX, 10).
@@ -288,7 +291,7 @@ measured({_, _, T}) when T == 0 -> undefined;
 measured({C, _, T}) -> max(0.0, C / T).
 
 factor(C, M) ->
-    min(float(?IN_SITU_MAX), max(1.0, (?IN_SITU * ?PRIOR + C) / (?PRIOR + M))).
+    min(float(?IN_SITU_MAX), max(float(?IN_SITU), (?IN_SITU * ?PRIOR + C) / (?PRIOR + M))).
 
 delta(Key, M, Last) ->
     max(0, maps:get(Key, M, 0) - maps:get(Key, Last, 0)).

@@ -10,6 +10,11 @@
 %%%   from the start (counted before tracing: no pattern when calls/2 returns) and takes
 %%%   later ones' patterns off (only those), gives them back when the work stops, and the
 %%%   session's stop removes every pattern, shed or not.
+%%% - first_seconds: the same session's first 2 s after `calls/2' returns, on two workers,
+%%%   against the same 2 s untraced, in turn (medians of rounds): at 0.70 or more, a guard
+%%%   against a start that costs in full until the budget catches up (0.3 before the start
+%%%   held anything back; 0.83 here on a quiet machine, where each peer's first session
+%%%   also calibrates; the issue's target, 0.90, is `make busy''s to print: 0.93 to 0.98).
 %%% - options: bad budgets, and a budget beside `sample => {calls, N}', are refused; a
 %%%   session without a budget has no budget process and no `budget' in its summary.
 %%%
@@ -18,7 +23,7 @@
 
 -include("support/ft_ct.hrl").
 
--export([throughput/1, sheds_and_restores/1, options/1]).
+-export([throughput/1, first_seconds/1, sheds_and_restores/1, options/1]).
 
 %% The target of issue 22: the work keeps 90 % of its untraced throughput.
 -define(TARGET, 0.90).
@@ -28,12 +33,15 @@
 -define(WINDOW_MS, 1000).
 -define(SETTLE_MS, 2000).
 -define(WORKERS, 4).
+%% first_seconds: rounds, and the bound on their median.
+-define(FIRST_ROUNDS, 5).
+-define(FIRST_BOUND, 0.70).
 
 suite() ->
     [{timetrap, {minutes, 10}}, {ct_hooks, [{ft_ct, [ft_budget_work]}]}].
 
 all() ->
-    [options, sheds_and_restores, throughput].
+    [options, sheds_and_restores, throughput, first_seconds].
 
 %%--------------------------------------------------------------------------------------
 
@@ -159,6 +167,33 @@ throughput(_Config) ->
         false ->
             ?assert(Budgeted / Untraced >= ?TARGET, {Budgeted / Untraced, Rounds})
     end.
+
+%% The first 2 s of a budgeted `{'_', '_', '_'}' session from the moment calls/2 returns,
+%% against 2 s untraced just before, ?FIRST_ROUNDS rounds on a peer of two schedulers and
+%% two workers (one per scheduler, as `make busy').
+-spec first_seconds(config()) -> ok.
+first_seconds(_Config) ->
+    {ok, Peer, _} = ft_ct:peer(#{name => peer:random_name(ft_first), connection => standard_io,
+                                 args => ["+S", "2:2"]}),
+    {module, _} = call(Peer, code, ensure_loaded, [ft_budget_work]),
+    Work = call(Peer, ft_budget_work, start, [2]),
+    timer:sleep(500),
+    Rounds = [begin
+                  Untraced = call(Peer, ft_budget_work, throughput, [Work, 2000]),
+                  {ok, S} = call(Peer, ferrotrace, calls, [{'_', '_', '_'}, #{max_overhead => 0.05, owner => none,
+                                                                              duration => 60000}]),
+                  Traced = call(Peer, ft_budget_work, throughput, [Work, 2000]),
+                  #{budget := Budget} = call(Peer, ferrotrace, summary, [S]),
+                  ok = call(Peer, ferrotrace, release, [S]),
+                  timer:sleep(500),
+                  {Traced / max(1, Untraced), maps:with([estimate, measured, in_situ, rate, shed_now], Budget)}
+              end || _ <- lists:seq(1, ?FIRST_ROUNDS)],
+    Ratio = median([R || {R, _} <- Rounds]),
+    ct:pal("first 2 s of a budgeted session against 2 s untraced, ~b rounds: ~s; median ~.2f~nbudgets ~p",
+           [?FIRST_ROUNDS, lists:join(" ", [io_lib:format("~.2f", [R]) || {R, _} <- Rounds]), Ratio,
+            [B || {_, B} <- Rounds]]),
+    ?assert(Ratio >= ?FIRST_BOUND, {Ratio, Rounds}),
+    ok.
 
 untraced(Peer, Work) ->
     timer:sleep(?SETTLE_MS div 4),
