@@ -544,13 +544,25 @@ complete_loops(Id, #{specs := Specs, complete := false, loops := Known}) ->
                           ok = ferrotrace_own:enter(),
                           Monitor = monitor(process, Keeper),
                           %% Paced: the node's work comes first (the engine holds
-                          %% the frames of loops not found yet meanwhile).
-                          {Found, _, _} = ferrotrace_loops:find(Specs, ferrotrace_traced:own_modules(), read, ?READ_PACE),
-                          _ = case Found -- Known of
-                                  [] -> ok;
-                                  Loops -> Keeper ! {ferrotrace_loops, Id, Loops}
-                              end,
-                          demonitor(Monitor)
+                          %% the frames of loops not found yet meanwhile). The reading
+                          %% ends with the session: paced, it outlives short sessions,
+                          %% and each new one would add a reader of its own.
+                          Waiting = self(),
+                          {Reader, Reading} =
+                              spawn_opt(fun() ->
+                                                ok = ferrotrace_own:enter(),
+                                                Waiting ! {self(), ferrotrace_loops:find(Specs, ferrotrace_traced:own_modules(),
+                                                                                         read, ?READ_PACE)}
+                                        end, [monitor | ferrotrace_own:spawn_options()]),
+                          receive
+                              {Reader, {Found, _, _}} ->
+                                  _ = [Keeper ! {ferrotrace_loops, Id, Loops} || Loops <- [Found -- Known], Loops =/= []],
+                                  demonitor(Monitor);
+                              {'DOWN', Reading, process, Reader, _} ->
+                                  demonitor(Monitor);
+                              {'DOWN', Monitor, process, Keeper, _} ->
+                                  exit(Reader, kill)
+                          end
                   end, ferrotrace_own:spawn_options()),
     ok;
 complete_loops(_Id, _Tracing) ->
