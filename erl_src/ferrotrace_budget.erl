@@ -155,8 +155,7 @@ new(Budget, Node = #{schedulers := Schedulers, calibration := Calibration}) ->
     #{budget => Budget, schedulers => Schedulers, event_ns => EventNs, discard_ns => DiscardNs,
       model => Model, rate => maps:get(rate, Node, 1), default => maps:get(default, Node, false),
       estimate => undefined, low_ticks => 0, last => undefined,
-      baseline => maps:get(baseline, Node, undefined), measured => undefined, in_situ => float(?IN_SITU),
-      evidence => {0.0, 0.0, 0.0},
+      baseline => maps:get(baseline, Node, undefined), evidence => {0.0, 0.0, 0.0},
       history => [], changes => 0,
       shed => maps:from_list([{MFA, #{rate => Rate, tick => 0}} || {MFA, Rate} <- Held]),
       shed_log => lists:sublist([#{mfa => MFA, rate => Rate, shed_at => 0} || {MFA, Rate} <- Held], ?SHED_LOG),
@@ -219,7 +218,6 @@ tick(M, S0 = #{last := Last, tick := T}) ->
     S = S0#{last := M, tick := T + 1},
     Load = load(M, Last, S0),
     decide(Load, S#{estimate := maps:get(estimate, Load), collector => maps:get(collector, Load),
-                    measured := maps:get(measured, Load), in_situ := maps:get(in_situ, Load),
                     evidence := maps:get(evidence, Load)}).
 
 %% @doc Functions that could not be shed (another session's pattern covers them on OTP 25
@@ -237,11 +235,11 @@ unsheddable(MFAs, S = #{shed := Shed, shed_log := Log, unsheddable := Never}) ->
 %% (`rate' in calls per second when shed; `restored_at' once taken back), the last ?SHED_LOG.
 -spec view(state()) -> map().
 view(S = #{budget := B, estimate := E, rate := N, model := Model, event_ns := Ev, discard_ns := D,
-           history := H, changes := C, shed_log := Log, shed := Shed}) ->
+           history := H, changes := C, shed_log := Log, shed := Shed, baseline := Baseline,
+           evidence := {Cost, ModelCost, _} = Evidence}) ->
     #{max_overhead => B, default => maps:get(default, S, false), estimate => E, rate => N, model => Model,
       collector => maps:get(collector, S, undefined),
-      measured => maps:get(measured, S, undefined), in_situ => maps:get(in_situ, S, ?IN_SITU),
-      baseline => maps:get(baseline, S, undefined),
+      measured => measured(Evidence), in_situ => factor(Cost, ModelCost), baseline => Baseline,
       event_ns => round(Ev), discard_ns => round(D),
       rate_changes => lists:reverse(H), rate_changes_total => C,
       shed => lists:sort(fun(#{shed_at := A, rate := Ra}, #{shed_at := A2, rate := Rb}) -> {A, -Ra} =< {A2, -Rb} end, Log),
@@ -249,7 +247,8 @@ view(S = #{budget := B, estimate := E, rate := N, model := Model, event_ns := Ev
 
 %%% The load of one tick
 
-load(M, Last, S = #{schedulers := Sch, event_ns := EventNs0, discard_ns := DiscardNs0, rate := N}) ->
+load(M, Last, S = #{schedulers := Sch, event_ns := EventNs0, discard_ns := DiscardNs0, rate := N,
+                    baseline := Baseline}) ->
     Dt = (maps:get(elapsed_ms, M) - maps:get(elapsed_ms, Last)) / 1000,
     Traced = delta(traced, M, Last) / Dt,
     Refused = delta(refused, M, Last) / Dt,
@@ -257,8 +256,7 @@ load(M, Last, S = #{schedulers := Sch, event_ns := EventNs0, discard_ns := Disca
     %% The model's cost at the costs calibrated in one process, and the cost measured on
     %% the node over the same tick: their ratio is what a call costs here (in_situ/4).
     Model = (Traced * EventNs0 + Refused * DiscardNs0) / Capacity,
-    Measured = ferrotrace_nodeload:cost(maps:get(baseline, S, undefined), maps:get(node, Last, undefined),
-                                        maps:get(node, M, undefined)),
+    Measured = ferrotrace_nodeload:cost(Baseline, maps:get(node, Last, undefined), maps:get(node, M, undefined)),
     {InSitu, Evidence} = in_situ(Model, Measured, Dt, S),
     {EventNs, DiscardNs} = {EventNs0 * InSitu, DiscardNs0 * InSitu},
     Collector = delta(collector_ns, M, Last) / Dt,
@@ -271,7 +269,7 @@ load(M, Last, S = #{schedulers := Sch, event_ns := EventNs0, discard_ns := Disca
                   true -> max(1.0, min(Traced / Calls, 4.0)) * EventNs;
                   false -> 2 * EventNs
               end,
-    #{estimate => Model * InSitu, measured => measured(Evidence), in_situ => InSitu, evidence => Evidence,
+    #{estimate => Model * InSitu, evidence => Evidence,
       collector => Collector / Capacity,
       reaching => Calls + Refused, per_call => PerCall, functions => Functions,
       capacity => Capacity, discard_ns => DiscardNs}.

@@ -67,8 +67,8 @@ baseline(Ms) when is_integer(Ms), Ms > 0, Ms =< 1000 ->
     S1 = sample(),
     T1 = erlang:monotonic_time(microsecond),
     case work(S0, S1) of
-        {Utilization, PerBusyUs, Reductions} when Utilization > 0.05 ->
-            #{per_busy => PerBusyUs, utilization => Utilization,
+        {Utilization, PerBusy, Reductions} when Utilization > 0.05 ->
+            #{per_busy => PerBusy, utilization => Utilization,
               reductions_per_s => Reductions * 1.0e6 / max(1, T1 - T0)};
         _ ->
             undefined
