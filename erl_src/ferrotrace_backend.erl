@@ -1,8 +1,9 @@
 %%% @private
 %%% @doc The one place that changes a session's trace state in the VM (its start and stop,
 %%% call patterns, process flags, the budget's shedding), on both backends:
-%%% `legacy' (OTP 25 and 26: the node's one match spec per function, changed through the
-%%% registry, which keeps other sessions' claims) and `{trace_session, Session, Scopes}'
+%%% `legacy' (OTP 25 and 26: the node's one match spec per function, shared by sessions
+%%% through claims; the patterns are changed by ferrotrace_legacy in the registry's process,
+%%% which serializes them, and asked for here) and `{trace_session, Session, Scopes}'
 %%% (OTP 27+: a trace session of our own, changed directly). A raw session (`none') has
 %%% patterns its user set: nothing here touches them.
 %%%
@@ -29,6 +30,7 @@
 -export([start/5, stop/2, take_off/3, put_back/3, count_calls/2]).
 -export([patterns/4, match_spec/2, set/3, unset/4, add_loops/3, steps/2, chunks/2, seen_generated/3,
          leave_out_modules/3, calls_flag/4, generated/1]).
+-export([trace_self/1, self_flag/2, self_pattern/3, untrace_self/2]).
 
 %% OTP 25's spec of erlang:trace_info/2 omits the `{tracer, {Module, State}}' answer that a
 %% tracer module gets (as in ferrotrace_session).
@@ -47,7 +49,9 @@
 -type step() :: {loops, [mfa()]} | {flag, [pid()]} | {leave_out, [mfa()]} | {own, [module()]} | seen_generated.
 %% A function's pattern taken off by the budget, to put back as it was.
 -type saved() :: {mfa(), MatchSpec :: [tuple()], local | global}.
--export_type([backend/0, step/0, saved/0]).
+%% A calibration's own process traced by a throwaway session (see {@link trace_self/1}).
+-type self_tracing() :: {trace_session, term()} | {legacy, ferrotrace_tracer:session_id()}.
+-export_type([backend/0, step/0, saved/0, self_tracing/0]).
 
 %% Pattern changes per step: each may wait 250 ms on a busy node.
 -define(CHUNK, 4).
@@ -364,7 +368,7 @@ stop(Id, {trace_session, Session, _Scopes}) ->
     ok;
 stop(Id, legacy) ->
     ok = ferrotrace_registry:remove_patterns(Id),
-    ferrotrace_traced:untrace_processes(Id).
+    ferrotrace_legacy:untrace_processes(Id).
 
 %%% Counting calls before a start
 
@@ -485,3 +489,61 @@ session_pattern(Session, MFA) ->
     catch error:badarg -> none
     end.
 
+%%% A calibration's throwaway session (ferrotrace_calibrate): the calling process alone,
+%%% on one function of its own
+
+%% @doc Makes the calling process traceable by session `Id' alone, its flag off for now:
+%% `{ok, Tracing}' for the functions below, or an error when another tool traces it.
+-spec trace_self(ferrotrace_tracer:session_id()) -> {ok, self_tracing()} | {error, {traced_by_another_tool, term()}}.
+trace_self(Id) ->
+    case ferrotrace_vm:trace_sessions() of
+        true ->
+            Session = ferrotrace_vm:trace_call(session_create, [ferrotrace_calibrate, {ferrotrace_tracer, Id}, []]),
+            {ok, {trace_session, Session}};
+        false ->
+            %% A session tracing new processes (OTP 25 and 26: one tracer per process) has
+            %% made this process its tracee at spawn: it is ferrotrace's own process, its
+            %% calls are no one's figures, so that tracing is taken off first (else the VM
+            %% refuses the tracer below and logs "can only have one tracer per process").
+            _ = erlang:trace(self(), false, [all]),
+            try erlang:trace(self(), true, [call, {tracer, ferrotrace_tracer, Id}]) of
+                _ ->
+                    _ = erlang:trace(self(), false, [call]),
+                    {ok, {legacy, Id}}
+            catch
+                error:badarg -> {error, {traced_by_another_tool, erlang:trace_info(self(), tracer)}}
+            end
+    end.
+
+%% @doc Turns the calling process's call flag on or off (cheap, unlike a pattern change).
+-spec self_flag(self_tracing(), boolean()) -> ok.
+self_flag({trace_session, Session}, On) ->
+    _ = ferrotrace_vm:trace_call(process, [Session, self(), On, [call]]),
+    ok;
+self_flag({legacy, Id}, true) ->
+    %% The tracer again each time: a process with no flag left has none.
+    _ = erlang:trace(self(), true, [call, {tracer, ferrotrace_tracer, Id}]),
+    ok;
+self_flag({legacy, _Id}, false) ->
+    _ = erlang:trace(self(), false, [call]),
+    ok.
+
+%% @doc Sets a local pattern on one concrete function, which must exist.
+-spec self_pattern(self_tracing(), mfa(), [tuple()]) -> ok.
+self_pattern({trace_session, Session}, {M, F, A} = MFA, MatchSpec) when is_atom(M), is_atom(F), is_integer(A) ->
+    1 = ferrotrace_vm:trace_call(function, [Session, MFA, MatchSpec, [local]]),
+    ok;
+self_pattern({legacy, _Id}, {M, F, A} = MFA, MatchSpec) when is_atom(M), is_atom(F), is_integer(A) ->
+    1 = erlang:trace_pattern(MFA, MatchSpec, [local]),
+    ok.
+
+%% @doc Undoes {@link trace_self/1} and the pattern on `MFA'.
+-spec untrace_self(self_tracing(), mfa()) -> ok.
+untrace_self({trace_session, Session}, {M, F, A} = MFA) when is_atom(M), is_atom(F), is_integer(A) ->
+    _ = ferrotrace_vm:trace_call(function, [Session, MFA, false, [local]]),
+    _ = ferrotrace_vm:trace_call(session_destroy, [Session]),
+    ok;
+untrace_self({legacy, _Id}, {M, F, A} = MFA) when is_atom(M), is_atom(F), is_integer(A) ->
+    _ = erlang:trace_pattern(MFA, false, [local]),
+    _ = erlang:trace(self(), false, [call]),
+    ok.

@@ -229,12 +229,12 @@ calibrate(Calls, Rounds) ->
 %% that a load that comes and goes weighs on both alike; each phase's figure is its fastest
 %% round, the one least disturbed.
 traced(Id, Calls, Rounds) ->
-    case trace_self(Id) of
+    case ferrotrace_backend:trace_self(Id) of
         {ok, Tracing} ->
             try
-                ok = set_pattern(Tracing, ?PAIR),
+                ok = ferrotrace_backend:self_pattern(Tracing, ?MFA, ?PAIR),
                 {Untraced1, Pair} = alternate(Tracing, Calls, Rounds),
-                ok = set_pattern(Tracing, ?CALL_ONLY),
+                ok = ferrotrace_backend:self_pattern(Tracing, ?MFA, ?CALL_ONLY),
                 %% Calls without returns are a loop's to the engine: counted, and kept out
                 %% of the frame bound, which would refuse them past 120.
                 ok = ferrotrace_tracer:session_add_loops(Id, [?MFA]),
@@ -245,7 +245,7 @@ traced(Id, Calls, Rounds) ->
                 {Untraced3, Discard} = alternate(Tracing, Calls, Rounds),
                 {ok, {lists:min([Untraced1, Untraced2, Untraced3]), Pair, CallOnly, Discard}}
             after
-                untrace(Tracing)
+                ferrotrace_backend:untrace_self(Tracing, ?MFA)
             end;
         {error, _} = Error ->
             Error
@@ -254,62 +254,14 @@ traced(Id, Calls, Rounds) ->
 %% `{Untraced, Traced}' per call: the fastest untraced round, and that plus the median of
 %% the pairs' differences.
 alternate(Tracing, Calls, Rounds) ->
-    Times = [{begin ok = trace_flag(Tracing, false), round_ns(Calls) end,
-              begin ok = trace_flag(Tracing, true), round_ns(Calls) end}
+    Times = [{begin ok = ferrotrace_backend:self_flag(Tracing, false), round_ns(Calls) end,
+              begin ok = ferrotrace_backend:self_flag(Tracing, true), round_ns(Calls) end}
              || _ <- lists:seq(1, Rounds)],
-    ok = trace_flag(Tracing, false),
+    ok = ferrotrace_backend:self_flag(Tracing, false),
     Untraced = lists:min([U || {U, _} <- Times]),
     Differences = lists:sort([T - U || {U, T} <- Times]),
     Median = lists:nth((length(Differences) + 1) div 2, Differences),
     {Untraced / Calls, (Untraced + Median) / Calls}.
-
-%% Traced by the throwaway session, the flag off for now.
-trace_self(Id) ->
-    case ferrotrace_vm:trace_sessions() of
-        true ->
-            Session = ferrotrace_vm:trace_call(session_create, [?MODULE, {ferrotrace_tracer, Id}, []]),
-            {ok, {trace_session, Session}};
-        false ->
-            %% A session tracing new processes (OTP 25 and 26: one tracer per process) has
-            %% made this process its tracee at spawn: it is ferrotrace's own process, its
-            %% calls are no one's figures, so that tracing is taken off first (else the VM
-            %% refuses the tracer below and logs "can only have one tracer per process").
-            _ = erlang:trace(self(), false, [all]),
-            try erlang:trace(self(), true, [call, {tracer, ferrotrace_tracer, Id}]) of
-                _ ->
-                    _ = erlang:trace(self(), false, [call]),
-                    {ok, {legacy, Id}}
-            catch
-                error:badarg -> {error, {traced_by_another_tool, erlang:trace_info(self(), tracer)}}
-            end
-    end.
-
-trace_flag({trace_session, Session}, On) ->
-    _ = ferrotrace_vm:trace_call(process, [Session, self(), On, [call]]),
-    ok;
-trace_flag({legacy, Id}, true) ->
-    %% The tracer again each time: a process with no flag left has none.
-    _ = erlang:trace(self(), true, [call, {tracer, ferrotrace_tracer, Id}]),
-    ok;
-trace_flag({legacy, _Id}, false) ->
-    _ = erlang:trace(self(), false, [call]),
-    ok.
-
-set_pattern({trace_session, Session}, MatchSpec) ->
-    1 = ferrotrace_vm:trace_call(function, [Session, ?MFA, MatchSpec, [local]]),
-    ok;
-set_pattern({legacy, _Id}, MatchSpec) ->
-    1 = erlang:trace_pattern(?MFA, MatchSpec, [local]),
-    ok.
-
-untrace({trace_session, Session}) ->
-    _ = ferrotrace_vm:trace_call(function, [Session, ?MFA, false, [local]]),
-    _ = ferrotrace_vm:trace_call(session_destroy, [Session]),
-    ok;
-untrace({legacy, _Id}) ->
-    _ = erlang:trace_pattern(?MFA, false, [local]),
-    _ = erlang:trace(self(), false, [call]),
-    ok.
 
 round_ns(Calls) ->
     T0 = erlang:monotonic_time(nanosecond),

@@ -7,10 +7,11 @@
 %%% <ul>
 %%% <li>`ferrotrace_sessions': `{Id, Name, Keeper, Info}' per session not yet released,
 %%% read by the API without a call;</li>
-%%% <li>`ferrotrace_claims': `{{Id, MFA}, Pattern}', the call patterns each session set.</li>
+%%% <li>`ferrotrace_claims': the call patterns each session set (ferrotrace_legacy).</li>
 %%% </ul>
-%%% On OTP 25 trace patterns belong to the node, not to a session. Every pattern change goes
-%%% through this process, so checking for a conflict and setting a pattern, or removing a
+%%% On OTP 25 and 26 trace patterns belong to the node, not to a session. Every pattern
+%%% change is made in this process (by ferrotrace_legacy, the legacy backend's one place
+%%% that changes them), so checking for a conflict and setting a pattern, or removing a
 %%% pattern that no other live session still needs, are atomic with respect to every other
 %%% session's start and stop. The registry also monitors each keeper: a keeper that was
 %%% killed has its engine session released and its patterns and flags removed here.
@@ -35,7 +36,6 @@
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 
 -define(SESSIONS, ferrotrace_sessions).
--define(CLAIMS, ferrotrace_claims).
 -define(LOOPS_CACHE, ferrotrace_loops_cache).
 -define(TABLES, ferrotrace_registry_tables).
 %% The ids of the last ?RELEASED_KEPT sessions released (`{Seq, Id}'), so that a released
@@ -44,8 +44,6 @@
 -define(RELEASED_KEPT, 1000).
 %% A call in flight when the registry dies is made again, this many times at most.
 -define(ATTEMPTS, 5).
-%% A displaced session's pattern is removed function by function up to this many functions.
--define(ONE_BY_ONE, 1000).
 
 %% A call pattern as set with erlang:trace_pattern/3.
 -type pattern() :: #{mfa := ferrotrace:mfa_spec(),
@@ -97,7 +95,7 @@ tables_init(Caller, Ref) ->
     end,
     group_leader(whereis(init), self()),
     _ = ets:new(?SESSIONS, [named_table, public, set, {read_concurrency, true}]),
-    _ = ets:new(?CLAIMS, [named_table, public, ordered_set]),
+    ok = ferrotrace_legacy:new_table(),
     %% ferrotrace_loops' cache of each module version's tail calls.
     _ = ets:new(?LOOPS_CACHE, [named_table, public, set, {read_concurrency, true}]),
     %% ferrotrace_calibrate's last calibration of this node.
@@ -230,7 +228,7 @@ is_keeper(_) ->
 -spec patterns(ferrotrace_tracer:session_id()) -> [pattern()].
 patterns(Id) ->
     _ = ensure_started(),
-    [P || {{_, _}, P} <- ets:match_object(?CLAIMS, {{Id, '_'}, '_'})].
+    ferrotrace_legacy:claims(Id).
 
 %% The registry's work is bounded (ETS and trace_pattern/3), so the call waits for it;
 %% a registry that dies meanwhile (killed) is started again and asked again.
@@ -259,8 +257,7 @@ init([]) ->
     Monitors = maps:from_list([{erlang:monitor(process, Keeper), Id}
                                || {Id, _, Keeper, _} <- ets:tab2list(?SESSIONS)]),
     Registered = fun(Id) -> ets:member(?SESSIONS, Id) end,
-    _ = [do_remove_patterns(Id)
-         || Id <- lists:usort([Id || {{Id, _}, _} <- ets:tab2list(?CLAIMS)]), not Registered(Id)],
+    _ = [unclaim(Id, all) || Id <- ferrotrace_legacy:claimed(), not Registered(Id)],
     {ok, Monitors}.
 
 %% @private
@@ -306,26 +303,19 @@ serve({unregister, Id}, _From, Monitors) ->
     true = forget(Id),
     {reply, ok, Monitors};
 serve({set_patterns, Id, Patterns}, _From, Monitors) ->
-    {reply, do_set_patterns(Id, Patterns), Monitors};
+    {reply, ferrotrace_legacy:set(Id, Patterns), Monitors};
 serve({add_loops, Id, Loops}, _From, Monitors) ->
-    lists:foreach(
-      fun({Key, P = #{mfa := Spec, scope := Scope}}) ->
-              New = [L || L = {MFA, _} <- Loops, ferrotrace_spec:matches(Spec, MFA)],
-              true = ets:insert(?CLAIMS, {Key, P#{loops => lists:usort(maps:get(loops, P, []) ++ New)}}),
-              _ = [erlang:trace_pattern(MFA, MS, [Scope]) || {MFA, MS} <- New]
-      end, ets:match_object(?CLAIMS, {{Id, '_'}, '_'})),
-    {reply, ok, Monitors};
-serve({exclude_modules, Modules}, _From, Monitors) when is_list(Modules) ->
-    _ = [erlang:trace_pattern({M, '_', '_'}, false, [Scope]) || M <- Modules, is_atom(M), Scope <- [local, global]],
-    {reply, ok, Monitors};
+    {reply, ferrotrace_legacy:add_loops(Id, Loops), Monitors};
+serve({exclude_modules, Modules}, _From, Monitors) ->
+    {reply, ferrotrace_legacy:exclude_modules(Modules), Monitors};
 serve({shed, Id, MFAs}, _From, Monitors) ->
-    {reply, do_shed(Id, MFAs), Monitors};
+    {reply, ferrotrace_legacy:shed(Id, MFAs), Monitors};
 serve({unshed, Id, Saved}, _From, Monitors) ->
-    {reply, do_unshed(Id, Saved), Monitors};
+    {reply, ferrotrace_legacy:unshed(Id, Saved), Monitors};
 serve({remove_patterns, Id}, _From, Monitors) ->
-    {reply, do_remove_patterns(Id), Monitors};
+    {reply, unclaim(Id, all), Monitors};
 serve({remove_patterns, Id, Specs}, _From, Monitors) when is_list(Specs) ->
-    {reply, do_remove_patterns(Id, Specs), Monitors};
+    {reply, unclaim(Id, Specs), Monitors};
 serve(Request, _From, Monitors) ->
     {reply, {error, {bad_request, ferrotrace_hint:brief(Request)}}, Monitors}.
 
@@ -358,8 +348,8 @@ clean_up(Id, Keeper, Monitors) ->
     case ets:lookup(?SESSIONS, Id) of
         [{Id, _, Keeper, _}] ->
             _ = ferrotrace_code:ensure_tracer(),
-            _ = do_remove_patterns(Id),
-            ferrotrace_traced:untrace_processes(Id),
+            ok = unclaim(Id, all),
+            ok = ferrotrace_legacy:untrace_processes(Id),
             _ = ferrotrace_tracer:release_session(Id),
             true = forget(Id);
         _ ->
@@ -384,175 +374,11 @@ released(Id) ->
     catch error:badarg -> false
     end.
 
-%%% Patterns
-
-do_set_patterns(Id, Patterns) ->
-    Others = [{OtherId, P} || {{OtherId, _}, P} <- ets:tab2list(?CLAIMS), OtherId =/= Id],
-    case [{MFA, OtherId} || #{mfa := MFA} = Mine <- Patterns, {OtherId, Theirs} <- Others,
-                            overlaps(Mine, Theirs), not compatible(Mine, Theirs)] of
-        [{MFA, OtherId} | _] ->
-            {error, {pattern_conflict, MFA, OtherId}};
-        [] ->
-            %% Claimed first: a registry killed while setting them leaves claims that a
-            %% stop removes, never patterns that nobody knows of.
-            true = ets:insert(?CLAIMS, [{{Id, MFA}, P} || P = #{mfa := MFA} <- Patterns]),
-            %% ferrotrace's own modules are left out after (ferrotrace_backend): each
-            %% pattern change waits for the VM's code barrier, 250 ms on a busy node.
-            Matched = lists:sum([apply_pattern(P) || P <- Patterns]),
-            {ok, Matched}
-    end.
-
-do_remove_patterns(Id) ->
-    do_remove_patterns(Id, all).
-
-do_remove_patterns(Id, Which) ->
-    Mine = [Claim || Claim = {{_, MFA}, _} <- ets:match_object(?CLAIMS, {{Id, '_'}, '_'}),
-                     Which =:= all orelse lists:member(MFA, Which)],
-    Others = [P || {Key, P} <- ets:tab2list(?CLAIMS), not lists:keymember(Key, 1, Mine)],
+%% Session `Id''s patterns removed, all or those of some specs (ferrotrace_legacy:remove/3), told whether it was found
+%% displaced.
+unclaim(Id, Which) ->
     Displaced = case ets:lookup(?SESSIONS, Id) of
                     [{Id, _, _, #{displaced := _}}] -> true;
                     _ -> false
                 end,
-    lists:foreach(
-      fun({Key, P = #{mfa := MFA, scope := Scope}}) ->
-              case lists:any(fun(Q) -> covers(Q, P) end, Others) of
-                  true ->
-                      ok;
-                  false ->
-                      case foreign(P, Displaced) of
-                          {Functions, [_ | _] = Foreign} ->
-                              %% Another tool set its own match spec on some of these
-                              %% functions: remove only ours, theirs stays.
-                              remove_ours(P, Functions, Foreign, Others);
-                          _ ->
-                              _ = erlang:trace_pattern(MFA, false, [Scope]),
-                              %% Set again what other sessions need inside what was just removed.
-                              _ = [apply_pattern(Q) || Q <- Others, overlaps(P, Q)],
-                              ok
-                      end
-              end,
-              %% Forgotten only once removed (see the module doc).
-              true = ets:delete(?CLAIMS, Key)
-      end, Mine),
-    exclude_own_modules(),
-    ok.
-
-%% Another tool's pattern is never ours to remove (recon_trace, dbg or redbug replacing our
-%% match spec on OTP 25 and 26, see ferrotrace_displaced). The functions of pattern `P' that
-%% can be listed (a concrete MFA, the functions of a named module; a `'_'' module's only
-%% when the session was found displaced, since that walks all loaded code) and, of those,
-%% the ones whose match spec is now neither ours nor none: `{Functions, Foreign}', or
-%% `unknown' when not listed. Read with `trace_info(MFA, match_spec)', which does not stop
-%% the schedulers (`all' would).
-foreign(#{mfa := {'_', F, A}, scope := Scope} = P, true) ->
-    Functions = lists:append([ferrotrace_traced:module_functions({M, F, A}, Scope)
-                              || {M, _} <- code:all_loaded()]),
-    foreign(P, Functions);
-foreign(#{mfa := {'_', _, _}}, false) ->
-    unknown;
-foreign(#{mfa := Spec, scope := Scope} = P, Displaced) when is_boolean(Displaced) ->
-    foreign(P, ferrotrace_traced:module_functions(Spec, Scope));
-foreign(#{match_spec := MS} = P, Functions) ->
-    Loops = maps:from_list(maps:get(loops, P, [])),
-    Foreign = [MFA || MFA <- Functions,
-                      not lists:member(ferrotrace_traced:match_spec(MFA), [maps:get(MFA, Loops, MS), false, undefined])],
-    {Functions, Foreign}.
-
-%% Removes pattern `P' where a function still carries our match spec (or a loop's) and no
-%% other live session's claim needs it, function by function (each trace_pattern/3 call
-%% waits for a code barrier) up to ?ONE_BY_ONE functions of ours. Past that (a `'_''
-%% module pattern of a displaced session), the whole pattern goes in one call and the
-%% `Foreign' functions get the match spec and scope they had a moment before back: the
-%% other tool misses their calls for that moment.
-remove_ours(#{mfa := Spec, match_spec := MS, scope := Scope} = P, Functions, Foreign, Others) ->
-    Loops = maps:from_list(maps:get(loops, P, [])),
-    Mine = [MFA || MFA <- Functions, ferrotrace_traced:match_spec(MFA) =:= maps:get(MFA, Loops, MS)],
-    case length(Mine) =< ?ONE_BY_ONE of
-        true ->
-            _ = [erlang:trace_pattern(MFA, false, [Scope])
-                 || MFA <- Mine, not lists:any(fun(Q) -> overlaps(#{mfa => MFA}, Q) end, Others)],
-            ok;
-        false ->
-            Theirs = [{MFA, TheirMS, TheirScope}
-                      || MFA <- Foreign,
-                         {match_spec, TheirMS} <- [erlang:trace_info(MFA, match_spec)],
-                         {traced, TheirScope} <- [erlang:trace_info(MFA, traced)],
-                         is_list(TheirMS)],
-            _ = erlang:trace_pattern(Spec, false, [Scope]),
-            _ = [erlang:trace_pattern(MFA, TheirMS, [TheirScope]) || {MFA, TheirMS, TheirScope} <- Theirs],
-            _ = [apply_pattern(Q) || Q <- Others, overlaps(P, Q)],
-            ok
-    end.
-
-apply_pattern(#{mfa := MFA, match_spec := MS, scope := Scope} = Pattern) ->
-    N = erlang:trace_pattern(MFA, MS, [Scope]),
-    _ = [erlang:trace_pattern(Loop, LoopMS, [Scope])
-         || {Loop, LoopMS} <- maps:get(loops, Pattern, [])],
-    %% Functions the overhead budget took off stay off.
-    _ = [erlang:trace_pattern(Shed, false, [Scope]) || Shed <- maps:get(shed, Pattern, [])],
-    N.
-
-%% A function is shed where one of session `Id''s claims covers it, it carries that claim's
-%% match spec, and no other session's claim covers it.
-do_shed(Id, MFAs) ->
-    Others = [P || {{OtherId, _}, P} <- ets:tab2list(?CLAIMS), OtherId =/= Id],
-    lists:foldr(
-      fun(MFA, {Saved, Refused}) ->
-              %% Read again for each function: the claim records those already shed.
-              Ours = [{Key, P} || {Key, P = #{mfa := Spec}} <- ets:match_object(?CLAIMS, {{Id, '_'}, '_'}),
-                                  ferrotrace_spec:matches(Spec, MFA)],
-              Shared = lists:any(fun(Q) -> overlaps(#{mfa => MFA}, Q) end, Others),
-              case {Ours, Shared} of
-                  {[{Key, P = #{match_spec := MS, scope := Scope}} | _], false} ->
-                      Expected = proplists:get_value(MFA, maps:get(loops, P, []), MS),
-                      case {ferrotrace_traced:match_spec(MFA), ferrotrace_traced:scope(MFA)} of
-                          {Expected, Scope} ->
-                              Shed = lists:usort([MFA | maps:get(shed, P, [])]),
-                              true = ets:insert(?CLAIMS, {Key, P#{shed => Shed}}),
-                              _ = erlang:trace_pattern(MFA, false, [Scope]),
-                              {[{MFA, Expected, Scope} | Saved], Refused};
-                          _ ->
-                              {Saved, [MFA | Refused]}
-                      end;
-                  _ ->
-                      {Saved, [MFA | Refused]}
-              end
-      end, {[], []}, MFAs).
-
-do_unshed(Id, Saved) ->
-    lists:foreach(
-      fun({MFA, MS, Scope}) ->
-              case [{Key, P} || {Key, P = #{shed := Shed}} <- ets:match_object(?CLAIMS, {{Id, '_'}, '_'}),
-                                lists:member(MFA, Shed)] of
-                  [] ->
-                      ok;
-                  Claims ->
-                      _ = [ets:insert(?CLAIMS, {Key, P#{shed := lists:delete(MFA, Shed)}})
-                           || {Key, P = #{shed := Shed}} <- Claims],
-                      _ = erlang:trace_pattern(MFA, MS, [Scope]),
-                      ok
-              end
-      end, Saved),
-    ok.
-
-%% Never trace ferrotrace itself, whatever the wildcard.
-%% Patterns set again where other sessions need them may cover ferrotrace's own modules:
-%% those loaded are left out again when a `'_'' module pattern is still claimed.
-exclude_own_modules() ->
-    Wildcard = [P || {_, P = #{mfa := {'_', _, _}}} <- ets:tab2list(?CLAIMS)],
-    _ = [erlang:trace_pattern({M, '_', '_'}, false, [Scope])
-         || Wildcard =/= [], M <- ferrotrace_traced:own_modules(), erlang:module_loaded(M),
-            Scope <- [local, global]],
-    ok.
-
-%% Two patterns that can match the same function.
-overlaps(#{mfa := Spec1}, #{mfa := Spec2}) ->
-    ferrotrace_spec:overlaps(Spec1, Spec2).
-
-%% Patterns that may share functions: same match spec, same scope.
-compatible(#{match_spec := MS, scope := Scope}, #{match_spec := MS, scope := Scope}) -> true;
-compatible(_, _) -> false.
-
-%% `Wide' matches every function `Narrow' matches, with the same settings.
-covers(Wide = #{mfa := WideSpec}, Narrow = #{mfa := NarrowSpec}) ->
-    compatible(Wide, Narrow) andalso ferrotrace_spec:wider(WideSpec, NarrowSpec).
+    ferrotrace_legacy:remove(Id, Which, Displaced).

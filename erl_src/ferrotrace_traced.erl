@@ -1,23 +1,15 @@
 %%% @private
-%%% @doc What the VM traces now, as ferrotrace reads and undoes it: the modules no session
-%%% traces, the functions a pattern names and the match spec each carries, the tracer a
-%%% process has, and removing a session's process and port flags.
+%%% @doc What the VM traces now, as ferrotrace reads it: the modules no session traces, the
+%%% functions a pattern names and the match spec each carries, the tracer a process has.
+%%% It changes nothing (ferrotrace_backend and, on OTP 25 and 26, ferrotrace_legacy do).
 %%%
-%%% Under the registry and the keeper (it calls only ferrotrace_activity, for the flags of
-%%% the other kinds, which calls no module that calls back): the registry removes patterns
-%%% and flags with these (a keeper that was killed, a function another tool took over), the
-%%% keeper and `ferrotrace_displaced' read the same answers. Reads use `erlang:trace_info/2' with one
-%%% key (`match_spec', `tracer'), never `all', which stops the schedulers.
+%%% A leaf: ferrotrace_legacy reads with it before removing a pattern (a function another
+%%% tool took over keeps that tool's), the keeper and `ferrotrace_displaced' read the same
+%%% answers. Reads use `erlang:trace_info/2' with one key (`match_spec', `tracer'), never
+%%% `all', which stops the schedulers.
 -module(ferrotrace_traced).
 
--export([own_modules/0, module_functions/2, match_spec/1, scope/1, tracer/1, untrace_processes/1]).
-
-%% The flags of `calls/2' on processes, as ferrotrace_session sets them (with the kinds').
--define(TRACE_FLAGS, [call, procs]).
-
-%% OTP 25's spec of erlang:trace_info/2 omits the `{tracer, {Module, State}}' answer that a
-%% tracer module gets, so dialyzer believes our comparison can never succeed.
--dialyzer({no_match, [untrace_processes/1]}).
+-export([own_modules/0, module_functions/2, match_spec/1, scope/1, tracer/1]).
 
 %% @doc Modules no session ever traces.
 -spec own_modules() -> [module()].
@@ -85,16 +77,3 @@ trace_info(Item, Key) ->
         _ -> undefined
     catch error:badarg -> undefined
     end.
-
-%% @doc Removes the trace flags of every process (and of `new') traced for session `Id'.
--spec untrace_processes(ferrotrace_tracer:session_id()) -> ok.
-untrace_processes(Id) ->
-    Ours = {tracer, {ferrotrace_tracer, Id}},
-    Untrace = fun(Target) ->
-                      try erlang:trace_info(Target, tracer) of
-                          Ours -> _ = erlang:trace(Target, false, ?TRACE_FLAGS ++ ferrotrace_activity:all_flags()), ok;
-                          _ -> ok
-                      catch error:badarg -> ok % the process is gone
-                      end
-              end,
-    lists:foreach(Untrace, [new | erlang:processes()] ++ erlang:ports()).
