@@ -66,13 +66,15 @@ as_own_process(Fun) ->
     Ref = make_ref(),
     Caller = self(),
     {Pid, Monitor} = spawn_opt(fun() ->
-                                       %% The registry's tables first, where enter/0 records
-                                       %% this process: a node's first start recorded
-                                       %% nothing, and its session traced the start's own
-                                       %% calls after its flags were set.
+                                       %% The modules first (the registry's among them:
+                                       %% in one read, not one load each), then the
+                                       %% registry's tables, where enter/0 records this
+                                       %% process: a node's first start recorded nothing,
+                                       %% and its session traced the start's own calls
+                                       %% after its flags were set.
+                                       ok = ferrotrace_code:preload(),
                                        _ = ferrotrace_registry:ensure_started(),
                                        ok = ferrotrace_own:enter(),
-                                       ok = ferrotrace_code:preload(),
                                        Caller ! {Ref, Fun()}
                                end, [monitor | ferrotrace_own:spawn_options()]),
     receive
