@@ -118,13 +118,18 @@ collect(Port, Deadline, Acc) ->
     Left = max(0, Deadline - erlang:monotonic_time(millisecond)),
     receive
         {Port, {data, Data}} -> collect(Port, Deadline, [Data | Acc]);
-        {Port, eof} -> receive {Port, {exit_status, Status}} -> {Status, iolist_to_binary(lists:reverse(Acc))}
-                       after Left -> timeout
-                       end
+        {Port, eof} ->
+            %% With `eof' the port stays open until closed.
+            Status = receive {Port, {exit_status, S}} -> S after Left -> timeout end,
+            close(Port),
+            {Status, iolist_to_binary(lists:reverse(Acc))}
     after Left ->
-        catch port_close(Port),
+        close(Port),
         timeout
     end.
+
+close(Port) ->
+    try port_close(Port) catch error:badarg -> true end.
 
 split({0, <<>>}, 0, Binaries) ->
     {ok, lists:reverse(Binaries)};
