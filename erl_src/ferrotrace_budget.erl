@@ -33,6 +33,10 @@
 %%% ?IN_SITU, so the ticks where the session costs most weigh most and the noise of the
 %%% others cancels out. It only raises the factor, never below ?IN_SITU: the node first. On two busy workers under `{'_','_','_'}' with a budget of 0.05 it
 %%% learned 5.5 to 6.5: the estimate then read the cost the work lost.
+%%% What a session learned outlives it for five minutes (ferrotrace_calibrate keeps it
+%%% with the node's calibration as `in_situ'): the node's next session starts from it
+%%% (`prior' in the view), at its first moment (below) too, where ?IN_SITU read a half to
+%%% a fifth of the cost.
 %%%
 %%% == The first moment ==
 %%% A session with a budget starts cautious, as TCP's slow start does, from its functions'
@@ -74,7 +78,7 @@
 %%% cycle quickly.
 -module(ferrotrace_budget).
 
--export([new/2, first/2, tick/2, unsheddable/2, view/1, initial_rate/2, whole_node_default/0]).
+-export([new/2, first/2, tick/2, unsheddable/2, view/1, learned/1, initial_rate/2, whole_node_default/0]).
 -export([check/1]).
 
 %% Aim below the budget, lower the rate only well under it.
@@ -153,7 +157,7 @@ new(Budget, Node = #{schedulers := Schedulers, calibration := Calibration}) ->
     %% Held back from the start (first/2): shed at 0 ms, given back as what is shed is.
     Held = [{MFA, round(Rate)} || {MFA, Rate} <- maps:get(held, Node, [])],
     #{budget => Budget, schedulers => Schedulers, event_ns => EventNs, discard_ns => DiscardNs,
-      model => Model, rate => maps:get(rate, Node, 1), default => maps:get(default, Node, false),
+      model => Model, prior => prior(Calibration), rate => maps:get(rate, Node, 1), default => maps:get(default, Node, false),
       estimate => undefined, low_ticks => 0, last => undefined,
       baseline => maps:get(baseline, Node, undefined), evidence => {0.0, 0.0, 0.0},
       history => [], changes => 0,
@@ -173,7 +177,8 @@ new(Budget, Node = #{schedulers := Schedulers, calibration := Calibration}) ->
 first(Budget, #{schedulers := Schedulers, calibration := Calibration, functions := Functions})
   when is_number(Budget), Budget > 0, is_integer(Schedulers), Schedulers > 0, is_list(Functions) ->
     {EventNs0, DiscardNs0, _} = costs(Calibration),
-    {EventNs, DiscardNs} = {EventNs0 * ?IN_SITU, DiscardNs0 * ?IN_SITU},
+    Prior = prior(Calibration),
+    {EventNs, DiscardNs} = {EventNs0 * Prior, DiscardNs0 * Prior},
     Capacity = Schedulers * 1.0e9,
     Called = [{MFA, Rate} || {MFA, Rate} <- Functions, is_number(Rate), Rate > 0],
     Reaching = lists:sum([Rate || {_, Rate} <- Called]),
@@ -239,7 +244,8 @@ view(S = #{budget := B, estimate := E, rate := N, model := Model, event_ns := Ev
            evidence := {Cost, ModelCost, _} = Evidence}) ->
     #{max_overhead => B, default => maps:get(default, S, false), estimate => E, rate => N, model => Model,
       collector => maps:get(collector, S, undefined),
-      measured => measured(Evidence), in_situ => factor(Cost, ModelCost), baseline => Baseline,
+      measured => measured(Evidence), in_situ => factor(Cost, ModelCost, prior(S)), prior => prior(S),
+      baseline => Baseline,
       event_ns => round(Ev), discard_ns => round(D),
       rate_changes => lists:reverse(H), rate_changes_total => C,
       shed => lists:sort(fun(#{shed_at := A, rate := Ra}, #{shed_at := A2, rate := Rb}) -> {A, -Ra} =< {A2, -Rb} end, Log),
@@ -277,19 +283,34 @@ load(M, Last, S = #{schedulers := Sch, event_ns := EventNs0, discard_ns := Disca
 %% What a call costs on the node against its calibrated cost: the measured costs over the
 %% model's, summed over the ticks (see ?DECAY), `{Factor, {MeasuredSum, ModelSum, Seconds}}'. Without
 %% a measure (no baseline, idle schedulers) the evidence stays as it was.
-in_situ(Model, Measured, Dt, #{evidence := {C0, M0, T0}}) when is_float(Measured) ->
+in_situ(Model, Measured, Dt, S = #{evidence := {C0, M0, T0}}) when is_float(Measured) ->
     {C, M, T} = {C0 * ?DECAY + Measured * Dt, M0 * ?DECAY + Model * Dt, T0 * ?DECAY + Dt},
-    {factor(C, M), {C, M, T}};
-in_situ(_Model, _Measured, _Dt, #{evidence := {C, M, _} = Evidence}) ->
-    {factor(C, M), Evidence}.
+    {factor(C, M, prior(S)), {C, M, T}};
+in_situ(_Model, _Measured, _Dt, S = #{evidence := {C, M, _} = Evidence}) ->
+    {factor(C, M, prior(S)), Evidence}.
 
 %% The cost measured on the node over the last ticks (decaying as the evidence does), at
 %% least 0: a tick's own can read below 0 (the work ran faster than before tracing).
 measured({_, _, T}) when T == 0 -> undefined;
 measured({C, _, T}) -> max(0.0, C / T).
 
-factor(C, M) ->
-    min(float(?IN_SITU_MAX), max(float(?IN_SITU), (?IN_SITU * ?PRIOR + C) / (?PRIOR + M))).
+factor(C, M, Prior) ->
+    min(float(?IN_SITU_MAX), max(float(?IN_SITU), (Prior * ?PRIOR + C) / (?PRIOR + M))).
+
+%% The factor a session starts from: the one the node's last session learned, while it is
+%% fresh (ferrotrace_calibrate keeps it with the calibration), else ?IN_SITU.
+prior(#{prior := Prior}) -> Prior;
+prior(#{in_situ := F}) when is_number(F) -> min(float(?IN_SITU_MAX), max(float(?IN_SITU), float(F)));
+prior(_) -> float(?IN_SITU).
+
+%% @doc The factor this session learned on the node, once its evidence outweighs the prior
+%% it started from (for the node's next starts: ferrotrace_calibrate:remember_in_situ/1), or
+%% `none'.
+-spec learned(state()) -> {ok, float()} | none.
+learned(S = #{evidence := {C, M, _}}) when M >= ?PRIOR ->
+    {ok, factor(C, M, prior(S))};
+learned(_S) ->
+    none.
 
 delta(Key, M, Last) ->
     max(0, maps:get(Key, M, 0) - maps:get(Key, Last, 0)).

@@ -27,7 +27,7 @@
 %%% anew on demand.
 -module(ferrotrace_calibrate).
 
--export([measure/1, for_session/1, calibrate/0]).
+-export([measure/1, for_session/1, calibrate/0, remember_in_situ/1]).
 
 %% A calibration's figures. `call_ns' and `return_ns': what a caller pays per traced call
 %% for its call and its return event; `pair_ns': both, measured together; `discard_ns': a
@@ -120,17 +120,40 @@ calibrate() ->
             Error
     end.
 
-%% The node's calibration: the last one while it is fresh, else a new one.
+%% The node's calibration: the last one while it is fresh, else a new one; with the
+%% factor the node's last budgeted session learned (`in_situ', ferrotrace_budget) while
+%% that is fresh.
 node_calibration() ->
-    case stored() of
-        {ok, At, Calibration} ->
-            case erlang:monotonic_time(millisecond) - At < ?FRESH_MS of
-                true -> {ok, Calibration#{reused => true}};
-                false -> calibrate()
+    Calibration = case stored() of
+                      {ok, At, Last} ->
+                          case erlang:monotonic_time(millisecond) - At < ?FRESH_MS of
+                              true -> {ok, Last#{reused => true}};
+                              false -> calibrate()
+                          end;
+                      none ->
+                          calibrate()
+                  end,
+    case {Calibration, lookup(in_situ)} of
+        {{ok, C}, {ok, At2, Factor}} ->
+            case erlang:monotonic_time(millisecond) - At2 < ?FRESH_MS of
+                true -> {ok, C#{in_situ => Factor}};
+                false -> Calibration
             end;
-        none ->
-            calibrate()
+        _ ->
+            Calibration
     end.
+
+%% @doc Keeps `Factor', what a call costs on this node against its calibrated cost as a
+%% budgeted session learned it (ferrotrace_budget:learned/1), for the next sessions' starts
+%% in the next five minutes.
+-spec remember_in_situ(term()) -> ok | {error, {bad_factor, term()}}.
+remember_in_situ(Factor) when is_float(Factor), Factor >= 1.0, Factor =< 100.0 ->
+    try ets:insert(?TABLE, {in_situ, erlang:monotonic_time(millisecond), Factor}) of
+        true -> ok
+    catch error:badarg -> ok   % no registry's tables yet
+    end;
+remember_in_situ(Other) ->
+    {error, {bad_factor, ferrotrace_hint:brief(Other)}}.
 
 %% A measurement far from the last one (under half, or over twice its pair) is measured
 %% again; the median of the three, by pair, is kept.
@@ -148,14 +171,17 @@ checked(Measured, _Previous) ->
     Measured.
 
 stored() ->
-    try ets:lookup(?TABLE, node) of
-        [{node, At, Calibration}] -> {ok, At, Calibration};
+    lookup(node).
+
+lookup(Key) ->
+    try ets:lookup(?TABLE, Key) of
+        [{Key, At, Value}] -> {ok, At, Value};
         [] -> none
     catch error:badarg -> none
     end.
 
 store(Calibration) ->
-    try ets:insert(?TABLE, {node, erlang:monotonic_time(millisecond), maps:without([reused, remeasured], Calibration)})
+    try ets:insert(?TABLE, {node, erlang:monotonic_time(millisecond), maps:without([reused, remeasured, in_situ], Calibration)})
     catch error:badarg -> false
     end.
 

@@ -114,6 +114,11 @@ tick(S = #s{id = Id, control = C0}) ->
             {Decisions, C1} = ferrotrace_budget:tick((measure(Summary))#{node => ferrotrace_nodeload:sample()}, C0),
             S1 = lists:foldl(fun decide/2, S#s{control = C1, probing = lists:keymember(restore, 1, Decisions)}, Decisions),
             publish(Id, S1#s.control),
+            %% What it learned, for the node's next starts (ferrotrace_budget's doc).
+            _ = case ferrotrace_budget:learned(S1#s.control) of
+                    {ok, Factor} -> ferrotrace_calibrate:remember_in_situ(Factor);
+                    none -> ok
+                end,
             {running, S1};
         _ ->
             stopped

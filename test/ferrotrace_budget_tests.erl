@@ -14,7 +14,8 @@
          clock_still_test/0, noisy_steady_load_test/0,
          first_idle_test/0, first_holds_the_floor_test/0, first_sampling_only_test/0,
          first_held_come_back_test/0, measured_cost_corrects_the_model_test/0,
-         measured_noise_alone_changes_nothing_test/0, nodeload_cost_test/0]).
+         measured_noise_alone_changes_nothing_test/0, learned_factor_carried_to_the_next_start_test/0,
+         nodeload_cost_test/0]).
 
 -define(CAL, #{call_ns => 300, return_ns => 300, discard_ns => 90}).
 -define(TICK_MS, 500).
@@ -404,6 +405,41 @@ measured_noise_alone_changes_nothing_test() ->
     ?assertEqual([], lists:append(Ds)),
     #{rate := 1, shed := [], in_situ := K} = ferrotrace_budget:view(C),
     ?assert(K >= 2.0 andalso K =< 10.0, K),
+    ok.
+
+%% The node's calls cost five times the calibration, and its last session learned it
+%% (`in_situ' kept with the calibration): the next session's start holds back more at its
+%% first moment and its estimate starts from that factor, so the simulated node is under
+%% its budget from the first tick where the factor of 2 left it over. Once its own
+%% evidence outweighs the prior it has a factor to hand on (learned/1), not before.
+-spec learned_factor_carried_to_the_next_start_test() -> ok.
+learned_factor_carried_to_the_next_start_test() ->
+    rand:seed(exsss, {4, 5, 6}),
+    Functions = maps:from_list([{mfa(I), {R, 3000}} || {I, R} <- lists:zip(lists:seq(1, 8), [2000000, 1000000, 600000, 400000,
+                                                                                              200000, 100000, 50000, 20000])]),
+    Counted = [{MFA, float(R)} || {MFA, {R, _}} <- maps:to_list(Functions)],
+    Node = fun(Cal) -> #{schedulers => 2, calibration => Cal, functions => Counted} end,
+    Learned = ?CAL#{in_situ => 5.0},
+    {HeldBlind, RateBlind} = ferrotrace_budget:first(0.05, Node(?CAL)),
+    {HeldKnown, RateKnown} = ferrotrace_budget:first(0.05, Node(Learned)),
+    ?assert(length(HeldKnown) > length(HeldBlind), {HeldBlind, HeldKnown}),
+    ?assert(RateKnown >= RateBlind, {RateBlind, RateKnown}),
+    Sim0 = (node_sim(Functions))#{event_ns := 1500, discard_ns := 450},
+    Started = fun(Held, Rate) -> Sim0#{rate := Rate, shed := maps:from_list([{MFA, true} || {MFA, _} <- Held])} end,
+    ?assert(true_cost(Started(HeldBlind, RateBlind)) > 0.05, true_cost(Started(HeldBlind, RateBlind))),
+    ?assert(true_cost(Started(HeldKnown, RateKnown)) =< 0.05, true_cost(Started(HeldKnown, RateKnown))),
+    C0 = ferrotrace_budget:new(0.05, #{schedulers => 2, calibration => Learned, rate => RateKnown, held => HeldKnown,
+                                       baseline => baseline()}),
+    ?assertMatch(#{prior := 5.0, in_situ := 5.0}, ferrotrace_budget:view(C0)),
+    none = ferrotrace_budget:learned(C0),
+    {_, C1, _} = run(with_node(Started(HeldKnown, RateKnown), 0.0), C0, 20),
+    {ok, K} = ferrotrace_budget:learned(C1),
+    ?assert(K > 3.0 andalso K =< 10.0, K),
+    %% Out of bounds, the prior is held within the factor's own.
+    ?assertMatch(#{prior := 10.0}, ferrotrace_budget:view(ferrotrace_budget:new(0.05, #{schedulers => 2,
+                                                                                       calibration => ?CAL#{in_situ => 50}}))),
+    ?assertMatch(#{prior := 2.0}, ferrotrace_budget:view(ferrotrace_budget:new(0.05, #{schedulers => 2,
+                                                                                      calibration => ?CAL#{in_situ => 0.5}}))),
     ok.
 
 %% The cost on the node: utilization x (1 - E / E0), without ferrotrace's own reductions;
