@@ -159,9 +159,14 @@ peer_check(_) ->
     #{memory => erlang:memory(total), processes => length(processes())}.
 
 %% @doc On the peer: memory growth since the baseline, and processes left behind that
-%% keep growing (two looks a second apart, after a garbage collection).
+%% keep growing (two looks a second apart, after a garbage collection). The sessions the
+%% calls started and left running are released first: their processes are theirs, not
+%% left behind (a session's paced reading of loaded code grows for seconds), and what a
+%% released session leaves is what this looks for.
 -spec peer_end(map()) -> {ok, map()}.
 peer_end(#{memory := Memory0, processes := Procs0}) ->
+    Running = length(ferrotrace_tracer:sessions()),
+    _ = [try ferrotrace:release(Id) catch _:_ -> ok end || {Id, _, _, _} <- ferrotrace_registry:sessions()],
     [erlang:garbage_collect(P) || P <- processes()],
     timer:sleep(500),
     [erlang:garbage_collect(P) || P <- processes()],
@@ -185,7 +190,7 @@ peer_end(#{memory := Memory0, processes := Procs0}) ->
            largest_tables => lists:sublist(lists:reverse(lists:keysort(2,
                [{T, W * erlang:system_info(wordsize)} || T <- ets:all(),
                                                          W <- [ets:info(T, memory)], is_integer(W)])), 3),
-           sessions => length(ferrotrace_tracer:sessions()),
+           sessions_released => Running, sessions => length(ferrotrace_tracer:sessions()),
            processes_left => length(Left),
            left_initial_calls => lists:usort([IC || P <- Left,
                                                      {initial_call, IC} <- [erlang:process_info(P, initial_call)]]),
