@@ -419,7 +419,7 @@ learned_factor_carried_to_the_next_start_test() ->
                                                                                               200000, 100000, 50000, 20000])]),
     Counted = [{MFA, float(R)} || {MFA, {R, _}} <- maps:to_list(Functions)],
     Node = fun(Cal) -> #{schedulers => 2, calibration => Cal, functions => Counted} end,
-    Learned = ?CAL#{in_situ => 5.0},
+    Learned = maps:put(in_situ, 5.0, ?CAL),
     {HeldBlind, RateBlind} = ferrotrace_budget:first(0.05, Node(?CAL)),
     {HeldKnown, RateKnown} = ferrotrace_budget:first(0.05, Node(Learned)),
     ?assert(length(HeldKnown) > length(HeldBlind), {HeldBlind, HeldKnown}),
@@ -437,9 +437,9 @@ learned_factor_carried_to_the_next_start_test() ->
     ?assert(K > 3.0 andalso K =< 10.0, K),
     %% Out of bounds, the prior is held within the factor's own.
     ?assertMatch(#{prior := 10.0}, ferrotrace_budget:view(ferrotrace_budget:new(0.05, #{schedulers => 2,
-                                                                                       calibration => ?CAL#{in_situ => 50}}))),
+                                                                                       calibration => maps:put(in_situ, 50, ?CAL)}))),
     ?assertMatch(#{prior := 2.0}, ferrotrace_budget:view(ferrotrace_budget:new(0.05, #{schedulers => 2,
-                                                                                      calibration => ?CAL#{in_situ => 0.5}}))),
+                                                                                      calibration => maps:put(in_situ, 0.5, ?CAL)}))),
     ok.
 
 %% The cost on the node: utilization x (1 - E / E0), without ferrotrace's own reductions;
