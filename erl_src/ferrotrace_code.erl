@@ -85,9 +85,10 @@ preload() ->
         end,
     ok.
 
-%% Loads the binaries read (`{ok, Binaries}'), or has the code server load `Modules'.
-load_read(Modules, {ok, Binaries}) ->
-    case code:atomic_load([{M, object_file(M), Binary} || {M, Binary} <- lists:zip(Modules, Binaries)]) of
+%% Loads the object code read (`{ok, [{Module, File, Binary}]}'), or has the code server
+%% load `Modules'.
+load_read(Modules, {ok, Read}) ->
+    case code:atomic_load(Read) of
         ok -> ok;
         {error, _} -> code:ensure_modules_loaded(Modules)
     end;
@@ -103,14 +104,17 @@ object_file(M) ->
           end,
     filename:join(Dir, atom_to_list(M) ++ ".beam").
 
-%% `{ok, Binaries}', the object code of each of `Modules' in order, or `error'. Each is
+%% `{ok, [{Module, File, Binary}]}', the object code of each of `Modules', or `error'. Each is
 %% checked to be a whole BEAM file (IFF: `FOR1', its length, `BEAM'); `cat''s complaints
 %% come on the same stream, so they fail that check instead of reaching the node's console.
 read_at_once(Modules) ->
     try
         Files = [object_file(M) || M <- Modules],
         Port = open_port({spawn_executable, ?CAT}, [{args, Files}, binary, stream, eof, exit_status, stderr_to_stdout]),
-        split(collect(Port, erlang:monotonic_time(millisecond) + ?READ_MS, []), length(Files), [])
+        case split(collect(Port, erlang:monotonic_time(millisecond) + ?READ_MS, []), length(Files), []) of
+            {ok, Binaries} -> {ok, lists:zip3(Modules, Files, Binaries)};
+            error -> error
+        end
     catch error:_ -> error
     end.
 
