@@ -55,12 +55,19 @@
 
 %% Pattern changes per step: each may wait 250 ms on a busy node.
 -define(CHUNK, 4).
+%% How long a start takes functions off for the budget (`Held'), the hottest first, a few
+%% at a time: each change waits for the code barrier, 2 ms among 50 busy processes, up to
+%% tens of ms on a server's busy schedulers (a yaws start holding 200 functions took 12 s).
+%% Those not reached by then stay patterned: the budget's first tick sheds them.
+-define(HOLD_MS, 150).
+-define(HOLD_BATCH, 8).
 
 %% @doc Starts tracing session `Id': `Patterns' (ferrotrace_backend:patterns/4) on the
 %% processes `Targets' (pids, `all', `existing', `new') with the flags of calls and the
 %% `Extra' ones of other kinds, less the functions `Held' (the budget's, see
-%% {@link count_calls/2}): their patterns are taken off as the budget sheds, before any
-%% process is flagged. `{ok, Backend, HeldSaved}' (what {@link put_back/3} gives back), or
+%% {@link count_calls/2}, the hottest first): their patterns are taken off as the budget
+%% sheds, before any process is flagged, for at most ?HOLD_MS (the rest keep theirs).
+%% `{ok, Backend, HeldSaved}' (what {@link put_back/3} gives back), or
 %% an error that changed nothing. On OTP 27+ a trace session of the calling keeper's own; on
 %% OTP 25 and 26 the legacy session, through the registry. Called by any other process than
 %% the session's keeper: `{error, {not_the_keeper, Id}}'.
@@ -243,7 +250,7 @@ start_trace_session(Id, Patterns, Targets, Extra, Held) ->
             stop(Id, Backend),
             {error, {no_matching_functions, [maps:get(mfa, P) || P <- Patterns]}};
         _ ->
-            {HeldSaved, _} = take_off(Id, Backend, Held),
+            {HeldSaved, _} = hold(Id, Backend, Held),
             try
                 ProcessFlags = ?TRACE_FLAGS ++ (Extra -- ferrotrace_activity:port_flags()),
                 _ = [ferrotrace_vm:trace_call(process, [Session, Target, true, ProcessFlags]) || Target <- Targets],
@@ -275,7 +282,7 @@ start_legacy(Id, Patterns, Targets, Extra, Held) ->
                     ok = ferrotrace_registry:remove_patterns(Id),
                     {error, {no_matching_functions, Specs}};
                 {ok, _} ->
-                    {HeldSaved, _} = take_off(Id, legacy, Held),
+                    {HeldSaved, _} = hold(Id, legacy, Held),
                     %% `procs' brings each process's exit, which lets the engine forget calls
                     %% left open by a process that died inside them.
                     case set_flags(Targets, [{tracer, ferrotrace_tracer, Id} | ?TRACE_FLAGS ++ Extra]) of
@@ -449,24 +456,44 @@ covered(Spec) ->
 
 %%% Shedding and taking back
 
-%% @doc Takes the patterns of `MFAs' off for session `Id' (the budget's shedding,
-%% ferrotrace_shed): `{Saved, Refused}', what was taken off (to give back to
+%% @doc Takes the patterns of `MFAs' off for session `Id', in their order (the budget's
+%% shedding, ferrotrace_shed): `{Saved, Refused}', what was taken off (to give back to
 %% {@link put_back/3}) and the functions left as they were.
 -spec take_off(ferrotrace_tracer:session_id(), backend(), [mfa()]) -> {[saved()], [mfa()]}.
 take_off(Id, legacy, MFAs) ->
     ferrotrace_registry:shed(Id, MFAs);
 take_off(_Id, {trace_session, Session, _Scopes}, MFAs) ->
-    lists:foldr(fun(MFA, {Saved, Refused}) ->
-                        case session_pattern(Session, MFA) of
-                            {MS, Scope} ->
-                                _ = ferrotrace_vm:trace_call(function, [Session, MFA, false, [Scope]]),
-                                {[{MFA, MS, Scope} | Saved], Refused};
-                            none ->
-                                {Saved, [MFA | Refused]}
-                        end
-                end, {[], []}, MFAs);
+    %% In the order given (the hottest first): see ferrotrace_legacy:shed/2.
+    {Saved, Refused} = lists:foldl(fun(MFA, {Off, Left}) ->
+                                           case session_pattern(Session, MFA) of
+                                               {MS, Scope} ->
+                                                   _ = ferrotrace_vm:trace_call(function, [Session, MFA, false, [Scope]]),
+                                                   {[{MFA, MS, Scope} | Off], Left};
+                                               none ->
+                                                   {Off, [MFA | Left]}
+                                           end
+                                   end, {[], []}, MFAs),
+    {lists:reverse(Saved), lists:reverse(Refused)};
 take_off(_Id, _Backend, MFAs) ->
     {[], MFAs}.
+
+%% What a start holds back: take_off/3 on `MFAs' in batches, in their order, until ?HOLD_MS
+%% have passed. The functions not reached are neither saved nor refused: they keep their
+%% patterns (the budget only counts as held what the registry's `held' says was saved).
+hold(Id, Backend, MFAs) ->
+    hold(Id, Backend, MFAs, erlang:monotonic_time(millisecond) + ?HOLD_MS, {[], []}).
+
+hold(_Id, _Backend, [], _Deadline, {Saved, Refused}) ->
+    {lists:append(lists:reverse(Saved)), lists:append(lists:reverse(Refused))};
+hold(Id, Backend, MFAs, Deadline, Acc = {Saved, Refused}) ->
+    case erlang:monotonic_time(millisecond) < Deadline of
+        true ->
+            {Batch, Rest} = lists:split(min(?HOLD_BATCH, length(MFAs)), MFAs),
+            {S, R} = take_off(Id, Backend, Batch),
+            hold(Id, Backend, Rest, Deadline, {[S | Saved], [R | Refused]});
+        false ->
+            hold(Id, Backend, [], Deadline, Acc)
+    end.
 
 %% @doc Puts back what {@link take_off/3} took off.
 -spec put_back(ferrotrace_tracer:session_id(), backend(), [saved()]) -> ok.

@@ -198,8 +198,10 @@ apply_pattern(#{mfa := MFA, match_spec := MS, scope := Scope} = Pattern) ->
 -spec shed(ferrotrace_tracer:session_id(), [mfa()]) -> {[ferrotrace_backend:saved()], [mfa()]}.
 shed(Id, MFAs) ->
     Others = [P || {{OtherId, _}, P} <- ets:tab2list(?CLAIMS), OtherId =/= Id],
-    lists:foldr(
-      fun(MFA, {Saved, Refused}) ->
+    %% In the order given (the hottest first): each change waits for the code barrier, 4 to
+    %% 8 ms on a busy server, and the first ones taken off take off the most cost.
+    {Saved, Refused} = lists:foldl(
+      fun(MFA, {Off, Left}) ->
               %% Read again for each function: the claim records those already shed.
               Ours = [{Key, P} || {Key, P = #{mfa := Spec}} <- ets:match_object(?CLAIMS, {{Id, '_'}, '_'}),
                                   ferrotrace_spec:matches(Spec, MFA)],
@@ -212,14 +214,15 @@ shed(Id, MFAs) ->
                               Shed = lists:usort([MFA | maps:get(shed, P, [])]),
                               true = ets:insert(?CLAIMS, {Key, P#{shed => Shed}}),
                               _ = erlang:trace_pattern(MFA, false, [Scope]),
-                              {[{MFA, Expected, Scope} | Saved], Refused};
+                              {[{MFA, Expected, Scope} | Off], Left};
                           _ ->
-                              {Saved, [MFA | Refused]}
+                              {Off, [MFA | Left]}
                       end;
                   _ ->
-                      {Saved, [MFA | Refused]}
+                      {Off, [MFA | Left]}
               end
-      end, {[], []}, MFAs).
+      end, {[], []}, MFAs),
+    {lists:reverse(Saved), lists:reverse(Refused)}.
 
 %% @doc Puts back functions {@link shed/2} took off, with the match spec and scope they had,
 %% where the session's claim still has them as shed.
