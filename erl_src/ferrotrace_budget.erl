@@ -120,12 +120,14 @@
                      refused := non_neg_integer(),
                      collector_ns := non_neg_integer(),
                      node => ferrotrace_nodeload:sample() | undefined,
+                     settling => boolean(),
                      functions := [{mfa(), Count :: non_neg_integer(), MeanNs :: number() | undefined}]}.
 %% What a tick is fed, cumulative since the session started: events that reached `trace/5'
 %% (`traced'), calls refused in `enabled_call' (`refused'), the collector's CPU time (shown,
 %% not in the estimate), each
-%% function's sampled call count and mean latency (ns), and the node's counters
-%% (ferrotrace_nodeload:sample/0), where they can be read.
+%% function's sampled call count and mean latency (ns), the node's counters
+%% (ferrotrace_nodeload:sample/0), where they can be read, and whether the session is still
+%% `settling' (processes waiting in loops not flagged yet: see decide/2).
 -type decision() :: {rate, pos_integer()} | {shed, [mfa()]} | {restore, [mfa()]}.
 -type shed() :: #{mfa := mfa(), rate := non_neg_integer(), shed_at := non_neg_integer(),
                   restored_at => non_neg_integer()}.
@@ -157,7 +159,7 @@ new(Budget, Node = #{schedulers := Schedulers, calibration := Calibration}) ->
     %% Held back from the start (first/2): shed at 0 ms, given back as what is shed is.
     Held = [{MFA, round(Rate)} || {MFA, Rate} <- maps:get(held, Node, [])],
     #{budget => Budget, schedulers => Schedulers, event_ns => EventNs, discard_ns => DiscardNs,
-      model => Model, prior => prior(Calibration), rate => maps:get(rate, Node, 1), default => maps:get(default, Node, false),
+      model => Model, prior => carried(Calibration), rate => maps:get(rate, Node, 1), default => maps:get(default, Node, false),
       estimate => undefined, low_ticks => 0, last => undefined,
       baseline => maps:get(baseline, Node, undefined), evidence => {0.0, 0.0, 0.0},
       history => [], changes => 0,
@@ -177,7 +179,7 @@ new(Budget, Node = #{schedulers := Schedulers, calibration := Calibration}) ->
 first(Budget, #{schedulers := Schedulers, calibration := Calibration, functions := Functions})
   when is_number(Budget), Budget > 0, is_integer(Schedulers), Schedulers > 0, is_list(Functions) ->
     {EventNs0, DiscardNs0, _} = costs(Calibration),
-    Prior = prior(Calibration),
+    Prior = carried(Calibration),
     {EventNs, DiscardNs} = {EventNs0 * Prior, DiscardNs0 * Prior},
     Capacity = Schedulers * 1.0e9,
     Called = [{MFA, Rate} || {MFA, Rate} <- Functions, is_number(Rate), Rate > 0],
@@ -244,7 +246,7 @@ view(S = #{budget := B, estimate := E, rate := N, model := Model, event_ns := Ev
            evidence := {Cost, ModelCost, _} = Evidence}) ->
     #{max_overhead => B, default => maps:get(default, S, false), estimate => E, rate => N, model => Model,
       collector => maps:get(collector, S, undefined),
-      measured => measured(Evidence), in_situ => factor(Cost, ModelCost, prior(S)), prior => prior(S),
+      measured => measured(Evidence), in_situ => factor(Cost, ModelCost, maps:get(prior, S)), prior => maps:get(prior, S),
       baseline => Baseline,
       event_ns => round(Ev), discard_ns => round(D),
       rate_changes => lists:reverse(H), rate_changes_total => C,
@@ -275,7 +277,7 @@ load(M, Last, S = #{schedulers := Sch, event_ns := EventNs0, discard_ns := Disca
                   true -> max(1.0, min(Traced / Calls, 4.0)) * EventNs;
                   false -> 2 * EventNs
               end,
-    #{estimate => Model * InSitu, evidence => Evidence,
+    #{estimate => Model * InSitu, evidence => Evidence, settling => maps:get(settling, M, false),
       collector => Collector / Capacity,
       reaching => Calls + Refused, per_call => PerCall, functions => Functions,
       capacity => Capacity, discard_ns => DiscardNs}.
@@ -285,9 +287,9 @@ load(M, Last, S = #{schedulers := Sch, event_ns := EventNs0, discard_ns := Disca
 %% a measure (no baseline, idle schedulers) the evidence stays as it was.
 in_situ(Model, Measured, Dt, S = #{evidence := {C0, M0, T0}}) when is_float(Measured) ->
     {C, M, T} = {C0 * ?DECAY + Measured * Dt, M0 * ?DECAY + Model * Dt, T0 * ?DECAY + Dt},
-    {factor(C, M, prior(S)), {C, M, T}};
+    {factor(C, M, maps:get(prior, S)), {C, M, T}};
 in_situ(_Model, _Measured, _Dt, S = #{evidence := {C, M, _} = Evidence}) ->
-    {factor(C, M, prior(S)), Evidence}.
+    {factor(C, M, maps:get(prior, S)), Evidence}.
 
 %% The cost measured on the node over the last ticks (decaying as the evidence does), at
 %% least 0: a tick's own can read below 0 (the work ran faster than before tracing).
@@ -297,18 +299,18 @@ measured({C, _, T}) -> max(0.0, C / T).
 factor(C, M, Prior) ->
     min(float(?IN_SITU_MAX), max(float(?IN_SITU), (Prior * ?PRIOR + C) / (?PRIOR + M))).
 
-%% The factor a session starts from: the one the node's last session learned, while it is
-%% fresh (ferrotrace_calibrate keeps it with the calibration), else ?IN_SITU.
-prior(#{prior := Prior}) -> Prior;
-prior(#{in_situ := F}) when is_number(F) -> min(float(?IN_SITU_MAX), max(float(?IN_SITU), float(F)));
-prior(_) -> float(?IN_SITU).
+%% The factor a session starts from (its state's `prior'), from its calibration: the one the
+%% node's last session learned, while it is fresh (ferrotrace_calibrate keeps it with the
+%% calibration as `in_situ'), else ?IN_SITU.
+carried(#{in_situ := F}) when is_number(F) -> min(float(?IN_SITU_MAX), max(float(?IN_SITU), float(F)));
+carried(_) -> float(?IN_SITU).
 
 %% @doc The factor this session learned on the node, once its evidence outweighs the prior
 %% it started from (for the node's next starts: ferrotrace_calibrate:remember_in_situ/1), or
 %% `none'.
 -spec learned(state()) -> {ok, float()} | none.
 learned(S = #{evidence := {C, M, _}}) when M >= ?PRIOR ->
-    {ok, factor(C, M, prior(S))};
+    {ok, factor(C, M, maps:get(prior, S))};
 learned(_S) ->
     none.
 
@@ -319,6 +321,11 @@ delta(Key, M, Last) ->
 
 decide(Load = #{estimate := E}, S = #{budget := B}) when E > B ->
     over(Load, S#{low_ticks := 0});
+decide(#{estimate := E, settling := true}, S = #{budget := B}) when E < B * ?LOW ->
+    %% Not all of the session's load yet: the processes waiting in server loops are flagged
+    %% once their loops are count-only (ferrotrace_session's steps, a second on a busy
+    %% server). The rate the start chose counted their calls; it does not fall meanwhile.
+    {[], S#{low_ticks := 0}};
 decide(Load = #{estimate := E}, S = #{budget := B, low_ticks := Low}) when E < B * ?LOW ->
     under(Load, S#{low_ticks := Low + 1});
 decide(_Load, S) ->
@@ -334,9 +341,10 @@ over(Load = #{reaching := R, discard_ns := D, capacity := Cap}, S = #{budget := 
                            end,
     %% Where the floor is the cost, a higher rate takes nothing off it and hides the hot
     %% functions from the next ticks' shedding (their sampled counts fall to nothing): the
-    %% rate is then only what the traced part needs.
+    %% rate is then only what the traced part needs. It does not fall while the functions
+    %% shed are taken off (a second on a busy server): until then their calls cost it.
     New = case Floor > Aim of
-              true -> needed(Load#{reaching := Reaching}, B);
+              true -> max(N, needed(Load#{reaching := Reaching}, B));
               false -> max(N + 1, needed(Load#{reaching := Reaching}, B))
           end,
     {ShedDecisions, S2} = case Shed of
@@ -344,7 +352,9 @@ over(Load = #{reaching := R, discard_ns := D, capacity := Cap}, S = #{budget := 
                               _ -> {[{shed, Shed}], S1}
                           end,
     {RateDecisions, S3} = set_rate(nice(New), S2),
-    {ShedDecisions ++ RateDecisions, S3}.
+    %% The rate first: it takes effect at once, where each function shed waits for the
+    %% code barrier (200 functions took a second on a busy server).
+    {RateDecisions ++ ShedDecisions, S3}.
 
 %% Well under the budget for a while: the rate falls, and at rate 1 a
 %% shed function comes back.

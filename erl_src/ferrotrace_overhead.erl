@@ -33,6 +33,8 @@
             ticks = 0 :: non_neg_integer(),
             %% This tick took a shed function back.
             probing = false :: boolean(),
+            %% The factor last kept for the node's next starts.
+            learned = none :: float() | none,
             saved = #{} :: #{mfa() => ferrotrace_shed:saved()}}).
 
 %% @doc The tick's period, in ms.
@@ -84,10 +86,11 @@ start(_Id, _Keeper, _Budget) ->
     {error, badarg}.
 
 %% What the registry keeps of the session under `Key' (`calibration', from
-%% ferrotrace_calibrate; `held', the patterns the keeper took off at the start), or `Default'.
+%% ferrotrace_calibrate; `held', the patterns the keeper took off at the start; `settling',
+%% whether the steps after the start are still going on), or `Default'.
 info(Id, Key, Default) ->
     case ferrotrace_registry:lookup(Id) of
-        {ok, _, _, #{Key := Value}} when is_map(Value); is_list(Value) -> Value;
+        {ok, _, _, #{Key := Value}} when is_map(Value); is_list(Value); is_boolean(Value) -> Value;
         _ -> Default
     end.
 
@@ -111,18 +114,22 @@ loop(S = #s{monitor = Monitor}) ->
 tick(S = #s{id = Id, control = C0}) ->
     case ferrotrace_tracer:session_summary(Id) of
         {ok, Summary = #{status := running}} ->
-            {Decisions, C1} = ferrotrace_budget:tick((measure(Summary))#{node => ferrotrace_nodeload:sample()}, C0),
+            {Decisions, C1} = ferrotrace_budget:tick((measure(Summary))#{node => ferrotrace_nodeload:sample(),
+                                                                         settling => info(Id, settling, false)}, C0),
             S1 = lists:foldl(fun decide/2, S#s{control = C1, probing = lists:keymember(restore, 1, Decisions)}, Decisions),
             publish(Id, S1#s.control),
-            %% What it learned, for the node's next starts (ferrotrace_budget's doc).
-            _ = case ferrotrace_budget:learned(S1#s.control) of
-                    {ok, Factor} -> ferrotrace_calibrate:remember_in_situ(Factor);
-                    none -> ok
-                end,
-            {running, S1};
+            {running, remember(ferrotrace_budget:learned(S1#s.control), S1)};
         _ ->
             stopped
     end.
+
+%% What the session learned, kept for the node's next starts (ferrotrace_budget's doc)
+%% when it moved by more than 5 % since it was last kept.
+remember({ok, Factor}, S = #s{learned = Kept}) when Kept =:= none; abs(Factor - Kept) > 0.05 * Kept ->
+    ok = ferrotrace_calibrate:remember_in_situ(Factor),
+    S#s{learned = Factor};
+remember(_, S) ->
+    S.
 
 %% The counters a tick is fed: events that reached trace/5, calls refused in enabled_call
 %% (sampled out, or refused by the frame bound), the collector's CPU, and each function's

@@ -8,14 +8,14 @@
 -include_lib("stdlib/include/assert.hrl").
 
 -export([check_test/0, light_load_test/0, heavy_load_test/0, load_falls_test/0,
-         floor_sheds_hottest_cheapest_test/0, restore_when_load_falls_test/0,
+         floor_sheds_hottest_cheapest_test/0, rate_before_shedding_test/0, restore_when_load_falls_test/0,
          no_oscillation_when_model_is_wrong_test/0, restore_backs_off_test/0,
          calibration_missing_test/0, unsheddable_test/0, bounded_history_test/0,
          clock_still_test/0, noisy_steady_load_test/0,
          first_idle_test/0, first_holds_the_floor_test/0, first_sampling_only_test/0,
          first_held_come_back_test/0, measured_cost_corrects_the_model_test/0,
          measured_noise_alone_changes_nothing_test/0, learned_factor_carried_to_the_next_start_test/0,
-         nodeload_cost_test/0]).
+         nodeload_cost_test/0, no_fall_while_settling_test/0]).
 
 -define(CAL, #{call_ns => 300, return_ns => 300, discard_ns => 90}).
 -define(TICK_MS, 500).
@@ -169,6 +169,18 @@ load_falls_test() ->
     ?assertEqual(lists:reverse(lists:sort(Rates)), Rates),
     ok.
 
+%% A tick that sheds and changes the rate changes the rate first: it takes effect at once,
+%% where each function shed waits for the code barrier. 400 functions of 25 k calls/s: the
+%% floor alone is 90 % of the schedulers; what is left after shedding (at most 200 a tick)
+%% still needs sampling.
+-spec rate_before_shedding_test() -> ok.
+rate_before_shedding_test() ->
+    Sim = node_sim(maps:from_list([{mfa(I), {25000, 100}} || I <- lists:seq(1, 400)])),
+    {_, _, Ds} = run(Sim, controller(0.05), 3),
+    Both = [D || D <- Ds, lists:keymember(shed, 1, D), lists:keymember(rate, 1, D)],
+    ?assertMatch([_ | _], Both, Ds),
+    ?assertEqual([], [D || D = [First | _] <- Both, element(1, First) =/= rate]).
+
 %% The floor alone is over the budget: the hottest and cheapest functions are shed (a
 %% short function before an equally hot long one, a hot one before a cold one) until the
 %% cost is under the budget; a cold, long one keeps its pattern.
@@ -317,6 +329,24 @@ clock_still_test() ->
 %% The first moment (first/2), from calls per second counted before tracing.
 
 %% Nothing called: nothing held, every call kept.
+%% While the session settles (processes waiting in loops not flagged yet), a node that
+%% looks idle does not lower the rate the start chose; once settled, it does.
+-spec no_fall_while_settling_test() -> ok.
+no_fall_while_settling_test() ->
+    C0 = ferrotrace_budget:new(0.05, #{schedulers => 2, calibration => ?CAL, rate => 20}),
+    Idle = fun(T, Settling) -> #{elapsed_ms => T * 250, traced => 0, refused => 0, collector_ns => 0,
+                                 functions => [], settling => Settling} end,
+    Feed = fun(Ticks, Settling, C) ->
+                   lists:foldl(fun(T, {Ds, Ci}) -> {D, Cj} = ferrotrace_budget:tick(Idle(T, Settling), Ci), {Ds ++ D, Cj} end,
+                               {[], C}, Ticks)
+           end,
+    {Settling, C1} = Feed(lists:seq(0, 8), true, C0),
+    ?assertEqual([], Settling),
+    ?assertMatch(#{rate := 20}, ferrotrace_budget:view(C1)),
+    {Settled, C2} = Feed(lists:seq(9, 16), false, C1),
+    ?assertEqual([{rate, 1}], Settled),
+    ?assertMatch(#{rate := 1}, ferrotrace_budget:view(C2)).
+
 -spec first_idle_test() -> ok.
 first_idle_test() ->
     ?assertEqual({[], 1}, ferrotrace_budget:first(0.05, #{schedulers => 2, calibration => ?CAL, functions => []})),
