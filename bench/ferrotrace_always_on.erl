@@ -4,7 +4,8 @@
 %%% gen_server). Every 10 s it prints the budget (estimate, rate, functions shed), the
 %%% functions with figures, the session's memory (`summary/1''s `memory.total') and the
 %%% interval snapshots' (the snapshot process: heap and binaries) with the bytes per interval;
-%%% at the end the cost of one budget tick (a summary read and the controller) and of one
+%%% at the end the cost of one budget tick (a counts read and the controller; a summary read
+%%% beside it) and of one
 %%% interval snapshot read, medians of 21, and what a day of it holds (at most
 %%% `max_intervals' intervals: past them neighbours merge). Run by `make always-on' (about
 %%% 100 s); `ferrotrace_always_on:main([Seconds])' runs for another length.
@@ -80,7 +81,8 @@ main([Seconds, Period]) ->
     {ok, _, _, #{intervals := Snapshots}} = ferrotrace_registry:lookup(S),
     Lines = [begin timer:sleep(10000), line(S, Snapshots, T * 10) end || T <- lists:seq(1, Seconds div 10)],
     #{calls := Calls} = ferrotrace:summary(S),
-    Tick = median(fun() -> {ok, Summary} = ferrotrace_tracer:session_summary(S), tick(Summary, Schedulers) end),
+    Tick = median(fun() -> {ok, Counts} = ferrotrace_tracer:session_counts(S), tick(Counts, Schedulers) end),
+    CountsRead = median(fun() -> {ok, _} = ferrotrace_tracer:session_counts(S) end),
     Read = median(fun() -> {ok, _} = ferrotrace_tracer:session_histograms_bytes(S) end),
     Idle = median(fun() -> {ok, _} = ferrotrace_tracer:session_summary(S) end),
     {Bytes, Count} = snapshots(Snapshots),
@@ -93,10 +95,11 @@ main([Seconds, Period]) ->
     timer:sleep(1000),
     IdleRead = median(fun() -> {ok, _} = ferrotrace_tracer:session_summary(S) end),
     ok = ferrotrace:release(S),
-    io:format("always_on schedulers=~b functions=~b tick_us=~b (busy node, wall) summary_read_us=~b (busy) ~b (idle)"
+    io:format("always_on schedulers=~b functions=~b tick_us=~b (busy node, wall) counts_read_us=~b (busy)"
+              " summary_read_us=~b (busy) ~b (idle)"
               " ticks_per_s=~.1f snapshot_read_us=~b (busy) intervals=~b interval_bytes=~b"
               " bytes_per_interval=~b at_max_intervals_600=~b~n",
-              [Schedulers, length(Calls), Tick, Idle, IdleRead, 1000 / ferrotrace_overhead:period(), Read, Count, Bytes,
+              [Schedulers, length(Calls), Tick, CountsRead, Idle, IdleRead, 1000 / ferrotrace_overhead:period(), Read, Count, Bytes,
                PerInterval, Bytes + (600 - Count) * PerInterval]).
 line(S, Snapshots, T) ->
     #{budget := B, calls := Calls, memory := #{total := Total}} = ferrotrace:summary(S),
@@ -120,16 +123,16 @@ snapshots(Pid) ->
     Count = receive {Ref, _Period, Intervals} -> length(Intervals) end,
     {Heap + lists:sum([Size || {_, Size, _} <- lists:ukeysort(1, Bins)]), Count}.
 
-%% One budget tick's work on a summary (the read is timed by the caller).
-tick(Summary, Schedulers) ->
+%% One budget tick's work on the counts it reads (the read is timed by the caller).
+tick(Counts, Schedulers) ->
     C0 = ferrotrace_budget:new(0.05, #{schedulers => Schedulers, calibration => undefined}),
-    M = measure(Summary),
+    M = measure(Counts),
     {_, C1} = ferrotrace_budget:tick(M, C0),
     ferrotrace_budget:tick(M#{elapsed_ms := maps:get(elapsed_ms, M) + 500}, C1).
 
 measure(#{elapsed_ms := Elapsed, events := #{seen := Seen, sampled_out := Out}, calls := Calls}) ->
     #{elapsed_ms => Elapsed, traced => Seen - Out, refused => Out, collector_ns => 0,
-      functions => [{MFA, C, maps:get(mean, Call, undefined)} || #{mfa := MFA, count := C} = Call <- Calls]}.
+      functions => [{MFA, C, undefined} || {MFA, C} <- Calls]}.
 
 median(Fun) ->
     Times = lists:sort([element(1, timer:tc(Fun)) || _ <- lists:seq(1, 21)]),

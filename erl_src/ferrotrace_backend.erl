@@ -202,9 +202,10 @@ catch_badarg(Fun) ->
 %% not in `Left' (left out already), the most called first.
 -spec seen_generated(ferrotrace_tracer:session_id(), [ferrotrace:mfa_spec()], #{mfa() => true}) -> [mfa()].
 seen_generated(Id, Specs, Left) ->
-    case ferrotrace_tracer:session_summary(Id) of
+    %% The counts alone: a summary reads every function's histograms.
+    case ferrotrace_tracer:session_counts(Id) of
         {ok, #{calls := Calls}} ->
-            Seen = [{C, MFA} || #{mfa := MFA, count := C} <- Calls, generated(MFA), not is_map_key(MFA, Left),
+            Seen = [{C, MFA} || {MFA, C} <- Calls, generated(MFA), not is_map_key(MFA, Left),
                                 lists:any(fun(S) -> ferrotrace_spec:matches(S, MFA) end, Specs)],
             [MFA || {_, MFA} <- lists:reverse(lists:sort(Seen))];
         _ ->

@@ -9,12 +9,13 @@
 %%% keeper or when the session stops; what it found is in the session's registry info
 %%% (`budget'), which the summary shows.
 %%%
-%%% Cost per tick: one `session_summary' (the collector's lock for as long as it reads,
-%%% then a map per function, at most `max_functions': 3.8 ms for 181 functions on an idle
-%%% 2-core machine, most of a tick) and the controller's arithmetic over the functions
-%%% (0.2 ms); a shed or a restore is one `trace_pattern' per function (at most 50 a
-%%% tick). The process's own calls are traced like any other process's under a spec that
-%%% covers `lists' or `maps' (it is spawned after the session's flags are set).
+%%% Cost per tick: one `ferrotrace_tracer:session_counts/1' (the collector's lock while it
+%%% brings the counters up to date, then a pair per function and no histogram; the whole
+%%% summary it read before took 4 to 47 ms of a dirty scheduler on yaws under load, several
+%%% times a second in the first seconds) and the controller's arithmetic over the functions
+%%% (0.2 ms); a shed or a restore is one pattern change per function (at most 200 a tick),
+%%% each waiting for the VM's code barrier. Like every process of ferrotrace's own, it is
+%%% never traced (ferrotrace_own).
 -module(ferrotrace_overhead).
 
 -export([start/3, period/0]).
@@ -112,7 +113,7 @@ loop(S = #s{monitor = Monitor}) ->
     end.
 
 tick(S = #s{id = Id, control = C0}) ->
-    case ferrotrace_tracer:session_summary(Id) of
+    case ferrotrace_tracer:session_counts(Id) of
         {ok, Summary = #{status := running}} ->
             {Decisions, C1} = ferrotrace_budget:tick((measure(Summary))#{node => ferrotrace_nodeload:sample(),
                                                                          settling => info(Id, settling, false)}, C0),
@@ -133,15 +134,14 @@ remember(_, S) ->
 
 %% The counters a tick is fed: events that reached trace/5, calls refused in enabled_call
 %% (sampled out, or refused by the frame bound), the collector's CPU, and each function's
-%% sampled count and mean latency.
+%% sampled count (its mean latency is not read: `undefined').
 measure(#{elapsed_ms := Elapsed, events := Events, calls := Calls} = Summary) ->
     SampledOut = maps:get(sampled_out, Events, 0),
     #{elapsed_ms => Elapsed,
       traced => maps:get(seen, Events, 0) - SampledOut,
       refused => SampledOut + maps:get(frames_refused, Events, 0),
       collector_ns => maps:get(collector_cpu_ns, Summary, 0),
-      functions => [{MFA, Count, Mean} || #{mfa := MFA, count := Count} = Call <- Calls,
-                                          Mean <- [maps:get(mean, Call, undefined)]]}.
+      functions => [{MFA, Count, undefined} || {MFA, Count} <- Calls]}.
 
 decide({rate, N}, S = #s{id = Id}) ->
     _ = ferrotrace_tracer:session_set_call_sample(Id, N),

@@ -456,8 +456,8 @@ do_step({own, Modules}, State = #state{id = Id, backend = Backend}) ->
     State;
 do_step(seen_generated, State = #state{id = Id, steps = Steps, left_out = Left, seen_every = Every}) ->
     %% The generated functions of a `'_'' module the session has seen called, the most
-    %% called first, are left out next; then looked for again, less often each time (a
-    %% summary of a thousand functions takes milliseconds).
+    %% called first, are left out next; then looked for again, less often each time (each
+    %% look reads every function's count).
     Hot = ferrotrace_backend:seen_generated(Id, specs(State), Left),
     State#state{steps = ferrotrace_backend:chunks(leave_out, Hot) ++ Steps ++ [seen_generated],
                 seen_every = min(?SEEN_MAX, Every * 2)}.

@@ -27,7 +27,7 @@
 -export([session_events/1, session_event_histogram/2, session_set_events/2]).
 -export([session_set_call_sample/2, session_call_sample/1]).
 -export([new_session/2, stop_session/2, release_session/1, sessions/0,
-         session_summary/1, session_histogram/2, session_set_tracing/3, session_exclude_modules/2, session_add_loops/2,
+         session_summary/1, session_counts/1, session_histogram/2, session_set_tracing/3, session_exclude_modules/2, session_add_loops/2,
          session_interval/1]).
 -export([session_slow_calls/3, session_recent/1, session_trees/2, session_set_tree_roots/2]).
 -export([session_set_capture/5, session_capture_counts/1]).
@@ -140,6 +140,18 @@ sessions() -> ?NOT_LOADED.
 %% @private
 -spec session_summary(session_id()) -> {ok, map()} | {error, term()}.
 session_summary(_Id) -> ?NOT_LOADED.
+
+%% @private
+%% @doc What the overhead budget's tick reads (ferrotrace_overhead): `status',
+%% `elapsed_ms', `events' (`seen', `sampled_out', `frames_refused'), `collector_cpu_ns' as
+%% in the summary, and `calls' as `[{MFA, Count}]', without reading any histogram.
+-spec session_counts(session_id()) ->
+          {ok, #{status := running | stopped, elapsed_ms := non_neg_integer(),
+                 events := #{seen := non_neg_integer(), sampled_out := non_neg_integer(),
+                             frames_refused := non_neg_integer()},
+                 collector_cpu_ns := non_neg_integer(), calls := [{mfa(), non_neg_integer()}]}} |
+          {error, term()}.
+session_counts(_Id) -> ?NOT_LOADED.
 
 %% @private
 -spec session_histogram(session_id(), mfa()) ->

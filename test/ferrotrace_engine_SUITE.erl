@@ -41,6 +41,15 @@ limit_stop_notifies_keeper(_Config) ->
     after 5000 -> error(no_stop_message)
     end,
     erlang:trace_pattern({ft_test_target, f, 1}, false, [local]),
+    %% The budget's read (session_counts/1) says what the summary says, without histograms.
+    {ok, #{status := stopped, elapsed_ms := Elapsed, events := Events, calls := Calls}} =
+        ferrotrace_tracer:session_summary(Id),
+    {ok, Counts = #{status := stopped, events := CountedEvents, calls := CountedCalls}} =
+        ferrotrace_tracer:session_counts(Id),
+    ?assertEqual(maps:with([seen, sampled_out, frames_refused], Events), CountedEvents),
+    ?assertEqual(lists:sort([{MFA, N} || #{mfa := MFA, count := N} <- Calls]), lists:sort(CountedCalls)),
+    ?assertMatch([{{ft_test_target, f, 1}, N}] when N > 0, CountedCalls),
+    ?assert(maps:get(elapsed_ms, Counts) >= Elapsed),
     ok = ferrotrace_tracer:release_session(Id).
 
 -spec user_stop_notifies_keeper(config()) -> ok.

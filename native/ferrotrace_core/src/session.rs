@@ -752,6 +752,32 @@ mod tests {
         assert!(release(session.id));
     }
 
+    /// The budget's read (`call_counts`) sums the aggregators without merging them: the
+    /// same calls per function and accounting as the merged read, on one aggregator and on
+    /// three, while running and once stopped.
+    #[test]
+    #[cfg_attr(miri, ignore = "thousands of events: too slow under Miri")]
+    fn call_counts_match_the_merged_read() {
+        for aggregators in [1, 3] {
+            let config = Config { aggregators, ring_size: 1 << 16, duration_ms: None, ..Config::default() };
+            let session = start_test(config);
+            run_threads(session.id, 3, 5_000);
+            for stop in [false, true] {
+                if stop {
+                    session.stop(StopReason::User);
+                }
+                let (accounting, counts) = session.call_counts();
+                let (merged_calls, merged_seen) = session.read(|aggregator, a| (aggregator.function(&F).map(|f| f.calls), a.seen));
+                assert_eq!(counts, vec![(F, merged_calls.expect("F aggregated"))], "{aggregators} aggregators, stopped: {stop}");
+                assert!(accounting.seen <= merged_seen, "read before the merged one");
+                if stop {
+                    assert_eq!((accounting.seen, counts[0].1), (30_000, 15_000));
+                }
+            }
+            assert!(release(session.id));
+        }
+    }
+
     /// The split path at a size Miri can run: two aggregators, their thread and channel.
     #[test]
     fn small_split_session_is_exact() {

@@ -60,6 +60,12 @@ impl Session {
         self.spikes.lock().as_ref().map(|gate| gate.counts())
     }
 
+    /// The accounting and the calls seen per function ([`Aggregates::call_counts`]), up to
+    /// date, without merging the aggregators: the overhead budget's read.
+    pub fn call_counts(&self) -> (Accounting, Vec<(crate::event::Mfa, u64)>) {
+        self.up_to_date(|aggregates, accounting| (accounting, aggregates.call_counts()))
+    }
+
     /// Runs `f` on the aggregators, up to date, for reading them and configuring each (a
     /// filter, loops, a new interval) under one lock.
     pub fn with_aggregates<R>(&self, f: impl FnOnce(&mut Aggregates<'_>) -> R) -> R {

@@ -460,6 +460,22 @@ impl<'a> Aggregates<'a> {
         })
     }
 
+    /// The calls seen per function, summed over the aggregators without merging them (no
+    /// histogram is read or copied): what the overhead budget reads several times a second.
+    /// In no particular order; a function every aggregator has counted once.
+    pub fn call_counts(&self) -> Vec<(Mfa, u64)> {
+        if let Some(one) = &self.one {
+            return one.functions().map(|(mfa, stats)| (*mfa, stats.calls)).collect();
+        }
+        let mut counts: std::collections::HashMap<Mfa, u64> = std::collections::HashMap::new();
+        for part in &self.parts {
+            for (mfa, stats) in part.functions() {
+                *counts.entry(*mfa).or_insert(0) += stats.calls;
+            }
+        }
+        counts.into_iter().collect()
+    }
+
     /// Runs `f` on every aggregator (setting a filter, loops, a new interval).
     pub fn for_each_mut(&mut self, mut f: impl FnMut(&mut Aggregator)) {
         if let Some(one) = &mut self.one {
