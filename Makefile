@@ -138,7 +138,7 @@ always-on: compile
 
 # ferrotrace on a busy node: a {'_','_','_'} start among 50 busy processes (start time, pings,
 # own processes untraced), and a budgeted session's first 2 s in 250 ms windows against
-# untraced rounds (about 2 minutes).
+# untraced rounds, and the noise of the budget's measure on the node (about 3 minutes).
 busy: compile
 	mkdir -p bench/out
 	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_busy.erl test/support/ft_budget_work.erl \

@@ -1,6 +1,6 @@
 %%% @doc ferrotrace on a busy node: what an operator meets when the schedulers are full.
 %%%
-%%% Two scenarios, each printed as `busy ...' lines (run by `make busy', about 2 minutes):
+%%% Three scenarios, each printed as `busy ...' lines (run by `make busy', about 3 minutes):
 %%% <ol>
 %%% <li>The tsunami: 50 processes of ft_budget_work keep every scheduler busy; a
 %%% `{'_','_','_'}' session of 8 s starts. Printed: how long `calls/2' took to return (the
@@ -13,6 +13,9 @@
 %%% moment `calls/2' returns (the same windows of an untraced round for comparison), the
 %%% medians over rounds per window, and over the first 2 s. The same rounds with no session
 %%% at all show the noise.</li>
+%%% <li>The noise of the budget's measure on the node (ferrotrace_nodeload): with nothing
+%%% traced on the same 2 workers, the cost it reads over 4 s against a baseline of 30 ms
+%%% (the start's) and of 100 ms, six times each. Anything but 0 is noise.</li>
 %%% </ol>
 %%% ferrotrace's modules are loaded first, as in a release (embedded mode); a node that
 %%% loads them on first use waits for the code server at each.
@@ -36,6 +39,7 @@ main([Rounds]) ->
     ok = ferrotrace_code:preload(),
     tsunami(),
     budget(Rounds),
+    measure_noise(),
     ok.
 
 %%--------------------------------------------------------------------------------------
@@ -111,3 +115,36 @@ report(Label, Pairs) ->
 median(List) ->
     Sorted = lists:sort(List),
     lists:nth((length(Sorted) + 1) div 2, Sorted).
+
+%%--------------------------------------------------------------------------------------
+%% 3. The noise of the node's measure
+
+measure_noise() ->
+    Work = ft_budget_work:start(erlang:system_info(schedulers_online)),
+    ok = ferrotrace_nodeload:enable(),
+    timer:sleep(1000),
+    _ = [begin
+             Means = [untraced_cost(BaselineMs) || _ <- lists:seq(1, 6)],
+             io:format("busy measure_noise baseline_ms=~b untraced_cost_over_4s=~s~n",
+                       [BaselineMs, lists:join(",", [case M of
+                                                         undefined -> "none";
+                                                         _ -> io_lib:format("~.2f", [M])
+                                                     end || M <- Means])])
+         end || BaselineMs <- [30, 100]],
+    ft_budget_work:stop(Work).
+
+%% The cost the node's measure reads over 4 s with nothing traced: the mean of its 250 ms
+%% ticks against a baseline of `BaselineMs', as a budgeted session's ticks read it.
+untraced_cost(BaselineMs) ->
+    Baseline = ferrotrace_nodeload:baseline(BaselineMs),
+    case [C || C <- ticks(Baseline, ferrotrace_nodeload:sample(), 16), is_float(C)] of
+        [] -> undefined;   % idle schedulers, or no scheduler_wall_time
+        Costs -> lists:sum(Costs) / length(Costs)
+    end.
+
+ticks(_Baseline, _Last, 0) ->
+    [];
+ticks(Baseline, Last, N) ->
+    timer:sleep(?WINDOW_MS),
+    Now = ferrotrace_nodeload:sample(),
+    [ferrotrace_nodeload:cost(Baseline, Last, Now) | ticks(Baseline, Now, N - 1)].
