@@ -103,6 +103,9 @@
                      loops := [mfa()],
                      generated_left_out => non_neg_integer(),
                      settling => boolean(),
+                     start => #{total_ms := non_neg_integer(), calibration_ms := non_neg_integer(),
+                                counting_ms := non_neg_integer(), analysis_ms := non_neg_integer(),
+                                tracing_ms := non_neg_integer()},
                      displaced => displacement(),
                      budget => budget(),
                      calibration => ferrotrace_calibrate:calibration() | {error, term()},
@@ -356,7 +359,13 @@ processes(Kinds, Options) ->
 %% still refines its patterns after its start: a `'_'' module's loops made count-only, the
 %% processes waiting in them traced from then on, generated and ferrotrace's own functions
 %% left out; a few changes at a time, each of which waits for the VM's code barrier, up to
-%% 250 ms on a busy node), `generated_left_out' (see `generated' in {@link calls/2}), `events' (`seen', `aggregated', `dropped', `sampled_out',
+%% 250 ms on a busy node), `generated_left_out' (see `generated' in {@link calls/2}), `start'
+%% (where the session's start took its time, in ms: `total_ms' from the start's own
+%% process on, `calibration_ms' (the tracer's NIF loaded where it was not, and the probe
+%% effect's calibration, reused for five minutes),
+%% `counting_ms' (a budget's: the node's work and its functions' calls counted before any
+%% pattern), `analysis_ms' (reading code for loops), `tracing_ms' (patterns, functions held
+%% back, flags)), `events' (`seen', `aggregated', `dropped', `sampled_out',
 %% `limited': seen = aggregated + dropped + sampled_out + limited, exactly; `ignored';
 %% `args_dropped', copies (arguments, results, keys) refused by a full term ring;
 %% `frames_refused', calls refused on the scheduler because their process had 120

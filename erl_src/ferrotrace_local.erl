@@ -36,8 +36,9 @@ summary(Id, _Keeper, Info) ->
             %% `displaced' (OTP 25 and 26): what the keeper's checks found, absent if none.
             %% `calibration' and `compensated' (calls/2, ferrotrace_calibrate); `changes': what
             %% add/2 and remove/2 changed, absent if nothing; `budget' (max_overhead,
-            %% ferrotrace_overhead): the budget's figures.
-            Merged = maps:merge(Summary, maps:with([displaced, calibration, compensated, changes, budget], Info)),
+            %% ferrotrace_overhead): the budget's figures; `start' (calls/2, ferrotrace_start):
+            %% where the start's time went.
+            Merged = maps:merge(Summary, maps:with([displaced, calibration, compensated, changes, budget, start], Info)),
             %% Generated functions a wildcard left out (ferrotrace_backend): the few calls
             %% timed before they were are not shown as the session's figures.
             LeftOut = maps:get(generated_left_out, Info, []),

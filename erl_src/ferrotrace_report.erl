@@ -165,6 +165,7 @@ header(Summary = #{id := Id, status := Status, elapsed_ms := Ms, events := Event
     Elapsed = io_lib:format("~ts after ~.1f s", [StatusText, Ms / 1000]),
     {ferrotrace_text:wrap("ferrotrace session ", [[Name, ":"], Elapsed], "", Width),
     [ferrotrace_text:wrap("events: ", EventParts, Width),
+     slow_start(maps:get(start, Summary, #{}), Width),
      backlog(Summary, Count(dropped, Events), Width),
      sampling(maps:get(sample, Summary, #{}), Width),
      ferrotrace_text:wrap("pairing: ", PairingParts, Width),
@@ -175,6 +176,17 @@ header(Summary = #{id := Id, status := Status, elapsed_ms := Ms, events := Event
      budget(maps:get(budget, Summary, undefined), Width),
      left_out(maps:get(generated_left_out, Summary, 0), Width),
      Loops]}.
+
+%% A start that took a second or more (the summary's `start'): where its time went, the
+%% parts of a tenth of a second or more. A busy node's code barrier is the usual cause.
+slow_start(#{total_ms := Total} = Start, Width) when is_integer(Total), Total >= 1000 ->
+    Parts = [io_lib:format("~ts ~.1f s", [Label, Ms / 1000])
+             || {Key, Label} <- [{tracing_ms, "patterns and flags set"}, {analysis_ms, "code read for loops"},
+                                 {counting_ms, "calls counted for the budget"}, {calibration_ms, "calibration"}],
+                Ms <- [maps:get(Key, Start, 0)], is_integer(Ms), Ms >= 100],
+    ferrotrace_text:wrap("slow start: ", [io_lib:format("the start took ~.1f s", [Total / 1000]) | Parts], Width);
+slow_start(_Start, _Width) ->
+    [].
 
 %% The loops counted without timing, on one line: the first `Named' and how many more
 %% (`loops => all' names them all).

@@ -198,7 +198,9 @@ init_keeper({EngineOptions, Tracing, Settings = #{owner := Owner, keep := Keep},
     %% What a start reads before it changes anything (the loop analysis: a first one reads
     %% the code of every module processes wait in) is done before the engine session
     %% exists, so that its duration counts from when tracing begins.
+    T0 = erlang:monotonic_time(millisecond),
     Prepared = prepare(Tracing),
+    T1 = erlang:monotonic_time(millisecond),
     %% The roots of call trees (`trees => #{root => Spec}', see ferrotrace_trees) are told
     %% the engine before any pattern is set.
     {Engine, Roots} = ferrotrace_trees:engine_roots(EngineOptions),
@@ -211,6 +213,10 @@ init_keeper({EngineOptions, Tracing, Settings = #{owner := Owner, keep := Keep},
                     _ = case ferrotrace_capture:for_session(Id, Settings) of ok -> ok; {error, Why} -> refuse(Id, Why) end,
                     case safe_start_tracing(Id, Prepared) of
                         {ok, Backend, Held} ->
+                            %% Where a start's time went (the summary's `start'; the rest
+                            %% is ferrotrace_start's), before the caller can read it.
+                            ok = ferrotrace_registry:update(Id, #{start => #{analysis_ms => T1 - T0,
+                                                                             tracing_ms => erlang:monotonic_time(millisecond) - T1}}),
                             Caller ! {Ref, Id},
                             %% Ready: what refines the patterns comes after, a step at a time.
                             Steps = case Backend of

@@ -89,6 +89,7 @@ as_own_process(Fun) ->
 %% calls/2 session first measures the probe effect (ferrotrace_calibrate), before its
 %% patterns are set; the cost to take out reaches the engine with its options.
 start(Options, Tracing, Probe, Owner) ->
+    T0 = erlang:monotonic_time(millisecond),
     %% Not code:load_file/1, and one load at a time: see ferrotrace_code.
     case ferrotrace_code:ensure_tracer() of
         {module, _} ->
@@ -99,14 +100,17 @@ start(Options, Tracing, Probe, Owner) ->
                     Engine = maps:merge(maps:remove(trees, Engine0), Trees),
                     case calibrate(Probe) of
                         {ok, ProbeOptions, ProbeInfo} ->
+                            T1 = erlang:monotonic_time(millisecond),
                             %% A budget starts cautious: functions held back and the
                             %% per-call rate from the start.
                             {Cautious, Rate, Held, Baseline} = first(fraction(Budget), ProbeInfo, Tracing),
+                            T2 = erlang:monotonic_time(millisecond),
                             %% Options given by hand win over the calibration's.
                             Started = ferrotrace_session:start(maps:merge(maps:merge(ProbeOptions, Cautious), Engine),
                                                                held(Tracing, Held), Settings),
-                            with_budget(with_intervals(with_info(Started, ProbeInfo), Intervals), Budget,
-                                        {Rate, Held, Baseline});
+                            with_timing(with_budget(with_intervals(with_info(Started, ProbeInfo), Intervals), Budget,
+                                                    {Rate, Held, Baseline}),
+                                        #{calibration_ms => T1 - T0, counting_ms => T2 - T1}, T0);
                         {error, _} = Error ->
                             Error
                     end;
@@ -140,6 +144,21 @@ with_info({ok, Id}, Info) when map_size(Info) > 0 ->
     _ = ferrotrace_registry:update(Id, Info),
     {ok, Id};
 with_info(Started, _Info) ->
+    Started.
+
+%% Where the start's time went, for the summary's `start': the calibration's part and the
+%% budget's counting (here), the code analysis and the tracing set up (the keeper's, in the
+%% registry already), and the whole from this process's start on.
+with_timing({ok, Id}, Parts, T0) ->
+    _ = case ferrotrace_registry:lookup(Id) of
+            {ok, Id, _Keeper, Info} ->
+                Keeper = maps:get(start, Info, #{}),
+                ferrotrace_registry:update(Id, #{start => maps:merge(Keeper, Parts#{total_ms => erlang:monotonic_time(millisecond) - T0})});
+            error ->
+                ok
+        end,
+    {ok, Id};
+with_timing(Started, _Parts, _T0) ->
     Started.
 
 %% `max_overhead => Fraction': checked, and refused beside `sample => {calls, N}' (the

@@ -344,8 +344,13 @@ report(_Config) ->
     ct:pal("report:~n~ts", [Text]),
     %% 2 x 1234 events of f/1, and the exits of processes that ended during the session
     %% (calls/2 may trace `procs'), such as the capturing group leader above.
-    #{events := #{seen := Seen}} = ferrotrace:summary(S),
+    #{events := #{seen := Seen}, start := Start} = ferrotrace:summary(S),
     ?assert(Seen >= 2468, Seen),
+    %% Where the start's time went: its parts within the whole. Fast here: no slow-start line.
+    #{total_ms := Total, calibration_ms := Cal, counting_ms := Counting, analysis_ms := Analysis,
+      tracing_ms := Tracing} = Start,
+    ?assert(Cal + Counting + Analysis + Tracing =< Total andalso Total < 60000, Start),
+    ?assertEqual(nomatch, string:find(Text, "slow start")),
     [?assertNotEqual(nomatch, string:find(Text, Word), {missing, Word})
      || Word <- ["ft_test_target:f/1", "FUNCTION", "COUNT", "P50", "P99", "P99.9", "MAX",
                  "1234", "stopped (user)", integer_to_list(Seen) ++ " seen", "latency"]],

@@ -1,0 +1,25 @@
+%%% @doc The report's header (ferrotrace_report:header/2) on summaries made by hand.
+-module(ferrotrace_report_tests).
+
+% Not eunit.hrl: its generated test/0 has no spec (see ferrotrace_bad_input_tests).
+-include_lib("stdlib/include/assert.hrl").
+
+-export([slow_start_test/0]).
+
+summary(Start) ->
+    #{id => 1, status => running, elapsed_ms => 5000, events => #{}, pairing => #{}, start => Start}.
+
+header(Start) ->
+    lists:flatten(io_lib:format("~ts", [ferrotrace_report:header(summary(Start), 200)])).
+
+%% A start of a second or more says where its time went (the parts of 0.1 s or more); a
+%% quick one says nothing.
+-spec slow_start_test() -> ok.
+slow_start_test() ->
+    Slow = header(#{total_ms => 9519, tracing_ms => 9300, analysis_ms => 5, counting_ms => 150, calibration_ms => 0}),
+    [Line] = [L || L <- string:split(Slow, "\n", all), string:prefix(L, "slow start:") =/= nomatch],
+    ?assertEqual("slow start: the start took 9.5 s, patterns and flags set 9.3 s, calls counted for the budget 0.1 s", Line),
+    Quick = header(#{total_ms => 320, tracing_ms => 150, analysis_ms => 5, counting_ms => 120, calibration_ms => 40}),
+    ?assertEqual(nomatch, string:find(Quick, "slow start")),
+    ?assertEqual(nomatch, string:find(header(#{}), "slow start")),
+    ok.
