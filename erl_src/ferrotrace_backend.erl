@@ -489,7 +489,7 @@ hold(_Id, _Backend, [], _Deadline, {Saved, Refused}) ->
 hold(Id, Backend, MFAs, Deadline, Acc = {Saved, Refused}) ->
     case erlang:monotonic_time(millisecond) < Deadline of
         true ->
-            {Batch, Rest} = lists:split(min(?HOLD_BATCH, length(MFAs)), MFAs),
+            {Batch, Rest} = take(?HOLD_BATCH, MFAs, []),
             {S, R} = take_off(Id, Backend, Batch),
             hold(Id, Backend, Rest, Deadline, {[S | Saved], [R | Refused]});
         false ->
