@@ -315,7 +315,9 @@ shell_evaluator_crash(_Config) ->
     ok = ft_ct:poll(fun() -> maps:get(status, ferrotrace:summary(S)) =:= stopped end, 10000),
     #{stop_reason := owner_down, calls := [#{count := Count}]} = ferrotrace:summary(S),
     ?assert(Count >= 10),
-    ?assertNot(ft_trace_state:traced(?F)),
+    %% The engine says `stopped' first; the keeper takes the patterns off (on OTP 27, its
+    %% trace session) a moment later.
+    ok = ft_ct:poll(fun() -> not ft_trace_state:traced(?F) end, 5000),
     ok.
 
 %% `owner => none' for scripts (`bin/rel eval', rpc): the session outlives its caller and is
@@ -385,7 +387,7 @@ killed_keeper(_Config) ->
     receive {'DOWN', Monitor, process, Keeper, killed} -> ok end,
     %% The registry watches keepers: it releases the orphan and removes its pattern.
     ok = ft_ct:poll(fun() -> not lists:member(Orphan, ferrotrace_tracer:sessions()) end, 10000),
-    ?assertNot(ft_trace_state:traced(?F)),
+    ok = ft_ct:poll(fun() -> not ft_trace_state:traced(?F) end, 5000),
     ?assertMatch({error, {released, Orphan, _}}, ferrotrace:summary(Orphan)),
     ok.
 
