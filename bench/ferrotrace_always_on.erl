@@ -103,11 +103,13 @@ main([Seconds, Period]) ->
                PerInterval, Bytes + (600 - Count) * PerInterval]).
 line(S, Snapshots, T) ->
     #{budget := B, calls := Calls, memory := #{total := Total}} = ferrotrace:summary(S),
+    {ok, #{collector_cpu_ns := CpuNs, elapsed_ms := Elapsed}} = ferrotrace_tracer:session_counts(S),
     {Bytes, Count} = snapshots(Snapshots),
     io:format("always_on t=~bs estimate=~.4f rate=~b shed_now=~b functions=~b session_bytes=~b"
-              " intervals=~b interval_bytes=~b bytes_per_interval_average=~b~n",
+              " intervals=~b interval_bytes=~b bytes_per_interval_average=~b"
+              " collector_cpu_share=~.2f% (of one core, since the start)~n",
               [T, estimate(B), maps:get(rate, B), maps:get(shed_now, B), length(Calls), Total,
-               Count, Bytes, Bytes div max(1, Count)]),
+               Count, Bytes, Bytes div max(1, Count), CpuNs / 1.0e4 / max(1, Elapsed)]),
     {T, Bytes, Count}.
 
 estimate(#{estimate := E}) when is_number(E) -> E;

@@ -1,6 +1,6 @@
 //! The collector: drains every producer's ring off the schedulers, orders events by
 //! timestamp, and feeds them to the aggregators (`shard/threads.rs`). One thread per session,
-//! every [`COLLECT_INTERVAL`] (its body is `collector/thread.rs`); readers of the statistics
+//! every 1 to 8 ms, as the rings fill ([`next_interval`]; its body is `collector/thread.rs`); readers of the statistics
 //! bring them up to date the same way (`session/read.rs`).
 //!
 //! # Ordering by timestamp
@@ -32,8 +32,34 @@ use crate::shard::threads::Shards;
 
 pub(crate) mod thread;
 
-/// How often the collector drains the rings.
-pub const COLLECT_INTERVAL: Duration = Duration::from_millis(1);
+/// The shortest wait between two collections, while events flow.
+pub const COLLECT_INTERVAL_MIN: Duration = Duration::from_millis(1);
+
+/// The longest wait between two collections, while the rings stay nearly empty: a thread
+/// woken a thousand times a second takes a core from a busy scheduler as often (on yaws
+/// under load, the collector's 1 ms wake-ups cost more of the server's throughput than the
+/// events did).
+pub const COLLECT_INTERVAL_MAX: Duration = Duration::from_millis(8);
+
+/// Events a scheduler can put in its ring per microsecond, at most (a callback takes well
+/// over 250 ns): what bounds the wait so that a burst cannot fill an empty ring before the
+/// next collection.
+const MOST_EVENTS_PER_US: u64 = 4;
+
+/// The wait before the next collection, after one whose fullest ring held `fullest` of its
+/// `capacity` events: back to the shortest once a ring was an eighth full, twice as long
+/// while every ring held under a thirty-second, never longer than the time a scheduler takes
+/// to fill an empty ring ([`MOST_EVENTS_PER_US`]) nor than [`COLLECT_INTERVAL_MAX`].
+pub fn next_interval(current: Duration, fullest: u64, capacity: u64) -> Duration {
+    let longest = Duration::from_micros(capacity / MOST_EVENTS_PER_US).clamp(COLLECT_INTERVAL_MIN, COLLECT_INTERVAL_MAX);
+    if fullest.saturating_mul(8) >= capacity {
+        COLLECT_INTERVAL_MIN
+    } else if fullest.saturating_mul(32) < capacity {
+        current.saturating_mul(2).clamp(COLLECT_INTERVAL_MIN, longest)
+    } else {
+        current.clamp(COLLECT_INTERVAL_MIN, longest)
+    }
+}
 
 /// How far behind the rings the collector fell: what tells an operator whose session dropped
 /// events whether the rings are too small for the load or the collector went without CPU.
@@ -42,7 +68,7 @@ pub struct Backlog {
     /// The most events one ring held when it was drained.
     pub ring_peak: u64,
     /// The longest time between two collections of the running session, in nanoseconds (the
-    /// collector's thread runs one every [`COLLECT_INTERVAL`] when it gets a CPU).
+    /// collector's thread runs one every 1 to 8 ms when it gets a CPU, [`next_interval`]).
     pub longest_gap_ns: u64,
 }
 
@@ -64,8 +90,9 @@ pub struct Consumer {
     held: Vec<HeldCopies>,
     /// A producer's events while its copies are matched (reused).
     drained: Vec<PackedEvent>,
-    /// The fullest ring drained so far.
+    /// The fullest ring drained so far, and in the last collection.
     ring_peak: u64,
+    last_fullest: u64,
     /// When the last collection of the running session took its cutoff, and the longest
     /// time between two, in ticks.
     last_collection: u64,
@@ -83,6 +110,7 @@ impl Consumer {
             held: Vec::new(),
             drained: Vec::new(),
             ring_peak: 0,
+            last_fullest: 0,
             last_collection: clock::now(),
             longest_gap: 0,
         }
@@ -91,6 +119,11 @@ impl Consumer {
     /// How far behind the collector fell so far.
     pub fn backlog(&self) -> Backlog {
         Backlog { ring_peak: self.ring_peak, longest_gap_ns: clock::ticks_to_ns(self.longest_gap) }
+    }
+
+    /// The most events one ring held in the last collection.
+    pub(crate) fn last_fullest(&self) -> u64 {
+        self.last_fullest
     }
 
     fn drain(&mut self, producer: &Producer) {
@@ -126,6 +159,7 @@ impl Consumer {
     fn took(&mut self, count: u64) {
         self.aggregated += count;
         self.ring_peak = self.ring_peak.max(count);
+        self.last_fullest = self.last_fullest.max(count);
     }
 
     /// Folds in the pending events stamped before `cutoff`, in timestamp order.
@@ -200,6 +234,7 @@ impl Consumer {
             self.longest_gap = self.longest_gap.max(cutoff.saturating_sub(self.last_collection));
             self.last_collection = cutoff;
         }
+        self.last_fullest = 0;
         // After this, every event stamped before `cutoff` is in a ring (module docs).
         quiesce::wait_for_quiescence();
         for entry in producers {
@@ -275,6 +310,26 @@ mod tests {
     use crate::event::{Event, EventKind, Mfa};
     use crate::ring;
     use std::time::Instant;
+
+    /// The wait doubles while the rings stay nearly empty, up to 8 ms for the default ring
+    /// and less for one that a scheduler could fill sooner; an eighth full brings it back
+    /// to 1 ms at once.
+    #[test]
+    fn the_wait_follows_how_full_the_rings_come() {
+        let ms = Duration::from_millis;
+        let mut wait = COLLECT_INTERVAL_MIN;
+        let waits: Vec<Duration> = (0..5).map(|_| { wait = next_interval(wait, 0, 32_768); wait }).collect();
+        assert_eq!(waits, [ms(2), ms(4), ms(8), ms(8), ms(8)]);
+        assert_eq!(next_interval(ms(8), 32_768 / 8, 32_768), ms(1), "an eighth full");
+        assert_eq!(next_interval(ms(4), 2_000, 32_768), ms(4), "between: kept");
+        assert_eq!(next_interval(ms(4), 32_768 / 32 - 1, 32_768), ms(8), "under a thirty-second");
+        let fill = Duration::from_micros(8_192 / 4);
+        assert_eq!(next_interval(ms(2), 0, 8_192), fill, "8,192 events: filled in 2.048 ms at most");
+        assert_eq!(next_interval(fill, 0, 8_192), fill);
+        assert_eq!(next_interval(ms(1), 0, 64), ms(1), "a small ring: every millisecond");
+        assert_eq!(next_interval(ms(8), 0, 64), ms(1));
+        assert_eq!(next_interval(ms(1), u64::MAX, u64::MAX), ms(1), "no overflow");
+    }
 
     /// The backlog: the fullest ring drained, and the longest time between two collections
     /// of the running session (a flush, a stopped session's read, does not count).

@@ -1,5 +1,5 @@
-//! The collector thread's body: one per session, started by `session::start`. Every
-//! [`COLLECT_INTERVAL`] it drains, orders and folds in the events (`Session::collect`), checks
+//! The collector thread's body: one per session, started by `session::start`. Every 1 to
+//! 8 ms ([`next_interval`]) it drains, orders and folds in the events (`Session::collect`), checks
 //! the session's stop conditions (a tripped limit, the duration, a failed aggregator thread),
 //! hands the loops the aggregators found to the keeper and the spikes the capture gate let
 //! through to the capture process; when the session has stopped, it
@@ -10,7 +10,10 @@ use std::sync::atomic::Ordering;
 use crate::clock;
 use crate::session::{Session, StopReason};
 
-use super::COLLECT_INTERVAL;
+use super::{next_interval, COLLECT_INTERVAL_MIN};
+
+/// How often the collector looks for loops whose processes sit at the frame bound.
+const STUCK_LOOPS_EVERY_NS: u64 = 50_000_000;
 
 // The body is a method of `Session`, as the read path is (`session/read.rs`): the session
 // starts its collector, and only this file needs to know what the collector does, so the
@@ -43,10 +46,11 @@ fn run(session: &Session) {
 fn collect_until_stopped(session: &Session) {
     let deadline = session.config.duration_ms
         .map(|ms| session.started_ticks.saturating_add(clock::ns_to_ticks(ms * 1_000_000)));
-    let mut collections = 0u32;
+    let capacity = session.config.ring_size.next_power_of_two() as u64;
+    let mut interval = COLLECT_INTERVAL_MIN;
+    let mut stuck_checked_ns = 0u64;
     while !session.collector_exit.load(Ordering::Acquire) {
-        std::thread::park_timeout(COLLECT_INTERVAL);
-        collections = collections.wrapping_add(1);
+        std::thread::park_timeout(interval);
         if session.stopped().is_some() {
             break;
         }
@@ -60,9 +64,11 @@ fn collect_until_stopped(session: &Session) {
         }
         let mut consumer = session.consumer.lock();
         session.collect(&mut consumer, false);
-        // Every 64 collections (tens of ms): loops whose processes sit at the frame bound.
-        if collections.is_multiple_of(64) {
-            consumer.shards.find_stuck_loops(clock::to_ns(clock::now()));
+        interval = next_interval(interval, consumer.last_fullest(), capacity);
+        let now_ns = clock::to_ns(clock::now());
+        if now_ns.saturating_sub(stuck_checked_ns) >= STUCK_LOOPS_EVERY_NS {
+            stuck_checked_ns = now_ns;
+            consumer.shards.find_stuck_loops(now_ns);
         }
         let loops = consumer.shards.take_new_loops();
         let failed = consumer.shards.failed();

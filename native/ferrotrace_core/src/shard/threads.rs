@@ -39,7 +39,7 @@ use crate::term_format::EventCopies;
 /// work while the collector still routes the rest of a collection.
 const BATCH: usize = 4096;
 
-/// Collections (one a millisecond, `COLLECT_INTERVAL`) between hand-overs of batches
+/// Collections (one every 1 to 8 ms, `collector::next_interval`) between hand-overs of batches
 /// not yet full.
 const PARTIAL_EVERY: u32 = 10;
 
@@ -211,7 +211,7 @@ impl Shards {
 
     /// Ends a collection. A batch not yet full is handed over only every
     /// `PARTIAL_EVERY` collections: at a low event rate, waking every aggregator thread
-    /// every millisecond would cost more than the events (readers and `stop` hand over
+    /// at every collection would cost more than the events (readers and `stop` hand over
     /// everything first).
     pub fn dispatch(&mut self) {
         self.collections += 1;
