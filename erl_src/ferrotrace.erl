@@ -757,7 +757,7 @@ list() ->
                       false
               end;
          ({Id, Name, Keeper, Info}) ->
-              case ferrotrace_tracer:session_summary(Id) of
+              case ferrotrace_tracer:session_status(Id) of
                   {ok, #{status := Status, stop_reason := Reason}} ->
                       {true, maps:merge(maps:with([spec, owner, started_at, left_at], Info),
                                         #{id => Id, name => Name, status => Status,

@@ -493,7 +493,7 @@ part(Coordinator, Monitor, Id, Status) ->
         {control, From, Tag, release} ->
             From ! {Tag, ferrotrace_local:release(Id)}
     after ?POLL_MS ->
-            case Status =:= running andalso ferrotrace_tracer:session_summary(Id) of
+            case Status =:= running andalso ferrotrace_tracer:session_status(Id) of
                 {ok, #{status := stopped, stop_reason := Reason}} ->
                     Coordinator ! {part_stopped, node(), Reason},
                     part(Coordinator, Monitor, Id, stopped);

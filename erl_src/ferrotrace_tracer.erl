@@ -27,7 +27,7 @@
 -export([session_events/1, session_event_histogram/2, session_set_events/2]).
 -export([session_set_call_sample/2, session_call_sample/1]).
 -export([new_session/2, stop_session/2, release_session/1, sessions/0,
-         session_summary/1, session_counts/1, session_histogram/2, session_set_tracing/3, session_exclude_modules/2, session_add_loops/2,
+         session_summary/1, session_status/1, session_counts/1, session_histogram/2, session_set_tracing/3, session_exclude_modules/2, session_add_loops/2,
          session_interval/1]).
 -export([session_slow_calls/3, session_recent/1, session_trees/2, session_set_tree_roots/2]).
 -export([session_set_capture/5, session_capture_counts/1]).
@@ -140,6 +140,15 @@ sessions() -> ?NOT_LOADED.
 %% @private
 -spec session_summary(session_id()) -> {ok, map()} | {error, term()}.
 session_summary(_Id) -> ?NOT_LOADED.
+
+%% @private
+%% @doc Whether session `Id' runs, and why it stopped (`undefined' while it runs), as in its
+%% summary, without reading any figure: for polls (`ferrotrace:list/0', a cluster session's
+%% parts).
+-spec session_status(session_id()) ->
+          {ok, #{status := running | stopped, stop_reason := atom(), elapsed_ms := non_neg_integer()}} |
+          {error, term()}.
+session_status(_Id) -> ?NOT_LOADED.
 
 %% @private
 %% @doc What the overhead budget's tick reads (ferrotrace_overhead): `status',

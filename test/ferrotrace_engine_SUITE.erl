@@ -25,12 +25,16 @@ duration_stop_notifies_keeper(_Config) ->
     Waited = erlang:monotonic_time(millisecond) - T0,
     ?assert(Waited >= 40 andalso Waited < 1000),
     {ok, #{status := stopped, stop_reason := duration}} = ferrotrace_tracer:session_summary(Id),
+    %% The polls' read (session_status/1) says the same.
+    {ok, #{status := stopped, stop_reason := duration, elapsed_ms := _}} = ferrotrace_tracer:session_status(Id),
     ok = ferrotrace_tracer:release_session(Id),
+    ?assertEqual({error, {no_such_session, Id}}, ferrotrace_tracer:session_status(Id)),
     receive Other -> error({unexpected, Other}) after 50 -> ok end.
 
 -spec limit_stop_notifies_keeper(config()) -> ok.
 limit_stop_notifies_keeper(_Config) ->
     {ok, Id} = ferrotrace_tracer:new_session(#{max_events => 10, duration => infinity}, self()),
+    {ok, #{status := running, stop_reason := undefined}} = ferrotrace_tracer:session_status(Id),
     Self = self(),
     Worker = spawn_link(fun() -> receive go -> ok end, [ft_test_target:f(I) || I <- lists:seq(1, 100)], Self ! done end),
     1 = erlang:trace_pattern({ft_test_target, f, 1}, [{'_', [], [{return_trace}]}], [local]),
