@@ -68,8 +68,9 @@
 %%% every call; a rarely called function the operator asked about stays), until the floor
 %%% left is at most ?SHED_TO of the budget; at most ?SHED_MAX a tick. A function's rate is its sampled count over the tick times `N': sampled counts
 %%% times N estimate the real rate (exact at N = 1, an estimate otherwise, and zero for a
-%%% function no sampled call reached). A shed function is taken back, the least hot first,
-%%% one a tick, only at `N = 1' (sampling is given back first: it costs nothing while a shed
+%%% function no sampled call reached). Shed functions are taken back, the hottest whose
+%%% calls (at their rate when shed) fit in half the room left under ?AIM, or else the least
+%%% hot alone, only at `N = 1' (sampling is given back first: it costs nothing while a shed
 %%% function's pattern costs the floor on every call), after ?SETTLE ticks under ?LOW and
 %%% ?RESTORE_WAIT ticks after it was shed. Its rate while shed is unknown (no pattern, no
 %%% call reaches the tracer): taking it back is a probe, and a function still too hot is
@@ -149,11 +150,12 @@ whole_node_default() -> ?WHOLE_NODE_DEFAULT.
 %% `rate' is the per-call rate the session started with (default 1); `default' says the
 %% budget is {@link whole_node_default/0}, not one given (default false); `held' the
 %% functions {@link first/2} held back, with their calls per second (default none);
-%% `baseline' the node's work before tracing (ferrotrace_nodeload:baseline/1), against which
+%% `pending' those it chose that the start had no time to take off, shed at the first
+%% tick whatever the estimate then (default none); `baseline' the node's work before tracing (ferrotrace_nodeload:baseline/1), against which
 %% each tick measures the cost on the node (default `undefined': not measured).
 -spec new(number(), #{schedulers := pos_integer(), calibration := map() | undefined,
                       rate => pos_integer(), default => boolean(), held => [{mfa(), number()}],
-                      baseline => ferrotrace_nodeload:baseline() | undefined}) -> state().
+                      pending => [{mfa(), number()}], baseline => ferrotrace_nodeload:baseline() | undefined}) -> state().
 new(Budget, Node = #{schedulers := Schedulers, calibration := Calibration}) ->
     {EventNs, DiscardNs, Model} = costs(Calibration),
     %% Held back from the start (first/2): shed at 0 ms, given back as what is shed is.
@@ -166,6 +168,7 @@ new(Budget, Node = #{schedulers := Schedulers, calibration := Calibration}) ->
       shed => maps:from_list([{MFA, #{rate => Rate, tick => 0}} || {MFA, Rate} <- Held]),
       shed_log => lists:sublist([#{mfa => MFA, rate => Rate, shed_at => 0} || {MFA, Rate} <- Held], ?SHED_LOG),
       unsheddable => #{}, times => maps:from_list([{MFA, 1} || {MFA, _} <- Held]),
+      pending => [{MFA, round(Rate)} || {MFA, Rate} <- maps:get(pending, Node, [])],
       tick => 0}.
 
 %% @doc Where a session with budget `Budget' starts, from its functions' calls per second
@@ -215,10 +218,10 @@ initial_rate(Budget, #{schedulers := Schedulers, calibration := Calibration, red
                   capacity => Schedulers * 1.0e9}, Budget)).
 
 %% @doc One tick: the estimate over the time since the previous tick, and what to change.
-%% The first tick only takes the counters in.
+%% The first tick only takes the counters in, and sheds what the start left `pending'.
 -spec tick(measure(), state()) -> {[decision()], state()}.
 tick(M = #{elapsed_ms := Now}, S = #{last := undefined}) ->
-    {[], S#{last := M, since => Now}};
+    pending(S#{last := M, since => Now});
 tick(M = #{elapsed_ms := Now}, S = #{last := #{elapsed_ms := Then}}) when Now =< Then ->
     {[], S#{last := M}};
 tick(M, S0 = #{last := Last, tick := T}) ->
@@ -226,6 +229,20 @@ tick(M, S0 = #{last := Last, tick := T}) ->
     Load = load(M, Last, S0),
     decide(Load, S#{estimate := maps:get(estimate, Load), collector => maps:get(collector, Load),
                     evidence := maps:get(evidence, Load)}).
+
+%% What first/2 chose to hold back and the start had no time to take off (each change
+%% waits for the code barrier): shed at once. Counted by their calls before the start, they
+%% would be seen to cost only once the processes waiting in server loops are flagged, a
+%% second or more later on a busy server (the estimate reads an idle node until then).
+pending(S = #{pending := [_ | _] = Pending, shed := Shed, shed_log := Log, times := Times,
+              last := #{elapsed_ms := At}}) ->
+    {[{shed, [MFA || {MFA, _} <- Pending]}],
+     S#{pending := [],
+        shed := maps:merge(Shed, maps:from_list([{MFA, #{rate => Rate, tick => 0}} || {MFA, Rate} <- Pending])),
+        shed_log := lists:sublist([#{mfa => MFA, rate => Rate, shed_at => At} || {MFA, Rate} <- Pending] ++ Log, ?SHED_LOG),
+        times := lists:foldl(fun({MFA, _}, T) -> maps:update_with(MFA, fun(X) -> X + 1 end, 1, T) end, Times, Pending)}};
+pending(S) ->
+    {[], S}.
 
 %% @doc Functions that could not be shed (another session's pattern covers them on OTP 25
 %% and 26): forgotten as shed, never tried again.
@@ -452,17 +469,34 @@ hold([{MFA, Rate} | Rest], Floor, Target, PerCall, Max) ->
 %% ?LOW, the next one comes back.
 restore(_Load, S = #{shed := Shed}) when map_size(Shed) =:= 0 ->
     {[], S};
-restore(_Load, S = #{shed := Shed, tick := T, times := Times, shed_log := Log,
-                     last := #{elapsed_ms := At}}) ->
+restore(#{estimate := E, per_call := PerCall, capacity := Cap},
+        S = #{budget := B, shed := Shed, tick := T, times := Times, shed_log := Log, last := #{elapsed_ms := At}}) ->
     Ready = lists:sort([{Rate, MFA} || {MFA, #{rate := Rate, tick := Since}} <- maps:to_list(Shed),
                                        T - Since >= ?RESTORE_WAIT * (1 bsl (maps:get(MFA, Times) - 1))]),
     case Ready of
-        [{_, MFA} | _] ->
-            {[{restore, [MFA]}],
-             S#{shed := maps:remove(MFA, Shed), shed_log := restored(MFA, At, Log)}};
+        [{_, Coolest} | _] ->
+            %% The hottest whose calls, at their rate when shed, fit in half the room left
+            %% under the aim: the figures the operator came for. None fits: the coolest
+            %% alone, a probe.
+            Room = (B * ?AIM - E) * Cap / 2,
+            MFAs = case fitting(lists:reverse(Ready), Room, PerCall, []) of
+                       [] -> [Coolest];
+                       Fit -> Fit
+                   end,
+            {[{restore, MFAs}],
+             S#{shed := maps:without(MFAs, Shed), shed_log := lists:foldl(fun(MFA, L) -> restored(MFA, At, L) end, Log, MFAs)}};
         [] ->
             {[], S}
     end.
+
+%% Of `Ready' (hottest first), those whose calls together cost at most `Room' (ns per
+%% second) at `PerCall' each, the hottest first.
+fitting([], _Room, _PerCall, Fit) ->
+    lists:reverse(Fit);
+fitting([{Rate, MFA} | Rest], Room, PerCall, Fit) when Rate * PerCall =< Room ->
+    fitting(Rest, Room - Rate * PerCall, PerCall, [MFA | Fit]);
+fitting([_ | Rest], Room, PerCall, Fit) ->
+    fitting(Rest, Room, PerCall, Fit).
 
 %% Marks the newest shed entry of `MFA' as taken back.
 restored(MFA, At, [E = #{mfa := MFA} | Rest]) when not is_map_key(restored_at, E) ->

@@ -45,7 +45,7 @@ period() -> ?PERIOD.
 %% @doc Starts the budget `Budget' of session `Id' (kept by `Keeper'), at the per-call
 %% rate `Rate' with the functions `Held' held back from the start (ferrotrace_budget:first/2,
 %% with their calls per second: those whose patterns the keeper took off, in the registry's
-%% `held', are shed), and the node's work measured untraced before the start (`Baseline',
+%% `held', are shed; the first tick sheds the others), and the node's work measured untraced before the start (`Baseline',
 %% ferrotrace_nodeload:baseline/1, or `undefined'): each tick measures the cost on the node
 %% against it. Its calibration, if the session has one, is read from the registry.
 %% `{error, badarg}' for other arguments. `{default, Fraction}' is the budget a spec with a
@@ -71,10 +71,12 @@ start(Id, Keeper, {Budget0, Rate, Held0, Baseline}) when is_integer(Id), is_pid(
                           Monitor = monitor(process, Keeper),
                           Saved = maps:from_list([{MFA, Entry} || {MFA, _, _} = Entry <- info(Id, held, [])]),
                           Held = [{MFA, R} || {MFA, R} <- Held0, is_map_key(MFA, Saved), is_number(R)],
+                          %% Those the start had no time to take off: the first tick sheds them.
+                          Pending = [{MFA, R} || {MFA, R} <- Held0, not is_map_key(MFA, Saved), is_number(R)],
                           Control = ferrotrace_budget:new(Budget, #{schedulers => erlang:system_info(schedulers_online),
                                                                     calibration => info(Id, calibration, undefined),
                                                                     rate => Rate, default => Default, held => Held,
-                                                                    baseline => Baseline}),
+                                                                    pending => Pending, baseline => Baseline}),
                           publish(Id, Control),
                           erlang:send_after(?START, self(), tick),
                           loop(#s{id = Id, keeper = Keeper, monitor = Monitor, control = Control,

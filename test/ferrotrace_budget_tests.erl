@@ -15,7 +15,8 @@
          first_idle_test/0, first_holds_the_floor_test/0, first_sampling_only_test/0,
          first_held_come_back_test/0, measured_cost_corrects_the_model_test/0,
          measured_noise_alone_changes_nothing_test/0, learned_factor_carried_to_the_next_start_test/0,
-         nodeload_cost_test/0, no_fall_while_settling_test/0]).
+         nodeload_cost_test/0, no_fall_while_settling_test/0,
+         pending_shed_at_first_tick_test/0, restore_what_fits_test/0]).
 
 -define(CAL, #{call_ns => 300, return_ns => 300, discard_ns => 90}).
 -define(TICK_MS, 500).
@@ -376,6 +377,40 @@ first_holds_the_floor_test() ->
     {Sim1, _, Ds} = run(Sim, C, 3),
     ?assertEqual([], [S || D <- Ds, {shed, S} <- D]),
     ?assert(true_cost(Sim1) =< 0.05),
+    ok.
+
+%% What the start chose to hold and had no time to take off is shed at the first tick, on
+%% a node that looks idle (the processes that call it not flagged yet), and counted as shed:
+%% it comes back as the others do.
+-spec pending_shed_at_first_tick_test() -> ok.
+pending_shed_at_first_tick_test() ->
+    Hot = {m, hot, 1}, Hot2 = {m, hot2, 1}, Cold = {m, cold, 1},
+    C = ferrotrace_budget:new(0.05, #{schedulers => 2, calibration => ?CAL, held => [{Hot, 9.0e6}],
+                                      pending => [{Hot2, 4.0e6}]}),
+    #{shed_now := 1} = ferrotrace_budget:view(C),
+    Idle = node_sim(#{Cold => {10, 1000}}),
+    {_, C1, [First | Rest]} = run(Idle#{shed := #{Hot => true}}, C, 3),
+    ?assertEqual([{shed, [Hot2]}], First),
+    ?assertEqual([], [D || D <- Rest, lists:keymember(shed, 1, D)]),
+    #{shed_now := 2, shed := Log} = ferrotrace_budget:view(C1),
+    ?assertEqual(lists:sort([Hot, Hot2]), lists:sort([MFA || #{mfa := MFA} <- Log])),
+    %% Without `pending', the same first tick changes nothing.
+    {_, _, [None | _]} = run(Idle, ferrotrace_budget:new(0.05, #{schedulers => 2, calibration => ?CAL}), 1),
+    ?assertEqual([], None),
+    ok.
+
+%% With room under the budget, the hottest functions whose calls fit in half of it come
+%% back together (the figures the operator came for), not the coolest one at a time; one
+%% that fits nowhere comes back alone, as a probe, after them.
+-spec restore_what_fits_test() -> ok.
+restore_what_fits_test() ->
+    A = mfa(1), B = mfa(2), C = mfa(3),
+    Held = [{A, 5000000.0}, {B, 20000.0}, {C, 100.0}],
+    Ctl = ferrotrace_budget:new(0.05, #{schedulers => 2, calibration => ?CAL, held => Held}),
+    Light = (node_sim(#{A => {1000, 50}, B => {500, 60}, C => {100, 100}, mfa(4) => {1000, 10000}}))#{
+              shed := #{A => true, B => true, C => true}},
+    {_, _, Ds} = run(Light, Ctl, 200),
+    ?assertEqual([[B, C], [A]], [Ms || D <- Ds, {restore, Ms} <- D]),
     ok.
 
 %% A floor under the aim: nothing held, the rate alone keeps the traced part within it.
