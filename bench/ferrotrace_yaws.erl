@@ -5,7 +5,8 @@
 %%% static page to `wrk' (1 thread, 8 connections), which runs without a pause through a
 %%% whole round and counts its responses per 100 ms of wall-clock time (bench/wrk_buckets.lua).
 %%% A round: ?PRE_MS of load first, then the moment a session would start, then ?SECONDS s
-%%% counted from that moment. Rounds alternate untraced and traced; each traced round starts
+%%% counted from that moment. Rounds alternate untraced and traced (in pairs, each kind first
+%%% in turn); each traced round starts
 %%% a fresh `{'_','_','_'}' session of 8 s with `max_overhead => 0.05' at that moment, on a
 %%% server already under the client's load (a session started between two runs of the
 %%% client, on an idle server, would learn nothing of the load before it came). The same
@@ -51,8 +52,15 @@ start_yaws() ->
                              [{logdir, filename:join(Dir, "logs")}, {id, "ferrotrace_bench"}]),
     "http://127.0.0.1:" ++ integer_to_list(?PORT) ++ "/index.html".
 
+%% Pairs of rounds, untraced first and traced first in turn (ABBA): the client's rate drifts
+%% over a run (by a fifth in some, with nothing traced), and a fixed order would charge the
+%% drift to the second round of every pair.
 alternate(Url, Rounds, Start) ->
-    [{round(Url, fun() -> none end), round(Url, Start)} || _ <- lists:seq(1, Rounds)].
+    Untraced = fun() -> none end,
+    [case I rem 2 of
+         1 -> U = round(Url, Untraced), {U, round(Url, Start)};
+         0 -> T = round(Url, Start), {round(Url, Untraced), T}
+     end || I <- lists:seq(1, Rounds)].
 
 start_session() ->
     {ok, S} = ferrotrace:calls({'_', '_', '_'}, #{duration => 8000, max_overhead => 0.05, owner => none}),
@@ -105,7 +113,13 @@ report(Label, Pairs) ->
         / max(1, median([lists:sum(lists:sublist(U, 2)) || U <- Untraced])),
     io:format("yaws ~s rounds=~b seconds=~b untraced_rps=~s traced_rps=~s~n"
               "yaws ~s round_ratio=~.2f first_2s_ratio=~.2f calls_timed_per_session=~w~n",
-              [Label, length(Pairs), ?SECONDS, rps(Untraced), rps(Traced), Label, Whole, First, Timed]).
+              [Label, length(Pairs), ?SECONDS, rps(Untraced), rps(Traced), Label, Whole, First, Timed]),
+    %% Where in the round a session costs: each second's median, traced against untraced.
+    PerSecond = [median([lists:nth(I, T) || T <- Traced]) / max(1, median([lists:nth(I, U) || U <- Untraced]))
+                 || I <- lists:seq(1, ?SECONDS)],
+    _ = [io:format("yaws ~s per_second_ratio=~s~n", [Label, lists:join(",", [io_lib:format("~.2f", [R]) || R <- PerSecond])])
+         || os:getenv("FERROTRACE_YAWS_VERBOSE") =/= false],
+    ok.
 
 rps(Rounds) ->
     lists:join(" ", [integer_to_list(lists:sum(R) div ?SECONDS) || R <- Rounds]).
