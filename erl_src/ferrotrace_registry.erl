@@ -350,8 +350,9 @@ clean_up(Id, Keeper, Monitors) ->
             _ = ferrotrace_code:ensure_tracer(),
             ok = unclaim(Id, all),
             ok = ferrotrace_legacy:untrace_processes(Id),
-            _ = ferrotrace_tracer:release_session(Id),
-            true = forget(Id);
+            %% Forgotten first: a read that finds the engine session gone finds it released.
+            true = forget(Id),
+            _ = ferrotrace_tracer:release_session(Id);
         _ ->
             ok
     end,

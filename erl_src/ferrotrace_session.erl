@@ -487,8 +487,11 @@ specs(#state{}) -> [].
 -spec terminate(term(), #state{}) -> ok.
 terminate(_Reason, State = #state{id = Id}) ->
     _ = end_session(user, State),
+    %% Unregistered first: a read that finds the engine session gone finds it released
+    %% (`{error, {released, Id, _}}', not `no_such_session').
+    _ = try ferrotrace_registry:unregister(Id) catch exit:_ -> ok end,
     _ = ferrotrace_tracer:release_session(Id),
-    ok = ferrotrace_registry:unregister(Id).
+    ok.
 
 %% Stops the engine session and removes the patterns and flags this keeper set. Idempotent:
 %% the first reason is the one the summary shows (`user' or `owner_down' here; the engine
