@@ -352,7 +352,8 @@ clean_up(Id, Keeper, Monitors) ->
             ok = ferrotrace_legacy:untrace_processes(Id),
             %% Forgotten first: a read that finds the engine session gone finds it released.
             true = forget(Id),
-            _ = ferrotrace_tracer:release_session(Id);
+            _ = ferrotrace_tracer:release_session(Id),
+            ok;
         _ ->
             ok
     end,
