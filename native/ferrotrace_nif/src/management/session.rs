@@ -274,6 +274,15 @@ fn session_summary<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
     })
 }
 
+/// A session's `status` and `stop_reason` (`undefined` while it runs), as the summary,
+/// `session_status` and `session_interval` give them.
+fn status_terms<'a>(env: Env<'a>, session: &Session) -> (Atom, Term<'a>) {
+    match session.stopped() {
+        Some(s) => (atoms::stopped(), Atom::from_str(env, s.reason.name()).expect("atom").encode(env)),
+        None => (atoms::running(), atoms::undefined().encode(env)),
+    }
+}
+
 /// `session_status(Id) -> {ok, #{status, stop_reason, elapsed_ms}} | {error, Reason}`: whether
 /// the session runs, and why it stopped, as in the summary, without bringing any figure up to
 /// date (no collection, no aggregator read): what `ferrotrace:list/0` and each part of a
@@ -285,10 +294,7 @@ fn session_status<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
         Ok(session) => session,
         Err(e) => return e,
     };
-    let (status, reason) = match session.stopped() {
-        Some(s) => (atoms::stopped(), Atom::from_str(env, s.reason.name()).expect("atom").encode(env)),
-        None => (atoms::running(), atoms::undefined().encode(env)),
-    };
+    let (status, reason) = status_terms(env, &session);
     let status = map(env, &[
         (atoms::status(), status.encode(env)),
         (atoms::stop_reason(), reason),
@@ -340,10 +346,7 @@ fn session_interval<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
         Ok(session) => session,
         Err(e) => return e,
     };
-    let (status, reason) = match session.stopped() {
-        Some(s) => (atoms::stopped(), Atom::from_str(env, s.reason.name()).expect("atom").encode(env)),
-        None => (atoms::running(), atoms::undefined().encode(env)),
-    };
+    let (status, reason) = status_terms(env, &session);
     session.with_aggregates(|aggregates| {
         // Read after the collection (the aggregators as it left them): the session's own clock.
         let now_ms = session.started_ms + session.elapsed_ms();
