@@ -9,7 +9,7 @@
 
 -export([found_in_other_modules/1, wait_in_unloaded_module/1, whole_node/1,
          reader_one_module_away/1, reader_two_modules_away/1, reader_on_tcp/1,
-         helpers_counted_or_timed/1, fun_tail_call/1]).
+         helpers_counted_or_timed/1, fun_tail_call/1, other_messages_kept/1]).
 
 -define(READER, ft_wrapper_reader).
 -define(LONG, 120000).
@@ -22,7 +22,7 @@ suite() ->
 
 all() ->
     [found_in_other_modules, wait_in_unloaded_module, whole_node, reader_one_module_away,
-     reader_two_modules_away, reader_on_tcp, helpers_counted_or_timed, fun_tail_call].
+     reader_two_modules_away, reader_on_tcp, helpers_counted_or_timed, fun_tail_call, other_messages_kept].
 
 %%--------------------------------------------------------------------------------------
 %% The analysis
@@ -239,4 +239,17 @@ fun_tail_call(_Config) ->
     ct:pal("dispatch/1 stack after 10,000 iterations: ~b words", [Words]),
     ?assert(Words =< 32, Words),
     exit(Reader, kill),
+    ok.
+
+%% A start reads the live stacks in the keeper, whose mailbox holds messages of its own (its
+%% owner's `DOWN'): the readers' monitors are taken back, nothing else.
+-spec other_messages_kept(config()) -> ok.
+other_messages_kept(_Config) ->
+    Gone = spawn(fun() -> ok end),
+    Monitor = monitor(process, Gone),
+    receive after 50 -> ok end,
+    self() ! other,
+    {_, _, _} = ferrotrace_loops:find([{'_', '_', '_'}], [], cached),
+    ?assertMatch({'DOWN', Monitor, process, Gone, _}, receive {'DOWN', Monitor, _, _, _} = D -> D after 0 -> none end),
+    ?assertEqual(other, receive other -> other after 0 -> none end),
     ok.
