@@ -234,13 +234,8 @@ tick(M, S0 = #{last := Last, tick := T}) ->
 %% waits for the code barrier): shed at once. Counted by their calls before the start, they
 %% would be seen to cost only once the processes waiting in server loops are flagged, a
 %% second or more later on a busy server (the estimate reads an idle node until then).
-pending(S = #{pending := [_ | _] = Pending, shed := Shed, shed_log := Log, times := Times,
-              last := #{elapsed_ms := At}}) ->
-    {[{shed, [MFA || {MFA, _} <- Pending]}],
-     S#{pending := [],
-        shed := maps:merge(Shed, maps:from_list([{MFA, #{rate => Rate, tick => 0}} || {MFA, Rate} <- Pending])),
-        shed_log := lists:sublist([#{mfa => MFA, rate => Rate, shed_at => At} || {MFA, Rate} <- Pending] ++ Log, ?SHED_LOG),
-        times := lists:foldl(fun({MFA, _}, T) -> maps:update_with(MFA, fun(X) -> X + 1 end, 1, T) end, Times, Pending)}};
+pending(S = #{pending := [_ | _] = Pending, last := #{elapsed_ms := At}}) ->
+    {[{shed, [MFA || {MFA, _} <- Pending]}], mark_shed(Pending, 0, At, S#{pending := []})};
 pending(S) ->
     {[], S}.
 
@@ -417,7 +412,7 @@ steps() ->
 %% second: a rarely called function the operator asked about stays), until the floor is at
 %% ?SHED_TO of the budget; the calls reaching the tracer that are left.
 shed(#{reaching := R, discard_ns := D, capacity := Cap, functions := Functions},
-     S = #{budget := B, shed := Shed, shed_log := Log, unsheddable := Never, times := Times,
+     S = #{budget := B, shed := Shed, unsheddable := Never,
            tick := T, last := #{elapsed_ms := At}}) ->
     Ordered = hottest_first([{MFA, Rate} || {MFA, Rate, _Mean} <- Functions, Rate > 0,
                                             not maps:is_key(MFA, Shed), not maps:is_key(MFA, Never)]),
@@ -426,14 +421,15 @@ shed(#{reaching := R, discard_ns := D, capacity := Cap, functions := Functions},
     %% On a node whose schedulers are busy, what the shed functions cost goes to the work,
     %% which then calls the others more often (see take/7).
     Left = (R - ShedRate) / max(0.5, 1 - ShedRate * D / Cap),
-    NewShed = maps:merge(Shed, maps:from_list([{MFA, #{rate => round(Rate), tick => T}} || {MFA, Rate} <- Chosen])),
-    NewTimes = lists:foldl(fun({MFA, _}, Acc) -> maps:update_with(MFA, fun(X) -> X + 1 end, 1, Acc) end,
-                           Times, Chosen),
-    %% Newest first, a batch hottest first: past ?SHED_LOG the coldest of the oldest go.
-    NewLog = [#{mfa => MFA, rate => round(Rate), shed_at => At} || {MFA, Rate} <- Chosen] ++ Log,
-    {[MFA || {MFA, _} <- Chosen],
-     S#{shed := NewShed, times := NewTimes, shed_log := lists:sublist(NewLog, ?SHED_LOG)},
-     max(0, Left)}.
+    {[MFA || {MFA, _} <- Chosen], mark_shed([{MFA, round(Rate)} || {MFA, Rate} <- Chosen], T, At, S), max(0, Left)}.
+
+%% Records `Chosen' (`{MFA, CallsPerSecond}', hottest first) as shed at tick `Tick', `At' ms:
+%% in `shed', their count of times shed, and the log, newest first, a batch hottest first
+%% (past ?SHED_LOG the coldest of the oldest go).
+mark_shed(Chosen, Tick, At, S = #{shed := Shed, shed_log := Log, times := Times}) ->
+    S#{shed := maps:merge(Shed, maps:from_list([{MFA, #{rate => Rate, tick => Tick}} || {MFA, Rate} <- Chosen])),
+       times := lists:foldl(fun({MFA, _}, Acc) -> maps:update_with(MFA, fun(X) -> X + 1 end, 1, Acc) end, Times, Chosen),
+       shed_log := lists:sublist([#{mfa => MFA, rate => Rate, shed_at => At} || {MFA, Rate} <- Chosen] ++ Log, ?SHED_LOG)}.
 
 %% Functions from `Ordered' until the floor left is at most `Target' (fractions of the
 %% capacity; `PerCall' the floor's fraction per call per second). The floor left counts the
