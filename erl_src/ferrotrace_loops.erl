@@ -183,8 +183,9 @@ collect_stacks(Alias, Readers, Deadline, Stacks) ->
     Wait = max(0, Deadline - erlang:monotonic_time(millisecond)),
     receive
         {Alias, P, Frames} -> collect_stacks(Alias, Readers, Deadline, [{P, Frames} | Stacks]);
-        %% Only the readers' own: a keeper reading stacks keeps every other message.
-        {'DOWN', Ref, process, Reader, _} when is_map_key(Reader, Readers), map_get(Reader, Readers) =:= Ref ->
+        %% Only the readers' own (a guard's map_get/2 of a missing key fails it): a keeper
+        %% reading stacks keeps every other message.
+        {'DOWN', Ref, process, Reader, _} when map_get(Reader, Readers) =:= Ref ->
             collect_stacks(Alias, maps:remove(Reader, Readers), Deadline, Stacks)
     after Wait ->
             Stacks
