@@ -4,8 +4,8 @@
 %%% - throughput: a `{'_', '_', '_'}' session with `max_overhead => 0.05' keeps the work's
 %%%   throughput at 0.90 or more of the untraced throughput, and the same session without a
 %%%   budget costs visibly more. Measured side by side in one run on a peer node of two
-%%%   schedulers: untraced, budgeted and unbudgeted windows in turn, several of each, medians
-%%%   compared. The budgeted session still reports figures.
+%%%   schedulers: untraced, budgeted, untraced and unbudgeted windows in turn, several rounds
+%%%   of each, the median over rounds of each traced window against the untraced beside it. The budgeted session still reports figures.
 %%% - sheds_and_restores: a budget the floor alone exceeds holds the hottest functions back
 %%%   from the start (counted before tracing: no pattern when calls/2 returns) and takes
 %%%   later ones' patterns off (only those), gives them back when the work stops, and the
@@ -129,7 +129,7 @@ shed(S) ->
         _ -> []
     end.
 
-%% Untraced, budgeted and unbudgeted windows in turn on a peer of two schedulers whose
+%% Untraced, budgeted, untraced and unbudgeted windows in turn on a peer of two schedulers whose
 %% four workers keep both busy.
 -spec throughput(config()) -> ok | {skip, string()}.
 throughput(_Config) ->
@@ -138,24 +138,32 @@ throughput(_Config) ->
                                  args => ["+S", "2:2"]}),
     {module, _} = call(Peer, code, ensure_loaded, [ft_budget_work]),
     Work = call(Peer, ft_budget_work, start, [?WORKERS]),
-    Rounds = [{untraced(Peer, Work), traced(Peer, Work, #{max_overhead => 0.05}), traced(Peer, Work, #{max_overhead => none})}
-              || _ <- lists:seq(1, ?WINDOWS)],
-    Untraced = median([U || {U, _, _} <- Rounds]),
-    Budgeted = median([B || {_, {B, _}, _} <- Rounds]),
-    Unbudgeted = median([N || {_, _, {N, _}} <- Rounds]),
-    ct:pal("orders per s, ~b windows of ~b ms: untraced ~p~nbudgeted ~p (ratio ~.3f)~nunbudgeted ~p (ratio ~.3f)~n"
+    %% Each traced window against the untraced windows beside it: the machine's own speed
+    %% drifts over the run (untraced windows moved from 720 k to 970 k orders/s in one), and
+    %% a ratio of adjacent windows leaves that drift out where a ratio of medians does not.
+    Rounds = [begin
+                  Before = untraced(Peer, Work),
+                  Budgeted = traced(Peer, Work, #{max_overhead => 0.05}),
+                  Between = untraced(Peer, Work),
+                  Unbudgeted = traced(Peer, Work, #{max_overhead => none}),
+                  {Before, Budgeted, Between, Unbudgeted}
+              end || _ <- lists:seq(1, ?WINDOWS)],
+    Budgeted = median([B / max(1, (U1 + U2) / 2) || {U1, {B, _}, U2, _} <- Rounds]),
+    Unbudgeted = median([N / max(1, U2) || {_, _, U2, {N, _}} <- Rounds]),
+    ct:pal("orders per s, ~b rounds of windows of ~b ms: untraced ~p~nbudgeted ~p (median ratio to the untraced "
+           "windows beside it ~.3f)~nunbudgeted ~p (median ratio to the untraced window before it ~.3f)~n"
            "last budgeted summary's budget: ~p~nits calls: ~p",
-           [?WINDOWS, ?WINDOW_MS, [U || {U, _, _} <- Rounds], [B || {_, {B, _}, _} <- Rounds], Budgeted / Untraced,
-            [N || {_, _, {N, _}} <- Rounds], Unbudgeted / Untraced,
+           [?WINDOWS, ?WINDOW_MS, [{U1, U2} || {U1, _, U2, _} <- Rounds], [B || {_, {B, _}, _, _} <- Rounds], Budgeted,
+            [N || {_, _, _, {N, _}} <- Rounds], Unbudgeted,
             maps:get(budget, element(2, element(2, lists:last(Rounds)))),
             lists:sublist(maps:get(calls, element(2, element(2, lists:last(Rounds)))), 5)]),
     %% Figures still come: some functions counted, under the budget.
     [?assertMatch(#{budget := #{max_overhead := 0.05}, calls := [#{count := C} | _]} when C > 0, Summary)
-     || {_, {_, Summary}, _} <- Rounds],
+     || {_, {_, Summary}, _, _} <- Rounds],
     %% The budget is what holds it: the same session without one costs visibly more.
-    ?assert(Unbudgeted / Untraced < Budgeted / Untraced - 0.1, {Unbudgeted / Untraced, Budgeted / Untraced}),
+    ?assert(Unbudgeted < Budgeted - 0.1, {Unbudgeted, Budgeted}),
     Release = list_to_integer(erlang:system_info(otp_release)),
-    case Budgeted / Untraced >= ?TARGET of
+    case Budgeted >= ?TARGET of
         true ->
             ok;
         false when Release >= 29 ->
@@ -163,9 +171,9 @@ throughput(_Config) ->
             %% estimate says (0.84 to 0.89 of untraced measured, its estimate near 0.001
             %% once settled). Reported with this run's figure, not hidden as a pass.
             {skip, lists:flatten(io_lib:format("issue 27 (open): on OTP ~b the budget held ~.3f of untraced "
-                                               "throughput, target ~.2f", [Release, Budgeted / Untraced, ?TARGET]))};
+                                               "throughput, target ~.2f", [Release, Budgeted, ?TARGET]))};
         false ->
-            ?assert(Budgeted / Untraced >= ?TARGET, {Budgeted / Untraced, Rounds})
+            ?assert(Budgeted >= ?TARGET, {Budgeted, Rounds})
     end.
 
 %% The first 2 s of a budgeted `{'_', '_', '_'}' session from the moment calls/2 returns,
