@@ -11,12 +11,15 @@
 %%% server already under the client's load (a session started between two runs of the
 %%% client, on an idle server, would learn nothing of the load before it came). The same
 %%% rounds with no session at all (`traced' rounds that start nothing) show the noise. Printed per kind: the medians over rounds of
-%%% the requests per round and of its first two seconds, traced against untraced, and how
-%%% many calls each session timed.
+%%% the requests per round and of its first two seconds, traced against untraced (the
+%%% issue's measure), the same ratios taken within each pair and their median over pairs
+%%% (less moved by the client's drift over the run), how many calls each session timed, and
+%%% the node's CPU and reductions per CPU-second over the session's 8 s (its own view of the cost).
 -module(ferrotrace_yaws).
 -export([main/1]).
 
 -define(SECONDS, 12).
+-define(SESSION_MS, 8000).
 -define(PRE_MS, 3000).
 -define(PORT, 8391).
 
@@ -67,7 +70,7 @@ alternate(Url, Rounds, Start) ->
      end || I <- lists:seq(1, Rounds)].
 
 start_session() ->
-    {ok, S} = ferrotrace:calls({'_', '_', '_'}, #{duration => 8000, max_overhead => 0.05, owner => none}),
+    {ok, S} = ferrotrace:calls({'_', '_', '_'}, #{duration => ?SESSION_MS, max_overhead => 0.05, owner => none}),
     S.
 
 %% Requests per second over ?SECONDS s from the moment `Start' is called, on a server under
@@ -85,7 +88,11 @@ round(Url, Start) ->
     Session = Start(),
     Started = os:system_time(millisecond) - T0,
     _ = [io:format("yaws start_ms=~b~n", [Started]) || Session =/= none, os:getenv("FERROTRACE_YAWS_VERBOSE") =/= false],
-    timer:sleep(max(0, ?SECONDS * 1000 - Started)),
+    %% The node's CPU and work over the session's 8 s (or the same 8 s of an untraced round).
+    Node0 = node_counters(),
+    timer:sleep(max(0, ?SESSION_MS - Started)),
+    Node = node_use(Node0, node_counters()),
+    timer:sleep((?SECONDS * 1000 - ?SESSION_MS)),
     Timed = case Session of
                 none -> none;
                 _ ->
@@ -106,18 +113,46 @@ round(Url, Start) ->
                            end],
     Counts = [lists:sum([N || {At, N} <- Buckets, At >= T0 + I * 1000, At < T0 + (I + 1) * 1000])
               || I <- lists:seq(0, ?SECONDS - 1)],
-    {Counts, Timed}.
+    {Counts, Timed, Node}.
+
+%% The node's CPU time (all its threads, user and system, from /proc: ms) and reductions.
+node_counters() ->
+    {ok, Stat} = file:read_file("/proc/" ++ os:getpid() ++ "/stat"),
+    %% The fields after the command's closing parenthesis: utime and stime are the 12th
+    %% and 13th, in clock ticks (100 a second on Linux).
+    [_, After] = binary:split(Stat, <<") ">>),
+    Fields = binary:split(After, <<" ">>, [global]),
+    Ticks = binary_to_integer(lists:nth(12, Fields)) + binary_to_integer(lists:nth(13, Fields)),
+    {erlang:monotonic_time(millisecond), Ticks * 10, element(1, erlang:statistics(reductions))}.
+
+%% Between two node_counters/0: `{CpuCores, MillionReductionsPerCpuSecond}'.
+node_use({T0, Cpu0, R0}, {T1, Cpu1, R1}) ->
+    {(Cpu1 - Cpu0) / max(1, T1 - T0), (R1 - R0) / max(1, Cpu1 - Cpu0) / 1000}.
 
 report(Label, Pairs) ->
-    Untraced = [U || {{U, _}, _} <- Pairs],
-    Traced = [T || {_, {T, _}} <- Pairs],
-    Timed = [N || {_, {_, N}} <- Pairs, N =/= none],
+    Untraced = [U || {{U, _, _}, _} <- Pairs],
+    Traced = [T || {_, {T, _, _}} <- Pairs],
+    Timed = [N || {_, {_, N, _}} <- Pairs, N =/= none],
     Whole = median([lists:sum(T) || T <- Traced]) / max(1, median([lists:sum(U) || U <- Untraced])),
     First = median([lists:sum(lists:sublist(T, 2)) || T <- Traced])
         / max(1, median([lists:sum(lists:sublist(U, 2)) || U <- Untraced])),
+    %% The same within each pair of rounds run side by side, then the median over pairs:
+    %% a view that leaves out the client's drift over the run.
+    PairWhole = median([lists:sum(T) / max(1, lists:sum(U)) || {{U, _, _}, {T, _, _}} <- Pairs]),
+    PairFirst = median([lists:sum(lists:sublist(T, 2)) / max(1, lists:sum(lists:sublist(U, 2)))
+                        || {{U, _, _}, {T, _, _}} <- Pairs]),
     io:format("yaws ~s rounds=~b seconds=~b untraced_rps=~s traced_rps=~s~n"
-              "yaws ~s round_ratio=~.2f first_2s_ratio=~.2f calls_timed_per_session=~w~n",
-              [Label, length(Pairs), ?SECONDS, rps(Untraced), rps(Traced), Label, Whole, First, Timed]),
+              "yaws ~s round_ratio=~.2f first_2s_ratio=~.2f calls_timed_per_session=~w~n"
+              "yaws ~s per_pair_median round_ratio=~.2f first_2s_ratio=~.2f~n",
+              [Label, length(Pairs), ?SECONDS, rps(Untraced), rps(Traced), Label, Whole, First, Timed,
+               Label, PairWhole, PairFirst]),
+    %% What the node itself saw over the session's seconds: its CPU (the client shares the
+    %% machine's cores), and its reductions per CPU-second (what a measure of the cost by
+    %% reductions, ferrotrace_nodeload, takes as the node's work).
+    Use = fun(Kind) -> {median([C || {_, {_, _, {C, _}}} <- Kind]), median([R || {_, {_, _, {_, R}}} <- Kind])} end,
+    {{UCpu, URed}, {TCpu, TRed}} = {Use([{x, U} || {U, _} <- Pairs]), Use(Pairs)},
+    io:format("yaws ~s node_cpu_cores untraced=~.2f traced=~.2f mreds_per_cpu_s untraced=~.1f traced=~.1f~n",
+              [Label, UCpu, TCpu, URed, TRed]),
     %% Where in the round a session costs: each second's median, traced against untraced.
     PerSecond = [median([lists:nth(I, T) || T <- Traced]) / max(1, median([lists:nth(I, U) || U <- Untraced]))
                  || I <- lists:seq(1, ?SECONDS)],
