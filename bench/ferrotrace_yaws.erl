@@ -97,10 +97,12 @@ round(Url, Start) ->
                 none -> none;
                 _ ->
                     #{calls := Calls} = Summary = ferrotrace:summary(Session),
-                    _ = [io:format("yaws session start=~w budget estimate=~.3f rate=~b shed_now=~b changes=~w~n",
-                                   [maps:get(start, Summary, undefined), E, N, Shed, Changes])
+                    _ = [io:format("yaws session start=~w budget estimate=~.3f measured=~w in_situ=~.1f rate=~b "
+                                   "shed_now=~b changes=~w~n",
+                                   [maps:get(start, Summary, undefined), E, Measured, K, N, Shed, Changes])
                          || os:getenv("FERROTRACE_YAWS_VERBOSE") =/= false,
-                            #{budget := #{estimate := E, rate := N, shed_now := Shed, rate_changes := Changes}} <- [Summary],
+                            #{budget := #{estimate := E, measured := Measured, in_situ := K, rate := N, shed_now := Shed,
+                                          rate_changes := Changes}} <- [Summary],
                             is_float(E)],
                     ok = ferrotrace:release(Session),
                     lists:sum([C || #{count := C} <- Calls])
