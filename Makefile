@@ -154,7 +154,7 @@ yaws-bench: compile
 	command -v wrk >/dev/null && ls -d /usr/lib/yaws-*/ebin >/dev/null 2>&1 || \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk yaws >/dev/null; }
 	mkdir -p bench/out
-	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_yaws.erl
+	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_yaws.erl bench/ferrotrace_bench.erl
 	erl -noshell +S 2:2 -pa _build/default/lib/ferrotrace/ebin -pa bench/out -pa $$(ls -d /usr/lib/yaws-*/ebin | head -1) \
 		-eval 'ferrotrace_yaws:main(["$(YAWS_ROUNDS)"]), halt().'
 

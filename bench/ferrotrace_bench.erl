@@ -39,6 +39,8 @@
 -module(ferrotrace_bench).
 
 -export([main/0, run/1]).
+%% For the other benches.
+-export([cpu_ns/0]).
 
 %% Calls in the single-process scenario at scale 1.0, for cheap and for slow cases.
 -define(CALLS_CHEAP, 4000000).
@@ -497,7 +499,9 @@ max_rss(Old, New) -> max(Old, New).
 rss_delta(Base, Peak) when is_integer(Base), is_integer(Peak) -> max(0, Peak - Base);
 rss_delta(_, _) -> undefined.
 
-%% CPU time (user + system) of the whole OS process, in ns.
+%% @doc CPU time (user + system) of the whole OS process, all its threads, in ns (at the
+%% OS's clock-tick resolution); `undefined' without /proc.
+-spec cpu_ns() -> non_neg_integer() | undefined.
 cpu_ns() ->
     case file:read_file("/proc/self/stat") of
         {ok, B} ->

@@ -92,7 +92,7 @@ round(Url, Start) ->
     Node0 = node_counters(),
     timer:sleep(max(0, ?SESSION_MS - Started)),
     Node = node_use(Node0, node_counters()),
-    timer:sleep((?SECONDS * 1000 - ?SESSION_MS)),
+    timer:sleep(?SECONDS * 1000 - ?SESSION_MS),
     Timed = case Session of
                 none -> none;
                 _ ->
@@ -117,19 +117,16 @@ round(Url, Start) ->
               || I <- lists:seq(0, ?SECONDS - 1)],
     {Counts, Timed, Node}.
 
-%% The node's CPU time (all its threads, user and system, from /proc: ms) and reductions.
+%% The node's CPU time (ferrotrace_bench:cpu_ns/0: all its threads, user and system, ns)
+%% and reductions.
 node_counters() ->
-    {ok, Stat} = file:read_file("/proc/" ++ os:getpid() ++ "/stat"),
-    %% The fields after the command's closing parenthesis: utime and stime are the 12th
-    %% and 13th, in clock ticks (100 a second on Linux).
-    [_, After] = binary:split(Stat, <<") ">>),
-    Fields = binary:split(After, <<" ">>, [global]),
-    Ticks = binary_to_integer(lists:nth(12, Fields)) + binary_to_integer(lists:nth(13, Fields)),
-    {erlang:monotonic_time(millisecond), Ticks * 10, element(1, erlang:statistics(reductions))}.
+    Cpu = ferrotrace_bench:cpu_ns(),
+    true = is_integer(Cpu),
+    {erlang:monotonic_time(millisecond), Cpu, element(1, erlang:statistics(reductions))}.
 
 %% Between two node_counters/0: `{CpuCores, MillionReductionsPerCpuSecond}'.
 node_use({T0, Cpu0, R0}, {T1, Cpu1, R1}) ->
-    {(Cpu1 - Cpu0) / max(1, T1 - T0), (R1 - R0) / max(1, Cpu1 - Cpu0) / 1000}.
+    {(Cpu1 - Cpu0) / 1.0e6 / max(1, T1 - T0), (R1 - R0) * 1000 / max(1, Cpu1 - Cpu0)}.
 
 report(Label, Pairs) ->
     Untraced = [U || {{U, _, _}, _} <- Pairs],
@@ -151,8 +148,8 @@ report(Label, Pairs) ->
     %% What the node itself saw over the session's seconds: its CPU (the client shares the
     %% machine's cores), and its reductions per CPU-second (what a measure of the cost by
     %% reductions, ferrotrace_nodeload, takes as the node's work).
-    Use = fun(Kind) -> {median([C || {_, {_, _, {C, _}}} <- Kind]), median([R || {_, {_, _, {_, R}}} <- Kind])} end,
-    {{UCpu, URed}, {TCpu, TRed}} = {Use([{x, U} || {U, _} <- Pairs]), Use(Pairs)},
+    Use = fun(Rounds) -> {median([C || {_, _, {C, _}} <- Rounds]), median([R || {_, _, {_, R}} <- Rounds])} end,
+    {{UCpu, URed}, {TCpu, TRed}} = {Use([U || {U, _} <- Pairs]), Use([T || {_, T} <- Pairs])},
     io:format("yaws ~s node_cpu_cores untraced=~.2f traced=~.2f mreds_per_cpu_s untraced=~.1f traced=~.1f~n",
               [Label, UCpu, TCpu, URed, TRed]),
     %% Where in the round a session costs: each second's median, traced against untraced.

@@ -5,7 +5,8 @@
 %%%   throughput at 0.90 or more of the untraced throughput, and the same session without a
 %%%   budget costs visibly more. Measured side by side in one run on a peer node of two
 %%%   schedulers: untraced, budgeted, untraced and unbudgeted windows in turn, several rounds
-%%%   of each, the median over rounds of each traced window against the untraced beside it. The budgeted session still reports figures.
+%%%   of each, the median over rounds of each traced window against the untraced beside it.
+%%%   The budgeted session still reports figures.
 %%% - sheds_and_restores: a budget the floor alone exceeds holds the hottest functions back
 %%%   from the start (counted before tracing: no pattern when calls/2 returns) and takes
 %%%   later ones' patterns off (only those), gives them back when the work stops, and the
@@ -129,8 +130,8 @@ shed(S) ->
         _ -> []
     end.
 
-%% Untraced, budgeted, untraced and unbudgeted windows in turn on a peer of two schedulers whose
-%% four workers keep both busy.
+%% Untraced, budgeted, untraced and unbudgeted windows in turn on a peer of two schedulers
+%% whose four workers keep both busy.
 -spec throughput(config()) -> ok | {skip, string()}.
 throughput(_Config) ->
     %% Over standard I/O: no distribution, whose own processes would be traced too.
