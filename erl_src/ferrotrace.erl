@@ -105,7 +105,7 @@
                      settling => boolean(),
                      start => #{total_ms := non_neg_integer(), calibration_ms := non_neg_integer(),
                                 counting_ms := non_neg_integer(), analysis_ms := non_neg_integer(),
-                                tracing_ms := non_neg_integer()},
+                                tracing_ms := non_neg_integer(), holding_ms := non_neg_integer()},
                      displaced => displacement(),
                      budget => budget(),
                      calibration => ferrotrace_calibrate:calibration() | {error, term()},
@@ -364,8 +364,9 @@ processes(Kinds, Options) ->
 %% process on, `calibration_ms' (the tracer's NIF loaded where it was not, and the probe
 %% effect's calibration, reused for five minutes),
 %% `counting_ms' (a budget's: the node's work and its functions' calls counted before any
-%% pattern), `analysis_ms' (reading code for loops), `tracing_ms' (patterns, functions held
-%% back, flags)), `events' (`seen', `aggregated', `dropped', `sampled_out',
+%% pattern), `analysis_ms' (reading code for loops), `holding_ms' (a budget's hottest
+%% functions taken off before any process is flagged, up to 1 s), `tracing_ms' (the rest:
+%% patterns and flags)), `events' (`seen', `aggregated', `dropped', `sampled_out',
 %% `limited': seen = aggregated + dropped + sampled_out + limited, exactly; `ignored';
 %% `args_dropped', copies (arguments, results, keys) refused by a full term ring;
 %% `frames_refused', calls refused on the scheduler because their process had 120

@@ -69,12 +69,13 @@
 %% `Extra' ones of other kinds, less the functions `Held' (the budget's, see
 %% {@link count_calls/2}, the hottest first): their patterns are taken off as the budget
 %% sheds, before any process is flagged, for at most ?HOLD_MS (the rest keep theirs).
-%% `{ok, Backend, HeldSaved}' (what {@link put_back/3} gives back), or
+%% `{ok, Backend, HeldSaved, HoldingMs}' (what {@link put_back/3} gives back, and the time
+%% taking them off took), or
 %% an error that changed nothing. On OTP 27+ a trace session of the calling keeper's own; on
 %% OTP 25 and 26 the legacy session, through the registry. Called by any other process than
 %% the session's keeper: `{error, {not_the_keeper, Id}}'.
 -spec start(ferrotrace_tracer:session_id(), [ferrotrace_registry:pattern()], [pid() | all | existing | new], [atom()],
-            [mfa()]) -> {ok, backend(), [saved()]} | {error, term()}.
+            [mfa()]) -> {ok, backend(), [saved()], non_neg_integer()} | {error, term()}.
 start(Id, Patterns, Targets, Extra, Held) when is_integer(Id), is_list(Patterns), is_list(Targets), is_list(Extra),
                                                is_list(Held) ->
     %% Only the session's keeper starts its tracing (it holds the handle on OTP 27+).
@@ -253,7 +254,7 @@ start_trace_session(Id, Patterns, Targets, Extra, Held) ->
             stop(Id, Backend),
             {error, {no_matching_functions, [maps:get(mfa, P) || P <- Patterns]}};
         _ ->
-            {HeldSaved, _} = hold(Id, Backend, Held),
+            {HeldSaved, _, HoldingMs} = hold(Id, Backend, Held),
             try
                 ProcessFlags = ?TRACE_FLAGS ++ (Extra -- ferrotrace_activity:port_flags()),
                 _ = [ferrotrace_vm:trace_call(process, [Session, Target, true, ProcessFlags]) || Target <- Targets],
@@ -264,7 +265,7 @@ start_trace_session(Id, Patterns, Targets, Extra, Held) ->
                         [] -> ok;
                         PortFlags -> [ferrotrace_vm:trace_call(port, [Session, Target, true, PortFlags]) || Target <- Targets]
                     end,
-                {ok, Backend, HeldSaved}
+                {ok, Backend, HeldSaved, HoldingMs}
             catch
                 error:badarg ->
                     stop(Id, Backend),
@@ -285,7 +286,7 @@ start_legacy(Id, Patterns, Targets, Extra, Held) ->
                     ok = ferrotrace_registry:remove_patterns(Id),
                     {error, {no_matching_functions, Specs}};
                 {ok, _} ->
-                    {HeldSaved, _} = hold(Id, legacy, Held),
+                    {HeldSaved, _, HoldingMs} = hold(Id, legacy, Held),
                     %% `procs' brings each process's exit, which lets the engine forget calls
                     %% left open by a process that died inside them.
                     case set_flags(Targets, [{tracer, ferrotrace_tracer, Id} | ?TRACE_FLAGS ++ Extra]) of
@@ -293,7 +294,7 @@ start_legacy(Id, Patterns, Targets, Extra, Held) ->
                             %% `all' and `existing' include ferrotrace's own processes
                             %% (this keeper among them): never traced.
                             ok = ferrotrace_own:untrace(legacy),
-                            {ok, legacy, HeldSaved};
+                            {ok, legacy, HeldSaved, HoldingMs};
                         {error, _} = Error ->
                             stop(Id, legacy),
                             Error
@@ -484,7 +485,9 @@ take_off(_Id, _Backend, MFAs) ->
 %% have passed. The functions not reached are neither saved nor refused: they keep their
 %% patterns (the budget only counts as held what the registry's `held' says was saved).
 hold(Id, Backend, MFAs) ->
-    hold(Id, Backend, MFAs, erlang:monotonic_time(millisecond) + ?HOLD_MS, {[], []}).
+    T0 = erlang:monotonic_time(millisecond),
+    {Saved, Refused} = hold(Id, Backend, MFAs, T0 + ?HOLD_MS, {[], []}),
+    {Saved, Refused, erlang:monotonic_time(millisecond) - T0}.
 
 hold(_Id, _Backend, [], _Deadline, {Saved, Refused}) ->
     {lists:append(lists:reverse(Saved)), lists:append(lists:reverse(Refused))};

@@ -181,7 +181,8 @@ header(Summary = #{id := Id, status := Status, elapsed_ms := Ms, events := Event
 %% parts of a tenth of a second or more. A busy node's code barrier is the usual cause.
 slow_start(#{total_ms := Total} = Start, Width) when is_integer(Total), Total >= 1000 ->
     Parts = [io_lib:format("~ts ~.1f s", [Label, Ms / 1000])
-             || {Key, Label} <- [{tracing_ms, "patterns and flags set"}, {analysis_ms, "code read for loops"},
+             || {Key, Label} <- [{tracing_ms, "patterns and flags set"},
+                                 {holding_ms, "hottest functions held back"}, {analysis_ms, "code read for loops"},
                                  {counting_ms, "calls counted for the budget"}, {calibration_ms, "calibration"}],
                 Ms <- [maps:get(Key, Start, 0)], is_integer(Ms), Ms >= 100],
     ferrotrace_text:wrap("slow start: ", [io_lib:format("the start took ~.1f s", [Total / 1000]) | Parts], Width);

@@ -212,11 +212,13 @@ init_keeper({EngineOptions, Tracing, Settings = #{owner := Owner, keep := Keep},
                 ok ->
                     _ = case ferrotrace_capture:for_session(Id, Settings) of ok -> ok; {error, Why} -> refuse(Id, Why) end,
                     case safe_start_tracing(Id, Prepared) of
-                        {ok, Backend, Held} ->
+                        {ok, Backend, Held, HoldingMs} ->
                             %% Where a start's time went (the summary's `start'; the rest
                             %% is ferrotrace_start's), before the caller can read it.
+                            TracingMs = erlang:monotonic_time(millisecond) - T1 - HoldingMs,
                             ok = ferrotrace_registry:update(Id, #{start => #{analysis_ms => T1 - T0,
-                                                                             tracing_ms => erlang:monotonic_time(millisecond) - T1}}),
+                                                                             tracing_ms => max(0, TracingMs),
+                                                                             holding_ms => HoldingMs}}),
                             Caller ! {Ref, Id},
                             %% Ready: what refines the patterns comes after, a step at a time.
                             Steps = case Backend of
@@ -251,10 +253,10 @@ refuse_early(Reason) ->
 %% answers that, with whatever was set undone.
 safe_start_tracing(Id, Tracing) ->
     try start_tracing(Id, Tracing) of
-        {ok, Backend, Held} ->
+        {ok, Backend, Held, HoldingMs} ->
             case lists:member(Id, ferrotrace_tracer:sessions()) of
                 true ->
-                    {ok, Backend, Held};
+                    {ok, Backend, Held, HoldingMs};
                 false ->
                     ferrotrace_backend:stop(Id, Backend),
                     {error, {no_such_session, Id}}
@@ -578,7 +580,7 @@ complete_loops(_Id, _Tracing) ->
     ok.
 
 start_tracing(_Id, none) ->
-    {ok, none, []};
+    {ok, none, [], 0};
 start_tracing(Id, Tracing = #{kinds := Kinds}) ->
     %% Other event kinds (processes/2, calls/2's `also'): refused before anything changes
     %% when this VM cannot take them safely.
@@ -614,13 +616,13 @@ start_tracing(Id, Tracing = #{specs := Specs, heads := Heads, pids := Pids, scop
     %% as it sheds, before any process is flagged; the budget's process finds them in the
     %% registry (`held'), to give back as it does what it sheds.
     case ferrotrace_backend:start(Id, Patterns, targets(Pids), Extra, maps:get(held, Tracing, [])) of
-        {ok, Backend, HeldSaved} ->
+        {ok, Backend, HeldSaved, HoldingMs} ->
             _ = [ok = ferrotrace_registry:update(Id, #{held => HeldSaved}) || HeldSaved =/= []],
             %% The processes waiting in a loop whose count-only pattern comes later (a
             %% server in its receive) are not traced until it is (a step), or each message
             %% would leave a frame on their stacks for as long as they live.
             _ = [ok = ferrotrace_backend:calls_flag(Id, Backend, maps:get(loopers, Tracing, []), false) || Later =/= []],
-            {ok, Backend, [MFA || {MFA, _, _} <- HeldSaved]};
+            {ok, Backend, [MFA || {MFA, _, _} <- HeldSaved], HoldingMs};
         {error, _} = Error ->
             Error
     end.
