@@ -4,7 +4,7 @@
 % Not eunit.hrl: its generated test/0 has no spec (see ferrotrace_bad_input_tests).
 -include_lib("stdlib/include/assert.hrl").
 
--export([slow_start_test/0]).
+-export([slow_start_test/0, shed_count_test/0]).
 
 summary(Start) ->
     #{id => 1, status => running, elapsed_ms => 5000, events => #{}, pairing => #{}, start => Start}.
@@ -30,3 +30,20 @@ slow_start_test() ->
     ?assertEqual(nomatch, string:find(header(#{}), "slow start")),
     ok.
 
+%% The shed line counts every function off (`shed_now'), not only those the budget's log
+%% keeps (the last 100): a start that held 196 back said 100.
+-spec shed_count_test() -> ok.
+shed_count_test() ->
+    Log = [#{mfa => {m, list_to_atom("f" ++ integer_to_list(I)), 1}, rate => 1000 - I, shed_at => 0}
+           || I <- lists:seq(1, 100)],
+    Budget = #{max_overhead => 0.05, estimate => 0.03, rate => 1, model => "calibrated", rate_changes => [],
+               rate_changes_total => 0, shed => Log, shed_now => 196},
+    Text = lists:flatten(io_lib:format("~ts", [ferrotrace_report:header((summary(#{}))#{budget => Budget}, 200)])),
+    [Line] = [L || L <- string:split(Text, "\n", all), string:prefix(L, "shed:") =/= nomatch],
+    ?assertEqual("shed: 196 patterns off (calls/s when shed)", hd(string:split(Line, ", "))),
+    %% The line wraps: the rest is on the lines under it.
+    ?assertNotEqual(nomatch, string:find(Text, ", 186 more")),
+    %% An older view without `shed_now': the log's count.
+    Old = lists:flatten(io_lib:format("~ts", [ferrotrace_report:header((summary(#{}))#{budget => maps:remove(shed_now, Budget)}, 200)])),
+    ?assertNotEqual(nomatch, string:find(Old, "shed: 100 patterns off")),
+    ok.
