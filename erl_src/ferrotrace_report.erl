@@ -334,12 +334,13 @@ budget(#{max_overhead := B, estimate := E, rate := N, model := Model,
     Now = [S || S <- Shed, not maps:is_key(restored_at, S)],
     Back = length(Shed) - length(Now),
     %% The log keeps the last ?SHED_LOG (ferrotrace_budget): `shed_now' counts them all.
-    Off = max(length(Now), maps:get(shed_now, View, 0)),
+    Off = maps:get(shed_now, View, length(Now)),
+    Named = lists:sublist(Now, ?DISPLACED_NAMED),
     ShedParts = [io_lib:format("~b ~ts off (calls/s when shed)", [Off, plural(Off, "pattern", "patterns")])
                  || Off > 0]
         ++ [io_lib:format("~ts ~ts/s ~ts", [ferrotrace_names:mfa(MFA), per_second(R), shed_when(At)])
-            || #{mfa := MFA, rate := R, shed_at := At} <- lists:sublist(Now, ?DISPLACED_NAMED)]
-        ++ [io_lib:format("~b more", [Off - min(length(Now), ?DISPLACED_NAMED)]) || Off > min(length(Now), ?DISPLACED_NAMED)]
+            || #{mfa := MFA, rate := R, shed_at := At} <- Named]
+        ++ [io_lib:format("~b more", [Off - length(Named)]) || Off > length(Named)]
         ++ [io_lib:format("~b taken back", [Back]) || Back > 0],
     Default = ["the default for a '_' module (max_overhead => none turns it off)" || maps:get(default, View, false)],
     [ferrotrace_text:wrap("budget: ", [io_lib:format("at most ~.1f % of the schedulers", [B * 100])] ++ Default ++ [Estimate, Rate, Costs], Width),

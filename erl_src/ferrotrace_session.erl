@@ -215,9 +215,10 @@ init_keeper({EngineOptions, Tracing, Settings = #{owner := Owner, keep := Keep},
                         {ok, Backend, Held, HoldingMs} ->
                             %% Where a start's time went (the summary's `start'; the rest
                             %% is ferrotrace_start's), before the caller can read it.
+                            %% The hold is timed within the tracing set up: never negative.
                             TracingMs = erlang:monotonic_time(millisecond) - T1 - HoldingMs,
                             ok = ferrotrace_registry:update(Id, #{start => #{analysis_ms => T1 - T0,
-                                                                             tracing_ms => max(0, TracingMs),
+                                                                             tracing_ms => TracingMs,
                                                                              holding_ms => HoldingMs}}),
                             Caller ! {Ref, Id},
                             %% Ready: what refines the patterns comes after, a step at a time.
