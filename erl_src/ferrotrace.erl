@@ -147,7 +147,8 @@
 -type budget() :: #{max_overhead := number(), default := boolean(), estimate := float() | undefined,
                     collector := float() | undefined, rate := pos_integer(),
                     measured := float() | undefined, in_situ := float(),
-                    baseline := #{per_busy := float(), utilization := float(), reductions_per_s := float()} | undefined,
+                    baseline := #{per_busy := float(), utilization := float(), reductions_per_s := float(),
+                                  noise => float()} | undefined,
                     model := calibrated | partial | default,
                     event_ns := non_neg_integer(), discard_ns := non_neg_integer(),
                     rate_changes := [{non_neg_integer(), pos_integer(), float() | undefined}],
@@ -438,9 +439,11 @@ processes(Kinds, Options) ->
 %% `undefined' at first: the model's events and refused calls at their calibrated costs,
 %% times `in_situ'), `measured' (the cost measured on the node over the last ticks: the
 %% fall of its work's reductions per busy scheduler time against `baseline', measured for
-%% 30 ms before the start; `undefined' where the schedulers were idle then), `in_situ'
-%% (what a call costs on this node against its calibration: 2 until measured, then the
-%% measured cost over the model's where higher, up to 10), `collector' (the collector thread's CPU over
+%% 30 ms before the start, offset and noise included; `undefined' where the schedulers
+%% were idle then), `in_situ' (what a call costs on this node against its calibration,
+%% within 2 and 10: learned from the part of `measured' that moves with the session's
+%% cost, weighed by the noise of the baseline, whose `noise' is its thirds' relative
+%% standard deviation), `collector' (the collector thread's CPU over
 %% the same capacity: off the schedulers, shown alone), `rate' (1 call in `rate' traced
 %% now), `model' (`calibrated', or `default' costs where the session has no calibration),
 %% `event_ns' and `discard_ns' (the calibrated costs), `rate_changes' (`{ElapsedMs, Rate, Estimate}', the last 32,

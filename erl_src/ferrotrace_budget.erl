@@ -16,7 +16,7 @@
 %%% refused call: measured on the 2-core development machine) and the state says
 %%% `model => default'. Calibrated in one idle process, they are a half to a fifth of what a
 %%% call costs among a server's thousands of traced functions: both count `in_situ' times,
-%%% ?IN_SITU until the node says otherwise (below). The collector's and aggregators' CPU
+%%% 2 until the node says otherwise (below). The collector's and aggregators' CPU
 %%% (`collector_cpu_ns') is not in the model: counted alone, its idle polling (1 to 1.4 %
 %%% of two schedulers here, varying by a few tenths between ticks) kept a budget of 0.001
 %%% from ever falling under ?LOW, and what it shed never came back. The view shows its
@@ -26,16 +26,16 @@
 %%% == Measured on the node ==
 %%% Each tick also measures what tracing costs the node (ferrotrace_nodeload): the fall of
 %%% its work's reductions per busy scheduler time against the same measured for 30 ms
-%%% before the start, times the schedulers' utilization. That reading moves by 10 to 15 %
-%%% a window with nothing traced, as much as a budget: it does not drive the decisions
-%%% alone. It teaches the model its factor instead: `in_situ' is the measured cost over
-%%% the model's, summed over the ticks (older ones decaying, see ?DECAY) with a prior at
-%%% ?IN_SITU, so the ticks where the session costs most weigh most and the noise of the
-%%% others cancels out. It only raises the factor, never below ?IN_SITU: the node first. On two busy workers under `{'_','_','_'}' with a budget of 0.05 it
-%%% learned 5.5 to 6.5: the estimate then read the cost the work lost.
+%%% before the start, times the schedulers' utilization. On a real server that reading
+%%% moves by more than a budget with nothing traced, and its baseline's error stays for
+%%% seconds: it does not drive the decisions alone. It teaches the model its factor
+%%% instead (`in_situ', ferrotrace_in_situ: a filter that tells the reading's offset from
+%%% the part that moves with the session's cost), starting from 2, within 2 and 10:
+%%% the node first. On two busy workers under `{'_','_','_'}' with a budget of 0.05 the
+%%% estimate then reads the cost the work lost.
 %%% What a session learned outlives it for five minutes (ferrotrace_calibrate keeps it
 %%% with the node's calibration as `in_situ'): the node's next session starts from it
-%%% (`prior' in the view), at its first moment (below) too, where ?IN_SITU read a half to
+%%% (`prior' in the view), at its first moment (below) too, where 2 read a half to
 %%% a fifth of the cost.
 %%%
 %%% == The first moment ==
@@ -90,23 +90,6 @@
 -define(SHED_MAX, 200).
 -define(RESTORE_WAIT, 10).
 -define(MAX_RATE, 1000000).
-%% What a traced or refused call costs a busy node, against its cost calibrated in one idle
-%% process (hot caches, one function), until measured on the node: the estimate read a half
-%% to a third of the real cost on a server (yaws under wrk) and in the budget suite on OTP
-%% 29 (0.895 of untraced throughput under a 0.05 budget whose estimate sat at 0.04).
--define(IN_SITU, 2).
-%% The factor measured on the node (ferrotrace_nodeload) replaces ?IN_SITU as evidence
-%% comes: the measured cost over the model's, summed over ticks (each tick's weight its
-%% length, older ticks' decaying by ?DECAY a tick), with ?PRIOR (a fraction of the capacity
-%% for a second) of the model's weight at ?IN_SITU, within ?IN_SITU and ?IN_SITU_MAX. A
-%% window's work moves by 10 to 15 % untraced: summing the cost against what the session
-%% controls weighs the ticks where tracing costs most, and the noise of idle ticks cancels
-%% out. The measure only raises the factor: its baseline is 30 ms of work, whose own noise
-%% read 0 % in one run and 14 % in the next of the same session; read low, it would let
-%% the session cost more than the model allows, read high it sheds more than needed.
--define(DECAY, 0.7).
--define(PRIOR, 0.01).
--define(IN_SITU_MAX, 10).
 %% The rate changes and shed functions kept for the summary.
 -define(HISTORY, 32).
 %% A spec with a `'_' module without `max_overhead': a tenth of the schedulers.
@@ -161,9 +144,9 @@ new(Budget, Node = #{schedulers := Schedulers, calibration := Calibration}) ->
     %% Held back from the start (first/2): shed at 0 ms, given back as what is shed is.
     Held = [{MFA, round(Rate)} || {MFA, Rate} <- maps:get(held, Node, [])],
     #{budget => Budget, schedulers => Schedulers, event_ns => EventNs, discard_ns => DiscardNs,
-      model => Model, prior => carried(Calibration), rate => maps:get(rate, Node, 1), default => maps:get(default, Node, false),
+      model => Model, prior => ferrotrace_in_situ:prior(Calibration), rate => maps:get(rate, Node, 1), default => maps:get(default, Node, false),
       estimate => undefined, low_ticks => 0, last => undefined,
-      baseline => maps:get(baseline, Node, undefined), evidence => {0.0, 0.0, 0.0},
+      baseline => maps:get(baseline, Node, undefined), in_situ => ferrotrace_in_situ:new(ferrotrace_in_situ:prior(Calibration), maps:get(baseline, Node, undefined)),
       history => [], changes => 0,
       shed => maps:from_list([{MFA, #{rate => Rate, tick => 0}} || {MFA, Rate} <- Held]),
       shed_log => lists:sublist([#{mfa => MFA, rate => Rate, shed_at => 0} || {MFA, Rate} <- Held], ?SHED_LOG),
@@ -182,7 +165,7 @@ new(Budget, Node = #{schedulers := Schedulers, calibration := Calibration}) ->
 first(Budget, #{schedulers := Schedulers, calibration := Calibration, functions := Functions})
   when is_number(Budget), Budget > 0, is_integer(Schedulers), Schedulers > 0, is_list(Functions) ->
     {EventNs0, DiscardNs0, _} = costs(Calibration),
-    Prior = carried(Calibration),
+    Prior = ferrotrace_in_situ:prior(Calibration),
     {EventNs, DiscardNs} = {EventNs0 * Prior, DiscardNs0 * Prior},
     Capacity = Schedulers * 1.0e9,
     Called = [{MFA, Rate} || {MFA, Rate} <- Functions, is_number(Rate), Rate > 0],
@@ -228,7 +211,7 @@ tick(M, S0 = #{last := Last, tick := T}) ->
     S = S0#{last := M, tick := T + 1},
     Load = load(M, Last, S0),
     decide(Load, S#{estimate := maps:get(estimate, Load), collector => maps:get(collector, Load),
-                    evidence := maps:get(evidence, Load)}).
+                    in_situ := maps:get(in_situ, Load)}).
 
 %% What first/2 chose to hold back and the start had no time to take off (each change
 %% waits for the code barrier): shed at once. Counted by their calls before the start, they
@@ -255,10 +238,10 @@ unsheddable(MFAs, S = #{shed := Shed, shed_log := Log, unsheddable := Never}) ->
 -spec view(state()) -> map().
 view(S = #{budget := B, estimate := E, rate := N, model := Model, event_ns := Ev, discard_ns := D,
            history := H, changes := C, shed_log := Log, shed := Shed, baseline := Baseline,
-           evidence := {Cost, ModelCost, _} = Evidence}) ->
+           in_situ := InSitu}) ->
     #{max_overhead => B, default => maps:get(default, S, false), estimate => E, rate => N, model => Model,
       collector => maps:get(collector, S, undefined),
-      measured => measured(Evidence), in_situ => factor(Cost, ModelCost, maps:get(prior, S)), prior => maps:get(prior, S),
+      measured => ferrotrace_in_situ:measured(InSitu), in_situ => ferrotrace_in_situ:factor(InSitu), prior => maps:get(prior, S),
       baseline => Baseline,
       event_ns => round(Ev), discard_ns => round(D),
       rate_changes => lists:reverse(H), rate_changes_total => C,
@@ -274,10 +257,11 @@ load(M, Last, S = #{schedulers := Sch, event_ns := EventNs0, discard_ns := Disca
     Refused = delta(refused, M, Last) / Dt,
     Capacity = Sch * 1.0e9,
     %% The model's cost at the costs calibrated in one process, and the cost measured on
-    %% the node over the same tick: their ratio is what a call costs here (in_situ/4).
+    %% the node over the same tick: from both, ferrotrace_in_situ learns what a call costs here.
     Model = (Traced * EventNs0 + Refused * DiscardNs0) / Capacity,
     Measured = ferrotrace_nodeload:cost(Baseline, maps:get(node, Last, undefined), maps:get(node, M, undefined)),
-    {InSitu, Evidence} = in_situ(Model, Measured, Dt, S),
+    Learning = ferrotrace_in_situ:update(maps:get(in_situ, S), Model, Measured, Dt),
+    InSitu = ferrotrace_in_situ:factor(Learning),
     {EventNs, DiscardNs} = {EventNs0 * InSitu, DiscardNs0 * InSitu},
     Collector = delta(collector_ns, M, Last) / Dt,
     Before = maps:from_list([{MFA, C} || {MFA, C, _} <- maps:get(functions, Last)]),
@@ -289,42 +273,17 @@ load(M, Last, S = #{schedulers := Sch, event_ns := EventNs0, discard_ns := Disca
                   true -> max(1.0, min(Traced / Calls, 4.0)) * EventNs;
                   false -> 2 * EventNs
               end,
-    #{estimate => Model * InSitu, evidence => Evidence, settling => maps:get(settling, M, false),
+    #{estimate => Model * InSitu, in_situ => Learning, settling => maps:get(settling, M, false),
       collector => Collector / Capacity,
       reaching => Calls + Refused, per_call => PerCall, functions => Functions,
       capacity => Capacity, discard_ns => DiscardNs}.
-
-%% What a call costs on the node against its calibrated cost: the measured costs over the
-%% model's, summed over the ticks (see ?DECAY), `{Factor, {MeasuredSum, ModelSum, Seconds}}'. Without
-%% a measure (no baseline, idle schedulers) the evidence stays as it was.
-in_situ(Model, Measured, Dt, S = #{evidence := {C0, M0, T0}}) when is_float(Measured) ->
-    {C, M, T} = {C0 * ?DECAY + Measured * Dt, M0 * ?DECAY + Model * Dt, T0 * ?DECAY + Dt},
-    {factor(C, M, maps:get(prior, S)), {C, M, T}};
-in_situ(_Model, _Measured, _Dt, S = #{evidence := {C, M, _} = Evidence}) ->
-    {factor(C, M, maps:get(prior, S)), Evidence}.
-
-%% The cost measured on the node over the last ticks (decaying as the evidence does), at
-%% least 0: a tick's own can read below 0 (the work ran faster than before tracing).
-measured({_, _, T}) when T == 0 -> undefined;
-measured({C, _, T}) -> max(0.0, C / T).
-
-factor(C, M, Prior) ->
-    min(float(?IN_SITU_MAX), max(float(?IN_SITU), (Prior * ?PRIOR + C) / (?PRIOR + M))).
-
-%% The factor a session starts from (its state's `prior'), from its calibration: the one the
-%% node's last session learned, while it is fresh (ferrotrace_calibrate keeps it with the
-%% calibration as `in_situ'), else ?IN_SITU.
-carried(#{in_situ := F}) when is_number(F) -> min(float(?IN_SITU_MAX), max(float(?IN_SITU), float(F)));
-carried(_) -> float(?IN_SITU).
 
 %% @doc The factor this session learned on the node, once its evidence outweighs the prior
 %% it started from (for the node's next starts: ferrotrace_calibrate:remember_in_situ/1), or
 %% `none'.
 -spec learned(state()) -> {ok, float()} | none.
-learned(S = #{evidence := {C, M, _}}) when M >= ?PRIOR ->
-    {ok, factor(C, M, maps:get(prior, S))};
-learned(_S) ->
-    none.
+learned(#{in_situ := InSitu}) ->
+    ferrotrace_in_situ:learned(InSitu).
 
 delta(Key, M, Last) ->
     max(0, maps:get(Key, M, 0) - maps:get(Key, Last, 0)).

@@ -14,8 +14,9 @@
 %%% tracing, `E0' the reductions per busy microsecond before tracing ({@link baseline/1}),
 %%% `E' the same while it runs, both without ferrotrace's own processes' reductions
 %%% (their busy time stays in: it is what ferrotrace costs too). A window of 50 to 250 ms
-%%% moves by 10 to 15 % with nothing traced on a 2-core VM: the budget weighs it over
-%%% ticks, against what it controls (ferrotrace_budget).
+%%% moves by 10 to 15 % with nothing traced on a 2-core VM running busy workers, by up to
+%%% 40 % on a server under a client's load: the budget learns from it only what moves with
+%%% the session's cost (ferrotrace_in_situ), weighed by the noise the baseline showed.
 %%%
 %%% Needs the node's `scheduler_wall_time' flag, which counts per process: each process
 %%% that measures turns it on for itself ({@link enable/0}); it goes off with the last one.
@@ -28,9 +29,12 @@
                     busy := non_neg_integer(), wall := non_neg_integer()}.
 %% The node's counters at one moment: all reductions, each own process's, and the
 %% schedulers' busy and wall time (their units, summed over the schedulers online).
--type baseline() :: #{per_busy := float(), utilization := float(), reductions_per_s := float()}.
+-type baseline() :: #{per_busy := float(), utilization := float(), reductions_per_s := float(),
+                      noise => float()}.
 %% Before tracing: the reductions of the node's work per unit of busy scheduler time (the VM's unit), the
-%% schedulers' utilization (0 to 1), and all reductions per second.
+%% schedulers' utilization (0 to 1), all reductions per second, and how far the work per
+%% busy time of each third of the window strays from their mean (`noise': the relative
+%% standard deviation; 0.05 with two busy workers here, 0.3 to 0.4 on yaws under wrk).
 -export_type([sample/0, baseline/0]).
 
 %% @doc Turns the node's `scheduler_wall_time' on for the calling process (until it ends).
@@ -62,22 +66,33 @@ sample() ->
 baseline(Ms) when is_integer(Ms), Ms > 0, Ms =< 1000 ->
     ok = enable(),
     T0 = erlang:monotonic_time(microsecond),
-    S0 = sample(),
-    receive after Ms -> ok end,
-    S1 = sample(),
+    First = sample(),
+    Samples = [First | [receive after max(1, Ms div 3) -> sample() end || _ <- [1, 2, 3]]],
     T1 = erlang:monotonic_time(microsecond),
-    case work(S0, S1) of
+    case work(hd(Samples), lists:last(Samples)) of
         {Utilization, PerBusy, Reductions} when Utilization > 0.05 ->
             #{per_busy => PerBusy, utilization => Utilization,
-              reductions_per_s => Reductions * 1.0e6 / max(1, T1 - T0)};
+              reductions_per_s => Reductions * 1.0e6 / max(1, T1 - T0),
+              noise => noise(PerBusy, thirds(Samples))};
         _ ->
             undefined
     end.
 
-%% @doc The share of the schedulers' capacity that tracing took between samples `S0' and
-%% `S1', against `Baseline': `Utilization x (1 - E / E0)'; below 0 where the work ran
-%% faster than before (noise: kept, so that noise cancels over windows); `undefined'
-%% without a baseline, a sample, or busy time between them.
+thirds([A, B | Rest]) ->
+    case work(A, B) of
+        {_, PerBusy, _} -> [PerBusy | thirds([B | Rest])];
+        undefined -> thirds([B | Rest])
+    end;
+thirds(_) ->
+    [].
+
+%% The thirds' relative standard deviation around the whole window's work per busy time;
+%% 1 where fewer than two thirds had busy time.
+noise(Mean, Thirds) when length(Thirds) >= 2, Mean > 0 ->
+    math:sqrt(lists:sum([(E / Mean - 1) * (E / Mean - 1) || E <- Thirds]) / (length(Thirds) - 1));
+noise(_, _) ->
+    1.0.
+
 -spec cost(baseline() | undefined, sample() | undefined, sample() | undefined) -> float() | undefined.
 cost(#{per_busy := E0}, S0, S1) when is_map(S0), is_map(S1), E0 > 0 ->
     case work(S0, S1) of

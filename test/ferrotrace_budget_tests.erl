@@ -16,6 +16,8 @@
          first_held_come_back_test/0, measured_cost_corrects_the_model_test/0,
          measured_noise_alone_changes_nothing_test/0, learned_factor_carried_to_the_next_start_test/0,
          nodeload_cost_test/0, no_fall_while_settling_test/0,
+         in_situ_offset_is_not_a_factor_test/0, in_situ_cost_that_moves_teaches_test/0,
+         in_situ_without_readings_test/0,
          pending_shed_at_first_tick_test/0, restore_what_fits_test/0]).
 
 -define(CAL, #{call_ns => 300, return_ns => 300, discard_ns => 90}).
@@ -82,7 +84,7 @@ advance_node(Sim) ->
 
 -spec baseline() -> ferrotrace_nodeload:baseline().
 baseline() ->
-    #{per_busy => ?PER_BUSY, utilization => 1.0, reductions_per_s => ?PER_BUSY * 2.0e9}.
+    #{per_busy => ?PER_BUSY, utilization => 1.0, reductions_per_s => ?PER_BUSY * 2.0e9, noise => 0.0}.
 
 -spec apply_decisions([ferrotrace_budget:decision()], node_sim()) -> node_sim().
 apply_decisions(Ds, Sim) ->
@@ -465,18 +467,19 @@ measured_cost_corrects_the_model_test() ->
 measured_noise_alone_changes_nothing_test() ->
     rand:seed(exsss, {1, 2, 3}),
     Sim = with_node(node_sim(#{mfa(1) => {1000, 5000}, mfa(2) => {500, 100000}}), 0.15),
-    C0 = ferrotrace_budget:new(0.05, #{schedulers => 2, calibration => ?CAL, baseline => baseline()}),
+    C0 = ferrotrace_budget:new(0.05, #{schedulers => 2, calibration => ?CAL, baseline => (baseline())#{noise => 0.15}}),
     {_, C, Ds} = run(Sim, C0, 200),
     ?assertEqual([], lists:append(Ds)),
     #{rate := 1, shed := [], in_situ := K} = ferrotrace_budget:view(C),
-    ?assert(K >= 2.0 andalso K =< 10.0, K),
+    ?assert(K >= 2.0 andalso K < 3.0, K),
     ok.
 
 %% The node's calls cost five times the calibration, and its last session learned it
 %% (`in_situ' kept with the calibration): the next session's start holds back more at its
 %% first moment and its estimate starts from that factor, so the simulated node is under
-%% its budget from the first tick where the factor of 2 left it over. Once its own
-%% evidence outweighs the prior it has a factor to hand on (learned/1), not before.
+%% its budget from the first tick where the factor of 2 left it over, and keeps it. A
+%% session whose cost held still taught nothing new (learned/1: none); one whose cost moved
+%% (a start over the budget, then the rate's rise) has a factor to hand on.
 -spec learned_factor_carried_to_the_next_start_test() -> ok.
 learned_factor_carried_to_the_next_start_test() ->
     rand:seed(exsss, {4, 5, 6}),
@@ -497,14 +500,71 @@ learned_factor_carried_to_the_next_start_test() ->
                                        baseline => baseline()}),
     ?assertMatch(#{prior := 5.0, in_situ := 5.0}, ferrotrace_budget:view(C0)),
     none = ferrotrace_budget:learned(C0),
-    {_, C1, _} = run(with_node(Started(HeldKnown, RateKnown), 0.0), C0, 20),
-    {ok, K} = ferrotrace_budget:learned(C1),
+    {Kept, C1, _} = run(with_node(Started(HeldKnown, RateKnown), 0.0), C0, 20),
+    ?assert(true_cost(Kept) =< 0.05, true_cost(Kept)),
+    #{in_situ := KeptK} = ferrotrace_budget:view(C1),
+    ?assert(KeptK > 4.0 andalso KeptK < 6.0, KeptK),
+    CB = ferrotrace_budget:new(0.05, #{schedulers => 2, calibration => ?CAL, rate => RateBlind, held => HeldBlind,
+                                       baseline => baseline()}),
+    {_, C2, _} = run(with_node(Started(HeldBlind, RateBlind), 0.0), CB, 20),
+    {ok, K} = ferrotrace_budget:learned(C2),
     ?assert(K > 3.0 andalso K =< 10.0, K),
     %% Out of bounds, the prior is held within the factor's own.
     ?assertMatch(#{prior := 10.0}, ferrotrace_budget:view(ferrotrace_budget:new(0.05, #{schedulers => 2,
                                                                                        calibration => maps:put(in_situ, 50, ?CAL)}))),
     ?assertMatch(#{prior := 2.0}, ferrotrace_budget:view(ferrotrace_budget:new(0.05, #{schedulers => 2,
                                                                                       calibration => maps:put(in_situ, 0.5, ?CAL)}))),
+    ok.
+
+%% In situ (the filter that learns the factor): `Readings' of `{Model, Measured}', a tick
+%% of `Dt' seconds each, from a baseline of `Noise'.
+-spec learn(float(), float(), [{float(), float()}], float()) -> ferrotrace_in_situ:state().
+learn(Prior, Noise, Readings, Dt) ->
+    lists:foldl(fun({X, Y}, S) -> ferrotrace_in_situ:update(S, X, Y, Dt) end,
+                ferrotrace_in_situ:new(Prior, #{noise => Noise, utilization => 1.0}), Readings).
+
+%% yaws under wrk: the reading sits 0.2 over its baseline for the whole session (the
+%% baseline's error), the session's cost small and steady, the readings noisy (+/- 0.15).
+%% A ratio of sums read this as a factor of 10; the filter puts it in the offset.
+-spec in_situ_offset_is_not_a_factor_test() -> ok.
+in_situ_offset_is_not_a_factor_test() ->
+    rand:seed(exsss, {3, 1, 4}),
+    Readings = [{X, 0.2 + 2 * X + 0.15 * (rand:uniform() * 2 - 1)}
+                || I <- lists:seq(1, 30), X <- [0.01 + 0.002 * (I rem 3)]],
+    S = learn(2.0, 0.35, Readings, 1.0),
+    K = ferrotrace_in_situ:factor(S),
+    ?assert(K < 2.5, K),
+    ?assert(ferrotrace_in_situ:measured(S) > 0.1, ferrotrace_in_situ:measured(S)),
+    ok.
+
+%% Two busy workers: the reading moves with the session's cost (a start at 0.1 of the
+%% capacity by the model, then the rate's rise to 0.02), the true factor 5, a small offset.
+%% The factor is learned, and handed on.
+-spec in_situ_cost_that_moves_teaches_test() -> ok.
+in_situ_cost_that_moves_teaches_test() ->
+    rand:seed(exsss, {2, 7, 1}),
+    Readings = [{X, 0.03 + 5 * X + 0.02 * (rand:uniform() * 2 - 1)}
+                || X <- [0.1, 0.1, 0.06, 0.03, 0.02, 0.02, 0.02, 0.02, 0.04, 0.02, 0.02]],
+    S = learn(2.0, 0.05, Readings, 0.25),
+    K = ferrotrace_in_situ:factor(S),
+    ?assert(K > 4.0 andalso K < 6.0, K),
+    ?assertMatch({ok, K}, ferrotrace_in_situ:learned(S)),
+    %% Bounded: a reading far over any model does not take it past 10.
+    ?assertEqual(10.0, ferrotrace_in_situ:factor(learn(2.0, 0.05, [{0.01, 0.9}, {0.05, 0.9}, {0.01, 0.1}], 1.0))),
+    ok.
+
+%% Before any reading, or with none (idle schedulers): the prior, nothing shown, nothing
+%% learned. The prior is the node's last, within the bounds.
+-spec in_situ_without_readings_test() -> ok.
+in_situ_without_readings_test() ->
+    S0 = ferrotrace_in_situ:new(3.0, undefined),
+    S = ferrotrace_in_situ:update(S0, 0.05, undefined, 1.0),
+    ?assertEqual(S0, S),
+    ?assertEqual(3.0, ferrotrace_in_situ:factor(S)),
+    ?assertEqual(undefined, ferrotrace_in_situ:measured(S)),
+    ?assertEqual(none, ferrotrace_in_situ:learned(S)),
+    [?assertEqual(Want, ferrotrace_in_situ:prior(Cal)) || {Cal, Want} <- [{undefined, 2.0}, {#{}, 2.0}, {#{in_situ => 4}, 4.0},
+                                                                       {#{in_situ => 50}, 10.0}, {#{in_situ => 0.5}, 2.0}]],
     ok.
 
 %% The cost on the node: utilization x (1 - E / E0), without ferrotrace's own reductions;
