@@ -41,7 +41,7 @@
 -define(DECAY, 0.7).
 
 -opaque state() :: #{offset := float(), factor := float(), p_oo := float(), p_of := float(),
-                     p_ff := float(), noise := float(), drift := float(), shown := {float(), float()}}.
+                     p_ff := float(), noise := float(), shown := {float(), float()}}.
 -export_type([state/0]).
 
 %% @doc A filter starting from `Prior' (see prior/1), for a node measured against
@@ -62,7 +62,7 @@ new(Prior, Baseline) when is_float(Prior) ->
                   end,
     S = Utilization * Noise / math:sqrt(3),
     #{offset => 0.0, factor => Prior, p_oo => S * S, p_of => 0.0, p_ff => ?SPREAD * ?SPREAD,
-      noise => S * S, drift => S * S / 4, shown => {0.0, 0.0}}.
+      noise => S * S, shown => {0.0, 0.0}}.
 
 %% @doc The factor a session starts from: the one the node's last session learned, while it
 %% is fresh (ferrotrace_calibrate keeps it with the calibration as `in_situ'), within the
@@ -78,9 +78,10 @@ prior(_) -> ?LOW.
 update(S, _Model, undefined, _Dt) ->
     S;
 update(S = #{offset := O, factor := F, p_oo := Poo0, p_of := Pof, p_ff := Pff0, shown := {C, T},
-         noise := Noise, drift := Drift},
+         noise := Noise},
        X, Y, Dt) when is_float(Y), Dt > 0 ->
-    Poo = Poo0 + Drift * Dt,
+    %% The offset drifts by half the reading's noise in a second (see new/2).
+    Poo = Poo0 + Noise / 4 * Dt,
     Pff = Pff0 + ?FACTOR_DRIFT * Dt,
     %% H = [1, X]: what a reading sees of the state; HP = H x P.
     {Ho, Hf} = {Poo + X * Pof, Pof + X * Pff},

@@ -69,7 +69,7 @@ baseline(Ms) when is_integer(Ms), Ms > 0, Ms =< 1000 ->
     First = sample(),
     Samples = [First | [receive after max(1, Ms div 3) -> sample() end || _ <- [1, 2, 3]]],
     T1 = erlang:monotonic_time(microsecond),
-    case work(hd(Samples), lists:last(Samples)) of
+    case work(First, lists:last(Samples)) of
         {Utilization, PerBusy, Reductions} when Utilization > 0.05 ->
             #{per_busy => PerBusy, utilization => Utilization,
               reductions_per_s => Reductions * 1.0e6 / max(1, T1 - T0),
@@ -93,6 +93,10 @@ noise(Mean, Thirds) when length(Thirds) >= 2, Mean > 0 ->
 noise(_, _) ->
     1.0.
 
+%% @doc The share of the schedulers' capacity that tracing took between samples `S0' and
+%% `S1', against `Baseline': `Utilization x (1 - E / E0)'; below 0 where the work ran
+%% faster than before (noise: kept, so that noise cancels over windows); `undefined'
+%% without a baseline, a sample, or busy time between them.
 -spec cost(baseline() | undefined, sample() | undefined, sample() | undefined) -> float() | undefined.
 cost(#{per_busy := E0}, S0, S1) when is_map(S0), is_map(S1), E0 > 0 ->
     case work(S0, S1) of
