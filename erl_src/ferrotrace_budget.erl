@@ -31,8 +31,7 @@
 %%% seconds: it does not drive the decisions alone. It teaches the model its factor
 %%% instead (`in_situ', ferrotrace_in_situ: a filter that tells the reading's offset from
 %%% the part that moves with the session's cost), starting from 2, within 2 and 10:
-%%% the node first. On two busy workers under `{'_','_','_'}' with a budget of 0.05 the
-%%% estimate then reads the cost the work lost.
+%%% the node first. The readings of the start's own work are set aside (starting/2).
 %%% What a session learned outlives it for five minutes (ferrotrace_calibrate keeps it
 %%% with the node's calibration as `in_situ'): the node's next session starts from it
 %%% (`prior' in the view), at its first moment (below) too, where 2 read a half to
@@ -90,6 +89,8 @@
 -define(SHED_MAX, 200).
 -define(RESTORE_WAIT, 10).
 -define(MAX_RATE, 1000000).
+%% How long after the first tick the node's readings are the start's (see starting/2).
+-define(STARTING, 600).
 %% The rate changes and shed functions kept for the summary.
 -define(HISTORY, 32).
 %% A spec with a `'_' module without `max_overhead': a tenth of the schedulers.
@@ -260,7 +261,10 @@ load(M, Last, S = #{schedulers := Sch, event_ns := EventNs0, discard_ns := Disca
     %% the node over the same tick: from both, ferrotrace_in_situ learns what a call costs here.
     Model = (Traced * EventNs0 + Refused * DiscardNs0) / Capacity,
     Measured = ferrotrace_nodeload:cost(Baseline, maps:get(node, Last, undefined), maps:get(node, M, undefined)),
-    Learning = ferrotrace_in_situ:update(maps:get(in_situ, S), Model, Measured, Dt),
+    Learning = case starting(M, S) of
+                   true -> ferrotrace_in_situ:aside(maps:get(in_situ, S), Measured, Dt);
+                   false -> ferrotrace_in_situ:update(maps:get(in_situ, S), Model, Measured, Dt)
+               end,
     InSitu = ferrotrace_in_situ:factor(Learning),
     {EventNs, DiscardNs} = {EventNs0 * InSitu, DiscardNs0 * InSitu},
     Collector = delta(collector_ns, M, Last) / Dt,
@@ -277,6 +281,11 @@ load(M, Last, S = #{schedulers := Sch, event_ns := EventNs0, discard_ns := Disca
       collector => Collector / Capacity,
       reaching => Calls + Refused, per_call => PerCall, functions => Functions,
       capacity => Capacity, discard_ns => DiscardNs}.
+
+%% The start's own work still runs (ferrotrace_in_situ:aside/3): the first ?STARTING ms
+%% after the first tick, and while the processes waiting in loops are being flagged.
+starting(#{settling := true}, _S) -> true;
+starting(#{elapsed_ms := Now}, #{since := Since}) -> Now - Since < ?STARTING.
 
 %% @doc The factor this session learned on the node, once its evidence outweighs the prior
 %% it started from (for the node's next starts: ferrotrace_calibrate:remember_in_situ/1), or

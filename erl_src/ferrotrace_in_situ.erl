@@ -22,19 +22,30 @@
 %%% the calibration.
 -module(ferrotrace_in_situ).
 
--export([new/2, prior/1, update/4, factor/1, measured/1, learned/1]).
+-export([new/2, prior/1, update/4, aside/3, factor/1, measured/1, learned/1]).
 
 %% Calibrated in one idle process, a call costs a half to a fifth of what it costs among a
 %% server's thousands of traced functions: the factor's floor and its default prior.
 -define(LOW, 2.0).
 -define(HIGH, 10.0).
+%% The filter's own estimate stays within these (a bound on what noise can do to it).
+-define(FLOOR, 0.5).
+-define(CEILING, 20.0).
 %% The prior's standard deviation (a factor of 2 +/- 2: 10 takes evidence).
 -define(SPREAD, 2.0).
 %% The baseline's noise (ferrotrace_nodeload:baseline/1's `noise', the relative standard
-%% deviation of its thirds) within these, and where it was not measured.
--define(NOISE_MIN, 0.03).
+%% deviation of its thirds) within these, and where it was not measured. Its thirds are
+%% 10 ms apart: with 50 busy processes they strayed by 0.006 to 0.04 while a 250 ms
+%% reading moved by 0.1 to 0.2.
+-define(NOISE_MIN, 0.1).
 -define(NOISE_MAX, 1.0).
 -define(NOISE_DEFAULT, 0.1).
+%% The offset's standard deviation at the start, at least (times the utilization). The
+%% node's work per busy time drifts over seconds, which a 30 ms baseline cannot see: with
+%% nothing traced yet, 50 busy processes read 0.2 to 0.3 for a whole session after a
+%% baseline whose thirds strayed by 0.04, while their throughput said 0.1; the mean of 4 s
+%% sat within +/- 0.2 with two busy workers, +/- 0.28 on yaws.
+-define(OFFSET_MIN, 0.15).
 %% The factor's own drift per second (variance: it follows the node over minutes).
 -define(FACTOR_DRIFT, 0.01).
 %% The shown reading: the last ticks' readings, each tick older weighing ?DECAY as much.
@@ -47,9 +58,9 @@
 %% @doc A filter starting from `Prior' (see prior/1), for a node measured against
 %% `Baseline' (ferrotrace_nodeload:baseline/1). Its noise sets the filter's: `S', the
 %% baseline's error (its thirds' noise over the square root of 3, times the utilization),
-%% is the offset's standard deviation at the start, a reading's over a second, and twice
-%% the offset's drift in a second. On yaws under wrk `S' comes to about 0.2, as the
-%% readings above; with two busy workers, 0.03.
+%% is a reading's standard deviation over a second, twice the offset's drift in a second,
+%% and the offset's at the start where over ?OFFSET_MIN. On yaws under wrk `S' comes to
+%% about 0.2, as the readings above; with busy workers, 0.06 (?NOISE_MIN).
 -spec new(float(), map() | undefined) -> state().
 new(Prior, Baseline) when is_float(Prior) ->
     Noise = case Baseline of
@@ -61,7 +72,8 @@ new(Prior, Baseline) when is_float(Prior) ->
                       _ -> 1.0
                   end,
     S = Utilization * Noise / math:sqrt(3),
-    #{offset => 0.0, factor => Prior, p_oo => S * S, p_of => 0.0, p_ff => ?SPREAD * ?SPREAD,
+    Offset = max(S, Utilization * ?OFFSET_MIN),
+    #{offset => 0.0, factor => Prior, p_oo => Offset * Offset, p_of => 0.0, p_ff => ?SPREAD * ?SPREAD,
       noise => S * S, shown => {0.0, 0.0}}.
 
 %% @doc The factor a session starts from: the one the node's last session learned, while it
@@ -88,13 +100,25 @@ update(S = #{offset := O, factor := F, p_oo := Poo0, p_of := Pof, p_ff := Pff0, 
     Innovation = Y - (O + F * X),
     Var = Ho + X * Hf + Noise / Dt,
     {Ko, Kf} = {Ho / Var, Hf / Var},
-    S#{offset := O + Ko * Innovation, factor := clamp(F + Kf * Innovation),
+    S#{offset := O + Ko * Innovation, factor := min(?CEILING, max(?FLOOR, F + Kf * Innovation)),
        p_oo := Poo - Ko * Ho, p_of := Pof - Ko * Hf, p_ff := Pff - Kf * Hf,
        shown := {C * ?DECAY + Y * Dt, T * ?DECAY + Dt}}.
 
-%% @doc The factor now.
+%% @doc A reading of `Dt' seconds taken while the start's own work runs (its patterns set
+%% on every module, its processes flagged): shown, not learned from. That work costs what
+%% it costs whatever the session traces: on 50 busy processes the first half second read
+%% 0.2 to 0.3 of the capacity, the next ones 0.05. Learned from, it took the factor to 4
+%% to 6.5 within a second, and those sessions shed what they came to time (0.2 to 0.5 M
+%% events in 8 s where the others counted 1.3 M).
+-spec aside(state(), float() | undefined, float()) -> state().
+aside(S, undefined, _Dt) ->
+    S;
+aside(S = #{shown := {C, T}}, Y, Dt) when is_float(Y), Dt > 0 ->
+    S#{shown := {C * ?DECAY + Y * Dt, T * ?DECAY + Dt}}.
+
+%% @doc The factor now, within ?LOW and ?HIGH.
 -spec factor(state()) -> float().
-factor(#{factor := F}) -> F.
+factor(#{factor := F}) -> clamp(F).
 
 %% @doc The cost measured on the node over the last ticks (the raw reading, offset and
 %% all), at least 0, or `undefined' before the first.
@@ -105,7 +129,7 @@ measured(#{shown := {C, T}}) -> max(0.0, C / T).
 %% @doc The factor, once the session's evidence has halved the prior's variance (for the
 %% node's next starts: ferrotrace_calibrate:remember_in_situ/1), or `none'.
 -spec learned(state()) -> {ok, float()} | none.
-learned(#{factor := F, p_ff := P}) when P =< ?SPREAD * ?SPREAD / 2 -> {ok, F};
+learned(#{factor := F, p_ff := P}) when P =< ?SPREAD * ?SPREAD / 2 -> {ok, clamp(F)};
 learned(_) -> none.
 
 clamp(F) -> min(?HIGH, max(?LOW, F)).

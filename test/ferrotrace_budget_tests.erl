@@ -17,7 +17,7 @@
          measured_noise_alone_changes_nothing_test/0, learned_factor_carried_to_the_next_start_test/0,
          nodeload_cost_test/0, no_fall_while_settling_test/0,
          in_situ_offset_is_not_a_factor_test/0, in_situ_cost_that_moves_teaches_test/0,
-         in_situ_without_readings_test/0,
+         in_situ_without_readings_test/0, in_situ_noise_at_the_floor_test/0, in_situ_start_is_set_aside_test/0,
          pending_shed_at_first_tick_test/0, restore_what_fits_test/0]).
 
 -define(CAL, #{call_ns => 300, return_ns => 300, discard_ns => 90}).
@@ -441,22 +441,32 @@ first_held_come_back_test() ->
     ok.
 
 %% The node's true costs are five times the calibration's (the model takes twice): the
-%% estimate alone reads under the budget while the node pays over twice it. With the
-%% cost measured on the node (its work per busy time against the baseline), the factor
-%% rises well above the model's 2 towards 5 (the prior's weight holds it a little under
-%% while the session's cost is small) and the true cost ends within the budget.
+%% estimate alone reads under the budget while the node pays nearly twice it. With the
+%% cost measured on the node (its work per busy time against the baseline), a load that
+%% holds still teaches little: its reading over the model could as well be the baseline's
+%% error (in_situ_offset_is_not_a_factor_test). A load that moves, as a server's does
+%% (its calls tripled, then back, 10 ticks each), teaches the factor what moves with the
+%% session's cost: it rises towards 5, and from the first move on the node stays within
+%% its budget.
 -spec measured_cost_corrects_the_model_test() -> ok.
 measured_cost_corrects_the_model_test() ->
     rand:seed(exsss, {7, 8, 9}),
-    Sim0 = (node_sim(maps:from_list([{mfa(I), {20000, 3000}} || I <- lists:seq(1, 10)])))#{event_ns := 1500, discard_ns := 450},
+    Load = fun(Rate) -> maps:from_list([{mfa(I), {Rate, 3000}} || I <- lists:seq(1, 10)]) end,
+    Sim0 = (node_sim(Load(20000)))#{event_ns := 1500, discard_ns := 450},
     New = fun(Baseline) -> ferrotrace_budget:new(0.05, #{schedulers => 2, calibration => ?CAL, baseline => Baseline}) end,
     {Blind, CB, _} = run(Sim0, New(undefined), 20),
     ?assert(true_cost(Blind) > 0.05, true_cost(Blind)),
     ?assertMatch(#{measured := undefined, in_situ := 2.0}, ferrotrace_budget:view(CB)),
-    {Seeing, CS, _} = run(with_node(Sim0, 0.0), New(baseline()), 20),
+    {Steady, CS0, _} = run(with_node(Sim0, 0.0), New(baseline()), 10),
+    #{in_situ := K0} = ferrotrace_budget:view(CS0),
+    ?assert(K0 < 2.5, K0),
+    {Seeing, CS} = lists:foldl(fun(Rate, {Sim, C}) ->
+                                       {Sim1, C1, _} = run(Sim#{functions := Load(Rate)}, C, 10),
+                                       ?assert(true_cost(Sim1) =< 0.05, {Rate, true_cost(Sim1), ferrotrace_budget:view(C1)}),
+                                       {Sim1, C1}
+                               end, {Steady, CS0}, [60000, 20000, 60000, 20000]),
     #{in_situ := K, measured := Measured} = ferrotrace_budget:view(CS),
     (K > 3.0 andalso K < 6.0) orelse error({in_situ, K, maps:with([measured, estimate, rate, shed_now], ferrotrace_budget:view(CS)), true_cost(Seeing)}),
-    ?assert(true_cost(Seeing) =< 0.05, {true_cost(Seeing), ferrotrace_budget:view(CS)}),
     ?assert(abs(Measured - true_cost(Seeing)) < 0.02, {Measured, true_cost(Seeing)}),
     ok.
 
@@ -478,8 +488,8 @@ measured_noise_alone_changes_nothing_test() ->
 %% (`in_situ' kept with the calibration): the next session's start holds back more at its
 %% first moment and its estimate starts from that factor, so the simulated node is under
 %% its budget from the first tick where the factor of 2 left it over, and keeps it. A
-%% session whose cost held still taught nothing new (learned/1: none); one whose cost moved
-%% (a start over the budget, then the rate's rise) has a factor to hand on.
+%% session whose cost held still taught nothing new (learned/1: none); one whose load
+%% moved (its calls five times as many for 20 ticks, then back) has a factor to hand on.
 -spec learned_factor_carried_to_the_next_start_test() -> ok.
 learned_factor_carried_to_the_next_start_test() ->
     rand:seed(exsss, {4, 5, 6}),
@@ -506,8 +516,12 @@ learned_factor_carried_to_the_next_start_test() ->
     ?assert(KeptK > 4.0 andalso KeptK < 6.0, KeptK),
     CB = ferrotrace_budget:new(0.05, #{schedulers => 2, calibration => ?CAL, rate => RateBlind, held => HeldBlind,
                                        baseline => baseline()}),
-    {_, C2, _} = run(with_node(Started(HeldBlind, RateBlind), 0.0), CB, 20),
-    {ok, K} = ferrotrace_budget:learned(C2),
+    {Still, C2, _} = run(with_node(Started(HeldBlind, RateBlind), 0.0), CB, 10),
+    none = ferrotrace_budget:learned(C2),
+    Busier = maps:map(fun(_, {R, Mean}) -> {5 * R, Mean} end, Functions),
+    {_, C3} = lists:foldl(fun(Fs, {Sim, C}) -> {Sim1, Cn, _} = run(Sim#{functions := Fs}, C, 20), {Sim1, Cn} end,
+                          {Still, C2}, [Busier, Functions]),
+    {ok, K} = ferrotrace_budget:learned(C3),
     ?assert(K > 3.0 andalso K =< 10.0, K),
     %% Out of bounds, the prior is held within the factor's own.
     ?assertMatch(#{prior := 10.0}, ferrotrace_budget:view(ferrotrace_budget:new(0.05, #{schedulers => 2,
@@ -549,8 +563,35 @@ in_situ_cost_that_moves_teaches_test() ->
     K = ferrotrace_in_situ:factor(S),
     ?assert(K > 4.0 andalso K < 6.0, K),
     ?assertMatch({ok, K}, ferrotrace_in_situ:learned(S)),
-    %% Bounded: a reading far over any model does not take it past 10.
-    ?assertEqual(10.0, ferrotrace_in_situ:factor(learn(2.0, 0.05, [{0.01, 0.9}, {0.05, 0.9}, {0.01, 0.1}], 1.0))),
+    %% Bounded: readings that move by 20 times the model's cost do not take it past 10.
+    ?assertEqual(10.0, ferrotrace_in_situ:factor(learn(2.0, 0.05, lists:append(lists:duplicate(4, [{0.01, 0.1}, {0.05, 0.9}])), 1.0))),
+    ok.
+
+%% A node whose calls cost exactly the floor's factor (2), read with noise: the noise does
+%% not ratchet the factor up. Held at 2 inside the filter, a reading under the model was
+%% lost at the bound and one over it kept (a median over 12 sessions of 2.17 here).
+-spec in_situ_noise_at_the_floor_test() -> ok.
+in_situ_noise_at_the_floor_test() ->
+    Ks = [begin
+              rand:seed(exsss, {Seed, 1, 1}),
+              Readings = [{X, 2.0 * X + 0.1 * (rand:uniform() * 2 - 1)} || I <- lists:seq(1, 80), X <- [0.02 + 0.02 * (I rem 3)]],
+              ferrotrace_in_situ:factor(learn(2.0, 0.1, Readings, 0.25))
+          end || Seed <- lists:seq(1, 12)],
+    ?assert(lists:nth(6, lists:sort(Ks)) < 2.1, Ks),
+    ok.
+
+%% The start's readings (its patterns set, its processes flagged) are shown, not learned
+%% from: the factor and what the filter knows of it stay as they were.
+-spec in_situ_start_is_set_aside_test() -> ok.
+in_situ_start_is_set_aside_test() ->
+    S0 = ferrotrace_in_situ:new(2.0, #{noise => 0.05, utilization => 1.0}),
+    S1 = ferrotrace_in_situ:aside(ferrotrace_in_situ:aside(S0, 0.3, 0.1), 0.25, 0.25),
+    ?assertEqual(2.0, ferrotrace_in_situ:factor(S1)),
+    ?assertEqual(none, ferrotrace_in_situ:learned(S1)),
+    ?assert(ferrotrace_in_situ:measured(S1) > 0.2, ferrotrace_in_situ:measured(S1)),
+    ?assertEqual(S1, ferrotrace_in_situ:aside(S1, undefined, 0.25)),
+    %% The same readings learned from would have taught it.
+    ?assert(ferrotrace_in_situ:factor(ferrotrace_in_situ:update(ferrotrace_in_situ:update(S0, 0.05, 0.3, 0.1), 0.05, 0.25, 0.25)) > 2.5),
     ok.
 
 %% Before any reading, or with none (idle schedulers): the prior, nothing shown, nothing
