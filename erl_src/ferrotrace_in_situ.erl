@@ -89,8 +89,7 @@ prior(_) -> ?LOW.
 -spec update(state(), float(), float() | undefined, float()) -> state().
 update(S, _Model, undefined, _Dt) ->
     S;
-update(S = #{offset := O, factor := F, p_oo := Poo0, p_of := Pof, p_ff := Pff0, shown := {C, T},
-         noise := Noise},
+update(S = #{offset := O, factor := F, p_oo := Poo0, p_of := Pof, p_ff := Pff0, noise := Noise},
        X, Y, Dt) when is_float(Y), Dt > 0 ->
     %% The offset drifts by half the reading's noise in a second (see new/2).
     Poo = Poo0 + Noise / 4 * Dt,
@@ -100,9 +99,8 @@ update(S = #{offset := O, factor := F, p_oo := Poo0, p_of := Pof, p_ff := Pff0, 
     Innovation = Y - (O + F * X),
     Var = Ho + X * Hf + Noise / Dt,
     {Ko, Kf} = {Ho / Var, Hf / Var},
-    S#{offset := O + Ko * Innovation, factor := min(?CEILING, max(?FLOOR, F + Kf * Innovation)),
-       p_oo := Poo - Ko * Ho, p_of := Pof - Ko * Hf, p_ff := Pff - Kf * Hf,
-       shown := {C * ?DECAY + Y * Dt, T * ?DECAY + Dt}}.
+    shown(S#{offset := O + Ko * Innovation, factor := within(?FLOOR, ?CEILING, F + Kf * Innovation),
+             p_oo := Poo - Ko * Ho, p_of := Pof - Ko * Hf, p_ff := Pff - Kf * Hf}, Y, Dt).
 
 %% @doc A reading of `Dt' seconds taken while the start's own work runs (its patterns set
 %% on every module, its processes flagged): shown, not learned from. That work costs what
@@ -113,8 +111,8 @@ update(S = #{offset := O, factor := F, p_oo := Poo0, p_of := Pof, p_ff := Pff0, 
 -spec aside(state(), float() | undefined, float()) -> state().
 aside(S, undefined, _Dt) ->
     S;
-aside(S = #{shown := {C, T}}, Y, Dt) when is_float(Y), Dt > 0 ->
-    S#{shown := {C * ?DECAY + Y * Dt, T * ?DECAY + Dt}}.
+aside(S, Y, Dt) when is_float(Y), Dt > 0 ->
+    shown(S, Y, Dt).
 
 %% @doc The factor now, within ?LOW and ?HIGH.
 -spec factor(state()) -> float().
@@ -132,4 +130,10 @@ measured(#{shown := {C, T}}) -> max(0.0, C / T).
 learned(#{factor := F, p_ff := P}) when P =< ?SPREAD * ?SPREAD / 2 -> {ok, clamp(F)};
 learned(_) -> none.
 
-clamp(F) -> min(?HIGH, max(?LOW, F)).
+%% A reading `Y' of `Dt' seconds into the shown mean, each older tick weighing ?DECAY as much.
+shown(S = #{shown := {C, T}}, Y, Dt) ->
+    S#{shown := {C * ?DECAY + Y * Dt, T * ?DECAY + Dt}}.
+
+clamp(F) -> within(?LOW, ?HIGH, F).
+
+within(Low, High, F) -> min(High, max(Low, F)).
