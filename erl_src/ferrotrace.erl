@@ -144,7 +144,8 @@
 %% summary/1.
 -type displacement() :: #{at := integer(), processes := non_neg_integer(),
                           functions := [mfa()], by := [term()], new_processes => true}.
--type budget() :: #{max_overhead := number(), default := boolean(), estimate := float() | undefined,
+-type budget() :: #{max_overhead := number(), default := boolean(), cautious := boolean(),
+                    estimate := float() | undefined,
                     collector := float() | undefined, rate := pos_integer(),
                     measured := float() | undefined, in_situ := float(),
                     baseline := #{per_busy := float(), utilization := float(), reductions_per_s := float(),
@@ -434,7 +435,9 @@ processes(Kinds, Options) ->
 %% and its stop leaves the other tool's tracer and match specs in place. Never on OTP 27+,
 %% where sessions coexist.
 %% `budget' is there for a session with a budget: `max_overhead', `default' (true where it
-%% is the default of a `'_' module spec), `estimate' (the
+%% is the default of a `'_' module spec), `cautious' (true for the session's first moment,
+%% about 1.6 s from its start, when it keeps within half the budget: what a call costs
+%% here is not measured yet), `estimate' (the
 %% session's cost now as a fraction of the schedulers, over the last tick (a second);
 %% `undefined' at first: the model's events and refused calls at their calibrated costs,
 %% times `in_situ'), `measured' (the cost measured on the node over the last ticks: the

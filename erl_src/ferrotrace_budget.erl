@@ -45,8 +45,14 @@
 %%% patterns are taken off before any process is flagged. Where the calls cannot be counted
 %%% (a session of other kinds), the rate comes from the node's reductions per second
 %%% ({@link initial_rate/2}: each call is a reduction, a bound on the calls that may reach
-%%% the tracer). The first ticks come after 100 ms; the rate falls as soon as the measured
-%%% load allows, and what was held back comes back as what is shed does.
+%%% the tracer). Both choose for ?CAUTION of the budget, and the ticks keep to that share
+%%% for the first ?CAUTIOUS ms (the view's `cautious'): until then a call's cost is the
+%%% prior's guess, the start's own work still runs, and the node's readings are set aside.
+%%% The first ticks come after 100 ms. At the first tick at the whole budget, what the first
+%%% moment held back or shed beyond what the whole budget would comes back (open/2); then the rate falls as
+%%% soon as the measured load allows, and the rest comes back as what is shed does. The
+%%% full reading of loops after the start (ferrotrace_session) is paced within a fifth
+%%% of the budget ({@link read_pace/2}).
 %%%
 %%% == Sampling (the first knob) ==
 %%% With `R' calls per second reaching the tracer (traced + refused), `k' events per traced
@@ -79,7 +85,7 @@
 -module(ferrotrace_budget).
 
 -export([new/2, first/2, tick/2, unsheddable/2, view/1, learned/1, initial_rate/2, whole_node_default/0]).
--export([check/1]).
+-export([check/1, read_pace/2]).
 
 %% Aim below the budget, lower the rate only well under it.
 -define(AIM, 0.8).
@@ -91,6 +97,10 @@
 -define(MAX_RATE, 1000000).
 %% How long after the first tick the node's readings are the start's (see starting/2).
 -define(STARTING, 600).
+%% The first moment's caution (see budget_now/2): the share of the budget a session aims
+%% under, and for how long after its first tick.
+-define(CAUTION, 0.5).
+-define(CAUTIOUS, 1500).
 %% The rate changes and shed functions kept for the summary.
 -define(HISTORY, 32).
 %% A spec with a `'_' module without `max_overhead': a tenth of the schedulers.
@@ -125,6 +135,14 @@
 check(F) when is_number(F), F > 0, F =< 1 -> ok;
 check(F) -> {error, {bad_option, {max_overhead, F, <<"a fraction of the node's schedulers, above 0 and at most 1 (0.05 is 5 %), or none (no budget)">>}}}.
 
+%% @doc The share of one scheduler the full reading of loops after the start may take
+%% (ferrotrace_loops:find/4's pace) in a session with budget `Budget' on `Schedulers'
+%% schedulers: a fifth of the budget, from 0.01 to 0.05. That reading is not in the
+%% estimate; at 0.05 it took 0.02 of a 2-core node, 40 % of a budget of 0.05.
+-spec read_pace(number(), pos_integer()) -> float().
+read_pace(Budget, Schedulers) when is_number(Budget), Budget > 0, is_integer(Schedulers), Schedulers > 0 ->
+    min(0.05, max(0.01, Budget * Schedulers / 5)).
+
 %% @doc The budget of a spec with a `'_' module when none is given (ferrotrace_start).
 -spec whole_node_default() -> float().
 whole_node_default() -> ?WHOLE_NODE_DEFAULT.
@@ -153,18 +171,20 @@ new(Budget, Node = #{schedulers := Schedulers, calibration := Calibration}) ->
       shed_log => lists:sublist([#{mfa => MFA, rate => Rate, shed_at => 0} || {MFA, Rate} <- Held], ?SHED_LOG),
       unsheddable => #{}, times => maps:from_list([{MFA, 1} || {MFA, _} <- Held]),
       pending => [{MFA, round(Rate)} || {MFA, Rate} <- maps:get(pending, Node, [])],
-      tick => 0}.
+      cautious => true, tick => 0}.
 
 %% @doc Where a session with budget `Budget' starts, from its functions' calls per second
 %% counted before tracing (`functions', ferrotrace_backend:count_calls/2), on `schedulers'
 %% schedulers with the calibration's costs (as {@link new/2} takes them): `{Held, Rate}',
 %% the functions to hold back (no pattern: the most called first, as shedding takes them,
 %% until the floor of the rest is at ?SHED_TO of the budget) with their rates, and the
-%% per-call rate that keeps the rest at ?AIM of the budget.
+%% per-call rate that keeps the rest at ?AIM of the budget; of ?CAUTION of the budget,
+%% the share a session keeps to for its first moment.
 -spec first(number(), #{schedulers := pos_integer(), calibration := map() | undefined,
                         functions := [{mfa(), number()}]}) -> {[{mfa(), number()}], pos_integer()}.
-first(Budget, #{schedulers := Schedulers, calibration := Calibration, functions := Functions})
-  when is_number(Budget), Budget > 0, is_integer(Schedulers), Schedulers > 0, is_list(Functions) ->
+first(Budget0, #{schedulers := Schedulers, calibration := Calibration, functions := Functions})
+  when is_number(Budget0), Budget0 > 0, is_integer(Schedulers), Schedulers > 0, is_list(Functions) ->
+    Budget = Budget0 * ?CAUTION,
     {EventNs0, DiscardNs0, _} = costs(Calibration),
     Prior = ferrotrace_in_situ:prior(Calibration),
     {EventNs, DiscardNs} = {EventNs0 * Prior, DiscardNs0 * Prior},
@@ -192,14 +212,15 @@ costs(_) ->
 %% @doc The per-call rate a session with budget `Budget' starts at: the rate that would
 %% keep it at ?AIM of the budget were every reduction of the node (`reductions_per_s',
 %% measured before tracing) a call reaching the tracer, on `schedulers' schedulers with the
-%% calibration's costs (as {@link new/2} takes them). 1 when the node is idle.
+%% calibration's costs (as {@link new/2} takes them), for ?CAUTION of the budget as
+%% {@link first/2}. 1 when the node is idle.
 -spec initial_rate(number(), #{schedulers := pos_integer(), calibration := map() | undefined,
                                reductions_per_s := number()}) -> pos_integer().
 initial_rate(Budget, #{schedulers := Schedulers, calibration := Calibration, reductions_per_s := R})
   when is_number(R), R >= 0 ->
     {EventNs, DiscardNs, _} = costs(Calibration),
     nice(needed(#{reaching => R, per_call => 2 * EventNs, discard_ns => DiscardNs,
-                  capacity => Schedulers * 1.0e9}, Budget)).
+                  capacity => Schedulers * 1.0e9}, Budget * ?CAUTION)).
 
 %% @doc One tick: the estimate over the time since the previous tick, and what to change.
 %% The first tick only takes the counters in, and sheds what the start left `pending'.
@@ -211,8 +232,13 @@ tick(M = #{elapsed_ms := Now}, S = #{last := #{elapsed_ms := Then}}) when Now =<
 tick(M, S0 = #{last := Last, tick := T}) ->
     S = S0#{last := M, tick := T + 1},
     Load = load(M, Last, S0),
-    decide(Load, S#{estimate := maps:get(estimate, Load), collector => maps:get(collector, Load),
-                    in_situ := maps:get(in_situ, Load)}).
+    Cautious = maps:get(budget, Load) < maps:get(budget, S),
+    S1 = S#{estimate := maps:get(estimate, Load), collector => maps:get(collector, Load),
+            in_situ := maps:get(in_situ, Load), cautious := Cautious},
+    case maps:get(cautious, S0) andalso not Cautious of
+        true -> open(Load, S1);
+        false -> decide(Load, S1)
+    end.
 
 %% What first/2 chose to hold back and the start had no time to take off (each change
 %% waits for the code barrier): shed at once. Counted by their calls before the start, they
@@ -231,7 +257,8 @@ unsheddable(MFAs, S = #{shed := Shed, shed_log := Log, unsheddable := Never}) ->
        shed_log := [E || E = #{mfa := MFA} <- Log, not lists:member(MFA, MFAs) orelse maps:is_key(restored_at, E)],
        unsheddable := maps:merge(Never, maps:from_list([{MFA, true} || MFA <- MFAs]))}.
 
-%% @doc What the summary shows: the budget, the estimate (a fraction, `undefined' before
+%% @doc What the summary shows: the budget, whether the session still keeps to ?CAUTION of
+%% it (`cautious', its first moment: see first/2), the estimate (a fraction, `undefined' before
 %% the second tick), the collector's CPU over the same capacity (not in the estimate), the
 %% rate, the cost model, the rate's changes (`{ElapsedMs, N,
 %% Estimate}', oldest first, the last ?HISTORY) and their count, and the functions shed
@@ -240,7 +267,8 @@ unsheddable(MFAs, S = #{shed := Shed, shed_log := Log, unsheddable := Never}) ->
 view(S = #{budget := B, estimate := E, rate := N, model := Model, event_ns := Ev, discard_ns := D,
            history := H, changes := C, shed_log := Log, shed := Shed, baseline := Baseline,
            in_situ := InSitu}) ->
-    #{max_overhead => B, default => maps:get(default, S, false), estimate => E, rate => N, model => Model,
+    #{max_overhead => B, default => maps:get(default, S, false), cautious => maps:get(cautious, S),
+      estimate => E, rate => N, model => Model,
       collector => maps:get(collector, S, undefined),
       measured => ferrotrace_in_situ:measured(InSitu), in_situ => ferrotrace_in_situ:factor(InSitu), prior => maps:get(prior, S),
       baseline => Baseline,
@@ -278,6 +306,7 @@ load(M, Last, S = #{schedulers := Sch, event_ns := EventNs0, discard_ns := Disca
                   false -> 2 * EventNs
               end,
     #{estimate => Model * InSitu, in_situ => Learning, settling => maps:get(settling, M, false),
+      budget => budget_now(M, S),
       collector => Collector / Capacity,
       reaching => Calls + Refused, per_call => PerCall, functions => Functions,
       capacity => Capacity, discard_ns => DiscardNs}.
@@ -286,6 +315,18 @@ load(M, Last, S = #{schedulers := Sch, event_ns := EventNs0, discard_ns := Disca
 %% after the first tick, and while the processes waiting in loops are being flagged.
 starting(#{settling := true}, _S) -> true;
 starting(#{elapsed_ms := Now}, #{since := Since}) -> Now - Since < ?STARTING.
+
+%% The budget the decisions keep to: ?CAUTION of it for the first ?CAUTIOUS ms after the
+%% first tick, the whole of it after. Until then the cost per call is the prior's (the
+%% node's last session's, else twice the calibration), the start's own work still runs
+%% (its patterns' and flags' changes, the loops' reading) and its readings are set aside:
+%% the session leaves room for what it cannot see yet, as TCP's slow start does. Once
+%% the node has been read for a second, the rate falls and what was held back comes back
+%% (under/2) as the estimate allows.
+budget_now(#{elapsed_ms := Now}, #{since := Since, budget := B}) when Now - Since < ?CAUTIOUS ->
+    B * ?CAUTION;
+budget_now(_M, #{budget := B}) ->
+    B.
 
 %% @doc The factor this session learned on the node, once its evidence outweighs the prior
 %% it started from (for the node's next starts: ferrotrace_calibrate:remember_in_situ/1), or
@@ -299,20 +340,20 @@ delta(Key, M, Last) ->
 
 %%% Decisions
 
-decide(Load = #{estimate := E}, S = #{budget := B}) when E > B ->
+decide(Load = #{estimate := E, budget := B}, S) when E > B ->
     over(Load, S#{low_ticks := 0});
-decide(#{estimate := E, settling := true}, S = #{budget := B}) when E < B * ?LOW ->
+decide(#{estimate := E, budget := B, settling := true}, S) when E < B * ?LOW ->
     %% Not all of the session's load yet: the processes waiting in server loops are flagged
     %% once their loops are count-only (ferrotrace_session's steps, a second on a busy
     %% server). The rate the start chose counted their calls; it does not fall meanwhile.
     {[], S#{low_ticks := 0}};
-decide(Load = #{estimate := E}, S = #{budget := B, low_ticks := Low}) when E < B * ?LOW ->
+decide(Load = #{estimate := E, budget := B}, S = #{low_ticks := Low}) when E < B * ?LOW ->
     under(Load, S#{low_ticks := Low + 1});
 decide(_Load, S) ->
     {[], S#{low_ticks := 0}}.
 
 %% Over the budget: shed when the floor alone is over the aim, then the rate for the rest.
-over(Load = #{reaching := R, discard_ns := D, capacity := Cap}, S = #{budget := B, rate := N}) ->
+over(Load = #{reaching := R, discard_ns := D, capacity := Cap, budget := B}, S = #{rate := N}) ->
     Floor = R * D,
     Aim = B * ?AIM * Cap,
     {Shed, S1, Reaching} = case Floor > Aim of
@@ -340,7 +381,7 @@ over(Load = #{reaching := R, discard_ns := D, capacity := Cap}, S = #{budget := 
 %% shed function comes back.
 under(_Load, S = #{low_ticks := Low}) when Low < ?SETTLE ->
     {[], S};
-under(Load, S = #{rate := N, budget := B}) when N > 1 ->
+under(Load = #{budget := B}, S = #{rate := N}) when N > 1 ->
     New = nice(needed(Load, B)),
     case New < N of
         true -> set_rate(New, S#{low_ticks := 0});
@@ -379,8 +420,8 @@ steps() ->
 %% The functions to shed, those whose calls make the cost first (the most calls per
 %% second: a rarely called function the operator asked about stays), until the floor is at
 %% ?SHED_TO of the budget; the calls reaching the tracer that are left.
-shed(#{reaching := R, discard_ns := D, capacity := Cap, functions := Functions},
-     S = #{budget := B, shed := Shed, unsheddable := Never,
+shed(#{reaching := R, discard_ns := D, capacity := Cap, functions := Functions, budget := B},
+     S = #{shed := Shed, unsheddable := Never,
            tick := T, last := #{elapsed_ms := At}}) ->
     Ordered = hottest_first([{MFA, Rate} || {MFA, Rate, _Mean} <- Functions, Rate > 0,
                                             not maps:is_key(MFA, Shed), not maps:is_key(MFA, Never)]),
@@ -433,8 +474,8 @@ hold([{MFA, Rate} | Rest], Floor, Target, PerCall, Max) ->
 %% ?LOW, the next one comes back.
 restore(_Load, S = #{shed := Shed}) when map_size(Shed) =:= 0 ->
     {[], S};
-restore(#{estimate := E, per_call := PerCall, capacity := Cap},
-        S = #{budget := B, shed := Shed, tick := T, times := Times, shed_log := Log, last := #{elapsed_ms := At}}) ->
+restore(#{estimate := E, per_call := PerCall, capacity := Cap, budget := B},
+        S = #{shed := Shed, tick := T, times := Times, shed_log := Log, last := #{elapsed_ms := At}}) ->
     Ready = lists:sort([{Rate, MFA} || {MFA, #{rate := Rate, tick := Since}} <- maps:to_list(Shed),
                                        T - Since >= ?RESTORE_WAIT * (1 bsl (maps:get(MFA, Times) - 1))]),
     case Ready of
@@ -461,6 +502,29 @@ fitting([{Rate, MFA} | Rest], Room, PerCall, Fit) when Rate * PerCall =< Room ->
     fitting(Rest, Room - Rate * PerCall, PerCall, [MFA | Fit]);
 fitting([_ | Rest], Room, PerCall, Fit) ->
     fitting(Rest, Room, PerCall, Fit).
+
+%% The first tick at the whole budget: what the first moment held back or shed beyond what
+%% the whole budget holds back comes back at once. Held as first/2 holds at the whole
+%% budget: where the floor of all (the calls reaching the tracer now and those of the
+%% functions taken off, at their rate then) is over ?AIM of it, the most called first
+%% until the floor of the rest is at ?SHED_TO; the rest returns, and the next ticks set the rate for it. The functions still off
+%% come back as shed functions do (restore/2).
+open(Load = #{reaching := R, discard_ns := D, capacity := Cap, budget := B},
+     S = #{shed := Shed, shed_log := Log, last := #{elapsed_ms := At}}) ->
+    Off = [{MFA, Rate} || {MFA, #{rate := Rate}} <- maps:to_list(Shed)],
+    Floor = (R + lists:sum([Rate || {_, Rate} <- Off])) * D / Cap,
+    Kept = case Floor > B * ?AIM of
+               true -> hold(hottest_first(Off), Floor, B * ?SHED_TO, D / Cap, length(Off));
+               false -> []
+           end,
+    case [MFA || {MFA, _} <- Off, not lists:keymember(MFA, 1, Kept)] of
+        [] ->
+            decide(Load, S);
+        MFAs ->
+            {[{restore, MFAs}],
+             S#{shed := maps:without(MFAs, Shed), low_ticks := 0,
+                shed_log := lists:foldl(fun(MFA, L) -> restored(MFA, At, L) end, Log, MFAs)}}
+    end.
 
 %% Marks the newest shed entry of `MFA' as taken back.
 restored(MFA, At, [E = #{mfa := MFA} | Rest]) when not is_map_key(restored_at, E) ->

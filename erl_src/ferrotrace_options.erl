@@ -431,8 +431,8 @@ explain_with(Result, _Own) ->
         <<"none, or a map of specs (a list of {M, F, A}, not ferrotrace's own modules), heads "
           "(a list as long: default or match spec clauses), pids (all, new, existing or a "
           "non-empty list of local pids), scope (local or global) and optionally kinds (a list "
-          "of messages, procs, gc, scheduling, ports), generated (a boolean) and held (a list "
-          "of {M, F, A} the budget holds back)">>).
+          "of messages, procs, gc, scheduling, ports), generated (a boolean), held (a list "
+          "of {M, F, A} the budget holds back) and read_pace (a float from 0.01 to 1)">>).
 -define(SETTINGS_ACCEPTED,
         <<"a map of owner ({process, Pid}, {shell, Pid}, or none with a finite duration), "
           "keep (milliseconds up to seven days, or infinity), name (an atom other than none) "
@@ -461,8 +461,12 @@ valid_tracing(none) ->
     true;
 valid_tracing(#{specs := Specs, heads := Heads, pids := Pids, scope := Scope} = Tracing) ->
     Own = ferrotrace_traced:own_modules(),
-    lists:all(fun(Key) -> lists:member(Key, [specs, heads, pids, scope, kinds, generated, held]) end,
+    lists:all(fun(Key) -> lists:member(Key, [specs, heads, pids, scope, kinds, generated, held, read_pace]) end,
               maps:keys(Tracing))
+        andalso case Tracing of
+                    #{read_pace := Pace} -> is_float(Pace) andalso Pace >= 0.01 andalso Pace =< 1;
+                    #{} -> true
+                end
         andalso all_of(fun({M, F, A}) -> valid_spec(M, F, A) andalso is_integer(A);
                           (_) -> false
                        end, maps:get(held, Tracing, []))

@@ -342,7 +342,8 @@ budget(#{max_overhead := B, estimate := E, rate := N, model := Model,
             || #{mfa := MFA, rate := R, shed_at := At} <- Named]
         ++ [io_lib:format("~b more", [Off - length(Named)]) || Off > length(Named)]
         ++ [io_lib:format("~b taken back", [Back]) || Back > 0],
-    Default = ["the default for a '_' module (max_overhead => none turns it off)" || maps:get(default, View, false)],
+    Default = ["the default for a '_' module (max_overhead => none turns it off)" || maps:get(default, View, false)]
+        ++ ["first moment: within half of it" || maps:get(cautious, View, false)],
     [ferrotrace_text:wrap("budget: ", [io_lib:format("at most ~.1f % of the schedulers", [B * 100])] ++ Default ++ [Estimate, Rate, Costs], Width),
      [ferrotrace_text:wrap("rate: ", ChangeParts ++ Earlier, Width) || ChangeParts =/= []],
      [ferrotrace_text:wrap("shed: ", ShedParts, Width) || ShedParts =/= []]];

@@ -80,10 +80,10 @@
 %% How seldom a `'_'' module session looks for generated functions to leave out, at most
 %% (ms; from every 250 ms, twice as long each time).
 -define(SEEN_MAX, 4000).
-%% The full reading of loops after a start uses at most this share of one scheduler: at
-%% once and at high priority it took a busy node's schedulers for half a second (about
-%% 1 s of reading there; 20 s at this pace, its loops held by the engine's frame bound
-%% meanwhile).
+%% The full reading of loops after a start uses at most this share of one scheduler
+%% (less within a budget: `read_pace', ferrotrace_budget:read_pace/2): at once and at
+%% high priority it took a busy node's schedulers for half a second (about 1 s of reading
+%% there; 20 s at this pace, its loops held by the engine's frame bound meanwhile).
 -define(READ_PACE, 0.05).
 
 %% @doc Starts a keeper and, if asked, sets up call tracing: `EngineOptions' for the engine,
@@ -550,7 +550,8 @@ loops_now(_Tracing) ->
 %% Where the analysis at the start was not complete, it goes on in a process of its own,
 %% which sends the keeper the loops it finds (as the engine does with loops found at run
 %% time: until then the frame bound holds their frames).
-complete_loops(Id, #{specs := Specs, complete := false, loops := Known}) ->
+complete_loops(Id, Tracing = #{specs := Specs, complete := false, loops := Known}) ->
+    Pace = maps:get(read_pace, Tracing, ?READ_PACE),
     Keeper = self(),
     _ = spawn_opt(fun() ->
                           ok = ferrotrace_own:enter(),
@@ -564,7 +565,7 @@ complete_loops(Id, #{specs := Specs, complete := false, loops := Known}) ->
                               spawn_opt(fun() ->
                                                 ok = ferrotrace_own:enter(),
                                                 Waiting ! {self(), ferrotrace_loops:find(Specs, ferrotrace_traced:own_modules(),
-                                                                                         read, ?READ_PACE)}
+                                                                                         read, Pace)}
                                         end, [monitor | ferrotrace_own:spawn_options()]),
                           receive
                               {Reader, {Found, _, _}} ->

@@ -107,7 +107,7 @@ start(Options, Tracing, Probe, Owner) ->
                             T2 = erlang:monotonic_time(millisecond),
                             %% Options given by hand win over the calibration's.
                             Started = ferrotrace_session:start(maps:merge(maps:merge(ProbeOptions, Cautious), Engine),
-                                                               held(Tracing, Held), Settings),
+                                                               paced(held(Tracing, Held), fraction(Budget)), Settings),
                             with_timing(with_budget(with_intervals(with_info(Started, ProbeInfo), Intervals), Budget,
                                                     {Rate, Held, Baseline}),
                                         #{calibration_ms => T1 - T0, counting_ms => T2 - T1}, T0);
@@ -224,6 +224,12 @@ first(Budget, ProbeInfo, Tracing) ->
         1 -> {#{}, 1, Held, Baseline};
         _ -> {#{sample => {calls, Rate}}, Rate, Held, Baseline}
     end.
+
+%% The full reading of loops after the start, within the budget (ferrotrace_budget:read_pace/2).
+paced(Tracing = #{specs := _}, Budget) when is_number(Budget) ->
+    Tracing#{read_pace => ferrotrace_budget:read_pace(Budget, erlang:system_info(schedulers_online))};
+paced(Tracing, _Budget) ->
+    Tracing.
 
 held(Tracing, []) -> Tracing;
 held(Tracing, Held) -> Tracing#{held => [MFA || {MFA, _} <- Held]}.

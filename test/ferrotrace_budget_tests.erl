@@ -18,7 +18,8 @@
          nodeload_cost_test/0, no_fall_while_settling_test/0,
          in_situ_offset_is_not_a_factor_test/0, in_situ_cost_that_moves_teaches_test/0,
          in_situ_without_readings_test/0, in_situ_noise_at_the_floor_test/0, in_situ_start_is_set_aside_test/0,
-         pending_shed_at_first_tick_test/0, restore_what_fits_test/0]).
+         pending_shed_at_first_tick_test/0, restore_what_fits_test/0,
+         first_moment_half_budget_test/0, first_moment_opens_up_test/0, read_pace_test/0]).
 
 -define(CAL, #{call_ns => 300, return_ns => 300, discard_ns => 90}).
 -define(TICK_MS, 500).
@@ -142,17 +143,18 @@ light_load_test() ->
 %% node's true cost ends under the budget, sampling only (nothing shed).
 -spec heavy_load_test() -> ok.
 heavy_load_test() ->
-    %% 0.5 M calls/s: 30 % of 2 schedulers traced in full, a floor of 4.5 %.
-    Sim = node_sim(#{mfa(1) => {300000, 2000}, mfa(2) => {200000, 8000}}),
-    ?assert(true_cost(Sim) >= 0.25),
+    %% 0.4 M calls/s: 24 % of 2 schedulers traced in full, a floor of 3.6 % (under the aim
+    %% of the first moment's half budget).
+    Sim = node_sim(#{mfa(1) => {240000, 2000}, mfa(2) => {160000, 8000}}),
+    ?assert(true_cost(Sim) >= 0.2),
     {Sim1, C, Ds} = run(Sim, controller(0.10), 3),
     ?assert(true_cost(Sim1) =< 0.10, {true_cost(Sim1), Ds}),
     #{rate := N, shed := [], rate_changes := Changes} = ferrotrace_budget:view(C),
     ?assert(N > 1),
     ?assertEqual([], [S || D <- Ds, {shed, S} <- D]),
-    %% Steady from then on.
+    %% From then on: the rate falls once, as the first moment's half budget ends, then holds.
     {Sim2, _, Later} = run(Sim1, C, 100),
-    ?assertEqual(0, rate_changes(Later)),
+    ?assertMatch([[{rate, Lower}]] when Lower < N, [D || D <- Later, D =/= []]),
     ?assert(true_cost(Sim2) =< 0.10),
     ?assert(length(Changes) =< 2, Changes),
     ok.
@@ -163,7 +165,7 @@ load_falls_test() ->
     Heavy = node_sim(#{mfa(1) => {600000, 2000}, mfa(2) => {400000, 8000}}),
     {Sim1, C1, _} = run(Heavy, controller(0.10), 10),
     #{rate := High} = ferrotrace_budget:view(C1),
-    ?assert(High >= 5),
+    ?assert(High >= 5, ferrotrace_budget:view(C1)),
     Light = Sim1#{functions := #{mfa(1) => {6000, 2000}, mfa(2) => {4000, 8000}}},
     {Sim2, C2, Ds} = run(Light, C1, 100),
     #{rate := 1} = ferrotrace_budget:view(C2),
@@ -418,7 +420,7 @@ restore_what_fits_test() ->
 %% A floor under the aim: nothing held, the rate alone keeps the traced part within it.
 -spec first_sampling_only_test() -> ok.
 first_sampling_only_test() ->
-    Functions = #{mfa(1) => {300000, 2000}, mfa(2) => {200000, 8000}},
+    Functions = #{mfa(1) => {240000, 2000}, mfa(2) => {160000, 8000}},
     {Held, Rate} = ferrotrace_budget:first(0.10, #{schedulers => 2, calibration => ?CAL,
                                                    functions => [{MFA, float(R)} || {MFA, {R, _}} <- maps:to_list(Functions)]}),
     ?assertEqual([], Held),
@@ -446,8 +448,10 @@ first_held_come_back_test() ->
 %% holds still teaches little: its reading over the model could as well be the baseline's
 %% error (in_situ_offset_is_not_a_factor_test). A load that moves, as a server's does
 %% (its calls tripled, then back, 10 ticks each), teaches the factor what moves with the
-%% session's cost: it rises towards 5, and from the first move on the node stays within
-%% its budget.
+%% session's cost: it rises towards 5. From the first move on, the estimate stays within
+%% the budget and the node within what the factor has still to learn: 3.7 after the
+%% first move, 3.9 after the third, and the node at 0.035 to 0.060 (5 / 3.7 of 0.05 is
+%% 0.068). Where the load allows, the rate falls as far as the factor learned says.
 -spec measured_cost_corrects_the_model_test() -> ok.
 measured_cost_corrects_the_model_test() ->
     rand:seed(exsss, {7, 8, 9}),
@@ -462,7 +466,9 @@ measured_cost_corrects_the_model_test() ->
     ?assert(K0 < 2.5, K0),
     {Seeing, CS} = lists:foldl(fun(Rate, {Sim, C}) ->
                                        {Sim1, C1, _} = run(Sim#{functions := Load(Rate)}, C, 10),
-                                       ?assert(true_cost(Sim1) =< 0.05, {Rate, true_cost(Sim1), ferrotrace_budget:view(C1)}),
+                                       #{in_situ := KNow, estimate := E} = ferrotrace_budget:view(C1),
+                                       ?assert(E =< 0.05, {Rate, E}),
+                                       ?assert(true_cost(Sim1) =< 0.05 * 5 / KNow, {Rate, true_cost(Sim1), ferrotrace_budget:view(C1)}),
                                        {Sim1, C1}
                                end, {Steady, CS0}, [60000, 20000, 60000, 20000]),
     #{in_situ := K, measured := Measured} = ferrotrace_budget:view(CS),
@@ -486,8 +492,9 @@ measured_noise_alone_changes_nothing_test() ->
 
 %% The node's calls cost five times the calibration, and its last session learned it
 %% (`in_situ' kept with the calibration): the next session's start holds back more at its
-%% first moment and its estimate starts from that factor, so the simulated node is under
-%% its budget from the first tick where the factor of 2 left it over, and keeps it. A
+%% first moment and its estimate starts from that factor, so the simulated node is within
+%% the first moment's half budget where the factor of 2 left it over, and keeps the
+%% whole budget after. A
 %% session whose cost held still taught nothing new (learned/1: none); one whose load
 %% moved (its calls five times as many for 20 ticks, then back) has a factor to hand on.
 -spec learned_factor_carried_to_the_next_start_test() -> ok.
@@ -501,11 +508,11 @@ learned_factor_carried_to_the_next_start_test() ->
     {HeldBlind, RateBlind} = ferrotrace_budget:first(0.05, Node(?CAL)),
     {HeldKnown, RateKnown} = ferrotrace_budget:first(0.05, Node(Learned)),
     ?assert(length(HeldKnown) > length(HeldBlind), {HeldBlind, HeldKnown}),
-    ?assert(RateKnown >= RateBlind, {RateBlind, RateKnown}),
     Sim0 = (node_sim(Functions))#{event_ns := 1500, discard_ns := 450},
     Started = fun(Held, Rate) -> Sim0#{rate := Rate, shed := maps:from_list([{MFA, true} || {MFA, _} <- Held])} end,
-    ?assert(true_cost(Started(HeldBlind, RateBlind)) > 0.05, true_cost(Started(HeldBlind, RateBlind))),
-    ?assert(true_cost(Started(HeldKnown, RateKnown)) =< 0.05, true_cost(Started(HeldKnown, RateKnown))),
+    %% Both choose for the first moment's half budget (0.025).
+    ?assert(true_cost(Started(HeldBlind, RateBlind)) > 0.025, true_cost(Started(HeldBlind, RateBlind))),
+    ?assert(true_cost(Started(HeldKnown, RateKnown)) =< 0.025, true_cost(Started(HeldKnown, RateKnown))),
     C0 = ferrotrace_budget:new(0.05, #{schedulers => 2, calibration => Learned, rate => RateKnown, held => HeldKnown,
                                        baseline => baseline()}),
     ?assertMatch(#{prior := 5.0, in_situ := 5.0}, ferrotrace_budget:view(C0)),
@@ -625,4 +632,56 @@ nodeload_cost_test() ->
     ?assertEqual(undefined, ferrotrace_nodeload:cost(undefined, S0, S1)),
     ?assertEqual(undefined, ferrotrace_nodeload:cost(#{per_busy => 1.0}, S0, S0)),
     ?assertEqual(undefined, ferrotrace_nodeload:cost(#{per_busy => 1.0}, undefined, S1)),
+    ok.
+
+%% The first moment: first/2 chooses for half the budget, and the ticks keep to it for
+%% ?CAUTIOUS (1.5 s) after the first: a load whose floor the whole budget would leave
+%% alone is held back in part, and the node runs within half its budget meanwhile.
+-spec first_moment_half_budget_test() -> ok.
+first_moment_half_budget_test() ->
+    Functions = #{mfa(1) => {500000, 2000}, mfa(2) => {300000, 2000}, mfa(3) => {10000, 50000}},
+    Counted = [{MFA, float(R)} || {MFA, {R, _}} <- maps:to_list(Functions)],
+    {Held, Rate} = ferrotrace_budget:first(0.10, #{schedulers => 2, calibration => ?CAL, functions => Counted}),
+    %% The floor of 0.8 M calls/s is 0.072 of the node: under the whole budget's aim (0.08),
+    %% over the half budget's (0.04), which holds back until the rest's is at 0.02.
+    ?assertEqual([mfa(1), mfa(2)], [MFA || {MFA, _} <- Held]),
+    Shed = #{mfa(1) => true, mfa(2) => true},
+    Sim = (node_sim(Functions))#{rate := Rate, shed := Shed},
+    ?assert(true_cost(Sim) =< 0.05, true_cost(Sim)),
+    C0 = ferrotrace_budget:new(0.10, #{schedulers => 2, calibration => ?CAL, rate => Rate, held => Held}),
+    ?assertMatch(#{cautious := true}, ferrotrace_budget:view(C0)),
+    %% Ticks at 0.5, 1 and 1.5 s: the first moment (1.5 s after the first tick).
+    {Sim1, C1, _} = run(Sim, C0, 3),
+    ?assertMatch(#{cautious := true}, ferrotrace_budget:view(C1)),
+    ?assert(true_cost(Sim1) =< 0.05, true_cost(Sim1)),
+    ?assertEqual(Shed, maps:get(shed, Sim1)),
+    ok.
+
+%% As the first moment ends, what it held back beyond what the whole budget holds comes
+%% back at once (not after the restore's wait), and the rate falls as the load allows:
+%% the node ends within the whole budget and over the half.
+-spec first_moment_opens_up_test() -> ok.
+first_moment_opens_up_test() ->
+    Functions = #{mfa(1) => {500000, 2000}, mfa(2) => {300000, 2000}, mfa(3) => {10000, 50000}},
+    Counted = [{MFA, float(R)} || {MFA, {R, _}} <- maps:to_list(Functions)],
+    {Held, Rate} = ferrotrace_budget:first(0.10, #{schedulers => 2, calibration => ?CAL, functions => Counted}),
+    Sim = (node_sim(Functions))#{rate := Rate, shed := maps:from_list([{MFA, true} || {MFA, _} <- Held])},
+    C0 = ferrotrace_budget:new(0.10, #{schedulers => 2, calibration => ?CAL, rate => Rate, held => Held}),
+    {Sim1, C1, Ds} = run(Sim, C0, 12),
+    %% The fourth tick (2 s, the first at the whole budget) gives both back.
+    ?assertEqual([[{restore, [mfa(1), mfa(2)]}]], [D || D <- lists:sublist(Ds, 4), D =/= []]),
+    ?assertEqual([{restore, [mfa(1), mfa(2)]}], lists:nth(4, Ds)),
+    #{cautious := false, shed_now := 0, shed := [#{restored_at := 2000}, #{restored_at := 2000}]} = ferrotrace_budget:view(C1),
+    ?assertEqual(#{}, maps:get(shed, Sim1)),
+    ?assert(true_cost(Sim1) =< 0.10 andalso true_cost(Sim1) > 0.05, true_cost(Sim1)),
+    ok.
+
+%% The full reading of loops after the start keeps within a fifth of the budget, from
+%% 0.01 to 0.05 of one scheduler.
+-spec read_pace_test() -> ok.
+read_pace_test() ->
+    ?assertEqual(0.02, ferrotrace_budget:read_pace(0.05, 2)),
+    ?assertEqual(0.01, ferrotrace_budget:read_pace(0.001, 2)),
+    ?assertEqual(0.05, ferrotrace_budget:read_pace(0.05, 16)),
+    ?assertEqual(0.05, ferrotrace_budget:read_pace(1, 1)),
     ok.

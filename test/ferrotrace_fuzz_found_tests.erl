@@ -115,6 +115,10 @@ session_start_checks_its_arguments_test() ->
                                     ferrotrace_session:start(#{}, Tracing#{pids := [self() | x]}, Settings)),
                        ?assertMatch({error, {bad_argument, tracing, _, _}},
                                     ferrotrace_session:start(#{}, Tracing#{heads := []}, Settings)),
+                       %% The loops' reading pace: a float from 0.01 to 1.
+                       [?assertMatch({error, {bad_argument, tracing, _, <<_/binary>>}},
+                                     ferrotrace_session:start(#{}, Tracing#{read_pace => Pace}, Settings))
+                        || Pace <- [0, 0.0, 0.001, 1.5, 1, -0.1, fast, "0.02"]],
                        ?assertMatch({error, {bad_argument, tracing, _, _}},
                                     ferrotrace_session:start(#{}, Tracing#{specs := [{ferrotrace, calls, 2}]},
                                                              Settings)),

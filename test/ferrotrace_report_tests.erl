@@ -46,4 +46,8 @@ shed_count_test() ->
     %% An older view without `shed_now': the log's count.
     Old = lists:flatten(io_lib:format("~ts", [ferrotrace_report:header((summary(#{}))#{budget => maps:remove(shed_now, Budget)}, 200)])),
     ?assertNotEqual(nomatch, string:find(Old, "shed: 100 patterns off")),
+    %% The first moment says so on the budget's line, and only then.
+    Cautious = lists:flatten(io_lib:format("~ts", [ferrotrace_report:header((summary(#{}))#{budget => Budget#{cautious => true}}, 200)])),
+    ?assertNotEqual(nomatch, string:find(Cautious, "first moment: within half of it")),
+    ?assertEqual(nomatch, string:find(Text, "first moment")),
     ok.
