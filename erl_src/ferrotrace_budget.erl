@@ -48,11 +48,11 @@
 %%% the tracer). Both choose for ?CAUTION of the budget, and the ticks keep to that share
 %%% for the first ?CAUTIOUS ms (the view's `cautious'): until then a call's cost is the
 %%% prior's guess, the start's own work still runs, and the node's readings are set aside.
-%%% The first ticks come after 100 ms. At the first tick at the whole budget, what the first
-%%% moment held back or shed beyond what the whole budget would comes back (open/2); then the rate falls as
-%%% soon as the measured load allows, and the rest comes back as what is shed does. The
-%%% full reading of loops after the start (ferrotrace_session) is paced within a fifth
-%%% of the budget ({@link read_pace/2}).
+%%% The first ticks come after 100 ms. At the first tick at the whole budget, what the
+%%% first moment held back or shed beyond what the whole budget would comes back (open/2);
+%%% then the rate falls as soon as the measured load allows, and the rest comes back as
+%%% what is shed does. The full reading of loops after the start (ferrotrace_session) is
+%%% paced within a fifth of the budget ({@link read_pace/2}).
 %%%
 %%% == Sampling (the first knob) ==
 %%% With `R' calls per second reaching the tracer (traced + refused), `k' events per traced
@@ -171,7 +171,7 @@ new(Budget, Node = #{schedulers := Schedulers, calibration := Calibration}) ->
       shed_log => lists:sublist([#{mfa => MFA, rate => Rate, shed_at => 0} || {MFA, Rate} <- Held], ?SHED_LOG),
       unsheddable => #{}, times => maps:from_list([{MFA, 1} || {MFA, _} <- Held]),
       pending => [{MFA, round(Rate)} || {MFA, Rate} <- maps:get(pending, Node, [])],
-      cautious => true, tick => 0}.
+      tick => 0}.
 
 %% @doc Where a session with budget `Budget' starts, from its functions' calls per second
 %% counted before tracing (`functions', ferrotrace_backend:count_calls/2), on `schedulers'
@@ -191,12 +191,7 @@ first(Budget0, #{schedulers := Schedulers, calibration := Calibration, functions
     Capacity = Schedulers * 1.0e9,
     Called = [{MFA, Rate} || {MFA, Rate} <- Functions, is_number(Rate), Rate > 0],
     Reaching = lists:sum([Rate || {_, Rate} <- Called]),
-    Held = case Reaching * DiscardNs > Budget * ?AIM * Capacity of
-               true ->
-                   hold(hottest_first(Called), Reaching * DiscardNs / Capacity, Budget * ?SHED_TO, DiscardNs / Capacity, ?SHED_MAX);
-               false ->
-                   []
-           end,
+    Held = hold_back(Called, Reaching * DiscardNs / Capacity, Budget, DiscardNs / Capacity, ?SHED_MAX),
     Left = max(0.0, Reaching - lists:sum([Rate || {_, Rate} <- Held])),
     {Held, nice(needed(#{reaching => Left, per_call => 2 * EventNs, discard_ns => DiscardNs, capacity => Capacity},
                        Budget))}.
@@ -232,10 +227,9 @@ tick(M = #{elapsed_ms := Now}, S = #{last := #{elapsed_ms := Then}}) when Now =<
 tick(M, S0 = #{last := Last, tick := T}) ->
     S = S0#{last := M, tick := T + 1},
     Load = load(M, Last, S0),
-    Cautious = maps:get(budget, Load) < maps:get(budget, S),
     S1 = S#{estimate := maps:get(estimate, Load), collector => maps:get(collector, Load),
-            in_situ := maps:get(in_situ, Load), cautious := Cautious},
-    case maps:get(cautious, S0) andalso not Cautious of
+            in_situ := maps:get(in_situ, Load)},
+    case cautious(S0) andalso not cautious(S) of
         true -> open(Load, S1);
         false -> decide(Load, S1)
     end.
@@ -267,7 +261,7 @@ unsheddable(MFAs, S = #{shed := Shed, shed_log := Log, unsheddable := Never}) ->
 view(S = #{budget := B, estimate := E, rate := N, model := Model, event_ns := Ev, discard_ns := D,
            history := H, changes := C, shed_log := Log, shed := Shed, baseline := Baseline,
            in_situ := InSitu}) ->
-    #{max_overhead => B, default => maps:get(default, S, false), cautious => maps:get(cautious, S),
+    #{max_overhead => B, default => maps:get(default, S, false), cautious => cautious(S),
       estimate => E, rate => N, model => Model,
       collector => maps:get(collector, S, undefined),
       measured => ferrotrace_in_situ:measured(InSitu), in_situ => ferrotrace_in_situ:factor(InSitu), prior => maps:get(prior, S),
@@ -321,12 +315,17 @@ starting(#{elapsed_ms := Now}, #{since := Since}) -> Now - Since < ?STARTING.
 %% node's last session's, else twice the calibration), the start's own work still runs
 %% (its patterns' and flags' changes, the loops' reading) and its readings are set aside:
 %% the session leaves room for what it cannot see yet, as TCP's slow start does. Once
-%% the node has been read for a second, the rate falls and what was held back comes back
-%% (under/2) as the estimate allows.
+%% the node has been read for a second, what the half held back comes back (open/2) and
+%% the rate falls (under/2) as the estimate allows.
 budget_now(#{elapsed_ms := Now}, #{since := Since, budget := B}) when Now - Since < ?CAUTIOUS ->
     B * ?CAUTION;
 budget_now(_M, #{budget := B}) ->
     B.
+
+%% Whether the session keeps to ?CAUTION of its budget: before its first tick, and as of
+%% the last tick (budget_now/2).
+cautious(#{last := undefined}) -> true;
+cautious(S = #{last := M, budget := B}) -> budget_now(M, S) < B.
 
 %% @doc The factor this session learned on the node, once its evidence outweighs the prior
 %% it started from (for the node's next starts: ferrotrace_calibrate:remember_in_situ/1), or
@@ -459,6 +458,14 @@ take([{MFA, Rate} | Rest], Floor, Shed, Target, PerCall, Max, Acc) ->
 hottest_first(Functions) ->
     [{MFA, Rate} || {Rate, MFA} <- lists:reverse(lists:sort([{Rate, MFA} || {MFA, Rate} <- Functions]))].
 
+%% Of `Functions' (`{MFA, CallsPerSecond}'), those to hold back at budget `Budget' where the
+%% floor of all (`Floor', a fraction of the capacity) is over ?AIM of it: the most called
+%% first until the floor of the rest is at ?SHED_TO of it (hold/5); none where it is not.
+hold_back(Functions, Floor, Budget, PerCall, Max) when Floor > Budget * ?AIM ->
+    hold(hottest_first(Functions), Floor, Budget * ?SHED_TO, PerCall, Max);
+hold_back(_Functions, _Floor, _Budget, _PerCall, _Max) ->
+    [].
+
 %% The most called of `Ordered' until the floor of the rest is at most `Target' (fractions
 %% of the capacity, `PerCall' the floor's per call per second), at most `Max'. Their rates
 %% were counted untraced: unlike take/7's, the rest's do not rise as these leave.
@@ -475,7 +482,7 @@ hold([{MFA, Rate} | Rest], Floor, Target, PerCall, Max) ->
 restore(_Load, S = #{shed := Shed}) when map_size(Shed) =:= 0 ->
     {[], S};
 restore(#{estimate := E, per_call := PerCall, capacity := Cap, budget := B},
-        S = #{shed := Shed, tick := T, times := Times, shed_log := Log, last := #{elapsed_ms := At}}) ->
+        S = #{shed := Shed, tick := T, times := Times}) ->
     Ready = lists:sort([{Rate, MFA} || {MFA, #{rate := Rate, tick := Since}} <- maps:to_list(Shed),
                                        T - Since >= ?RESTORE_WAIT * (1 bsl (maps:get(MFA, Times) - 1))]),
     case Ready of
@@ -488,8 +495,7 @@ restore(#{estimate := E, per_call := PerCall, capacity := Cap, budget := B},
                        [] -> [Coolest];
                        Fit -> Fit
                    end,
-            {[{restore, MFAs}],
-             S#{shed := maps:without(MFAs, Shed), shed_log := lists:foldl(fun(MFA, L) -> restored(MFA, At, L) end, Log, MFAs)}};
+            {[{restore, MFAs}], taken_back(MFAs, S)};
         [] ->
             {[], S}
     end.
@@ -503,28 +509,23 @@ fitting([{Rate, MFA} | Rest], Room, PerCall, Fit) when Rate * PerCall =< Room ->
 fitting([_ | Rest], Room, PerCall, Fit) ->
     fitting(Rest, Room, PerCall, Fit).
 
-%% The first tick at the whole budget: what the first moment held back or shed beyond what
-%% the whole budget holds back comes back at once. Held as first/2 holds at the whole
-%% budget: where the floor of all (the calls reaching the tracer now and those of the
-%% functions taken off, at their rate then) is over ?AIM of it, the most called first
-%% until the floor of the rest is at ?SHED_TO; the rest returns, and the next ticks set the rate for it. The functions still off
-%% come back as shed functions do (restore/2).
-open(Load = #{reaching := R, discard_ns := D, capacity := Cap, budget := B},
-     S = #{shed := Shed, shed_log := Log, last := #{elapsed_ms := At}}) ->
+%% The first tick at the whole budget: what the first moment held back or shed beyond
+%% what the whole budget holds back comes back at once. Held as first/2 holds at the whole
+%% budget (hold_back/5), the floor of all counting the calls reaching the tracer now and
+%% those of the functions taken off, at their rate then; the next ticks set the rate for
+%% what returns. The functions still off come back as shed functions do (restore/2).
+open(Load = #{reaching := R, discard_ns := D, capacity := Cap, budget := B}, S = #{shed := Shed}) ->
     Off = [{MFA, Rate} || {MFA, #{rate := Rate}} <- maps:to_list(Shed)],
     Floor = (R + lists:sum([Rate || {_, Rate} <- Off])) * D / Cap,
-    Kept = case Floor > B * ?AIM of
-               true -> hold(hottest_first(Off), Floor, B * ?SHED_TO, D / Cap, length(Off));
-               false -> []
-           end,
+    Kept = hold_back(Off, Floor, B, D / Cap, length(Off)),
     case [MFA || {MFA, _} <- Off, not lists:keymember(MFA, 1, Kept)] of
-        [] ->
-            decide(Load, S);
-        MFAs ->
-            {[{restore, MFAs}],
-             S#{shed := maps:without(MFAs, Shed), low_ticks := 0,
-                shed_log := lists:foldl(fun(MFA, L) -> restored(MFA, At, L) end, Log, MFAs)}}
+        [] -> decide(Load, S);
+        MFAs -> {[{restore, MFAs}], (taken_back(MFAs, S))#{low_ticks := 0}}
     end.
+
+%% `MFAs' taken back: no longer shed, and marked so in the log.
+taken_back(MFAs, S = #{shed := Shed, shed_log := Log, last := #{elapsed_ms := At}}) ->
+    S#{shed := maps:without(MFAs, Shed), shed_log := lists:foldl(fun(MFA, L) -> restored(MFA, At, L) end, Log, MFAs)}.
 
 %% Marks the newest shed entry of `MFA' as taken back.
 restored(MFA, At, [E = #{mfa := MFA} | Rest]) when not is_map_key(restored_at, E) ->
