@@ -409,6 +409,9 @@ count_calls(_Specs, _Ms) ->
     {error, badarg}.
 
 counted(Specs, Ms, Own) ->
+    %% Listed before the counters are set: every call the node makes while they are
+    %% (paused too) pays for their breakpoints, and listing took a part of that time.
+    Functions = lists:usort([MFA || Spec <- Specs, MFA <- covered(Spec), not lists:member(element(1, MFA), Own)]),
     {Set, Read, Drop} = counters(),
     try
         %% Counting starts and stops at some point of each change (a wait for the code
@@ -418,7 +421,6 @@ counted(Specs, Ms, Own) ->
         %% Paused, the counts stay as they were while they are read.
         T1 = middle(fun() -> [Set(Spec, pause) || Spec <- Specs] end),
         Seconds = max(1, T1 - T0) / 1.0e6,
-        Functions = lists:usort([MFA || Spec <- Specs, MFA <- covered(Spec), not lists:member(element(1, MFA), Own)]),
         [{MFA, N / Seconds} || MFA <- Functions, N <- [Read(MFA)], N > 0]
     after
         Drop(Specs)
