@@ -1,5 +1,5 @@
 # ferrotrace: the README's two commands are `make demo` and `make test`.
-.PHONY: busy yaws-bench all setup compile demo test bundle test-attach test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty test-snippets bench bench-reads bench-html always-on loom miri collector-ceiling clean export-tools fuzz
+.PHONY: busy yaws-bench yaws-pool all setup compile demo test bundle test-attach test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty test-snippets bench bench-reads bench-html always-on loom miri collector-ceiling clean export-tools fuzz
 
 DEBIAN_PACKAGES = erlang-nox erlang-dev rebar3 erlang-common-test erlang-eunit erlang-dialyzer erlang-tools
 
@@ -148,15 +148,26 @@ busy: compile
 # The overhead budget on Debian's yaws under wrk (installs both if missing): rounds of 12 s,
 # wrk running through each (3 s of load first), alternating untraced and a fresh
 # {'_','_','_'} session with max_overhead => 0.05, then the same with no session (the
-# noise). YAWS_ROUNDS=N rounds of each (default 4; about 5 min).
+# noise). YAWS_ROUNDS=N rounds of each (default 4; about 5 min). The node's schedulers do
+# not spin for work (YAWS_ERL_FLAGS): the client shares the 2 cores, and a spinning
+# scheduler takes its CPU. With spinning, one wrk run's rate strayed from the mean of 8 to
+# 12 runs by 15 to 23 % (relative standard deviation), by 10 to 12 % without it.
 YAWS_ROUNDS ?= 4
+YAWS_ERL_FLAGS ?= +sbwt none +sbwtdcpu none +sbwtdio none
 yaws-bench: compile
 	command -v wrk >/dev/null && ls -d /usr/lib/yaws-*/ebin >/dev/null 2>&1 || \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk yaws >/dev/null; }
 	mkdir -p bench/out
 	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_yaws.erl bench/ferrotrace_bench.erl
-	erl -noshell +S 2:2 -pa _build/default/lib/ferrotrace/ebin -pa bench/out -pa $$(ls -d /usr/lib/yaws-*/ebin | head -1) \
-		-eval 'ferrotrace_yaws:main(["$(YAWS_ROUNDS)"]), halt().'
+	erl -noshell +S 2:2 $(YAWS_ERL_FLAGS) -pa _build/default/lib/ferrotrace/ebin -pa bench/out \
+		-pa $$(ls -d /usr/lib/yaws-*/ebin | head -1) -eval 'ferrotrace_yaws:main(["$(YAWS_ROUNDS)"]), halt().'
+
+# The pairs of several saved yaws-bench outputs taken together (each run prints its pairs
+# whole): make yaws-pool YAWS_LOGS="run1.log run2.log run3.log".
+yaws-pool:
+	mkdir -p bench/out
+	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_yaws.erl bench/ferrotrace_bench.erl
+	erl -noshell -pa bench/out -eval 'ferrotrace_yaws:main(["pool" | string:lexemes("$(YAWS_LOGS)", " ")]), halt().'
 
 # Every exported function called with seeded adversarial terms on a peer node: 100,000 calls
 # (the suite's default in `make test' is 5,000). FERROTRACE_FUZZ_SEED=N repeats a run.

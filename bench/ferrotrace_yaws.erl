@@ -1,7 +1,8 @@
 %%% @doc The overhead budget on a server ferrotrace's authors did not write: Debian's yaws
 %%% under `wrk', the client's throughput counted per second (run by `make yaws-bench').
 %%%
-%%% yaws runs embedded in this node (2 schedulers on the 2-core machine), serving a small
+%%% yaws runs embedded in this node (2 schedulers on the 2-core machine, which do not spin
+%%% for work: `make yaws-bench' starts it with `+sbwt none', see the Makefile), serving a small
 %%% static page to `wrk' (1 thread, 8 connections), which runs without a pause through a
 %%% whole round and counts its responses per 100 ms of wall-clock time (bench/wrk_buckets.lua).
 %%% A round: ?PRE_MS of load first, then the moment a session would start, then ?SECONDS s
@@ -16,6 +17,11 @@
 %%% (less moved by the client's drift over the run) with a 90 % bootstrap interval of that
 %%% median, how many calls each session timed, and
 %%% the node's CPU and reductions per CPU-second over the session's 8 s (its own view of the cost).
+%%%
+%%% Each pair of rounds is also printed whole (a `yaws pair' line), so that the outputs of
+%%% several runs can be read again and taken together (`main(["pool" | Files])', run by
+%%% `make yaws-pool'): one run's twelve pairs leave an interval 0.16 to 0.33 wide on this
+%%% machine, and the pairs of three runs narrow it by about the square root of three.
 -module(ferrotrace_yaws).
 -export([main/1]).
 
@@ -27,7 +33,13 @@
 -define(RESAMPLES, 2000).
 
 %% `[Rounds]': rounds of each kind (4 or more for a median that means something).
+%% `["pool" | Files]': the pairs printed in the saved outputs `Files', reported together.
 -spec main([string()]) -> ok.
+main(["pool" | Files]) ->
+    Pairs = lists:append([read_pairs(File) || File <- Files]),
+    _ = [report(Label, [Pair || {L, Pair} <- Pairs, L =:= Label]) || Label <- ["budget", "no_session"],
+                                                                      lists:keymember(Label, 1, Pairs)],
+    ok;
 main([Rounds0]) ->
     Rounds = list_to_integer(Rounds0),
     _ = application:load(ferrotrace),
@@ -43,9 +55,35 @@ main([Rounds0]) ->
                    end),
     Budget = alternate(Url, Rounds, fun start_session/0),
     Control = alternate(Url, Rounds, fun() -> none end),
+    _ = [print_pair(Label, Pair) || {Label, Pairs} <- [{"budget", Budget}, {"no_session", Control}], Pair <- Pairs],
     report("budget", Budget),
     report("no_session", Control),
     ok.
+
+%% One pair whole, as read_pairs/1 reads it back: each round's requests per second, the
+%% calls the session timed (`none' in an untraced round, and in all of the control's) and
+%% the node's CPU and reductions per CPU-second over the session's seconds.
+print_pair(Label, {Untraced, Traced}) ->
+    Round = fun({Counts, Timed, {Cpu, Reds}}) ->
+                    io_lib:format("~s/~w/~.3f/~.3f", [lists:join(",", [integer_to_list(C) || C <- Counts]), Timed, Cpu, Reds])
+            end,
+    io:format("yaws pair ~s untraced=~s traced=~s~n", [Label, Round(Untraced), Round(Traced)]).
+
+%% The pairs printed by print_pair/2 in a saved output, `[{Label, Pair}]'.
+read_pairs(File) ->
+    {ok, Text} = file:read_file(File),
+    Lines = case re:run(Text, "^yaws pair (\\S+) untraced=(\\S+) traced=(\\S+)$",
+                        [global, multiline, {capture, all_but_first, list}]) of
+                {match, Found} -> Found;
+                nomatch -> error({no_yaws_pair_lines, File})
+            end,
+    Round = fun(Field) ->
+                    [Counts, Timed, Cpu, Reds] = string:split(Field, "/", all),
+                    {[list_to_integer(C) || C <- string:split(Counts, ",", all)],
+                     case Timed of "none" -> none; _ -> list_to_integer(Timed) end,
+                     {list_to_float(Cpu), list_to_float(Reds)}}
+            end,
+    [{Label, {Round(U), Round(T)}} || [Label, U, T] <- Lines].
 
 start_yaws() ->
     Dir = filename:join(["/tmp", "ferrotrace_yaws_" ++ os:getpid()]),
