@@ -15,7 +15,9 @@
 %%% the requests per round and of its first two seconds, traced against untraced (the
 %%% issue's measure), the same ratios taken within each pair and their median over pairs
 %%% (less moved by the client's drift over the run) with a 90 % bootstrap interval of that
-%%% median, how many calls each session timed, and
+%%% median, the same again with each round taken against its own 2 s before the session's
+%%% moment (`against_2s_before': the level a round starts at cancels), how many calls each
+%%% session timed, and
 %%% the node's CPU and reductions per CPU-second over the session's 8 s (its own view of the cost).
 %%%
 %%% Each pair of rounds is also printed whole (a `yaws pair' line), so that the outputs of
@@ -61,11 +63,13 @@ main([Rounds0]) ->
     ok.
 
 %% One pair whole, as read_pairs/1 reads it back: each round's requests per second, the
-%% calls the session timed (`none' in an untraced round, and in all of the control's) and
-%% the node's CPU and reductions per CPU-second over the session's seconds.
+%% calls the session timed (`none' in an untraced round, and in all of the control's), the
+%% node's CPU and reductions per CPU-second over the session's seconds, and the requests
+%% of the 2 s before.
 print_pair(Label, {Untraced, Traced}) ->
-    Round = fun({Counts, Timed, {Cpu, Reds}}) ->
-                    io_lib:format("~s/~w/~.3f/~.3f", [lists:join(",", [integer_to_list(C) || C <- Counts]), Timed, Cpu, Reds])
+    Round = fun({Counts, Timed, {Cpu, Reds}, Before}) ->
+                    io_lib:format("~s/~w/~.3f/~.3f/~w", [lists:join(",", [integer_to_list(C) || C <- Counts]), Timed, Cpu,
+                                                         Reds, Before])
             end,
     io:format("yaws pair ~s untraced=~s traced=~s~n", [Label, Round(Untraced), Round(Traced)]).
 
@@ -78,10 +82,11 @@ read_pairs(File) ->
                 nomatch -> error({no_yaws_pair_lines, File})
             end,
     Round = fun(Field) ->
-                    [Counts, Timed, Cpu, Reds] = string:split(Field, "/", all),
+                    [Counts, Timed, Cpu, Reds | Before] = string:split(Field, "/", all),
                     {[list_to_integer(C) || C <- string:split(Counts, ",", all)],
                      case Timed of "none" -> none; _ -> list_to_integer(Timed) end,
-                     {list_to_float(Cpu), list_to_float(Reds)}}
+                     {list_to_float(Cpu), list_to_float(Reds)},
+                     case Before of [B] -> list_to_integer(B); [] -> none end}
             end,
     [{Label, {Round(U), Round(T)}} || [Label, U, T] <- Lines].
 
@@ -115,7 +120,8 @@ start_session() ->
     S.
 
 %% Requests per second over ?SECONDS s from the moment `Start' is called, on a server under
-%% the client's load since ?PRE_MS before, and the calls the session timed.
+%% the client's load since ?PRE_MS before, the calls the session timed, the node's use
+%% (node_use/2) and the requests of the 2 s before that moment.
 round(Url, Start) ->
     Script = filename:join(filename:dirname(filename:dirname(code:which(?MODULE))), "wrk_buckets.lua"),
     Self = self(),
@@ -156,7 +162,10 @@ round(Url, Start) ->
                            end],
     Counts = [lists:sum([N || {At, N} <- Buckets, At >= T0 + I * 1000, At < T0 + (I + 1) * 1000])
               || I <- lists:seq(0, ?SECONDS - 1)],
-    {Counts, Timed, Node}.
+    %% The same client's requests in the 2 s before: each round's own level, which
+    %% moves between rounds by more than a budget.
+    Before = lists:sum([N || {At, N} <- Buckets, At >= T0 - 2000, At < T0]),
+    {Counts, Timed, Node, Before}.
 
 %% The node's CPU time (ferrotrace_bench:cpu_ns/0: all its threads, user and system, ns)
 %% and reductions.
@@ -170,17 +179,17 @@ node_use({T0, Cpu0, R0}, {T1, Cpu1, R1}) ->
     {(Cpu1 - Cpu0) / 1.0e6 / max(1, T1 - T0), (R1 - R0) * 1000 / max(1, Cpu1 - Cpu0)}.
 
 report(Label, Pairs) ->
-    Untraced = [U || {{U, _, _}, _} <- Pairs],
-    Traced = [T || {_, {T, _, _}} <- Pairs],
-    Timed = [N || {_, {_, N, _}} <- Pairs, N =/= none],
+    Untraced = [U || {{U, _, _, _}, _} <- Pairs],
+    Traced = [T || {_, {T, _, _, _}} <- Pairs],
+    Timed = [N || {_, {_, N, _, _}} <- Pairs, N =/= none],
     Whole = median([lists:sum(T) || T <- Traced]) / max(1, median([lists:sum(U) || U <- Untraced])),
     First = median([lists:sum(lists:sublist(T, 2)) || T <- Traced])
         / max(1, median([lists:sum(lists:sublist(U, 2)) || U <- Untraced])),
     %% The same within each pair of rounds run side by side, then the median over pairs:
     %% a view that leaves out the client's drift over the run.
-    PairWholes = [lists:sum(T) / max(1, lists:sum(U)) || {{U, _, _}, {T, _, _}} <- Pairs],
+    PairWholes = [lists:sum(T) / max(1, lists:sum(U)) || {{U, _, _, _}, {T, _, _, _}} <- Pairs],
     PairFirsts = [lists:sum(lists:sublist(T, 2)) / max(1, lists:sum(lists:sublist(U, 2)))
-                  || {{U, _, _}, {T, _, _}} <- Pairs],
+                  || {{U, _, _, _}, {T, _, _, _}} <- Pairs],
     {PairWhole, PairFirst} = {median(PairWholes), median(PairFirsts)},
     io:format("yaws ~s rounds=~b seconds=~b untraced_rps=~s traced_rps=~s~n"
               "yaws ~s round_ratio=~.2f first_2s_ratio=~.2f calls_timed_per_session=~w~n"
@@ -188,10 +197,20 @@ report(Label, Pairs) ->
               "yaws ~s per_pair_90pct_interval round_ratio=~s first_2s_ratio=~s~n",
               [Label, length(Pairs), ?SECONDS, rps(Untraced), rps(Traced), Label, Whole, First, Timed,
                Label, PairWhole, PairFirst, Label, interval(PairWholes), interval(PairFirsts)]),
+    %% Each round against its own 2 s before the session's moment, traced against untraced
+    %% within each pair: what moves a round's whole level (the connections' luck, the
+    %% machine) cancels. Only for outputs that printed those 2 s.
+    Own = [{lists:sum(T) * UB / max(1, lists:sum(U) * TB),
+            lists:sum(lists:sublist(T, 2)) * UB / max(1, lists:sum(lists:sublist(U, 2)) * TB)}
+           || {{U, _, _, UB}, {T, _, _, TB}} <- Pairs, is_integer(UB), is_integer(TB), UB > 0, TB > 0],
+    _ = [io:format("yaws ~s against_2s_before pairs=~b round_ratio=~.2f first_2s_ratio=~.2f "
+                   "90pct_interval round_ratio=~s first_2s_ratio=~s~n",
+                   [Label, length(Own), median(OwnWholes), median(OwnFirsts), interval(OwnWholes), interval(OwnFirsts)])
+         || Own =/= [], {OwnWholes, OwnFirsts} <- [lists:unzip(Own)]],
     %% What the node itself saw over the session's seconds: its CPU (the client shares the
     %% machine's cores), and its reductions per CPU-second (what a measure of the cost by
     %% reductions, ferrotrace_nodeload, takes as the node's work).
-    Use = fun(Rounds) -> {median([C || {_, _, {C, _}} <- Rounds]), median([R || {_, _, {_, R}} <- Rounds])} end,
+    Use = fun(Rounds) -> {median([C || {_, _, {C, _}, _} <- Rounds]), median([R || {_, _, {_, R}, _} <- Rounds])} end,
     {{UCpu, URed}, {TCpu, TRed}} = {Use([U || {U, _} <- Pairs]), Use([T || {_, T} <- Pairs])},
     io:format("yaws ~s node_cpu_cores untraced=~.2f traced=~.2f mreds_per_cpu_s untraced=~.1f traced=~.1f~n",
               [Label, UCpu, TCpu, URed, TRed]),
