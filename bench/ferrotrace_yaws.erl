@@ -22,7 +22,7 @@
 %%%
 %%% Each pair of rounds is also printed whole (a `yaws pair' line), so that the outputs of
 %%% several runs can be read again and taken together (`main(["pool" | Files])', run by
-%%% `make yaws-pool'): one run's twelve pairs leave an interval 0.16 to 0.33 wide on this
+%%% `make yaws-pool'): one run's twelve pairs leave an interval 0.12 to 0.32 wide on this
 %%% machine, and the pairs of three runs narrow it by about the square root of three.
 -module(ferrotrace_yaws).
 -export([main/1]).
@@ -187,9 +187,7 @@ report(Label, Pairs) ->
         / max(1, median([lists:sum(lists:sublist(U, 2)) || U <- Untraced])),
     %% The same within each pair of rounds run side by side, then the median over pairs:
     %% a view that leaves out the client's drift over the run.
-    PairWholes = [lists:sum(T) / max(1, lists:sum(U)) || {{U, _, _, _}, {T, _, _, _}} <- Pairs],
-    PairFirsts = [lists:sum(lists:sublist(T, 2)) / max(1, lists:sum(lists:sublist(U, 2)))
-                  || {{U, _, _, _}, {T, _, _, _}} <- Pairs],
+    {PairWholes, PairFirsts} = pair_ratios(Pairs, fun(_Round) -> 1 end),
     {PairWhole, PairFirst} = {median(PairWholes), median(PairFirsts)},
     io:format("yaws ~s rounds=~b seconds=~b untraced_rps=~s traced_rps=~s~n"
               "yaws ~s round_ratio=~.2f first_2s_ratio=~.2f calls_timed_per_session=~w~n"
@@ -200,13 +198,14 @@ report(Label, Pairs) ->
     %% Each round against its own 2 s before the session's moment, traced against untraced
     %% within each pair: what moves a round's whole level (the connections' luck, the
     %% machine) cancels. Only for outputs that printed those 2 s.
-    Own = [{lists:sum(T) * UB / max(1, lists:sum(U) * TB),
-            lists:sum(lists:sublist(T, 2)) * UB / max(1, lists:sum(lists:sublist(U, 2)) * TB)}
-           || {{U, _, _, UB}, {T, _, _, TB}} <- Pairs, is_integer(UB), is_integer(TB), UB > 0, TB > 0],
+    {OwnWholes, OwnFirsts} = pair_ratios([P || P = {{_, _, _, UB}, {_, _, _, TB}} <- Pairs,
+                                               is_integer(UB), is_integer(TB), UB > 0, TB > 0],
+                                         fun({_, _, _, Before}) -> Before end),
     _ = [io:format("yaws ~s against_2s_before pairs=~b round_ratio=~.2f first_2s_ratio=~.2f "
                    "90pct_interval round_ratio=~s first_2s_ratio=~s~n",
-                   [Label, length(Own), median(OwnWholes), median(OwnFirsts), interval(OwnWholes), interval(OwnFirsts)])
-         || Own =/= [], {OwnWholes, OwnFirsts} <- [lists:unzip(Own)]],
+                   [Label, length(OwnWholes), median(OwnWholes), median(OwnFirsts), interval(OwnWholes),
+                    interval(OwnFirsts)])
+         || OwnWholes =/= []],
     %% What the node itself saw over the session's seconds: its CPU (the client shares the
     %% machine's cores), and its reductions per CPU-second (what a measure of the cost by
     %% reductions, ferrotrace_nodeload, takes as the node's work).
@@ -220,6 +219,13 @@ report(Label, Pairs) ->
     _ = [io:format("yaws ~s per_second_ratio=~s~n", [Label, lists:join(",", [io_lib:format("~.2f", [R]) || R <- PerSecond])])
          || os:getenv("FERROTRACE_YAWS_VERBOSE") =/= false],
     ok.
+
+%% Within each pair, the traced round's requests against the untraced round's, each over
+%% its `Level' (1, or its own 2 s before): `{WholeRounds, FirstTwoSeconds}', a ratio a pair.
+pair_ratios(Pairs, Level) ->
+    lists:unzip([{lists:sum(T) * Level(URound) / max(1, lists:sum(U) * Level(TRound)),
+                  lists:sum(lists:sublist(T, 2)) * Level(URound) / max(1, lists:sum(lists:sublist(U, 2)) * Level(TRound))}
+                 || {URound = {U, _, _, _}, TRound = {T, _, _, _}} <- Pairs]).
 
 %% Where the median of the pairs' ratios would lie over other runs like this one: the 5th
 %% and 95th percentiles of the median over ?RESAMPLES resamples of the pairs (a bootstrap,
