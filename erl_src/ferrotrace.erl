@@ -145,7 +145,7 @@
 -type displacement() :: #{at := integer(), processes := non_neg_integer(),
                           functions := [mfa()], by := [term()], new_processes => true}.
 -type budget() :: #{max_overhead := number(), default := boolean(), cautious := boolean(),
-                    estimate := float() | undefined,
+                    estimate := float() | undefined, used := float(),
                     collector := float() | undefined, rate := pos_integer(),
                     measured := float() | undefined, in_situ := float(),
                     baseline := #{per_busy := float(), utilization := float(), reductions_per_s := float(),
@@ -265,13 +265,14 @@ session(Options) ->
 %% off) for {@link export/2}'s `{hdr_log, #{interval => Ms}}'; at most `max_intervals'
 %% (default 600), then neighbours merge and the interval doubles (see
 %% `ferrotrace_intervals').</li>
-%% <li>`max_overhead => Fraction | none': an overhead budget, a fraction of the node's scheduler
-%% capacity above 0 and at most 1 (`0.05' is 5 %). Default: none, but `0.1' for a spec with
+%% <li>`max_overhead => Fraction | none': an overhead budget, a fraction of the CPU the node
+%% uses, above 0 and at most 1 (`0.05' is 5 %; of at least half the schedulers' capacity). Default: none, but `0.1' for a spec with
 %% a `'_' module (every module of the node: on busy schedulers each traced call lengthens
 %% its process's time slice, and every other process waits that much longer), unless
 %% `none' or `sample => {calls, N}' is given. Every second (four times
 %% a second for its first two) the session estimates its own cost, `(traced events x the calibrated cost of an event +
-%% calls refused x the cost of a refused call) / (schedulers online x 1 s)', and keeps it
+%% calls refused x the cost of a refused call) / (the CPU the node used in that second, at
+%% least half of schedulers online x 1 s)', and keeps it
 %% under the budget: it traces 1 call in N (as `sample => {calls, N}', which it then
 %% replaces: giving both is refused), raising N at once when over, lowering it when well
 %% under (hysteresis). A function with a pattern costs a refused call's floor at every call
@@ -438,12 +439,15 @@ processes(Kinds, Options) ->
 %% is the default of a `'_' module spec), `cautious' (true for the session's first moment,
 %% about 1.6 s from its start, when it keeps within half the budget: what a call costs
 %% here is not measured yet), `estimate' (the
-%% session's cost now as a fraction of the schedulers, over the last tick (a second);
+%% session's cost now as a fraction of `used', over the last tick (a second);
 %% `undefined' at first: the model's events and refused calls at their calibrated costs,
-%% times `in_situ'), `measured' (the cost measured on the node over the last ticks: the
-%% fall of its work's reductions per busy scheduler time against `baseline', measured for
-%% 30 ms before the start, offset and noise included; `undefined' where the schedulers
-%% were idle then), `in_situ' (what a call costs on this node against its calibration,
+%% times `in_situ'), `used' (the share of the schedulers' capacity the node used over the
+%% last tick, at least 0.5: the CPU time of its OS process over schedulers online times the
+%% tick, or the schedulers' busy share where /proc cannot tell it; a node sharing its cores
+%% gets less than its schedulers), `measured' (the cost measured on the node over the last
+%% ticks, over `used' too: the fall of its work's reductions per busy scheduler time against
+%% `baseline', measured for 30 ms before the start, offset and noise included; `undefined'
+%% where the schedulers were idle then), `in_situ' (what a call costs on this node against its calibration,
 %% within 2 and 10: learned from the part of `measured' that moves with the session's
 %% cost, weighed by the noise of the baseline, whose `noise' is its thirds' relative
 %% standard deviation), `collector' (the collector thread's CPU over

@@ -8,8 +8,19 @@
 %%% ```
 %%% traced events x event_ns  +  refused calls x discard_ns
 %%% '''
-%%% over `schedulers x 1 s'. `event_ns' is half of the calibrated cost of a traced call
-%%% pair (`call_ns + return_ns', ferrotrace_calibrate: what the caller pays, the VM's work
+%%% over the capacity the node used in that second (`used' in the view): the CPU time of
+%%% its OS process (all threads) over `schedulers x 1 s', at least half of it
+%%% (ferrotrace_nodeload:used/2; the schedulers' busy share where /proc cannot tell the CPU
+%%% time). A node sharing its cores gets less than its schedulers' capacity, and what
+%%% tracing takes it takes from what the node gets: yaws under wrk on the two cores had
+%%% 1.25 of them (0.55 to 0.7 of two schedulers, each busy for 0.83 to 0.98 of its wall
+%%% time, waiting for the CPU), and sessions whose estimate read 0.02 to 0.05 of two
+%%% schedulers cost it 7 to 14 % of its requests per second. A node using less than half
+%%% has room, and counts against half: on a quiet node the same calls would count many
+%%% times over against its little work and be shed at no gain. Before the first tick (the
+%%% first moment, below) the share is the schedulers' busy share over the baseline's 30 ms:
+%%% too short for /proc's 10 ms steps. `event_ns' is half of the calibrated cost of a
+%%% traced call pair (`call_ns + return_ns', ferrotrace_calibrate: what the caller pays, the VM's work
 %%% around the call included), `discard_ns' the cost of a call the tracer refused in
 %%% `enabled_call' (sampled out: the VM still asks, the floor). Without a calibration the
 %%% costs of the issue that asked for the budget are used (350 ns an event, 90 ns a
@@ -106,6 +117,8 @@
 %% A spec with a `'_' module without `max_overhead': a tenth of the schedulers.
 -define(WHOLE_NODE_DEFAULT, 0.1).
 -define(SHED_LOG, 100).
+%% The least share of the schedulers' capacity a budget counts against (see share/1).
+-define(USED_FLOOR, 0.5).
 %% Without a calibration (ns): the figures of issue 22, measured on a 2-core machine.
 -define(DEFAULT_EVENT_NS, 350).
 -define(DEFAULT_DISCARD_NS, 90).
@@ -130,10 +143,10 @@
 -export_type([measure/0, decision/0, state/0, shed/0]).
 
 %% @doc `ok' for a budget `max_overhead' takes: a number above 0 and at most 1 (a fraction of
-%% the node's scheduler capacity), else the `bad_option' error naming what is accepted.
+%% the capacity the node uses), else the `bad_option' error naming what is accepted.
 -spec check(term()) -> ok | {error, {bad_option, {max_overhead, term(), binary()}}}.
 check(F) when is_number(F), F > 0, F =< 1 -> ok;
-check(F) -> {error, {bad_option, {max_overhead, F, <<"a fraction of the node's schedulers, above 0 and at most 1 (0.05 is 5 %), or none (no budget)">>}}}.
+check(F) -> {error, {bad_option, {max_overhead, F, <<"a fraction of the CPU the node uses, above 0 and at most 1 (0.05 is 5 %), or none (no budget)">>}}}.
 
 %% @doc The share of one scheduler the full reading of loops after the start may take
 %% (ferrotrace_loops:find/4's pace) in a session with budget `Budget' on `Schedulers'
@@ -165,6 +178,10 @@ new(Budget, Node = #{schedulers := Schedulers, calibration := Calibration}) ->
     #{budget => Budget, schedulers => Schedulers, event_ns => EventNs, discard_ns => DiscardNs,
       model => Model, prior => ferrotrace_in_situ:prior(Calibration), rate => maps:get(rate, Node, 1), default => maps:get(default, Node, false),
       estimate => undefined, low_ticks => 0, last => undefined,
+      used => share(case maps:get(baseline, Node, undefined) of
+                        #{utilization := U} -> U;
+                        _ -> undefined
+                    end),
       baseline => maps:get(baseline, Node, undefined), in_situ => ferrotrace_in_situ:new(ferrotrace_in_situ:prior(Calibration), maps:get(baseline, Node, undefined)),
       history => [], changes => 0,
       shed => maps:from_list([{MFA, #{rate => Rate, tick => 0}} || {MFA, Rate} <- Held]),
@@ -181,14 +198,15 @@ new(Budget, Node = #{schedulers := Schedulers, calibration := Calibration}) ->
 %% per-call rate that keeps the rest at ?AIM of the budget; of ?CAUTION of the budget,
 %% the share a session keeps to for its first moment.
 -spec first(number(), #{schedulers := pos_integer(), calibration := map() | undefined,
-                        functions := [{mfa(), number()}]}) -> {[{mfa(), number()}], pos_integer()}.
-first(Budget0, #{schedulers := Schedulers, calibration := Calibration, functions := Functions})
+                        functions := [{mfa(), number()}], utilization => float() | undefined}) ->
+          {[{mfa(), number()}], pos_integer()}.
+first(Budget0, Node = #{schedulers := Schedulers, calibration := Calibration, functions := Functions})
   when is_number(Budget0), Budget0 > 0, is_integer(Schedulers), Schedulers > 0, is_list(Functions) ->
     Budget = Budget0 * ?CAUTION,
     {EventNs0, DiscardNs0, _} = costs(Calibration),
     Prior = ferrotrace_in_situ:prior(Calibration),
     {EventNs, DiscardNs} = {EventNs0 * Prior, DiscardNs0 * Prior},
-    Capacity = Schedulers * 1.0e9,
+    Capacity = Schedulers * 1.0e9 * share(maps:get(utilization, Node, undefined)),
     Called = [{MFA, Rate} || {MFA, Rate} <- Functions, is_number(Rate), Rate > 0],
     Reaching = lists:sum([Rate || {_, Rate} <- Called]),
     Held = hold_back(Called, Reaching * DiscardNs / Capacity, Budget, DiscardNs / Capacity, ?SHED_MAX),
@@ -210,12 +228,13 @@ costs(_) ->
 %% calibration's costs (as {@link new/2} takes them), for ?CAUTION of the budget as
 %% {@link first/2}. 1 when the node is idle.
 -spec initial_rate(number(), #{schedulers := pos_integer(), calibration := map() | undefined,
-                               reductions_per_s := number()}) -> pos_integer().
-initial_rate(Budget, #{schedulers := Schedulers, calibration := Calibration, reductions_per_s := R})
+                               reductions_per_s := number(), utilization => float() | undefined}) -> pos_integer().
+initial_rate(Budget, Node = #{schedulers := Schedulers, calibration := Calibration, reductions_per_s := R})
   when is_number(R), R >= 0 ->
     {EventNs, DiscardNs, _} = costs(Calibration),
     nice(needed(#{reaching => R, per_call => 2 * EventNs, discard_ns => DiscardNs,
-                  capacity => Schedulers * 1.0e9}, Budget * ?CAUTION)).
+                  capacity => Schedulers * 1.0e9 * share(maps:get(utilization, Node, undefined))},
+                Budget * ?CAUTION)).
 
 %% @doc One tick: the estimate over the time since the previous tick, and what to change.
 %% The first tick only takes the counters in, and sheds what the start left `pending'.
@@ -228,7 +247,7 @@ tick(M, S0 = #{last := Last, tick := T}) ->
     S = S0#{last := M, tick := T + 1},
     Load = load(M, Last, S0),
     S1 = S#{estimate := maps:get(estimate, Load), collector => maps:get(collector, Load),
-            in_situ := maps:get(in_situ, Load)},
+            in_situ := maps:get(in_situ, Load), used := maps:get(used, Load)},
     case cautious(S0) andalso not cautious(S) of
         true -> open(Load, S1);
         false -> decide(Load, S1)
@@ -260,11 +279,15 @@ unsheddable(MFAs, S = #{shed := Shed, shed_log := Log, unsheddable := Never}) ->
 -spec view(state()) -> map().
 view(S = #{budget := B, estimate := E, rate := N, model := Model, event_ns := Ev, discard_ns := D,
            history := H, changes := C, shed_log := Log, shed := Shed, baseline := Baseline,
-           in_situ := InSitu}) ->
+           in_situ := InSitu, used := Used}) ->
     #{max_overhead => B, default => maps:get(default, S, false), cautious => cautious(S),
-      estimate => E, rate => N, model => Model,
+      estimate => E, rate => N, model => Model, used => Used,
       collector => maps:get(collector, S, undefined),
-      measured => ferrotrace_in_situ:measured(InSitu), in_situ => ferrotrace_in_situ:factor(InSitu), prior => maps:get(prior, S),
+      measured => case ferrotrace_in_situ:measured(InSitu) of
+                      undefined -> undefined;
+                      Measured -> Measured / Used
+                  end,
+      in_situ => ferrotrace_in_situ:factor(InSitu), prior => maps:get(prior, S),
       baseline => Baseline,
       event_ns => round(Ev), discard_ns => round(D),
       rate_changes => lists:reverse(H), rate_changes_total => C,
@@ -274,14 +297,22 @@ view(S = #{budget := B, estimate := E, rate := N, model := Model, event_ns := Ev
 %%% The load of one tick
 
 load(M, Last, S = #{schedulers := Sch, event_ns := EventNs0, discard_ns := DiscardNs0, rate := N,
-                    baseline := Baseline}) ->
+                    baseline := Baseline, used := Used0}) ->
     Dt = (maps:get(elapsed_ms, M) - maps:get(elapsed_ms, Last)) / 1000,
     Traced = delta(traced, M, Last) / Dt,
     Refused = delta(refused, M, Last) / Dt,
-    Capacity = Sch * 1.0e9,
+    Whole = Sch * 1.0e9,
+    %% What the budget counts against: the capacity the node used over the tick (share/1);
+    %% the last tick's where it could not be read.
+    Used = case ferrotrace_nodeload:used(maps:get(node, Last, undefined), maps:get(node, M, undefined)) of
+               undefined -> Used0;
+               U -> share(U)
+           end,
+    Capacity = Whole * Used,
     %% The model's cost at the costs calibrated in one process, and the cost measured on
-    %% the node over the same tick: from both, ferrotrace_in_situ learns what a call costs here.
-    Model = (Traced * EventNs0 + Refused * DiscardNs0) / Capacity,
+    %% the node over the same tick (both of the whole capacity): from both,
+    %% ferrotrace_in_situ learns what a call costs here.
+    Model = (Traced * EventNs0 + Refused * DiscardNs0) / Whole,
     Measured = ferrotrace_nodeload:cost(Baseline, maps:get(node, Last, undefined), maps:get(node, M, undefined)),
     Learning = case starting(M, S) of
                    true -> ferrotrace_in_situ:aside(maps:get(in_situ, S), Measured, Dt);
@@ -299,7 +330,7 @@ load(M, Last, S = #{schedulers := Sch, event_ns := EventNs0, discard_ns := Disca
                   true -> max(1.0, min(Traced / Calls, 4.0)) * EventNs;
                   false -> 2 * EventNs
               end,
-    #{estimate => Model * InSitu, in_situ => Learning, settling => maps:get(settling, M, false),
+    #{estimate => Model * InSitu / Used, in_situ => Learning, used => Used, settling => maps:get(settling, M, false),
       budget => budget_now(M, S),
       collector => Collector / Capacity,
       reaching => Calls + Refused, per_call => PerCall, functions => Functions,
@@ -326,6 +357,12 @@ budget_now(_M, #{budget := B}) ->
 %% the last tick (budget_now/2).
 cautious(#{last := undefined}) -> true;
 cautious(S = #{last := M, budget := B}) -> budget_now(M, S) < B.
+
+%% The share of the schedulers' capacity a budget counts against, from the share `U' the
+%% node used (ferrotrace_nodeload:used/2, tracing's own time in it): `U', at least
+%% ?USED_FLOOR; 1 where it is not known.
+share(U) when is_float(U) -> max(?USED_FLOOR, min(1.0, U));
+share(_) -> 1.0.
 
 %% @doc The factor this session learned on the node, once its evidence outweighs the prior
 %% it started from (for the node's next starts: ferrotrace_calibrate:remember_in_situ/1), or

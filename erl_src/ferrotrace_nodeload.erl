@@ -23,12 +23,15 @@
 %%% A leaf but for ferrotrace_own (which processes are ferrotrace's).
 -module(ferrotrace_nodeload).
 
--export([enable/0, sample/0, baseline/1, cost/3]).
+-export([enable/0, sample/0, baseline/1, cost/3, used/2]).
 
 -type sample() :: #{reductions := non_neg_integer(), own := #{pid() => non_neg_integer()},
-                    busy := non_neg_integer(), wall := non_neg_integer()}.
-%% The node's counters at one moment: all reductions, each own process's, and the
-%% schedulers' busy and wall time (their units, summed over the schedulers online).
+                    busy := non_neg_integer(), wall := non_neg_integer(),
+                    at := integer(), cpu := non_neg_integer() | undefined}.
+%% The node's counters at one moment: all reductions, each own process's, the
+%% schedulers' busy and wall time (their units, summed over the schedulers online), the
+%% monotonic time (ns) and the OS process's CPU time (ns, all its threads, user and
+%% system; `undefined' where /proc cannot tell it, and in the baseline's samples).
 -type baseline() :: #{per_busy := float(), utilization := float(), reductions_per_s := float(),
                       noise => float()}.
 %% Before tracing: the reductions of the node's work per unit of busy scheduler time (the VM's unit), the
@@ -43,9 +46,17 @@ enable() ->
     _ = erlang:system_flag(scheduler_wall_time, true),
     ok.
 
-%% @doc The node's counters now; `undefined' where `scheduler_wall_time' is off.
+%% @doc The node's counters now, its CPU time included; `undefined' where
+%% `scheduler_wall_time' is off.
 -spec sample() -> sample() | undefined.
 sample() ->
+    counters(cpu_ns()).
+
+%% The counters with the CPU time `Cpu' read just before (`undefined' for none: the
+%% baseline's samples, 10 ms apart, go without: /proc's steps are as long, and on a node
+%% whose schedulers are full a file read waits 2 to 7 ms for a dirty I/O thread's turn).
+counters(Cpu) ->
+    At = erlang:monotonic_time(nanosecond),
     case erlang:statistics(scheduler_wall_time) of
         Schedulers when is_list(Schedulers) ->
             Online = erlang:system_info(schedulers_online),
@@ -55,7 +66,7 @@ sample() ->
             #{reductions => element(1, erlang:statistics(reductions)),
               own => maps:from_list([{P, R} || P <- ferrotrace_own:pids(),
                                                {reductions, R} <- [erlang:process_info(P, reductions)]]),
-              busy => Busy, wall => Wall};
+              busy => Busy, wall => Wall, at => At, cpu => Cpu};
         undefined ->
             undefined
     end.
@@ -66,8 +77,8 @@ sample() ->
 baseline(Ms) when is_integer(Ms), Ms > 0, Ms =< 1000 ->
     ok = enable(),
     T0 = erlang:monotonic_time(microsecond),
-    First = sample(),
-    Samples = [First | [receive after max(1, Ms div 3) -> sample() end || _ <- [1, 2, 3]]],
+    First = counters(undefined),
+    Samples = [First | [receive after max(1, Ms div 3) -> counters(undefined) end || _ <- [1, 2, 3]]],
     T1 = erlang:monotonic_time(microsecond),
     case work(First, lists:last(Samples)) of
         {Utilization, PerBusy, Reductions} when Utilization > 0.05 ->
@@ -105,6 +116,37 @@ cost(#{per_busy := E0}, S0, S1) when is_map(S0), is_map(S1), E0 > 0 ->
     end;
 cost(_Baseline, _S0, _S1) ->
     undefined.
+
+%% @doc The share of the schedulers' capacity the node used between samples `S0' and
+%% `S1' (0 to 1, tracing's own time included): the OS process's CPU time over the
+%% schedulers online times the time between them, where /proc tells it; else the
+%% schedulers' busy share of their wall time; `undefined' without both samples. The CPU
+%% time is the one that counts where the node shares its cores: yaws under wrk on two
+%% cores kept its schedulers busy for 0.83 to 0.98 of their wall time while the node had
+%% 1.25 cores of CPU (the client took the rest).
+-spec used(sample() | undefined, sample() | undefined) -> float() | undefined.
+used(#{cpu := C0, at := T0}, #{cpu := C1, at := T1}) when is_integer(C0), is_integer(C1), T1 > T0 ->
+    max(0.0, min(1.0, (C1 - C0) / ((T1 - T0) * erlang:system_info(schedulers_online))));
+used(#{busy := B0, wall := W0}, #{busy := B1, wall := W1}) when W1 > W0 ->
+    max(0.0, min(1.0, (B1 - B0) / (W1 - W0)));
+used(_S0, _S1) ->
+    undefined.
+
+%% The OS process's CPU time (user and system, all threads) in ns from /proc/self/stat
+%% (fields 14 and 15, in clock ticks of USER_HZ: 100 on Linux's architectures, so 10 ms
+%% steps; a tick of 250 ms or more reads it within a few percent), or `undefined'.
+cpu_ns() ->
+    try file:read_file("/proc/self/stat") of
+        {ok, Stat} ->
+            %% The command's name, in parentheses, may hold spaces: the fields after the last ')'.
+            [_, After] = string:split(Stat, ")", trailing),
+            [UTime, STime] = lists:sublist(string:lexemes(After, " "), 12, 2),
+            (binary_to_integer(UTime) + binary_to_integer(STime)) * 10000000;
+        {error, _} ->
+            undefined
+    catch
+        error:_ -> undefined
+    end.
 
 %% `{Utilization, WorkReductionsPerBusy, WorkReductions}' between two samples: the
 %% reductions of every process but ferrotrace's own (those of an own process that ended

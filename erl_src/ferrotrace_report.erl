@@ -344,7 +344,11 @@ budget(#{max_overhead := B, estimate := E, rate := N, model := Model,
         ++ [io_lib:format("~b taken back", [Back]) || Back > 0],
     Default = ["the default for a '_' module (max_overhead => none turns it off)" || maps:get(default, View, false)]
         ++ ["first moment: within half of it" || maps:get(cautious, View, false)],
-    [ferrotrace_text:wrap("budget: ", [io_lib:format("at most ~.1f % of the schedulers", [B * 100])] ++ Default ++ [Estimate, Rate, Costs], Width),
+    %% What the estimate is a share of: the node's CPU, where it used less than its schedulers.
+    Used = [io_lib:format(" (the node used ~b % of its schedulers)", [round(U * 100)])
+            || U <- [maps:get(used, View, 1.0)], is_float(U), U < 0.995],
+    [ferrotrace_text:wrap("budget: ", [io_lib:format("at most ~.1f % of the node's CPU~ts", [B * 100, Used])] ++ Default
+                          ++ [Estimate, Rate, Costs], Width),
      [ferrotrace_text:wrap("rate: ", ChangeParts ++ Earlier, Width) || ChangeParts =/= []],
      [ferrotrace_text:wrap("shed: ", ShedParts, Width) || ShedParts =/= []]];
 budget(_, _Width) ->

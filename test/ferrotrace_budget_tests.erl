@@ -19,7 +19,8 @@
          in_situ_offset_is_not_a_factor_test/0, in_situ_cost_that_moves_teaches_test/0,
          in_situ_without_readings_test/0, in_situ_noise_at_the_floor_test/0, in_situ_start_is_set_aside_test/0,
          pending_shed_at_first_tick_test/0, restore_what_fits_test/0,
-         first_moment_half_budget_test/0, first_moment_opens_up_test/0, read_pace_test/0]).
+         first_moment_half_budget_test/0, first_moment_opens_up_test/0, read_pace_test/0,
+         nodeload_used_test/0, estimate_counts_against_the_cpu_used_test/0]).
 
 -define(CAL, #{call_ns => 300, return_ns => 300, discard_ns => 90}).
 -define(TICK_MS, 500).
@@ -632,6 +633,62 @@ nodeload_cost_test() ->
     ?assertEqual(undefined, ferrotrace_nodeload:cost(undefined, S0, S1)),
     ?assertEqual(undefined, ferrotrace_nodeload:cost(#{per_busy => 1.0}, S0, S0)),
     ?assertEqual(undefined, ferrotrace_nodeload:cost(#{per_busy => 1.0}, undefined, S1)),
+    ok.
+
+%% The share of the capacity the node used: its CPU time over the schedulers online times
+%% the time between the samples where /proc told it, else the schedulers' busy share;
+%% within 0 and 1; undefined without both samples.
+-spec nodeload_used_test() -> ok.
+nodeload_used_test() ->
+    Sch = erlang:system_info(schedulers_online),
+    S0 = #{reductions => 0, own => #{}, busy => 0, wall => 0, at => 0, cpu => 0},
+    S1 = S0#{busy => 900, wall => 1000, at => 1000000000, cpu => round(0.6 * Sch * 1.0e9)},
+    ?assert(abs(ferrotrace_nodeload:used(S0, S1) - 0.6) < 1.0e-9),
+    %% More CPU than the schedulers' capacity (dirty schedulers, the collector): at most 1.
+    ?assertEqual(1.0, ferrotrace_nodeload:used(S0, S1#{cpu := 3 * Sch * 1000000000})),
+    %% No CPU time: the schedulers' busy share.
+    ?assert(abs(ferrotrace_nodeload:used(S0#{cpu := undefined}, S1) - 0.9) < 1.0e-9),
+    ?assertEqual(undefined, ferrotrace_nodeload:used(undefined, S1)),
+    ?assertEqual(undefined, ferrotrace_nodeload:used(S0, S0#{cpu := undefined})),
+    %% The node's own reading (Linux: /proc/self/stat).
+    ok = ferrotrace_nodeload:enable(),
+    A = ferrotrace_nodeload:sample(),
+    _ = lists:foldl(fun(I, Acc) -> Acc + I * I end, 0, lists:seq(1, 200000)),
+    B = ferrotrace_nodeload:sample(),
+    Used = ferrotrace_nodeload:used(A, B),
+    ?assert(is_float(Used) andalso Used >= 0.0 andalso Used =< 1.0),
+    ok.
+
+%% The estimate is a share of the capacity the node used over the tick, at least half the
+%% schedulers': the same calls cost a node that gets 0.6 of its schedulers' CPU (its cores
+%% shared with a client) 1/0.6 as much of it; a node using 0.2 counts as using 0.5.
+-spec estimate_counts_against_the_cpu_used_test() -> ok.
+estimate_counts_against_the_cpu_used_test() ->
+    Sch = erlang:system_info(schedulers_online),
+    Estimate = fun(Used) ->
+                       Node = fun(Ns, Cpu) -> #{reductions => 0, own => #{}, busy => Ns, wall => Ns, at => Ns, cpu => Cpu} end,
+                       M0 = #{elapsed_ms => 0, traced => 0, refused => 0, collector_ns => 0, functions => [],
+                              node => Node(0, 0)},
+                       M1 = M0#{elapsed_ms := 1000, traced := 20000,
+                                node := Node(1000000000, case Used of
+                                                             undefined -> undefined;
+                                                             _ -> round(Used * Sch * 1.0e9)
+                                                         end)},
+                       C = ferrotrace_budget:new(0.05, #{schedulers => Sch, calibration => ?CAL}),
+                       {_, C1} = ferrotrace_budget:tick(M0, C),
+                       {_, C2} = ferrotrace_budget:tick(M1, C1),
+                       #{estimate := E, used := U} = ferrotrace_budget:view(C2),
+                       {E, U}
+               end,
+    {Whole, 1.0} = Estimate(1.0),
+    %% 20,000 events at twice the calibration's 300 ns, over the schedulers' second.
+    ?assert(abs(Whole - 20000 * 600 / (Sch * 1.0e9)) < 1.0e-9),
+    {Shared, Used} = Estimate(0.6),
+    ?assert(abs(Used - 0.6) < 1.0e-6),
+    ?assert(abs(Shared - Whole / 0.6) < 1.0e-6),
+    ?assertEqual({Whole / 0.5, 0.5}, Estimate(0.2)),
+    %% Without the CPU time: the schedulers' busy share (all busy here).
+    ?assertEqual({Whole, 1.0}, Estimate(undefined)),
     ok.
 
 %% The first moment: first/2 chooses for half the budget, and the ticks keep to it for

@@ -50,4 +50,8 @@ shed_count_test() ->
     Cautious = lists:flatten(io_lib:format("~ts", [ferrotrace_report:header((summary(#{}))#{budget => Budget#{cautious => true}}, 200)])),
     ?assertNotEqual(nomatch, string:find(Cautious, "first moment: within half of it")),
     ?assertEqual(nomatch, string:find(Text, "first moment")),
+    %% What the budget is a share of: the node's CPU, and how much of its schedulers it used.
+    ?assertNotEqual(nomatch, string:find(Text, "budget: at most 5.0 % of the node's CPU, ")),
+    Shared = lists:flatten(io_lib:format("~ts", [ferrotrace_report:header((summary(#{}))#{budget => Budget#{used => 0.62}}, 200)])),
+    ?assertNotEqual(nomatch, string:find(Shared, "at most 5.0 % of the node's CPU (the node used 62 % of its schedulers)")),
     ok.
