@@ -266,14 +266,14 @@ session(Options) ->
 %% (default 600), then neighbours merge and the interval doubles (see
 %% `ferrotrace_intervals').</li>
 %% <li>`max_overhead => Fraction | none': an overhead budget, a fraction of the CPU the node
-%% uses, above 0 and at most 1 (`0.05' is 5 %; of at least half the schedulers' capacity). Default: none, but `0.1' for a spec with
-%% a `'_' module (every module of the node: on busy schedulers each traced call lengthens
-%% its process's time slice, and every other process waits that much longer), unless
-%% `none' or `sample => {calls, N}' is given. Every second (four times
-%% a second for its first two) the session estimates its own cost, `(traced events x the calibrated cost of an event +
-%% calls refused x the cost of a refused call) / (the CPU the node used in that second, at
-%% least half of schedulers online x 1 s)', and keeps it
-%% under the budget: it traces 1 call in N (as `sample => {calls, N}', which it then
+%% uses, above 0 and at most 1 (`0.05' is 5 %; of at least half the schedulers' capacity).
+%% Default: none, but `0.1' for a spec with a `'_' module (every module of the node: on
+%% busy schedulers each traced call lengthens its process's time slice, and every other
+%% process waits that much longer), unless `none' or `sample => {calls, N}' is given.
+%% Every second (four times a second for its first two) the session estimates its own
+%% cost, `(traced events x the calibrated cost of an event + calls refused x the cost of a
+%% refused call) / (the CPU the node used in that second, at least half of schedulers
+%% online x 1 s)', and keeps it under the budget: it traces 1 call in N (as `sample => {calls, N}', which it then
 %% replaces: giving both is refused), raising N at once when over, lowering it when well
 %% under (hysteresis). A function with a pattern costs a refused call's floor at every call
 %% (the VM asks the tracer first), whatever N: where that floor alone is over the budget,
@@ -447,8 +447,8 @@ processes(Kinds, Options) ->
 %% gets less than its schedulers), `measured' (the cost measured on the node over the last
 %% ticks, over `used' too: the fall of its work's reductions per busy scheduler time against
 %% `baseline', measured for 30 ms before the start, offset and noise included; `undefined'
-%% where the schedulers were idle then), `in_situ' (what a call costs on this node against its calibration,
-%% within 2 and 10: learned from the part of `measured' that moves with the session's
+%% where the schedulers were idle then), `in_situ' (what a call costs on this node against
+%% its calibration, within 2 and 10: learned from the part of `measured' that moves with the session's
 %% cost, weighed by the noise of the baseline, whose `noise' is its thirds' relative
 %% standard deviation), `collector' (the collector thread's CPU over
 %% the same capacity: off the schedulers, shown alone), `rate' (1 call in `rate' traced

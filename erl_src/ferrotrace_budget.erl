@@ -20,8 +20,8 @@
 %%% times over against its little work and be shed at no gain. Before the first tick (the
 %%% first moment, below) the share is the schedulers' busy share over the baseline's 30 ms:
 %%% too short for /proc's 10 ms steps. `event_ns' is half of the calibrated cost of a
-%%% traced call pair (`call_ns + return_ns', ferrotrace_calibrate: what the caller pays, the VM's work
-%%% around the call included), `discard_ns' the cost of a call the tracer refused in
+%%% traced call pair (`call_ns + return_ns', ferrotrace_calibrate: what the caller pays,
+%%% the VM's work around the call included), `discard_ns' the cost of a call the tracer refused in
 %%% `enabled_call' (sampled out: the VM still asks, the floor). Without a calibration the
 %%% costs of the issue that asked for the budget are used (350 ns an event, 90 ns a
 %%% refused call: measured on the 2-core development machine) and the state says
@@ -178,10 +178,7 @@ new(Budget, Node = #{schedulers := Schedulers, calibration := Calibration}) ->
     #{budget => Budget, schedulers => Schedulers, event_ns => EventNs, discard_ns => DiscardNs,
       model => Model, prior => ferrotrace_in_situ:prior(Calibration), rate => maps:get(rate, Node, 1), default => maps:get(default, Node, false),
       estimate => undefined, low_ticks => 0, last => undefined,
-      used => share(case maps:get(baseline, Node, undefined) of
-                        #{utilization := U} -> U;
-                        _ -> undefined
-                    end),
+      used => start_share(Node),
       baseline => maps:get(baseline, Node, undefined), in_situ => ferrotrace_in_situ:new(ferrotrace_in_situ:prior(Calibration), maps:get(baseline, Node, undefined)),
       history => [], changes => 0,
       shed => maps:from_list([{MFA, #{rate => Rate, tick => 0}} || {MFA, Rate} <- Held]),
@@ -198,7 +195,7 @@ new(Budget, Node = #{schedulers := Schedulers, calibration := Calibration}) ->
 %% per-call rate that keeps the rest at ?AIM of the budget; of ?CAUTION of the budget,
 %% the share a session keeps to for its first moment.
 -spec first(number(), #{schedulers := pos_integer(), calibration := map() | undefined,
-                        functions := [{mfa(), number()}], utilization => float() | undefined}) ->
+                        functions := [{mfa(), number()}], baseline => ferrotrace_nodeload:baseline() | undefined}) ->
           {[{mfa(), number()}], pos_integer()}.
 first(Budget0, Node = #{schedulers := Schedulers, calibration := Calibration, functions := Functions})
   when is_number(Budget0), Budget0 > 0, is_integer(Schedulers), Schedulers > 0, is_list(Functions) ->
@@ -206,7 +203,7 @@ first(Budget0, Node = #{schedulers := Schedulers, calibration := Calibration, fu
     {EventNs0, DiscardNs0, _} = costs(Calibration),
     Prior = ferrotrace_in_situ:prior(Calibration),
     {EventNs, DiscardNs} = {EventNs0 * Prior, DiscardNs0 * Prior},
-    Capacity = Schedulers * 1.0e9 * share(maps:get(utilization, Node, undefined)),
+    Capacity = Schedulers * 1.0e9 * start_share(Node),
     Called = [{MFA, Rate} || {MFA, Rate} <- Functions, is_number(Rate), Rate > 0],
     Reaching = lists:sum([Rate || {_, Rate} <- Called]),
     Held = hold_back(Called, Reaching * DiscardNs / Capacity, Budget, DiscardNs / Capacity, ?SHED_MAX),
@@ -228,12 +225,13 @@ costs(_) ->
 %% calibration's costs (as {@link new/2} takes them), for ?CAUTION of the budget as
 %% {@link first/2}. 1 when the node is idle.
 -spec initial_rate(number(), #{schedulers := pos_integer(), calibration := map() | undefined,
-                               reductions_per_s := number(), utilization => float() | undefined}) -> pos_integer().
+                               reductions_per_s := number(), baseline => ferrotrace_nodeload:baseline() | undefined}) ->
+          pos_integer().
 initial_rate(Budget, Node = #{schedulers := Schedulers, calibration := Calibration, reductions_per_s := R})
   when is_number(R), R >= 0 ->
     {EventNs, DiscardNs, _} = costs(Calibration),
     nice(needed(#{reaching => R, per_call => 2 * EventNs, discard_ns => DiscardNs,
-                  capacity => Schedulers * 1.0e9 * share(maps:get(utilization, Node, undefined))},
+                  capacity => Schedulers * 1.0e9 * start_share(Node)},
                 Budget * ?CAUTION)).
 
 %% @doc One tick: the estimate over the time since the previous tick, and what to change.
@@ -363,6 +361,11 @@ cautious(S = #{last := M, budget := B}) -> budget_now(M, S) < B.
 %% ?USED_FLOOR; 1 where it is not known.
 share(U) when is_float(U) -> max(?USED_FLOOR, min(1.0, U));
 share(_) -> 1.0.
+
+%% The share before the first tick: the schedulers' busy share over the node's `baseline'
+%% (ferrotrace_nodeload:baseline/1: 30 ms, too short to read the CPU time by /proc's steps).
+start_share(#{baseline := #{utilization := U}}) -> share(U);
+start_share(_Node) -> share(undefined).
 
 %% @doc The factor this session learned on the node, once its evidence outweighs the prior
 %% it started from (for the node's next starts: ferrotrace_calibrate:remember_in_situ/1), or

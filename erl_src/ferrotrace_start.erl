@@ -203,12 +203,7 @@ first(none, _ProbeInfo, _Tracing) ->
 first(Budget, ProbeInfo, Tracing) ->
     Baseline = ferrotrace_nodeload:baseline(?BASELINE_MS),
     Node = #{schedulers => erlang:system_info(schedulers_online),
-             %% The schedulers' busy share: 30 ms is too short to read the CPU time by
-             %% /proc's 10 ms steps (ferrotrace_budget's estimate).
-             utilization => case Baseline of
-                                #{utilization := U} -> U;
-                                undefined -> undefined
-                            end,
+             baseline => Baseline,
              calibration => case ProbeInfo of
                                 #{calibration := C} when is_map(C) -> C;
                                 _ -> undefined
