@@ -552,15 +552,24 @@ fitting([_ | Rest], Room, PerCall, Fit) ->
 %% The first tick at the whole budget: what the first moment held back or shed beyond
 %% what the whole budget holds back comes back at once. Held as first/2 holds at the whole
 %% budget (hold_back/5), the floor of all counting the calls reaching the tracer now and
-%% those of the functions taken off, at their rate then; the next ticks set the rate for
-%% what returns. The functions still off come back as shed functions do (restore/2).
-open(Load = #{reaching := R, discard_ns := D, capacity := Cap, budget := B}, S = #{shed := Shed}) ->
+%% those of the functions taken off, at their rate then. The rate rises at once for what
+%% comes back, where the whole budget's rate for it is above the first moment's: left to
+%% the next tick (in a trial on yaws, 116 functions back at 1 in 1, and the next tick,
+%% 1 s later, read three times the budget). It falls as the next ticks allow (under/2). The functions still off come back
+%% as shed functions do (restore/2).
+open(Load = #{reaching := R, discard_ns := D, capacity := Cap, budget := B}, S = #{shed := Shed, rate := N}) ->
     Off = [{MFA, Rate} || {MFA, #{rate := Rate}} <- maps:to_list(Shed)],
     Floor = (R + lists:sum([Rate || {_, Rate} <- Off])) * D / Cap,
     Kept = hold_back(Off, Floor, B, D / Cap, length(Off)),
-    case [MFA || {MFA, _} <- Off, not lists:keymember(MFA, 1, Kept)] of
-        [] -> decide(Load, S);
-        MFAs -> {[{restore, MFAs}], (taken_back(MFAs, S))#{low_ticks := 0}}
+    case [{MFA, Rate} || {MFA, Rate} <- Off, not lists:keymember(MFA, 1, Kept)] of
+        [] ->
+            decide(Load, S);
+        Back ->
+            Whole = nice(needed(Load#{reaching := R + lists:sum([Rate || {_, Rate} <- Back])}, B)),
+            %% The rate first, as over/2 sets it: it takes effect at once.
+            {RateDecisions, S1} = set_rate(max(N, Whole), S),
+            MFAs = [MFA || {MFA, _} <- Back],
+            {RateDecisions ++ [{restore, MFAs}], (taken_back(MFAs, S1))#{low_ticks := 0}}
     end.
 
 %% `MFAs' taken back: no longer shed, and marked so in the log.

@@ -1,7 +1,8 @@
 %%% @private
 %%% @doc The overhead budget of a session (`max_overhead => Fraction'): a small process beside
 %%% the keeper that, every ?PERIOD ms while the session runs (every ?FIRST ms for its first
-%%% ?FAST ticks, to settle soon: a broad session on a busy node costs most before), reads the session's counters,
+%%% ?FAST ticks, to settle soon: a broad session on a busy node costs most before, and for
+%%% ?FAST_AFTER_PROBE ticks after functions are taken back), reads the session's counters,
 %%% asks the controller (`ferrotrace_budget') what to change, and changes it: the per-call
 %%% sampling rate (`ferrotrace_tracer:session_set_call_sample/2') and, through the keeper,
 %%% the patterns of functions shed (`ferrotrace_session:shed/2', `unshed/2'). Started with
@@ -26,6 +27,8 @@
 -define(START, 100).
 -define(FIRST, 250).
 -define(FAST, 8).
+%% After a take-back: ?FIRST ms ticks for this many.
+-define(FAST_AFTER_PROBE, 4).
 
 -record(s, {id :: ferrotrace_tracer:session_id(),
             keeper :: pid(),
@@ -34,6 +37,8 @@
             ticks = 0 :: non_neg_integer(),
             %% This tick took a shed function back.
             probing = false :: boolean(),
+            %% Ticks stay ?FIRST ms apart until this one (past a take-back, see loop/1).
+            fast_until = ?FAST :: non_neg_integer(),
             %% The factor last kept for the node's next starts.
             learned = none :: float() | none,
             saved = #{} :: #{mfa() => ferrotrace_shed:saved()}}).
@@ -101,12 +106,19 @@ loop(S = #s{monitor = Monitor}) ->
     receive
         tick ->
             case tick(S) of
-                {running, S1 = #s{ticks = Ticks, probing = Probing}} ->
+                {running, S1 = #s{ticks = Ticks, probing = Probing, fast_until = Fast0}} ->
                     %% A function taken back is a probe: still too hot, it costs its floor
-                    %% until the next tick sheds it again, so that tick comes soon.
-                    erlang:send_after(if Ticks < 2; Probing -> ?START; Ticks < ?FAST -> ?FIRST; true -> ?PERIOD end,
+                    %% until the next tick sheds it again, so that tick comes soon, and the
+                    %% ticks after it too: a hundred functions taken back wait a second on
+                    %% the code barrier, past the first tick after (on yaws at the first
+                    %% moment's end, a 1 s tick then ran at three times the budget).
+                    Fast = case Probing of
+                               true -> max(Fast0, Ticks + ?FAST_AFTER_PROBE);
+                               false -> Fast0
+                           end,
+                    erlang:send_after(if Ticks < 2; Probing -> ?START; Ticks < Fast -> ?FIRST; true -> ?PERIOD end,
                                       self(), tick),
-                    loop(S1#s{ticks = Ticks + 1});
+                    loop(S1#s{ticks = Ticks + 1, fast_until = Fast});
                 stopped ->
                     ok
             end;

@@ -715,8 +715,9 @@ first_moment_half_budget_test() ->
     ok.
 
 %% As the first moment ends, what it held back beyond what the whole budget holds comes
-%% back at once (not after the restore's wait), and the rate falls as the load allows:
-%% the node ends within the whole budget and over the half.
+%% back at once (not after the restore's wait), the rate set for it in the same tick (the
+%% rate first: it takes effect at once), and the rate falls as the load allows: the node
+%% ends within the whole budget and over the half.
 -spec first_moment_opens_up_test() -> ok.
 first_moment_opens_up_test() ->
     Functions = #{mfa(1) => {500000, 2000}, mfa(2) => {300000, 2000}, mfa(3) => {10000, 50000}},
@@ -725,9 +726,12 @@ first_moment_opens_up_test() ->
     Sim = (node_sim(Functions))#{rate := Rate, shed := maps:from_list([{MFA, true} || {MFA, _} <- Held])},
     C0 = ferrotrace_budget:new(0.10, #{schedulers => 2, calibration => ?CAL, rate => Rate, held => Held}),
     {Sim1, C1, Ds} = run(Sim, C0, 12),
-    %% The fourth tick (2 s, the first at the whole budget) gives both back.
-    ?assertEqual([[{restore, [mfa(1), mfa(2)]}]], [D || D <- lists:sublist(Ds, 4), D =/= []]),
-    ?assertEqual([{restore, [mfa(1), mfa(2)]}], lists:nth(4, Ds)),
+    %% The fourth tick (2 s, the first at the whole budget) gives both back, with the rate
+    %% their calls need set first: no tick after it rises.
+    ?assertMatch([[{rate, _}, {restore, [{m, f1, 1}, {m, f2, 1}]}]], [D || D <- lists:sublist(Ds, 4), D =/= []]),
+    [{rate, Whole}, _] = lists:nth(4, Ds),
+    ?assert(Whole > Rate, {Whole, Rate}),
+    ?assertEqual([], [R || D <- lists:nthtail(4, Ds), {rate, R} <- D, R > Whole]),
     #{cautious := false, shed_now := 0, shed := [#{restored_at := 2000}, #{restored_at := 2000}]} = ferrotrace_budget:view(C1),
     ?assertEqual(#{}, maps:get(shed, Sim1)),
     ?assert(true_cost(Sim1) =< 0.10 andalso true_cost(Sim1) > 0.05, true_cost(Sim1)),
