@@ -555,8 +555,8 @@ fitting([_ | Rest], Room, PerCall, Fit) ->
 %% those of the functions taken off, at their rate then. The rate rises at once for what
 %% comes back, where the whole budget's rate for it is above the first moment's: left to
 %% the next tick (in a trial on yaws, 116 functions back at 1 in 1, and the next tick,
-%% 1 s later, read three times the budget). It falls as the next ticks allow (under/2). The functions still off come back
-%% as shed functions do (restore/2).
+%% 1 s later, read three times the budget). It falls as the next ticks allow (under/2).
+%% The functions still off come back as shed functions do (restore/2).
 open(Load = #{reaching := R, discard_ns := D, capacity := Cap, budget := B}, S = #{shed := Shed, rate := N}) ->
     Off = [{MFA, Rate} || {MFA, #{rate := Rate}} <- maps:to_list(Shed)],
     Floor = (R + lists:sum([Rate || {_, Rate} <- Off])) * D / Cap,

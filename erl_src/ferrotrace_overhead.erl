@@ -27,8 +27,8 @@
 -define(START, 100).
 -define(FIRST, 250).
 -define(FAST, 8).
-%% After a take-back: ?FIRST ms ticks for this many.
--define(FAST_AFTER_PROBE, 4).
+%% After a take-back's tick (?START ms later), this many ticks ?FIRST ms apart.
+-define(FAST_AFTER_PROBE, 3).
 
 -record(s, {id :: ferrotrace_tracer:session_id(),
             keeper :: pid(),
@@ -113,7 +113,7 @@ loop(S = #s{monitor = Monitor}) ->
                     %% the code barrier, past the first tick after (on yaws at the first
                     %% moment's end, a 1 s tick then ran at three times the budget).
                     Fast = case Probing of
-                               true -> max(Fast0, Ticks + ?FAST_AFTER_PROBE);
+                               true -> max(Fast0, Ticks + 1 + ?FAST_AFTER_PROBE);
                                false -> Fast0
                            end,
                     erlang:send_after(if Ticks < 2; Probing -> ?START; Ticks < Fast -> ?FIRST; true -> ?PERIOD end,
