@@ -20,7 +20,8 @@
          in_situ_without_readings_test/0, in_situ_noise_at_the_floor_test/0, in_situ_start_is_set_aside_test/0,
          pending_shed_at_first_tick_test/0, restore_what_fits_test/0,
          first_moment_half_budget_test/0, first_moment_opens_up_test/0, read_pace_test/0,
-         nodeload_used_test/0, estimate_counts_against_the_cpu_used_test/0]).
+         nodeload_used_test/0, estimate_counts_against_the_cpu_used_test/0,
+         floor_bound_rate_falls_to_the_aim_test/0, first_moment_falls_only_well_under_test/0]).
 
 -define(CAL, #{call_ns => 300, return_ns => 300, discard_ns => 90}).
 -define(TICK_MS, 500).
@@ -230,6 +231,52 @@ restore_when_load_falls_test() ->
     ?assertEqual([B, A], [M || D <- Ds, {restore, Ms} <- D, M <- Ms]),
     #{shed := Log, shed_now := 0} = ferrotrace_budget:view(C2),
     ?assertMatch([#{restored_at := _}, #{restored_at := _}], Log),
+    ok.
+
+%% The refused calls of the functions with a pattern make most of the estimate (a floor of
+%% 0.55 of the budget), and the session samples 1 call in 50: the estimate sits between
+%% half the budget and the aim, where the rate never fell and the session timed few calls.
+%% It falls to the rate that keeps the cost at the aim (20: 1 in 12.4 would reach it), and
+%% the node stays under its budget, the rate still after that.
+-spec floor_bound_rate_falls_to_the_aim_test() -> ok.
+floor_bound_rate_falls_to_the_aim_test() ->
+    %% 100 functions of 3,050 calls/s: 305 k calls/s x 180 ns is 0.55 of 0.05 of 2 schedulers.
+    Sim = node_sim(maps:from_list([{mfa(I), {3050, 1000}} || I <- lists:seq(1, 100)])),
+    C0 = ferrotrace_budget:new(0.05, #{schedulers => 2, calibration => ?CAL, rate => 50}),
+    %% Past the first moment (1.5 s at half the budget), the floor is under the aim.
+    {Sim1, C1, Early} = run(Sim#{rate := 50}, C0, 6),
+    ?assertEqual(#{}, maps:get(shed, Sim1), Early),
+    {Sim2, C2, Ds} = run(Sim1, C1, 40),
+    ?assertEqual([20], [N || D <- Early ++ Ds, {rate, N} <- D]),
+    #{rate := 20, estimate := E} = ferrotrace_budget:view(C2),
+    ?assert(E > 0.05 * 0.5 andalso E =< 0.05 * 0.8, E),
+    ?assert(true_cost(Sim2) =< 0.05, true_cost(Sim2)),
+    ok.
+
+%% The first moment lowers its rate only well under its half budget, as before: a load at
+%% 0.68 of it (between half and the aim) keeps 1 in 50 through the first moment's ticks
+%% (100 ms apart), where the aim would have allowed 1 in 20; at the whole budget it is
+%% under half, and the rate falls (to 5).
+-spec first_moment_falls_only_well_under_test() -> ok.
+first_moment_falls_only_well_under_test() ->
+    N = 50,
+    %% 100 functions of 1,667 calls/s: a floor of 0.6 of half of 0.05 of 2 schedulers.
+    MFAs = [mfa(I) || I <- lists:seq(1, 100)],
+    At = fun(T) -> #{elapsed_ms => T, traced => round(2 * 166700 / N * T / 1000),
+                     refused => round(166700 * (1 - 1 / N) * T / 1000), collector_ns => 0,
+                     functions => [{MFA, round(1667 / N * T / 1000), 1000} || MFA <- MFAs]} end,
+    Feed = fun(Times, C) ->
+                   lists:foldl(fun(T, {Ds, Ci}) -> {D, Cj} = ferrotrace_budget:tick(At(T), Ci), {Ds ++ D, Cj} end,
+                               {[], C}, Times)
+           end,
+    C0 = ferrotrace_budget:new(0.05, #{schedulers => 2, calibration => ?CAL, rate => N}),
+    %% The first tick at 100 ms; the first moment lasts 1.5 s after it.
+    {First, C1} = Feed(lists:seq(100, 1500, 100), C0),
+    ?assertEqual([], First),
+    #{cautious := true, estimate := E} = ferrotrace_budget:view(C1),
+    ?assert(E > 0.025 * 0.5 andalso E < 0.025 * 0.8, E),
+    {After, _} = Feed(lists:seq(1600, 3000, 100), C1),
+    ?assertEqual([{rate, 5}], After),
     ok.
 
 %% The calibration underestimates the node's true cost by half again what the controller
