@@ -71,8 +71,8 @@
 %%% `R/N x k x event_ns + R x (1 - 1/N) x discard_ns'. The rate that puts it at ?AIM of the
 %%% budget follows, rounded up to 1, 2, 5, 10, 20, 50, ... (steps far enough apart that
 %%% noise does not move the rate). Over the budget, the rate rises at once to that value.
-%%% Under ?AIM of the budget for ?SETTLE ticks in a row, it falls to that value at once
-%%% where it is lower (the calls reaching the tracer are known at any rate: the refused
+%%% Under ?AIM of the budget for ?SETTLE ticks in a row (in the first moment, above: under
+%%% ?LOW), it falls to that value at once where it is lower (the calls reaching the tracer are known at any rate: the refused
 %%% ones are counted): the value is computed for ?AIM, below the budget, so a fall does not
 %%% cause the next rise unless the load rises (the hysteresis that prevents oscillation).
 %%%

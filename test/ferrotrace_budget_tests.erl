@@ -110,6 +110,12 @@ run(Sim0, C0, Ticks, Acc) ->
     {Ds, C1} = ferrotrace_budget:tick(measure(Sim1), C0),
     run(apply_decisions(Ds, Sim1), C1, Ticks - 1, [Ds | Acc]).
 
+%% Ticks the controller with `Measures' in turn: every decision, in order, and the controller.
+-spec feed([ferrotrace_budget:measure()], ferrotrace_budget:state()) ->
+          {[ferrotrace_budget:decision()], ferrotrace_budget:state()}.
+feed(Measures, C) ->
+    lists:foldl(fun(M, {Ds, Ci}) -> {D, Cj} = ferrotrace_budget:tick(M, Ci), {Ds ++ D, Cj} end, {[], C}, Measures).
+
 -spec controller(number()) -> ferrotrace_budget:state().
 controller(Budget) ->
     ferrotrace_budget:new(Budget, #{schedulers => 2, calibration => ?CAL}).
@@ -265,17 +271,13 @@ first_moment_falls_only_well_under_test() ->
     At = fun(T) -> #{elapsed_ms => T, traced => round(2 * 166700 / N * T / 1000),
                      refused => round(166700 * (1 - 1 / N) * T / 1000), collector_ns => 0,
                      functions => [{MFA, round(1667 / N * T / 1000), 1000} || MFA <- MFAs]} end,
-    Feed = fun(Times, C) ->
-                   lists:foldl(fun(T, {Ds, Ci}) -> {D, Cj} = ferrotrace_budget:tick(At(T), Ci), {Ds ++ D, Cj} end,
-                               {[], C}, Times)
-           end,
     C0 = ferrotrace_budget:new(0.05, #{schedulers => 2, calibration => ?CAL, rate => N}),
     %% The first tick at 100 ms; the first moment lasts 1.5 s after it.
-    {First, C1} = Feed(lists:seq(100, 1500, 100), C0),
+    {First, C1} = feed([At(T) || T <- lists:seq(100, 1500, 100)], C0),
     ?assertEqual([], First),
     #{cautious := true, estimate := E} = ferrotrace_budget:view(C1),
     ?assert(E > 0.025 * 0.5 andalso E < 0.025 * 0.8, E),
-    {After, _} = Feed(lists:seq(1600, 3000, 100), C1),
+    {After, _} = feed([At(T) || T <- lists:seq(1600, 3000, 100)], C1),
     ?assertEqual([{rate, 5}], After),
     ok.
 
@@ -389,14 +391,10 @@ no_fall_while_settling_test() ->
     C0 = ferrotrace_budget:new(0.05, #{schedulers => 2, calibration => ?CAL, rate => 20}),
     Idle = fun(T, Settling) -> #{elapsed_ms => T * 250, traced => 0, refused => 0, collector_ns => 0,
                                  functions => [], settling => Settling} end,
-    Feed = fun(Ticks, Settling, C) ->
-                   lists:foldl(fun(T, {Ds, Ci}) -> {D, Cj} = ferrotrace_budget:tick(Idle(T, Settling), Ci), {Ds ++ D, Cj} end,
-                               {[], C}, Ticks)
-           end,
-    {Settling, C1} = Feed(lists:seq(0, 8), true, C0),
+    {Settling, C1} = feed([Idle(T, true) || T <- lists:seq(0, 8)], C0),
     ?assertEqual([], Settling),
     ?assertMatch(#{rate := 20}, ferrotrace_budget:view(C1)),
-    {Settled, C2} = Feed(lists:seq(9, 16), false, C1),
+    {Settled, C2} = feed([Idle(T, false) || T <- lists:seq(9, 16)], C1),
     ?assertEqual([{rate, 1}], Settled),
     ?assertMatch(#{rate := 1}, ferrotrace_budget:view(C2)).
 
