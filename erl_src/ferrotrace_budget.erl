@@ -82,7 +82,11 @@
 %%% (and the measured estimate over the budget), the session sheds patterns: the functions
 %%% whose calls make the cost, the most calls per second first (the floor is the same for
 %%% every call; a rarely called function the operator asked about stays), until the floor
-%%% left is at most ?SHED_TO of the budget; at most ?SHED_MAX a tick. A function's rate is its sampled count over the tick times `N': sampled counts
+%%% left is at most ?SHED_TO of the budget; at most ?SHED_MAX a tick. Under the budget too,
+%%% once the first moment is over: where the floor takes over ?FLOOR_HIGH of the budget
+%%% for ?SETTLE ticks while the session samples, the traced part has too little room for
+%%% any rate to time many calls; the same functions are shed, and the rate falls to what
+%%% the rest needs (unfloor/2). A function's rate is its sampled count over the tick times `N': sampled counts
 %%% times N estimate the real rate (exact at N = 1, an estimate otherwise, and zero for a
 %%% function no sampled call reached). Shed functions are taken back, the hottest whose
 %%% calls (at their rate when shed) fit in half the room left under ?AIM, or else the least
@@ -103,6 +107,9 @@
 -define(LOW, 0.5).
 -define(SETTLE, 3).
 -define(SHED_TO, 0.4).
+%% Under the budget, a floor over this share of it leaves the traced part too little room
+%% (see unfloor/2).
+-define(FLOOR_HIGH, 0.6).
 -define(SHED_MAX, 200).
 -define(RESTORE_WAIT, 10).
 -define(MAX_RATE, 1000000).
@@ -177,7 +184,7 @@ new(Budget, Node = #{schedulers := Schedulers, calibration := Calibration}) ->
     Held = [{MFA, round(Rate)} || {MFA, Rate} <- maps:get(held, Node, [])],
     #{budget => Budget, schedulers => Schedulers, event_ns => EventNs, discard_ns => DiscardNs,
       model => Model, prior => ferrotrace_in_situ:prior(Calibration), rate => maps:get(rate, Node, 1), default => maps:get(default, Node, false),
-      estimate => undefined, low_ticks => 0, aim_ticks => 0, last => undefined,
+      estimate => undefined, low_ticks => 0, aim_ticks => 0, floor_ticks => 0, last => undefined,
       used => start_share(Node),
       baseline => maps:get(baseline, Node, undefined), in_situ => ferrotrace_in_situ:new(ferrotrace_in_situ:prior(Calibration), maps:get(baseline, Node, undefined)),
       history => [], changes => 0,
@@ -380,13 +387,21 @@ delta(Key, M, Last) ->
 %%% Decisions
 
 decide(Load = #{estimate := E, budget := B}, S) when E > B ->
-    over(Load, S#{low_ticks := 0, aim_ticks := 0});
-decide(#{estimate := E, budget := B, settling := true}, S) when E < B * ?AIM ->
+    over(Load, S#{low_ticks := 0, aim_ticks := 0, floor_ticks := 0});
+decide(Load, S = #{floor_ticks := F}) ->
+    case floor_bound(Load, S) of
+        true when F + 1 >= ?SETTLE -> unfloor(Load, S#{low_ticks := 0, aim_ticks := 0, floor_ticks := 0});
+        true -> within(Load, S#{floor_ticks := F + 1});
+        false -> within(Load, S#{floor_ticks := 0})
+    end.
+
+%% Under the budget: the rate falls while the estimate stays under the aim.
+within(#{estimate := E, budget := B, settling := true}, S) when E < B * ?AIM ->
     %% Not all of the session's load yet: the processes waiting in server loops are flagged
     %% once their loops are count-only (ferrotrace_session's steps, a second on a busy
     %% server). The rate the start chose counted their calls; it does not fall meanwhile.
     {[], S#{low_ticks := 0, aim_ticks := 0}};
-decide(Load = #{estimate := E, budget := B}, S = #{low_ticks := Low, aim_ticks := Aim}) when E < B * ?AIM ->
+within(Load = #{estimate := E, budget := B}, S = #{low_ticks := Low, aim_ticks := Aim}) when E < B * ?AIM ->
     Low1 = case E < B * ?LOW of
                true -> Low + 1;
                false -> 0
@@ -398,7 +413,7 @@ decide(Load = #{estimate := E, budget := B}, S = #{low_ticks := Low, aim_ticks :
                false -> Aim + 1
            end,
     under(Load, S#{low_ticks := Low1, aim_ticks := Aim1});
-decide(_Load, S) ->
+within(_Load, S) ->
     {[], S#{low_ticks := 0, aim_ticks := 0}}.
 
 %% Over the budget: shed when the floor alone is over the aim, then the rate for the rest.
@@ -444,6 +459,31 @@ under(Load, S = #{low_ticks := Low}) when Low >= ?SETTLE ->
     restore(Load, S);
 under(_Load, S) ->
     {[], S}.
+
+%% Whether the refused calls alone (the floor) take over ?FLOOR_HIGH of the whole budget
+%% while the session samples (1 in N > 1), its patterns all set (not `settling') and its
+%% first moment over: sampling then times few calls (on yaws, a floor of 0.7 of the budget
+%% kept 1 in 50 for a whole session, 8.7 k calls timed), and only shedding can give the
+%% traced part room. At 1 in 1 every call is timed already: nothing to gain.
+floor_bound(#{reaching := R, discard_ns := D, capacity := Cap, budget := B, settling := Settling},
+            S = #{rate := N}) ->
+    N > 1 andalso not Settling andalso not cautious(S) andalso R * D > ?FLOOR_HIGH * B * Cap.
+
+%% Floor-bound for ?SETTLE ticks: the functions whose calls make the floor are shed, as
+%% over/2 sheds them (to ?SHED_TO of the budget), and then the rate falls to what the rest
+%% needs for the aim. The rate comes second: each shed waits for the code barrier in the
+%% tick (ferrotrace_overhead applies the decisions in order), so the functions are off
+%% before the rate lets more of the rest's calls through. Nothing comes back before the
+%% rate is 1 and the estimate well under the budget (restore/2), where the floor is a
+%% fraction of the estimate: shedding and taking back do not cycle.
+unfloor(Load = #{budget := B}, S) ->
+    case shed(Load, S) of
+        {[], S1, _Left} ->
+            {[], S1};
+        {Shed, S1, Left} ->
+            {RateDecisions, S2} = set_rate(nice(needed(Load#{reaching := Left}, B)), S1),
+            {[{shed, Shed} | RateDecisions], S2}
+    end.
 
 %% The rate (1 in N) that puts the cost at ?AIM of the budget; where the floor alone is
 %% over it, the rate that keeps the traced part at half of it.

@@ -21,7 +21,8 @@
          pending_shed_at_first_tick_test/0, restore_what_fits_test/0,
          first_moment_half_budget_test/0, first_moment_opens_up_test/0, read_pace_test/0,
          nodeload_used_test/0, estimate_counts_against_the_cpu_used_test/0,
-         floor_bound_rate_falls_to_the_aim_test/0, first_moment_falls_only_well_under_test/0]).
+         floor_bound_rate_falls_to_the_aim_test/0, first_moment_falls_only_well_under_test/0,
+         floor_over_most_of_the_budget_sheds_test/0]).
 
 -define(CAL, #{call_ns => 300, return_ns => 300, discard_ns => 90}).
 -define(TICK_MS, 500).
@@ -256,6 +257,40 @@ floor_bound_rate_falls_to_the_aim_test() ->
     ?assertEqual([20], [N || D <- Early ++ Ds, {rate, N} <- D]),
     #{rate := 20, estimate := E} = ferrotrace_budget:view(C2),
     ?assert(E > 0.05 * 0.5 andalso E =< 0.05 * 0.8, E),
+    ?assert(true_cost(Sim2) =< 0.05, true_cost(Sim2)),
+    ok.
+
+%% Under the budget, the refused calls of ten hot functions make a floor of 0.7 of it and
+%% the session samples 1 call in 50: the estimate sits near the aim, where no rate timed
+%% more calls (the rate that keeps it at the aim is still 50). Once the first moment is
+%% over, the hot functions are shed (those alone: the ninety others stay) and the rate
+%% falls; the rest's calls are timed several times as often, and the node stays under its
+%% budget, the rate and the shed functions still after that.
+-spec floor_over_most_of_the_budget_sheds_test() -> ok.
+floor_over_most_of_the_budget_sheds_test() ->
+    Hot = [mfa(I) || I <- lists:seq(1, 10)],
+    Cold = [mfa(I) || I <- lists:seq(11, 100)],
+    %% 388.7 k calls/s x 180 ns: 0.7 of 0.05 of 2 schedulers.
+    Sim = node_sim(maps:from_list([{MFA, {35000, 1000}} || MFA <- Hot] ++ [{MFA, {430, 1000}} || MFA <- Cold])),
+    C0 = ferrotrace_budget:new(0.05, #{schedulers => 2, calibration => ?CAL, rate => 50,
+                                       held => [{MFA, 35000} || MFA <- lists:sublist(Hot, 4)]}),
+    Sim0 = Sim#{rate := 50, shed := maps:from_keys(lists:sublist(Hot, 4), true)},
+    Timed = fun(#{functions := Fs, shed := Off, rate := N}) ->
+                    lists:sum([R || {MFA, {R, _}} <- maps:to_list(Fs), not maps:is_key(MFA, Off)]) / N
+            end,
+    %% The first moment (to 2 s) gives back what it held (open/2); then the floor is 0.7.
+    {Sim1, C1, Early} = run(Sim0, C0, 5),
+    ?assertEqual([], [D || Ds <- Early, D <- Ds, element(1, D) =/= restore], Early),
+    ?assertEqual(#{}, maps:get(shed, Sim1)),
+    #{rate := 50, estimate := E1} = ferrotrace_budget:view(C1),
+    ?assert(E1 > 0.05 * 0.6 andalso E1 =< 0.05, E1),
+    {Sim2, C2, Ds} = run(Sim1, C1, 40),
+    [[{shed, Shed}, {rate, N}]] = [D || D <- Ds, D =/= []],
+    ?assertEqual([], Shed -- Hot),
+    ?assert(N < 50, N),
+    #{rate := N, shed_now := ShedNow} = ferrotrace_budget:view(C2),
+    ?assertEqual(length(Shed), ShedNow),
+    ?assert(Timed(Sim2) >= 2.5 * Timed(Sim1), {Timed(Sim2), Timed(Sim1)}),
     ?assert(true_cost(Sim2) =< 0.05, true_cost(Sim2)),
     ok.
 
@@ -777,8 +812,11 @@ first_moment_opens_up_test() ->
     [{rate, Whole}, _] = lists:nth(4, Ds),
     ?assert(Whole > Rate, {Whole, Rate}),
     ?assertEqual([], [R || D <- lists:nthtail(4, Ds), {rate, R} <- D, R > Whole]),
-    #{cautious := false, shed_now := 0, shed := [#{restored_at := 2000}, #{restored_at := 2000}]} = ferrotrace_budget:view(C1),
-    ?assertEqual(#{}, maps:get(shed, Sim1)),
+    %% Back at 1 in 100, their refused calls are 0.73 of the budget: three ticks later the
+    %% hotter is shed again (unfloor/2), and the rate falls for the other two.
+    #{cautious := false, shed_now := 1, shed := [#{restored_at := 2000}, #{restored_at := 2000}, #{mfa := {m, f1, 1}}]} =
+        ferrotrace_budget:view(C1),
+    ?assertEqual(#{mfa(1) => true}, maps:get(shed, Sim1)),
     ?assert(true_cost(Sim1) =< 0.10 andalso true_cost(Sim1) > 0.05, true_cost(Sim1)),
     ok.
 
