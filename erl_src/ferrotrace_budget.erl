@@ -72,9 +72,10 @@
 %%% budget follows, rounded up to 1, 2, 5, 10, 20, 50, ... (steps far enough apart that
 %%% noise does not move the rate). Over the budget, the rate rises at once to that value.
 %%% Under ?AIM of the budget for ?SETTLE ticks in a row (in the first moment, above: under
-%%% ?LOW), it falls to that value at once where it is lower (the calls reaching the tracer are known at any rate: the refused
-%%% ones are counted): the value is computed for ?AIM, below the budget, so a fall does not
-%%% cause the next rise unless the load rises (the hysteresis that prevents oscillation).
+%%% ?LOW), it falls to that value at once where it is lower (the calls reaching the tracer
+%%% are known at any rate: the refused ones are counted): the value is computed for ?AIM,
+%%% below the budget, so a fall does not cause the next rise unless the load rises (the
+%%% hysteresis that prevents oscillation).
 %%%
 %%% == Shedding (the second knob) ==
 %%% A refused call still costs `discard_ns': while a function has a pattern, sampling
@@ -85,10 +86,10 @@
 %%% left is at most ?SHED_TO of the budget; at most ?SHED_MAX a tick. Under the budget too,
 %%% once the first moment is over: where the floor takes over ?FLOOR_HIGH of the budget
 %%% for ?SETTLE ticks while the session samples, the traced part has too little room for
-%%% any rate to time many calls; the same functions are shed, and the rate falls to what
-%%% the rest needs (unfloor/2). A function's rate is its sampled count over the tick times `N': sampled counts
-%%% times N estimate the real rate (exact at N = 1, an estimate otherwise, and zero for a
-%%% function no sampled call reached). Shed functions are taken back, the hottest whose
+%%% any rate to time many calls; the same functions are shed, and the rate is set to what
+%%% the rest needs (unfloor/2). A function's rate is its sampled count over the tick times
+%%% `N': sampled counts times N estimate the real rate (exact at N = 1, an estimate
+%%% otherwise, and zero for a function no sampled call reached). Shed functions are taken back, the hottest whose
 %%% calls (at their rate when shed) fit in half the room left under ?AIM, or else the least
 %%% hot alone, only at `N = 1' (sampling is given back first: it costs nothing while a shed
 %%% function's pattern costs the floor on every call), after ?SETTLE ticks under ?LOW and
@@ -470,8 +471,10 @@ floor_bound(#{reaching := R, discard_ns := D, capacity := Cap, budget := B, sett
     N > 1 andalso not Settling andalso not cautious(S) andalso R * D > ?FLOOR_HIGH * B * Cap.
 
 %% Floor-bound for ?SETTLE ticks: the functions whose calls make the floor are shed, as
-%% over/2 sheds them (to ?SHED_TO of the budget), and then the rate falls to what the rest
-%% needs for the aim. The rate comes second: each shed waits for the code barrier in the
+%% over/2 sheds them (to ?SHED_TO of the budget), and then the rate is set to what the rest
+%% needs for the aim: a fall where the floor was the cost (the rest's calls are counted
+%% as if the work sped up by what was shed, as take/7 counts them, so it may stay or rise
+%% a step where the traced part was most of it). The rate comes second: each shed waits for the code barrier in the
 %% tick (ferrotrace_overhead applies the decisions in order), so the functions are off
 %% before the rate lets more of the rest's calls through. Nothing comes back before the
 %% rate is 1 and the estimate well under the budget (restore/2), where the floor is a
