@@ -108,7 +108,7 @@
                                 tracing_ms := non_neg_integer(), holding_ms := non_neg_integer()},
                      displaced => displacement(),
                      budget => budget(),
-                     calibration => ferrotrace_calibrate:calibration() | {error, term()},
+                     calibration => ferrotrace_calibrate:calibration() | {error, term()} | pending,
                      compensated => boolean(),
                      changes => [#{at := integer(), added => [mfa_spec()], loops => [mfa()],
                                    removed => [mfa_spec()]}],
@@ -309,8 +309,10 @@ session(Options) ->
 %% frame bound, dropped events): doc/slow-calls.md, "The probe effect". The engine's
 %% `compensate_call_ns => Ns' and `compensate_return_ns => Ns' (0 to 1000000) set the cost
 %% per event by hand, over the calibration's (and in a raw session, which has none). The
-%% calibration is measured once and reused for five minutes ({@link calibrate/0} measures
-%% it again).</li>
+%% calibration is measured once and reused: for five minutes as it is, then measured again
+%% in the background while a start uses the old one ({@link calibrate/0} measures it again
+%% at once). A start never waits for it on full schedulers: a node's first one is then
+%% measured once the session runs.</li>
 %% <li>`trees => #{slower_than => Ns}': call trees, kept speculatively (default off). For
 %% each root call (`root => Spec': the calls of the functions a spec names; default the
 %% outermost traced call of each process) the engine builds the tree of the traced calls
@@ -424,7 +426,9 @@ processes(Kinds, Options) ->
 %% scheduling is traced with the calls. A cluster session (a pid, see `nodes') merges its
 %% nodes' figures.
 %% A calls/2 session has `calibration' (`#{call_ns, return_ns, pair_ns, untraced_ns, calls,
-%% took_us, split}', see `ferrotrace_calibrate', or `{error, Reason}') and `compensated'
+%% took_us, split}', see `ferrotrace_calibrate', or `{error, Reason}'; `pending' for a
+%% moment on a node that had none and whose schedulers were full at the start: measured
+%% once the session runs, its latencies compensated from then on) and `compensated'
 %% (whether its latencies have the probe effect taken out).
 %% `displaced' is there only once another tool took over on OTP 25 or 26 (one tracer per
 %% process, one match spec per function): `#{at, processes, functions, by}', `at' when it
@@ -703,7 +707,7 @@ help() ->
 %% @doc Measures anew what a traced call costs its caller on this node, the figures that
 %% `compensate' takes out and the overhead budget's estimate uses, and keeps them for the
 %% starts of the next five minutes (a start reuses the node's last calibration while it is
-%% fresh, so a start on a loaded node measures nothing). A measurement far from the last
+%% fresh, and an older one while it is measured again in the background). A measurement far from the last
 %% one is taken again and the median of the three kept. `{ok, Calibration}' (ns per event:
 %% `call_ns', `return_ns', `pair_ns', `discard_ns', `untraced_ns'; `took_us'), or
 %% `{error, Reason}' (another tool traces this process, a timeout, implausible figures).

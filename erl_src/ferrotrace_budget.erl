@@ -100,7 +100,7 @@
 %%% cycle quickly.
 -module(ferrotrace_budget).
 
--export([new/2, first/2, tick/2, unsheddable/2, view/1, learned/1, initial_rate/2, whole_node_default/0]).
+-export([new/2, first/2, tick/2, calibrated/2, unsheddable/2, view/1, learned/1, initial_rate/2, whole_node_default/0]).
 -export([check/1, read_pace/2]).
 
 %% Aim below the budget, lower the rate only well under it.
@@ -258,6 +258,19 @@ tick(M, S0 = #{last := Last, tick := T}) ->
         true -> open(Load, S1);
         false -> decide(Load, S1)
     end.
+
+%% @doc The costs of `Calibration' (as {@link new/2} takes it) in place of the defaults of a
+%% session that started without one: a node's first calibration, measured once the session
+%% runs where its schedulers were full at the start (ferrotrace_start). A state with costs
+%% of its own already, or a `Calibration' without any, is left as it is.
+-spec calibrated(term(), state()) -> state().
+calibrated(Calibration, S = #{model := default}) ->
+    case costs(Calibration) of
+        {_, _, default} -> S;
+        {EventNs, DiscardNs, Model} -> S#{event_ns := EventNs, discard_ns := DiscardNs, model := Model}
+    end;
+calibrated(_Calibration, S) ->
+    S.
 
 %% What first/2 chose to hold back and the start had no time to take off (each change
 %% waits for the code barrier): shed at once. Counted by their calls before the start, they

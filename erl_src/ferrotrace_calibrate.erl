@@ -18,13 +18,18 @@
 %%% plausible (a pair costing nothing, or more than `?MAX_PAIR_NS') is an error: the session
 %%% then runs without compensation and its summary says why.
 %%%
-%%% == Measured once, reused ==
+%%% == Measured once, reused, never in a loaded start's way ==
 %%% A session's start uses the node's last calibration while it is younger than
-%%% `?FRESH_MS' ({@link for_session/1}), so a start on a loaded node measures nothing. A
-%%% new measurement is checked against the last one: one that differs by more than half or
-%%% twice is measured again, and the median of the three is kept (a noisy moment
-%%% over-compensated a caller to 0.45x of its untraced time). {@link calibrate/0} measures
-%%% anew on demand.
+%%% `?FRESH_MS' ({@link for_session/1}). An older one is still used, and measured anew in the
+%%% background for the next starts. A node with none measures it at the start when its
+%%% schedulers have room; where they are full (processes wait in their run queues), the
+%%% start goes on without and the calibration comes after it (`pending': ferrotrace_start
+%%% measures it once the session runs and gives the session its costs,
+%%% ferrotrace_tracer:session_set_compensation/3): among 50 busy processes it took 30 to
+%%% 140 ms of a 250 ms start. A new measurement is checked against the last one: one that
+%%% differs by more than half or twice is measured again, and the median of the three is
+%%% kept (a noisy moment over-compensated a caller to 0.45x of its untraced time).
+%%% {@link calibrate/0} measures anew on demand.
 -module(ferrotrace_calibrate).
 
 -export([measure/1, for_session/1, calibrate/0, remember_in_situ/1]).
@@ -88,8 +93,11 @@ measure(Options) ->
 %% @doc What a `calls/2' session with `compensate => Compensate' gives the engine and shows
 %% in its summary: `{ok, EngineOptions, Info}', with `compensate_call_ns' and
 %% `compensate_return_ns' if compensating, and `Info' `#{calibration => Calibration |
-%% {error, Reason}, compensated => boolean()}'; `{error, Reason}' for a `Compensate' other
-%% than `true' or `false'. A failed calibration is not an error: the session runs without.
+%% {error, Reason} | pending, compensated => boolean()}'; `{error, Reason}' for a
+%% `Compensate' other than `true' or `false'. A failed calibration is not an error: the
+%% session runs without. `pending': the node has none and its schedulers are full; a
+%% calibration with `stale => true': the node's last, older than five minutes. The caller
+%% measures either anew once the session runs ({@link calibrate/0}).
 -spec for_session(term()) -> {ok, map(), map()} | {error, term()}.
 for_session(Compensate) when is_boolean(Compensate) ->
     case node_calibration() of
@@ -98,6 +106,8 @@ for_session(Compensate) when is_boolean(Compensate) ->
              #{calibration => Calibration, compensated => true}};
         {ok, Calibration} ->
             {ok, #{}, #{calibration => Calibration, compensated => false}};
+        pending ->
+            {ok, #{}, #{calibration => pending, compensated => false}};
         {error, _} = Error ->
             {ok, #{}, #{calibration => Error, compensated => false}}
     end;
@@ -120,18 +130,22 @@ calibrate() ->
             Error
     end.
 
-%% The node's calibration: the last one while it is fresh, else a new one; with the
-%% factor the node's last budgeted session learned (`in_situ', ferrotrace_budget) while
+%% The node's calibration: the last one while it is fresh; an older one, `stale' (for the
+%% caller to measure anew); with none, a new one, or `pending' while the schedulers are full. With
+%% the factor the node's last budgeted session learned (`in_situ', ferrotrace_budget) while
 %% that is fresh.
 node_calibration() ->
     Calibration = case stored() of
                       {ok, At, Last} ->
                           case erlang:monotonic_time(millisecond) - At < ?FRESH_MS of
                               true -> {ok, Last#{reused => true}};
-                              false -> calibrate()
+                              false -> {ok, Last#{reused => true, stale => true}}
                           end;
                       none ->
-                          calibrate()
+                          case schedulers_full() of
+                              true -> pending;
+                              false -> calibrate()
+                          end
                   end,
     case {Calibration, lookup(in_situ)} of
         {{ok, C}, {ok, At2, Factor}} ->
@@ -154,6 +168,11 @@ remember_in_situ(Factor) when is_float(Factor), Factor >= 1.0, Factor =< 100.0 -
     end;
 remember_in_situ(Other) ->
     {error, {bad_factor, ferrotrace_hint:brief(Other)}}.
+
+%% Whether processes wait for every scheduler: the run queues hold at least one process per
+%% scheduler online.
+schedulers_full() ->
+    erlang:statistics(total_run_queue_lengths) >= erlang:system_info(schedulers_online).
 
 %% A measurement far from the last one (under half, or over twice its pair) is measured
 %% again; the median of the three, by pair, is kept.
@@ -181,7 +200,7 @@ lookup(Key) ->
     end.
 
 store(Calibration) ->
-    try ets:insert(?TABLE, {node, erlang:monotonic_time(millisecond), maps:without([reused, remeasured, in_situ], Calibration)})
+    try ets:insert(?TABLE, {node, erlang:monotonic_time(millisecond), maps:without([reused, stale, remeasured, in_situ], Calibration)})
     catch error:badarg -> false
     end.
 

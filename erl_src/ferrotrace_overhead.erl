@@ -126,9 +126,11 @@ loop(S = #s{monitor = Monitor}) ->
             ok
     end.
 
-tick(S = #s{id = Id, control = C0}) ->
+tick(S = #s{id = Id, control = C}) ->
     case ferrotrace_tracer:session_counts(Id) of
         {ok, Summary = #{status := running}} ->
+            %% A calibration that came after the start (ferrotrace_start) replaces the defaults.
+            C0 = ferrotrace_budget:calibrated(info(Id, calibration, undefined), C),
             {Decisions, C1} = ferrotrace_budget:tick((measure(Summary))#{node => ferrotrace_nodeload:sample(),
                                                                          settling => info(Id, settling, false)}, C0),
             S1 = lists:foldl(fun decide/2, S#s{control = C1, probing = lists:keymember(restore, 1, Decisions)}, Decisions),

@@ -128,8 +128,15 @@ update(Id, Fields) ->
     _ = ensure_started(),
     case ets:lookup(?SESSIONS, Id) of
         [{Id, Name, Keeper, Info}] ->
-            true = ets:insert(?SESSIONS, {Id, Name, Keeper, maps:merge(Info, Fields)}),
-            ok;
+            %% Written only if unchanged since the read (the budget's tick, the keeper and a
+            %% calibration landing after the start update one session's info at once): a
+            %% change made between is read again, not written over.
+            Unchanged = [{'=:=', '$1', {const, Name}}, {'=:=', '$2', {const, Keeper}}, {'=:=', '$3', {const, Info}}],
+            case ets:select_replace(?SESSIONS, [{{Id, '$1', '$2', '$3'}, Unchanged,
+                                                 [{const, {Id, Name, Keeper, maps:merge(Info, Fields)}}]}]) of
+                1 -> ok;
+                0 -> update(Id, Fields)
+            end;
         [] ->
             ok
     end.

@@ -210,6 +210,8 @@ probe(#{calibration := #{call_ns := C, return_ns := R, took_us := Us}} = Summary
            end,
     ferrotrace_text:wrap("probe effect: ", [What, io_lib:format("~b ns per call event", [C]), io_lib:format("~b ns per return", [R]),
                             io_lib:format("calibrated in ~.1f ms", [Us / 1000])], Width);
+probe(#{calibration := pending}, Width) ->
+    ferrotrace_text:wrap("probe effect: ", ["not compensated yet", "calibration measured after a start on full schedulers"], Width);
 probe(#{calibration := {error, Reason}}, Width) ->
     ferrotrace_text:wrap("probe effect: ", ["not compensated", io_lib:format("calibration failed: ~0tp", [Reason])], Width);
 probe(_Summary, _Width) ->

@@ -25,7 +25,7 @@
 -export([enabled_send/3, enabled_receive/3, enabled_garbage_collection/3,
          enabled_running_procs/3, enabled_running_ports/3, enabled_ports/3]).
 -export([session_events/1, session_event_histogram/2, session_set_events/2]).
--export([session_set_call_sample/2, session_call_sample/1]).
+-export([session_set_call_sample/2, session_call_sample/1, session_set_compensation/3]).
 -export([new_session/2, stop_session/2, release_session/1, sessions/0,
          session_summary/1, session_status/1, session_counts/1, session_histogram/2, session_set_tracing/3, session_exclude_modules/2, session_add_loops/2,
          session_interval/1]).
@@ -315,6 +315,16 @@ session_set_events(_Id, _Events) -> ?NOT_LOADED.
 -spec session_set_call_sample(session_id(), non_neg_integer()) ->
           ok | {error, not_running | {bad_call_sample, term(), binary()}}.
 session_set_call_sample(_Id, _N) -> ?NOT_LOADED.
+
+%% @doc Session `Id' takes `CallNs' per inner call event and `ReturnNs' per inner return or
+%% exception out of the latencies of the calls paired from now on, as the options
+%% `compensate_call_ns' and `compensate_return_ns' do from the start (the probe effect, see
+%% `ferrotrace:calls/2'): a node's first calibration, measured after a start on a loaded node
+%% (ferrotrace_calibrate). Calls paired before keep their latencies as measured.
+%% `{error, {bad_compensation, {CallNs, ReturnNs}, Accepted}}' unless both are integers from
+%% 0 to 1,000,000; `{error, {no_such_session, Id}}' for an unknown session.
+-spec session_set_compensation(session_id(), non_neg_integer(), non_neg_integer()) -> ok | {error, term()}.
+session_set_compensation(_Id, _CallNs, _ReturnNs) -> ?NOT_LOADED.
 
 %% @doc The current per-call rate of session `Id' (1: every call kept; see
 %% {@link session_set_call_sample/2}); also in its summary, as `sample := #{calls := N}'.

@@ -10,7 +10,7 @@
 -export([check_test/0, light_load_test/0, heavy_load_test/0, load_falls_test/0,
          floor_sheds_hottest_cheapest_test/0, rate_before_shedding_test/0, restore_when_load_falls_test/0,
          no_oscillation_when_model_is_wrong_test/0, restore_backs_off_test/0,
-         calibration_missing_test/0, unsheddable_test/0, bounded_history_test/0,
+         calibration_missing_test/0, calibration_lands_later_test/0, unsheddable_test/0, bounded_history_test/0,
          clock_still_test/0, noisy_steady_load_test/0,
          first_idle_test/0, first_holds_the_floor_test/0, first_sampling_only_test/0,
          first_held_come_back_test/0, measured_cost_corrects_the_model_test/0,
@@ -369,6 +369,19 @@ calibration_missing_test() ->
     Sim = (node_sim(#{mfa(1) => {600000, 2000}, mfa(2) => {400000, 8000}}))#{event_ns := 350},
     {Sim1, _, _} = run(Sim, C, 5),
     ?assert(true_cost(Sim1) =< 0.10),
+    ok.
+
+%% A calibration measured after the start (a node's first, on full schedulers) replaces
+%% the defaults; one of the session's own, or a failed one, changes nothing.
+-spec calibration_lands_later_test() -> ok.
+calibration_lands_later_test() ->
+    C = ferrotrace_budget:new(0.10, #{schedulers => 2, calibration => undefined}),
+    Landed = ferrotrace_budget:calibrated(?CAL, C),
+    #{model := calibrated, event_ns := 300, discard_ns := 90} = ferrotrace_budget:view(Landed),
+    Own = ferrotrace_budget:new(0.10, #{schedulers => 2, calibration => #{call_ns => 100, return_ns => 100, discard_ns => 50}}),
+    ?assertEqual(Own, ferrotrace_budget:calibrated(?CAL, Own)),
+    ?assertEqual(C, ferrotrace_budget:calibrated({error, timeout}, C)),
+    ?assertEqual(C, ferrotrace_budget:calibrated(undefined, C)),
     ok.
 
 %% A function another session's pattern covers (OTP 25) cannot be shed: never asked again.

@@ -7,7 +7,7 @@
 -include("support/ft_ct.hrl").
 
 -export([compensated_near_untraced/1, summary_and_report/1, not_compensated/1, bad_input/1,
-         under_a_session_of_new_processes/1]).
+         under_a_session_of_new_processes/1, stale_calibration_reused/1]).
 %% A logger handler: forwards what the node logs to the case's process.
 -export([log/2]).
 
@@ -26,7 +26,7 @@ suite() ->
 
 all() ->
     [compensated_near_untraced, summary_and_report, not_compensated, bad_input,
-     under_a_session_of_new_processes].
+     under_a_session_of_new_processes, stale_calibration_reused].
 
 %%--------------------------------------------------------------------------------------
 
@@ -154,6 +154,32 @@ log(Event, #{config := #{to := To}}) ->
     ok.
 
 %% Bad input is refused with what is accepted; a calibration by itself works.
+%% A calibration older than five minutes: a start uses it as it is (nothing measured in its
+%% way) and it is measured again in the background, for the next starts.
+-spec stale_calibration_reused(config()) -> ok.
+stale_calibration_reused(_Config) ->
+    {ok, Measured} = ferrotrace:calibrate(),
+    %% Recognisable figures, stored ten minutes ago.
+    Old = Measured#{call_ns := 123, return_ns := 45},
+    true = ets:insert(ferrotrace_calibration, {node, erlang:monotonic_time(millisecond) - 600000, Old}),
+    {ok, S} = ferrotrace:calls(?CALLEE, #{duration => 60000}),
+    #{calibration := Used, compensated := true} = ferrotrace:summary(S),
+    ok = ferrotrace:release(S),
+    Again = measured_again(Old, 50),
+    ct:pal("used: ~p~nmeasured again: ~p", [Used, Again]),
+    ?assertMatch(#{call_ns := 123, return_ns := 45, reused := true, stale := true}, Used),
+    ?assertMatch([{node, _, #{call_ns := _}}], Again),
+    [{node, At, _}] = Again,
+    ?assert(erlang:monotonic_time(millisecond) - At < 10000),
+    ok.
+
+%% The node's stored calibration once it is no longer `Old', looked for every 100 ms.
+measured_again(Old, Tries) ->
+    case ets:lookup(ferrotrace_calibration, node) of
+        [{node, _, Old}] when Tries > 0 -> timer:sleep(100), measured_again(Old, Tries - 1);
+        Stored -> Stored
+    end.
+
 -spec bad_input(config()) -> ok.
 bad_input(_Config) ->
     ?assertMatch({error, {bad_option, {compensate, sometimes, _}}},

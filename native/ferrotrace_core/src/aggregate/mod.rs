@@ -185,6 +185,13 @@ impl Aggregator {
         self
     }
 
+    /// Takes `compensation` out of the calls paired from now on (a calibration that landed
+    /// after the start, `ferrotrace_calibrate`). The calls paired before keep their raw
+    /// latencies, from which a function's raw histogram starts (`probe.rs`).
+    pub fn set_compensation(&mut self, compensation: Option<Compensation>) {
+        self.compensation = compensation;
+    }
+
     /// The cost taken out per inner event, if any.
     pub fn compensation(&self) -> Option<Compensation> {
         self.compensation

@@ -246,6 +246,22 @@ mod tests {
     }
 
     #[test]
+    fn compensation_set_while_running_takes_out_of_later_calls_only() {
+        let mut agg = Aggregator::new(10, 100);
+        // Before: f with g inside, recorded as measured.
+        feed(&mut agg, &[(Call, 1, F, 0), (Call, 1, G, 1), (Return, 1, G, 2), (Return, 1, F, 40)]);
+        agg.set_compensation(Some(COST));
+        // After: the same call, g's pair (3 + 2) taken out.
+        feed(&mut agg, &[(Call, 1, F, 100), (Call, 1, G, 101), (Return, 1, G, 102), (Return, 1, F, 140)]);
+        let f = agg.function(&F).unwrap();
+        let raw = f.raw.as_ref().unwrap();
+        // The raw histogram holds both calls as measured; the latencies, 40 and 35.
+        assert_eq!((raw.latency.len(), raw.total_ns), (2, 80));
+        assert_eq!((f.latency.len(), f.total_ns, f.inner.compensated_ns), (2, 75, 5));
+        assert_eq!(agg.compensation(), Some(COST));
+    }
+
+    #[test]
     fn merged_parts_keep_raw_and_inner_events() {
         // Part a: f with g inside (something taken out); part b: f alone (no raw kept).
         let mut a = Aggregator::new(10, 100).with_compensation(Some(COST));

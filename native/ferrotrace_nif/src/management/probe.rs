@@ -1,15 +1,43 @@
-//! The `inner_events` and `raw` keys of each call entry in the summary: the probe effect,
-//! see `ferrotrace_core::aggregate::probe`.
+//! The probe effect (see `ferrotrace_core::aggregate::probe`): the `inner_events` and `raw`
+//! keys of each call entry in the summary, and `session_set_compensation/3`, which gives a
+//! running session the costs its calibration measured after its start.
 
 use rustler::{Encoder, Env, Term};
 
+use ferrotrace_core::aggregate::probe::Compensation;
 use ferrotrace_core::aggregate::FunctionStats;
+use ferrotrace_core::options::COMPENSATE_RANGE;
 
 use super::distribution;
-use super::reply::map;
+use super::lookup::find;
+use super::reply::{error, map};
 
 mod atoms {
-    rustler::atoms! { inner_events, raw, mean, max, total, compensated_ns }
+    rustler::atoms! { ok, inner_events, raw, mean, max, total, compensated_ns, bad_compensation }
+}
+
+/// `session_set_compensation(Id, CallNs, ReturnNs) -> ok | {error, Reason}`: session `Id`
+/// takes `CallNs` per inner call event and `ReturnNs` per inner return out of the latencies
+/// of the calls paired from now on (`compensate`, as `compensate_call_ns` and
+/// `compensate_return_ns` at the start: a node's first calibration, measured once a start on
+/// a loaded node had begun without it). `{error, {bad_compensation, {CallNs, ReturnNs},
+/// Accepted}}` for costs out of range; `find`'s error for an unknown session. Dirty: it
+/// takes the consumer lock, as a summary does.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn session_set_compensation<'a>(env: Env<'a>, id: Term<'a>, call_ns: Term<'a>, return_ns: Term<'a>) -> Term<'a> {
+    let cost = |t: Term| t.decode::<i64>().ok().filter(|ns| (COMPENSATE_RANGE.0..=COMPENSATE_RANGE.1).contains(ns));
+    let (Some(call), Some(ret)) = (cost(call_ns), cost(return_ns)) else {
+        let accepted = format!("integers from {} to {} (ns per event)", COMPENSATE_RANGE.0, COMPENSATE_RANGE.1);
+        return error(env, (atoms::bad_compensation(), (call_ns, return_ns), accepted));
+    };
+    let session = match find(env, id) {
+        Ok(session) => session,
+        Err(e) => return e,
+    };
+    // In range, so non-negative: the casts keep the values.
+    let compensation = Compensation { call_ns: call as u64, return_ns: ret as u64 };
+    session.with_aggregates(|aggregates| aggregates.for_each_mut(|aggregator| aggregator.set_compensation(Some(compensation))));
+    atoms::ok().encode(env)
 }
 
 /// Adds `inner_events => #{mean, max, total, compensated_ns}` (the session's events inside

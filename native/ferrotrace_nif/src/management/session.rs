@@ -166,12 +166,12 @@ fn sessions() -> Vec<u64> {
     session::all().iter().map(|s| s.id).collect()
 }
 
-fn function_term<'a>(env: Env<'a>, session: &Session, mfa: &Mfa, stats: &FunctionStats) -> Term<'a> {
+fn function_term<'a>(env: Env<'a>, session: &Session, mfa: &Mfa, stats: &FunctionStats, compensates: bool) -> Term<'a> {
     let entry = figures_term(env, mfa, (stats.calls, stats.returns, stats.exceptions, stats.total_ns), &stats.latency.to_hdr());
     let entry = entry.map_put(atoms::max_frames().encode(env), stats.max_frames.encode(env)).unwrap_or(entry);
     let entry = slow::add_keys(env, entry, stats, session.system_offset_ns());
     let entry = keys::add_keys(env, entry, stats, session.config.keys.source);
-    let entry = probe::add_keys(env, entry, stats, session.config.compensate.is_some());
+    let entry = probe::add_keys(env, entry, stats, compensates);
     own::add_keys(env, entry, stats)
 }
 
@@ -239,7 +239,7 @@ fn session_summary<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
         None => (atoms::running(), atoms::undefined().encode(env), atoms::undefined().encode(env)),
     };
     session.read_with_memory(|agg, accounting, memory| {
-        let calls: Vec<Term> = agg.functions().map(|(mfa, stats)| function_term(env, &session, mfa, stats)).collect();
+        let calls: Vec<Term> = agg.functions().map(|(mfa, stats)| function_term(env, &session, mfa, stats, agg.compensation().is_some())).collect();
         let summary = map(env, &[
             (atoms::id(), session.id.encode(env)),
             (atoms::status(), status.encode(env)),
