@@ -28,11 +28,16 @@ all() ->
 %%--------------------------------------------------------------------------------------
 
 %% 8 processes call f/1 and recurse, over 4 aggregators: every count exact, every call
-%% paired, and each histogram holds every call.
+%% paired, and each histogram holds every call. Latencies as measured (`compensate =>
+%% false'): rec/1 does next to nothing besides its traced calls, and a calibration measured
+%% on a loaded machine can take all of each call out, own time and latency alike, both
+%% then at the histograms' floor (the likely cause of the own-time assertion's one failure
+%% in a CI run), which says nothing of how the aggregators split own time.
 -spec calls_exact(config()) -> ok.
 calls_exact(_Config) ->
     {Procs, PerProc, Recs, Depth} = {8, 3000, 50, 20},
-    {ok, S} = ferrotrace:calls([?F, ?REC], #{aggregators => 4, ring_size => ?RING, duration => ?LONG}),
+    {ok, S} = ferrotrace:calls([?F, ?REC], #{aggregators => 4, ring_size => ?RING, duration => ?LONG,
+                                             compensate => false}),
     run(Procs, fun() -> ft_test_target:call_f(PerProc), ft_test_target:call_rec(Recs, Depth) end),
     ok = ferrotrace:stop(S),
     Summary = ferrotrace:summary(S),
