@@ -25,7 +25,8 @@
 %%% `enabled_call' (sampled out: the VM still asks, the floor). Without a calibration the
 %%% costs of the issue that asked for the budget are used (350 ns an event, 90 ns a
 %%% refused call: measured on the 2-core development machine) and the state says
-%%% `model => default'. Calibrated in one idle process, they are a half to a fifth of what a
+%%% `model => default', until a calibration measured after the start lands
+%%% ({@link calibrated/2}). Calibrated in one idle process, they are a half to a fifth of what a
 %%% call costs among a server's thousands of traced functions: both count `in_situ' times,
 %%% 2 until the node says otherwise (below). The collector's and aggregators' CPU
 %%% (`collector_cpu_ns') is not in the model: counted alone, its idle polling (1 to 1.4 %

@@ -10,11 +10,9 @@
 
 -export([session/1, calls/2, processes/2]).
 
-%% How long a budgeted start counts its functions' calls (ms), for where it starts: the hot
-%% functions that decide it are counted thousands of times in 20 ms (a function called
-%% 1,000 times a second, 20); and measures the node's work untraced before that (ms), for
-%% the budget's measured cost.
--define(COUNT_MS, 20).
+%% How long a budgeted start counts its functions' calls (ms), for where it starts; and
+%% measures the node's work untraced before that (ms), for the budget's measured cost.
+-define(COUNT_MS, 40).
 -define(BASELINE_MS, 30).
 %% How often, and how many times, a calibration after the start looks whether the session's
 %% steps are over (see settled/2).
