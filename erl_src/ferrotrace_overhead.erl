@@ -74,12 +74,13 @@ start(Id, Keeper, {Budget0, Rate, Held0, Baseline}) when is_integer(Id), is_pid(
                           ok = ferrotrace_own:enter(),
                           ok = ferrotrace_nodeload:enable(),
                           Monitor = monitor(process, Keeper),
-                          Saved = maps:from_list([{MFA, Entry} || {MFA, _, _} = Entry <- info(Id, held, [])]),
+                          Info = info(Id),
+                          Saved = maps:from_list([{MFA, Entry} || {MFA, _, _} = Entry <- info(Info, held, [])]),
                           Held = [{MFA, R} || {MFA, R} <- Held0, is_map_key(MFA, Saved), is_number(R)],
                           %% Those the start had no time to take off: the first tick sheds them.
                           Pending = [{MFA, R} || {MFA, R} <- Held0, not is_map_key(MFA, Saved), is_number(R)],
                           Control = ferrotrace_budget:new(Budget, #{schedulers => erlang:system_info(schedulers_online),
-                                                                    calibration => info(Id, calibration, undefined),
+                                                                    calibration => info(Info, calibration, undefined),
                                                                     rate => Rate, default => Default, held => Held,
                                                                     pending => Pending, baseline => Baseline}),
                           publish(Id, Control),
@@ -95,11 +96,20 @@ start(_Id, _Keeper, _Budget) ->
 
 %% What the registry keeps of the session under `Key' (`calibration', from
 %% ferrotrace_calibrate; `held', the patterns the keeper took off at the start; `settling',
-%% whether the steps after the start are still going on), or `Default'.
-info(Id, Key, Default) ->
-    case ferrotrace_registry:lookup(Id) of
-        {ok, _, _, #{Key := Value}} when is_map(Value); is_list(Value); is_boolean(Value) -> Value;
+%% whether the steps after the start are still going on), or `Default'; from the session's
+%% info read once (info/1) where several keys are wanted.
+info(Id, Key, Default) when is_integer(Id) ->
+    info(info(Id), Key, Default);
+info(#{} = Info, Key, Default) ->
+    case Info of
+        #{Key := Value} when is_map(Value); is_list(Value); is_boolean(Value) -> Value;
         _ -> Default
+    end.
+
+info(Id) ->
+    case ferrotrace_registry:lookup(Id) of
+        {ok, _, _, Info} -> Info;
+        error -> #{}
     end.
 
 loop(S = #s{monitor = Monitor}) ->
@@ -129,10 +139,11 @@ loop(S = #s{monitor = Monitor}) ->
 tick(S = #s{id = Id, control = C}) ->
     case ferrotrace_tracer:session_counts(Id) of
         {ok, Summary = #{status := running}} ->
+            Info = info(Id),
             %% A calibration that came after the start (ferrotrace_start) replaces the defaults.
-            C0 = ferrotrace_budget:calibrated(info(Id, calibration, undefined), C),
+            C0 = ferrotrace_budget:calibrated(info(Info, calibration, undefined), C),
             {Decisions, C1} = ferrotrace_budget:tick((measure(Summary))#{node => ferrotrace_nodeload:sample(),
-                                                                         settling => info(Id, settling, false)}, C0),
+                                                                         settling => info(Info, settling, false)}, C0),
             S1 = lists:foldl(fun decide/2, S#s{control = C1, probing = lists:keymember(restore, 1, Decisions)}, Decisions),
             publish(Id, S1#s.control),
             {running, remember(ferrotrace_budget:learned(S1#s.control), S1)};

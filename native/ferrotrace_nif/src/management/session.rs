@@ -239,7 +239,8 @@ fn session_summary<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
         None => (atoms::running(), atoms::undefined().encode(env), atoms::undefined().encode(env)),
     };
     session.read_with_memory(|agg, accounting, memory| {
-        let calls: Vec<Term> = agg.functions().map(|(mfa, stats)| function_term(env, &session, mfa, stats, agg.compensation().is_some())).collect();
+        let compensates = agg.compensation().is_some();
+        let calls: Vec<Term> = agg.functions().map(|(mfa, stats)| function_term(env, &session, mfa, stats, compensates)).collect();
         let summary = map(env, &[
             (atoms::id(), session.id.encode(env)),
             (atoms::status(), status.encode(env)),
