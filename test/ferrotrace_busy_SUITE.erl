@@ -45,7 +45,8 @@ ready_at_once(_Config) ->
     timer:sleep(1000),
     #{events := #{seen := Seen}} = call(Peer, ferrotrace, summary, [S]),
     %% The node's first calibration, measured once the session runs, and given to it.
-    Landed = landed(Peer, S, 20),
+    _ = ft_ct:poll(fun() -> is_map(maps:get(calibration, call(Peer, ferrotrace, summary, [S]))) end, 2000),
+    Landed = call(Peer, ferrotrace, summary, [S]),
     Ping = call(Peer, ft_busy, stop_pinger, [Pinger]),
     %% On OTP 25 a second broad session is refused while the first traces every process.
     ok = call(Peer, ferrotrace, stop, [S]),
@@ -61,14 +62,6 @@ ready_at_once(_Config) ->
     ?assertMatch([#{raw := _} | _], maps:get(calls, Landed)),
     _ = [call(Peer, ferrotrace, release, [Id]) || Id <- [S, S2]],
     ok.
-
-%% The summary of session `S' once its calibration landed, looked for every 100 ms.
-landed(Peer, S, Tries) ->
-    case call(Peer, ferrotrace, summary, [S]) of
-        #{calibration := #{}} = Summary -> Summary;
-        Summary when Tries =:= 0 -> Summary;
-        _ -> timer:sleep(100), landed(Peer, S, Tries - 1)
-    end.
 
 -spec cold_start(config()) -> ok.
 cold_start(_Config) ->

@@ -165,20 +165,19 @@ stale_calibration_reused(_Config) ->
     {ok, S} = ferrotrace:calls(?CALLEE, #{duration => 60000}),
     #{calibration := Used, compensated := true} = ferrotrace:summary(S),
     ok = ferrotrace:release(S),
-    Again = measured_again(Old, 50),
+    _ = ft_ct:poll(fun() ->
+                           case ets:lookup(ferrotrace_calibration, node) of
+                               [{node, _, Old}] -> false;
+                               _ -> true
+                           end
+                   end, 5000),
+    Again = ets:lookup(ferrotrace_calibration, node),
     ct:pal("used: ~p~nmeasured again: ~p", [Used, Again]),
     ?assertMatch(#{call_ns := 123, return_ns := 45, reused := true, stale := true}, Used),
     ?assertMatch([{node, _, #{call_ns := _}}], Again),
     [{node, At, _}] = Again,
     ?assert(erlang:monotonic_time(millisecond) - At < 10000),
     ok.
-
-%% The node's stored calibration once it is no longer `Old', looked for every 100 ms.
-measured_again(Old, Tries) ->
-    case ets:lookup(ferrotrace_calibration, node) of
-        [{node, _, Old}] when Tries > 0 -> timer:sleep(100), measured_again(Old, Tries - 1);
-        Stored -> Stored
-    end.
 
 -spec bad_input(config()) -> ok.
 bad_input(_Config) ->
@@ -188,6 +187,17 @@ bad_input(_Config) ->
     ?assertMatch({error, {bad_options, #{other := 1}, _}}, ferrotrace_calibrate:measure(#{other => 1})),
     ?assertMatch({error, {bad_options, [], _}}, ferrotrace_calibrate:measure([])),
     ?assertMatch({ok, #{call_ns := _, return_ns := _, split := _}}, ferrotrace_calibrate:measure(#{rounds => 3})),
+    %% Costs given to a running session: each out of range or not an integer says what is
+    %% accepted; an unknown session is named.
+    {ok, S} = ferrotrace:calls([?OUTER], #{duration => 60000}),
+    #{id := Id} = ferrotrace:summary(S),
+    _ = [?assertMatch({error, {bad_compensation, {C, R}, <<"integers from 0 to 1000000", _/binary>>}},
+                      ferrotrace_tracer:session_set_compensation(Id, C, R))
+         || {C, R} <- [{-1, 10}, {10, 1000001}, {1.5, 10}, {10, ten}]],
+    ok = ferrotrace_tracer:session_set_compensation(Id, 10, 20),
+    ok = ferrotrace:release(S),
+    ?assertEqual({error, {no_such_session, Id}}, ferrotrace_tracer:session_set_compensation(Id, 10, 20)),
+    ?assertEqual({error, {bad_session, nonsense}}, ferrotrace_tracer:session_set_compensation(nonsense, 10, 20)),
     %% Nothing left behind: no session, no pattern on the calibration's callee.
     ?assertEqual([], ferrotrace_tracer:sessions()),
     ?assertEqual({traced, false}, erlang:trace_info({ferrotrace_calibrate, callee, 1}, traced)),
