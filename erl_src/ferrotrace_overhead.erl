@@ -97,9 +97,7 @@ start(_Id, _Keeper, _Budget) ->
 %% What the registry keeps of the session under `Key' (`calibration', from
 %% ferrotrace_calibrate; `held', the patterns the keeper took off at the start; `settling',
 %% whether the steps after the start are still going on), or `Default'; from the session's
-%% info read once (info/1) where several keys are wanted.
-info(Id, Key, Default) when is_integer(Id) ->
-    info(info(Id), Key, Default);
+%% info as info/1 read it.
 info(#{} = Info, Key, Default) ->
     case Info of
         #{Key := Value} when is_map(Value); is_list(Value); is_boolean(Value) -> Value;
