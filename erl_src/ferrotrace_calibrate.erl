@@ -28,7 +28,8 @@
 %%% ferrotrace_tracer:session_set_compensation/3): among 50 busy processes it took 30 to
 %%% 140 ms of a 250 ms start. A new measurement is checked against the last one: one that
 %%% differs by more than half or twice is measured again, and the median of the three is
-%%% kept (a noisy moment over-compensated a caller to 0.45x of its untraced time).
+%%% kept (a noisy moment over-compensated a caller to 0.45x of its untraced time). A node's
+%%% first has no last one: it is the median of three measured in a row.
 %%% {@link calibrate/0} measures anew on demand.
 -module(ferrotrace_calibrate).
 
@@ -40,12 +41,14 @@
 %% which the overhead budget's estimate uses, see ferrotrace_budget); `untraced_ns':
 %% the untraced call; `calls': calls per phase; `took_us': how long it all took; `split':
 %% `measured', or `halved' where noise put the call alone above the pair (each is then half
-%% the pair). The map is open: later parts add their own keys.
+%% the pair); `median_of': how many measurements the figures are the median of, where more
+%% than one (see calibrate/0). The map is open: later parts add their own keys.
 -type calibration() :: #{call_ns := non_neg_integer(), return_ns := non_neg_integer(),
                          pair_ns := non_neg_integer(), discard_ns := non_neg_integer(),
                          untraced_ns := non_neg_integer(),
                          calls := pos_integer(), took_us := non_neg_integer(),
-                         split := measured | halved, atom() => term()}.
+                         split := measured | halved, median_of => pos_integer(),
+                         atom() => term()}.
 -export_type([calibration/0]).
 
 -define(DEFAULT_CALLS, 400).
@@ -58,6 +61,10 @@
 %% How long a node's calibration is reused (ms), and where it is kept (a table of the
 %% registry's tables' owner: ferrotrace_registry).
 -define(FRESH_MS, 300000).
+%% A node's first calibration, with no last one to check it against: the median of this many
+%% (one measured among 50 busy processes while a session ran read a pair at 0.8 to 2.3 us,
+%% most at 1.0 to 1.4: an outlier halved what the budget let that session count).
+-define(FIRST_MEASUREMENTS, 3).
 -define(TABLE, ferrotrace_calibration).
 %% The calibrating process's heap (words): a busy process's, not a fresh one's. The VM
 %% builds each event's terms on the tracee's heap, so the collections tracing causes depend
@@ -115,14 +122,15 @@ for_session(Other) ->
     {error, {bad_option, {compensate, Other, <<"true or false">>}}}.
 
 %% @doc Measures the node's calibration anew (as a session's start would when the last one
-%% is older than five minutes), keeps it for the next starts and answers it.
+%% is older than five minutes), keeps it for the next starts and answers it: checked
+%% against the last one, or the median of three where the node has none.
 -spec calibrate() -> {ok, calibration()} | {error, term()}.
 calibrate() ->
-    Previous = case stored() of
-                   {ok, _At, Last} -> Last;
-                   none -> none
+    Measured = case stored() of
+                   {ok, _At, Last} -> checked(measure(#{}), Last);
+                   none -> median([measure(#{}) || _ <- lists:seq(1, ?FIRST_MEASUREMENTS)])
                end,
-    case checked(measure(#{}), Previous) of
+    case Measured of
         {ok, Calibration} = Ok ->
             _ = store(Calibration),
             Ok;
@@ -176,18 +184,25 @@ schedulers_full() ->
 
 %% A measurement far from the last one (under half, or over twice its pair) is measured
 %% again; the median of the three, by pair, is kept.
-checked({ok, #{pair_ns := New} = Measured}, #{pair_ns := Old} = Previous)
+checked({ok, #{pair_ns := New}} = Measured, #{pair_ns := Old} = Previous)
   when New * 2 < Old; New > Old * 2 ->
     case measure(#{}) of
-        {ok, Again} ->
-            [_, Median, _] = lists:sort(fun(#{pair_ns := A}, #{pair_ns := B}) -> A =< B end,
-                                        [Measured, Previous, Again]),
+        {ok, _} = Again ->
+            {ok, Median} = median([Measured, {ok, Previous}, Again]),
             {ok, Median#{remeasured => true}};
         {error, _} ->
             {ok, Previous}
     end;
 checked(Measured, _Previous) ->
     Measured.
+
+%% The median by pair of the measurements that succeeded (the lower of two), else the first
+%% error.
+median(Results) ->
+    case lists:sort(fun(#{pair_ns := A}, #{pair_ns := B}) -> A =< B end, [C || {ok, C} <- Results]) of
+        [] -> hd(Results);
+        Sorted -> {ok, (lists:nth((length(Sorted) + 1) div 2, Sorted))#{median_of => length(Sorted)}}
+    end.
 
 stored() ->
     lookup(node).

@@ -7,7 +7,8 @@
 -include("support/ft_ct.hrl").
 
 -export([compensated_near_untraced/1, summary_and_report/1, not_compensated/1, bad_input/1,
-         under_a_session_of_new_processes/1, stale_calibration_reused/1]).
+         under_a_session_of_new_processes/1, stale_calibration_reused/1,
+         first_calibration_a_median/1]).
 %% A logger handler: forwards what the node logs to the case's process.
 -export([log/2]).
 
@@ -26,7 +27,7 @@ suite() ->
 
 all() ->
     [compensated_near_untraced, summary_and_report, not_compensated, bad_input,
-     under_a_session_of_new_processes, stale_calibration_reused].
+     under_a_session_of_new_processes, stale_calibration_reused, first_calibration_a_median].
 
 %%--------------------------------------------------------------------------------------
 
@@ -177,6 +178,21 @@ stale_calibration_reused(_Config) ->
     ?assertMatch([{node, _, #{call_ns := _}}], Again),
     [{node, At, _}] = Again,
     ?assert(erlang:monotonic_time(millisecond) - At < 10000),
+    ok.
+
+%% A node's first calibration has no last one to be checked against: it is the median of
+%% three measurements. The next is one measurement, checked against it.
+-spec first_calibration_a_median(config()) -> ok.
+first_calibration_a_median(_Config) ->
+    true = ets:delete(ferrotrace_calibration, node),
+    {ok, First} = ferrotrace:calibrate(),
+    {ok, Next} = ferrotrace:calibrate(),
+    ct:pal("first: ~p~nnext: ~p", [First, Next]),
+    ?assertMatch(#{median_of := 3}, First),
+    %% Far from the first, it would have been measured again: the median of three too.
+    ?assert(not is_map_key(median_of, Next) orelse maps:get(remeasured, Next, false)),
+    [{node, _, Stored}] = ets:lookup(ferrotrace_calibration, node),
+    ?assertEqual(maps:get(pair_ns, Next), maps:get(pair_ns, Stored)),
     ok.
 
 -spec bad_input(config()) -> ok.
