@@ -167,11 +167,12 @@ round(Url, Start) ->
                 _ ->
                     #{calls := Calls} = Summary = ferrotrace:summary(Session),
                     _ = [io:format("yaws session start=~w budget estimate=~.3f measured=~w in_situ=~.1f rate=~b "
-                                   "shed_now=~b changes=~w~n",
-                                   [maps:get(start, Summary, undefined), E, Measured, K, N, Shed, Changes])
+                                   "shed_now=~b changes=~w event_ns=~w discard_ns=~w~n",
+                                   [maps:get(start, Summary, undefined), E, Measured, K, N, Shed, Changes,
+                                    maps:get(event_ns, B, undefined), maps:get(discard_ns, B, undefined)])
                          || os:getenv("FERROTRACE_YAWS_VERBOSE") =/= false,
                             #{budget := #{estimate := E, measured := Measured, in_situ := K, rate := N, shed_now := Shed,
-                                          rate_changes := Changes}} <- [Summary],
+                                          rate_changes := Changes} = B} <- [Summary],
                             is_float(E)],
                     ok = ferrotrace:release(Session),
                     lists:sum([C || #{count := C} <- Calls])
