@@ -212,7 +212,7 @@ bad_input(_Config) ->
     {ok, S} = ferrotrace:processes([procs], #{pids => [self()], duration => ?LONG}),
     ?assertMatch({error, {bad_mfa, bogus}}, ferrotrace:histogram(S, bogus)),
     ?assertEqual([], ferrotrace:histogram(S, wakeup)),
-    ?assertEqual([], ferrotrace_tracer:sessions() -- [S]),
+    ?assertEqual([], ft_ct:sessions() -- [S]),
     ok.
 
 %% `scheduling' is refused before OTP 25.3 (running tracing and dirty schedulers); from 25.3
@@ -224,7 +224,7 @@ scheduling(_Config) ->
             {error, {unsafe, scheduling, Why}} = ferrotrace:processes([scheduling], #{}),
             Version = list_to_binary(erlang:system_info(otp_release)),
             ?assertMatch({_, _}, binary:match(Why, Version)),
-            ?assertEqual([], ferrotrace_tracer:sessions()),
+            ?assertEqual([], ft_ct:sessions()),
             ?assertEqual({flags, []}, erlang:trace_info(self(), flags));
         false ->
             N = 20,
@@ -272,7 +272,7 @@ gc_two_sessions(_Config) ->
             try
                 ?assertMatch({error, {unsafe, gc, _}},
                              ferrotrace:processes([gc], #{duration => ?LONG})),
-                ?assertEqual([], ferrotrace_tracer:sessions())
+                ?assertEqual([], ft_ct:sessions())
             after
                 true = apply(trace, session_destroy, [Other]),
                 exit(Tracer, kill),

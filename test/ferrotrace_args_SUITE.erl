@@ -203,5 +203,5 @@ match(Line, Re) ->
 bad_options(_Config) ->
     {error, _} = ferrotrace:calls(?WORK, #{args => yes}),
     {error, _} = ferrotrace:calls(?WORK, #{max_term_bytes => 10}),
-    [] = ferrotrace_tracer:sessions(),
+    [] = ft_ct:sessions(),
     ok.

@@ -19,11 +19,11 @@
 setup() ->
     {module, ferrotrace_tracer} = code:ensure_loaded(ferrotrace_tracer),
     {module, ft_test_target} = code:ensure_loaded(ft_test_target),
-    ferrotrace_tracer:sessions().
+    ft_ct:sessions().
 
 %% Every case checks the result and that no session and no pattern was left behind.
 no_leak(Before) ->
-    ?assertEqual(Before, ferrotrace_tracer:sessions()),
+    ?assertEqual(Before, ft_ct:sessions()),
     ?assertNot(ft_trace_state:traced(?F)).
 
 -spec session_options_test_() -> tests().
@@ -259,5 +259,5 @@ unknown_option_explained_test() ->
     ?assertMatch({match, _}, re:run(Kinds, "^did you mean messages\\? a list of "), Kinds),
     {error, {bad_option, {also, [shceduling], Also}}} = ferrotrace:calls(?F, #{also => [shceduling]}),
     ?assertMatch({match, _}, re:run(Also, "^did you mean scheduling\\? "), Also),
-    ?assertEqual([], ferrotrace_tracer:sessions()),
+    ?assertEqual([], ft_ct:sessions()),
     ok.

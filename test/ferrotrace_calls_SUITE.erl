@@ -384,10 +384,10 @@ bad_pids(_Config) ->
     1 = erlang:trace(Taken, true, [call, {tracer, OtherTracer}]),
     Observe =
         fun(Pid) ->
-                Before = ferrotrace_tracer:sessions(),
+                Before = ft_ct:sessions(),
                 Result = ferrotrace:calls(?F, #{duration => ?LONG, pids => [Pid]}),
                 ct:pal("calls/2 with pids => [~p]: ~p", [Pid, Result]),
-                Leaked = ferrotrace_tracer:sessions() -- Before,
+                Leaked = ft_ct:sessions() -- Before,
                 Pattern = {traced, ft_trace_state:traced(?F)},
                 %% Clean up for the next case whatever happened.
                 [ok = ferrotrace:release(S) || S <- Leaked],

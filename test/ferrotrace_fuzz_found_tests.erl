@@ -37,7 +37,7 @@ improper_options_test() ->
     ?assertMatch({error, {bad_options, Improper, _}}, ferrotrace_options:to_map(Improper)),
     ?assertMatch({error, {bad_options, Improper, _}}, ferrotrace:session(Improper)),
     ?assertMatch({error, {bad_options, _, _}}, ferrotrace:report(1, [{top, 1} | b])),
-    ?assertEqual([], ferrotrace_tracer:sessions()),
+    ?assertEqual([], ft_ct:sessions()),
     ok.
 
 %% An improper list of kinds raised bad_generator in processes/2 (and `also'); it is a
@@ -48,7 +48,7 @@ improper_kinds_test() ->
     ?assertMatch({error, {bad_kinds, [procs | x], _}}, ferrotrace_activity:check_kinds([procs | x])),
     ?assertMatch({error, {bad_kinds, [procs | x], _}}, ferrotrace:processes([procs | x], #{})),
     ?assertMatch({error, _}, ferrotrace:calls({ft_test_target, f, 1}, #{also => [procs | x]})),
-    ?assertEqual([], ferrotrace_tracer:sessions()),
+    ?assertEqual([], ft_ct:sessions()),
     ok.
 
 %% print_recent/1 raised badarg in pid_to_list/1 for a flight recorder holding a tracee
@@ -130,7 +130,7 @@ session_start_checks_its_arguments_test() ->
                        ?assert(erlang:external_size(Found) < 1024)
                end),
     ?assertEqual([], Logged),
-    ?assertEqual([], ferrotrace_tracer:sessions()),
+    ?assertEqual([], ft_ct:sessions()),
     ?assertEqual([], ferrotrace_registry:sessions()),
     ok.
 

@@ -131,7 +131,7 @@ raw_session(_Config) ->
 %% Bad input is refused by name.
 -spec refused(config()) -> ok.
 refused(_Config) ->
-    Before = ferrotrace_tracer:sessions(),
+    Before = ft_ct:sessions(),
     ?assertMatch({error, {bad_option, {callers, yes, <<"true or false">>}}},
                  ferrotrace:calls({?CHECKOUT, 1}, #{callers => yes})),
     Keyed = {?CHECKOUT, by_tier()},
@@ -141,7 +141,7 @@ refused(_Config) ->
                  ferrotrace:calls({?CHECKOUT, 1}, #{key => bogus})),
     ?assertMatch({error, {bad_option, {max_keys, 0, <<"an integer from 1 to 10000">>}}},
                  ferrotrace:calls(Keyed, #{max_keys => 0})),
-    ?assertEqual(Before, ferrotrace_tracer:sessions(), "no session left behind"),
+    ?assertEqual(Before, ft_ct:sessions(), "no session left behind"),
     ok.
 
 %% `report/1' prints the keys under the histogram.

@@ -215,7 +215,7 @@ bad_input(_Config) ->
     ?assertEqual({error, {no_such_session, Id}}, ferrotrace_tracer:session_set_compensation(Id, 10, 20)),
     ?assertEqual({error, {bad_session, nonsense}}, ferrotrace_tracer:session_set_compensation(nonsense, 10, 20)),
     %% Nothing left behind: no session, no pattern on the calibration's callee.
-    ?assertEqual([], ferrotrace_tracer:sessions()),
+    ?assertEqual([], ft_ct:sessions()),
     ?assertEqual({traced, false}, erlang:trace_info({ferrotrace_calibrate, callee, 1}, traced)),
     ok.
 

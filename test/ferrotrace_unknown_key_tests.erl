@@ -43,7 +43,7 @@ short_keys_still_hinted_test() ->
          {error, {unknown_option, Key, Text}} = ferrotrace:calls(?F, #{Key => 1}),
          ?assertMatch({match, _}, re:run(Text, "^did you mean duration\\? one of "), {Key, Text})
      end || Key <- [duraton, <<"duraton">>, "duraton"]],
-    ?assertEqual([], ferrotrace_tracer:sessions()),
+    ?assertEqual([], ft_ct:sessions()),
     ok.
 
 unknown_answered(Entry, Key) ->
@@ -69,4 +69,4 @@ unknown_answered(Entry, Key) ->
             exit(Pid, kill),
             error({no_answer_within_ms, ?DEADLINE})
     end,
-    ?assertEqual([], ferrotrace_tracer:sessions()).
+    ?assertEqual([], ft_ct:sessions()).

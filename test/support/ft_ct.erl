@@ -17,7 +17,7 @@
 %%% After every case the peers it started with `peer/1,2' are stopped.
 -module(ft_ct).
 
--export([load/1, cleanup/1, peer/1, peer/2, code_path/0, poll/2, capture/1]).
+-export([load/1, cleanup/1, sessions/0, calibrations_done/0, peer/1, peer/2, code_path/0, poll/2, capture/1]).
 -export([init/2, pre_init_per_suite/3, post_end_per_suite/4, pre_init_per_testcase/4,
          post_end_per_testcase/5]).
 
@@ -117,6 +117,7 @@ load(Modules) ->
 %% `{'_', '_', '_'}' session set, and every process's trace flags.
 -spec cleanup([module()]) -> ok.
 cleanup(Modules) ->
+    _ = calibrations_done(),
     _ = [ferrotrace:release(Id) || #{id := Id} <- ferrotrace:list()],
     [_ = ferrotrace:release(S) || S <- ferrotrace_tracer:sessions()],
     _ = [erlang:trace_pattern({M, '_', '_'}, false, [Scope])
@@ -146,6 +147,22 @@ peer(Options, Code) ->
 code_path() ->
     Build = filename:dirname(filename:dirname(filename:dirname(code:which(ferrotrace)))),
     lists:append([["-pa", P] || P <- code:get_path(), lists:prefix(Build, P)]).
+
+%% @doc The engine's sessions once no calibration is being measured. After a start that
+%% found the node's calibration stale or pending, ferrotrace_start measures it anew in
+%% the background, each measurement in a throwaway engine session of its own (20 to 200
+%% ms, while the measuring process holds the calibration's lock, its registered name): a
+%% case comparing the sessions before and after would see it come or go.
+-spec sessions() -> [ferrotrace_tracer:session_id()].
+sessions() ->
+    _ = calibrations_done(),
+    ferrotrace_tracer:sessions().
+
+%% @doc `ok' once no process holds the calibration's lock (10 s at most): the measuring
+%% process is traced by its throwaway session meanwhile.
+-spec calibrations_done() -> ok | {error, timeout}.
+calibrations_done() ->
+    poll(fun() -> whereis(ferrotrace_calibrate) =:= undefined end, 10000).
 
 %% @doc `ok' once `Check()' is true, `{error, timeout}' if it is still false after `Ms'
 %% milliseconds of wall time. Deadlines are generous: success returns at once, and a loaded
