@@ -707,9 +707,10 @@ help() ->
 %% @doc Measures anew what a traced call costs its caller on this node, the figures that
 %% `compensate' takes out and the overhead budget's estimate uses, and keeps them for the
 %% starts of the next five minutes (a start reuses the node's last calibration while it is
-%% fresh, and an older one while it is measured again in the background). A measurement far from the last
-%% one is taken again and the median of the three kept; a node's first is the median of
-%% three. `{ok, Calibration}' (ns per event:
+%% fresh, and an older one while it is measured again in the background). A measurement far
+%% from the last one (its pair or its refused call under half or over twice the last's) is
+%% taken again and the median of the three kept (by pair; the refused call's of its own);
+%% a node's first is the median of three. `{ok, Calibration}' (ns per event:
 %% `call_ns', `return_ns', `pair_ns', `discard_ns', `untraced_ns'; `took_us'), or
 %% `{error, Reason}' (another tool traces this process, a timeout, implausible figures).
 -spec calibrate() -> {ok, ferrotrace_calibrate:calibration()} | {error, term()}.

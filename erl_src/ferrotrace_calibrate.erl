@@ -26,10 +26,11 @@
 %%% start goes on without and the calibration comes after it (`pending': ferrotrace_start
 %%% measures it once the session runs and gives the session its costs,
 %%% ferrotrace_tracer:session_set_compensation/3): among 50 busy processes it took 30 to
-%%% 140 ms of a 250 ms start. A new measurement is checked against the last one: one that
-%%% differs by more than half or twice is measured again, and the median of the three is
-%%% kept (a noisy moment over-compensated a caller to 0.45x of its untraced time). A node's
-%%% first has no last one: it is the median of three measured in a row.
+%%% 140 ms of a 250 ms start. A new measurement is checked against the last one: one whose
+%%% pair or refused call differs by more than half or twice is measured again, and the
+%%% median of the three is kept (a noisy moment over-compensated a caller to 0.45x of its
+%%% untraced time). A node's first has no last one: it is the median of three measured in a
+%%% row.
 %%% {@link calibrate/0} measures anew on demand.
 -module(ferrotrace_calibrate).
 
@@ -182,19 +183,31 @@ remember_in_situ(Other) ->
 schedulers_full() ->
     erlang:statistics(total_run_queue_lengths) >= erlang:system_info(schedulers_online).
 
-%% A measurement far from the last one (under half, or over twice its pair) is measured
-%% again; the median of the three, by pair, is kept.
-checked({ok, #{pair_ns := New}} = Measured, #{pair_ns := Old} = Previous)
-  when New * 2 < Old; New > Old * 2 ->
-    case measure(#{}) of
-        {ok, _} = Again ->
-            {ok, Median} = median([Measured, {ok, Previous}, Again]),
-            {ok, Median#{remeasured => true}};
-        {error, _} ->
-            {ok, Previous}
+%% A measurement far from the last one (under half, or over twice its pair or its refused
+%% call: the budget counts both) is measured again; the median of the three is kept. (An
+%% on-demand calibration among busy processes read a refused call at 1763 ns, the stored
+%% one 221, its pair within bounds.)
+checked({ok, New} = Measured, Previous) ->
+    case far(pair_ns, New, Previous) orelse far(discard_ns, New, Previous) of
+        true ->
+            case measure(#{}) of
+                {ok, _} = Again ->
+                    {ok, Median} = median([Measured, {ok, Previous}, Again]),
+                    {ok, Median#{remeasured => true}};
+                {error, _} ->
+                    {ok, Previous}
+            end;
+        false ->
+            Measured
     end;
 checked(Measured, _Previous) ->
     Measured.
+
+far(Key, Measured, Last) ->
+    case {Measured, Last} of
+        {#{Key := New}, #{Key := Old}} -> New * 2 < Old orelse New > Old * 2;
+        _ -> false
+    end.
 
 %% `N' measurements in a row, ended by a timeout: a start on an idle node waits for its
 %% node's first, and three timeouts would be three times the wait.
@@ -206,12 +219,16 @@ measurements(N) ->
         Result -> [Result | measurements(N - 1)]
     end.
 
-%% The median by pair of the measurements that succeeded (the lower of two), else the first
-%% error.
+%% The median by pair of the measurements that succeeded (the lower of two), its refused
+%% call the median of theirs (measured in rounds of its own), else the first error.
 median(Results) ->
     case lists:sort(fun(#{pair_ns := A}, #{pair_ns := B}) -> A =< B end, [C || {ok, C} <- Results]) of
-        [] -> hd(Results);
-        Sorted -> {ok, (lists:nth((length(Sorted) + 1) div 2, Sorted))#{median_of => length(Sorted)}}
+        [] ->
+            hd(Results);
+        Sorted ->
+            Middle = (length(Sorted) + 1) div 2,
+            Discard = lists:nth(Middle, lists:sort([D || #{discard_ns := D} <- Sorted])),
+            {ok, (lists:nth(Middle, Sorted))#{discard_ns := Discard, median_of => length(Sorted)}}
     end.
 
 stored() ->

@@ -191,8 +191,17 @@ first_calibration_a_median(_Config) ->
     ?assertMatch(#{median_of := 3}, First),
     %% Far from the first, it would have been measured again: the median of three too.
     ?assert(not is_map_key(median_of, Next) orelse maps:get(remeasured, Next, false)),
-    [{node, _, Stored}] = ets:lookup(ferrotrace_calibration, node),
+    [{node, At, Stored}] = ets:lookup(ferrotrace_calibration, node),
     ?assertEqual(maps:get(pair_ns, Next), maps:get(pair_ns, Stored)),
+    %% A last one whose refused call is far from any measurement (its pair as measured): the
+    %% next is measured again, and its refused call is no longer the outlier.
+    #{discard_ns := Discard} = Stored,
+    Outlier = 20 * Discard + 2000,
+    true = ets:insert(ferrotrace_calibration, {node, At, Stored#{discard_ns := Outlier}}),
+    {ok, Checked} = ferrotrace:calibrate(),
+    ct:pal("after a stored refused call of ~b ns: ~p", [Outlier, Checked]),
+    ?assertMatch(#{remeasured := true, median_of := 3}, Checked),
+    ?assert(maps:get(discard_ns, Checked) < Outlier),
     ok.
 
 -spec bad_input(config()) -> ok.
