@@ -74,9 +74,17 @@ kill_rounds(Moments) ->
                          end],
          case {Result, Left, Tracers, ferrotrace:list()} of
              {ok, [], [], []} -> clean;
-             Other -> {Moment, Delay, Other}
+             Other -> {Moment, Delay, Other, [who(P, Owner) || P <- Tracers]}
          end
      end || Moment <- Moments, Delay <- [0, 1, 2, 5], _ <- lists:seq(1, 3)].
+
+%% What a process left with our tracer is, for the failure to say.
+who(new, _Owner) ->
+    new;
+who(Owner, Owner) ->
+    {Owner, the_rounds_owner};
+who(P, _Owner) ->
+    {P, erlang:process_info(P, [registered_name, initial_call, current_function, dictionary, trace])}.
 
 kill_round(Moment, Delay, Owner) ->
     Kill = fun() -> kill_registry() end,
