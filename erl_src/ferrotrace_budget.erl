@@ -51,7 +51,7 @@
 %%%
 %%% == The first moment ==
 %%% A session with a budget starts cautious, as TCP's slow start does, from its functions'
-%%% calls counted for a moment before any pattern is set (ferrotrace_backend:count_calls/2):
+%%% calls counted for a moment before any pattern is set (ferrotrace_backend:count_calls/3):
 %%% {@link first/2} holds back the functions whose calls would make the floor (below), as
 %%% shedding does, and picks the rate for the rest. The session pays neither: their
 %%% patterns are taken off before any process is flagged. Where the calls cannot be counted
@@ -197,7 +197,7 @@ new(Budget, Node = #{schedulers := Schedulers, calibration := Calibration}) ->
       tick => 0}.
 
 %% @doc Where a session with budget `Budget' starts, from its functions' calls per second
-%% counted before tracing (`functions', ferrotrace_backend:count_calls/2), on `schedulers'
+%% counted before tracing (`functions', ferrotrace_backend:count_calls/3), on `schedulers'
 %% schedulers with the calibration's costs (as {@link new/2} takes them): `{Held, Rate}',
 %% the functions to hold back (no pattern: the most called first, as shedding takes them,
 %% until the floor of the rest is at ?SHED_TO of the budget) with their rates, and the

@@ -23,7 +23,7 @@
 %%% A leaf but for ferrotrace_own (which processes are ferrotrace's).
 -module(ferrotrace_nodeload).
 
--export([enable/0, sample/0, baseline/1, cost/3, used/2]).
+-export([enable/0, sample/0, quick_sample/0, baseline/1, cost/3, used/2, slowdown/3]).
 
 -type sample() :: #{reductions := non_neg_integer(), own := #{pid() => non_neg_integer()},
                     busy := non_neg_integer(), wall := non_neg_integer(),
@@ -40,6 +40,9 @@
 %% standard deviation; 0.05 with two busy workers here, 0.3 to 0.4 on yaws under wrk).
 -export_type([sample/0, baseline/0]).
 
+%% The most a moment that costs the node can be taken to have slowed its work (slowdown/3).
+-define(MAX_SLOWDOWN, 8.0).
+
 %% @doc Turns the node's `scheduler_wall_time' on for the calling process (until it ends).
 -spec enable() -> ok.
 enable() ->
@@ -51,6 +54,13 @@ enable() ->
 -spec sample() -> sample() | undefined.
 sample() ->
     counters(cpu_ns()).
+
+%% @doc The node's counters now without its CPU time (`cpu' is `undefined'): quick where
+%% the schedulers are full, for windows too short for /proc's steps; `undefined' where
+%% `scheduler_wall_time' is off.
+-spec quick_sample() -> sample() | undefined.
+quick_sample() ->
+    counters(undefined).
 
 %% The counters with the CPU time `Cpu' read just before (`undefined' for none: the
 %% baseline's samples, 10 ms apart, go without: /proc's steps are as long, and on a node
@@ -116,6 +126,22 @@ cost(#{per_busy := E0}, S0, S1) when is_map(S0), is_map(S1), E0 > 0 ->
     end;
 cost(_Baseline, _S0, _S1) ->
     undefined.
+
+%% @doc How many times slower the node's work ran between samples `S0' and `S1' than in
+%% `Baseline': what a moment that costs every call (counting calls before a start, whose
+%% breakpoints slowed yaws' workers by a third) took from the rates measured in it. The
+%% work's reductions per second before over those between, bounded by the fall of its
+%% reductions per busy time (a node with spare capacity serves the same work with more
+%% busy time: its rates did not fall), from 1 to ?MAX_SLOWDOWN; 1.0 where it cannot be
+%% measured (no baseline, a sample, or busy time between them).
+-spec slowdown(baseline() | undefined, sample() | undefined, sample() | undefined) -> float().
+slowdown(#{per_busy := E0, utilization := U0}, S0, S1) when is_number(E0), E0 > 0, is_number(U0), U0 > 0 ->
+    case work(S0, S1) of
+        {U, E, _} when E > 0, U > 0 -> max(1.0, min(?MAX_SLOWDOWN, min(E0 / E, E0 * U0 / (E * U))));
+        _ -> 1.0
+    end;
+slowdown(_Baseline, _S0, _S1) ->
+    1.0.
 
 %% @doc The share of the schedulers' capacity the node used between samples `S0' and
 %% `S1' (0 to 1, tracing's own time included): the OS process's CPU time over the

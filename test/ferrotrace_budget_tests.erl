@@ -20,7 +20,7 @@
          in_situ_without_readings_test/0, in_situ_noise_at_the_floor_test/0, in_situ_start_is_set_aside_test/0,
          pending_shed_at_first_tick_test/0, restore_what_fits_test/0,
          first_moment_half_budget_test/0, first_moment_opens_up_test/0, read_pace_test/0,
-         nodeload_used_test/0, estimate_counts_against_the_cpu_used_test/0,
+         nodeload_used_test/0, nodeload_slowdown_test/0, estimate_counts_against_the_cpu_used_test/0,
          floor_bound_rate_falls_to_the_aim_test/0, first_moment_falls_only_well_under_test/0,
          floor_over_most_of_the_budget_sheds_test/0]).
 
@@ -726,6 +726,31 @@ nodeload_cost_test() ->
     ?assertEqual(undefined, ferrotrace_nodeload:cost(undefined, S0, S1)),
     ?assertEqual(undefined, ferrotrace_nodeload:cost(#{per_busy => 1.0}, S0, S0)),
     ?assertEqual(undefined, ferrotrace_nodeload:cost(#{per_busy => 1.0}, undefined, S1)),
+    ok.
+
+%% How much slower the node's work ran than in its baseline: by its work per busy time
+%% where the schedulers were full before; not at all where spare capacity took the same
+%% work; from 1 to 8; 1 where it cannot be told.
+-spec nodeload_slowdown_test() -> ok.
+nodeload_slowdown_test() ->
+    Own = self(),
+    Full = #{per_busy => 1.0, utilization => 1.0},
+    S0 = #{reductions => 1000, own => #{Own => 100}, busy => 1000, wall => 1000},
+    %% All busy, 250 reductions of work over 1,000 busy units (an own process's 300 aside):
+    %% a quarter of the baseline's work per busy time, four times slower.
+    S1 = #{reductions => 1550, own => #{Own => 400}, busy => 2000, wall => 2000},
+    ?assert(abs(ferrotrace_nodeload:slowdown(Full, S0, S1) - 4.0) < 1.0e-9),
+    %% Half busy before: the work per busy time fell as much, but the busy time doubled
+    %% and the work per second with it: the rates did not fall.
+    ?assert(abs(ferrotrace_nodeload:slowdown(Full#{utilization := 0.25}, S0, S1) - 1.0) < 1.0e-9),
+    %% Half busy before, all busy now at a quarter of the work per busy time: half the work.
+    ?assert(abs(ferrotrace_nodeload:slowdown(Full#{utilization := 0.5}, S0, S1) - 2.0) < 1.0e-9),
+    %% Faster than before (noise): not faster; far slower: at most 8.
+    ?assertEqual(1.0, ferrotrace_nodeload:slowdown(Full#{per_busy := 0.1}, S0, S1)),
+    ?assertEqual(8.0, ferrotrace_nodeload:slowdown(Full#{per_busy := 100.0}, S0, S1)),
+    [?assertEqual(1.0, ferrotrace_nodeload:slowdown(B, X, Y))
+     || {B, X, Y} <- [{undefined, S0, S1}, {Full, undefined, S1}, {Full, S0, undefined}, {Full, S0, S0},
+                      {Full#{per_busy := 0.0}, S0, S1}, {#{}, S0, S1}]],
     ok.
 
 %% The share of the capacity the node used: its CPU time over the schedulers online times

@@ -13,6 +13,9 @@
 %%% - own_processes_untraced: with `pids => all' (the default), no process of ferrotrace's
 %%%   own carries a trace flag, whatever session runs (a budget's tick and the interval
 %%%   snapshots included).
+%%% - counted_near_untraced: the calls a budgeted start counts before it sets any pattern
+%%%   (ferrotrace_backend:count_calls/3) are near what the workers make untraced, though
+%%%   counting every function of the node slows them: the counts are taken up by how much.
 %%% - generated_left_out: under a wildcard, the functions the compiler made are left out
 %%%   unless `generated => true'.
 %%%
@@ -22,7 +25,7 @@
 
 -include("support/ft_ct.hrl").
 
--export([ready_at_once/1, cold_start/1, own_processes_untraced/1, generated_left_out/1]).
+-export([ready_at_once/1, cold_start/1, own_processes_untraced/1, counted_near_untraced/1, generated_left_out/1]).
 
 %% A start on the busy peer returns within this (ms): 15 to 26 s before, 0.3 to 0.7 s now.
 -define(START_BOUND_MS, 3000).
@@ -32,7 +35,7 @@ suite() ->
     [{timetrap, {minutes, 5}}, {ct_hooks, [{ft_ct, [ft_budget_work]}]}].
 
 all() ->
-    [ready_at_once, cold_start, own_processes_untraced, generated_left_out].
+    [ready_at_once, cold_start, own_processes_untraced, counted_near_untraced, generated_left_out].
 
 %%--------------------------------------------------------------------------------------
 
@@ -103,6 +106,39 @@ own_processes_untraced(_Config) ->
     ?assertEqual([], Ours),
     ok = call(Peer, ferrotrace, release, [S]),
     ok.
+
+-spec counted_near_untraced(config()) -> ok.
+counted_near_untraced(_Config) ->
+    {ok, Peer, _} = ft_ct:peer(#{name => peer:random_name(ft_busy), connection => standard_io,
+                                 args => ["+S", "2:2"]}),
+    ok = call(Peer, ft_busy, preload, []),
+    Work = call(Peer, ft_budget_work, start, [?WORKERS]),
+    timer:sleep(500),
+    Tax = {ft_budget_work, tax, 1},
+    %% Rounds of: the orders per second untraced, then the counts of the start (with its
+    %% baseline, as ferrotrace_start takes them) and the bare counts, each order one call
+    %% of tax/1; judged on the rounds' medians.
+    Rounds = [call(Peer, erlang, apply,
+                   [fun() ->
+                            process_flag(priority, high),
+                            True = ft_budget_work:throughput(Work, 300),
+                            Baseline = ferrotrace_nodeload:baseline(30),
+                            {ok, Taken} = ferrotrace_backend:count_calls([{'_', '_', '_'}], 40, Baseline),
+                            {ok, Bare} = ferrotrace_backend:count_calls([{'_', '_', '_'}], 40, undefined),
+                            True2 = ft_budget_work:throughput(Work, 300),
+                            {proplists:get_value(Tax, Taken, 0) * 2 / (True + True2),
+                             proplists:get_value(Tax, Bare, 0) * 2 / (True + True2)}
+                    end, []]) || _ <- lists:seq(1, 7)],
+    {Taken, Bare} = {median([T || {T, _} <- Rounds]), median([B || {_, B} <- Rounds])},
+    ct:pal("tax/1's calls counted among ~b busy processes against its calls untraced: ~.2f taken up "
+           "by the node's slowdown, ~.2f as counted (rounds: ~p)", [?WORKERS, Taken, Bare, Rounds]),
+    %% Counted bare, the calls read a fraction of what the workers make untraced.
+    ?assert(Taken >= 0.85 andalso Taken =< 3.0, Rounds),
+    ?assert(Taken >= Bare, Rounds),
+    ok.
+
+median(L) ->
+    lists:nth((length(L) + 1) div 2, lists:sort(L)).
 
 -spec generated_left_out(config()) -> ok.
 generated_left_out(_Config) ->
