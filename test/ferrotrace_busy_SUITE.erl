@@ -2,13 +2,13 @@
 %%% schedulers are kept busy by 50 processes of ft_budget_work (ferrotrace's modules loaded
 %%% first, as in a release).
 %%%
-%%% - ready_at_once: a `{'_', '_', '_'}' start returns in well under the seconds it took
-%%%   before (15 to 26 s in the issue that asked for this; here a bound of 3 s, printed), the
+%%% - ready_at_once: a `{'_', '_', '_'}' start returns in under a second (15 to 26 s in
+%%%   the issue that asked for this; 0.15 to 0.25 s measured, printed), the
 %%%   session counts events, and the node's own normal-priority processes still answer. The
 %%%   node's first calibration is not in the start's way: `pending' at the start, measured
 %%%   once the session runs, and its costs compensated from then on.
 %%% - cold_start: the same start as an operator's first call in an interactive node, where
-%%%   nothing of ferrotrace is loaded yet: within the same bound, and ferrotrace's modules
+%%%   nothing of ferrotrace is loaded yet: within 3 s, and ferrotrace's modules
 %%%   all loaded from their files by it (ferrotrace_code:preload/0 reads them in one go).
 %%% - own_processes_untraced: with `pids => all' (the default), no process of ferrotrace's
 %%%   own carries a trace flag, whatever session runs (a budget's tick and the interval
@@ -27,8 +27,11 @@
 
 -export([ready_at_once/1, cold_start/1, own_processes_untraced/1, counted_near_untraced/1, generated_left_out/1]).
 
-%% A start on the busy peer returns within this (ms): 15 to 26 s before, 0.3 to 0.7 s now.
--define(START_BOUND_MS, 3000).
+%% A start on the busy peer returns within this (ms): 15 to 26 s before the issue that
+%% asked for it, 0.15 to 0.25 s now; under a second even on a machine other work shares.
+-define(START_BOUND_MS, 1000).
+%% The same for a node's first start, which loads ferrotrace's modules too (0.4 to 0.55 s).
+-define(COLD_START_BOUND_MS, 3000).
 -define(WORKERS, 50).
 
 suite() ->
@@ -79,7 +82,7 @@ cold_start(_Config) ->
     Files = [{M, call(Peer, code, is_loaded, [M])} || M <- Modules],
     ct:pal("first {'_','_','_'} start of a node among ~b busy processes, nothing of ferrotrace loaded before: ~b ms",
            [?WORKERS, Ms]),
-    ?assert(Ms =< ?START_BOUND_MS, Ms),
+    ?assert(Ms =< ?COLD_START_BOUND_MS, Ms),
     %% Loaded, each from its own file (not a file of another module, not left to the code
     %% server's next load).
     [] = [{M, F} || {M, F} <- Files,
