@@ -21,7 +21,7 @@
 %% needs.
 -spec hinted(term(), [atom()], unicode:chardata()) -> binary().
 hinted(Key, Names, Accepted) ->
-    case few_names(Names, ?HINT_MAX_NAMES) andalso nearest(Key, Names) of
+    case short_list(Names, ?HINT_MAX_NAMES, fun erlang:is_atom/1) andalso nearest(Key, Names) of
         Name when is_atom(Name), Name =/= false, Name =/= none ->
             iolist_to_binary(["did you mean ", atom_to_list(Name), "? ", Accepted]);
         _ ->
@@ -59,7 +59,7 @@ nearest(Key, Names) when is_atom(Key) ->
 nearest(Key, Names) when is_binary(Key), byte_size(Key) =< ?HINT_MAX_KEY ->
     nearest_short(binary_to_list(Key), Names);
 nearest(Key, Names) when is_list(Key) ->
-    case short_string(Key, ?HINT_MAX_KEY) of
+    case short_list(Key, ?HINT_MAX_KEY, fun(C) -> is_integer(C) andalso C >= 0 end) of
         true -> nearest_short(Key, Names);
         false -> none
     end;
@@ -83,18 +83,13 @@ part_of(Key, Names) ->
         [] -> none
     end.
 
-%% A proper list of at most `Left' atoms, looked at no further than that: the distance is
-%% measured to each name.
-few_names([], _Left) -> true;
-few_names(_List, 0) -> false;
-few_names([Name | Rest], Left) when is_atom(Name) -> few_names(Rest, Left - 1);
-few_names(_Other, _Left) -> false.
-
-%% A proper list of at most `Left' characters, looked at no further than that.
-short_string([], _Left) -> true;
-short_string(_List, 0) -> false;
-short_string([C | Rest], Left) when is_integer(C), C >= 0 -> short_string(Rest, Left - 1);
-short_string(_Other, _Left) -> false.
+%% A proper list of at most `Left' elements, each one `Is', looked at no further than
+%% that: names (the distance is measured to each) and a key's characters.
+short_list([], _Left, _Is) -> true;
+short_list(_List, 0, _Is) -> false;
+short_list([X | Rest], Left, Is) ->
+    Is(X) andalso short_list(Rest, Left - 1, Is);
+short_list(_Other, _Left, _Is) -> false.
 
 %% Levenshtein distance, for option names (a few letters long).
 distance(A, B) ->
