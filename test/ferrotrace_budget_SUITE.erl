@@ -149,8 +149,8 @@ throughput(_Config) ->
                   Unbudgeted = traced(Peer, Work, #{max_overhead => none}),
                   {Before, Budgeted, Between, Unbudgeted}
               end || _ <- lists:seq(1, ?WINDOWS)],
-    Budgeted = median([B / max(1, (U1 + U2) / 2) || {U1, {B, _}, U2, _} <- Rounds]),
-    Unbudgeted = median([N / max(1, U2) || {_, _, U2, {N, _}} <- Rounds]),
+    Budgeted = ft_ct:median([B / max(1, (U1 + U2) / 2) || {U1, {B, _}, U2, _} <- Rounds]),
+    Unbudgeted = ft_ct:median([N / max(1, U2) || {_, _, U2, {N, _}} <- Rounds]),
     ct:pal("orders per s, ~b rounds of windows of ~b ms: untraced ~p~nbudgeted ~p (median ratio to the untraced "
            "windows beside it ~.3f)~nunbudgeted ~p (median ratio to the untraced window before it ~.3f)~n"
            "last budgeted summary's budget: ~p~nits calls: ~p",
@@ -197,7 +197,7 @@ first_seconds(_Config) ->
                   timer:sleep(500),
                   {Traced / max(1, Untraced), maps:with([estimate, measured, in_situ, rate, shed_now], Budget)}
               end || _ <- lists:seq(1, ?FIRST_ROUNDS)],
-    Ratio = median([R || {R, _} <- Rounds]),
+    Ratio = ft_ct:median([R || {R, _} <- Rounds]),
     ct:pal("first 2 s of a budgeted session against 2 s untraced, ~b rounds: ~s; median ~.2f~nbudgets ~p",
            [?FIRST_ROUNDS, lists:join(" ", [io_lib:format("~.2f", [R]) || {R, _} <- Rounds]), Ratio,
             [B || {_, B} <- Rounds]]),
@@ -244,6 +244,3 @@ window(Peer, Work) ->
 
 call(Peer, M, F, A) ->
     peer:call(Peer, M, F, A, 60000).
-
-median(Values) ->
-    lists:nth((length(Values) + 1) div 2, lists:sort(Values)).

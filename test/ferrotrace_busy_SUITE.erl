@@ -132,16 +132,13 @@ counted_near_untraced(_Config) ->
                             {proplists:get_value(Tax, Taken, 0) * 2 / (True + True2),
                              proplists:get_value(Tax, Bare, 0) * 2 / (True + True2)}
                     end, []]) || _ <- lists:seq(1, 7)],
-    {Taken, Bare} = {median([T || {T, _} <- Rounds]), median([B || {_, B} <- Rounds])},
+    {Taken, Bare} = {ft_ct:median([T || {T, _} <- Rounds]), ft_ct:median([B || {_, B} <- Rounds])},
     ct:pal("tax/1's calls counted among ~b busy processes against its calls untraced: ~.2f taken up "
            "by the node's slowdown, ~.2f as counted (rounds: ~p)", [?WORKERS, Taken, Bare, Rounds]),
     %% Counted bare, the calls read a fraction of what the workers make untraced.
     ?assert(Taken >= 0.85 andalso Taken =< 3.0, Rounds),
     ?assert(Taken >= Bare, Rounds),
     ok.
-
-median(L) ->
-    lists:nth((length(L) + 1) div 2, lists:sort(L)).
 
 -spec generated_left_out(config()) -> ok.
 generated_left_out(_Config) ->

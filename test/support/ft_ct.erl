@@ -17,7 +17,7 @@
 %%% After every case the peers it started with `peer/1,2' are stopped.
 -module(ft_ct).
 
--export([load/1, cleanup/1, sessions/0, calibrations_done/0, peer/1, peer/2, code_path/0, poll/2, capture/1]).
+-export([load/1, cleanup/1, sessions/0, calibrations_done/0, peer/1, peer/2, code_path/0, poll/2, capture/1, median/1]).
 -export([init/2, pre_init_per_suite/3, post_end_per_suite/4, pre_init_per_testcase/4,
          post_end_per_testcase/5]).
 
@@ -163,6 +163,12 @@ sessions() ->
 -spec calibrations_done() -> ok | {error, timeout}.
 calibrations_done() ->
     poll(fun() -> whereis(ferrotrace_calibrate) =:= undefined end, 10000).
+
+%% @doc The median of `Values' (the lower one of an even count): the timing suites judge
+%% on medians of rounds, not on one round.
+-spec median([number()]) -> number().
+median(Values) ->
+    lists:nth((length(Values) + 1) div 2, lists:sort(Values)).
 
 %% @doc `ok' once `Check()' is true, `{error, timeout}' if it is still false after `Ms'
 %% milliseconds of wall time. Deadlines are generous: success returns at once, and a loaded
