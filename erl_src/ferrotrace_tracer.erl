@@ -26,6 +26,7 @@
          enabled_running_procs/3, enabled_running_ports/3, enabled_ports/3]).
 -export([session_events/1, session_event_histogram/2, session_set_events/2]).
 -export([session_set_call_sample/2, session_call_sample/1, session_set_compensation/3]).
+-export([session_set_fuse/2, session_fuse/1]).
 -export([new_session/2, stop_session/2, release_session/1, sessions/0,
          session_summary/1, session_status/1, session_counts/1, session_histogram/2, session_set_tracing/3, session_exclude_modules/2, session_add_loops/2,
          session_interval/1]).
@@ -152,13 +153,17 @@ session_status(_Id) -> ?NOT_LOADED.
 
 %% @private
 %% @doc What the overhead budget's tick reads (ferrotrace_overhead): `status',
-%% `elapsed_ms', `events' (`seen', `sampled_out', `frames_refused'), `collector_cpu_ns' as
-%% in the summary, and `calls' as `[{MFA, Count}]', without reading any histogram.
+%% `elapsed_ms', `events' (`seen', `sampled_out', `frames_refused', `fuse_refused',
+%% `untraced'), `collector_cpu_ns' as in the summary, `calls' as `[{MFA, Count}]', without
+%% reading any histogram, and `untraced_pids': the processes the session's fuse untraced
+%% since the last read (each given once; at most 1,024 a read and aggregator).
 -spec session_counts(session_id()) ->
           {ok, #{status := running | stopped, elapsed_ms := non_neg_integer(),
                  events := #{seen := non_neg_integer(), sampled_out := non_neg_integer(),
-                             frames_refused := non_neg_integer()},
-                 collector_cpu_ns := non_neg_integer(), calls := [{mfa(), non_neg_integer()}]}} |
+                             frames_refused := non_neg_integer(), fuse_refused := non_neg_integer(),
+                             untraced := non_neg_integer()},
+                 collector_cpu_ns := non_neg_integer(), calls := [{mfa(), non_neg_integer()}],
+                 untraced_pids := [pid()]}} |
           {error, term()}.
 session_counts(_Id) -> ?NOT_LOADED.
 
@@ -315,6 +320,23 @@ session_set_events(_Id, _Events) -> ?NOT_LOADED.
 -spec session_set_call_sample(session_id(), non_neg_integer()) ->
           ok | {error, not_running | {bad_call_sample, term(), binary()}}.
 session_set_call_sample(_Id, _N) -> ?NOT_LOADED.
+
+%% @doc Arms the overhead budget's fuse of running session `Id' (or changes its
+%% parameters): from its next call on, each scheduler thread charges the session's calls to
+%% a bucket that fills at `share' of the thread's time (up to 10 ms of it), a traced call
+%% `traced_ns', a refused one `refused_ns'; a call is refused (`discard') while the bucket
+%% is empty, and a process whose calls keep costing past a deficit as deep is untraced
+%% (`remove'; counted as `untraced', its pid given once by {@link session_counts/1}).
+%% `off' turns the fuse off. `{error, not_running}'; `{error, {bad_fuse, Fuse, Accepted}}'
+%% for a share outside (0, 1] or a cost outside (0, 1e9].
+-spec session_set_fuse(session_id(), off | #{share := number(), traced_ns := number(), refused_ns := number()}) ->
+          ok | {error, not_running | {bad_fuse, term(), binary()}}.
+session_set_fuse(_Id, _Fuse) -> ?NOT_LOADED.
+
+%% @doc Whether the fuse of running session `Id' is armed (see {@link session_set_fuse/2}),
+%% and how many processes it untraced so far; reads no session memory (a poll).
+-spec session_fuse(session_id()) -> {ok, off | #{untraced := non_neg_integer()}} | {error, not_running}.
+session_fuse(_Id) -> ?NOT_LOADED.
 
 %% @doc Session `Id' takes `CallNs' per inner call event and `ReturnNs' per inner return or
 %% exception out of the latencies of the calls paired from now on, as the options

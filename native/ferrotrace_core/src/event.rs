@@ -51,6 +51,9 @@ pub enum EventKind {
     PortIn,
     /// A port was scheduled out (`running_ports`, `out`, `out_exiting`, `out_exited`).
     PortOut,
+    /// The overhead budget's fuse untraced the process (`crate::fuse`): forget its open calls
+    /// (their returns will not come), as at an exit, but it lives on.
+    Untraced,
 }
 
 /// A function as the VM names it: module and function atoms (raw term bits) and arity.
@@ -135,6 +138,7 @@ impl EventKind {
             17 => EventKind::PortClosed,
             18 => EventKind::PortIn,
             19 => EventKind::PortOut,
+            20 => EventKind::Untraced,
             _ => EventKind::Exit,
         }
     }
@@ -199,7 +203,7 @@ mod tests {
     proptest! {
         #[test]
         fn pack_unpack_round_trips(ts: u64, pid: u64, module: u64, function in 0u64..(1 << 48),
-                                   arity in 0u32..256, kind in 0u8..20) {
+                                   arity in 0u32..256, kind in 0u8..21) {
             let event = Event { ts, pid, mfa: Mfa { module, function, arity }, kind: EventKind::from_u8(kind) };
             prop_assert_eq!(PackedEvent::pack(&event).unwrap().unpack(), event);
         }

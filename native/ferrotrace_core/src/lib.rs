@@ -9,6 +9,7 @@
 //! On a scheduler thread, inside the `enabled*` and `trace` callbacks:
 //! - [`slots`]: session ids and the slot table the hot path reads first;
 //! - [`frames`]: the frame bound the `enabled_call` callback reads (open frames per process);
+//! - [`fuse`]: the overhead budget's bucket per thread, charged by `enabled_call`;
 //! - [`quiesce`]: the per-thread token, the active mark and grace periods;
 //! - [`decode`]: reading trace messages, never trusting their shape;
 //! - [`msgsize`]: a message's size in words, by a bounded walk (`messages`);
@@ -61,6 +62,8 @@ pub mod process;
 pub mod event;
 #[cfg(not(loom))]
 pub mod frames;
+#[cfg(not(loom))]
+pub mod fuse;
 #[cfg(not(loom))]
 pub mod hasher;
 #[cfg(not(loom))]

@@ -40,6 +40,11 @@ pub struct Accounting {
     /// Calls refused in `enabled_call` because their process had `frames::MAX_FRAMES`
     /// return-trace frames open (outside the identity: the VM built no event for them).
     pub frames_refused: u64,
+    /// Calls the session would have traced, refused by the overhead budget's fuse in
+    /// `enabled_call` (`crate::fuse`; outside the identity, as `frames_refused`).
+    pub fuse_refused: u64,
+    /// Processes the fuse untraced (`remove`): their later calls reach no callback.
+    pub untraced: u64,
 }
 
 /// What every producer of one session checks before taking an event: the session's
@@ -69,6 +74,9 @@ pub(crate) struct ProducerCounters {
     copies_dropped: AtomicU64,
     /// Calls refused by the frame bound.
     frames_refused: AtomicU64,
+    /// Calls refused, and processes untraced, by the fuse.
+    fuse_refused: AtomicU64,
+    untraced: AtomicU64,
 }
 
 /// One thread's side of a session.
@@ -122,6 +130,8 @@ impl Producer {
         total.limited += c.limited.load(Ordering::Acquire);
         total.args_dropped += c.copies_dropped.load(Ordering::Acquire);
         total.frames_refused += c.frames_refused.load(Ordering::Acquire);
+        total.fuse_refused += c.fuse_refused.load(Ordering::Acquire);
+        total.untraced += c.untraced.load(Ordering::Acquire);
     }
 }
 
@@ -205,6 +215,21 @@ impl ProducerRef<'_> {
     #[inline]
     pub fn refuse_frame(&self) {
         bump(&self.producer.counters.frames_refused);
+    }
+
+    /// Counts a call refused by the fuse (in `enabled_call`).
+    #[inline]
+    pub fn refuse_fused(&self) {
+        bump(&self.producer.counters.fuse_refused);
+    }
+
+    /// The fuse untraced `pid` at `ts` (`enabled_call` answers `remove`): counted, and told to
+    /// the aggregators, which forget its open calls as they do at an exit (its returns will
+    /// not come) and keep it for the budget to trace again. True if the event entered the
+    /// ring.
+    pub fn untrace(&self, pid: u64, ts: u64) -> bool {
+        bump(&self.producer.counters.untraced);
+        self.push(Event { ts, pid, mfa: crate::event::NO_MFA, kind: EventKind::Untraced })
     }
 
     /// Pushes an event, counting a drop when the ring is full or missing. True if it entered

@@ -34,7 +34,6 @@ mod read;
 static SESSIONS: Slots<Session> = Slots::new();
 
 /// True if `id` names a running session. Reads one static word: no session memory.
-#[cfg(test)]
 pub fn is_live(id: u64) -> bool {
     SESSIONS.is_live(id)
 }
@@ -57,6 +56,27 @@ pub fn call_sample(id: u64) -> u32 {
 /// checked by the caller). Returns false if `id` is not running.
 pub fn set_call_sample(id: u64, rate: u32) -> bool {
     SESSIONS.set_call_sample(id, rate)
+}
+
+/// Whether running session `id`'s overhead fuse is armed, for a callback that has just
+/// checked that it runs ([`live_sample`]). Reads one byte of the slot a callback reads anyway.
+#[inline]
+pub fn fused(id: u64) -> bool {
+    SESSIONS.fused(id)
+}
+
+/// Arms running session `id`'s overhead fuse with `params`, or changes them
+/// ([`crate::fuse::arm`]); `None` turns it off. False if `id` is not running or the
+/// parameters are not valid (then nothing changed).
+pub fn set_fuse(id: u64, params: Option<crate::fuse::Params>) -> bool {
+    match params {
+        Some(params) => SESSIONS.is_live(id) && crate::fuse::arm(id, params) && SESSIONS.set_fused(id, true),
+        None => {
+            let done = SESSIONS.set_fused(id, false);
+            crate::fuse::disarm(id);
+            done
+        }
+    }
 }
 
 /// The frame table of session `id`'s slot, for a callback that has just checked that `id` is
@@ -766,7 +786,7 @@ mod tests {
                 if stop {
                     session.stop(StopReason::User);
                 }
-                let (accounting, counts) = session.call_counts();
+                let (accounting, counts, _untraced) = session.call_counts();
                 let (merged_calls, merged_seen) = session.read(|aggregator, a| (aggregator.function(&F).map(|f| f.calls), a.seen));
                 assert_eq!(counts, vec![(F, merged_calls.expect("F aggregated"))], "{aggregators} aggregators, stopped: {stop}");
                 assert!(accounting.seen <= merged_seen, "read before the merged one");

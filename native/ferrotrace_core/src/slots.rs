@@ -57,6 +57,10 @@ pub(crate) struct SlotState {
     /// The session's per-call rate (`sample => {calls, N}`: keep 1 call in N; 0: none; 1:
     /// all), read by `enabled_call`; written at publish and by `set_call_sample` only.
     call_sample: AtomicU32,
+    /// True while the session's overhead fuse is armed (`crate::fuse`): `enabled_call`
+    /// charges its calls. Here, on the line a callback reads anyway, so that a session
+    /// without a budget pays one byte's load for the fuse.
+    fused: AtomicBool,
 }
 
 struct Slot<T> {
@@ -65,7 +69,7 @@ struct Slot<T> {
     published: AtomicPtr<T>,
 }
 
-// The tag, `sample`, `activity`, `call_sample` and the pointer of a slot share 32 bytes, as when the table held
+// The tag, `sample`, `activity`, `call_sample`, `fused` and the pointer of a slot share 32 bytes, as when the table held
 // sessions only, and the table starts on a cache line (below): a callback reads one line.
 const _: () = assert!(std::mem::size_of::<Slot<()>>() == 32);
 
@@ -131,6 +135,7 @@ impl<T: Send + Sync> Slots<T> {
                         sample: AtomicU64::new(1),
                         activity: AtomicBool::new(true),
                         call_sample: AtomicU32::new(1),
+                        fused: AtomicBool::new(false),
                     },
                     published: AtomicPtr::new(ptr::null_mut()),
                 }
@@ -208,6 +213,24 @@ impl<T: Send + Sync> Slots<T> {
         true
     }
 
+    /// Whether running session `id`'s fuse is armed (see `SlotState::fused`), for a callback
+    /// that has just checked that `id` is running.
+    #[inline]
+    pub fn fused(&self, id: u64) -> bool {
+        self.slots[slot_of(id)].state.fused.load(Ordering::Relaxed)
+    }
+
+    /// Says whether running session `id`'s fuse is armed, under the registry's lock (as
+    /// [`Slots::set_call_sample`]). Returns false if `id` is not running.
+    pub fn set_fused(&self, id: u64, fused: bool) -> bool {
+        let registry = self.registry();
+        if !self.is_live(id) || registry.locked.entries[slot_of(id)].as_ref().is_none_or(|(own, _)| *own != id) {
+            return false;
+        }
+        self.slots[slot_of(id)].state.fused.store(fused, Ordering::Release);
+        true
+    }
+
     /// The running session `id`, borrowed for as long as both the table and the thread's
     /// active mark live (the mark is what keeps the registry from letting go of it).
     #[inline]
@@ -247,6 +270,7 @@ impl<T> Registry<'_, T> {
         slot.state.sample.store(sample, Ordering::Release);
         slot.state.activity.store(true, Ordering::Release);
         slot.state.call_sample.store(call_sample, Ordering::Release);
+        slot.state.fused.store(false, Ordering::Release);
         // SeqCst: the tag is the word grace periods are argued on (`quiesce`).
         slot.state.tag.store(tag(id, LIVE), Ordering::SeqCst);
         self.locked.entries[slot_of(id)] = Some((id, value));

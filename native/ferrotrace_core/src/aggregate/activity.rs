@@ -31,7 +31,7 @@ pub mod kinds {
     #[inline]
     pub const fn of(kind: EventKind) -> u8 {
         match kind {
-            EventKind::Call | EventKind::Return | EventKind::Exception => 0,
+            EventKind::Call | EventKind::Return | EventKind::Exception | EventKind::Untraced => 0,
             EventKind::Send | EventKind::SendDead | EventKind::Receive | EventKind::ReceiveTimeout => MESSAGES,
             EventKind::Spawn | EventKind::Spawned | EventKind::ProcOther | EventKind::Exit => PROCS,
             EventKind::GcStart | EventKind::GcEnd => GC,
@@ -90,7 +90,7 @@ impl ActivityStats {
         let (pid, ts, mfa) = (event.pid, event.ts, event.mfa);
         self.seen |= kinds::of(event.kind);
         match event.kind {
-            EventKind::Call | EventKind::Return | EventKind::Exception => {}
+            EventKind::Call | EventKind::Return | EventKind::Exception | EventKind::Untraced => {}
             EventKind::Send | EventKind::SendDead => {
                 self.messages.send(pid, mfa.function, mfa.arity != 0, event.kind == EventKind::SendDead);
                 // The receiver's wakeup starts when the message is sent to it while it is

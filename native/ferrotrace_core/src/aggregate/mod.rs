@@ -123,7 +123,14 @@ pub struct Aggregator {
     trees: Option<Trees>,
     /// The session's capture threshold and bounds (`capture`), if any (`spikes.rs`).
     spikes: Option<std::sync::Arc<spikes::SpikeGate>>,
+    /// Processes the overhead budget's fuse untraced, not yet taken by
+    /// [`Aggregator::take_untraced`] (at most [`MAX_UNTRACED`]).
+    untraced: Vec<u64>,
 }
+
+/// The processes untraced by the fuse an aggregator keeps until they are taken (the budget
+/// traces them again, `ferrotrace_overhead`): past this, the rest stay untraced.
+pub const MAX_UNTRACED: usize = 1024;
 
 impl Aggregator {
     /// An empty aggregator keeping at most `max_functions` functions' statistics and
@@ -145,6 +152,7 @@ impl Aggregator {
             compensation: None,
             trees: None,
             spikes: None,
+            untraced: Vec::new(),
         }
     }
 
@@ -476,12 +484,26 @@ impl Aggregator {
     /// An event other than a call, return or exception; what it settles (an exit: the
     /// frames its process left open).
     fn record_activity(&mut self, event: &Event) -> i64 {
-        let settle = if event.kind == EventKind::Exit { self.open.exit(event.pid, &mut self.counters) as i64 } else { 0 };
-        if let (EventKind::Exit, Some(trees)) = (event.kind, &mut self.trees) {
+        // An untraced process's returns will not come, as a dead one's.
+        let gone = matches!(event.kind, EventKind::Exit | EventKind::Untraced);
+        let settle = if gone { self.open.exit(event.pid, &mut self.counters) as i64 } else { 0 };
+        if let (true, Some(trees)) = (gone, &mut self.trees) {
             trees.exited(event.pid);
+        }
+        if event.kind == EventKind::Untraced {
+            if self.untraced.len() < MAX_UNTRACED {
+                self.untraced.push(event.pid);
+            }
+            return settle;
         }
         self.activity.record(&mut self.processes, event);
         settle
+    }
+
+    /// The processes the fuse untraced since the last call (at most [`MAX_UNTRACED`], in the
+    /// order they were untraced; a process untraced twice is there twice).
+    pub fn take_untraced(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.untraced)
     }
 
     // --- Reads (several aggregators: `merge.rs`). ---

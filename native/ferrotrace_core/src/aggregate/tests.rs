@@ -284,6 +284,26 @@ fn process_exit_forgets_open_calls() {
 }
 
 #[test]
+fn an_untraced_process_has_its_open_calls_forgotten_and_is_kept_to_trace_again() {
+    let mut agg = Aggregator::new(100, 1000);
+    agg.record(&ev(EventKind::Call, 1, F, 0));
+    agg.record(&ev(EventKind::Call, 1, G, 1));
+    agg.record(&ev(EventKind::Call, 2, F, 2));
+    agg.record(&ev(EventKind::Untraced, 1, crate::event::NO_MFA, 5));
+    assert_eq!(agg.open_calls(), 1, "the other process's call stays open");
+    assert_eq!(agg.counters().abandoned_calls, 2);
+    // Not an exit: the process figures count no exit for it.
+    assert_eq!(agg.activity.procs.exited, 0);
+    assert_eq!(agg.take_untraced(), vec![1]);
+    assert!(agg.take_untraced().is_empty(), "each given once");
+    // Past the bound, the rest are left untraced (not kept).
+    for pid in 0..(MAX_UNTRACED as u64 + 10) {
+        agg.record(&ev(EventKind::Untraced, pid, crate::event::NO_MFA, 6));
+    }
+    assert_eq!(agg.take_untraced().len(), MAX_UNTRACED);
+}
+
+#[test]
 fn bounds_functions_and_open_calls() {
     let mut agg = Aggregator::new(1, 2);
     agg.record(&ev(EventKind::Call, 1, F, 0));

@@ -61,9 +61,10 @@ impl Session {
     }
 
     /// The accounting and the calls seen per function ([`Aggregates::call_counts`]), up to
-    /// date, without merging the aggregators: the overhead budget's read.
-    pub fn call_counts(&self) -> (Accounting, Vec<(crate::event::Mfa, u64)>) {
-        self.up_to_date(|aggregates, accounting| (accounting, aggregates.call_counts()))
+    /// date, without merging the aggregators, and the processes the fuse untraced since the
+    /// last such read ([`Aggregates::take_untraced`]): the overhead budget's read.
+    pub fn call_counts(&self) -> (Accounting, Vec<(crate::event::Mfa, u64)>, Vec<u64>) {
+        self.up_to_date(|aggregates, accounting| (accounting, aggregates.call_counts(), aggregates.take_untraced()))
     }
 
     /// Runs `f` on the aggregators, up to date, for reading them and configuring each (a

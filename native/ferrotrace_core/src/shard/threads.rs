@@ -476,6 +476,19 @@ impl<'a> Aggregates<'a> {
         counts.into_iter().collect()
     }
 
+    /// The processes the fuse untraced, taken from every aggregator
+    /// ([`Aggregator::take_untraced`]); the merged figures stay (no figure changes).
+    pub fn take_untraced(&mut self) -> Vec<u64> {
+        let mut pids = Vec::new();
+        if let Some(one) = &mut self.one {
+            pids.append(&mut one.take_untraced());
+        }
+        for part in &mut self.parts {
+            pids.append(&mut part.take_untraced());
+        }
+        pids
+    }
+
     /// Runs `f` on every aggregator (setting a filter, loops, a new interval).
     pub fn for_each_mut(&mut self, mut f: impl FnMut(&mut Aggregator)) {
         if let Some(one) = &mut self.one {

@@ -5,19 +5,23 @@
 //! does: decode the small-integer session id, read the session's slot tag (static, read-only
 //! on this path); the `enabled*` callbacks of a sampled session answer `discard` for a
 //! sampled-out tracee, and `enabled_call` for a call refused by the per-call rate (counted
-//! there, so the VM never builds the event); `trace/5` stamps the
+//! there, so the VM never builds the event), and a budgeted session's call when the
+//! thread's fuse says so (`discard`, or `remove` for a process whose calls cost too much
+//! even refused); `trace/5` stamps the
 //! event, applies the session's limits, and pushes it into this thread's ring. No lock, no
 //! allocation (but a thread's first event of a session creates its ring, fallibly), no shared
 //! counter, no reference count. Panics are caught here and never reach the VM.
 
 use std::ffi::c_int;
 
-use rustler::sys::{enif_get_int64, enif_get_map_value, enif_get_tuple, ErlNifEnv, ErlNifTerm};
+use rustler::sys::{enif_get_int64, enif_get_map_value, enif_get_tuple, enif_thread_type, ErlNifEnv, ErlNifTerm,
+                   ERL_NIF_THR_NORMAL_SCHEDULER};
 
 use ferrotrace_core::clock;
 use ferrotrace_core::term_lane::CopyOf;
 use ferrotrace_core::decode::decode_mfa;
 use ferrotrace_core::event::{Event, EventKind, Mfa};
+use ferrotrace_core::fuse::{self, Verdict};
 use ferrotrace_core::producer::{Admission, ProducerRef};
 use ferrotrace_core::quiesce::with_token;
 use ferrotrace_core::sampling::{self, EVERY_CALL};
@@ -108,7 +112,8 @@ fn frames_full(id: u64, tracee: u64) -> bool {
 /// session would trace is answered `discard` instead when `sample` leaves the tracee out (the
 /// VM then builds no event and, for a call, pushes no return frame), and a call (`calls`)
 /// when the per-call rate refuses it or the tracee has as many return-trace frames open as a
-/// process may keep.
+/// process may keep. A budgeted session's calls are then charged to the thread's fuse
+/// (`ferrotrace_core::fuse`), which may refuse the call or untrace the process.
 ///
 /// # Safety
 /// `env` is the callback's env and `argv` points at its three arguments.
@@ -132,21 +137,72 @@ unsafe fn enabled_by(
             return answer;
         }
         // Only hashed, never kept: any word will do for a term that is not a pid.
-        let tracee = Immediate::of(tracee).map_or(0, Immediate::bits);
-        if sample > 1 && sampled_out(id, tracee) {
-            return a.discard;
-        }
-        // Only a call is refused by the rate or the frame bound: a refused call gets no
-        // return frame, so its return never comes. The VM asks `enabled_call` with the tag
-        // `call` only (OTP's `erts_call_trace`; `erts_trace_return` and
+        let bits = Immediate::of(tracee).map_or(0, Immediate::bits);
+        let process_out = sample > 1 && sampled_out(id, bits);
+        // Only a call is refused by the rate, the frame bound or the fuse: a refused call
+        // gets no return frame, so its return never comes. The VM asks `enabled_call` with
+        // the tag `call` only (OTP's `erts_call_trace`; `erts_trace_return` and
         // `erts_trace_exception` send without asking), but the tag is checked anyway: a
         // refused return would leave its call open and its frame counted forever.
-        if calls && tag == a.call && (call_sampled_out(id) || frames_full(id, tracee)) {
-            a.discard
-        } else {
-            answer
+        if calls && tag == a.call {
+            let refused = process_out || call_sampled_out(id) || frames_full(id, bits);
+            if !session::fused(id) {
+                return if refused { a.discard } else { answer };
+            }
+            return match fuse::charge(id, !refused) {
+                Verdict::Pass if refused => a.discard,
+                Verdict::Pass => answer,
+                Verdict::Refuse => {
+                    count(id, |producer| producer.refuse_fused());
+                    a.discard
+                }
+                // SAFETY: `env` is this callback's env and `tracee` its term.
+                Verdict::Untrace => unsafe { untrace(env, id, tracee) },
+            };
         }
+        if process_out { a.discard } else { answer }
     }, || atoms().remove)
+}
+
+/// Runs `f` on this thread's producer of session `id`, if it still runs: the rare paths
+/// that count (a refusal), entering the thread's active mark.
+#[inline(never)]
+fn count(id: u64, f: impl FnOnce(&ProducerRef<'_>)) {
+    let _ = with_token(|token| {
+        let active = token.enter();
+        if let Some(session) = session::live_session(id, &active) {
+            f(&session.producer(&active));
+        }
+    });
+}
+
+/// The fuse's last resort for `tracee`, whose calls cost the thread more than the session's
+/// share even refused: `remove`, counted, and told to the aggregators (an `Untraced` event:
+/// its open calls will not return). The VM acts on `remove` only for the calling process on
+/// a normal scheduler (`is_tracer_enabled` in OTP's erl_trace.c); elsewhere, and for a tracee
+/// that is not a local pid, the call is only refused.
+///
+/// # Safety
+/// `env` is the callback's env and `tracee` one of its terms.
+#[inline(never)]
+unsafe fn untrace(env: *mut ErlNifEnv, id: u64, tracee: ErlNifTerm) -> ErlNifTerm {
+    let a = atoms();
+    // SAFETY: callable from any thread; it only reads the thread's scheduler data.
+    let normal = unsafe { enif_thread_type() } == ERL_NIF_THR_NORMAL_SCHEDULER;
+    // SAFETY: the caller's contract.
+    match (normal, unsafe { Immediate::local_pid(env, tracee) }) {
+        (true, Some(pid)) => {
+            count(id, |producer| {
+                producer.untrace(pid.bits(), clock::now());
+            });
+            fuse::count_untraced(id);
+            a.remove
+        }
+        _ => {
+            count(id, |producer| producer.refuse_fused());
+            a.discard
+        }
+    }
 }
 
 /// `enabled(TraceTag, TracerState, Tracee)`: `trace` for every tag of a running session

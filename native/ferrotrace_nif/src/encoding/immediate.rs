@@ -110,6 +110,13 @@ impl Immediate {
         Self::tagged(word)
     }
 
+    /// A word kept by the engine as a local pid's (a process the fuse untraced), if it has a
+    /// local pid's tag: it is given back as a pid, so it must not read as anything else.
+    #[inline]
+    pub fn kept_pid(word: u64) -> Option<Immediate> {
+        (word & LOCAL_PID_MASK == LOCAL_PID_TAG).then_some(Immediate(word))
+    }
+
     /// The word, for the engine to keep.
     #[inline]
     pub fn bits(self) -> u64 {
@@ -156,6 +163,15 @@ mod tests {
         // A boxed term (0b10), a list cell (0b01), a header (0b00), and the "none" zero.
         for word in [0x7f00_1232_u64, 0x7f00_1231, 0x7f00_1230, 0] {
             assert_eq!(Immediate::kept(word), None);
+        }
+    }
+
+    #[test]
+    fn only_local_pid_words_are_kept_as_pids() {
+        assert_eq!(Immediate::kept_pid(0x1234_0003).map(Immediate::bits), Some(0x1234_0003));
+        // An atom, a port (0x07), a small integer, [], a boxed term, zero.
+        for word in [0x0B_u64, 0x1234_0007, 0xFFFF_000F, 0x3B, 0x7f00_1232, 0] {
+            assert_eq!(Immediate::kept_pid(word), None, "{word:#x}");
         }
     }
 }

@@ -10,6 +10,7 @@
 //! - `recent`: the flight recorder; `trees`: the call trees kept (`session_trees/2`);
 //! - `capture`: the spike gate of `capture` and its counts;
 //! - `sample`: the per-call rate of a running session, read and changed;
+//! - `fuse`: the overhead budget's fuse of a running session, armed, set, turned off;
 //! - `activity`: the figures of the kinds other than calls (messages, scheduling, GC,
 //!   processes, ports);
 //! - `export`: histograms as bytes, the HDR log, folded stacks, JSON;
@@ -23,6 +24,7 @@ mod capture;
 pub(crate) mod distribution;
 mod export;
 mod flame;
+mod fuse;
 mod keys;
 mod lookup;
 mod own;

@@ -29,7 +29,7 @@ mod atoms {
         ring_bytes, functions, collector_cpu_ns, aggregators, ring_alloc_failures, ferrotrace_stopped,
         mfa, count, returns, exceptions, total,
         user, owner_down, duration, loops, foreign_events, bad_spec, ferrotrace_loops,
-        backlog, ring_peak, ring_size, longest_gap_us, frames_refused, max_frames, sample,
+        backlog, ring_peak, ring_size, longest_gap_us, frames_refused, fuse_refused, untraced, untraced_pids, max_frames, sample,
         precision, significant_digits, relative_error, bad_module,
     }
 }
@@ -197,6 +197,8 @@ fn accounting_term<'a>(env: Env<'a>, a: &Accounting) -> Term<'a> {
         (atoms::ignored(), a.ignored.encode(env)),
         (atoms::args_dropped(), a.args_dropped.encode(env)),
         (atoms::frames_refused(), a.frames_refused.encode(env)),
+        (atoms::fuse_refused(), a.fuse_refused.encode(env)),
+        (atoms::untraced(), a.untraced.encode(env)),
     ])
 }
 
@@ -304,11 +306,12 @@ fn session_status<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
     (atoms::ok(), status).encode(env)
 }
 
-/// `session_counts(Id) -> {ok, #{status, elapsed_ms, events, collector_cpu_ns, calls}} |
-/// {error, Reason}`: what the overhead budget's tick reads (`ferrotrace_overhead`), several
-/// times a second: the summary's counters of the same names (`events` with `seen`,
-/// `sampled_out` and `frames_refused`), and `calls` as `[{MFA, Count}]`, calls seen per
-/// function. No histogram is read: on yaws under load a summary took 4 to 47 ms of a dirty
+/// `session_counts(Id) -> {ok, #{status, elapsed_ms, events, collector_cpu_ns, calls,
+/// untraced_pids}} | {error, Reason}`: what the overhead budget's tick reads
+/// (`ferrotrace_overhead`), several times a second: the summary's counters of the same names
+/// (`events` with `seen`, `sampled_out`, `frames_refused`, `fuse_refused` and `untraced`),
+/// `calls` as `[{MFA, Count}]`, calls seen per function, and the processes the fuse untraced
+/// since the last read (taken: each is given once). No histogram is read: on yaws under load a summary took 4 to 47 ms of a dirty
 /// scheduler, and each of the budget's first ticks came every 250 ms.
 #[rustler::nif(schedule = "DirtyCpu")]
 fn session_counts<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
@@ -320,8 +323,11 @@ fn session_counts<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
         Some(_) => atoms::stopped(),
         None => atoms::running(),
     };
-    let (accounting, counts) = session.call_counts();
+    let (accounting, counts, untraced) = session.call_counts();
     let calls: Vec<Term> = counts.iter().map(|(mfa, calls)| (mfa_term(env, mfa), *calls).encode(env)).collect();
+    // The aggregators keep local pids' words (`enabled_call`'s `Immediate::local_pid`):
+    // checked again by their tag before they become pids.
+    let untraced: Vec<Term> = untraced.into_iter().filter_map(Immediate::kept_pid).map(|pid| pid.term(env)).collect();
     let counts = map(env, &[
         (atoms::status(), status.encode(env)),
         (atoms::elapsed_ms(), session.elapsed_ms().encode(env)),
@@ -329,9 +335,12 @@ fn session_counts<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
             (atoms::seen(), accounting.seen.encode(env)),
             (atoms::sampled_out(), accounting.sampled_out.encode(env)),
             (atoms::frames_refused(), accounting.frames_refused.encode(env)),
+            (atoms::fuse_refused(), accounting.fuse_refused.encode(env)),
+            (atoms::untraced(), accounting.untraced.encode(env)),
         ])),
         (atoms::collector_cpu_ns(), session.collector_cpu_ns().encode(env)),
         (atoms::calls(), calls.encode(env)),
+        (atoms::untraced_pids(), untraced.encode(env)),
     ]);
     (atoms::ok(), counts).encode(env)
 }
