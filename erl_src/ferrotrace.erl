@@ -116,7 +116,8 @@
                                  dropped := non_neg_integer(), sampled_out := non_neg_integer(),
                                  limited := non_neg_integer(), ignored := non_neg_integer(),
                                  args_dropped := non_neg_integer(),
-                                 frames_refused := non_neg_integer()},
+                                 frames_refused := non_neg_integer(),
+                                 fuse_refused := non_neg_integer(), untraced := non_neg_integer()},
                      pairing := #{atom() => non_neg_integer()},
                      memory := #{ring_bytes := non_neg_integer(), term_rings := non_neg_integer(),
                                  collector := non_neg_integer(), processes := non_neg_integer(),
@@ -156,7 +157,9 @@
                     rate_changes_total := non_neg_integer(),
                     shed := [#{mfa := mfa(), rate := non_neg_integer(), shed_at := non_neg_integer(),
                                restored_at => non_neg_integer()}],
-                    shed_now := non_neg_integer()}.
+                    shed_now := non_neg_integer(),
+                    untraced => #{retraced := non_neg_integer(), left_untraced := non_neg_integer(),
+                                  waiting := non_neg_integer()}}.
 %% A session's overhead budget (`max_overhead'), see summary/1.
 -export_type([session/0, spec/0, mfa_spec/0, pid_spec/0, bucket/0, options/0, summary/0,
               call_summary/0, time/0, displacement/0, budget/0]).
@@ -281,8 +284,14 @@ session(Options) ->
 %% calls per second, shortest latency; a call rate is the sampled count times N, an
 %% estimate) and puts them back one by one when the load falls. Counts are then of the
 %% sampled calls, and shed functions are missing from the figures while shed; the summary's
-%% `budget' says the rate over time and what was shed. With `duration => infinity' this is
-%% the always-on mode (its costs: doc/safety.md).</li>
+%% `budget' says the rate over time and what was shed. Between those ticks a fuse on each
+%% scheduler holds the budget within milliseconds, whatever the load does (processes born
+%% per request, a burst, a batch job): once the session's calls on a scheduler have cost
+%% it the budget's share (with 10 ms of it to spare), its calls are refused there
+%% (`fuse_refused'), and a process whose calls cost more than the share even refused (a
+%% tight loop of cheap calls) is untraced (`untraced'); the next tick, brought forward,
+%% sheds the functions it called, and traces it again once there is room. With
+%% `duration => infinity' this is the always-on mode (its costs: doc/safety.md).</li>
 %% <li>`aggregators => N | auto': split aggregation by pid over N threads (1 to 16; default
 %% `auto', one per four CPUs, at least one). One thread pairs and aggregates about 13 to
 %% 20 M events/s, fewer than sixteen busy schedulers make; each process's events still
@@ -375,7 +384,9 @@ processes(Kinds, Options) ->
 %% `limited': seen = aggregated + dropped + sampled_out + limited, exactly; `ignored';
 %% `args_dropped', copies (arguments, results, keys) refused by a full term ring;
 %% `frames_refused', calls refused on the scheduler because their process had 120
-%% return-trace frames of the session open: no event, no frame), `pairing'
+%% return-trace frames of the session open: no event, no frame; `fuse_refused', calls the
+%% budget's fuse refused, and `untraced', processes it untraced: see `max_overhead' in
+%% {@link calls/2}), `pairing'
 %% (`open_calls' still awaiting their return, `abandoned_calls', `unmatched_returns', ...),
 %% `status' (`running' | `stopped'), `stop_reason' (`user', `duration', `limit',
 %% `owner_down', `unload', `error', or `undefined' while running) and `stopped_at' (ms);
@@ -460,7 +471,9 @@ processes(Kinds, Options) ->
 %% `event_ns' and `discard_ns' (the calibrated costs), `rate_changes' (`{ElapsedMs, Rate, Estimate}', the last 32,
 %% oldest first; `rate_changes_total' counts them all), `shed' (functions whose patterns
 %% were taken off: `#{mfa, rate, shed_at}' with `rate' the estimated calls per second when
-%% shed and `restored_at' once put back; the last 100) and `shed_now'.
+%% shed and `restored_at' once put back; the last 100), `shed_now' and `untraced'
+%% (processes the fuse untraced: `retraced', traced again since; `left_untraced', untraced
+%% three times and left so; `waiting', to trace again once there is room).
 %% `changes' is there once {@link add/2} or {@link remove/2} changed the session: the latest
 %% 20, oldest first, `#{at, added, loops}' or `#{at, removed}' (`at' in ms, `loops' the added
 %% functions traced count-only); the report prints them on a `changes:' line.

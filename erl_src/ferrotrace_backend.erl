@@ -29,7 +29,7 @@
 
 -export([start/5, stop/2, take_off/3, put_back/3, count_calls/3]).
 -export([patterns/4, match_spec/2, set/3, unset/4, add_loops/3, steps/2, chunks/2, seen_generated/3,
-         leave_out_modules/3, calls_flag/4, generated/1]).
+         leave_out_modules/3, calls_flag/4, generated/1, retrace/4]).
 -export([trace_self/1, self_flag/2, self_pattern/3, untrace_self/2]).
 
 %% OTP 25's spec of erlang:trace_info/2 omits the `{tracer, {Module, State}}' answer that a
@@ -196,6 +196,26 @@ calls_flag(_Id, {trace_session, Session, _}, Pids, On) ->
     _ = [catch_badarg(fun() -> ferrotrace_vm:trace_call(process, [Session, P, On, [call]]) end) || P <- Pids],
     ok;
 calls_flag(_Id, none, _Pids, _On) ->
+    ok.
+
+%% @doc Traces `Pids' again with session `Id''s flags (those of calls and the `Extra' ones of
+%% other kinds), after its fuse untraced them (`remove' from enabled_call clears every flag
+%% and the tracer). On OTP 25 and 26 only the processes that no tracer took meanwhile; a
+%% process that is gone, or one of ferrotrace's own, is left as it is.
+-spec retrace(ferrotrace_tracer:session_id(), backend(), [pid()], [atom()]) -> ok.
+retrace(Id, legacy, Pids, Extra) ->
+    Flags = [{tracer, ferrotrace_tracer, Id} | ?TRACE_FLAGS ++ Extra],
+    Own = ferrotrace_own:pids(),
+    _ = [catch_badarg(fun() -> erlang:trace(P, true, Flags) end)
+         || P <- Pids, not lists:member(P, Own), safe_tracer(P) =:= {tracer, []}],
+    ok;
+retrace(_Id, {trace_session, Session, _}, Pids, Extra) ->
+    Flags = ?TRACE_FLAGS ++ (Extra -- ferrotrace_activity:port_flags()),
+    Own = ferrotrace_own:pids(),
+    _ = [catch_badarg(fun() -> ferrotrace_vm:trace_call(process, [Session, P, true, Flags]) end)
+         || P <- Pids, not lists:member(P, Own)],
+    ok;
+retrace(_Id, none, _Pids, _Extra) ->
     ok.
 
 catch_badarg(Fun) ->

@@ -102,7 +102,7 @@
 -module(ferrotrace_budget).
 
 -export([new/2, first/2, tick/2, calibrated/2, unsheddable/2, view/1, learned/1, initial_rate/2, whole_node_default/0]).
--export([check/1, read_pace/2]).
+-export([check/1, read_pace/2, fuse/1, room/1]).
 
 %% Aim below the budget, lower the rate only well under it.
 -define(AIM, 0.8).
@@ -135,12 +135,17 @@
 -type measure() :: #{elapsed_ms := non_neg_integer(),
                      traced := non_neg_integer(),
                      refused := non_neg_integer(),
+                     fuse_refused => non_neg_integer(),
+                     untraced => non_neg_integer(),
+                     hidden => float(),
                      collector_ns := non_neg_integer(),
                      node => ferrotrace_nodeload:sample() | undefined,
                      settling => boolean(),
                      functions := [{mfa(), Count :: non_neg_integer(), MeanNs :: number() | undefined}]}.
 %% What a tick is fed, cumulative since the session started: events that reached `trace/5'
-%% (`traced'), calls refused in `enabled_call' (`refused'), the collector's CPU time (shown,
+%% (`traced'), calls refused in `enabled_call' (`refused'), of which those the fuse refused
+%% (`fuse_refused'), the processes the fuse untraced (`untraced') and the calls a second
+%% those untraced since the last tick make now (`hidden'), the collector's CPU time (shown,
 %% not in the estimate), each
 %% function's sampled call count and mean latency (ns), the node's counters
 %% (ferrotrace_nodeload:sample/0), where they can be read, and whether the session is still
@@ -254,7 +259,7 @@ tick(M, S0 = #{last := Last, tick := T}) ->
     S = S0#{last := M, tick := T + 1},
     Load = load(M, Last, S0),
     S1 = S#{estimate := maps:get(estimate, Load), collector => maps:get(collector, Load),
-            in_situ := maps:get(in_situ, Load), used := maps:get(used, Load)},
+            in_situ := maps:get(in_situ, Load), used := maps:get(used, Load), tripped => maps:get(tripped, Load)},
     case cautious(S0) andalso not cautious(S) of
         true -> open(Load, S1);
         false -> decide(Load, S1)
@@ -314,6 +319,45 @@ view(S = #{budget := B, estimate := E, rate := N, model := Model, event_ns := Ev
       shed => lists:sort(fun(#{shed_at := A, rate := Ra}, #{shed_at := A2, rate := Rb}) -> {A, -Ra} =< {A2, -Rb} end, Log),
       shed_now => map_size(Shed)}.
 
+%% @doc Whether the last tick left room under the budget: the fuse did not trip, and the
+%% estimate is under ?AIM of the budget the session keeps to now (its first moment's
+%% ?CAUTION of it). For processes the fuse untraced to be traced again (ferrotrace_overhead).
+-spec room(state()) -> boolean().
+room(S = #{estimate := E, budget := B}) when is_number(E) ->
+    Now = case cautious(S) of
+              true -> B * ?CAUTION;
+              false -> B
+          end,
+    not maps:get(tripped, S, false) andalso E < Now * ?AIM;
+room(_S) ->
+    false.
+
+%% The share of a scheduler thread's time the fuse lets the session spend: the budget of the
+%% capacity the node uses.
+fuse_share(#{budget := B, used := Used}) ->
+    min(1.0, B * Used).
+
+%% How many calls each sampled call of a function stands for, where the session times 1 call
+%% in `N' and `Timed' calls a second were timed: `N', and more for what the fuse left out.
+%% Refused by the fuse (`FuseRefused' calls a second that the session would have timed), a
+%% stretch of a process's calls is left out, whatever functions they are of: it stands for
+%% more of the same. Untraced, a process makes calls no callback sees (`Hidden' a second, at
+%% least: see load/3), spread over the functions as the calls timed are: the fuse names no
+%% function (enabled_call is not told which). Where nothing was timed, `N'.
+fuse_scale(N, Timed, FuseRefused, Hidden) when Timed > 0 ->
+    (N * (Timed + FuseRefused) + Hidden) / Timed;
+fuse_scale(N, _Timed, _FuseRefused, _Hidden) ->
+    N.
+
+%% @doc The parameters of the session's fuse (ferrotrace_tracer:session_set_fuse/2): each
+%% scheduler thread may spend the budget's share of the capacity the node uses, a traced
+%% call costing its two events and a refused one the VM's asking, at the costs the model
+%% uses now (the calibration's, times what the session learned on the node).
+-spec fuse(state()) -> #{share := float(), traced_ns := float(), refused_ns := float()}.
+fuse(S = #{event_ns := EventNs, discard_ns := DiscardNs, in_situ := InSitu}) ->
+    Factor = ferrotrace_in_situ:factor(InSitu),
+    #{share => fuse_share(S), traced_ns => 2 * EventNs * Factor, refused_ns => DiscardNs * Factor}.
+
 %%% The load of one tick
 
 load(M, Last, S = #{schedulers := Sch, event_ns := EventNs0, discard_ns := DiscardNs0, rate := N,
@@ -342,18 +386,35 @@ load(M, Last, S = #{schedulers := Sch, event_ns := EventNs0, discard_ns := Disca
     {EventNs, DiscardNs} = {EventNs0 * InSitu, DiscardNs0 * InSitu},
     Collector = delta(collector_ns, M, Last) / Dt,
     Before = maps:from_list([{MFA, C} || {MFA, C, _} <- maps:get(functions, Last)]),
-    Functions = [{MFA, max(0, C - maps:get(MFA, Before, 0)) * N / Dt, Mean}
-                 || {MFA, C, Mean} <- maps:get(functions, M)],
-    Calls = lists:sum([R || {_, R, _} <- Functions]) / N,
-    %% A traced call's cost: about 2 events (call, return; 1 for a count-only loop).
-    PerCall = case Calls > 0 of
-                  true -> max(1.0, min(Traced / Calls, 4.0)) * EventNs;
-                  false -> 2 * EventNs
-              end,
-    #{estimate => Model * InSitu / Used, in_situ => Learning, used => Used, settling => maps:get(settling, M, false),
-      budget => budget_now(M, S),
+    Counted = [{MFA, max(0, C - maps:get(MFA, Before, 0)) / Dt, Mean} || {MFA, C, Mean} <- maps:get(functions, M)],
+    Timed = lists:sum([R || {_, R, _} <- Counted]),
+    %% What the fuse left out (fuse_scale/4): each function's sampled count stands for
+    %% `Scale' calls. The processes it untraced make calls no callback sees (`Hidden' a
+    %% second): as measured (`hidden', their reductions a second), and at least what got
+    %% them untraced: each cost its thread more than the fuse's share with every call
+    %% refused, `share x 1 s / discard_ns' calls a second. Only shedding their functions
+    %% takes that off the node (untraced, a call through a pattern still costs, less).
+    Untraced = delta(untraced, M, Last),
+    Hidden = max(maps:get(hidden, M, 0.0), Untraced * fuse_share(S) * 1.0e9 / DiscardNs),
+    FuseRefused = delta(fuse_refused, M, Last) / Dt,
+    Scale = fuse_scale(N, Timed, FuseRefused, Hidden),
+    Functions = [{MFA, R * Scale, Mean} || {MFA, R, Mean} <- Counted],
+    Calls = Timed,
+    %% A traced call's events: about 2 (call, return; 1 for a count-only loop).
+    Events = case Calls > 0 of
+                 true -> max(1.0, min(Traced / Calls, 4.0));
+                 false -> 2.0
+             end,
+    PerCall = Events * EventNs,
+    %% What the decisions weigh is what the session asks of the node: the calls the fuse
+    %% refused would have been traced (the model's cost above, which the node's measure
+    %% is compared with, counts them as refused: what they cost).
+    Demand = Model + FuseRefused * (Events * EventNs0 - DiscardNs0) / Whole,
+    #{estimate => Demand * InSitu / Used, in_situ => Learning, used => Used, settling => maps:get(settling, M, false),
+      budget => budget_now(M, S), tripped => Untraced > 0,
+      hidden => Hidden,
       collector => Collector / Capacity,
-      reaching => Calls + Refused, per_call => PerCall, functions => Functions,
+      reaching => Calls + Refused + Hidden, per_call => PerCall, functions => Functions,
       capacity => Capacity, discard_ns => DiscardNs}.
 
 %% The start's own work still runs (ferrotrace_in_situ:aside/3): the first ?STARTING ms
@@ -401,7 +462,12 @@ delta(Key, M, Last) ->
 
 %%% Decisions
 
-decide(Load = #{estimate := E, budget := B}, S) when E > B ->
+decide(Load = #{estimate := E, budget := B, tripped := Tripped}, S) when E > B; Tripped ->
+    %% The fuse untraced a process: its calls cost a scheduler more than the budget's share
+    %% even refused, whatever the estimate over the whole node says. (Calls the fuse only
+    %% refused count among those reaching the tracer: the rate rises for them as the
+    %% estimate asks, not at every refusal, which a scheduler busier than the others or a
+    %% short burst brings.)
     over(Load, S#{low_ticks := 0, aim_ticks := 0, floor_ticks := 0});
 decide(Load, S = #{floor_ticks := F}) ->
     case floor_bound(Load, S) of

@@ -22,13 +22,24 @@
 -export([start/3, period/0]).
 
 -define(PERIOD, 1000).
-%% The first ticks: two after ?START ms (a session starts cautious and opens up as soon as
-%% the load is seen to allow), then ?FAST every ?FIRST ms.
+%% The first ticks: one at once (it takes the counters in), two after ?START ms each (a
+%% session starts cautious and opens up as soon as the load is seen to allow), then ?FAST
+%% every ?FIRST ms.
 -define(START, 100).
 -define(FIRST, 250).
 -define(FAST, 8).
 %% After a take-back's tick (?START ms later), this many ticks ?FIRST ms apart.
 -define(FAST_AFTER_PROBE, 3).
+%% How often the fuse's count of untraced processes is read (ms), and the least time between
+%% a tick and one it brings forward: load that arrives between ticks is untraced by the fuse
+%% within milliseconds, and its functions are shed at the next tick, now.
+-define(POLL, 20).
+%% Processes the fuse untraced are traced again, at most this many a tick, at most this many
+%% times each (then they stay untraced).
+-define(RETRACE_MAX, 100).
+-define(RETRACE_TIMES, 3).
+%% How long a tick watches the processes the fuse untraced to read how many calls they make.
+-define(HIDDEN_MS, 10).
 
 -record(s, {id :: ferrotrace_tracer:session_id(),
             keeper :: pid(),
@@ -41,7 +52,16 @@
             fast_until = ?FAST :: non_neg_integer(),
             %% The factor last kept for the node's next starts.
             learned = none :: float() | none,
-            saved = #{} :: #{mfa() => ferrotrace_shed:saved()}}).
+            saved = #{} :: #{mfa() => ferrotrace_shed:saved()},
+            %% The next tick's timer, and when the last tick ran (ms).
+            timer = none :: reference() | none,
+            ticked_at = 0 :: integer(),
+            %% The fuse's count of untraced processes as last polled.
+            untraced = 0 :: non_neg_integer(),
+            %% Processes the fuse untraced, to trace again, with how often it did.
+            untraced_pids = #{} :: #{pid() => pos_integer()},
+            retraced = 0 :: non_neg_integer(),
+            left_untraced = 0 :: non_neg_integer()}).
 
 %% @doc The tick's period, in ms.
 -spec period() -> pos_integer().
@@ -84,9 +104,14 @@ start(Id, Keeper, {Budget0, Rate, Held0, Baseline}) when is_integer(Id), is_pid(
                                                                     rate => Rate, default => Default, held => Held,
                                                                     pending => Pending, baseline => Baseline}),
                           publish(Id, Control),
-                          erlang:send_after(?START, self(), tick),
+                          arm(Id, Control),
+                          erlang:send_after(?POLL, self(), poll),
                           loop(#s{id = Id, keeper = Keeper, monitor = Monitor, control = Control,
-                                  saved = maps:with([MFA || {MFA, _} <- Held], Saved)})
+                                  saved = maps:with([MFA || {MFA, _} <- Held], Saved),
+                                  %% The first tick takes the counters in at once: a
+                                  %% tick the fuse brings forward then decides.
+                                  timer = erlang:send_after(0, self(), tick),
+                                  ticked_at = erlang:monotonic_time(millisecond)})
                   end, ferrotrace_own:spawn_options());
         {error, _} ->
             {error, badarg}
@@ -113,26 +138,53 @@ info(Id) ->
 loop(S = #s{monitor = Monitor}) ->
     receive
         tick ->
-            case tick(S) of
-                {running, S1 = #s{ticks = Ticks, probing = Probing, fast_until = Fast0}} ->
-                    %% A function taken back is a probe: still too hot, it costs its floor
-                    %% until the next tick sheds it again, so that tick comes soon, and the
-                    %% ticks after it too: a hundred functions taken back wait a second on
-                    %% the code barrier, past the first tick after (on yaws at the first
-                    %% moment's end, a 1 s tick then ran at three times the budget).
-                    Fast = case Probing of
-                               true -> max(Fast0, Ticks + 1 + ?FAST_AFTER_PROBE);
-                               false -> Fast0
-                           end,
-                    erlang:send_after(if Ticks < 2; Probing -> ?START; Ticks < Fast -> ?FIRST; true -> ?PERIOD end,
-                                      self(), tick),
-                    loop(S1#s{ticks = Ticks + 1, fast_until = Fast});
-                stopped ->
-                    ok
-            end;
+            ticked(tick(S#s{timer = none}), false);
+        poll ->
+            poll(S);
         {'DOWN', Monitor, process, _, _} ->
             ok
     end.
+
+%% The fuse untraced a process since the last poll: the tick comes now (not sooner than
+%% ?POLL ms after the last), its functions are shed at once, and the ticks after it come
+%% fast, as after a take-back.
+poll(S = #s{id = Id, untraced = Seen, ticked_at = At, timer = Timer}) ->
+    case ferrotrace_tracer:session_fuse(Id) of
+        {ok, #{untraced := Untraced}} when Untraced > Seen ->
+            case erlang:monotonic_time(millisecond) - At >= ?POLL of
+                true ->
+                    _ = Timer =/= none andalso erlang:cancel_timer(Timer),
+                    erlang:send_after(?POLL, self(), poll),
+                    ticked(tick(S#s{untraced = Untraced, timer = none}), true);
+                false ->
+                    erlang:send_after(?POLL, self(), poll),
+                    loop(S)
+            end;
+        {ok, _} ->
+            erlang:send_after(?POLL, self(), poll),
+            loop(S);
+        {error, _} ->
+            %% The session stopped: the tick's timer finds it so and ends.
+            loop(S)
+    end.
+
+ticked({running, S1 = #s{ticks = Ticks, probing = Probing0, fast_until = Fast0}}, Tripped) ->
+    %% A function taken back is a probe: still too hot, it costs its floor until the next
+    %% tick sheds it again, so that tick comes soon, and the ticks after it too: a hundred
+    %% functions taken back wait a second on the code barrier, past the first tick after
+    %% (on yaws at the first moment's end, a 1 s tick then ran at three times the budget).
+    %% So after the fuse tripped.
+    Probing = Probing0 orelse Tripped,
+    Fast = case Probing of
+               true -> max(Fast0, Ticks + 1 + ?FAST_AFTER_PROBE);
+               false -> Fast0
+           end,
+    Timer = erlang:send_after(if Ticks < 2; Probing -> ?START; Ticks < Fast -> ?FIRST; true -> ?PERIOD end,
+                              self(), tick),
+    loop(S1#s{ticks = Ticks + 1, fast_until = Fast, timer = Timer,
+              ticked_at = erlang:monotonic_time(millisecond)});
+ticked(stopped, _Tripped) ->
+    ok.
 
 tick(S = #s{id = Id, control = C}) ->
     case ferrotrace_tracer:session_counts(Id) of
@@ -140,11 +192,15 @@ tick(S = #s{id = Id, control = C}) ->
             Info = info(Id),
             %% A calibration that came after the start (ferrotrace_start) replaces the defaults.
             C0 = ferrotrace_budget:calibrated(info(Info, calibration, undefined), C),
+            Untraced = maps:get(untraced_pids, Summary, []),
             {Decisions, C1} = ferrotrace_budget:tick((measure(Summary))#{node => ferrotrace_nodeload:sample(),
-                                                                         settling => info(Info, settling, false)}, C0),
+                                                                         settling => info(Info, settling, false),
+                                                                         hidden => hidden(Untraced)}, C0),
             S1 = lists:foldl(fun decide/2, S#s{control = C1, probing = lists:keymember(restore, 1, Decisions)}, Decisions),
-            publish(Id, S1#s.control),
-            {running, remember(ferrotrace_budget:learned(S1#s.control), S1)};
+            S2 = retrace(Untraced, not lists:keymember(shed, 1, Decisions), S1),
+            publish(S2),
+            arm(Id, S2#s.control),
+            {running, remember(ferrotrace_budget:learned(S2#s.control), S2)};
         _ ->
             stopped
     end.
@@ -164,7 +220,9 @@ measure(#{elapsed_ms := Elapsed, events := Events, calls := Calls} = Summary) ->
     SampledOut = maps:get(sampled_out, Events, 0),
     #{elapsed_ms => Elapsed,
       traced => maps:get(seen, Events, 0) - SampledOut,
-      refused => SampledOut + maps:get(frames_refused, Events, 0),
+      refused => SampledOut + maps:get(frames_refused, Events, 0) + maps:get(fuse_refused, Events, 0),
+      fuse_refused => maps:get(fuse_refused, Events, 0),
+      untraced => maps:get(untraced, Events, 0),
       collector_ns => maps:get(collector_cpu_ns, Summary, 0),
       functions => [{MFA, Count, undefined} || {MFA, Count} <- Calls]}.
 
@@ -183,5 +241,58 @@ decide({restore, MFAs}, S = #s{keeper = Keeper, saved = Saved}) ->
     _ = ferrotrace_session:unshed(Keeper, [maps:get(MFA, Saved) || MFA <- MFAs, maps:is_key(MFA, Saved)]),
     S#s{saved = maps:without(MFAs, Saved)}.
 
+%% The calls a second the processes the fuse untraced since the last tick make now, unseen:
+%% their reductions a second over ?HIDDEN_MS (a call is a reduction, the rest of the work
+%% adds some: an estimate on the high side). The budget spreads them over the functions the
+%% session saw called, and sheds (ferrotrace_budget:fuse_scale/4): untraced, a process still
+%% pays for every pattern it calls through.
+hidden([]) ->
+    0.0;
+hidden(Pids) ->
+    {Before, T0} = {reductions(Pids), erlang:monotonic_time(microsecond)},
+    timer:sleep(?HIDDEN_MS),
+    {After, T1} = {reductions(Pids), erlang:monotonic_time(microsecond)},
+    Made = lists:sum([R1 - R0 || {P, R1} <- maps:to_list(After), R0 <- [maps:get(P, Before, R1)]]),
+    Made * 1.0e6 / max(1, T1 - T0).
+
+reductions(Pids) ->
+    maps:from_list([{P, R} || P <- Pids, {reductions, R} <- [erlang:process_info(P, reductions)]]).
+
+%% The processes the fuse untraced (`New', since the last tick) are traced again once the
+%% session has room (ferrotrace_budget:room/1) in a tick that shed nothing: by then the
+%% functions that made them cost are shed (a process born per request got the patterns of
+%% the moment it came), and a process still too hot is untraced again, at a cost the fuse
+%% bounds. At most ?RETRACE_MAX a tick, each at most ?RETRACE_TIMES times.
+retrace(New, ShedNothing, S = #s{keeper = Keeper, control = C, untraced_pids = Pids0, retraced = Retraced,
+                                  left_untraced = Left}) ->
+    {Pids1, Gone} = lists:foldl(fun(Pid, {Acc, G}) ->
+                                        case maps:get(Pid, Acc, 0) + 1 of
+                                            Times when Times > ?RETRACE_TIMES -> {maps:remove(Pid, Acc), G + 1};
+                                            Times -> {Acc#{Pid => Times}, G}
+                                        end
+                                end, {Pids0, 0}, New),
+    case ShedNothing andalso map_size(Pids1) > 0 andalso ferrotrace_budget:room(C) of
+        true ->
+            {Now, Later} = lists:split(min(?RETRACE_MAX, map_size(Pids1)), maps:keys(Pids1)),
+            Alive = [P || P <- Now, is_process_alive(P)],
+            _ = Alive =/= [] andalso ferrotrace_session:retrace(Keeper, Alive),
+            S#s{untraced_pids = maps:with(Later, Pids1), retraced = Retraced + length(Alive),
+                left_untraced = Left + Gone};
+        false ->
+            S#s{untraced_pids = Pids1, left_untraced = Left + Gone}
+    end.
+
+%% The fuse on the scheduler (ferrotrace_budget:fuse/1), set anew at each tick: its costs
+%% follow what the session learns.
+arm(Id, Control) ->
+    _ = ferrotrace_tracer:session_set_fuse(Id, ferrotrace_budget:fuse(Control)),
+    ok.
+
+publish(#s{id = Id, control = Control, retraced = Retraced, left_untraced = Left, untraced_pids = Waiting}) ->
+    publish(Id, Control, #{retraced => Retraced, left_untraced => Left, waiting => map_size(Waiting)}).
+
 publish(Id, Control) ->
-    ferrotrace_registry:update(Id, #{budget => ferrotrace_budget:view(Control)}).
+    publish(Id, Control, #{retraced => 0, left_untraced => 0, waiting => 0}).
+
+publish(Id, Control, Untraced) ->
+    ferrotrace_registry:update(Id, #{budget => (ferrotrace_budget:view(Control))#{untraced => Untraced}}).

@@ -174,6 +174,7 @@ header(Summary = #{id := Id, status := Status, elapsed_ms := Ms, events := Event
      probe(Summary, Width),
      changes(maps:get(changes, Summary, []), Width),
      budget(maps:get(budget, Summary, undefined), Width),
+     fuse(Events, maps:get(budget, Summary, #{}), Width),
      left_out(maps:get(generated_left_out, Summary, 0), Width),
      Loops]}.
 
@@ -355,6 +356,27 @@ budget(#{max_overhead := B, estimate := E, rate := N, model := Model,
      [ferrotrace_text:wrap("shed: ", ShedParts, Width) || ShedParts =/= []]];
 budget(_, _Width) ->
     [].
+
+%% What the budget's fuse left out (ferrotrace_overhead): calls refused where a scheduler
+%% had spent the budget's share, processes untraced where even refusing their calls cost
+%% more, and how many of those were traced again once their functions were shed.
+fuse(Events, Budget, Width) ->
+    Refused = maps:get(fuse_refused, Events, 0),
+    Untraced = maps:get(untraced, Events, 0),
+    Again = case Budget of
+                #{untraced := #{retraced := R}} when R > 0 -> [io_lib:format("~b traced again", [R])];
+                _ -> []
+            end,
+    case Refused + Untraced of
+        0 ->
+            [];
+        _ ->
+            ferrotrace_text:wrap("fuse: ", [io_lib:format("~b ~ts refused where a scheduler spent the budget's share",
+                                                          [Refused, plural(Refused, "call", "calls")]) || Refused > 0]
+                                 ++ [io_lib:format("~b ~ts untraced, costing it even refused (calls after are not in the table)",
+                                                   [Untraced, plural(Untraced, "process", "processes")]) || Untraced > 0]
+                                 ++ Again, Width)
+    end.
 
 %% Held back at the start (counted before tracing, ferrotrace_budget:first/2), or shed later.
 shed_when(0) -> "from the start";

@@ -35,7 +35,7 @@
 -behaviour(gen_server).
 
 -export([start/3, stop/1, release/1, add/2, remove/2]).
--export([shed/2, unshed/2]).
+-export([shed/2, unshed/2, retrace/2]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -type tracing() :: none | #{specs := [ferrotrace:mfa_spec()],
@@ -142,6 +142,11 @@ shed(Keeper, MFAs) -> call(Keeper, {shed, MFAs}).
 %% @doc Puts back what {@link shed/2} took off.
 -spec unshed(pid(), [ferrotrace_shed:saved()]) -> ok | {error, term()}.
 unshed(Keeper, Saved) -> call(Keeper, {unshed, Saved}).
+
+%% @doc Traces again `Pids', which the session's fuse untraced (ferrotrace_overhead), with
+%% the session's flags: those no other tracer took meanwhile and that still live.
+-spec retrace(pid(), [pid()]) -> ok | {error, term()}.
+retrace(Keeper, Pids) -> call(Keeper, {retrace, Pids}).
 
 call(Keeper, Request) ->
     case ferrotrace_registry:is_keeper(Keeper) andalso node(Keeper) =:= node() of
@@ -311,7 +316,7 @@ refuse(Id, Reason) ->
 
 %% @private
 -spec handle_call(id | stop | release | {add | remove, term()} | {shed, [mfa()]}
-                  | {unshed, [ferrotrace_shed:saved()]}, gen_server:from(), #state{}) ->
+                  | {unshed, [ferrotrace_shed:saved()]} | {retrace, [pid()]}, gen_server:from(), #state{}) ->
           {reply, term(), #state{}} | {stop, normal, ok, #state{}}.
 handle_call(id, _From, State) ->
     {reply, {ok, State#state.id}, State};
@@ -339,8 +344,15 @@ handle_call(stop, _From, State) ->
     {reply, ok, end_session(user, State)};
 handle_call(release, _From, State) ->
     {stop, normal, ok, end_session(user, State)};
-handle_call({Switch, _}, _From, State = #state{stopped = true}) when Switch =:= shed; Switch =:= unshed ->
+handle_call({Switch, _}, _From, State = #state{stopped = true}) when Switch =:= shed; Switch =:= unshed;
+                                                                      Switch =:= retrace ->
     {reply, {error, stopped}, State};
+handle_call({retrace, Pids}, _From, State = #state{id = Id, backend = Backend}) ->
+    Kinds = case ferrotrace_registry:lookup(Id) of
+                {ok, _, _, #{kinds := K}} when is_list(K) -> K;
+                _ -> []
+            end,
+    {reply, ferrotrace_backend:retrace(Id, Backend, Pids, ferrotrace_activity:flags(Kinds)), State};
 handle_call({Switch, Functions}, _From, State = #state{id = Id, backend = Backend, watch = Watch0})
   when Switch =:= shed; Switch =:= unshed ->
     %% The overhead budget's patterns off and on (ferrotrace_shed), within the patterns the

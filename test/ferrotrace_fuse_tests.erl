@@ -1,0 +1,125 @@
+%%% @doc The overhead budget's controller (ferrotrace_budget) fed what the fuse on the
+%%% schedulers reports: calls it refused (`fuse_refused'), processes it untraced (`untraced')
+%%% and the calls those make, unseen (`hidden'); and the fuse's parameters it sets. Measures
+%%% are given by hand, tick by tick, as a session's counters would read.
+-module(ferrotrace_fuse_tests).
+
+-include_lib("stdlib/include/assert.hrl").
+
+-export([fuse_parameters_follow_the_model_test/0, untraced_processes_shed_their_functions_test/0,
+         the_hottest_are_shed_first_test/0, refusals_within_the_budget_change_nothing_test/0,
+         refusals_over_the_budget_raise_the_rate_test/0, refusals_at_the_floor_shed_test/0,
+         untrace_bound_without_a_reading_test/0,
+         room_test/0]).
+
+-define(CAL, #{call_ns => 300, return_ns => 300, discard_ns => 90}).
+-define(HOT, {m, hot, 1}).
+-define(WARM, {m, warm, 1}).
+-define(COLD, {m, cold, 0}).
+
+%% A controller for `Budget' on 2 schedulers, past its first moment (its first tick at 0,
+%% then a quiet tick 2 s later).
+controller(Budget) ->
+    C0 = ferrotrace_budget:new(Budget, #{schedulers => 2, calibration => ?CAL}),
+    {[], C1} = ferrotrace_budget:tick(measure(0, #{}), C0),
+    {_, C2} = ferrotrace_budget:tick(measure(2000, #{functions => [{?COLD, 10, undefined}], traced => 20}), C1),
+    C2.
+
+%% Counters at `Ms', cumulative: nothing but what `Extra' says.
+measure(Ms, Extra) ->
+    maps:merge(#{elapsed_ms => Ms, traced => 0, refused => 0, collector_ns => 0, functions => []}, Extra).
+
+-spec fuse_parameters_follow_the_model_test() -> ok.
+fuse_parameters_follow_the_model_test() ->
+    C = ferrotrace_budget:new(0.05, #{schedulers => 2, calibration => ?CAL}),
+    #{share := Share, traced_ns := Traced, refused_ns := Refused} = ferrotrace_budget:fuse(C),
+    %% Before any tick and without a baseline read: the whole of each scheduler counted
+    %% against; the prior factor of 2 on the calibration's costs.
+    ?assertEqual(0.05, Share),
+    ?assertEqual(2 * 300 * 2.0, Traced),
+    ?assertEqual(90 * 2.0, Refused),
+    ok.
+
+%% Two processes untraced, each making 5 M calls a second through functions the session saw
+%% called (hot most): the next tick sheds, the hottest first.
+-spec untraced_processes_shed_their_functions_test() -> ok.
+untraced_processes_shed_their_functions_test() ->
+    C = controller(0.05),
+    {Ds, C1} = ferrotrace_budget:tick(measure(2250, #{functions => [{?COLD, 10, undefined}, {?HOT, 2000, undefined},
+                                                                    {?WARM, 500, undefined}],
+                                                      traced => 5000, refused => 600, fuse_refused => 600,
+                                                      untraced => 2, hidden => 1.0e7}), C),
+    [Shed] = [MFAs || {shed, MFAs} <- Ds],
+    ?assertEqual(?HOT, hd(Shed)),
+    ?assertNot(lists:member(?COLD, Shed)),
+    ?assertNot(ferrotrace_budget:room(C1)),
+    ok.
+
+%% Shedding stops once the floor left is low: the function called a hundred times less than
+%% the hot one stays.
+-spec the_hottest_are_shed_first_test() -> ok.
+the_hottest_are_shed_first_test() ->
+    C = controller(0.05),
+    {Ds, _} = ferrotrace_budget:tick(measure(2250, #{functions => [{?COLD, 10, undefined}, {?HOT, 5000, undefined},
+                                                                   {?WARM, 50, undefined}],
+                                                     traced => 10000, untraced => 1, hidden => 2.0e6}), C),
+    ?assertEqual([[?HOT]], [MFAs || {shed, MFAs} <- Ds]),
+    ok.
+
+%% A few refusals where one scheduler was busier than the other, the session well within
+%% its budget: no decision (a refusal alone is not a trip).
+-spec refusals_within_the_budget_change_nothing_test() -> ok.
+refusals_within_the_budget_change_nothing_test() ->
+    C = controller(0.05),
+    {Ds, C1} = ferrotrace_budget:tick(measure(3000, #{functions => [{?COLD, 10, undefined}, {?WARM, 1000, undefined}],
+                                                      traced => 2020, refused => 50, fuse_refused => 50}), C),
+    ?assertEqual([], Ds),
+    ?assert(ferrotrace_budget:room(C1)),
+    ok.
+
+%% The fuse refused half of what the session would trace: what the session asks of the
+%% node is over the budget (the refused calls counted at a traced call's cost), their floor
+%% is not, and the rate rises to what fits.
+-spec refusals_over_the_budget_raise_the_rate_test() -> ok.
+refusals_over_the_budget_raise_the_rate_test() ->
+    C = controller(0.05),
+    %% 1 s: 100 k calls timed, 100 k refused by the fuse. Asked: 200 k calls x 1.2 us over 2
+    %% schedulers: 0.12 of them, the floor 200 k x 180 ns: 0.018.
+    {Ds, _} = ferrotrace_budget:tick(measure(3000, #{functions => [{?COLD, 10, undefined}, {?WARM, 100000, undefined}],
+                                                     traced => 200020, refused => 100000, fuse_refused => 100000}), C),
+    ?assertEqual([], [MFAs || {shed, MFAs} <- Ds]),
+    [N] = [R || {rate, R} <- Ds],
+    ?assert(N >= 5, N),
+    ok.
+
+%% Refused by the fuse, and so many that refusing them costs more than the aim: the
+%% function they are of is shed (the refused calls are spread as the timed ones are).
+-spec refusals_at_the_floor_shed_test() -> ok.
+refusals_at_the_floor_shed_test() ->
+    C = controller(0.05),
+    {Ds, _} = ferrotrace_budget:tick(measure(3000, #{functions => [{?COLD, 10, undefined}, {?WARM, 100000, undefined}],
+                                                     traced => 200020, refused => 400000, fuse_refused => 400000}), C),
+    ?assertEqual([[?WARM]], [MFAs || {shed, MFAs} <- Ds]),
+    ok.
+
+%% Without a reading of its calls, an untraced process made at least the fuse's share of
+%% its thread in refused calls: shed enough for that.
+-spec untrace_bound_without_a_reading_test() -> ok.
+untrace_bound_without_a_reading_test() ->
+    C = controller(0.05),
+    {Ds, _} = ferrotrace_budget:tick(measure(2250, #{functions => [{?COLD, 10, undefined}, {?HOT, 2000, undefined}],
+                                                     traced => 4000, untraced => 4}), C),
+    ?assertMatch([[?HOT]], [MFAs || {shed, MFAs} <- Ds]),
+    ok.
+
+%% Room to trace an untraced process again: a tick that did not trip the fuse, with the
+%% estimate under the aim.
+-spec room_test() -> ok.
+room_test() ->
+    New = ferrotrace_budget:new(0.05, #{schedulers => 2, calibration => ?CAL}),
+    ?assertNot(ferrotrace_budget:room(New)),
+    C = controller(0.05),
+    ?assert(ferrotrace_budget:room(C)),
+    {_, Over} = ferrotrace_budget:tick(measure(3000, #{functions => [{?WARM, 200000, undefined}], traced => 400020}), C),
+    ?assertNot(ferrotrace_budget:room(Over)),
+    ok.
