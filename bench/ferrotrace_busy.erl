@@ -1,18 +1,25 @@
 %%% @doc ferrotrace on a busy node: what an operator meets when the schedulers are full.
 %%%
-%%% Three scenarios, each printed as `busy ...' lines (run by `make busy', about 3 minutes):
+%%% Three parts, each printed as `busy ...' lines (run by `make busy', about 15 minutes with
+%%% three rounds):
 %%% <ol>
 %%% <li>The tsunami: 50 processes of ft_budget_work keep every scheduler busy; a
 %%% `{'_','_','_'}' session of 8 s starts. Printed: how long `calls/2' took to return (the
 %%% first start on the node and a second one), the longest wait of a ping through a
 %%% normal-priority process before and during the session, the events counted, and whether
 %%% any process of ferrotrace's own carries a trace flag.</li>
-%%% <li>The budget's first seconds: 2 workers (one per scheduler on the 2-core machine),
-%%% rounds alternating untraced and traced, each traced round a fresh `{'_','_','_'}'
-%%% session with `max_overhead => 0.05'; the work's throughput in 250 ms windows from the
-%%% moment `calls/2' returns (the same windows of an untraced round for comparison), the
-%%% medians over rounds per window, and over the first 2 s. The same rounds with no session
-%%% at all show the noise.</li>
+%%% <li>The budget while the load moves: {'_','_','_'} sessions of 8 s, with
+%%% `max_overhead => 0.05' and with the default budget of a `'_'' spec, while the work
+%%% (ft_budget_work, one worker per scheduler) runs from before the start (`steady'),
+%%% arrives 0 ms, 100 ms or 1 s after `calls/2' returns on workers replaced every 250 ms
+%%% (`arrive_*'), arrives as a process per order (`per_request'), moves to functions nothing
+%%% called at the start (`cold_turns_hot', a batch job from 1 s), or bursts tenfold for a
+%%% second (`burst_10x'). Rounds of four runs: untraced, each budget, untraced again (the
+%%% control, `budget=no_session'). Printed per scenario and budget: the median over rounds
+%%% of each 250 ms window's throughput over the untraced one's, for the first 2 s, the first
+%%% 2 s as a whole, the worst window, the worst of seconds 2 to 8, and the calls timed.
+%%% `BUSY_SCENARIOS="arrive_0ms per_request"' runs those only.</li>
+%%% `BUSY_PARTS="moving"' runs that part only (`tsunami', `moving', `noise').
 %%% <li>The noise of the budget's measure on the node (ferrotrace_nodeload): with nothing
 %%% traced on the same 2 workers, the cost it reads over 4 s against a baseline of 30 ms
 %%% (the start's) and of 100 ms, six times each. Anything but 0 is noise.</li>
@@ -23,14 +30,19 @@
 -export([main/0, main/1]).
 
 -define(WINDOW_MS, 250).
--define(WINDOWS, 8).
+-define(WINDOWS, 32).
+-define(SESSION_MS, 8000).
 
-%% Nine rounds of each: with five, the no-session control's 250 ms windows read 0.69 to
-%% 1.17 of its untraced rounds (a median of five moves with one round); with nine, 0.93 to
-%% 1.15.
+%% Three rounds of each scenario (BUSY_ROUNDS sets another number): a round takes about
+%% 40 s, and there are seven scenarios. The no-session control says how far two untraced
+%% runs differ: with five rounds of the old budget scenario its windows read 0.69 to 1.17,
+%% with nine 0.93 to 1.15.
 -spec main() -> ok.
 main() ->
-    main([9]).
+    main([case os:getenv("BUSY_ROUNDS") of
+              false -> 3;
+              N -> list_to_integer(N)
+          end]).
 
 %% `[Rounds]': rounds of each kind in the budget scenario.
 -spec main([pos_integer()]) -> ok.
@@ -40,9 +52,13 @@ main([Rounds]) ->
     {ok, Modules} = application:get_key(ferrotrace, modules),
     ok = code:ensure_modules_loaded(Modules),
     ok = ferrotrace_code:preload(),
-    tsunami(),
-    budget(Rounds),
-    measure_noise(),
+    Parts = case os:getenv("BUSY_PARTS") of
+                false -> [tsunami, moving, noise];
+                Names -> [list_to_atom(N) || N <- string:lexemes(Names, " ,")]
+            end,
+    _ = [tsunami() || lists:member(tsunami, Parts)],
+    _ = [budget(Rounds) || lists:member(moving, Parts)],
+    _ = [measure_noise() || lists:member(noise, Parts)],
     ok.
 
 %%--------------------------------------------------------------------------------------
@@ -74,46 +90,116 @@ flagged() ->
     [P || P <- ferrotrace_own:pids(), {flags, [_ | _]} <- [erlang:trace_info(P, flags)]].
 
 %%--------------------------------------------------------------------------------------
-%% 2. The budget's first seconds
+%% 2. The budget while the load moves
+
+%% A scenario: the work running before the start (`before'), and the work that arrives
+%% after `calls/2' returns, at its ms (`arrives'), or leaves (`{stop, Ms, Index}': the
+%% arrival of that index ends). Each work is `{Workers, Shape}' of ft_budget_work.
+scenarios(Sch) ->
+    [{steady, #{before => [{Sch, steady}], arrives => []}},
+     {arrive_0ms, #{before => [], arrives => [{0, {Sch, fresh}}]}},
+     {arrive_100ms, #{before => [], arrives => [{100, {Sch, fresh}}]}},
+     {arrive_1s, #{before => [], arrives => [{1000, {Sch, fresh}}]}},
+     {per_request, #{before => [], arrives => [{0, {Sch, per_request}}]}},
+     {cold_turns_hot, #{before => [{Sch, steady}], arrives => [{1000, {Sch, batch}}]}},
+     %% Light paced load (a tenth of what the node can do, on an idle 2-core machine), then
+     %% ten times as many workers for a second.
+     {burst_10x, #{before => [{Sch, {paced, 50000}}], arrives => [{1000, {9 * Sch, {paced, 50000}}}, {stop, 2000, 1}]}}].
 
 budget(Rounds) ->
-    Schedulers = erlang:system_info(schedulers_online),
-    Work = ft_budget_work:start(Schedulers),
+    Sch = erlang:system_info(schedulers_online),
+    Only = case os:getenv("BUSY_SCENARIOS") of
+               false -> all;
+               Names -> [list_to_atom(N) || N <- string:lexemes(Names, " ,")]
+           end,
+    _ = [scenario(Name, Scenario, Rounds) || {Name, Scenario} <- scenarios(Sch), Only =:= all orelse lists:member(Name, Only)],
+    ok.
+
+%% Rounds of four runs each: untraced, a session with `max_overhead => 0.05', a session
+%% with the default budget of a `'_'' spec (0.1), and untraced again (the control: what
+%% two untraced runs differ by).
+scenario(Name, Scenario, Rounds) ->
+    Runs = [{run(Scenario, none), run(Scenario, 0.05), run(Scenario, default), run(Scenario, none)}
+            || _ <- lists:seq(1, Rounds)],
+    Untraced = [element(1, R) || {R, _, _, _} <- Runs],
+    _ = [report(Name, Label, [W || {W, _} <- Traced], Untraced, [C || {_, C} <- Traced])
+         || {Label, Traced} <- [{"0.05", [T || {_, T, _, _} <- Runs]},
+                                {"default", [T || {_, _, T, _} <- Runs]},
+                                {"no_session", [T || {_, _, _, T} <- Runs]}]],
+    ok.
+
+%% One run: the windows' throughput from the moment `calls/2' returns (or would), and the
+%% calls the session timed.
+run(#{before := Before, arrives := Arrives}, Budget) ->
+    Running = [ft_budget_work:start(N, Shape) || {N, Shape} <- Before],
     timer:sleep(1000),
-    %% Untraced and traced rounds alternate; then untraced and "traced" with no session.
-    Traced = alternate(Work, Rounds, fun start_budgeted/0),
-    Control = alternate(Work, Rounds, fun() -> none end),
-    ft_budget_work:stop(Work),
-    report("budget", Traced),
-    report("no_session", Control).
-
-alternate(Work, Rounds, Start) ->
-    [{windows(Work, fun() -> none end), windows(Work, Start)} || _ <- lists:seq(1, Rounds)].
-
-start_budgeted() ->
-    {ok, S} = ferrotrace:calls({'_', '_', '_'}, #{duration => 4000, max_overhead => 0.05}),
-    S.
-
-%% Throughput (orders/s) in ?WINDOWS windows of ?WINDOW_MS from the moment `Start' returns.
-windows(Work, Start) ->
-    Session = Start(),
-    Counts = [ft_budget_work:throughput(Work, ?WINDOW_MS) || _ <- lists:seq(1, ?WINDOWS)],
-    case Session of
-        none -> ok;
-        _ -> ok = ferrotrace:release(Session)
-    end,
+    Session = case Budget of
+                  none -> none;
+                  default -> {ok, S} = ferrotrace:calls({'_', '_', '_'}, #{duration => ?SESSION_MS}), S;
+                  _ -> {ok, S} = ferrotrace:calls({'_', '_', '_'}, #{duration => ?SESSION_MS, max_overhead => Budget}), S
+              end,
+    Windows = windows(Running, Arrives),
+    Timed = case Session of
+                none -> 0;
+                _ ->
+                    #{calls := Calls} = ferrotrace:summary(Session),
+                    ok = ferrotrace:release(Session),
+                    lists:sum([C || #{count := C} <- Calls])
+            end,
     timer:sleep(500),
+    {Windows, Timed}.
+
+%% ?WINDOWS windows of ?WINDOW_MS: orders done by every work running, the arrivals started
+%% (and stopped) at their times.
+windows(Running, Arrives) ->
+    T0 = erlang:monotonic_time(millisecond),
+    Events = lists:sort([{At, {start, Work}} || {At, Work} <- Arrives, is_integer(At)]
+                        ++ [{At, {stop, I}} || {stop, At, I} <- Arrives])
+        ++ [{W * ?WINDOW_MS, window} || W <- lists:seq(1, ?WINDOWS)],
+    {Counts, Works} = timeline(lists:keysort(1, Events), T0, [{W, ft_budget_work:done(W)} || W <- Running], [], [], total(Running)),
+    _ = [ft_budget_work:stop(W) || {W, _} <- Works, is_map(W)],
     Counts.
 
-report(Label, Pairs) ->
-    Untraced = [U || {U, _} <- Pairs],
-    Traced = [T || {_, T} <- Pairs],
+timeline([], _T0, Works, _Arrived, Counts, _Last) ->
+    {lists:reverse(Counts), Works};
+timeline([{At, What} | Rest], T0, Works, Arrived, Counts, Last) ->
+    Wait = T0 + At - erlang:monotonic_time(millisecond),
+    _ = Wait > 0 andalso timer:sleep(Wait),
+    case What of
+        window ->
+            Now = total([W || {W, _} <- Works]),
+            timeline(Rest, T0, Works, Arrived, [Now - Last | Counts], Now);
+        {start, {N, Shape}} ->
+            Work = ft_budget_work:start(N, Shape),
+            timeline(Rest, T0, [{Work, 0} | Works], Arrived ++ [Work], Counts, Last);
+        {stop, I} ->
+            %% Its orders stay counted: the total runs on from what it had.
+            Work = lists:nth(I, Arrived),
+            Done = ft_budget_work:done(Work),
+            ft_budget_work:stop(Work),
+            timeline(Rest, T0, lists:keydelete(Work, 1, Works) ++ [{frozen(Done), 0}], Arrived, Counts, Last)
+    end.
+
+total(Works) ->
+    lists:sum([case W of {frozen, N} -> N; _ -> ft_budget_work:done(W) end || W <- Works]).
+
+frozen(Done) -> {frozen, Done}.
+
+%% Per window, the median over rounds of the traced windows over the median of the
+%% untraced ones; the first 2 s as a whole (medians of sums); the worst window of seconds
+%% 2 to 8; the calls the sessions timed (median).
+report(Name, Label, Traced, Untraced, Timed) ->
     PerWindow = [median([lists:nth(W, T) || T <- Traced]) / max(1, median([lists:nth(W, U) || U <- Untraced]))
                  || W <- lists:seq(1, ?WINDOWS)],
-    Whole = median([lists:sum(T) || T <- Traced]) / max(1, median([lists:sum(U) || U <- Untraced])),
-    io:format("busy ~s rounds=~b windows_ms=~b ratio_per_window=~s first_2s_ratio=~.2f~n",
-              [Label, length(Pairs), ?WINDOW_MS,
-               lists:join(",", [io_lib:format("~.2f", [R]) || R <- PerWindow]), Whole]).
+    First = 2000 div ?WINDOW_MS,
+    Sum = fun(Ws) -> lists:sum(lists:sublist(Ws, First)) end,
+    First2s = median([Sum(T) || T <- Traced]) / max(1, median([Sum(U) || U <- Untraced])),
+    Later = lists:nthtail(First, PerWindow),
+    io:format("busy moving scenario=~s budget=~s rounds=~b first_2s=~.2f first_2s_windows=~s "
+              "worst_window=~.2f worst_window_2_to_8s=~.2f calls_timed=~b~n",
+              [Name, Label, length(Traced), First2s,
+               lists:join(",", [io_lib:format("~.2f", [R]) || R <- lists:sublist(PerWindow, First)]),
+               lists:min(PerWindow), lists:min(Later), median(Timed)]).
 
 median(List) ->
     Sorted = lists:sort(List),

@@ -1,24 +1,74 @@
-%%% @doc Work for the overhead budget's tests (ferrotrace_budget_SUITE), written as real code
-%%% is: worker processes loop through orders, each built, priced with a fold and a fun,
-%%% taxed through `apply', encoded to a binary and decoded again, with a gen_server call
-%%% every 50 orders. Each finished order adds one to a counter: the work's throughput.
+%%% @doc Work for the overhead budget's tests and benchmarks (ferrotrace_budget_SUITE,
+%%% make busy), written as real code is: worker processes loop through orders, each built,
+%%% priced with a fold and a fun, taxed through `apply', encoded to a binary and decoded
+%%% again, with a gen_server call every 50 orders. Each finished order adds one to a
+%%% counter: the work's throughput.
+%%%
+%%% The load comes in the shapes a server's does: long-lived workers ({@link start/1}),
+%%% workers replaced by fresh ones every window ({@link start/2} `fresh'), a process born
+%%% per order as cowboy and Phoenix spawn one per request (`per_request'), a batch job
+%%% whose functions nothing called before (`batch': orders checked line by line), and
+%%% workers paced to a rate that a burst multiplies (`paced').
 -module(ft_budget_work).
 -behaviour(gen_server).
 
--export([start/1, stop/1, done/1, throughput/2]).
--export([tax/1]).
+-export([start/1, start/2, stop/1, done/1, throughput/2]).
+-export([tax/1, check_line/2]).
 -export([init/1, handle_call/3, handle_cast/2]).
 
 -type work() :: #{counter := counters:counters_ref(), workers := [pid()], server := pid()}.
--export_type([work/0]).
+-type shape() :: steady | fresh | per_request | batch | {paced, OrdersPerSecond :: pos_integer()}.
+-export_type([work/0, shape/0]).
+
+%% How often `fresh' workers are replaced (ms).
+-define(FRESH_MS, 250).
 
 %% @doc Starts a ledger server and `Workers' workers looping through orders.
 -spec start(pos_integer()) -> work().
 start(Workers) ->
+    start(Workers, steady).
+
+%% @doc Starts a ledger server and `Workers' workers in `Shape' (see the module doc); each
+%% `paced' worker makes its orders per second in steps of a millisecond.
+-spec start(pos_integer(), shape()) -> work().
+start(Workers, Shape) ->
     Counter = counters:new(1, [write_concurrency]),
     {ok, Server} = gen_server:start(?MODULE, [], []),
-    Pids = [spawn(fun() -> loop(Server, Counter, I * 1000000) end) || I <- lists:seq(1, Workers)],
+    Pids = [spawn(fun() -> run(Shape, Server, Counter, I * 1000000) end) || I <- lists:seq(1, Workers)],
     #{counter => Counter, workers => Pids, server => Server}.
+
+run(steady, Server, Counter, I) ->
+    loop(Server, Counter, I);
+run(batch, Server, Counter, I) ->
+    batch(Server, Counter, I);
+run(fresh, Server, Counter, I) ->
+    %% A worker of its own, killed and replaced every ?FRESH_MS (linked: it dies with this
+    %% driver when the work stops).
+    process_flag(trap_exit, true),
+    fresh(Server, Counter, I, none);
+run(per_request, Server, Counter, I) ->
+    per_request(Server, Counter, I);
+run({paced, PerSecond}, Server, Counter, I) ->
+    paced(Server, Counter, I, max(1, PerSecond div 1000), erlang:monotonic_time(millisecond)).
+
+fresh(Server, Counter, I, Old) ->
+    _ = Old =:= none orelse begin exit(Old, kill), receive {'EXIT', Old, _} -> ok end end,
+    New = spawn_link(fun() -> loop(Server, Counter, I) end),
+    timer:sleep(?FRESH_MS),
+    fresh(Server, Counter, I + 1000, New).
+
+%% An order a process, one after another: the acceptor waits for each.
+per_request(Server, Counter, I) ->
+    {Pid, Ref} = spawn_monitor(fun() -> order_done(Server, Counter, I) end),
+    receive {'DOWN', Ref, process, Pid, _} -> ok end,
+    per_request(Server, Counter, I + 1).
+
+%% `PerMs' orders each millisecond, then a wait for the next one.
+paced(Server, Counter, I, PerMs, Ms) ->
+    _ = [order_done(Server, Counter, I + K) || K <- lists:seq(0, PerMs - 1)],
+    Now = erlang:monotonic_time(millisecond),
+    _ = Now =< Ms andalso timer:sleep(Ms + 1 - Now),
+    paced(Server, Counter, I + PerMs, PerMs, max(Ms + 1, Now)).
 
 %% @doc Stops the workers and the server.
 -spec stop(work()) -> ok.
@@ -41,6 +91,10 @@ throughput(Work, Ms) ->
     (After - Before) * 1000000 div (T1 - T0).
 
 loop(Server, Counter, I) ->
+    order_done(Server, Counter, I),
+    loop(Server, Counter, I + 1).
+
+order_done(Server, Counter, I) ->
     Order = order(I),
     Priced = price(Order),
     Taxed = apply(?MODULE, tax, [Priced]),
@@ -49,8 +103,22 @@ loop(Server, Counter, I) ->
         0 -> {ok, _} = gen_server:call(Server, {record, erlang:phash2(Decoded)});
         _ -> ok
     end,
-    counters:add(Counter, 1, 1),
-    loop(Server, Counter, I + 1).
+    counters:add(Counter, 1, 1).
+
+%% The batch job: each order's lines checked one by one (functions no other shape calls).
+batch(Server, Counter, I) ->
+    #{items := Items} = order(I),
+    ok = check_lines(Items, I),
+    order_done(Server, Counter, I),
+    batch(Server, Counter, I + 1).
+
+check_lines([], _I) -> ok;
+check_lines([Line | Rest], I) -> true = check_line(Line, I), check_lines(Rest, I).
+
+%% @doc A batch job's check of an order line, called through the module.
+-spec check_line({atom(), pos_integer(), pos_integer()}, integer()) -> boolean().
+check_line({Sku, Qty, Price}, I) ->
+    is_atom(Sku) andalso Qty > 0 andalso Price * Qty + I rem 7 > 0.
 
 order(I) ->
     Items = [item(I, N) || N <- lists:seq(1, 1 + I rem 5)],
