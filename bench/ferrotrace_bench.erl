@@ -33,7 +33,8 @@
 %% the run's wall time: how many cores the case kept busy, the collector thread of ferrotrace
 %% and the schedulers' busy-waiting included.
 %%
-%% Sizes scale with the FERROTRACE_BENCH_SCALE environment variable (default 1.0). The
+%% Sizes scale with the FERROTRACE_BENCH_SCALE environment variable (default 1.0);
+%% FERROTRACE_BENCH_CASES names the cases to run (default all). The
 %% benchmark asserts nothing about speed: it prints numbers, ratios and whether each target of
 %% the product brief is met. It exits non-zero only if a case crashed.
 -module(ferrotrace_bench).
@@ -102,7 +103,7 @@ run(Scale) ->
         {error, FloorWhy} -> io:format("floor cases SKIPPED: ferrotrace_floor not loaded: ~p~n",
                                        [FloorWhy])
     end,
-    Cases = [C || C <- all_cases(),
+    Cases = [C || C <- cases(),
                   not (is_floor(C) andalso FloorOk =/= ok),
                   not (is_ferrotrace(C) andalso FtStatus =/= ok)],
     T0 = erlang:monotonic_time(millisecond),
@@ -126,6 +127,13 @@ scale() ->
             catch error:badarg ->
                     try float(list_to_integer(S)) catch error:badarg -> 1.0 end
             end
+    end.
+
+%% FERROTRACE_BENCH_CASES="floor_noop ferrotrace": those cases only (bench/compare.sh).
+cases() ->
+    case os:getenv("FERROTRACE_BENCH_CASES") of
+        false -> all_cases();
+        Names -> [C || C <- all_cases(), lists:member(atom_to_list(C), string:lexemes(Names, " ,"))]
     end.
 
 all_cases() ->
