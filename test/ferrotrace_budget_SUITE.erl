@@ -168,7 +168,8 @@ first_moment(_Config) ->
 %% and the controller's estimate comes under the budget (polled: a tick over it raises the
 %% rate at once). Stopped: the events add up, calls were sampled out, figures came. Then
 %% the same session without a budget: every call reaching the tracer traced, none sampled
-%% out, and the functions the budget held back traced too.
+%% out, and the functions the budget took off traced too (this work's floor alone is over
+%% the budget: under it, some were taken off).
 -spec follows_its_controller(config()) -> ok.
 follows_its_controller(_Config) ->
     Peer = busy_peer(),
@@ -183,11 +184,14 @@ follows_its_controller(_Config) ->
                     end
             end,
     T0 = erlang:monotonic_time(millisecond),
-    ok = ft_ct:poll(Under, 30000),
+    %% 0.3 to 0.4 s here, 15 s once at load average 10 (the session's steps after the
+    %% start, each waiting for the code barrier, came first).
+    ok = ft_ct:poll(Under, 120000),
     ct:pal("under its budget at the engine's rate after ~b ms", [erlang:monotonic_time(millisecond) - T0]),
     ok = call(Peer, ferrotrace, stop, [S]),
     #{budget := View, events := Events, sample := #{calls := Rate}, calls := Calls} = call(Peer, ferrotrace, summary, [S]),
-    Held = [MFA || #{mfa := MFA, shed_at := 0} <- maps:get(shed, View)],
+    %% The functions the budget took off (its last 100: held back at the start or shed).
+    Shed = [MFA || #{mfa := MFA} <- maps:get(shed, View)],
     ok = call(Peer, ferrotrace, release, [S]),
     ct:pal("stopped: rate ~b, events ~p, ~b functions timed; budget ~p", [Rate, Events, length(Calls), View]),
     assert_identity(Events),
@@ -199,14 +203,14 @@ follows_its_controller(_Config) ->
     {ok, S2} = call(Peer, ferrotrace, calls, [{'_', '_', '_'}, #{max_overhead => none, owner => none,
                                                                   duration => 120000}]),
     %% (A wildcard leaves out the functions the compiler made: see ferrotrace_busy_SUITE.)
-    Plain = [MFA || MFA <- Held, not call(Peer, ferrotrace_backend, generated, [MFA])],
+    Plain = lists:usort([MFA || MFA <- Shed, not call(Peer, ferrotrace_backend, generated, [MFA])]),
     Counted = fun() -> maps:from_list([{MFA, C} || #{mfa := MFA, count := C} <- maps:get(calls, call(Peer, ferrotrace, summary, [S2]))]) end,
     _ = ft_ct:poll(fun() -> [MFA || MFA <- Plain, maps:get(MFA, Counted(), 0) =:= 0] =:= [] end, 10000),
     ok = call(Peer, ferrotrace, stop, [S2]),
     Unbudgeted = #{events := Events2, sample := #{calls := Rate2}, calls := Calls2} = call(Peer, ferrotrace, summary, [S2]),
     ok = call(Peer, ferrotrace, release, [S2]),
     PlainCounts = [{MFA, C} || #{mfa := MFA, count := C} <- Calls2, lists:member(MFA, Plain)],
-    ct:pal("without a budget: rate ~b, events ~p; the functions held back before, counted: ~p", [Rate2, Events2, PlainCounts]),
+    ct:pal("without a budget: rate ~b, events ~p; the functions the budget took off, counted: ~p", [Rate2, Events2, PlainCounts]),
     ?assertNot(maps:is_key(budget, Unbudgeted)),
     ?assertEqual(1, Rate2),
     ?assertMatch(#{sampled_out := 0}, Events2),
