@@ -2,14 +2,16 @@
 %%% schedulers are kept busy by 50 processes of ft_budget_work (ferrotrace's modules loaded
 %%% first, as in a release).
 %%%
-%%% - ready_at_once: a `{'_', '_', '_'}' start returns within 5 s (15 to 26 s in the issue
+%%% - ready_at_once: a `{'_', '_', '_'}' start returns within 10 s (15 to 26 s in the issue
 %%%   that asked for this, when the start ran at normal priority among the 50; 0.14 to
-%%%   0.25 s measured, printed: `make busy' prints it too), the session counts events, and
+%%%   0.25 s measured, up to 1.4 s at load average 10; printed: `make busy' prints it
+%%%   too), the session counts events, and
 %%%   the node's own normal-priority processes still answer. The node's first calibration
 %%%   is not in the start's way: `pending' at the start, measured once the session runs,
 %%%   and its costs compensated from then on.
 %%% - cold_start: the same start as an operator's first call in an interactive node, where
-%%%   nothing of ferrotrace is loaded yet: within 10 s (0.34 to 1.2 s measured), and
+%%%   nothing of ferrotrace is loaded yet: within 10 s (0.34 to 1.2 s measured, up to 2.3 s
+%%%   at load average 10), and
 %%%   ferrotrace's modules all loaded from their files by it (ferrotrace_code:preload/0
 %%%   reads them in one go).
 %%% - own_processes_untraced: with `pids => all' (the default), no process of ferrotrace's
@@ -24,9 +26,10 @@
 %%% - generated_left_out: under a wildcard, the functions the compiler made are left out
 %%%   unless `generated => true'.
 %%%
-%%% The two starts' bounds are this suite's only wall-clock figures: 8 to 30 times what was
-%%% measured, and under what the start took when it queued behind the work (test/README.md,
-%%% "Cases that touch timing"). Measured figures go to the CT log with ct:pal.
+%%% The two starts' bounds are this suite's only wall-clock figures: 8 to 70 times what was
+%%% measured on a quiet machine, 4 to 7 times at load average 10, and under what the start
+%%% took when it queued behind the work (test/README.md, "Cases that touch timing").
+%%% Measured figures go to the CT log with ct:pal.
 -module(ferrotrace_busy_SUITE).
 
 -include("support/ft_ct.hrl").
@@ -34,11 +37,12 @@
 -export([ready_at_once/1, cold_start/1, own_processes_untraced/1, counts_taken_up/1, generated_left_out/1]).
 
 %% A start on the busy peer returns within this (ms): 15 to 26 s when it ran at normal
-%% priority among the work, 0.14 to 0.25 s now. A loaded machine slows the peer's threads
-%% by a few times (the start runs at high priority: the work does not slow it), not 8.
--define(START_BOUND_MS, 5000).
+%% priority among the work, 0.14 to 0.25 s now, up to 1.4 s at load average 10 (two other
+%% Common Test runs on the 2 cores). The start runs at high priority: the work does not
+%% slow it, only the machine's other work, which would have to be 4 times that.
+-define(START_BOUND_MS, 10000).
 %% The same for a node's first start, which loads ferrotrace's modules and calibrates too
-%% (0.34 to 1.2 s).
+%% (0.34 to 1.2 s, up to 2.3 s at load average 10).
 -define(COLD_START_BOUND_MS, 10000).
 -define(WORKERS, 50).
 
