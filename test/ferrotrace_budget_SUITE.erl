@@ -7,13 +7,14 @@
 %%%
 %%% - first_moment: a `{'_', '_', '_'}' session with `max_overhead => 0.05' on a peer whose
 %%%   two schedulers four workers keep busy: when `calls/2' returns, the hottest functions
-%%%   (counted before tracing) are held back, without a pattern, and the engine already
-%%%   samples at the rate the budget started from: the start does not cost in full until
-%%%   the budget catches up (0.3 of the untraced throughput in its first seconds before).
+%%%   (counted before tracing) are held back (none of their calls reaches the tracer), and
+%%%   the engine already samples at the rate the budget started from: the start does not
+%%%   cost in full until the budget catches up (0.3 of the untraced throughput in its first
+%%%   seconds before).
 %%% - follows_its_controller: the same session from then on: the engine samples at the rate
 %%%   its controller shows, the controller's estimate comes under the budget, the events
 %%%   add up (some sampled out) and figures still come. Without a budget the same session
-%%%   samples nothing out, and traces the functions the budget held back.
+%%%   samples nothing out, and traces the work's functions the budget took off.
 %%% - sheds_and_restores: a budget the floor alone exceeds holds the hottest functions back
 %%%   from the start (counted before tracing: no pattern when calls/2 returns) and takes
 %%%   later ones' patterns off (only those), gives them back when the work stops, and the

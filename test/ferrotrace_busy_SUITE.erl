@@ -4,7 +4,7 @@
 %%%
 %%% - ready_at_once: a `{'_', '_', '_'}' start returns within 10 s (15 to 26 s in the issue
 %%%   that asked for this, when the start ran at normal priority among the 50; 0.14 to
-%%%   0.25 s measured, up to 1.4 s at load average 10; printed: `make busy' prints it
+%%%   0.25 s measured, up to 3.3 s at load average 8 to 10; printed: `make busy' prints it
 %%%   too), the session counts events, and
 %%%   the node's own normal-priority processes still answer. The node's first calibration
 %%%   is not in the start's way: `pending' at the start, measured once the session runs,
@@ -27,7 +27,7 @@
 %%%   unless `generated => true'.
 %%%
 %%% The two starts' bounds are this suite's only wall-clock figures: 8 to 70 times what was
-%%% measured on a quiet machine, 4 to 7 times at load average 10, and under what the start
+%%% measured on a quiet machine, 3 to 7 times at load average 8 to 10, and under what the start
 %%% took when it queued behind the work (test/README.md, "Cases that touch timing").
 %%% Measured figures go to the CT log with ct:pal.
 -module(ferrotrace_busy_SUITE).
@@ -38,8 +38,9 @@
 
 %% A start on the busy peer returns within this (ms): 15 to 26 s when it ran at normal
 %% priority among the work, 0.14 to 0.25 s now, up to 1.4 s at load average 10 (two other
-%% Common Test runs on the 2 cores). The start runs at high priority: the work does not
-%% slow it, only the machine's other work, which would have to be 4 times that.
+%% Common Test runs on the 2 cores), 3.3 s in one of those runs, in a chroot. The start
+%% runs at high priority: the work does not slow it, only the machine's other work, which
+%% would have to be 3 times that.
 -define(START_BOUND_MS, 10000).
 %% The same for a node's first start, which loads ferrotrace's modules and calibrates too
 %% (0.34 to 1.2 s, up to 2.3 s at load average 10).
@@ -64,22 +65,29 @@ ready_at_once(_Config) ->
     _ = ft_ct:poll(fun() -> Seen() > 10000 end, 10000),
     %% The node's first calibration, measured once the session's steps after the start are
     %% over, and given to it (0.5 to 2 s here; the session runs until stopped below).
-    _ = ft_ct:poll(fun() -> is_map(maps:get(calibration, call(Peer, ferrotrace, summary, [S]))) end, 30000),
+    ok = ft_ct:poll(fun() -> maps:get(calibration, call(Peer, ferrotrace, summary, [S])) =/= pending end, 60000),
     Landed = call(Peer, ferrotrace, summary, [S]),
     Ping = call(Peer, ft_busy, stop_pinger, [Pinger]),
     %% On OTP 25 a second broad session is refused while the first traces every process.
     ok = call(Peer, ferrotrace, stop, [S]),
     {Ms2, {ok, S2}} = call(Peer, ft_busy, timed, [ferrotrace, calls, [{'_', '_', '_'}, #{duration => 1000, owner => none}]]),
     Events = maps:get(events, call(Peer, ferrotrace, summary, [S])),
-    ct:pal("{'_','_','_'} start among ~b busy processes: ~b ms, a second one ~b ms; events ~p; longest ping ~b ms",
-           [?WORKERS, Ms, Ms2, Events, Ping]),
+    ct:pal("{'_','_','_'} start among ~b busy processes: ~b ms, a second one ~b ms; events ~p; longest ping ~b ms;~n"
+           "the calibration after the start: ~p", [?WORKERS, Ms, Ms2, Events, Ping, maps:get(calibration, Landed)]),
     ?assert(Ms =< ?START_BOUND_MS, Ms),
     ?assert(Ms2 =< ?START_BOUND_MS, Ms2),
     ?assert(maps:get(seen, Events) > 10000, Events),
     ?assertEqual(pending, AtStart),
-    ?assertMatch(#{calibration := #{call_ns := _, return_ns := _}, compensated := true}, Landed),
-    %% Compensating: the call entries keep their latencies as measured beside (`raw').
-    ?assertMatch([#{raw := _} | _], maps:get(calls, Landed)),
+    case Landed of
+        #{calibration := #{call_ns := _, return_ns := _}} ->
+            %% Compensating: the call entries keep their latencies as measured beside (`raw').
+            ?assertMatch(#{compensated := true, calls := [#{raw := _} | _]}, Landed);
+        #{calibration := {error, timeout}} ->
+            %% Each measurement has 2 s, three tries (ferrotrace_calibrate, ferrotrace_start):
+            %% a loaded machine can take them all (once in a chroot at load average 8, where
+            %% this start took 3.3 s). The session then says why, uncompensated.
+            ?assertMatch(#{compensated := false}, Landed)
+    end,
     _ = [call(Peer, ferrotrace, release, [Id]) || Id <- [S, S2]],
     ok.
 
