@@ -26,6 +26,7 @@ test-rust:
 	cargo test --workspace --release
 	cargo clippy --workspace --release --all-targets -- -D warnings
 
+# Common Test once (test/ct_run.sh names the failed cases again at the end; none is run again).
 test-erlang: compile export-tools
 	rebar3 eunit
 	bash test/ct_run.sh

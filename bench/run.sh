@@ -36,6 +36,13 @@ if [ -d "$ebin" ]; then
     erl -noshell -pa "$ebin" -pa "$out" -eval 'ferrotrace_trees_cost:main(), halt().' \
         || echo "call trees line crashed" >&2
 fi
+# The probe effect: the calibrated compensation against the untraced time.
+if [ -d "$ebin" ]; then
+    erlc -o "$out" +debug_info +warn_missing_spec -Werror bench/ferrotrace_probe_cost.erl \
+        test/support/ft_probe_target.erl
+    erl -noshell -pa "$ebin" -pa "$out" -eval 'ferrotrace_probe_cost:main(), halt().' \
+        || echo "probe effect line crashed" >&2
+fi
 # The message scenario (send and 'receive' events), when ferrotrace is built.
 if [ -d "$ebin" ]; then
     erl -noshell -pa "$ebin" -pa "$out" -eval 'ferrotrace_msg_cost:main(), halt().' \

@@ -20,10 +20,12 @@ duration_stop_notifies_keeper(_Config) ->
     {ok, Id} = ferrotrace_tracer:new_session(#{duration => 50}, self()),
     T0 = erlang:monotonic_time(millisecond),
     receive {ferrotrace_stopped, Id, Reason} -> ?assertEqual(duration, Reason)
-    after 5000 -> error(no_stop_message)
+    after 20000 -> error(no_stop_message)
     end,
+    %% Not before the duration (less the clock's ms steps); at most 100 times it, a margin
+    %% no loaded machine crosses (a stop left to a periodic check would be seconds late).
     Waited = erlang:monotonic_time(millisecond) - T0,
-    ?assert(Waited >= 40 andalso Waited < 1000),
+    ?assert(Waited >= 40 andalso Waited < 5000, Waited),
     {ok, #{status := stopped, stop_reason := duration}} = ferrotrace_tracer:session_summary(Id),
     %% The polls' read (session_status/1) says the same.
     {ok, #{status := stopped, stop_reason := duration, elapsed_ms := _}} = ferrotrace_tracer:session_status(Id),

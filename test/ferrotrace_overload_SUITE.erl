@@ -20,14 +20,13 @@
 -export([work/1]).
 
 %% Bounds stated by the tests.
-%% Measured 4 to 45 ms on an idle 2-core machine; 119 ms when other work shared it. The
-%% bound says the node is never stalled (a process tracer's mailbox stalls it for seconds).
--define(MAX_ROUND_TRIP_US, 500000).
-%% The same while two OS processes keep both cores busy: then the OS scheduler alone stalls
-%% the VM's threads for hundreds of milliseconds (392 ms seen on a CI machine), so the bound
-%% only says the node is not stalled by tracing (a process tracer's mailbox explosion stalls
-%% it for seconds, or kills it).
--define(MAX_ROUND_TRIP_COMPETING_US, 2000000).
+%% The longest round trip to a fresh process: measured 4 to 45 ms on an idle 2-core
+%% machine, 119 ms when other work shared it, 392 ms on a CI machine while two OS processes
+%% kept both cores busy (tsunami_with_competition): there the OS scheduler alone stalls the
+%% VM's threads for hundreds of milliseconds, and a shared machine's other work does the
+%% same to the case without competition. So one bound, for both: the node is not stalled by
+%% tracing (a process tracer's mailbox explosion stalls it for seconds, or kills it).
+-define(MAX_ROUND_TRIP_US, 2000000).
 %% VM memory growth allowed during the tsunami: the engine's memory is outside the VM's
 %% allocators, so this bounds what tracing makes the VM itself allocate (no mailbox).
 -define(TSUNAMI_VM_GROWTH, 64 * 1024 * 1024).
@@ -109,11 +108,7 @@ tsunami_traced(Ms, Competitors, Kinds) ->
            [Competitors, Final, MaxRoundTrip, Vm0, PeakVm, Rss0, PeakRss, RingBytes]),
     ?assert(maps:get(seen, Events) > 1000000),
     assert_identity(Final),
-    MaxAllowed = case Competitors of
-                     0 -> ?MAX_ROUND_TRIP_US;
-                     _ -> ?MAX_ROUND_TRIP_COMPETING_US
-                 end,
-    ?assert(MaxRoundTrip < MaxAllowed, {MaxRoundTrip, MaxAllowed}),
+    ?assert(MaxRoundTrip < ?MAX_ROUND_TRIP_US, MaxRoundTrip),
     ?assert(PeakVm - Vm0 < ?TSUNAMI_VM_GROWTH),
     ?assert(RingBytes =< threads() * 32768 * 32),
     ?assert(PeakRss - Rss0 < ?TSUNAMI_RSS_GROWTH),

@@ -334,13 +334,13 @@ count_messages(Counts) ->
     end.
 
 %% The tracer's counts once they reach Expected (trace messages come from the worker, the
-%% request from this process: no order between them), or after 2 s, whatever they are then.
+%% request from this process: no order between them), or after 10 s, whatever they are then.
 tracer_counts(Tracer, Expected) ->
     Get = fun() ->
                   Tracer ! {get, self()},
                   receive {counts, Tracer, Counts} -> Counts after 5000 -> error(tracer_stuck) end
           end,
-    _ = ft_ct:poll(fun() -> Get() =:= Expected end, 2000),
+    _ = ft_ct:poll(fun() -> Get() =:= Expected end, 10000),
     timer:sleep(20), % and nothing more comes
     Get().
 
