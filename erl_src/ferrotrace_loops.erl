@@ -89,6 +89,9 @@
 %% reader takes.
 -define(STACKS_MS, 100).
 -define(STACKS_CHUNK, 16).
+%% The longest a read of stacks waits for readers that have not run yet (a node whose
+%% schedulers are held by other work).
+-define(STACKS_CAP_MS, 2000).
 
 %% What is kept of one module version: its tail calls `{Caller, Callee}', and per
 %% function whether it has a `receive', what it calls, and whether it ends in a call
@@ -159,15 +162,25 @@ find(Specs, Exclude, Mode, Pace) when Mode =:= read orelse Mode =:= cached,
 %% `process_info/2' of a running process waits until that process handles the request: on
 %% yaws under load, reading 70 processes' stacks one after another took 0.3 to 0.7 s in 3
 %% reads of 25 (and a start 2.5 s once). So readers of ?STACKS_CHUNK processes each read in
-%% parallel, for at most ?STACKS_MS: a process that has not answered by then is running,
-%% not waiting in a receive, and a loop it runs is caught at run time. Answers come to an
-%% alias, dropped by the VM once the time is up.
+%% parallel, for at most ?STACKS_MS from when it runs: a process that has not answered by
+%% then is running, not waiting in a receive, and a loop it runs is caught at run time.
+%% Counted from when each reader runs, not from its spawn: on a node whose schedulers were
+%% held (load average 9 on 2 cores), readers that had not run yet when a deadline from the
+%% spawn passed found 1 waiting process in 39, and a gen_server traced before its loop was
+%% count-only kept 371 words of frames for life. Readers that do not run within
+%% ?STACKS_CAP_MS are given up. Answers come to an alias, dropped by the VM once the time
+%% is up.
 stacks() ->
     Alias = alias([explicit_unalias]),
-    Readers = [spawn_opt(fun() -> ok = ferrotrace_own:enter(), read_stacks(Alias, Chunk) end,
+    Readers = [spawn_opt(fun() ->
+                                 ok = ferrotrace_own:enter(),
+                                 Alias ! {Alias, started, self(), erlang:monotonic_time(millisecond)},
+                                 read_stacks(Alias, Chunk)
+                         end,
                          [monitor | ferrotrace_own:spawn_options()])
                || Chunk <- chunks(erlang:processes())],
-    Stacks = collect_stacks(Alias, maps:from_list(Readers), erlang:monotonic_time(millisecond) + ?STACKS_MS, []),
+    Cap = erlang:monotonic_time(millisecond) + ?STACKS_CAP_MS,
+    Stacks = collect_stacks(Alias, maps:from_list(Readers), #{}, Cap, []),
     true = unalias(Alias),
     _ = [begin exit(Reader, kill), demonitor(Monitor, [flush]) end || {Reader, Monitor} <- Readers],
     Stacks.
@@ -177,16 +190,23 @@ read_stacks(Alias, Pids) ->
          || P <- Pids, {current_stacktrace, Frames} <- [erlang:process_info(P, current_stacktrace)]],
     ok.
 
-collect_stacks(_Alias, Readers, _Deadline, Stacks) when map_size(Readers) =:= 0 ->
+%% The answers of `Readers' (still reading), each given ?STACKS_MS from when it started
+%% (`Started'), those not started at most until `Cap'.
+collect_stacks(_Alias, Readers, _Started, _Cap, Stacks) when map_size(Readers) =:= 0 ->
     Stacks;
-collect_stacks(Alias, Readers, Deadline, Stacks) ->
-    Wait = max(0, Deadline - erlang:monotonic_time(millisecond)),
+collect_stacks(Alias, Readers, Started, Cap, Stacks) ->
+    Deadline = lists:max([case Started of
+                              #{R := At} -> At + ?STACKS_MS;
+                              #{} -> Cap
+                          end || R <- maps:keys(Readers)]),
+    Wait = max(0, min(Cap, Deadline) - erlang:monotonic_time(millisecond)),
     receive
-        {Alias, P, Frames} -> collect_stacks(Alias, Readers, Deadline, [{P, Frames} | Stacks]);
+        {Alias, started, Reader, At} -> collect_stacks(Alias, Readers, Started#{Reader => At}, Cap, Stacks);
+        {Alias, P, Frames} -> collect_stacks(Alias, Readers, Started, Cap, [{P, Frames} | Stacks]);
         %% Only the readers' own (a guard's map_get/2 of a missing key fails it): a keeper
         %% reading stacks keeps every other message.
         {'DOWN', Ref, process, Reader, _} when map_get(Reader, Readers) =:= Ref ->
-            collect_stacks(Alias, maps:remove(Reader, Readers), Deadline, Stacks)
+            collect_stacks(Alias, maps:remove(Reader, Readers), Started, Cap, Stacks)
     after Wait ->
             Stacks
     end.
