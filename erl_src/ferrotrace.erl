@@ -72,6 +72,7 @@
 %% A time in ns; `undefined' for a figure of no call yet.
 -type call_summary() :: #{mfa := mfa(),
                           count := non_neg_integer(),
+                          estimated => non_neg_integer(),
                           returns := non_neg_integer(),
                           exceptions := non_neg_integer(),
                           total := non_neg_integer(),
@@ -368,7 +369,10 @@ processes(Kinds, Options) ->
 %% `count', `returns', `exceptions', `total', `mean', `p50', `p90', `p99', `p999', `max';
 %% times in ns, `undefined' before the first return; `mean' is exact, `total' over the
 %% latencies recorded; the percentiles and `max' are HDR's, to 2 significant digits: each
-%% within 1/128, 0.78 %, of the latency recorded, as `precision' says), `loops' (functions
+%% within 1/128, 0.78 %, of the latency recorded, as `precision' says; where the count is
+%% of calls timed out of more (`sample', or a budget's rate and fuse), `estimated' is the
+%% calls made, estimated from those timed: the figures are of the `count' calls timed),
+%% `loops' (functions
 %% counted but not timed, see {@link calls/2}), `settling' (true while a `calls/2' session
 %% still refines its patterns after its start: a `'_'' module's loops made count-only, the
 %% processes waiting in them traced from then on, generated and ferrotrace's own functions

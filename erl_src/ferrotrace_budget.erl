@@ -199,6 +199,7 @@ new(Budget, Node = #{schedulers := Schedulers, calibration := Calibration}) ->
       shed_log => lists:sublist([#{mfa => MFA, rate => Rate, shed_at => 0} || {MFA, Rate} <- Held], ?SHED_LOG),
       unsheddable => #{}, times => maps:from_list([{MFA, 1} || {MFA, _} <- Held]),
       pending => [{MFA, round(Rate)} || {MFA, Rate} <- maps:get(pending, Node, [])],
+      estimated => #{},
       tick => 0}.
 
 %% @doc Where a session with budget `Budget' starts, from its functions' calls per second
@@ -251,14 +252,14 @@ initial_rate(Budget, Node = #{schedulers := Schedulers, calibration := Calibrati
 %% @doc One tick: the estimate over the time since the previous tick, and what to change.
 %% The first tick only takes the counters in, and sheds what the start left `pending'.
 -spec tick(measure(), state()) -> {[decision()], state()}.
-tick(M = #{elapsed_ms := Now}, S = #{last := undefined}) ->
-    pending(S#{last := M, since => Now});
-tick(M = #{elapsed_ms := Now}, S = #{last := #{elapsed_ms := Then}}) when Now =< Then ->
-    {[], S#{last := M}};
+tick(M = #{elapsed_ms := Now}, S = #{last := undefined, rate := N}) ->
+    pending(estimated(M, undefined, N, S#{last := M, since => Now}));
+tick(M = #{elapsed_ms := Now}, S = #{last := Last = #{elapsed_ms := Then}, rate := N}) when Now =< Then ->
+    {[], estimated(M, Last, N, S#{last := M})};
 tick(M, S0 = #{last := Last, tick := T}) ->
     S = S0#{last := M, tick := T + 1},
     Load = load(M, Last, S0),
-    S1 = S#{estimate := maps:get(estimate, Load), collector => maps:get(collector, Load),
+    S1 = (estimated(M, Last, maps:get(scale, Load), S))#{estimate := maps:get(estimate, Load), collector => maps:get(collector, Load),
             in_situ := maps:get(in_situ, Load), used := maps:get(used, Load), tripped => maps:get(tripped, Load)},
     case cautious(S0) andalso not cautious(S) of
         true -> open(Load, S1);
@@ -317,7 +318,15 @@ view(S = #{budget := B, estimate := E, rate := N, model := Model, event_ns := Ev
       event_ns => round(Ev), discard_ns => round(D),
       rate_changes => lists:reverse(H), rate_changes_total => C,
       shed => lists:sort(fun(#{shed_at := A, rate := Ra}, #{shed_at := A2, rate := Rb}) -> {A, -Ra} =< {A2, -Rb} end, Log),
-      shed_now => map_size(Shed)}.
+      shed_now => map_size(Shed),
+      estimated => estimates(S)}.
+
+%% Per function, its estimated calls up to the last tick and its count then (see
+%% ferrotrace_local: a summary adds the calls counted since at the rate now).
+estimates(#{estimated := Estimated, last := #{functions := Functions}}) ->
+    maps:from_list([{MFA, {round(maps:get(MFA, Estimated, 0)), C}} || {MFA, C, _} <- Functions]);
+estimates(_S) ->
+    #{}.
 
 %% @doc Whether the last tick left room under the budget: the fuse did not trip, and the
 %% estimate is under ?AIM of the budget the session keeps to now (its first moment's
@@ -331,6 +340,19 @@ room(S = #{estimate := E, budget := B}) when is_number(E) ->
     not maps:get(tripped, S, false) andalso E < Now * ?AIM;
 room(_S) ->
     false.
+
+%% The calls each function made, estimated from those timed: each function's calls counted
+%% since the last tick, times what each stands for over that tick (`Scale', fuse_scale/4:
+%% the per-call rate and what the fuse left out).
+estimated(#{functions := Functions}, Last, Scale, S = #{estimated := Estimated}) ->
+    Before = case Last of
+                 #{functions := Earlier} -> maps:from_list([{MFA, C} || {MFA, C, _} <- Earlier]);
+                 _ -> #{}
+             end,
+    S#{estimated := lists:foldl(fun({MFA, C, _}, Acc) ->
+                                        Delta = max(0, C - maps:get(MFA, Before, 0)),
+                                        maps:update_with(MFA, fun(E) -> E + Delta * Scale end, Delta * Scale, Acc)
+                                end, Estimated, Functions)}.
 
 %% The share of a scheduler thread's time the fuse lets the session spend: the budget of the
 %% capacity the node uses.
@@ -414,7 +436,7 @@ load(M, Last, S = #{schedulers := Sch, event_ns := EventNs0, discard_ns := Disca
       budget => budget_now(M, S), tripped => Untraced > 0,
       hidden => Hidden,
       collector => Collector / Capacity,
-      reaching => Calls + Refused + Hidden, per_call => PerCall, functions => Functions,
+      reaching => Calls + Refused + Hidden, per_call => PerCall, functions => Functions, scale => Scale,
       capacity => Capacity, discard_ns => DiscardNs}.
 
 %% The start's own work still runs (ferrotrace_in_situ:aside/3): the first ?STARTING ms

@@ -185,7 +185,8 @@ merge_histograms(Figures) ->
     Bins = by_mfa([H || {_, {_, Hs}} <- Figures, H <- Hs]),
     Counts = lists:foldl(
                fun(#{mfa := MFA} = C, Acc) ->
-                       Add = maps:with([count, returns, exceptions, total], C),
+                       %% A node whose count is of every call estimates it as the count.
+                       Add = (maps:with([count, returns, exceptions, total], C))#{estimated => maps:get(estimated, C, maps:get(count, C, 0))},
                        maps:update_with(MFA, fun(Old) -> add_maps([Old, Add]) end, Add, Acc)
                end, #{}, [C || {_, {#{calls := Cs}, _}} <- Figures, C <- Cs]),
     [begin

@@ -44,7 +44,7 @@ summary(Id, _Keeper, Info) ->
             LeftOut = maps:get(generated_left_out, Info, []),
             Shown = [C || C = #{mfa := MFA} <- Calls, not lists:member(MFA, LeftOut)],
             ferrotrace_activity:merge(Id, Info,
-                (ferrotrace_trees:with_counts(Id, Merged))#{calls := lists:sort(ByTotal, Shown),
+                (ferrotrace_trees:with_counts(Id, Merged))#{calls := lists:sort(ByTotal, estimated(Shown, Merged)),
                         generated_left_out => length(LeftOut),
                         settling => maps:get(settling, Info, false),
                         stacks => stack_counts(Id),
@@ -54,6 +54,22 @@ summary(Id, _Keeper, Info) ->
         {error, _} = Error ->
             Error
     end.
+
+%% Each call entry's `estimated' calls where its count is of calls timed out of more:
+%% sampled (`sample', the budget's rate) or refused by the budget's fuse. A budget's tick
+%% estimates each function's calls from its count and what each timed call stood for
+%% (ferrotrace_budget), the calls counted since at the rate now; a fixed `sample' counts
+%% each timed call as the calls it was kept out of. Otherwise no `estimated': the count is
+%% every call.
+estimated(Calls, #{budget := #{estimated := Estimated, rate := Rate}}) ->
+    [case Estimated of
+         #{MFA := {Est, Then}} -> C#{estimated => Est + max(0, Count - Then) * Rate};
+         #{} -> C#{estimated => Count * Rate}
+     end || C = #{mfa := MFA, count := Count} <- Calls];
+estimated(Calls, #{sample := #{calls := N, processes := P}}) when N > 1; P > 1 ->
+    [C#{estimated => Count * max(N, 1) * P} || C = #{count := Count} <- Calls];
+estimated(Calls, _Summary) ->
+    Calls.
 
 stack_counts(Id) ->
     case ferrotrace_tracer:session_stack_counts(Id) of

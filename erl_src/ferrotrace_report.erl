@@ -175,6 +175,7 @@ header(Summary = #{id := Id, status := Status, elapsed_ms := Ms, events := Event
      changes(maps:get(changes, Summary, []), Width),
      budget(maps:get(budget, Summary, undefined), Width),
      fuse(Events, maps:get(budget, Summary, #{}), Width),
+     estimates(maps:get(calls, Summary, []), Width),
      left_out(maps:get(generated_left_out, Summary, 0), Width),
      Loops]}.
 
@@ -378,6 +379,19 @@ fuse(Events, Budget, Width) ->
                                  ++ Again, Width)
     end.
 
+%% Where a count in the table is an estimate (`~'): of how many calls timed.
+estimates(Calls, Width) ->
+    case [{N, E} || #{count := N, estimated := E} <- Calls, E =/= N] of
+        [] ->
+            [];
+        Estimated ->
+            Timed = lists:sum([N || {N, _} <- Estimated]),
+            Made = lists:sum([E || {_, E} <- Estimated]),
+            ferrotrace_text:wrap("counts: ", ["~ counts are the calls made, estimated from those timed",
+                                              io_lib:format("the figures are of the ~b calls timed of about ~b", [Timed, Made])],
+                                 Width)
+    end.
+
 %% Held back at the start (counted before tracing, ferrotrace_budget:first/2), or shed later.
 shed_when(0) -> "from the start";
 shed_when(At) -> io_lib:format("at ~.1f s", [At / 1000]).
@@ -469,6 +483,13 @@ rows(Calls, Columns0, Drop, Sort, Width) ->
 
 %% {Key, HeaderText, Width, Cells}: the latency columns in one unit, chosen from the largest
 %% of their values (`Latency'); TOTAL, a sum of times, in its own.
+column(Header, count, count, Calls, _Latency) ->
+    %% A count of calls timed out of more shows the calls made, estimated: `~' marks it.
+    Cells = [case C of
+                 #{estimated := E, count := N} when E =/= N -> [$~ | integer_to_list(E)];
+                 #{} -> integer_to_list(maps:get(count, C, 0))
+             end || C <- Calls],
+    finish(count, Header, Cells);
 column(Header, Key, count, Calls, _Latency) ->
     Cells = [integer_to_list(maps:get(Key, C, 0)) || C <- Calls],
     finish(Key, Header, Cells);

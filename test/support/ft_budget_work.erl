@@ -6,7 +6,7 @@
 %%%
 %%% The load comes in the shapes a server's does: long-lived workers ({@link start/1}),
 %%% workers replaced by fresh ones every window ({@link start/2} `fresh'), a process born
-%%% per order as cowboy and Phoenix spawn one per request (`per_request'), a batch job
+%%% per request of ten orders as cowboy and Phoenix spawn one (`per_request'), a batch job
 %%% whose functions nothing called before (`batch': orders checked line by line), and
 %%% workers paced to a rate that a burst multiplies (`paced').
 -module(ft_budget_work).
@@ -22,6 +22,8 @@
 
 %% How often `fresh' workers are replaced (ms).
 -define(FRESH_MS, 250).
+%% Orders a `per_request' process makes.
+-define(REQUEST_ORDERS, 10).
 
 %% @doc Starts a ledger server and `Workers' workers looping through orders.
 -spec start(pos_integer()) -> work().
@@ -57,11 +59,12 @@ fresh(Server, Counter, I, Old) ->
     timer:sleep(?FRESH_MS),
     fresh(Server, Counter, I + 1000, New).
 
-%% An order a process, one after another: the acceptor waits for each.
+%% A process a request of ?REQUEST_ORDERS orders (about 400 calls: a small HTTP request's
+%% worth), one after another: the acceptor waits for each.
 per_request(Server, Counter, I) ->
-    {Pid, Ref} = spawn_monitor(fun() -> order_done(Server, Counter, I) end),
+    {Pid, Ref} = spawn_monitor(fun() -> _ = [order_done(Server, Counter, I + K) || K <- lists:seq(1, ?REQUEST_ORDERS)] end),
     receive {'DOWN', Ref, process, Pid, _} -> ok end,
-    per_request(Server, Counter, I + 1).
+    per_request(Server, Counter, I + ?REQUEST_ORDERS).
 
 %% `PerMs' orders each millisecond, then a wait for the next one.
 paced(Server, Counter, I, PerMs, Ms) ->

@@ -199,6 +199,7 @@ impl FrameTable {
     }
 
     /// The open frames the table counts for `pid`'s line.
+    #[inline]
     pub fn open(&self, pid: u64) -> i64 {
         let i = line(pid);
         self.pushed[i].load(Ordering::Relaxed) - self.settled[i].load(Ordering::Relaxed)
