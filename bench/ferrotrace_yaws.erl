@@ -3,7 +3,9 @@
 %%%
 %%% yaws runs embedded in this node (2 schedulers on the 2-core machine, which do not spin
 %%% for work: `make yaws-bench' starts it with `+sbwt none', see the Makefile), serving a small
-%%% static page to `wrk' (1 thread, 8 connections), which runs without a pause through a
+%%% static page to `wrk' (1 thread, 8 connections, each request on a connection of its own:
+%%% `Connection: close', so yaws serves each in a process born for it; YAWS_KEEPALIVE=1 keeps
+%%% the connections), which runs without a pause through a
 %%% whole round and counts its responses per 100 ms of wall-clock time (bench/wrk_buckets.lua).
 %%% A round: ?PRE_MS of load first, then the moment a session would start, then ?SECONDS s
 %%% counted from that moment. Rounds alternate untraced and traced (in pairs, each kind first
@@ -141,6 +143,15 @@ ticks(S, T0, Acc) ->
             io:format("~s", [[[L, $\n] || L <- lists:reverse(Acc)]])
     end.
 
+%% Each request on a connection of its own (`Connection: close'): yaws then serves each in
+%% a process born for it, the load whose processes come and go (issue 54); YAWS_KEEPALIVE=1
+%% keeps the 8 connections (8 long-lived processes), as the runs before it did.
+close_header() ->
+    case os:getenv("YAWS_KEEPALIVE") of
+        "1" -> "";
+        _ -> "-H 'Connection: close' "
+    end.
+
 %% Requests per second over ?SECONDS s from the moment `Start' is called, on a server under
 %% the client's load since ?PRE_MS before, the calls the session timed, the node's use
 %% (node_use/2) and the requests of the 2 s before that moment.
@@ -149,8 +160,8 @@ round(Url, Start) ->
     Self = self(),
     Seconds = (?PRE_MS + 999) div 1000 + ?SECONDS + 1,
     Client = spawn_link(fun() ->
-                                Self ! {self(), os:cmd(lists:flatten(io_lib:format("wrk -t1 -c8 -d~bs -s ~s ~s 2>&1",
-                                                                                   [Seconds, Script, Url])))}
+                                Self ! {self(), os:cmd(lists:flatten(io_lib:format("wrk -t1 -c8 -d~bs ~s-s ~s ~s 2>&1",
+                                                                                   [Seconds, close_header(), Script, Url])))}
                         end),
     timer:sleep(?PRE_MS),
     T0 = os:system_time(millisecond),
