@@ -149,7 +149,7 @@ busy: compile
 
 # A node's first start among 50 busy processes (also the last part of `make busy'): fresh
 # `erl' nodes with ferrotrace on their code path and nothing of it loaded, the first
-# {'_','_','_'} calls/2 and a second one, the pings, where the time went (about 40 s).
+# {'_','_','_'} calls/2 and a second one, the pings, where the time went (about 20 s).
 cold-start: compile
 	mkdir -p bench/out
 	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_cold.erl test/support/ft_budget_work.erl \

@@ -4,7 +4,7 @@
 %%% schedulers busy, called from a normal-priority process as a shell's evaluator would;
 %%% then a second (warm) start in the same node.
 %%%
-%%% {@link main/0} (`make cold-start', and at the end of `make busy', about 40 s) starts a
+%%% {@link main/0} (`make cold-start', and at the end of `make busy', about 20 s) starts a
 %%% fresh `erl -noshell +S 2:2' per run, with the parent's `-pa' directories, each running
 %%% {@link in_node/0}, and prints a line per run, then one of medians and ranges:
 %%% ```
