@@ -5,7 +5,8 @@
 %%%   but the façade (each such load a wait for the code server, a process of normal
 %%%   priority); every module of the application is loaded from its own file, with the
 %%%   tracer and what the loop analysis needs; the application's spec is loaded as its
-%%%   `.app' file has it.
+%%%   `.app' file has it, read by ferrotrace_code (a peer has no shell: what parses it is
+%%%   loaded first), not by the application controller.
 %%% - busy_first_start: the same among 50 busy processes; the node's first calibration is
 %%%   `pending' at the start (full schedulers) and reaches the session afterwards, which
 %%%   then compensates with it.
@@ -34,11 +35,16 @@ all() ->
 -spec first_call_loads_at_once(config()) -> ok.
 first_call_loads_at_once(_Config) ->
     Peer = fresh_peer([]),
+    %% A peer has no shell: erl_scan is not loaded, nor epp, which the application
+    %% controller loads to read a `.app' file.
+    Before = call(Peer, erlang, loaded, []),
     {{ok, S}, Loads} = call(Peer, ft_cold, first_call,
                             [ferrotrace, calls, [{lists, seq, 2}, #{duration => 2000, owner => none}]]),
-    ct:pal("loaded on demand by the caller: ~p", [Loads]),
+    ct:pal("loaded on demand by the caller: ~p; erl_scan before: ~p", [Loads, lists:member(erl_scan, Before)]),
     ?assertEqual([ferrotrace], [M || M <- Loads, own(M)]),
     loaded_from_their_files(Peer),
+    %% The `.app' file read and parsed by ferrotrace_code, not by the application controller.
+    ?assertEqual(lists:member(epp, Before), call(Peer, erlang, module_loaded, [epp])),
     ok = call(Peer, ferrotrace, release, [S]).
 
 -spec busy_first_start(config()) -> ok.
