@@ -1,5 +1,5 @@
 # ferrotrace: the README's two commands are `make demo` and `make test`.
-.PHONY: busy yaws-bench yaws-pool all setup compile demo test bundle test-attach test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty test-snippets bench bench-reads bench-html always-on loom miri collector-ceiling clean export-tools fuzz
+.PHONY: busy cold-start yaws-bench yaws-pool all setup compile demo test bundle test-attach test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty test-snippets bench bench-reads bench-html always-on loom miri collector-ceiling clean export-tools fuzz
 
 DEBIAN_PACKAGES = erlang-nox erlang-dev rebar3 erlang-common-test erlang-eunit erlang-dialyzer erlang-tools
 
@@ -139,12 +139,23 @@ always-on: compile
 
 # ferrotrace on a busy node: a {'_','_','_'} start among 50 busy processes (start time, pings,
 # own processes untraced), and a budgeted session's first 2 s in 250 ms windows against
-# untraced rounds, and the noise of the budget's measure on the node (about 3 minutes).
+# untraced rounds, and the noise of the budget's measure on the node; then a node's first
+# start (cold-start, below; about 4 minutes in all).
 busy: compile
 	mkdir -p bench/out
 	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_busy.erl test/support/ft_budget_work.erl \
 		test/support/ft_busy.erl
 	erl -noshell -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_busy:main(), halt().'
+	$(MAKE) --no-print-directory cold-start
+
+# A node's first start among 50 busy processes (also the last part of `make busy'): fresh
+# `erl' nodes with ferrotrace on their code path and nothing of it loaded, the first
+# {'_','_','_'} calls/2 and a second one, the pings, where the time went (about 20 s).
+cold-start: compile
+	mkdir -p bench/out
+	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_cold.erl test/support/ft_budget_work.erl \
+		test/support/ft_busy.erl
+	erl -noshell -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_cold:main(), halt().'
 
 # The overhead budget on Debian's yaws under wrk (installs both if missing): rounds of 12 s,
 # wrk running through each (3 s of load first), alternating untraced and a fresh

@@ -183,6 +183,7 @@
 %% {@link processes/2}.
 -spec session(options()) -> {ok, ferrotrace_tracer:session_id()} | {error, term()}.
 session(Options) ->
+    ok = loaded(),
     ferrotrace_options:explain(ferrotrace_start:session(Options), session).
 
 %% @doc Traces calls matching `Spec' with return and exception tracing. `Spec' is an
@@ -345,6 +346,7 @@ session(Options) ->
 -spec calls(spec() | [spec()], options()) ->
           {ok, ferrotrace_tracer:session_id()} | {error, term()}.
 calls(Spec, Options) ->
+    ok = loaded(),
     case ferrotrace_options:to_map(Options) of
         {ok, #{nodes := _}} -> ferrotrace_cluster:calls(Spec, Options);
         _ -> ferrotrace_local:calls(Spec, Options)
@@ -360,7 +362,24 @@ calls(Spec, Options) ->
 -spec processes(Kinds :: [ferrotrace_activity:kind()], Options :: options()) ->
           {ok, ferrotrace_tracer:session_id()} | {error, term()}.
 processes(Kinds, Options) ->
+    ok = loaded(),
     ferrotrace_start:processes(Kinds, Options).
+
+%% A node's first start: ferrotrace's modules are loaded at once by a process of high
+%% priority (ferrotrace_code:preload/0) before the caller calls any of them. Loaded on
+%% first call instead, each would wait for the code server, a process of normal priority,
+%% and the caller's turns among busy processes: 200 ms of a first start among 50 of them.
+%% Nothing but this module and BIFs is used until then.
+loaded() ->
+    case erlang:module_loaded(ferrotrace_start) andalso erlang:module_loaded(ferrotrace_code) of
+        true ->
+            ok;
+        false ->
+            %% ferrotrace_own:spawn_options/0, not loaded yet.
+            {Pid, Monitor} = spawn_opt(fun ferrotrace_code:preload/0, [monitor, {priority, high}]),
+            %% Whatever it did, the start goes on: what is not loaded is loaded on first call.
+            receive {'DOWN', Monitor, process, Pid, _} -> ok end
+    end.
 
 %%--------------------------------------------------------------------------------------
 %% Reading a session: figures, histograms, kept calls, the recorder

@@ -35,10 +35,13 @@
 -define(ANALYSIS_APPS, [{beam_disasm, compiler}, {beam_opcodes, compiler}, {beam_types, compiler},
                         {beam_lib, stdlib}, {timer, stdlib}]).
 -define(ANALYSIS_MODULES, [M || {M, _} <- ?ANALYSIS_APPS]).
--define(CAT, "/bin/cat").
+%% What reads the `.app' file, and its application.
+-define(PARSER_APPS, [{erl_anno, stdlib}, {erl_scan, stdlib}, {erl_parse, stdlib}]).
 %% How long the files may take to read before the code server is asked instead (ms).
 -define(READ_MS, 2000).
 -define(LOCK, {?MODULE, ?TRACER}).
+%% Registered by the process that preloads, while it does (see alone/1).
+-define(PRELOADING, ferrotrace_preloading).
 
 %% Set by ferrotrace_tracer's on_load function (same key) when the library fails to load.
 -define(LOAD_FAILURE, {ferrotrace_tracer, nif_load_failure}).
@@ -64,26 +67,147 @@ load_failure(Result) ->
     Result.
 
 %% @doc Loads at once every module a start may need that is not loaded yet: ferrotrace's own
-%% (but the tracer, loaded by {@link ensure_tracer/0}) and what the loop analysis reads code
-%% with. In an interactive node (not a release's embedded one) a module is loaded on its
-%% first call, each load a wait for the code server, which runs at normal priority: on a
-%% busy node each such wait took hundreds of milliseconds. One request waits once.
-%%
-%% The object files are read in one go by `cat' through a port, not one file operation
-%% each: a file operation runs on a dirty I/O scheduler, a thread that gets a core only when
-%% the OS takes it from a busy scheduler. With both schedulers of a 2-core node kept busy,
-%% each took 3 to 4 ms, and the 45 files of a first start 150 ms (`cat': 10 to 17 ms).
-%% Where that fails (no `cat', a file not where the loaded code says), the code server
-%% loads them as before.
+%% and what the loop analysis reads code with. In an interactive node (not a release's
+%% embedded one) a module is loaded on its first call, each load a wait for the code server,
+%% which runs at normal priority and walks the code path with erl_prim_loader (another),
+%% each step a turn among the runnable processes: on a busy node each such load took tens
+%% to hundreds of milliseconds. Called by a process of high priority, this waits for
+%% normal-priority processes only a few times, most of them at once (issue 54):
+%% <ul>
+%% <li>where ferrotrace's object files are, asked once (the code server), with the
+%% compiler's and stdlib's directories beside;</li>
+%% <li>the application's module list: from its loaded spec, or from the `.app' file beside
+%% the object files, read here, the spec then loaded from that term (the application
+%% controller asked once, reading no file); `application:load(ferrotrace)' where that
+%% fails;</li>
+%% <li>the tracer (`ferrotrace_tracer' and its NIF library) through {@link ensure_tracer/0},
+%% beside the rest;</li>
+%% <li>the object files read all at once, a process each (see read_at_once/2), and loaded
+%% by one `code:atomic_load/1'.</li>
+%% </ul>
+%% Where that fails (a file not where the loaded code says), the code server loads them as
+%% before. One preload runs at a time on a node; a second waits for it.
 -spec preload() -> ok.
 preload() ->
-    Wanted = [M || M <- ferrotrace_traced:own_modules() ++ ?ANALYSIS_MODULES,
-                   M =/= ?TRACER, not erlang:module_loaded(M)],
+    case application:get_key(ferrotrace, modules) of
+        {ok, [_ | _] = Modules} ->
+            case wanted(Modules) of
+                [] -> ok;
+                _ -> alone(fun preload_alone/0)
+            end;
+        _ ->
+            alone(fun preload_alone/0)
+    end.
+
+preload_alone() ->
+    case application:get_key(ferrotrace, modules) of
+        {ok, [_ | _] = Modules} ->
+            case wanted(Modules) of
+                [] -> ok;
+                Wanted -> load(Wanted, [tracer()], dirs())
+            end;
+        _ ->
+            %% A node's first start: the tracer's load, the longest (its library's on_load
+            %% asks the code server too), starts first.
+            Tracer = tracer(),
+            Dirs = dirs(),
+            {Modules, Spec} = app_modules(Dirs),
+            load(wanted(Modules), [Tracer, Spec], Dirs)
+    end.
+
+%% What is not loaded among `Modules' (but the tracer) and the analysis's modules.
+wanted(Modules) ->
+    [M || M <- Modules ++ ?ANALYSIS_MODULES, M =/= ?TRACER, not erlang:module_loaded(M)].
+
+%% Loads `Wanted', then waits for the loads started beside (`Waits').
+load(Wanted, Waits, Dirs) ->
     _ = case Wanted of
             [] -> ok;
-            _ -> load_read(Wanted, read_at_once(Wanted))
+            _ -> load_read(Wanted, read_at_once(Wanted, Dirs))
         end,
+    lists:foreach(fun await/1, Waits).
+
+%% `Fun' in a process beside that holds the name ?PRELOADING meanwhile: one preload at a
+%% time. Two first starts at once would otherwise load the same modules twice, the second
+%% load making the first one's code old (a purge would then end the processes running it).
+alone(Fun) ->
+    _ = await(beside(fun() -> named(Fun) end)),
     ok.
+
+named(Fun) ->
+    try register(?PRELOADING, self()) of
+        true -> Fun()
+    catch
+        error:badarg ->
+            case whereis(?PRELOADING) of
+                undefined -> ok;
+                Other -> await({Other, erlang:monitor(process, Other)})
+            end,
+            named(Fun)
+    end.
+
+%% `ensure_tracer/0' in a process beside, where the tracer is not loaded yet.
+tracer() ->
+    case erlang:module_loaded(?TRACER) of
+        true -> none;
+        false -> beside(fun ensure_tracer/0)
+    end.
+
+%% The directories of ferrotrace's object files and of the analysis's applications
+%% (`{App, EbinOrError}'), asked of the code server at once: three requests in its queue
+%% wait one turn, not three.
+dirs() ->
+    Asks = [{ferrotrace, fun() -> filename:dirname(code:which(?MODULE)) end}
+            | [{App, fun() -> filename:join(code:lib_dir(App), "ebin") end}
+               || App <- lists:usort([A || {_, A} <- ?ANALYSIS_APPS ++ ?PARSER_APPS])]],
+    Pids = [{App, beside(fun() -> try {dir, Ask()} catch _:_ -> error end end)} || {App, Ask} <- Asks],
+    [{App, case await(Pid) of {dir, Dir} -> Dir; _ -> error end} || {App, Pid} <- Pids].
+
+%% ferrotrace's modules from its `.app' file, beside its object files, and the spec loaded
+%% from the same term in a process beside: `{Modules, Waiting}'. What reads the term is
+%% loaded first where it is not (a node started without a shell: erl_scan and erl_anno),
+%% from stdlib's directory. Where the file cannot be read here, the application controller
+%% loads it (reading the file with the code server, the modules that read it loaded on
+%% first call: 160 ms more among 50 busy processes).
+app_modules(Dirs) ->
+    try
+        {ferrotrace, Ebin} = lists:keyfind(ferrotrace, 1, Dirs),
+        App = beside(fun() -> prim_file:read_file(filename:join(Ebin, "ferrotrace.app")) end),
+        ok = case [M || {M, _} <- ?PARSER_APPS, not erlang:module_loaded(M)] of
+                 [] -> ok;
+                 Parser -> load_read(Parser, read_at_once(Parser, Dirs))
+             end,
+        {ok, Bin} = await(App),
+        {ok, Tokens, _} = erl_scan:string(unicode:characters_to_list(Bin)),
+        {ok, {application, ferrotrace, Keys} = Spec} = erl_parse:parse_term(Tokens),
+        {modules, [_ | _] = Modules} = lists:keyfind(modules, 1, Keys),
+        {Modules, beside(fun() -> application:load(Spec) end)}
+    catch
+        error:_ ->
+            _ = application:load(ferrotrace),
+            case application:get_key(ferrotrace, modules) of
+                {ok, Loaded} -> {Loaded, none};
+                undefined -> {[], none}
+            end
+    end.
+
+%% `Fun' in a process of high priority beside the caller (not linked: an error ends it
+%% alone); await/1 answers what it returned, `error' if it failed. One of ferrotrace's own
+%% where that module is loaded (a preload while a session runs: never traced).
+beside(Fun) ->
+    Caller = self(),
+    spawn_opt(fun() ->
+                      _ = erlang:module_loaded(ferrotrace_own) andalso ferrotrace_own:enter(),
+                      Caller ! {?MODULE, self(), Fun()}
+              end, [monitor, {priority, high}]).
+
+await(none) ->
+    ok;
+await({Pid, Monitor}) ->
+    receive
+        {?MODULE, Pid, Result} -> erlang:demonitor(Monitor, [flush]), Result;
+        {'DOWN', Monitor, process, Pid, _} -> error
+    end.
 
 %% Loads the object code read (`{ok, [{Module, File, Binary}]}'), or has the code server
 %% load `Modules'.
@@ -96,52 +220,62 @@ load_read(Modules, error) ->
     code:ensure_modules_loaded(Modules).
 
 %% Where module `M''s object file is, without searching the code path (a file operation
-%% per directory): ferrotrace's beside this module's, the analysis's in its application.
-object_file(M) ->
-    Dir = case lists:keyfind(M, 1, ?ANALYSIS_APPS) of
-              {M, App} -> filename:join(code:lib_dir(App), "ebin");
-              false -> filename:dirname(code:which(?MODULE))
+%% per directory): ferrotrace's beside this module's, OTP's in its application.
+object_file(M, Dirs) ->
+    App = case lists:keyfind(M, 1, ?ANALYSIS_APPS ++ ?PARSER_APPS) of
+              {M, A} -> A;
+              false -> ferrotrace
           end,
+    {App, Dir} = lists:keyfind(App, 1, Dirs),
     filename:join(Dir, atom_to_list(M) ++ ".beam").
 
-%% `{ok, [{Module, File, Binary}]}', the object code of each of `Modules', or `error'. Each is
-%% checked to be a whole BEAM file (IFF: `FOR1', its length, `BEAM'); `cat''s complaints
-%% come on the same stream, so they fail that check instead of reaching the node's console.
-read_at_once(Modules) ->
+%% `{ok, [{Module, File, Binary}]}', the object code of each of `Modules', or `error'. Each
+%% file is read by a process of its own, all at once: a file operation runs on a dirty I/O
+%% scheduler, a thread that gets a core only when the OS takes it from a busy scheduler, and
+%% the ten such threads wait for that together. Among 50 busy processes on 2 cores
+%% ferrotrace's 42 files took 0 to 11 ms so (one after another: 8 to 630 ms; through one
+%% `cat', as before: 22 to 113).
+%% Each is checked to be a whole BEAM file (IFF: `FOR1', its length, `BEAM').
+read_at_once(Modules, Dirs) ->
     try
-        Files = [object_file(M) || M <- Modules],
-        Port = open_port({spawn_executable, ?CAT}, [{args, Files}, binary, stream, eof, exit_status, stderr_to_stdout]),
-        case split(collect(Port, erlang:monotonic_time(millisecond) + ?READ_MS, []), length(Files), []) of
+        Files = [object_file(M, Dirs) || M <- Modules],
+        Deadline = erlang:monotonic_time(millisecond) + ?READ_MS,
+        Readers = [beside(fun() -> read_beam(File) end) || File <- Files],
+        case collect(Readers, Deadline, []) of
             {ok, Binaries} -> {ok, lists:zip3(Modules, Files, Binaries)};
             error -> error
         end
     catch error:_ -> error
     end.
 
-collect(Port, Deadline, Acc) ->
-    Left = max(0, Deadline - erlang:monotonic_time(millisecond)),
-    receive
-        {Port, {data, Data}} -> collect(Port, Deadline, [Data | Acc]);
-        {Port, eof} ->
-            %% With `eof' the port stays open until closed.
-            Status = receive {Port, {exit_status, S}} -> S after Left -> timeout end,
-            close(Port),
-            {Status, iolist_to_binary(lists:reverse(Acc))}
-    after Left ->
-        close(Port),
-        timeout
+read_beam(File) ->
+    case prim_file:read_file(File) of
+        {ok, <<"FOR1", Size:32, "BEAM", _/binary>> = Beam} when byte_size(Beam) =:= Size + 8 -> {beam, Beam};
+        _ -> error
     end.
 
-close(Port) ->
-    try port_close(Port) catch error:badarg -> true end.
-
-split({0, <<>>}, 0, Binaries) ->
+collect([], _Deadline, Binaries) ->
     {ok, lists:reverse(Binaries)};
-split({0, <<"FOR1", Size:32, "BEAM", _/binary>> = Read}, N, Binaries) when N > 0, byte_size(Read) >= Size + 8 ->
-    <<Beam:(Size + 8)/binary, Rest/binary>> = Read,
-    split({0, Rest}, N - 1, [Beam | Binaries]);
-split(_NotAllRead, _N, _Binaries) ->
-    error.
+collect([{Pid, Monitor} | Rest] = Readers, Deadline, Binaries) ->
+    receive
+        {?MODULE, Pid, {beam, Beam}} ->
+            erlang:demonitor(Monitor, [flush]),
+            collect(Rest, Deadline, [Beam | Binaries]);
+        {?MODULE, Pid, error} ->
+            stop(Readers), error;
+        {'DOWN', Monitor, process, Pid, _} ->
+            stop(Rest), error
+    after max(0, Deadline - erlang:monotonic_time(millisecond)) ->
+        stop(Readers), error
+    end.
+
+%% Readers not waited for: ended, and what they sent meanwhile dropped.
+stop(Readers) ->
+    lists:foreach(fun({Pid, Monitor}) ->
+                          erlang:demonitor(Monitor, [flush]),
+                          exit(Pid, kill),
+                          receive {?MODULE, Pid, _} -> ok after 0 -> ok end
+                  end, Readers).
 
 %% @doc Unloads and loads `ferrotrace_tracer' again, the safe way (see the module doc): every
 %% session is stopped (`stop_reason' `unload') by the library's unload callback, and its
