@@ -520,20 +520,33 @@ within(_Load, S) ->
     {[], S#{low_ticks := 0, aim_ticks := 0}}.
 
 %% Over the budget: shed when the floor alone is over the aim, then the rate for the rest.
-over(Load = #{reaching := R, discard_ns := D, capacity := Cap, budget := B}, S = #{rate := N}) ->
+over(Load = #{reaching := R, discard_ns := D, capacity := Cap, budget := B, hidden := Hidden, estimate := E},
+     S = #{rate := N}) ->
     Floor = R * D,
     Aim = B * ?AIM * Cap,
-    {Shed, S1, Reaching} = case Floor > Aim of
-                               true -> shed(Load, S);
-                               false -> {[], S, R}
-                           end,
+    {Shed, S1, Left} = case Floor > Aim of
+                           true -> shed(Load, S);
+                           false -> {[], S, R}
+                       end,
+    %% The rate is for the calls the tracer sees: those of the processes the fuse untraced
+    %% (`Hidden') count for what to shed, not for the rate, which would only hide the
+    %% functions to shed from the next ticks (at 1 in 10,000 no function was counted any
+    %% more, and fresh processes were untraced by the floor of functions none saw). Of the
+    %% calls left, the share the tracer sees.
+    Seen = case R > 0 of
+               true -> Left * max(0.0, R - Hidden) / R;
+               false -> 0.0
+           end,
+    Needed = needed(Load#{reaching := Seen}, B),
     %% Where the floor is the cost, a higher rate takes nothing off it and hides the hot
     %% functions from the next ticks' shedding (their sampled counts fall to nothing): the
     %% rate is then only what the traced part needs. It does not fall while the functions
-    %% shed are taken off (a second on a busy server): until then their calls cost it.
-    New = case Floor > Aim of
-              true -> max(N, needed(Load#{reaching := Reaching}, B));
-              false -> max(N + 1, needed(Load#{reaching := Reaching}, B))
+    %% shed are taken off (a second on a busy server): until then their calls cost it. Over
+    %% the budget with the floor under the aim, the rate rises a step at least; a trip of the
+    %% fuse with the estimate within the budget sheds, and the rate is what it needs.
+    New = if
+              Floor > Aim; E =< B -> max(N, Needed);
+              true -> max(N + 1, Needed)
           end,
     {ShedDecisions, S2} = case Shed of
                               [] -> {[], S1};
