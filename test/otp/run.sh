@@ -8,7 +8,7 @@
 # In each chroot it runs the attach bundle (_build/bundle/ferrotrace: make test-otp builds it)
 # with that OTP's escript against a node of that OTP without ferrotrace (test/otp/attach.sh:
 # one-shot calls, the remote shell on a pty, detach's checks; FERROTRACE_OTP_ATTACH=0 skips
-# it, and bullseye unless named), compiles erl_src/*.erl with the project's erl_opts (warnings are errors),
+# it, and bullseye unless named), compiles erl_src/ (and its rooms) with the project's erl_opts (warnings are errors),
 # loads the NIF built on the host (priv/libferrotrace_nif.so, nif_version_2_16), compiles the
 # test helpers (test/support/*.erl), runs the EUnit modules test/*_tests.erl and the Common
 # Test suites test/*_SUITE.erl
@@ -167,11 +167,11 @@ check() { # check RELEASE: compile, load the NIF, EUnit, Common Test, inside the
     [ -f priv/libferrotrace_nif.so ] || die "priv/libferrotrace_nif.so is missing: run 'make compile' first"
     rm -rf "$work"
     mkdir -p "$work/ferrotrace/ebin" "$work/ferrotrace/priv" "$work/ferrotrace/erl_src" "$work/test/support" "$work/logs"
-    cp erl_src/*.erl "$work/ferrotrace/erl_src/"
+    cp -r erl_src/. "$work/ferrotrace/erl_src/"   # the rooms (subfolders) too
     # Shell docs (EEP-48 chunks), where the project builds them in a rebar3 post-hook.
     if [ -f native/doc_chunks.escript ]; then cp native/doc_chunks.escript "$work/"; fi
     local modules
-    modules=$(cd erl_src && ls *.erl | sed 's/\.erl$//' | paste -sd, -)
+    modules=$(find erl_src -name '*.erl' | sed 's|.*/||; s/\.erl$//' | sort | paste -sd, -)
     sed "s/{modules, \[\]}/{modules, [$modules]}/" \
         erl_src/ferrotrace.app.src >"$work/ferrotrace/ebin/ferrotrace.app"
     cp priv/libferrotrace_nif.so "$work/ferrotrace/priv/"
@@ -199,7 +199,7 @@ check() { # check RELEASE: compile, load the NIF, EUnit, Common Test, inside the
 set -eu
 cd /ferrotrace
 echo "test-otp: $release: OTP \$(erl -noshell -eval 'io:put_chars(erlang:system_info(otp_release)), halt().')"
-erlc $erl_opts -o ferrotrace/ebin ferrotrace/erl_src/*.erl
+erlc $erl_opts -o ferrotrace/ebin ferrotrace/erl_src/*.erl ferrotrace/erl_src/*/*.erl
 if [ -f doc_chunks.escript ]; then (cd ferrotrace && REBAR_DEPS_DIR=/ferrotrace escript ../doc_chunks.escript); fi
 for f in test/*.erl test/support/*.erl; do case \$f in *_SUITE.erl) ;; *) erlc $erl_opts -pa ferrotrace/ebin -o test \$f;; esac; done
 erl -noshell -pa ferrotrace/ebin -eval '
