@@ -2,7 +2,7 @@
 %%% @doc The one place that changes a session's trace state in the VM (its start and stop,
 %%% call patterns, process flags, the budget's shedding), on both backends:
 %%% `legacy' (OTP 25 and 26: the node's one match spec per function, shared by sessions
-%%% through claims; the patterns are changed by ferrotrace_legacy in the registry's process,
+%%% through claims; the patterns are changed by ferrotrace_backend_legacy in the registry's process,
 %%% which serializes them, and asked for here) and `{trace_session, Session, Scopes}'
 %%% (OTP 27+: a trace session of our own, changed directly). A raw session (`none') has
 %%% patterns its user set: nothing here touches them.
@@ -399,7 +399,7 @@ stop(Id, {trace_session, Session, _Scopes}) ->
     ok;
 stop(Id, legacy) ->
     ok = ferrotrace_registry:remove_patterns(Id),
-    ferrotrace_legacy:untrace_processes(Id).
+    ferrotrace_backend_legacy:untrace_processes(Id).
 
 %%% Counting calls before a start
 
@@ -501,7 +501,7 @@ covered(Spec) ->
 take_off(Id, legacy, MFAs) ->
     ferrotrace_registry:shed(Id, MFAs);
 take_off(_Id, {trace_session, Session, _Scopes}, MFAs) ->
-    %% In the order given (the hottest first): see ferrotrace_legacy:shed/2.
+    %% In the order given (the hottest first): see ferrotrace_backend_legacy:shed/2.
     {Saved, Refused} = lists:foldl(fun(MFA, {Off, Left}) ->
                                            case session_pattern(Session, MFA) of
                                                {MS, Scope} ->

@@ -1,7 +1,8 @@
 %%% @private
-%%% @doc The legacy backend's trace state (OTP 25 and 26), where a function has one match
-%%% spec for the whole node and a process one tracer: the only place that sets or clears a
-%%% session's call patterns there, or removes its process flags after it.
+%%% @doc The backend's OTP 25 and 26 half: where a function has one match spec for the whole
+%%% node and a process one tracer, the only place that sets or clears a session's call
+%%% patterns, or removes its process flags after it (ferrotrace_backend does the rest,
+%%% and everything on OTP 27 and later).
 %%%
 %%% Sessions share the node's patterns through claims: `ferrotrace_claims' holds
 %%% `{{Id, Spec}, Pattern}' for each pattern a session set, with the loops traced count-only
@@ -11,9 +12,7 @@
 %%% of. Checking claims and changing patterns must be atomic with respect to every other
 %%% session: every function here that writes runs in the registry's process
 %%% (ferrotrace_registry serves them, ferrotrace_backend asks it), never called directly.
-%%%
-%%% On OTP 27 and later a session's patterns are its trace session's (ferrotrace_backend).
--module(ferrotrace_legacy).
+-module(ferrotrace_backend_legacy).
 
 -export([new_table/0, claims/1, claimed/0]).
 -export([set/2, add_loops/2, exclude_modules/1, shed/2, unshed/2, remove/3, untrace_processes/1]).

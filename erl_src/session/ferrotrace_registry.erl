@@ -7,10 +7,10 @@
 %%% <ul>
 %%% <li>`ferrotrace_sessions': `{Id, Name, Keeper, Info}' per session not yet released,
 %%% read by the API without a call;</li>
-%%% <li>`ferrotrace_claims': the call patterns each session set (ferrotrace_legacy).</li>
+%%% <li>`ferrotrace_claims': the call patterns each session set (ferrotrace_backend_legacy).</li>
 %%% </ul>
 %%% On OTP 25 and 26 trace patterns belong to the node, not to a session. Every pattern
-%%% change is made in this process (by ferrotrace_legacy, the legacy backend's one place
+%%% change is made in this process (by ferrotrace_backend_legacy, the legacy backend's one place
 %%% that changes them), so checking for a conflict and setting a pattern, or removing a
 %%% pattern that no other live session still needs, are atomic with respect to every other
 %%% session's start and stop. The registry also monitors each keeper: a keeper that was
@@ -95,7 +95,7 @@ tables_init(Caller, Ref) ->
     end,
     group_leader(whereis(init), self()),
     _ = ets:new(?SESSIONS, [named_table, public, set, {read_concurrency, true}]),
-    ok = ferrotrace_legacy:new_table(),
+    ok = ferrotrace_backend_legacy:new_table(),
     %% ferrotrace_loops' cache of each module version's tail calls.
     _ = ets:new(?LOOPS_CACHE, [named_table, public, set, {read_concurrency, true}]),
     %% ferrotrace_calibrate's last calibration of this node.
@@ -235,7 +235,7 @@ is_keeper(_) ->
 -spec patterns(ferrotrace_tracer:session_id()) -> [pattern()].
 patterns(Id) ->
     _ = ensure_started(),
-    ferrotrace_legacy:claims(Id).
+    ferrotrace_backend_legacy:claims(Id).
 
 %% The registry's work is bounded (ETS and trace_pattern/3), so the call waits for it;
 %% a registry that dies meanwhile (killed) is started again and asked again.
@@ -264,7 +264,7 @@ init([]) ->
     Monitors = maps:from_list([{erlang:monitor(process, Keeper), Id}
                                || {Id, _, Keeper, _} <- ets:tab2list(?SESSIONS)]),
     Registered = fun(Id) -> ets:member(?SESSIONS, Id) end,
-    _ = [unclaim(Id, all) || Id <- ferrotrace_legacy:claimed(), not Registered(Id)],
+    _ = [unclaim(Id, all) || Id <- ferrotrace_backend_legacy:claimed(), not Registered(Id)],
     {ok, Monitors}.
 
 %% @private
@@ -310,15 +310,15 @@ serve({unregister, Id}, _From, Monitors) ->
     true = forget(Id),
     {reply, ok, Monitors};
 serve({set_patterns, Id, Patterns}, _From, Monitors) ->
-    {reply, ferrotrace_legacy:set(Id, Patterns), Monitors};
+    {reply, ferrotrace_backend_legacy:set(Id, Patterns), Monitors};
 serve({add_loops, Id, Loops}, _From, Monitors) ->
-    {reply, ferrotrace_legacy:add_loops(Id, Loops), Monitors};
+    {reply, ferrotrace_backend_legacy:add_loops(Id, Loops), Monitors};
 serve({exclude_modules, Modules}, _From, Monitors) ->
-    {reply, ferrotrace_legacy:exclude_modules(Modules), Monitors};
+    {reply, ferrotrace_backend_legacy:exclude_modules(Modules), Monitors};
 serve({shed, Id, MFAs}, _From, Monitors) ->
-    {reply, ferrotrace_legacy:shed(Id, MFAs), Monitors};
+    {reply, ferrotrace_backend_legacy:shed(Id, MFAs), Monitors};
 serve({unshed, Id, Saved}, _From, Monitors) ->
-    {reply, ferrotrace_legacy:unshed(Id, Saved), Monitors};
+    {reply, ferrotrace_backend_legacy:unshed(Id, Saved), Monitors};
 serve({remove_patterns, Id}, _From, Monitors) ->
     {reply, unclaim(Id, all), Monitors};
 serve({remove_patterns, Id, Specs}, _From, Monitors) when is_list(Specs) ->
@@ -356,7 +356,7 @@ clean_up(Id, Keeper, Monitors) ->
         [{Id, _, Keeper, _}] ->
             _ = ferrotrace_code:ensure_tracer(),
             ok = unclaim(Id, all),
-            ok = ferrotrace_legacy:untrace_processes(Id),
+            ok = ferrotrace_backend_legacy:untrace_processes(Id),
             %% Forgotten first: a read that finds the engine session gone finds it released.
             true = forget(Id),
             _ = ferrotrace_tracer:release_session(Id),
@@ -383,11 +383,11 @@ released(Id) ->
     catch error:badarg -> false
     end.
 
-%% Session `Id''s patterns removed, all or those of some specs (ferrotrace_legacy:remove/3), told whether it was found
+%% Session `Id''s patterns removed, all or those of some specs (ferrotrace_backend_legacy:remove/3), told whether it was found
 %% displaced.
 unclaim(Id, Which) ->
     Displaced = case ets:lookup(?SESSIONS, Id) of
                     [{Id, _, _, #{displaced := _}}] -> true;
                     _ -> false
                 end,
-    ferrotrace_legacy:remove(Id, Which, Displaced).
+    ferrotrace_backend_legacy:remove(Id, Which, Displaced).
