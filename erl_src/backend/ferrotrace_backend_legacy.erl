@@ -11,7 +11,7 @@
 %%% between the two leaves a claim that the next stop removes, never a pattern nobody knows
 %%% of. Checking claims and changing patterns must be atomic with respect to every other
 %%% session: every function here that writes runs in the registry's process
-%%% (ferrotrace_registry serves them, ferrotrace_backend asks it), never called directly.
+%%% (ferrotrace_registry serves them, ferrotrace_tracing asks it), never called directly.
 -module(ferrotrace_backend_legacy).
 
 -export([new_table/0, claims/1, claimed/0]).
@@ -56,7 +56,7 @@ add_loops(Id, Loops) ->
       end, ets:match_object(?CLAIMS, {{Id, '_'}, '_'})).
 
 %% @doc Takes every pattern off the functions of `Modules' (ferrotrace's own, left out of a
-%% `'_'' module's patterns: see ferrotrace_backend).
+%% `'_'' module's patterns: see ferrotrace_tracing).
 -spec exclude_modules([module()]) -> ok.
 exclude_modules(Modules) when is_list(Modules) ->
     _ = [erlang:trace_pattern({M, '_', '_'}, false, [Scope]) || M <- Modules, is_atom(M), Scope <- [local, global]],
@@ -93,7 +93,7 @@ set(Id, Patterns) ->
             %% Claimed first: a registry killed while setting them leaves claims that a
             %% stop removes, never patterns that nobody knows of.
             true = ets:insert(?CLAIMS, [{{Id, MFA}, P} || P = #{mfa := MFA} <- Patterns]),
-            %% ferrotrace's own modules are left out after (ferrotrace_backend): each
+            %% ferrotrace's own modules are left out after (ferrotrace_tracing): each
             %% pattern change waits for the VM's code barrier, 250 ms on a busy node.
             Matched = lists:sum([apply_pattern(P) || P <- Patterns]),
             {ok, Matched}

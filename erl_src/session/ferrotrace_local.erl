@@ -39,7 +39,7 @@ summary(Id, _Keeper, Info) ->
             %% ferrotrace_overhead): the budget's figures; `start' (calls/2, ferrotrace_start):
             %% where the start's time went.
             Merged = maps:merge(Summary, maps:with([displaced, calibration, compensated, changes, budget, start], Info)),
-            %% Generated functions a wildcard left out (ferrotrace_backend): the few calls
+            %% Generated functions a wildcard left out (ferrotrace_tracing): the few calls
             %% timed before they were are not shown as the session's figures.
             LeftOut = maps:get(generated_left_out, Info, []),
             Shown = [C || C = #{mfa := MFA} <- Calls, not lists:member(MFA, LeftOut)],

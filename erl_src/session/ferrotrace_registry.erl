@@ -100,7 +100,7 @@ tables_init(Caller, Ref) ->
     _ = ets:new(?LOOPS_CACHE, [named_table, public, set, {read_concurrency, true}]),
     %% ferrotrace_calibrate's last calibration of this node.
     _ = ets:new(ferrotrace_calibration, [named_table, public, set]),
-    ok = ferrotrace_own:new_table(),
+    ok = ferrotrace_backend:new_table(),
     ok = ferrotrace_own:enter(),
     _ = ets:new(?RELEASED, [named_table, public, ordered_set]),
     Caller ! {Ref, ok},
@@ -180,7 +180,7 @@ add_loops(Id, Loops) ->
     call({add_loops, Id, Loops}).
 
 %% @doc Takes every pattern off the functions of `Modules' (ferrotrace's own, left out of a
-%% `'_'' module's patterns: see ferrotrace_backend); again after any session's patterns
+%% `'_'' module's patterns: see ferrotrace_tracing); again after any session's patterns
 %% are removed, while they are loaded.
 -spec exclude_modules([module()]) -> ok.
 exclude_modules(Modules) ->

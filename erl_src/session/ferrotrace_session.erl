@@ -63,8 +63,8 @@
                 %% and remove/2 change (ferrotrace_amend).
                 calls = none :: none | ferrotrace_amend:calls(),
                 %% What is left to refine after the start, a change at a time
-                %% (ferrotrace_backend), and the generated functions already left out.
-                steps = [] :: [ferrotrace_backend:step()],
+                %% (ferrotrace_tracing), and the generated functions already left out.
+                steps = [] :: [ferrotrace_tracing:step()],
                 left_out = #{} :: #{mfa() => true},
                 %% The functions the budget took off (ferrotrace_shed): a loop found later
                 %% does not put their pattern back.
@@ -229,7 +229,7 @@ init_keeper({EngineOptions, Tracing, Settings = #{owner := Owner, keep := Keep},
                             %% Ready: what refines the patterns comes after, a step at a time.
                             Steps = case Backend of
                                         none -> [];
-                                        _ -> ferrotrace_backend:steps(Prepared, element(2, loops_now(Prepared)))
+                                        _ -> ferrotrace_tracing:steps(Prepared, element(2, loops_now(Prepared)))
                                     end,
                             self() ! step,
                             ok = ferrotrace_registry:update(Id, #{settling => Steps =/= []}),
@@ -264,26 +264,26 @@ safe_start_tracing(Id, Tracing) ->
                 true ->
                     {ok, Backend, Held, HoldingMs};
                 false ->
-                    ferrotrace_backend:stop(Id, Backend),
+                    ferrotrace_tracing:stop(Id, Backend),
                     {error, {no_such_session, Id}}
             end;
         {error, _} = Error ->
             Error
     catch
         error:{badmatch, {error, {no_such_session, Id}}} ->
-            _ = ferrotrace_backend:stop(Id, legacy_if_any()),
+            _ = ferrotrace_tracing:stop(Id, legacy_if_any()),
             {error, {no_such_session, Id}};
         error:Reason:Stack ->
             %% Arguments start/3 let through that the VM refuses (a match spec): refused,
             %% with whatever was set undone.
-            _ = ferrotrace_backend:stop(Id, legacy_if_any()),
+            _ = ferrotrace_tracing:stop(Id, legacy_if_any()),
             {error, start_failed(error, Reason, Stack)}
     end.
 
 %% What a start that failed half-way may have set, on OTP 25 and 26 (on OTP 27+ the trace
 %% session's handle dies with this keeper).
 legacy_if_any() ->
-    case ferrotrace_vm:trace_sessions() of
+    case ferrotrace_backend:trace_sessions() of
         true -> none;
         false -> legacy
     end.
@@ -383,7 +383,7 @@ handle_info({ferrotrace_stopped, Id, _Reason}, State = #state{id = Id, stopped =
     %% patterns and flags are left to undo. No call into ferrotrace_tracer here: after an
     %% unload the module may be gone, and calling it would load it again mid-purge.
     _ = last_check(State),
-    ferrotrace_backend:stop(Id, Backend),
+    ferrotrace_tracing:stop(Id, Backend),
     {noreply, State#state{stopped = true}};
 handle_info(check_displaced, State = #state{id = Id, stopped = false, watch = Watch})
   when Watch =/= none ->
@@ -401,7 +401,7 @@ handle_info(step, State = #state{stopped = true}) ->
 handle_info(step, State = #state{steps = []}) ->
     {noreply, State};
 handle_info(step, State = #state{steps = [Step | Rest]}) ->
-    %% One change of the patterns refined after the start (ferrotrace_backend); the next is
+    %% One change of the patterns refined after the start (ferrotrace_tracing); the next is
     %% a message away, so that a stop or a read waits for one change at most.
     State1 = do_step(Step, State#state{steps = Rest}),
     _ = case State1#state.steps of
@@ -442,7 +442,7 @@ shed_now(_Switch, _Reply, _Functions, State) ->
 apply_loops(Loops, State = #state{id = Id, backend = Backend, shed = Shed}) ->
     %% A shed loop stays without a pattern until the budget gives it back (count-only).
     Patterned = [MFA || MFA <- Loops, not maps:is_key(MFA, Shed)],
-    ok = ferrotrace_backend:add_loops(Id, Backend, [{MFA, ?COUNT_ONLY} || MFA <- Patterned]),
+    ok = ferrotrace_tracing:add_loops(Id, Backend, [{MFA, ?COUNT_ONLY} || MFA <- Patterned]),
     Watch = case State#state.watch of
                 none -> none;
                 W -> ferrotrace_displaced:add_functions(W, Id, [{MFA, ?COUNT_ONLY} || MFA <- Patterned])
@@ -473,14 +473,14 @@ do_step({flag, Pids}, State = #state{id = Id, backend = Backend}) ->
     ok = ferrotrace_backend:calls_flag(Id, Backend, Pids, true),
     State;
 do_step({own, Modules}, State = #state{id = Id, backend = Backend}) ->
-    ok = ferrotrace_backend:leave_out_modules(Id, Backend, Modules),
+    ok = ferrotrace_tracing:leave_out_modules(Id, Backend, Modules),
     State;
 do_step(seen_generated, State = #state{id = Id, steps = Steps, left_out = Left, seen_every = Every}) ->
     %% The generated functions of a `'_'' module the session has seen called, the most
     %% called first, are left out next; then looked for again, less often each time (each
     %% look reads every function's count).
-    Hot = ferrotrace_backend:seen_generated(Id, specs(State), Left),
-    State#state{steps = ferrotrace_backend:chunks(leave_out, Hot) ++ Steps ++ [seen_generated],
+    Hot = ferrotrace_tracing:seen_generated(Id, specs(State), Left),
+    State#state{steps = ferrotrace_tracing:chunks(leave_out, Hot) ++ Steps ++ [seen_generated],
                 seen_every = min(?SEEN_MAX, Every * 2)}.
 
 %% The steps after the start are done (but looking for generated functions seen): the
@@ -518,7 +518,7 @@ end_session(Reason, State = #state{id = Id, backend = Backend}) ->
     %% patterns and flags are still this keeper's to remove.
     _ = ferrotrace_tracer:stop_session(Id, Reason),
     _ = last_check(State),
-    ferrotrace_backend:stop(Id, Backend),
+    ferrotrace_tracing:stop(Id, Backend),
     State#state{stopped = true}.
 
 %% What the legacy backend watches for another tool taking over: the processes traced and
@@ -617,9 +617,9 @@ start_tracing(Id, Tracing) ->
 start_tracing(Id, Tracing = #{specs := Specs, heads := Heads, pids := Pids, scope := Scope}, Extra) ->
     %% One pattern per spec, and the loops of named modules (a few: each a pattern change);
     %% a `'_'' module's loops and the functions left out come after, as steps
-    %% (ferrotrace_backend), the engine's frame bound holding their frames until then.
+    %% (ferrotrace_tracing), the engine's frame bound holding their frames until then.
     {Loops, Later} = loops_now(Tracing),
-    Patterns = ferrotrace_backend:patterns(Specs, Heads, Scope, Loops),
+    Patterns = ferrotrace_tracing:patterns(Specs, Heads, Scope, Loops),
     ok = ferrotrace_tracer:session_set_tracing(Id, Specs, Loops),
     %% A `'_'' module covers ferrotrace's own until a step takes them off: never in the
     %% figures meanwhile (a process is flagged from its birth to its enter/0, and a caller
@@ -629,7 +629,7 @@ start_tracing(Id, Tracing = #{specs := Specs, heads := Heads, pids := Pids, scop
     %% The functions the budget holds back from the start (ferrotrace_start) are taken off
     %% as it sheds, before any process is flagged; the budget's process finds them in the
     %% registry (`held'), to give back as it does what it sheds.
-    case ferrotrace_backend:start(Id, Patterns, targets(Pids), Extra, maps:get(held, Tracing, [])) of
+    case ferrotrace_tracing:start(Id, Patterns, targets(Pids), Extra, maps:get(held, Tracing, [])) of
         {ok, Backend, HeldSaved, HoldingMs} ->
             _ = [ok = ferrotrace_registry:update(Id, #{held => HeldSaved}) || HeldSaved =/= []],
             %% The processes waiting in a loop whose count-only pattern comes later (a
@@ -649,7 +649,7 @@ calls(Id, _Backend, #{specs := Specs, heads := Heads, scope := Scope}, EngineOpt
                 {ok, _, _, #{loops := L}} -> L;
                 _ -> []
             end,
-    #{patterns => ferrotrace_backend:patterns(Specs, Heads, Scope, Loops), scope => Scope,
+    #{patterns => ferrotrace_tracing:patterns(Specs, Heads, Scope, Loops), scope => Scope,
       key => maps:get(key, EngineOptions, none)}.
 
 

@@ -256,7 +256,7 @@ fraction(Budget) -> Budget.
 
 %% Where a budgeted session starts (ferrotrace_budget:first/2): the functions held back and
 %% the per-call rate, from its functions' calls counted over ?COUNT_MS before any pattern
-%% is set (ferrotrace_backend:count_calls/3); where they cannot be counted (a session of
+%% is set (ferrotrace_tracing:count_calls/3); where they cannot be counted (a session of
 %% other kinds), the rate from the node's reductions (ferrotrace_budget:initial_rate/2).
 %% First, the node's work per busy scheduler time over ?BASELINE_MS, untraced: what the
 %% budget measures the session's cost against (ferrotrace_nodeload; counting calls halves
@@ -272,7 +272,7 @@ first(Budget, ProbeInfo, Tracing) ->
                                 _ -> undefined
                             end},
     Counted = case Tracing of
-                  #{specs := Specs} -> ferrotrace_backend:count_calls(Specs, ?COUNT_MS, Baseline);
+                  #{specs := Specs} -> ferrotrace_tracing:count_calls(Specs, ?COUNT_MS, Baseline);
                   _ -> {error, no_functions}
               end,
     {Held, Rate} = case Counted of
