@@ -184,7 +184,7 @@
 -spec session(options()) -> {ok, ferrotrace_tracer:session_id()} | {error, term()}.
 session(Options) ->
     ok = loaded(),
-    ferrotrace_options:explain(ferrotrace_start:session(Options), session).
+    ferrotrace_start:session(Options).
 
 %% @doc Traces calls matching `Spec' with return and exception tracing. `Spec' is an
 %% `{M, F, A}' with `` '_' '' wildcards, `{M, F, MatchSpec}' (heads and guards; ferrotrace
@@ -349,7 +349,7 @@ calls(Spec, Options) ->
     ok = loaded(),
     case ferrotrace_options:to_map(Options) of
         {ok, #{nodes := _}} -> ferrotrace_cluster:calls(Spec, Options);
-        _ -> ferrotrace_local:calls(Spec, Options)
+        _ -> ferrotrace_start:calls(Spec, Options)
     end.
 
 %% @doc Traces processes rather than functions: `Kinds' is a non-empty list of `messages'
@@ -726,7 +726,7 @@ explain(Error) ->
     Lines = ferrotrace_text:explain(Error),
     %% Not the group leader: a local console shell's is the process registered as `user',
     %% as `bin/rel eval''s is.
-    case ferrotrace_options:in_shell() of
+    case ferrotrace_owner:in_shell() of
         true -> io:put_chars([[L, "\n"] || L <- Lines]);
         false -> Lines
     end.

@@ -52,13 +52,12 @@
 %% @doc `ferrotrace:calls(Spec, Options)': with `nodes => [Node]' a cluster session (the
 %% nodes and the owner checked, then the parts started by {@link calls/4}; `[node()]' alone
 %% is a local session, as without the option), anything else (bad options included) a
-%% local session (ferrotrace_local), which answers for them. An unknown option is explained
-%% as calls/2 explains it.
+%% local session (ferrotrace_start), which answers for them, an unknown option explained.
 -spec calls(term(), term()) -> {ok, pid() | ferrotrace_tracer:session_id()} | {error, term()}.
 calls(Spec, Options) ->
     case ferrotrace_options:to_map(Options) of
-        {ok, #{nodes := _} = Map} -> ferrotrace_options:explain(cluster_calls(Spec, Map), calls);
-        _ -> ferrotrace_local:calls(Spec, Options)
+        {ok, #{nodes := _} = Map} -> cluster_calls(Spec, Map);
+        _ -> ferrotrace_start:calls(Spec, Options)
     end.
 
 cluster_calls(Spec, Options = #{nodes := Nodes}) ->
@@ -69,7 +68,7 @@ cluster_calls(Spec, Options = #{nodes := Nodes}) ->
         true when Nodes =:= [node()] ->
             ferrotrace_start:calls(Spec, Rest);
         true ->
-            case ferrotrace_options:owner(Rest) of
+            case ferrotrace_owner:owner(Rest) of
                 {ok, Checked} ->
                     calls(Spec, maps:remove(owner, Rest), lists:usort(Nodes), Checked);
                 {error, _} = Error ->
@@ -349,7 +348,7 @@ remote_call(Node, Module, Function, Args, Timeout) ->
 %% Registers the session, then starts every part; a refusal is acknowledged as
 %% `{error, {refused, Reason}}' and the process exits `normal' (as a keeper's, see
 %% ferrotrace_session), with nothing left registered or started.
--spec init({term(), map(), [node()], ferrotrace_session:owner()}) -> {ok, #c{}}.
+-spec init({term(), map(), [node()], ferrotrace_owner:owner()}) -> {ok, #c{}}.
 init({Spec, Options, Nodes, Owner}) ->
     ok = ferrotrace_own:enter(),
     %% Listed and named in the node's registry like a local session (names are shared).

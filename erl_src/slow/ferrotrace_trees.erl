@@ -36,7 +36,7 @@
 
 %% @doc The engine's options for `trees => #{...}' in a session's options: `{ok, Engine}'
 %% with `trees => {SlowerThanNs, Keep, MaxNodes, Roots}' (`Roots' are the specs of `root',
-%% or `[]': the keeper splits them off with {@link engine_roots/1} and gives them the engine
+%% or `[]': a start's options split them off with {@link engine_roots/1} and the keeper gives them the engine
 %% with {@link set_roots/2}), `{ok, #{}}' without `trees', or
 %% `{error, {bad_option, {trees, Value, Accepted}}}'. The engine takes `trees' as one
 %% tuple, so that no option of its own is a name a user could give.
