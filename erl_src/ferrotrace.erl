@@ -681,11 +681,8 @@ report(Session, Options0) ->
     %% A name is answered first, then the options, then the id: as every entry with options.
     named(Session, fun(S) ->
         case ferrotrace_report:check_options(Options0, S) of
-            {ok, Options} ->
-                print(with_session(S, fun(Id, _, _) -> text(Id, Options) end,
-                                   fun(Cluster) -> ferrotrace_cluster:format(Cluster, Options) end));
-            {error, _} = Error ->
-                Error
+            {ok, Options} -> print(text(S, Options));
+            {error, _} = Error -> Error
         end
     end).
 
@@ -693,25 +690,17 @@ report(Session, Options0) ->
 %% and scripts, whose output would otherwise go to the node's console.
 -spec format(session() | pid()) -> binary() | {error, term()}.
 format(Session) ->
-    Text = with_session(Session, fun(Id, _, _) -> text(Id, #{}) end,
-                        fun(Cluster) -> ferrotrace_cluster:format(Cluster, #{}) end),
-    case Text of
+    case text(Session, #{}) of
         {error, _} = Error -> Error;
-        _ -> unicode:characters_to_binary(Text)
+        Text -> unicode:characters_to_binary(Text)
     end.
 
-%% A local session's report: the table and histograms, then the other kinds' figures.
-text(Id, Options) ->
-    case summary(Id) of
-        {error, _} = Error ->
-            Error;
-        Summary ->
-            Histogram = fun(Series) -> histogram(Id, Series) end,
-            %% Checked already (report/2), or none (format/1): the width with the default.
-            {ok, #{width := Width}} = ferrotrace_report:check_options(Options),
-            [ferrotrace_report:format(Summary, Histogram, Options),
-             ferrotrace_activity_report:format(Summary, Histogram, Width),
-             ferrotrace_capture:lines(ferrotrace_local:captures(Id), ferrotrace_capture:counts(Id), Width)]
+%% The report's text: its parts read from the session, local or cluster, then composed once.
+text(Session, Options) ->
+    case with_session(Session, fun(Id, _, _) -> ferrotrace_local:report_parts(Id) end,
+                      fun ferrotrace_cluster:report_parts/1) of
+        {error, _} = Error -> Error;
+        Parts -> ferrotrace_report:compose(Parts, Options)
     end.
 
 %% @doc Explains an answer `{error, Reason}' (or a `Reason', or `v(-1)' after `{ok, S} = ...'

@@ -39,7 +39,7 @@
 -module(ferrotrace_cluster).
 -behaviour(gen_server).
 
--export([calls/2, calls/4, summary/1, histogram/2, stop/1, release/1, export/3, format/2, status/1]).
+-export([calls/2, calls/4, summary/1, histogram/2, stop/1, release/1, export/3, report_parts/1, status/1]).
 -export([slow_calls/3, recent/1, captures/1, add/2, remove/2]).
 %% Called on each node through erpc.
 -export([start_part/4, part_figures/2, part_control/2]).
@@ -145,23 +145,35 @@ stop(Cluster) ->
 release(Cluster) ->
     call(Cluster, release).
 
-%% @doc The report text; `by_node => true' adds one line per function and node.
--spec format(pid(), map()) -> iolist() | {error, term()}.
-format(Cluster, Options) ->
-    case summary(Cluster) of
-        {error, _} = Error ->
+%% @doc What the cluster's report is composed of (ferrotrace_report:compose/2), as a local
+%% session's: the merged summary and histograms, each live node's figures of the other
+%% kinds (their series' histograms read on that node), every node's captures, and the
+%% capture gates' counts added.
+-spec report_parts(pid()) -> ferrotrace_report:parts() | {error, term()}.
+report_parts(Cluster) ->
+    case {gather(Cluster), call(Cluster, parts)} of
+        {{Info, Figures}, {ok, Parts, _}} ->
+            Summary = ferrotrace_cluster_merge:summary(Info, Figures),
+            Series = fun(Node, Id) ->
+                             fun(S) -> case remote_call(Node, ferrotrace_local, histogram, [Id, S], ?CALL_TIMEOUT) of
+                                           {badrpc, Reason} -> {error, Reason};
+                                           Buckets -> Buckets
+                                       end
+                             end
+                     end,
+            Counts = case replies(Cluster, ferrotrace_capture, counts, fun(Id) -> [Id] end) of
+                         {ok, Replies} -> ferrotrace_cluster_merge:capture_counts(Replies);
+                         {error, _} = Error -> Error
+                     end,
+            #{summary => Summary,
+              histogram => fun(MFA) -> ferrotrace_cluster_merge:histogram(Figures, MFA) end,
+              activity => [{Node, NodeSummary, Series(Node, Id)}
+                           || {Node, {_, Id}} <- Parts, {N, {NodeSummary, _}} <- Figures, N =:= Node],
+              captures => captures(Cluster), capture_counts => Counts};
+        {{error, _} = Error, _} ->
             Error;
-        Summary ->
-            Histogram = fun(MFA) -> histogram(Cluster, MFA) end,
-            Main = ferrotrace_report:format(Summary, Histogram, maps:remove(by_node, Options)),
-            Down = case maps:get(nodes_down, Summary) of
-                       [] -> [];
-                       DownNodes -> io_lib:format("nodes down (left out): ~p~n", [DownNodes])
-                   end,
-            case maps:get(by_node, Options, false) of
-                true -> [Main, Down, ferrotrace_report:by_node_table(Summary, maps:get(width, Options, ferrotrace_options:default_width()))];
-                false -> [Main, Down]
-            end
+        {_, {error, _} = Error} ->
+            Error
     end.
 
 %% @doc The merged figures as an export (see {@link ferrotrace_export}).

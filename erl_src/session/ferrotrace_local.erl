@@ -9,7 +9,7 @@
 -module(ferrotrace_local).
 
 -export([summary/1, slow_calls/3, recent/1, captures/1, stop/1, release/1, add/2, remove/2]).
--export([summary/3, histogram/2, stop/3, release/3]).
+-export([summary/3, histogram/2, report_parts/1, stop/3, release/3]).
 
 -import(ferrotrace_dispatch, [with_id/2, by_keeper/2]).
 
@@ -83,6 +83,19 @@ histogram(Id, MFA) ->
     case ferrotrace_tracer:session_histogram(Id, MFA) of
         {ok, Buckets} -> Buckets;
         {error, _} = Error -> Error
+    end.
+
+%% @doc What the report of local session `Id' is composed of (ferrotrace_report:compose/2):
+%% its summary and histograms, its other kinds' figures, its captures and their counts.
+-spec report_parts(ferrotrace_tracer:session_id()) -> ferrotrace_report:parts() | {error, term()}.
+report_parts(Id) ->
+    case summary(Id) of
+        {error, _} = Error ->
+            Error;
+        Summary ->
+            Histogram = fun(Series) -> histogram(Id, Series) end,
+            #{summary => Summary, histogram => Histogram, activity => [{local, Summary, Histogram}],
+              captures => captures(Id), capture_counts => ferrotrace_capture:counts(Id)}
     end.
 
 %% @doc `ferrotrace:slowest(Id, MFA)' (`slowest') or `ferrotrace:slow_calls(Id, MFA)'
