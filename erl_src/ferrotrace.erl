@@ -419,7 +419,7 @@ loaded() ->
 %% `stacks' (`paths' kept for the `collapsed' export, returned calls not kept: `overflow'
 %% past 10,000 paths, `too_deep' past 64 frames); `sample' (the current rates: `processes',
 %% 1 process in N kept, and `calls', 1 call in N, 0 none; see `sample' in {@link calls/2});
-%% with `trees', `trees' (the call trees kept and what did not fit: `ferrotrace_trees:counts/1';
+%% with `trees', `trees' (the call trees kept and what did not fit: `ferrotrace_trees:with_counts/2';
 %% their bytes count in `memory''s `slow_calls').
 %% `memory' is what the session holds, in bytes, by part, and their `total':
 %% `ring_bytes' (event rings, one per scheduler thread that traced: exact), `term_rings'

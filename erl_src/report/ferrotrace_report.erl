@@ -13,7 +13,7 @@
 %%% function name and arity.
 -module(ferrotrace_report).
 
--export([compose/2, format/2, format/3, check_options/1, check_options/2, help/0]).
+-export([compose/2, format/2, format/3, check_options/2, help/0]).
 -export([sort/2, rows/5]).  % the table, for the live view (ferrotrace_watch)
 
 -define(TOP_HISTOGRAMS, 3).
@@ -107,7 +107,7 @@ format(Summary, Histogram, Options0) ->
         {error, _} = Error -> Error
     end.
 
-%% @doc Checks report options and fills in the defaults (see ferrotrace_options:check/2).
+%% Checks report options and fills in the defaults (see ferrotrace_options:check/2).
 -spec check_options(term()) -> {ok, map()} | {error, term()}.
 check_options(Options) ->
     ferrotrace_options:check(Options, [{top, ?DEFAULT_TOP}, {sort, total}, {mfa, '_'},

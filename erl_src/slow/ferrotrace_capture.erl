@@ -21,7 +21,7 @@
 %%% <li>`top_reductions': the 10 processes with the most reductions since the previous
 %%%     capture (or since the session started, for the first), `[#{pid, reductions}]';</li>
 %%% <li>`recent': the flight recorder's events (`recent => N'), or `undefined';</li>
-%%% <li>`tree': the tree of the root call the slow call ran in, when `trees' is on and kept it, else `undefined' ({@link tree/2});</li>
+%%% <li>`tree': the tree of the root call the slow call ran in, when `trees' is on and kept it, else `undefined';</li>
 %%% <li>`at' (system time, us) and `took' (how long the capture took, us).</li>
 %%% </ul>
 %%% The reductions baseline is one map entry per process, taken when the session starts and
@@ -30,7 +30,7 @@
 %%% its own process is left out.
 -module(ferrotrace_capture).
 
--export([check/1, for_session/2, start/3, local/3, counts/1, tree/2, lines/3]).
+-export([check/1, for_session/2, local/3, counts/1, lines/3]).
 
 %% The default and accepted values of `capture''s keys.
 -define(DEFAULT_EVERY, 1000).
@@ -86,7 +86,7 @@ values(Capture) ->
     {error, {bad_option, {capture, Capture, ?ACCEPTED}}}.
 
 %% @doc For the keeper of session `Id', as it starts and before tracing begins: with
-%% `capture' in its `Settings', the capture process ({@link start/3}) and its pid in the
+%% `capture' in its `Settings', the capture process and its pid in the
 %% registry (`capture_pid', for ferrotrace:captures/1).
 -spec for_session(ferrotrace_tracer:session_id(), map()) -> ok | {error, term()}.
 for_session(Id, #{capture := Capture}) ->
@@ -97,7 +97,7 @@ for_session(Id, #{capture := Capture}) ->
 for_session(_Id, _Settings) ->
     ok.
 
-%% @doc Starts session `Id''s capture process for the calling keeper (gone when the keeper
+%% Starts session `Id''s capture process for the calling keeper (gone when the keeper
 %% is), and gives the engine its spike gate.
 -spec start(ferrotrace_tracer:session_id(), settings(), pid()) -> {ok, pid()} | {error, term()}.
 start(Id, Settings, Keeper) when is_integer(Id), is_pid(Keeper), node(Keeper) =:= node() ->
@@ -167,7 +167,7 @@ local(Id, _Keeper, _Info) ->
 counts(Id) ->
     ferrotrace_tracer:session_capture_counts(Id).
 
-%% @doc The slow call's tree, when the session keeps trees (`trees') and has kept the tree
+%% The slow call's tree, when the session keeps trees (`trees') and has kept the tree
 %% of the root call the slow call ran in (the root returned, slow enough); `undefined'
 %% otherwise (no trees, or a slow callee whose root is still running).
 -spec tree(ferrotrace_tracer:session_id(), map()) -> ferrotrace_trees:tree() | undefined.
