@@ -2,15 +2,15 @@
 %%% call returned.
 %%%
 %%% The engine pushes; nothing polls. The aggregator that pairs a call as slow as
-%%% `slower_than' or slower offers it to the session's spike gate (Rust,
-%%% `aggregate/spikes.rs'); the gate lets at most one through per `every' ms and
+%%% `slower_than' or slower offers it to the session's capture gate (Rust,
+%%% `aggregate/capture.rs'); the gate lets at most one through per `every' ms and
 %%% `max_captures' in all and counts the rest (`refused_every', `refused_max'); the
 %%% collector thread (off the schedulers) sends the one let through to this module's process
-%%% at its next collection, within a millisecond: `{ferrotrace_spike, Id, #{mfa, pid,
+%%% at its next collection, within a millisecond: `{ferrotrace_capture, Id, #{mfa, pid,
 %%% latency, started_at}}'. The hot path (the trace callbacks) does not change.
 %%%
 %%% The capture process is one of ferrotrace's own (high priority, never traced), started
-%%% by the session's keeper and gone with it. On a spike it freezes:
+%%% by the session's keeper and gone with it. On such a call it freezes:
 %%% <ul>
 %%% <li>`call': the slow call, `#{mfa, pid, latency (ns), started_at (system time, us)}';</li>
 %%% <li>`process': the slow process now, `#{message_queue_len, reductions,
@@ -98,7 +98,7 @@ for_session(_Id, _Settings) ->
     ok.
 
 %% Starts session `Id''s capture process for the calling keeper (gone when the keeper
-%% is), and gives the engine its spike gate.
+%% is), and gives the engine its capture gate.
 -spec start(ferrotrace_tracer:session_id(), settings(), pid()) -> {ok, pid()} | {error, term()}.
 start(Id, Settings, Keeper) when is_integer(Id), is_pid(Keeper), node(Keeper) =:= node() ->
     case check(Settings) of
@@ -161,7 +161,7 @@ local(Id, _Keeper, _Info) ->
         {error, _} = Error -> Error
     end.
 
-%% @doc The spike gate's counts of session `Id': `seen' (calls over `slower_than'),
+%% @doc The capture gate's counts of session `Id': `seen' (calls over `slower_than'),
 %% `sent' (captures asked for), `refused_every', `refused_max'; `none' without captures.
 -spec counts(ferrotrace_tracer:session_id()) -> {ok, counts() | none} | {error, term()}.
 counts(Id) ->
@@ -221,10 +221,10 @@ init(Id, Keeper, Max, {Starter, Ref}) ->
 
 loop(State = #{id := Id, keeper := Keeper, max := Max, captures := Captures}) ->
     receive
-        {ferrotrace_spike, Id, Call} when length(Captures) < Max ->
+        {ferrotrace_capture, Id, Call} when length(Captures) < Max ->
             {Capture, Baseline} = freeze(Id, Call, maps:get(baseline, State)),
             loop(State#{captures := [Capture | Captures], baseline := Baseline});
-        {ferrotrace_spike, Id, _Call} ->
+        {ferrotrace_capture, Id, _Call} ->
             %% The gate sends no more than max_captures: a defence only.
             loop(State);
         {captures, From, Ref} ->
