@@ -20,8 +20,7 @@
 %%% flags belong to a trace session: the weak half of each session's handle is recorded
 %%% here too, so that a process born traced by one can leave it.
 %%%
-%%% Below every process-spawning module: it calls only ferrotrace_traced (reads) and
-%%% ferrotrace_backend_legacy.
+%%% Below every process-spawning module: it calls only ferrotrace_traced (reads).
 -module(ferrotrace_backend).
 
 -export([trace_sessions/0, port_flags/0]).
@@ -142,18 +141,16 @@ session_pattern(Session, MFA) ->
 function(Session, MFA, MS, Scope) ->
     trace(function, [Session, MFA, MS, [Scope]]).
 
-%% @doc Undoes a session's tracing: its trace session destroyed (OTP 27+, its patterns and
-%% flags with it), or on OTP 25 and 26 every flag of a process whose tracer is the session's
-%% (its patterns are the registry's to remove).
+%% @doc Undoes a session's trace session (OTP 27+): destroyed, its patterns and flags with
+%% it. (On OTP 25 and 26, ferrotrace_tracing:stop/2 asks the registry and
+%% ferrotrace_backend_legacy.)
 -spec stop(ferrotrace_tracer:session_id(), backend()) -> ok.
-stop(_Id, none) ->
-    ok;
 stop(Id, {trace_session, Session, _Scopes}) ->
     ok = forget(Id),
     _ = trace(session_destroy, [Session]),
     ok;
-stop(Id, legacy) ->
-    ferrotrace_backend_legacy:untrace_processes(Id).
+stop(_Id, _Backend) ->
+    ok.
 
 %%% Process flags
 

@@ -170,7 +170,7 @@ how(Holder) ->
 -spec stop(ferrotrace_tracer:session_id(), backend()) -> ok.
 stop(Id, legacy) ->
     ok = ferrotrace_registry:remove_patterns(Id),
-    ferrotrace_backend:stop(Id, legacy);
+    ferrotrace_backend_legacy:untrace_processes(Id);
 stop(Id, Backend) ->
     ferrotrace_backend:stop(Id, Backend).
 

@@ -203,7 +203,8 @@ registered(Settings = #{engine := Engine}) ->
 %% calibration is the next starts' too).
 side_processes(Id, Prepared, Settings) ->
     case ferrotrace_capture:for_session(Id, Settings) of
-        ok ->
+        Started when Started =:= none; element(1, Started) =:= ok ->
+            _ = [ok = ferrotrace_registry:update(Id, #{capture_pid => Pid}) || {ok, Pid} <- [Started]],
             _ = [intervals(Id, Intervals) || #{intervals := {_, _} = Intervals} <- [Settings]],
             _ = [ferrotrace_overhead:start(Id, self(), Budget) || #{budget := {_, _, _, _} = Budget} <- [Settings]],
             ok = complete_loops(Id, Prepared),

@@ -85,17 +85,14 @@ values(#{slower_than := Ns} = Capture) when is_integer(Ns), Ns > 0 ->
 values(Capture) ->
     {error, {bad_option, {capture, Capture, ?ACCEPTED}}}.
 
-%% @doc For the keeper of session `Id', as it starts and before tracing begins: with
-%% `capture' in its `Settings', the capture process and its pid in the
-%% registry (`capture_pid', for ferrotrace:captures/1).
--spec for_session(ferrotrace_tracer:session_id(), map()) -> ok | {error, term()}.
+%% @doc For the keeper of session `Id', with `capture' in its `Settings': the capture process
+%% (its pid, which the keeper records as `capture_pid' for ferrotrace:captures/1), `none'
+%% without `capture', or the engine's refusal.
+-spec for_session(ferrotrace_tracer:session_id(), map()) -> {ok, pid()} | none | {error, term()}.
 for_session(Id, #{capture := Capture}) ->
-    case start(Id, Capture, self()) of
-        {ok, Pid} -> ferrotrace_registry:update(Id, #{capture_pid => Pid});
-        {error, _} = Error -> Error
-    end;
+    start(Id, Capture, self());
 for_session(_Id, _Settings) ->
-    ok.
+    none.
 
 %% Starts session `Id''s capture process for the calling keeper (gone when the keeper
 %% is), and gives the engine its capture gate.
