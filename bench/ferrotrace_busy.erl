@@ -189,17 +189,24 @@ frozen(Done) -> {frozen, Done}.
 %% untraced ones; the first 2 s as a whole (medians of sums); the worst window of seconds
 %% 2 to 8; the calls the sessions timed (median).
 report(Name, Label, Traced, Untraced, Timed) ->
-    PerWindow = [median([lists:nth(W, T) || T <- Traced]) / max(1, median([lists:nth(W, U) || U <- Untraced]))
-                 || W <- lists:seq(1, ?WINDOWS)],
+    %% A window where the work had not arrived yet (its untraced median under a twentieth
+    %% of the busiest window's) has no ratio: `-', and it is not the worst.
+    Medians = [median([lists:nth(W, U) || U <- Untraced]) || W <- lists:seq(1, ?WINDOWS)],
+    Loaded = lists:max(Medians) / 20,
+    PerWindow = [case M > Loaded of
+                     true -> median([lists:nth(W, T) || T <- Traced]) / M;
+                     false -> none
+                 end || {W, M} <- lists:zip(lists:seq(1, ?WINDOWS), Medians)],
     First = 2000 div ?WINDOW_MS,
     Sum = fun(Ws) -> lists:sum(lists:sublist(Ws, First)) end,
     First2s = median([Sum(T) || T <- Traced]) / max(1, median([Sum(U) || U <- Untraced])),
     Later = lists:nthtail(First, PerWindow),
+    Worst = fun(Ws) -> case [R || R <- Ws, R =/= none] of [] -> "-"; Rs -> io_lib:format("~.2f", [lists:min(Rs)]) end end,
     io:format("busy moving scenario=~s budget=~s rounds=~b first_2s=~.2f first_2s_windows=~s "
-              "worst_window=~.2f worst_window_2_to_8s=~.2f calls_timed=~b~n",
+              "worst_window=~s worst_window_2_to_8s=~s calls_timed=~b~n",
               [Name, Label, length(Traced), First2s,
-               lists:join(",", [io_lib:format("~.2f", [R]) || R <- lists:sublist(PerWindow, First)]),
-               lists:min(PerWindow), lists:min(Later), median(Timed)]).
+               lists:join(",", [case R of none -> "-"; _ -> io_lib:format("~.2f", [R]) end || R <- lists:sublist(PerWindow, First)]),
+               Worst(PerWindow), Worst(Later), median(Timed)]).
 
 median(List) ->
     Sorted = lists:sort(List),
