@@ -30,7 +30,7 @@
 -export([new_table/0, enter/0, own_pids/0]).
 
 %% OTP 25's spec of erlang:trace_info/2 omits the `{tracer, {Module, State}}' answer that a
-%% tracer module gets (as in ferrotrace_session).
+%% tracer module gets (as in ferrotrace_backend_legacy).
 -dialyzer({no_match, [calls_flag/4]}).
 
 %% `procs' brings each process's exit, which lets the engine forget calls left open by a

@@ -34,7 +34,7 @@
          leave_out_modules/3, generated/1]).
 
 %% OTP 25's spec of erlang:trace_info/2 omits the `{tracer, {Module, State}}' answer that a
-%% tracer module gets (as in ferrotrace_session).
+%% tracer module gets (as in ferrotrace_backend_legacy).
 -dialyzer({no_match, [already_traced/2, holder/1, how/1]}).
 
 -type backend() :: ferrotrace_backend:backend().

@@ -359,7 +359,7 @@ remote_call(Node, Module, Function, Args, Timeout) ->
 %% @private
 %% Registers the session, then starts every part; a refusal is acknowledged as
 %% `{error, {refused, Reason}}' and the process exits `normal' (as a keeper's, see
-%% ferrotrace_session), with nothing left registered or started.
+%% ferrotrace_keeper), with nothing left registered or started.
 -spec init({term(), map(), [node()], ferrotrace_owner:owner()}) -> {ok, #c{}}.
 init({Spec, Options, Nodes, Owner}) ->
     ok = ferrotrace_own:enter(),

@@ -1,6 +1,6 @@
 %%% @private
 %%% @doc Changing the functions of a running `calls/2' session: `ferrotrace:add/2' and
-%%% `ferrotrace:remove/2', done by the session's keeper (ferrotrace_session) with what it
+%%% `ferrotrace:remove/2', done by the session's keeper (ferrotrace_keeper) with what it
 %%% knows of the session, through the same checks and in the same order as a start:
 %%% <ol>
 %%% <li>the spec parsed, its modules loaded, ferrotrace's own modules refused
@@ -36,7 +36,7 @@
 -type calls() :: #{patterns := [ferrotrace_registry:pattern()],
                    scope := local | global,
                    key := none | message | caller}.
-%% How tracing was set (ferrotrace_session's backend).
+%% How tracing was set (the keeper's backend, ferrotrace_tracing).
 -type backend() :: legacy | {trace_session, term(), [local | global]}.
 -export_type([calls/0]).
 

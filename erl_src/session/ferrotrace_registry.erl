@@ -222,7 +222,7 @@ remove_patterns(Id, Specs) ->
 reap(Id) ->
     call({reap, Id}).
 
-%% @doc True if `Pid' keeps a registered session (a `ferrotrace_session' keeper or a
+%% @doc True if `Pid' keeps a registered session (a `ferrotrace_keeper' or a
 %% cluster coordinator).
 -spec is_keeper(term()) -> boolean().
 is_keeper(Pid) when is_pid(Pid) ->

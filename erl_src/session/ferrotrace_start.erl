@@ -10,7 +10,7 @@
 %%% pattern is set (ferrotrace_calibrate);</li>
 %%% <li>`first_moment': with a budget, where it starts: the functions held back and the
 %%% per-call rate (ferrotrace_budget, from the calls counted by ferrotrace_tracing);</li>
-%%% <li>`keeper': the keeper (ferrotrace_session), which creates the engine session, sets
+%%% <li>`keeper': the keeper (ferrotrace_keeper), which creates the engine session, sets
 %%% the patterns and flags (ferrotrace_tracing, ferrotrace_backend) and starts every process
 %%% beside it.</li>
 %%% </ol>
