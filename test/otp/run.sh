@@ -8,7 +8,7 @@
 # In each chroot it runs the attach bundle (_build/bundle/ferrotrace: make test-otp builds it)
 # with that OTP's escript against a node of that OTP without ferrotrace (test/otp/attach.sh:
 # one-shot calls, the remote shell on a pty, detach's checks; FERROTRACE_OTP_ATTACH=0 skips
-# it, and bullseye unless named), compiles erl_src/*.erl with the project's erl_opts (warnings are errors),
+# it, and bullseye unless named), compiles erl_src/**/*.erl with the project's erl_opts (warnings are errors),
 # loads the NIF built on the host (priv/libferrotrace_nif.so, nif_version_2_16), compiles the
 # test helpers (test/support/*.erl), runs the EUnit modules test/*_tests.erl and the Common
 # Test suites test/*_SUITE.erl
@@ -167,11 +167,12 @@ check() { # check RELEASE: compile, load the NIF, EUnit, Common Test, inside the
     [ -f priv/libferrotrace_nif.so ] || die "priv/libferrotrace_nif.so is missing: run 'make compile' first"
     rm -rf "$work"
     mkdir -p "$work/ferrotrace/ebin" "$work/ferrotrace/priv" "$work/ferrotrace/erl_src" "$work/test/support" "$work/logs"
-    cp erl_src/*.erl "$work/ferrotrace/erl_src/"
+    # Flat in the chroot: the role folders (erl_src/export/, ...) are one module namespace.
+    find erl_src -name '*.erl' -exec cp {} "$work/ferrotrace/erl_src/" \;
     # Shell docs (EEP-48 chunks), where the project builds them in a rebar3 post-hook.
     if [ -f native/doc_chunks.escript ]; then cp native/doc_chunks.escript "$work/"; fi
     local modules
-    modules=$(cd erl_src && ls *.erl | sed 's/\.erl$//' | paste -sd, -)
+    modules=$(cd "$work/ferrotrace/erl_src" && ls *.erl | sed 's/\.erl$//' | paste -sd, -)
     sed "s/{modules, \[\]}/{modules, [$modules]}/" \
         erl_src/ferrotrace.app.src >"$work/ferrotrace/ebin/ferrotrace.app"
     cp priv/libferrotrace_nif.so "$work/ferrotrace/priv/"
