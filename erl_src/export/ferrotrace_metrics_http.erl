@@ -13,8 +13,9 @@
 %%% What a client can cost (a scrape, or a hostile or slow client):
 %%% <ul>
 %%% <li>a request is one request line and at most 64 header lines of at most 8 KB each,
-%%% all within 5 s of the connection; anything else is answered 400 (or the connection
-%%% closed at the deadline), and the connection is always closed after one answer;</li>
+%%% 64 KB in all, within 5 s of the connection; anything else is answered 400 (or the connection
+%%% closed at the deadline), and the connection is always closed after one answer (after
+%%% reading at most 64 KB more for at most 1 s, so that the close is no reset);</li>
 %%% <li>only `GET' of the path is answered 200; another path 404, another method 405;</li>
 %%% <li>a send that cannot go on for 5 s closes the connection (`send_timeout');</li>
 %%% <li>the exposition is rendered at most once per ten times the last render took: a
@@ -24,16 +25,20 @@
 %%% </ul>
 -module(ferrotrace_metrics_http).
 
--export([listen/1, attach/3, stop/1, port/1]).
+-export([listen/1, attach/3, stop/1, port/1, stats/1]).
 
 -define(MAX_CONNECTIONS, 8).
 -define(REQUEST_MS, 5000).
 -define(SEND_MS, 5000).
 -define(MAX_LINE, 8192).
 -define(MAX_HEADERS, 64).
+-define(MAX_REQUEST, 65536).
+-define(LINGER_MS, 1000).
+-define(LINGER_BYTES, 65536).
 %% A render is reused for ten times as long as it took (at least this long, ms).
 -define(REUSE_FACTOR, 10).
 -define(START_MS, 5000).
+-define(MARK, '$ferrotrace_metrics_endpoint').
 -define(CONTENT_TYPE, <<"text/plain; version=0.0.4; charset=utf-8">>).
 
 -type settings() :: #{ip := inet:ip_address(), port := inet:port_number(), path := binary()}.
@@ -73,13 +78,28 @@ attach(_, _, _) ->
 %% is gone.
 -spec stop(pid()) -> ok.
 stop(Endpoint) when is_pid(Endpoint) ->
+    case is_endpoint(Endpoint) of
+        true -> stop_endpoint(Endpoint);
+        false -> ok
+    end;
+stop(_) ->
+    ok.
+
+stop_endpoint(Endpoint) ->
     Monitor = monitor(process, Endpoint),
     Endpoint ! {stop, self()},
     receive {'DOWN', Monitor, process, Endpoint, _} -> ok
     after ?START_MS -> exit(Endpoint, kill), receive {'DOWN', Monitor, process, Endpoint, _} -> ok end
-    end;
-stop(_) ->
-    ok.
+    end.
+
+%% Only an endpoint is sent a request (any other process would be made to wait, or
+%% stopped): each marks itself in its dictionary as it starts.
+is_endpoint(Pid) ->
+    node(Pid) =:= node() andalso
+        case erlang:process_info(Pid, dictionary) of
+            {dictionary, Dictionary} -> lists:member({?MARK, true}, Dictionary);
+            undefined -> false
+        end.
 
 %% @doc The port an endpoint listens on (the one the system chose for `port => 0').
 -spec port(pid()) -> {ok, inet:port_number()} | {error, not_listening}.
@@ -88,7 +108,23 @@ port(Endpoint) when is_pid(Endpoint) ->
 port(_) ->
     {error, not_listening}.
 
+%% @doc What an endpoint did: `renders' (the exposition rendered anew), `reused' (a render
+%% answered again), `last_render_us' (the last render's time: the figures read, the text
+%% written).
+-spec stats(pid()) -> {ok, #{renders := non_neg_integer(), reused := non_neg_integer(),
+                             last_render_us := non_neg_integer()}} | {error, not_listening}.
+stats(Endpoint) when is_pid(Endpoint) ->
+    request(Endpoint, stats);
+stats(_) ->
+    {error, not_listening}.
+
 request(Endpoint, Request) ->
+    case is_endpoint(Endpoint) of
+        true -> ask(Endpoint, Request);
+        false -> {error, not_listening}
+    end.
+
+ask(Endpoint, Request) ->
     Monitor = monitor(process, Endpoint),
     Endpoint ! {request, self(), Monitor, Request},
     receive
@@ -106,13 +142,16 @@ request(Endpoint, Request) ->
             watched :: reference(), acceptor = none :: pid() | none,
             render = none :: render() | none,
             last = none :: none | {integer(), binary()},   % {ReusableUntilMs, Response}
-            reuse_ms = 0 :: non_neg_integer()}).
+            reuse_ms = 0 :: non_neg_integer(),
+            renders = 0 :: non_neg_integer(), reused = 0 :: non_neg_integer(),
+            render_us = 0 :: non_neg_integer()}).
 
 init(Caller, Ref, Ip, Port, Path) ->
     ok = ferrotrace_own:enter(),
+    put(?MARK, true),
     Family = case tuple_size(Ip) of 8 -> [inet6]; _ -> [] end,
     Options = Family ++ [binary, {ip, Ip}, {active, false}, {reuseaddr, true}, {backlog, 16},
-                         {packet, http_bin}, {packet_size, ?MAX_LINE}, {send_timeout, ?SEND_MS},
+                         {packet, raw}, {send_timeout, ?SEND_MS},
                          {send_timeout_close, true}, {nodelay, true}],
     case gen_tcp:listen(Port, Options) of
         {ok, Socket} ->
@@ -154,6 +193,14 @@ serving(E = #e{watched = Watched}) ->
         {request, From, Tag, port} ->
             From ! {Tag, {ok, E#e.port}},
             serving(E);
+        {request, From, Tag, stats} ->
+            From ! {Tag, {ok, #{renders => E#e.renders, reused => E#e.reused, last_render_us => E#e.render_us}}},
+            serving(E);
+        forget ->
+            %% Between scrapes the endpoint holds nothing (a 1,000-function exposition is
+            %% about 3 MB): the last render is dropped once it may no longer be reused.
+            erlang:garbage_collect(),
+            serving(E#e{last = none});
         {request, From, Tag, {attach, _, _}} ->
             From ! {Tag, {error, not_listening}},
             serving(E);
@@ -172,7 +219,7 @@ closed(#e{socket = Socket, acceptor = Acceptor}) ->
 %% The exposition, rendered anew unless the last one is recent (see the module doc).
 response(E = #e{last = {Until, Last}}) ->
     case erlang:monotonic_time(millisecond) < Until of
-        true -> {Last, E};
+        true -> {Last, E#e{reused = E#e.reused + 1}};
         false -> render(E)
     end;
 response(E) ->
@@ -190,7 +237,9 @@ render(E = #e{render = Render}) ->
             Response = iolist_to_binary(head(200, [{<<"Content-Type">>, ?CONTENT_TYPE}], byte_size(Body))),
             ReuseMs = (T1 - T0) * ?REUSE_FACTOR div 1000,
             Both = {Response, Body},
-            {Both, E#e{last = {T1 div 1000 + ReuseMs, Both}, reuse_ms = ReuseMs}};
+            _ = erlang:send_after(ReuseMs + 1, self(), forget),
+            {Both, E#e{last = {T1 div 1000 + ReuseMs, Both}, reuse_ms = ReuseMs,
+                       renders = E#e.renders + 1, render_us = erlang:monotonic_time(microsecond) - T0}};
         {error, Why} ->
             {plain(503, io_lib:format("ferrotrace: the session's figures cannot be read: ~0tp~n", [Why])), E}
     end.
@@ -244,7 +293,24 @@ handler(Endpoint, Path, Socket) ->
             none -> ok;
             {Head, Body} -> gen_tcp:send(Socket, [Head, Body])
         end,
+    linger(Socket).
+
+%% Closed once the client has read the answer: what it sent and we did not read (a line too
+%% long, a body) would otherwise make the close a reset, which can drop the answer on its
+%% way. Bounded: at most 64 KB read, for at most a second.
+linger(Socket) ->
+    _ = gen_tcp:shutdown(Socket, write),
+    Deadline = erlang:monotonic_time(millisecond) + ?LINGER_MS,
+    drain(Socket, Deadline, ?LINGER_BYTES),
     gen_tcp:close(Socket).
+
+drain(_Socket, _Deadline, Left) when Left =< 0 ->
+    ok;
+drain(Socket, Deadline, Left) ->
+    case recv(Socket, Deadline) of
+        {ok, Data} when is_binary(Data) -> drain(Socket, Deadline, Left - byte_size(Data));
+        _ -> ok
+    end.
 
 answer(Endpoint) ->
     case scrape(Endpoint) of
@@ -263,28 +329,50 @@ scrape(Endpoint) ->
             {error, timeout}
     end.
 
-%% `{ok, Method, Path}' (the path without its query), or `{error, Why}'.
+%% `{ok, Method, Path}' (the path without its query), or `{error, Why}'. Read raw and
+%% parsed with the VM's HTTP parser (erlang:decode_packet/3): a socket in `http_bin' mode
+%% closes itself on a line too long, and could not be answered 400.
 read_request(Socket, Deadline) ->
-    case recv(Socket, Deadline) of
-        {ok, {http_request, Method, Target, {1, _}}} ->
-            case headers(Socket, Deadline, 0) of
+    case packet(Socket, Deadline, http_bin, <<>>, 0) of
+        {ok, {http_request, Method, Target, {1, _}}, Rest, Read} ->
+            case headers(Socket, Deadline, Rest, Read, 0) of
                 ok -> {ok, Method, target(Target)};
                 {error, _} = Error -> Error
             end;
-        {ok, {http_request, _, _, _}} -> {error, version};
-        {ok, {http_error, _}} -> {error, malformed};
-        {ok, _} -> {error, malformed};
+        {ok, {http_request, _, _, _}, _, _} -> {error, version};
+        {ok, _, _, _} -> {error, malformed};
         {error, _} = Error -> Error
     end.
 
-headers(_Socket, _Deadline, N) when N > ?MAX_HEADERS ->
+headers(_Socket, _Deadline, _Buffer, _Read, N) when N > ?MAX_HEADERS ->
     {error, too_many_headers};
-headers(Socket, Deadline, N) ->
-    case recv(Socket, Deadline) of
-        {ok, http_eoh} -> ok;
-        {ok, {http_header, _, _, _, _}} -> headers(Socket, Deadline, N + 1);
-        {ok, _} -> {error, malformed};
+headers(Socket, Deadline, Buffer, Read, N) ->
+    case packet(Socket, Deadline, httph_bin, Buffer, Read) of
+        {ok, http_eoh, _, _} -> ok;
+        {ok, {http_header, _, _, _, _}, Rest, Read1} -> headers(Socket, Deadline, Rest, Read1, N + 1);
+        {ok, _, _, _} -> {error, malformed};
         {error, _} = Error -> Error
+    end.
+
+%% One line of the request: `{ok, Packet, Rest, BytesReadSoFar}', more read as needed,
+%% at most ?MAX_LINE a line and ?MAX_REQUEST in all.
+packet(Socket, Deadline, Type, Buffer, Read) ->
+    case erlang:decode_packet(Type, Buffer, [{packet_size, ?MAX_LINE}]) of
+        {ok, {http_error, _}, _} ->
+            {error, malformed};
+        {ok, Packet, Rest} ->
+            {ok, Packet, Rest, Read};
+        {more, _} when byte_size(Buffer) >= ?MAX_LINE ->
+            {error, line_too_long};
+        {more, _} when Read >= ?MAX_REQUEST ->
+            {error, request_too_large};
+        {more, _} ->
+            case recv(Socket, Deadline) of
+                {ok, Data} -> packet(Socket, Deadline, Type, <<Buffer/binary, Data/binary>>, Read + byte_size(Data));
+                {error, _} = Error -> Error
+            end;
+        {error, _} ->
+            {error, malformed}
     end.
 
 recv(Socket, Deadline) ->

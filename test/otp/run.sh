@@ -160,11 +160,30 @@ prepare() { # prepare RELEASE: a cached chroot with Erlang, built once
     say "$release: chroot ready in $((SECONDS - started)) s"
 }
 
+# Debian's prometheus (with promtool) in a chroot that lacks it, for the metrics suite,
+# which starts one and scrapes the session from inside the chroot as on the host (its
+# cases skip where it is missing). Installed once into the cached chroot (no rebuild: the
+# chroot's stamp is unchanged); about 20 s of apt the first time.
+ensure_prometheus() { # ensure_prometheus RELEASE
+    local release=$1 root=$chroots/$1
+    [ -x "$root/usr/bin/prometheus" ] && [ -x "$root/usr/bin/promtool" ] && return 0
+    say "$release: installing prometheus in the chroot"
+    unmount_stale "$root"
+    mount_in "$root"
+    timeout "$step_timeout" chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+        DEBIAN_FRONTEND=noninteractive sh -c \
+        "apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus && apt-get clean" \
+        >"$chroots/$release.prometheus.log" 2>&1 \
+        || say "$release: prometheus could not be installed (its cases will skip; log: $chroots/$release.prometheus.log)"
+    umount_all
+}
+
 check() { # check RELEASE: compile, load the NIF, EUnit, Common Test, inside the chroot
     local release=$1 root=$chroots/$1
     local work=$root/ferrotrace
     local started=$SECONDS
     [ -f priv/libferrotrace_nif.so ] || die "priv/libferrotrace_nif.so is missing: run 'make compile' first"
+    case " $suites_to_run " in *" ferrotrace_metrics_SUITE "*) ensure_prometheus "$release";; esac
     rm -rf "$work"
     mkdir -p "$work/ferrotrace/ebin" "$work/ferrotrace/priv" "$work/ferrotrace/erl_src" "$work/test/support" "$work/logs"
     # Flat in the chroot: the role folders (erl_src/export/, ...) are one module namespace.
@@ -184,6 +203,7 @@ check() { # check RELEASE: compile, load the NIF, EUnit, Common Test, inside the
         cp test/otp/attach.sh "$work/"
     fi
     cp test/*.erl "$work/test/"
+    mkdir -p "$work/examples" && cp examples/shop_*.erl "$work/examples/"   # the metrics suite's shop
     cp test/support/* "$work/test/support/"
     { echo '{logdir, "logs"}.'
       printf '{suites, "test", [%s]}.\n' "$(echo $suites_to_run | tr ' ' ',')"
