@@ -73,7 +73,6 @@ promtool_accepts_the_exposition(_Config) ->
     PText = wait_for(PUrl, <<"ferrotrace_gc_pause_seconds_count{">>),
     check_with_promtool(Promtool, PText),
     ?assertMatch({match, _}, re:run(PText, "ferrotrace_message_size_bytes_bucket\\{[^}]*le=\"64\"\\} [0-9]+\n")),
-    ?assertMatch({match, _}, re:run(PText, "ferrotrace_process_lifetime_seconds_count\\{[^}]*\\} [1-9][0-9]*\n")),
     ok = ferrotrace:release(P).
 
 check_with_promtool(Promtool, Text) ->

@@ -4,7 +4,7 @@
 %%% on OTP 25: the few fields read are matched).
 -module(ft_prometheus).
 
--export([start/2, stop/1, query/3, range/3, now_s/0]).
+-export([start/2, stop/1, query/3, query/4, range/3, now_s/0]).
 
 -type handle() :: {port(), non_neg_integer(), file:filename()}.
 -export_type([handle/0]).
@@ -22,12 +22,15 @@ start(Prometheus, Target) ->
                         "scrape_configs:\n  - job_name: ferrotrace\n    static_configs:\n"
                         "      - targets: ['127.0.0.1:~b']\n", [Target]),
     ok = file:write_file(filename:join(Dir, "prometheus.yml"), Yml),
-    Port = open_port({spawn_executable, Prometheus},
-                     [{args, ["--config.file=" ++ filename:join(Dir, "prometheus.yml"),
-                              "--storage.tsdb.path=" ++ filename:join(Dir, "data"),
-                              "--web.listen-address=127.0.0.1:" ++ integer_to_list(Web),
-                              "--log.level=warn"]},
-                      exit_status, stderr_to_stdout, binary]),
+    %% Through a shell that kills it when its standard input closes: the port's owner
+    %% ending (a case that crashed, the node gone) ends Prometheus too.
+    Args = ["--config.file=" ++ filename:join(Dir, "prometheus.yml"),
+            "--storage.tsdb.path=" ++ filename:join(Dir, "data"),
+            "--web.listen-address=127.0.0.1:" ++ integer_to_list(Web),
+            "--log.level=warn"],
+    Port = open_port({spawn_executable, "/bin/sh"},
+                     [{args, ["-c", "\"$0\" \"$@\" </dev/null & p=$!; read _; kill $p; wait $p", Prometheus | Args]},
+                      exit_status, stderr_to_stdout, binary, use_stdio]),
     {os_pid, OsPid} = erlang:port_info(Port, os_pid),
     ok = ready(Web, 300),
     {Web, {Port, OsPid, Dir}}.
@@ -35,17 +38,38 @@ start(Prometheus, Target) ->
 -spec stop(handle()) -> ok.
 %% @doc Stops it and removes its storage.
 stop({Port, OsPid, Dir}) ->
-    _ = os:cmd("kill " ++ integer_to_list(OsPid)),
-    receive {Port, {exit_status, _}} -> ok after 10000 -> _ = os:cmd("kill -9 " ++ integer_to_list(OsPid)) end,
+    %% Its shell kills it once its input closes, and ends when it has.
+    catch_close(Port),
+    gone(OsPid, 100),
     _ = file:del_dir_r(Dir),
     ok.
+
+catch_close(Port) ->
+    try port_close(Port) catch error:badarg -> ok end.
+
+gone(_OsPid, 0) ->
+    ok;
+gone(OsPid, Tries) ->
+    case os:cmd("kill -0 " ++ integer_to_list(OsPid) ++ " 2>/dev/null && echo alive") of
+        "alive" ++ _ -> timer:sleep(100), gone(OsPid, Tries - 1);
+        _ -> ok
+    end.
 
 %% @doc The system time, s.
 -spec now_s() -> float().
 now_s() -> erlang:system_time(millisecond) / 1000.
 
+%% @doc As {@link query/3}, `Default' where the answer is empty (no series).
+-spec query(inet:port_number(), string(), float(), float()) -> float() | nan | infinity | '-infinity'.
+query(Api, Query, T, Default) ->
+    Body = api(Api, "/api/v1/query", [{"query", Query}, {"time", float_to_list(T, [{decimals, 3}])}]),
+    case re:run(Body, "\"value\":\\[[0-9.]+,\"([^\"]+)\"\\]", [{capture, all_but_first, list}]) of
+        {match, [V]} -> number(V);
+        nomatch -> Default
+    end.
+
 %% @doc One instant query's scalar, at time T (s).
--spec query(inet:port_number(), string(), float()) -> float().
+-spec query(inet:port_number(), string(), float()) -> float() | nan | infinity | '-infinity'.
 query(Api, Query, T) ->
     Body = api(Api, "/api/v1/query", [{"query", Query}, {"time", float_to_list(T, [{decimals, 3}])}]),
     case re:run(Body, "\"value\":\\[[0-9.]+,\"([^\"]+)\"\\]", [{capture, all_but_first, list}]) of
@@ -54,7 +78,7 @@ query(Api, Query, T) ->
     end.
 
 %% @doc A range vector's samples `[{Time, Value}]' at time T (one series).
--spec range(inet:port_number(), string(), float()) -> [{float(), float()}].
+-spec range(inet:port_number(), string(), float()) -> [{float(), float() | nan | infinity | '-infinity'}].
 range(Api, Query, T) ->
     Body = api(Api, "/api/v1/query", [{"query", Query}, {"time", float_to_list(T, [{decimals, 3}])}]),
     case re:run(Body, "\"values\":\\[(.*?)\\]\\]", [{capture, all_but_first, list}]) of
@@ -64,6 +88,9 @@ range(Api, Query, T) ->
         nomatch -> []
     end.
 
+number("NaN") -> nan;
+number("+Inf") -> infinity;
+number("-Inf") -> '-infinity';
 number(Text) ->
     case string:to_float(Text) of
         {F, ""} -> F;
