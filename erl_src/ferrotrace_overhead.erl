@@ -10,6 +10,14 @@
 %%% keeper or when the session stops; what it found is in the session's registry info
 %%% (`budget'), which the summary shows.
 %%%
+%%% It also arms the session's fuse on the schedulers (ferrotrace_core::fuse, from
+%%% ferrotrace_budget:fuse/1) and sets it anew at each tick; reads, every ?POLL ms, how many
+%%% processes the fuse untraced (one static word, no session memory) and ticks at once when
+%%% that rises: the tick watches those processes for ?HIDDEN_MS (their reductions a second:
+%%% the calls they make unseen) and the controller sheds their functions; and it traces
+%%% them again (through the keeper, ferrotrace_backend:retrace/4) in a later tick that
+%%% shed nothing and left room.
+%%%
 %%% Cost per tick: one `ferrotrace_tracer:session_counts/1' (the collector's lock while it
 %%% brings the counters up to date, then a pair per function and no histogram; the whole
 %%% summary it read before took 4 to 47 ms of a dirty scheduler on yaws under load, several

@@ -113,7 +113,8 @@ fn frames_full(id: u64, tracee: u64) -> bool {
 /// VM then builds no event and, for a call, pushes no return frame), and a call (`calls`)
 /// when the per-call rate refuses it or the tracee has as many return-trace frames open as a
 /// process may keep. A budgeted session's calls are then charged to the thread's fuse
-/// (`ferrotrace_core::fuse`), which may refuse the call or untrace the process.
+/// (`ferrotrace_core::fuse`), which may refuse the call or untrace the process. `procs`:
+/// the callback may be asked about `exit` (see `exit_settles_nothing`).
 ///
 /// # Safety
 /// `env` is the callback's env and `argv` points at its three arguments.
@@ -122,6 +123,7 @@ unsafe fn enabled_by(
     env: *mut ErlNifEnv,
     argv: *const ErlNifTerm,
     calls: bool,
+    procs: bool,
     answer: impl FnOnce(&Atoms, ErlNifTerm, bool) -> ErlNifTerm,
 ) -> ErlNifTerm {
     guarded(|| {
@@ -160,7 +162,7 @@ unsafe fn enabled_by(
                 Verdict::Untrace => unsafe { untrace(env, id, tracee) },
             };
         }
-        if process_out || (tag == a.exit && exit_settles_nothing(id, bits)) { a.discard } else { answer }
+        if process_out || (procs && tag == a.exit && exit_settles_nothing(id, bits)) { a.discard } else { answer }
     }, || atoms().remove)
 }
 
@@ -169,8 +171,9 @@ unsafe fn enabled_by(
 /// and the frame table counts none open on the tracee's line (the frames the aggregators
 /// know to be open, plus those pushed since: never fewer than are open). A process born
 /// per request exits with none: tracing its exit cost as much as a call pair (a process per
-/// 40 calls spent a fifth of two schedulers on exits alone).
-#[inline]
+/// 40 calls spent a fifth of two schedulers on exits alone). Out of line: the callbacks'
+/// common paths keep their size (inlined, it cost `enabled`'s `trace_status` 8 instructions).
+#[inline(never)]
 fn exit_settles_nothing(id: u64, tracee: u64) -> bool {
     !session::wants_activity(id) && session::frames_of(id).is_some_and(|frames| frames.open(tracee) <= 0)
 }
@@ -223,7 +226,7 @@ unsafe extern "C" fn enabled(env: *mut ErlNifEnv, _argc: c_int, argv: *const Erl
     // SAFETY: called by the VM as an arity-3 NIF: its env and three arguments.
     // With activity, every tag is traced: `trace/5` aggregates it or counts it as ignored
     // (activity.rs). A calls-only session keeps calls and exits.
-    unsafe { enabled_by(env, argv, false, |a, tag, activity| {
+    unsafe { enabled_by(env, argv, false, true, |a, tag, activity| {
         if activity || tag == a.call || tag == a.trace_status || tag == a.exit {
             a.trace
         } else {
@@ -236,7 +239,7 @@ unsafe extern "C" fn enabled(env: *mut ErlNifEnv, _argc: c_int, argv: *const Erl
 /// per-call rate and the frame bound are checked.
 unsafe extern "C" fn enabled_call(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
     // SAFETY: called by the VM as an arity-3 NIF: its env and three arguments.
-    unsafe { enabled_by(env, argv, true, |a, _tag, _activity| a.trace) }
+    unsafe { enabled_by(env, argv, true, false, |a, _tag, _activity| a.trace) }
 }
 
 /// `enabled_procs/3`: the VM passes the event's own tag (`spawn`, `exit`, `link`, ...); all
@@ -244,7 +247,7 @@ unsafe extern "C" fn enabled_call(env: *mut ErlNifEnv, _argc: c_int, argv: *cons
 /// a calls-only session keeps only `exit`.
 unsafe extern "C" fn enabled_procs(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
     // SAFETY: called by the VM as an arity-3 NIF: its env and three arguments.
-    unsafe { enabled_by(env, argv, false, |a, tag, activity| {
+    unsafe { enabled_by(env, argv, false, true, |a, tag, activity| {
         if activity || tag == a.exit || tag == a.trace_status {
             a.trace
         } else {
@@ -329,7 +332,7 @@ fn push(producer: &ProducerRef<'_>, kind: EventKind, mfa: Mfa, tracee: Immediate
 /// `remove` for a session that is gone.
 unsafe extern "C" fn enabled_any(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
     // SAFETY: called by the VM as an arity-3 NIF: its env and three arguments.
-    unsafe { enabled_by(env, argv, false, |a, _tag, activity| if activity { a.trace } else { a.discard }) }
+    unsafe { enabled_by(env, argv, false, false, |a, _tag, activity| if activity { a.trace } else { a.discard }) }
 }
 
 register_raw_nif!("enabled_send", 3, enabled_any);
