@@ -63,6 +63,9 @@ command(["attach", Node | Rest]) ->
     finish(N, How, Opts);
 command(["calls", Node, Spec | Rest]) ->
     Opts = options(Rest, [keep, for, json, options, serve]),
+    %% Refused before anything is loaded there.
+    _ = maps:get(for, Opts, 0) =:= infinity andalso not is_map_key(serve, Opts)
+        andalso refuse("--for infinity needs --serve: a one-shot's report comes at its end", []),
     N = connect(Node, Opts),
     How = ensure(N, Opts),
     try one_shot(N, spec(Spec), Opts)
@@ -458,8 +461,6 @@ one_shot(Node, Spec, Opts) ->
             end,
     For = maps:get(for, Opts, maps:get(duration, Extra, 10000)),
     Serve = maps:get(serve, Opts, none),
-    For =:= infinity andalso Serve =:= none
-        andalso refuse("--for infinity needs --serve: a one-shot's report comes at its end", []),
     %% Served for ever: the session belongs to a process there linked to this command, so
     %% that it ends when the command does (killed, its terminal closed).
     Owner = case For of
