@@ -343,7 +343,11 @@ context(Id, Info, Bounds) ->
 -spec exposition(ferrotrace_tracer:session_id(), map()) -> {ok, iodata()} | {error, term()}.
 exposition(Id, #{labels := L, bounds := Bounds, words := Words} = Context) ->
     case ferrotrace_tracer:session_metrics(Id, Bounds, Words) of
-        {ok, Figures} ->
+        {ok, Figures0} ->
+            %% When the figures were read: a scrape is stamped when it starts, and read a
+            %% moment later (tens of ms on a loaded node), so a client's count compared with
+            %% them must be taken at this time.
+            Figures = Figures0#{read_at => erlang:system_time(microsecond)},
             Info = case ferrotrace_registry:lookup(Id) of
                        {ok, _, _, I} -> I;
                        error -> #{}
@@ -373,12 +377,15 @@ functions(#{functions := Functions0}, Info, #{labels := L, le := Le}) ->
      family(<<"ferrotrace_call_exceptions_total">>, counter, <<"Traced calls that raised.">>),
      [sample(<<"ferrotrace_call_exceptions_total">>, Labels, Exc) || {Labels, {_, _, Exc, _, _, _}} <- Named]].
 
-health(#{status := Status, events := E, memory := Memory, open_calls := Open, functions := Fs}, Info, Sample, L) ->
+health(Figures = #{status := Status, events := E, memory := Memory, open_calls := Open, functions := Fs}, Info, Sample, L) ->
     Labels = [L],
     Gauges = [{<<"ferrotrace_session_running">>, <<"1 while the session traces, 0 once it stopped.">>,
                case Status of running -> 1; stopped -> 0 end},
               {<<"ferrotrace_session_start_time_seconds">>, <<"When the session started, Unix time.">>,
                seconds(maps:get(started_at, Info, 0) * 1000000)},
+              {<<"ferrotrace_read_time_seconds">>, <<"When these figures were read, Unix time (a scrape is "
+                                                    "stamped when it starts, a moment before).">>,
+               seconds(maps:get(read_at, Figures, 0) * 1000)},
               {<<"ferrotrace_memory_bytes">>, <<"Bytes the session holds (rings, histograms, tables).">>, Memory},
               {<<"ferrotrace_functions">>, <<"Functions with figures.">>, length(Fs)},
               {<<"ferrotrace_calls_open">>, <<"Calls awaiting their return.">>, Open},
