@@ -47,7 +47,9 @@
                      trees => #{slower_than := non_neg_integer(), root => term(),
                                 keep => pos_integer(), max_nodes => pos_integer()},
                      capture => #{slower_than := pos_integer(), every => non_neg_integer(),
-                                  max_captures => pos_integer()}}
+                                  max_captures => pos_integer()},
+                     metrics => #{port => inet:port_number(), ip => term(), path => string(),
+                                  buckets => [number()]}}
                  | [{atom(), term()}].
 %% The options of `ferrotrace:session/1', `calls/2' and `processes/2' (`ferrotrace:options()'),
 %% each documented in the edoc of `ferrotrace:calls/2'.
@@ -56,7 +58,7 @@
 %% The options that say what calls/2 traces, and those the keeper takes; the rest go to
 %% the engine.
 -define(CALL_OPTIONS, [pids, scope, also, callers, compensate, generated]).
--define(SESSION_OPTIONS, [owner, keep, name, intervals, max_intervals, max_overhead, capture]).
+-define(SESSION_OPTIONS, [owner, keep, name, intervals, max_intervals, max_overhead, capture, metrics]).
 
 %% A session's duration when none is given (ms), as the engine takes it.
 -define(DEFAULT_DURATION, 10000).

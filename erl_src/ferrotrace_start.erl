@@ -92,10 +92,38 @@ as_own_process(Fun) ->
             {error, {start_failed, ferrotrace_hint:brief(Reason)}}
     end.
 
+%% `metrics => #{port => P, ...}': the endpoint listens before the session starts (a port in
+%% use refuses the start with nothing started), then serves it (ferrotrace_metrics); a
+%% start that fails closes it.
+start(Options = #{metrics := Metrics}, Tracing, Probe, Owner) ->
+    case ferrotrace_metrics:check(Metrics) of
+        {ok, Settings} ->
+            case ferrotrace_metrics:listen(Settings) of
+                {ok, Endpoint} ->
+                    Started = start_session(maps:remove(metrics, Options), Tracing, Probe, Owner),
+                    case Started of
+                        {ok, Id} ->
+                            case ferrotrace_metrics:attach(Endpoint, Id) of
+                                {ok, _Url} -> Started;
+                                {error, _} = Error -> ok = ferrotrace_metrics:close(Endpoint), Error
+                            end;
+                        {error, _} ->
+                            ok = ferrotrace_metrics:close(Endpoint),
+                            Started
+                    end;
+                {error, _} = Error ->
+                    Error
+            end;
+        {error, _} = Error ->
+            Error
+    end;
+start(Options, Tracing, Probe, Owner) ->
+    start_session(Options, Tracing, Probe, Owner).
+
 %% A keeper (ferrotrace_session) for the session, with `Options' less those of calls/2. A
 %% calls/2 session first measures the probe effect (ferrotrace_calibrate), before its
 %% patterns are set; the cost to take out reaches the engine with its options.
-start(Options, Tracing, Probe, Owner) ->
+start_session(Options, Tracing, Probe, Owner) ->
     T0 = erlang:monotonic_time(millisecond),
     %% Not code:load_file/1, and one load at a time: see ferrotrace_code.
     case ferrotrace_code:ensure_tracer() of
