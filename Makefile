@@ -1,6 +1,6 @@
 # ferrotrace: the README's two commands are `make demo` and `make test` (every CI part and its
 # time: the CI table in CONTRIBUTING.md).
-.PHONY: busy cold-start yaws-bench yaws-pool all setup compile demo test bundle test-attach test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty test-snippets bench bench-reads bench-html always-on loom miri collector-ceiling clean export-tools fuzz
+.PHONY: metrics-bench metrics-demo metrics-demo-stop metrics-soak busy cold-start yaws-bench yaws-pool all setup compile demo test bundle test-attach test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty test-snippets bench bench-reads bench-html always-on loom miri collector-ceiling clean export-tools fuzz
 
 DEBIAN_PACKAGES = erlang-nox erlang-dev rebar3 erlang-common-test erlang-eunit erlang-dialyzer erlang-tools
 
@@ -35,12 +35,15 @@ test-erlang: compile export-tools
 # The independent readers the export and cluster suites check exports with
 # (test/export/setup.sh): Python's hdrhistogram and jsonschema (pip, in a venv) and inferno (cargo
 # install), cached in _build/export-tools: 88 s the first time here, under 1 s after; and
-# Debian's chromium, which loads the html export (test/export/browser.py).
+# Debian's chromium, which loads the html export (test/export/browser.py); and Debian's
+# prometheus (2.42, with promtool), which the metrics suite starts and scrapes with.
 export-tools:
 	@python3 -c 'import ensurepip' >/dev/null 2>&1 || { SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq python3-venv; }
 	@command -v chromium >/dev/null 2>&1 || { SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
+	@command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || { SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus; }
 	sh test/export/setup.sh
 
 # Then attach/'s two modules (not part of the application) with the same PLT.
@@ -135,6 +138,34 @@ always-on: compile
 	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_always_on.erl test/support/ft_budget_work.erl \
 		test/support/ft_functions.erl
 	erl -noshell -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_always_on:main(), halt().'
+
+# What a Prometheus scrape of a 1,000-function session costs (ferrotrace:serve/2): the
+# scrape's time, the schedulers' busy time during one, the exposition's size, what the
+# endpoint does between scrapes (target: at most 50 ms of one scheduler; about 30 s).
+metrics-bench: compile
+	mkdir -p bench/out
+	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_metrics_bench.erl test/support/ft_functions.erl
+	erl -noshell -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_metrics_bench:main(), halt().'
+
+# The demo shop with a session served to Prometheus, and Debian's Prometheus scraping it
+# every second (installed by make export-tools); both left running, the query to paste
+# printed (README, "In Prometheus"). make metrics-demo-stop ends them.
+metrics-demo: compile export-tools
+	sh examples/metrics_demo.sh start
+
+metrics-demo-stop:
+	sh examples/metrics_demo.sh stop
+
+# Ten minutes of the shop under load with a 1 % budget, served and scraped every second by
+# Prometheus: the session's memory over time, failed scrapes, the shop's throughput against
+# untraced, and the PromQL answers next to the session's own (METRICS_SOAK_S=600; a
+# benchmark, not a test: about 11 minutes).
+METRICS_SOAK_S ?= 600
+metrics-soak: compile export-tools
+	mkdir -p bench/out
+	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_metrics_soak.erl test/support/ft_prometheus.erl \
+		examples/shop_api.erl examples/shop_inventory.erl
+	erl -noshell -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_metrics_soak:main($(METRICS_SOAK_S)), halt().'
 
 # ferrotrace on a busy node: a {'_','_','_'} start among 50 busy processes (start time, pings,
 # own processes untraced), and a budgeted session's first 2 s in 250 ms windows against

@@ -3,7 +3,7 @@
 %%%
 %%% ```
 %%% ferrotrace attach NODE [--keep]                 load ferrotrace, open a remote shell
-%%% ferrotrace calls NODE SPEC [--for 10s] [--options TERM] [--json]
+%%% ferrotrace calls NODE SPEC [--for 10s] [--options TERM] [--json] [--serve [IP:]PORT]
 %%% ferrotrace status NODE                          loaded or not, version, sessions
 %%% ferrotrace detach NODE                          stop its sessions, unload, check
 %%% ferrotrace version
@@ -62,7 +62,10 @@ command(["attach", Node | Rest]) ->
     shell(N, Opts),
     finish(N, How, Opts);
 command(["calls", Node, Spec | Rest]) ->
-    Opts = options(Rest, [keep, for, json, options]),
+    Opts = options(Rest, [keep, for, json, options, serve]),
+    %% Refused before anything is loaded there.
+    _ = maps:get(for, Opts, 0) =:= infinity andalso not is_map_key(serve, Opts)
+        andalso refuse("--for infinity needs --serve: a one-shot's report comes at its end", []),
     N = connect(Node, Opts),
     How = ensure(N, Opts),
     try one_shot(N, spec(Spec), Opts)
@@ -106,7 +109,8 @@ tty() ->
 
 usage() ->
     "usage: ferrotrace attach NODE [--keep]\n"
-    "       ferrotrace calls NODE SPEC [--for 10s] [--options TERM] [--json] [--keep]\n"
+    "       ferrotrace calls NODE SPEC [--for 10s] [--options TERM] [--json] [--keep] [--serve [IP:]PORT]\n"
+    "       (--serve: Prometheus scrapes the session there while it runs; --for infinity with it)\n"
     "       ferrotrace status NODE | detach NODE | version\n"
     "       NODE as name@host (short or long names as erl tells them apart);\n"
     "       --cookie C or --cookie-file F (default ~/.erlang.cookie); ERL_EPMD_PORT is honoured\n".
@@ -122,9 +126,10 @@ options(["--keep" | Rest], T, Acc) -> taken(keep, T), options(Rest, T, Acc#{keep
 options(["--json" | Rest], T, Acc) -> taken(json, T), options(Rest, T, Acc#{json => true});
 options(["--for", D | Rest], T, Acc) -> taken(for, T), options(Rest, T, Acc#{for => duration(D)});
 options(["--options", O | Rest], T, Acc) -> taken(options, T), options(Rest, T, Acc#{options => term(O)});
+options(["--serve", S | Rest], T, Acc) -> taken(serve, T), options(Rest, T, Acc#{serve => serve(S)});
 options([Other | _], _, _) ->
     refuse("unknown argument ~ts (accepted: --cookie C, --cookie-file F, --keep, --for, "
-           "--options, --json, where the command takes them)", [Other]).
+           "--options, --json, --serve, where the command takes them)", [Other]).
 
 taken(Option, Takes) ->
     lists:member(Option, Takes) orelse refuse("--~s is not an option of this command", [Option]).
@@ -141,13 +146,23 @@ read_cookie(File) ->
                    [File, file:format_error(Reason)])
     end.
 
-%% 10s, 500ms, 2m, or milliseconds.
+%% `--serve 9568' or `--serve 10.0.0.5:9568': calls/2's `metrics' option.
+serve(Text) ->
+    case re:run(Text, "^(?:(.+):)?([0-9]+)$", [{capture, all_but_first, list}]) of
+        {match, ["", Port]} -> #{port => list_to_integer(Port)};
+        {match, [Ip, Port]} -> #{port => list_to_integer(Port), ip => Ip};
+        _ -> refuse("--serve ~ts: expected a port (9568) or an address and a port (10.0.0.5:9568)", [Text])
+    end.
+
+%% 10s, 500ms, 2m, 1h, or milliseconds; `infinity' (with --serve).
+duration("infinity") -> infinity;
 duration(Text) ->
-    case re:run(Text, "^([0-9]+)(ms|s|m)?$", [{capture, all_but_first, list}]) of
+    case re:run(Text, "^([0-9]+)(ms|s|m|h)?$", [{capture, all_but_first, list}]) of
         {match, [N]} -> list_to_integer(N);
         {match, [N, "ms"]} -> list_to_integer(N);
         {match, [N, "s"]} -> list_to_integer(N) * 1000;
         {match, [N, "m"]} -> list_to_integer(N) * 60000;
+        {match, [N, "h"]} -> list_to_integer(N) * 3600000;
         _ -> refuse("--for ~ts: expected a duration such as 10s, 500ms, 2m", [Text])
     end.
 
@@ -445,12 +460,25 @@ one_shot(Node, Spec, Opts) ->
                 Other -> refuse("--options ~p: expected a map of calls/2's options", [Other])
             end,
     For = maps:get(for, Opts, maps:get(duration, Extra, 10000)),
+    Serve = maps:get(serve, Opts, none),
+    %% Served for ever: the session belongs to a process there linked to this command, so
+    %% that it ends when the command does (killed, its terminal closed).
+    Owner = case For of
+                infinity -> spawn_link(Node, timer, sleep, [infinity]);
+                _ -> none
+            end,
+    Metrics = case Serve of
+                  none -> #{};
+                  _ -> #{metrics => Serve}
+              end,
     Started = erlang:monotonic_time(millisecond),
-    Id = case rpc(Node, ferrotrace, calls, [Spec, Extra#{duration => For, owner => none}]) of
+    Id = case rpc(Node, ferrotrace, calls, [Spec, maps:merge(Extra, Metrics#{duration => For, owner => Owner})]) of
              {ok, I} -> I;
              {error, Reason} -> refuse("calls: ~p", [Reason])
          end,
-    wait_stopped(Node, Id, Started + For + 30000),
+    _ = Serve =:= none orelse served(Node, Id, For),
+    wait_stopped(Node, Id, case For of infinity -> infinity; _ -> Started + For + 30000 end,
+                 case Serve of none -> 50; _ -> 1000 end),
     Out = case Opts of
               #{json := true} -> rpc(Node, ferrotrace, export, [Id, json]);
               _ -> rpc(Node, ferrotrace, format, [Id])
@@ -461,12 +489,29 @@ one_shot(Node, Spec, Opts) ->
         _ -> io:put_chars(Out), ok
     end.
 
-wait_stopped(Node, Id, Deadline) ->
-    Running = case rpc(Node, ferrotrace, summary, [Id]) of #{status := St} -> St =:= running; _ -> false end,
+%% Polled every `Every' ms (a served session's status every second: its summary may be
+%% large). A deadline of `infinity' is never late (a number is less than an atom).
+wait_stopped(Node, Id, Deadline, Every) ->
+    Running = case rpc(Node, ferrotrace_tracer, session_status, [Id]) of
+                  {ok, #{status := St}} -> St =:= running;
+                  _ -> false
+              end,
     Late = erlang:monotonic_time(millisecond) >= Deadline,
     if Running, Late -> _ = rpc(Node, ferrotrace, stop, [Id]), ok;
-       Running -> timer:sleep(50), wait_stopped(Node, Id, Deadline);
+       Running -> timer:sleep(Every), wait_stopped(Node, Id, Deadline, Every);
        true -> ok
+    end.
+
+served(Node, Id, For) ->
+    case rpc(Node, ferrotrace_registry, lookup, [Id]) of
+        {ok, _, _, #{metrics := #{url := Url}}} ->
+            io:format(standard_error, "serving session ~p for Prometheus at ~s on ~s ~s~n",
+                      [Id, Url, Node, case For of
+                                          infinity -> "until this command ends (kill it, or close its terminal)";
+                                          _ -> io_lib:format("for ~b s, then the report", [For div 1000])
+                                      end]);
+        _ ->
+            ok
     end.
 
 sessions(Node) ->

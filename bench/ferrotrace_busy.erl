@@ -15,7 +15,9 @@
 %%% (`arrive_*'), arrives as a process per order (`per_request'), moves to functions nothing
 %%% called at the start (`cold_turns_hot', a batch job from 1 s), or bursts tenfold for a
 %%% second (`burst_10x'). Rounds of four runs: untraced, each budget, untraced again (the
-%%% control, `budget=no_session'). Printed per scenario and budget: the median over rounds
+%%% control, `budget=no_session'); `per_request' adds a fifth, a session on a function the
+%%% work never calls (`budget=flags_only': the VM's cost of trace flags on each process
+%%% born, whatever the tracer). Printed per scenario and budget: the median over rounds
 %%% of each 250 ms window's throughput over the untraced one's, for the first 2 s, the first
 %%% 2 s as a whole, the worst window, the worst of seconds 2 to 8, and the calls timed.
 %%% `BUSY_SCENARIOS="arrive_0ms per_request"' runs those only.</li>
@@ -100,7 +102,9 @@ scenarios(Sch) ->
      {arrive_0ms, #{before => [], arrives => [{0, {Sch, fresh}}]}},
      {arrive_100ms, #{before => [], arrives => [{100, {Sch, fresh}}]}},
      {arrive_1s, #{before => [], arrives => [{1000, {Sch, fresh}}]}},
-     {per_request, #{before => [], arrives => [{0, {Sch, per_request}}]}},
+     %% Also a session that traces a function the work never calls (`flags_only'): the VM's
+     %% own cost of trace flags on every process born, whatever a tracer does.
+     {per_request, #{before => [], arrives => [{0, {Sch, per_request}}], floor => true}},
      {cold_turns_hot, #{before => [{Sch, steady}], arrives => [{1000, {Sch, batch}}]}},
      %% Light paced load (a tenth of what the node can do, on an idle 2-core machine), then
      %% ten times as many workers for a second.
@@ -119,13 +123,16 @@ budget(Rounds) ->
 %% with the default budget of a `'_'' spec (0.1), and untraced again (the control: what
 %% two untraced runs differ by).
 scenario(Name, Scenario, Rounds) ->
-    Runs = [{run(Scenario, none), run(Scenario, 0.05), run(Scenario, default), run(Scenario, none)}
+    Floor = maps:get(floor, Scenario, false),
+    Runs = [{run(Scenario, none), run(Scenario, 0.05), run(Scenario, default), run(Scenario, none),
+             case Floor of true -> run(Scenario, flags_only); false -> none end}
             || _ <- lists:seq(1, Rounds)],
-    Untraced = [element(1, R) || {R, _, _, _} <- Runs],
+    Untraced = [element(1, R) || {R, _, _, _, _} <- Runs],
     _ = [report(Name, Label, [W || {W, _} <- Traced], Untraced, [C || {_, C} <- Traced])
-         || {Label, Traced} <- [{"0.05", [T || {_, T, _, _} <- Runs]},
-                                {"default", [T || {_, _, T, _} <- Runs]},
-                                {"no_session", [T || {_, _, _, T} <- Runs]}]],
+         || {Label, Traced} <- [{"0.05", [T || {_, T, _, _, _} <- Runs]},
+                                {"default", [T || {_, _, T, _, _} <- Runs]},
+                                {"no_session", [T || {_, _, _, T, _} <- Runs]}]
+                               ++ [{"flags_only", [T || {_, _, _, _, T} <- Runs]} || Floor]],
     ok.
 
 %% One run: the windows' throughput from the moment `calls/2' returns (or would), and the
@@ -136,6 +143,8 @@ run(#{before := Before, arrives := Arrives}, Budget) ->
     Session = case Budget of
                   none -> none;
                   default -> {ok, S} = ferrotrace:calls({'_', '_', '_'}, #{duration => ?SESSION_MS}), S;
+                  flags_only ->
+                      {ok, S} = ferrotrace:calls({ft_budget_work, check_line, 2}, #{duration => ?SESSION_MS}), S;
                   _ -> {ok, S} = ferrotrace:calls({'_', '_', '_'}, #{duration => ?SESSION_MS, max_overhead => Budget}), S
               end,
     Windows = windows(Running, Arrives),

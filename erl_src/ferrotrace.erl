@@ -48,6 +48,7 @@
 -export([stop/0, stop/1, release/1, list/0]).
 -export([watch/1, watch/2]).
 -export([export/2, export/3]).
+-export([serve/1, serve/2, unserve/1]).
 
 %% Every function that takes a session finds it through one dispatch: by name, a cluster
 %% session by its pid, a local one by its id (ferrotrace_dispatch).
@@ -333,6 +334,9 @@ session(Options) ->
 %% traced functions appear. Trees being built hold at most 262144 nodes per aggregator
 %% (56 bytes each); a root past that builds none and is counted. See {@link trees/2},
 %% {@link print_tree/2}, `ferrotrace_trees' and doc/slow-calls.md.</li>
+%% <li>`metrics => #{port => Port, ip => Ip, path => Path, buckets => [Seconds]}': serve the
+%% session's figures to Prometheus from its start, as {@link serve/2} does (default off);
+%% a port in use refuses the start, with nothing started.</li>
 %% <li>`generated => false | true': under a wildcard function (`{M, '_', '_'}',
 %% `{'_', '_', '_'}'), whether the functions the compiler made are traced too: funs and
 %% list or binary comprehensions, usually the hottest code and code nobody wrote (default
@@ -888,3 +892,59 @@ export_with(Session, Format, Options0) ->
 
 unwrap({ok, Bytes}) -> Bytes;
 unwrap({error, _} = Error) -> Error.
+
+%%--------------------------------------------------------------------------------------
+%% Prometheus (ferrotrace_metrics)
+
+%% @doc Serves the figures of `Session' for Prometheus on `127.0.0.1:9568': see
+%% {@link serve/2}.
+-spec serve(session() | pid()) -> {ok, string() | [{node(), string()}]} | {error, term()}.
+serve(Session) ->
+    serve(Session, #{}).
+
+%% @doc Serves the figures of `Session' for Prometheus to scrape, in its text format 0.0.4,
+%% until the session is released or {@link unserve/1}: answers `{ok, Url}'
+%% (`"http://127.0.0.1:9568/metrics"'). Per function (labelled `node', `session', its name
+%% or id, and `function', as the report names it) a latency histogram
+%% `ferrotrace_call_duration_seconds' and the counters `ferrotrace_calls_total' and
+%% `ferrotrace_call_exceptions_total'; the session's health (events seen, dropped, sampled
+%% out, over a limit, refused by the budget's fuse, processes untraced, memory, the budget's
+%% estimate and rate, the functions shed); with other kinds (`processes/2', `also') the
+%% wakeup, run slice, GC pause, lifetime and message size histograms. Counters count from
+%% the session's start and never reset. Every family: doc/prometheus.md.
+%% `Options' (a map or a list of pairs):
+%% <ul>
+%% <li>`port => 0..65535': default 9568; `0' takes any free port (the answer's URL says
+%% which);</li>
+%% <li>`ip => Address': where to listen, default `{127,0,0,1}' (this host only); `any', a
+%% tuple or a string (`"10.0.0.5"');</li>
+%% <li>`path => "/metrics"': the one path answered (GET only: another path is 404, another
+%% method 405, a malformed request 400);</li>
+%% <li>`buckets => [Seconds]': the histograms' `le' bounds, ascending (default 1 µs to 60 s,
+%% 1, 2.5 and 5 a decade); fixed for the session's life: a later serve takes the same or
+%% none.</li>
+%% </ul>
+%% A stopped session is served as it stopped (`ferrotrace_session_running' 0). The
+%% endpoint is one of ferrotrace's own processes (high priority, never traced); it takes at
+%% most 8 connections at a time, each with one request within 5 s, and renders at most once
+%% per ten times its last render took. A cluster session serves each node's figures on
+%% that node (`{ok, [{Node, Url}]}'; `port => 0' picks a port per node). Errors:
+%% `{error, {port_in_use, Port, Hint}}', `{error, {bad_option, {Key, Value, Accepted}}}',
+%% `{error, {already_served, Url, Hint}}', `{error, {released, Id, Hint}}'.
+-spec serve(session() | pid(), map() | [{atom(), term()}]) ->
+          {ok, string() | [{node(), string()}]} | {error, term()}.
+serve(Session, Options) ->
+    named(Session, fun(S) ->
+        case ferrotrace_metrics:check(Options) of
+            {ok, Settings} ->
+                with_session(S, fun(Id, Keeper, Info) -> ferrotrace_metrics:serve(Id, Keeper, Info, Settings) end,
+                             fun(Cluster) -> ferrotrace_cluster:serve(Cluster, Settings) end);
+            {error, _} = Error ->
+                Error
+        end
+    end).
+
+%% @doc Stops serving `Session' (its socket closed); `ok', also for a session not served.
+-spec unserve(session() | pid()) -> ok | {error, term()}.
+unserve(Session) ->
+    with_session(Session, fun ferrotrace_metrics:unserve/3, fun ferrotrace_cluster:unserve/1).

@@ -36,6 +36,7 @@
          histogram_merge/1, histogram_figures/1, hdr_log/2, to_json/1, session_stack_counts/1,
          histogram_subtract/2]).
 -export([copy_term/2]).
+-export([session_metrics/3]).
 -export([flamegraph_svg/2, to_json_compact/1]).
 
 -on_load(load_nif/0).
@@ -233,6 +234,14 @@ session_set_tree_roots(_Id, _Specs) -> ?NOT_LOADED.
 session_recent(_Id) -> ?NOT_LOADED.
 
 %% Exports and cluster merges (internal; see ferrotrace_export and ferrotrace_cluster)
+
+%% @private
+%% @doc What a Prometheus scrape reads (ferrotrace_metrics): per function `{MFA, Calls,
+%% Exceptions, TotalNs, Count, Cumulative}' with `Cumulative' the latencies at or below each
+%% of `TimeBoundsNs', the activity series against the same bounds (message sizes against
+%% `SizeBoundsWords'), the accounting and the memory held. Bounds strictly ascending.
+-spec session_metrics(session_id(), [non_neg_integer()], [non_neg_integer()]) -> {ok, map()} | {error, term()}.
+session_metrics(_Id, _TimeBoundsNs, _SizeBoundsWords) -> ?NOT_LOADED.
 
 %% @private
 %% @doc Every function's latency histogram, HdrHistogram V2 compressed.

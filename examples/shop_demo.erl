@@ -2,13 +2,32 @@
 %%% `demo.sh' starts the shop node under load, then calls `attach/1' from a second node.
 -module(shop_demo).
 
--export([start_shop/0, attach/1, operator_session/0]).
+-export([start_shop/0, serve_shop/1, attach/1, operator_session/0]).
 
 %% @doc On the shop node: starts the service and its load, and keeps them running.
 -spec start_shop() -> ok.
 start_shop() ->
     _ = spawn(fun() -> _ = shop_load:start(8), receive stop -> ok end end),
     ok.
+
+%% @doc On the shop node (`make metrics-demo'): the shop under load and a session on its
+%% API and inventory left on (a 1 % overhead budget), served to Prometheus on `Port'; the
+%% session belongs to a process that lives as long as the node.
+-spec serve_shop(inet:port_number()) -> ok.
+serve_shop(Port) ->
+    ok = start_shop(),
+    Self = self(),
+    _ = spawn(fun() ->
+                      Started = ferrotrace:calls([{shop_api, '_', '_'}, {shop_inventory, '_', '_'}],
+                                                 #{duration => infinity, owner => self(), max_overhead => 0.01,
+                                                   metrics => #{port => Port}}),
+                      Self ! {served, Started},
+                      receive stop -> ok end
+              end),
+    receive
+        {served, {ok, S}} -> io:format("session ~p served on port ~b~n", [S, Port]);
+        {served, {error, _} = Error} -> io:format("not served: ~p~n", [Error]), halt(1)
+    end.
 
 %% @doc On the operator node: runs `operator_session/0' on `Node', in a process there that
 %% lives for the whole session (it owns the session, as a remote shell would), with its

@@ -277,7 +277,10 @@ peer_end_findings(#{node := Node, baseline := Baseline} = Peer) ->
                 [{vm_peak_growth_kb, Peak(Now) - Peak(Before),
                   #{raised_by => Steps}}
                  || Peak(Now) - Peak(Before) > ?VM_PEAK_BOUND_KB] ++
-                [{growing_processes, Report} || maps:get(growing, Report) =/= []]
+                [{growing_processes, Report} || maps:get(growing, Report) =/= []] ++
+                %% A session's endpoint (ferrotrace:serve/2) left listening after every
+                %% session was released.
+                [{listening_left, maps:get(listening_left, Report)} || maps:get(listening_left, Report, []) =/= []]
     catch Class:Reason ->
             [{end_check_failed, {Class, Reason}}]
     end.

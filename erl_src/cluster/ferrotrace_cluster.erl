@@ -40,7 +40,7 @@
 -behaviour(gen_server).
 
 -export([calls/2, calls/4, summary/1, histogram/2, stop/1, release/1, export/3, report_parts/1, status/1]).
--export([slow_calls/3, recent/1, captures/1, add/2, remove/2]).
+-export([slow_calls/3, recent/1, captures/1, add/2, remove/2, serve/2, unserve/1]).
 %% Called on each node through erpc.
 -export([start_part/4, part_figures/2, part_control/2]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
@@ -289,6 +289,39 @@ add(Cluster, Spec) ->
 remove(Cluster, Spec) ->
     case replies(Cluster, ferrotrace_local, remove, fun(Id) -> [Id, Spec] end) of
         {ok, Replies} -> ferrotrace_cluster_merge:changes(Replies);
+        {error, _} = Error -> Error
+    end.
+
+%% @doc `ferrotrace:serve/2' for a cluster: serves each node's part of `Cluster' on that node, with the same
+%% `Settings' (`port => 0' picks a port per node): `{ok, [{Node, Url}]}', or the first
+%% node's error, `{error, {node, Node, Reason}}', with the nodes served before unserved.
+%% Each node serves its own figures, labelled with its name: Prometheus scrapes one target
+%% per node, and adds them (`sum by (le) (...)') exactly as the cluster merges them, the
+%% bounds being the same everywhere.
+-spec serve(pid(), ferrotrace_metrics:settings()) -> {ok, [{node(), string()}]} | {error, term()}.
+serve(Cluster, Settings) ->
+    case replies(Cluster, ferrotrace_metrics, serve_part, fun(Id) -> [Id, Settings] end) of
+        {ok, Replies} ->
+            case [{Node, Why} || {Node, Reply} <- Replies, Why <- [failed(Reply)], Why =/= false] of
+                [] ->
+                    {ok, [{Node, Url} || {Node, {ok, Url}} <- Replies]};
+                [{Node, Why} | _] ->
+                    _ = unserve(Cluster),
+                    {error, {node, Node, Why}}
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+failed({ok, _}) -> false;
+failed({error, Why}) -> Why;
+failed(Other) -> Other.
+
+%% @doc Stops serving every node's part of `Cluster'.
+-spec unserve(pid()) -> ok | {error, term()}.
+unserve(Cluster) ->
+    case replies(Cluster, ferrotrace_metrics, unserve_part, fun(Id) -> [Id] end) of
+        {ok, _} -> ok;
         {error, _} = Error -> Error
     end.
 

@@ -198,7 +198,8 @@ registered(Settings = #{engine := Engine}) ->
 %% Every process beside the keeper, started here once the session traces, each ending with
 %% the keeper: the captures (`capture', ferrotrace_capture), the interval snapshots
 %% (`intervals', ferrotrace_intervals), the budget's tick (`max_overhead',
-%% ferrotrace_overhead), the loops' reading after the start (ferrotrace_loops), and a
+%% ferrotrace_overhead), the loops' reading after the start (ferrotrace_loops), the
+%% Prometheus endpoint's serving (`metrics', its socket opened by the start), and a
 %% calibration measured after it (ferrotrace_calibrate, which outlives the keeper: a node's
 %% calibration is the next starts' too).
 side_processes(Id, Prepared, Settings) ->
@@ -208,10 +209,24 @@ side_processes(Id, Prepared, Settings) ->
             _ = [intervals(Id, Intervals) || #{intervals := {_, _} = Intervals} <- [Settings]],
             _ = [ferrotrace_overhead:start(Id, self(), Budget) || #{budget := {_, _, _, _} = Budget} <- [Settings]],
             ok = complete_loops(Id, Prepared),
-            ferrotrace_calibrate:after_start(Id, Settings);
+            case served(Id, Settings) of
+                ok -> ferrotrace_calibrate:after_start(Id, Settings);
+                {error, _} = Error -> Error
+            end;
         {error, _} = Error ->
             Error
     end.
+
+%% `metrics => #{...}': the endpoint the start opened (ferrotrace_start, so that a port in
+%% use refused the start before anything ran) serves this session from now on, until the
+%% keeper ends or ferrotrace:unserve/1.
+served(Id, #{metrics := {_, _} = Endpoint}) ->
+    case ferrotrace_metrics:attach(Endpoint, Id) of
+        {ok, _Url} -> ok;
+        {error, _} = Error -> Error
+    end;
+served(_Id, _Settings) ->
+    ok.
 
 %% `intervals => Ms': per-interval histograms for hdr_log, taken until the keeper ends.
 intervals(Id, Intervals) ->

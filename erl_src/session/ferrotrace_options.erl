@@ -45,7 +45,9 @@
                      trees => #{slower_than := non_neg_integer(), root => term(),
                                 keep => pos_integer(), max_nodes => pos_integer()},
                      capture => #{slower_than := pos_integer(), every => non_neg_integer(),
-                                  max_captures => pos_integer()}}
+                                  max_captures => pos_integer()},
+                     metrics => #{port => inet:port_number(), ip => term(), path => string(),
+                                  buckets => [number()]}}
                  | [{atom(), term()}].
 %% The options of `ferrotrace:session/1', `calls/2' and `processes/2' (`ferrotrace:options()'),
 %% each documented in the edoc of `ferrotrace:calls/2'.
@@ -64,24 +66,26 @@
 %% `spec', `capture'), the engine's options and its trees' roots, what is traced, the
 %% interval snapshots, the probe effect's `compensate' (`none': not calls/2), the budget
 %% (a fraction, `{default, Fraction}' for a `'_' module, or `none'), and every option the
-%% entry takes for an unknown one's answer. The start's steps add `calibration' (what
-%% ferrotrace_calibrate found, for the summary), `recalibrate' (a calibration after the
-%% start), the budget's first moment (`budget' becomes `{Fraction, Rate, Held, Baseline}')
-%% and `started' (when the start began, and its parts' times).
+%% entry takes for an unknown one's answer. The start's steps open the metrics endpoint
+%% (`metrics' becomes `{Endpoint, MetricsSettings}'), add `calibration' (what
+%% ferrotrace_calibrate found, for the summary) and the budget's first moment (`budget'
+%% becomes `{Fraction, Rate, Held, Baseline}'), and `started' (when the start began, and its
+%% parts' times).
 -type settings() :: #{owner := ferrotrace_owner:owner(), keep := non_neg_integer() | infinity, name := atom(),
                       spec := raw | [ferrotrace:mfa_spec()],
                       capture => ferrotrace_capture:settings(),
                       engine := map(), roots := list(), tracing := tracing(),
                       intervals := none | {pos_integer(), pos_integer()},
                       compensate := none | boolean(), budget := term(),
+                      metrics := none | ferrotrace_metrics:settings() | {pid(), ferrotrace_metrics:settings()},
                       accepted := none | [atom()],
-                      calibration => map(), recalibrate => term(), started => map()}.
+                      calibration => map(), started => map()}.
 -export_type([options/0, tracing/0, settings/0]).
 
 %% The options that say what calls/2 traces, and those the keeper takes; the rest go to
 %% the engine.
 -define(CALL_OPTIONS, [pids, scope, also, callers, compensate, generated]).
--define(SESSION_OPTIONS, [owner, keep, name, intervals, max_intervals, max_overhead, capture]).
+-define(SESSION_OPTIONS, [owner, keep, name, intervals, max_intervals, max_overhead, capture, metrics]).
 
 %% A session's duration when none is given (ms), as the engine takes it.
 -define(DEFAULT_DURATION, 10000).
@@ -318,8 +322,8 @@ loaded([{M, _, _} | Rest]) ->
 %% (ferrotrace_owner:caller/0, who owns the session), read and checked
 %% into the one value every later step of the start reads ({@link settings()}), or the first
 %% refusal: the options' shape, the owner, what the session traces (the spec parsed, its
-%% modules loaded; the kinds), then the keeper's options (`capture', `keep', `name'),
-%% `intervals', `compensate', `max_overhead' and `trees'. The engine checks its own options
+%% modules loaded; the kinds), then `metrics', the keeper's options (`capture', `keep',
+%% `name'), `intervals', `compensate', `max_overhead' and `trees'. The engine checks its own options
 %% as the keeper creates its session; an unknown key is explained then, with every option
 %% the entry takes (`accepted').
 -spec read(session | calls | processes, term(), term(), ferrotrace_owner:caller()) -> {ok, settings()} | {error, term()}.
@@ -349,17 +353,19 @@ traced(processes, Kinds, Options, Owner) ->
 
 %% The keeper's options and the start's, each checked, in the order of the refusals.
 settings(Entry, Options, Tracing, Owner, Compensate) ->
-    Checks = [fun() -> keeper(Options, Tracing, Owner) end,
+    Checks = [fun() -> metrics(Options) end,
+              fun() -> keeper(Options, Tracing, Owner) end,
               fun() -> ferrotrace_intervals:check(Options) end,
               fun() -> compensate(Compensate) end,
               fun() -> budget(Options, Tracing) end,
               fun() -> ferrotrace_trees:engine(Options) end],
     case first_error(Checks, []) of
-        {ok, [Keeper, Intervals, Probe, Budget, Trees]} ->
+        {ok, [Metrics, Keeper, Intervals, Probe, Budget, Trees]} ->
             %% `trees => #{...}' reaches the engine as its flat options, its roots beside.
             {Engine, Roots} = ferrotrace_trees:engine_roots(maps:merge(maps:without([trees | ?SESSION_OPTIONS], Options), Trees)),
             {ok, Keeper#{engine => Engine, roots => Roots, tracing => Tracing, intervals => Intervals,
-                         compensate => Probe, budget => Budget, accepted => accepted(Entry)}};
+                         compensate => Probe, budget => Budget, metrics => Metrics,
+                         accepted => accepted(Entry)}};
         {error, _} = Error ->
             Error
     end.
@@ -371,6 +377,10 @@ first_error([Check | Rest], Checked) ->
         {ok, Value} -> first_error(Rest, [Value | Checked]);
         {error, _} = Error -> Error
     end.
+
+%% `metrics => #{port => P, ...}': served to Prometheus from the start (ferrotrace_metrics).
+metrics(#{metrics := Metrics}) -> ferrotrace_metrics:check(Metrics);
+metrics(#{}) -> {ok, none}.
 
 %% Who owns the session, how long its figures outlive the owner, its name, and what it
 %% traces (`raw' for `session/1'); with `capture', its settings.
@@ -458,10 +468,11 @@ accepted(processes) -> none.
           "or none with a finite duration), keep (milliseconds up to seven days, or infinity), "
           "name (an atom other than none) and spec (raw or a list), and optionally capture (as "
           "the capture option), roots (a list), intervals (none or {Ms, Max}), budget, "
-          "calibration, compensate and started (as ferrotrace_start makes them)">>).
+          "metrics (none, or the endpoint and its settings), calibration, compensate and started "
+          "(as ferrotrace_start makes them)">>).
 %% The keys of a start's settings besides the keeper's four.
--define(OPTIONAL_KEYS, [capture, roots, intervals, budget, compensate, accepted, calibration,
-                        recalibrate, started]).
+-define(OPTIONAL_KEYS, [capture, roots, intervals, budget, compensate, metrics, accepted,
+                        calibration, started]).
 
 %% @doc The settings `ferrotrace_keeper:start/1' is given, checked before a keeper starts,
 %% so that what reaches the keeper's `init/1' has the shape {@link read/4} and the start's
@@ -530,6 +541,11 @@ valid_settings(#{owner := Owner, keep := Keep, name := Name, spec := Spec} = Set
                     #{} -> true
                 end
         andalso is_list(maps:get(roots, Settings, []))
+        andalso case Settings of
+                    #{metrics := {Endpoint, #{}}} -> is_pid(Endpoint);
+                    #{metrics := Metrics} -> Metrics =:= none;
+                    #{} -> true
+                end
         andalso case Settings of
                     #{capture := Capture} -> ferrotrace_capture:check(Capture) =:= {ok, Capture};
                     #{} -> true

@@ -5,6 +5,9 @@
 %%% <ol>
 %%% <li>`read': the options read and checked once, into the settings every later step reads
 %%% (ferrotrace_options:read/4);</li>
+%%% <li>`listen': with `metrics', the Prometheus endpoint's socket opened, so that a port in
+%%% use refuses the start before anything runs (ferrotrace_metrics; the keeper attaches the
+%%% session to it);</li>
 %%% <li>`load_tracer': the NIF module loaded, once at a time (ferrotrace_code);</li>
 %%% <li>`calibrate': for calls/2, what a traced call costs its caller here, before any
 %%% pattern is set (ferrotrace_calibrate);</li>
@@ -50,7 +53,7 @@ start(Entry, What, Options) ->
     as_own_process(fun() ->
                            case ferrotrace_options:read(Entry, What, Options, Caller) of
                                {ok, Settings} ->
-                                   explained(steps(Settings, [fun load_tracer/1, fun calibrate/1,
+                                   explained(steps(Settings, [fun listen/1, fun load_tracer/1, fun calibrate/1,
                                                               fun first_moment/1, fun keeper/1]), Settings);
                                {error, _} = Error ->
                                    Error
@@ -58,11 +61,30 @@ start(Entry, What, Options) ->
                    end).
 
 %% Each step takes the settings and answers them completed, the session's id at the last,
-%% or the refusal.
+%% or a refusal, after which what the steps opened is closed.
 steps(Settings, Steps) ->
-    lists:foldl(fun(Step, {ok, S}) -> Step(S);
-                   (_Step, Error) -> Error
-                end, {ok, Settings#{started => #{at => erlang:monotonic_time(millisecond)}}}, Steps).
+    steps_from(Settings#{started => #{at => erlang:monotonic_time(millisecond)}}, Steps).
+
+steps_from(Settings, [Step | Rest]) ->
+    case Step(Settings) of
+        {ok, Next} when Rest =/= [] -> steps_from(Next, Rest);
+        {ok, _} = Done -> Done;
+        {error, _} = Error -> ok = closed(Settings), Error
+    end.
+
+%% `metrics => #{port => P, ...}': the endpoint listens before anything runs, so that a port
+%% in use refuses the start with nothing started (ferrotrace_metrics).
+listen(Settings = #{metrics := none}) ->
+    {ok, Settings};
+listen(Settings = #{metrics := Metrics}) ->
+    case ferrotrace_metrics:listen(Metrics) of
+        {ok, Endpoint} -> {ok, Settings#{metrics := Endpoint}};
+        {error, _} = Error -> Error
+    end.
+
+%% A refused start closes the endpoint it opened (a started keeper has it).
+closed(#{metrics := {_, _} = Endpoint}) -> ferrotrace_metrics:close(Endpoint);
+closed(#{}) -> ok.
 
 %% Not code:load_file/1, and one load at a time: see ferrotrace_code.
 load_tracer(Settings) ->

@@ -8,7 +8,7 @@
 # In each chroot it runs the attach bundle (_build/bundle/ferrotrace: make test-otp builds it)
 # with that OTP's escript against a node of that OTP without ferrotrace (test/otp/attach.sh:
 # one-shot calls, the remote shell on a pty, detach's checks; FERROTRACE_OTP_ATTACH=0 skips
-# it, and bullseye unless named), compiles erl_src/ (and its rooms) with the project's erl_opts (warnings are errors),
+# it, and bullseye unless named), compiles erl_src/**/*.erl with the project's erl_opts (warnings are errors),
 # loads the NIF built on the host (priv/libferrotrace_nif.so, nif_version_2_16), compiles the
 # test helpers (test/support/*.erl), runs the EUnit modules test/*_tests.erl and the Common
 # Test suites test/*_SUITE.erl
@@ -160,18 +160,38 @@ prepare() { # prepare RELEASE: a cached chroot with Erlang, built once
     say "$release: chroot ready in $((SECONDS - started)) s"
 }
 
+# Debian's prometheus (with promtool) in a chroot that lacks it, for the metrics suite,
+# which starts one and scrapes the session from inside the chroot as on the host (its
+# cases skip where it is missing). Installed once into the cached chroot (no rebuild: the
+# chroot's stamp is unchanged); about 20 s of apt the first time.
+ensure_prometheus() { # ensure_prometheus RELEASE
+    local release=$1 root=$chroots/$1
+    [ -x "$root/usr/bin/prometheus" ] && [ -x "$root/usr/bin/promtool" ] && return 0
+    say "$release: installing prometheus in the chroot"
+    unmount_stale "$root"
+    mount_in "$root"
+    timeout "$step_timeout" chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+        DEBIAN_FRONTEND=noninteractive sh -c \
+        "apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus && apt-get clean" \
+        >"$chroots/$release.prometheus.log" 2>&1 \
+        || say "$release: prometheus could not be installed (its cases will skip; log: $chroots/$release.prometheus.log)"
+    umount_all
+}
+
 check() { # check RELEASE: compile, load the NIF, EUnit, Common Test, inside the chroot
     local release=$1 root=$chroots/$1
     local work=$root/ferrotrace
     local started=$SECONDS
     [ -f priv/libferrotrace_nif.so ] || die "priv/libferrotrace_nif.so is missing: run 'make compile' first"
+    case " $suites_to_run " in *" ferrotrace_metrics_SUITE "*) ensure_prometheus "$release";; esac
     rm -rf "$work"
     mkdir -p "$work/ferrotrace/ebin" "$work/ferrotrace/priv" "$work/ferrotrace/erl_src" "$work/test/support" "$work/logs"
-    cp -r erl_src/. "$work/ferrotrace/erl_src/"   # the rooms (subfolders) too
+    # Flat in the chroot: the role folders (erl_src/export/, ...) are one module namespace.
+    find erl_src -name '*.erl' -exec cp {} "$work/ferrotrace/erl_src/" \;
     # Shell docs (EEP-48 chunks), where the project builds them in a rebar3 post-hook.
     if [ -f native/doc_chunks.escript ]; then cp native/doc_chunks.escript "$work/"; fi
     local modules
-    modules=$(find erl_src -name '*.erl' | sed 's|.*/||; s/\.erl$//' | sort | paste -sd, -)
+    modules=$(cd "$work/ferrotrace/erl_src" && ls *.erl | sed 's/\.erl$//' | paste -sd, -)
     sed "s/{modules, \[\]}/{modules, [$modules]}/" \
         erl_src/ferrotrace.app.src >"$work/ferrotrace/ebin/ferrotrace.app"
     cp priv/libferrotrace_nif.so "$work/ferrotrace/priv/"
@@ -183,6 +203,7 @@ check() { # check RELEASE: compile, load the NIF, EUnit, Common Test, inside the
         cp test/otp/attach.sh "$work/"
     fi
     cp test/*.erl "$work/test/"
+    mkdir -p "$work/examples" && cp examples/shop_*.erl "$work/examples/"   # the metrics suite's shop
     cp test/support/* "$work/test/support/"
     { echo '{logdir, "logs"}.'
       printf '{suites, "test", [%s]}.\n' "$(echo $suites_to_run | tr ' ' ',')"
@@ -199,7 +220,7 @@ check() { # check RELEASE: compile, load the NIF, EUnit, Common Test, inside the
 set -eu
 cd /ferrotrace
 echo "test-otp: $release: OTP \$(erl -noshell -eval 'io:put_chars(erlang:system_info(otp_release)), halt().')"
-erlc $erl_opts -o ferrotrace/ebin ferrotrace/erl_src/*.erl ferrotrace/erl_src/*/*.erl
+erlc $erl_opts -o ferrotrace/ebin ferrotrace/erl_src/*.erl
 if [ -f doc_chunks.escript ]; then (cd ferrotrace && REBAR_DEPS_DIR=/ferrotrace escript ../doc_chunks.escript); fi
 for f in test/*.erl test/support/*.erl; do case \$f in *_SUITE.erl) ;; *) erlc $erl_opts -pa ferrotrace/ebin -o test \$f;; esac; done
 erl -noshell -pa ferrotrace/ebin -eval '

@@ -24,7 +24,7 @@ peer_setup(Runner) ->
     receive {Keeper, Live} -> ok after 30000 -> Live = error(keeper_timeout) end,
     ft_fuzz_terms:set_live(Live),
     _ = [erlang:garbage_collect(P) || P <- processes()],
-    Baseline = #{memory => erlang:memory(total), processes => processes()},
+    Baseline = #{memory => erlang:memory(total), processes => processes(), listening => listening()},
     {ok, #{os_pid => os:getpid(), baseline => Baseline}}.
 
 keeper(Parent, Runner) ->
@@ -164,7 +164,7 @@ peer_check(_) ->
 %% left behind (a session's paced reading of loaded code grows for seconds), and what a
 %% released session leaves is what this looks for.
 -spec peer_end(map()) -> {ok, map()}.
-peer_end(#{memory := Memory0, processes := Procs0}) ->
+peer_end(Baseline = #{memory := Memory0, processes := Procs0}) ->
     Running = length(ferrotrace_tracer:sessions()),
     _ = [try ferrotrace:release(Id) catch _:_ -> ok end || {Id, _, _, _} <- ferrotrace_registry:sessions()],
     [erlang:garbage_collect(P) || P <- processes()],
@@ -172,6 +172,10 @@ peer_end(#{memory := Memory0, processes := Procs0}) ->
     [erlang:garbage_collect(P) || P <- processes()],
     Memory1 = erlang:memory(total),
     Left = processes() -- Procs0,
+    %% A session's endpoint (ferrotrace:serve/2) closes with its release: none is left
+    %% listening (the release's end reaches the endpoint as its keeper's exit).
+    Listening0 = maps:get(listening, Baseline, []),
+    ListeningLeft = wait_listening(Listening0, 20),
     Look = fun() -> maps:from_list([{P, M} || P <- Left,
                                               {memory, M} <- [erlang:process_info(P, memory)]])
            end,
@@ -192,6 +196,20 @@ peer_end(#{memory := Memory0, processes := Procs0}) ->
                                                          W <- [ets:info(T, memory)], is_integer(W)])), 3),
            sessions_released => Running, sessions => length(ferrotrace_tracer:sessions()),
            processes_left => length(Left),
+           listening_left => ListeningLeft,
            left_initial_calls => lists:usort([IC || P <- Left,
                                                      {initial_call, IC} <- [erlang:process_info(P, initial_call)]]),
            growing => Growing}}.
+
+%% The node's listening TCP sockets.
+listening() ->
+    lists:sort([P || P <- erlang:ports(), {name, "tcp_inet"} =:= erlang:port_info(P, name),
+                     case prim_inet:getstatus(P) of {ok, Status} -> lists:member(listen, Status); _ -> false end]).
+
+%% The listening sockets opened since the baseline, once those closing have closed
+%% (`Tries' looks 100 ms apart).
+wait_listening(Baseline, Tries) ->
+    case listening() -- Baseline of
+        [_ | _] when Tries > 0 -> timer:sleep(100), wait_listening(Baseline, Tries - 1);
+        Left -> [{P, inet:sockname(P)} || P <- Left]
+    end.

@@ -97,7 +97,7 @@ leaf() ->
         2 -> pick([duration, ring_size, max_events, max_rate, max_functions, max_open_calls,
                    sample, on_limit, recent, name, keep, owner, pids, scope, also, callers,
                    intervals, max_intervals, args, max_term_bytes, keys, slow, top, sort,
-                   width, interval, weight, nodes]);
+                   width, interval, weight, nodes, port, ip, path, buckets, metrics]);
         3 -> pick([0, 1, -1, 2, 3, 7, 64, 255, 256, 1000, 60000, 16#FFFFFFFF, 16#100000000,
                    1 bsl 63, (1 bsl 64) - 1, 1 bsl 64, -(1 bsl 63), -(1 bsl 64)]);
         4 -> rand:uniform(1 bsl rand:uniform(2000)) * pick([1, -1]);

@@ -170,6 +170,30 @@ impl Compact {
         h
     }
 
+    /// How many values were recorded at or below each of `bounds` (ns, ascending): a
+    /// Prometheus histogram's cumulative `le` buckets, read at the bounds a scrape asks for.
+    /// A value counts at a bound when the lowest value of its bucket is at or below it, so
+    /// each count is exact but for the values of the one bucket that holds the bound (within
+    /// 1/128 of it), which count as at or below it. One walk over the buckets recorded;
+    /// bounds out of order give the counts of their running maximum.
+    pub fn cumulative_at(&self, bounds: &[u64]) -> Vec<u64> {
+        let mut counts = self.counts().peekable();
+        let mut sum = 0u64;
+        bounds
+            .iter()
+            .map(|&bound| {
+                while let Some(&(index, count)) = counts.peek() {
+                    if value_for(index) > bound {
+                        break;
+                    }
+                    sum = sum.saturating_add(count);
+                    counts.next();
+                }
+                sum
+            })
+            .collect()
+    }
+
     /// `(bucket, count)` of every bucket with a count, ascending.
     fn counts(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
         let mut high = self.high_at.iter().zip(&self.high).peekable();
@@ -295,6 +319,25 @@ mod tests {
             assert!(value_for(i + 1) > v, "{v}");
         }
         assert_eq!(index_for(MAX_LATENCY_NS), 4_561);
+    }
+
+    #[test]
+    fn cumulative_counts_at_bounds_are_exact_to_the_bucket() {
+        let values: Vec<u64> = (0..20_000u64).map(|i| 1 + i * i * 37 % 90_000_000).chain([999, 1_000, 1_003, 1_004]).collect();
+        let c = compact(&values);
+        let h = reference(&values);
+        let bounds = [1, 500, 999, 1_000, 1_003, 1_004, 2_500, 1_000_000, 25_000_000, 60_000_000_000];
+        let got = c.cumulative_at(&bounds);
+        for (&b, &n) in bounds.iter().zip(&got) {
+            let counted = values.iter().filter(|&&v| h.lowest_equivalent(v) <= b).count() as u64;
+            assert_eq!(n, counted, "le {b}");
+            // Within the bucket holding the bound: every value at or below it, none past the
+            // bucket's top.
+            assert!(values.iter().filter(|&&v| v <= b).count() as u64 <= n, "le {b}");
+            assert!(n <= values.iter().filter(|&&v| v <= h.highest_equivalent(b)).count() as u64, "le {b}");
+        }
+        assert_eq!(*got.last().unwrap(), values.len() as u64);
+        assert_eq!(Compact::new().cumulative_at(&bounds), vec![0; bounds.len()]);
     }
 
     #[test]

@@ -14,6 +14,8 @@
 //! - `activity`: the figures of the kinds other than calls (messages, scheduling, GC,
 //!   processes, ports);
 //! - `export`: histograms as bytes, the HDR log, folded stacks, JSON;
+//! - `metrics`: what a Prometheus scrape reads (`session_metrics/3`: counts and cumulative
+//!   bucket counts at fixed bounds, the accounting, the memory held);
 //! - `flame`: folded stacks drawn as an SVG flame graph (the html export);
 //! - [`distribution`]: a histogram as the map of figures every summary shows;
 //! - `lookup`: the arguments every NIF here reads: a session by id, a function's `{M, F, A}`;
@@ -38,6 +40,7 @@ mod flame;
 mod fuse;
 mod keys;
 mod lookup;
+mod metrics;
 mod own;
 mod probe;
 mod recent;
