@@ -1,5 +1,5 @@
 #!/usr/bin/env escript
-%%% Builds EEP-48 doc chunks from the edoc of erl_src/*.erl so that `h(ferrotrace, calls)'
+%%% Builds EEP-48 doc chunks from the edoc of erl_src/**/*.erl so that `h(ferrotrace, calls)'
 %%% works in the shell on OTP 25 and later (OTP 25's compiler writes no docs of its own).
 %%%
 %%% Run by rebar3 as a post-compile hook, in the app's source dir. For every compiled copy
@@ -23,7 +23,7 @@ main(_) ->
         non_existing ->
             io:format("ferrotrace: edoc not installed; no shell docs (h/2)~n");
         _ ->
-            Sources = filelib:wildcard("erl_src/*.erl"),
+            Sources = filelib:wildcard("erl_src/**/*.erl"),   % role folders too
             Tmp = filename:join(tmp_dir(), "ferrotrace_doc_chunks_" ++ os:getpid()),
             %% An edoc error must not fail a dependent's build: warn, keep the old docs.
             %% (Our own EUnit test, ferrotrace_shell_tests:docs_test/0, fails instead.)

@@ -167,11 +167,12 @@ check() { # check RELEASE: compile, load the NIF, EUnit, Common Test, inside the
     [ -f priv/libferrotrace_nif.so ] || die "priv/libferrotrace_nif.so is missing: run 'make compile' first"
     rm -rf "$work"
     mkdir -p "$work/ferrotrace/ebin" "$work/ferrotrace/priv" "$work/ferrotrace/erl_src" "$work/test/support" "$work/logs"
-    cp erl_src/*.erl "$work/ferrotrace/erl_src/"
+    # Role folders (erl_src/compare/, ...) copied flat: module names are flat.
+    find erl_src -name '*.erl' -exec cp {} "$work/ferrotrace/erl_src/" \;
     # Shell docs (EEP-48 chunks), where the project builds them in a rebar3 post-hook.
     if [ -f native/doc_chunks.escript ]; then cp native/doc_chunks.escript "$work/"; fi
     local modules
-    modules=$(cd erl_src && ls *.erl | sed 's/\.erl$//' | paste -sd, -)
+    modules=$(find erl_src -name '*.erl' -exec basename {} .erl \; | sort | paste -sd, -)
     sed "s/{modules, \[\]}/{modules, [$modules]}/" \
         erl_src/ferrotrace.app.src >"$work/ferrotrace/ebin/ferrotrace.app"
     cp priv/libferrotrace_nif.so "$work/ferrotrace/priv/"
