@@ -1,0 +1,174 @@
+%%% @doc The statistics of a comparison: plain functions over HDR buckets (see
+%%% doc/comparing.md for the choice and its assumptions).
+%%%
+%%% <ul>
+%%% <li>The body test: a one-sided Wilcoxon-Mann-Whitney rank-sum test of "B is more than
+%%% `1 + Margin' times slower than A" (and of "faster"), computed from the buckets: every
+%%% call is ranked by its bucket's middle value, calls in one bucket tie (mid-ranks, the
+%%% variance corrected for ties), the normal approximation with a continuity correction. A
+%%% margin is applied by scaling A's values: under the boundary of the null, B is A scaled
+%%% by `1 + Margin', and the two samples are then alike.</li>
+%%% <li>The tail test: a z test on the log of the ratio of the two sides' quantile `Q'
+%%% (p99), each side's standard error read from its order statistics (distribution-free),
+%%% the buckets' width folded in.</li>
+%%% <li>The shift: the Hodges-Lehmann estimate of the ratio B/A (the factor by which A must
+%%% be scaled for the rank sum to sit at its middle) and its confidence interval, by
+%%% inverting the rank test.</li>
+%%% <li>Holm's step-down correction over every test of a comparison.</li>
+%%% </ul>
+-module(ferrotrace_compare_stats).
+
+-export([rank_test/3, tail_test/4, shift/3, holm/2, z_quantile/1, normal_cdf/1]).
+
+-type values() :: [{float(), pos_integer()}].
+%% Ascending values (a bucket's middle, possibly scaled), each with its count.
+-type test() :: #{z := float(), greater := float(), less := float(), n_a := non_neg_integer(),
+                  n_b := non_neg_integer()}.
+-export_type([values/0, test/0]).
+
+%% @doc The rank-sum test of B against A scaled by `Factor': `z' (positive where B ranks
+%% above), and the one-sided p-values `greater' (B above) and `less' (B below), with
+%% continuity correction and tie-corrected variance. Ascending buckets in, as
+%% {@link ferrotrace_hdr:decode/1} gives them.
+-spec rank_test(ferrotrace_hdr:buckets(), ferrotrace_hdr:buckets(), number()) -> test().
+rank_test(A, B, Factor) ->
+    ranks(ferrotrace_hdr:scaled_mid(A, Factor), ferrotrace_hdr:scaled_mid(B, 1)).
+
+%% @doc The tail test: B's quantile `Q' (0.99) against A's scaled by `Factor', on the log
+%% scale, each side's standard error read from its own order statistics (the values at the
+%% ranks one binomial standard deviation either side of `Q * N', the low edge of the lower's
+%% bucket and the high edge of the upper's: the histogram's precision folded in), a z test
+%% on their difference. `z', `greater' and `less' as {@link rank_test/3}.
+-spec tail_test(ferrotrace_hdr:buckets(), ferrotrace_hdr:buckets(), number(), float()) -> test().
+tail_test(A, B, Factor, Q) ->
+    {NA, NB} = {ferrotrace_hdr:count(A), ferrotrace_hdr:count(B)},
+    case NA =:= 0 orelse NB =:= 0 of
+        true ->
+            #{z => 0.0, greater => 1.0, less => 1.0, n_a => NA, n_b => NB};
+        false ->
+            {PointA, SeA} = log_quantile(A, NA, Q),
+            {PointB, SeB} = log_quantile(B, NB, Q),
+            Z = (PointB - PointA - math:log(Factor)) / math:sqrt(SeA * SeA + SeB * SeB),
+            #{z => Z, greater => clamp(1 - normal_cdf(Z)), less => clamp(normal_cdf(Z)),
+              n_a => NA, n_b => NB}
+    end.
+
+%% The log of the quantile's bucket middle, and its standard error on the log scale.
+log_quantile(Buckets, N, Q) ->
+    Sd = math:sqrt(N * Q * (1 - Q)),
+    Rank = max(1, ceil(Q * N)),
+    {Low, High, _} = at(Buckets, Rank, 0),
+    {L, _, _} = at(Buckets, max(1, floor(Q * N - Sd)), 0),
+    {_, H, _} = at(Buckets, min(N, ceil(Q * N + Sd)), 0),
+    {math:log(max(1, Low + High) / 2), (math:log(max(1, H)) - math:log(max(1, L))) / 2}.
+
+%% The bucket of the `Rank'th call.
+at([{_, _, C} = Bucket | Rest], Rank, Seen) ->
+    case Seen + C >= Rank orelse Rest =:= [] of
+        true -> Bucket;
+        false -> at(Rest, Rank, Seen + C)
+    end.
+
+ranks(A, B) ->
+    {NA, NB} = {total(A), total(B)},
+    case NA =:= 0 orelse NB =:= 0 of
+        true ->
+            #{z => 0.0, greater => 1.0, less => 1.0, n_a => NA, n_b => NB};
+        false ->
+            {U, Ties} = u_statistic(merge(A, B), 0, 0.0, 0.0),
+            N = NA + NB,
+            Mean = NA * NB / 2,
+            Var = NA * NB / 12 * ((N + 1) - Ties / (N * (N - 1))),
+            case Var =< 0 of
+                true ->
+                    %% Every call in one bucket: no order to test.
+                    #{z => 0.0, greater => 1.0, less => 1.0, n_a => NA, n_b => NB};
+                false ->
+                    Sd = math:sqrt(Var),
+                    Greater = 1 - normal_cdf((U - Mean - 0.5) / Sd),
+                    Less = normal_cdf((U - Mean + 0.5) / Sd),
+                    #{z => (U - Mean) / Sd, greater => clamp(Greater), less => clamp(Less),
+                      n_a => NA, n_b => NB}
+            end
+    end.
+
+clamp(P) -> min(1.0, max(0.0, P)).
+
+%% U of B: for each call of B, the calls of A below it, plus half those tied with it; and
+%% the ties' sum of t^3 - t.
+u_statistic([], _BelowA, U, Ties) ->
+    {U, Ties};
+u_statistic([{_, Ca, Cb} | Rest], BelowA, U, Ties) ->
+    T = float(Ca + Cb),
+    u_statistic(Rest, BelowA + Ca, U + Cb * (BelowA + Ca / 2), Ties + (T * T * T - T)).
+
+%% Two ascending value lists as one: `{Value, CountA, CountB}', equal values together.
+merge([{Va, Ca} | A], [{Vb, Cb} | B]) when Va == Vb -> [{Va, Ca, Cb} | merge(A, B)];
+merge([{Va, Ca} | A], [{Vb, _} | _] = B) when Va < Vb -> [{Va, Ca, 0} | merge(A, B)];
+merge(A, [{Vb, Cb} | B]) when A =/= [] -> [{Vb, 0, Cb} | merge(A, B)];
+merge([{Va, Ca} | A], []) -> [{Va, Ca, 0} | merge(A, [])];
+merge([], B) -> [{Vb, 0, Cb} || {Vb, Cb} <- B].
+
+total(Values) -> lists:sum([C || {_, C} <- Values]).
+
+%% @doc The Hodges-Lehmann ratio B/A and its two-sided confidence interval at `Level'
+%% (0.99): `{Ratio, Low, High}', found by bisection on the factor that scales A, where the
+%% rank sum crosses its middle and the level's critical values. `undefined' for an empty
+%% side.
+-spec shift(ferrotrace_hdr:buckets(), ferrotrace_hdr:buckets(), float()) ->
+          {float(), float(), float()} | undefined.
+shift([], _B, _Level) -> undefined;
+shift(_A, [], _Level) -> undefined;
+shift(A, B, Level) ->
+    Z = z_quantile(1 - (1 - Level) / 2),
+    {MinA, MaxA} = {element(1, hd(A)), element(2, lists:last(A))},
+    {MinB, MaxB} = {element(1, hd(B)), element(2, lists:last(B))},
+    %% Log-factors wide enough that every scaled A lies above or below every B.
+    Lo = math:log(max(1, MinB) / max(1, MaxA)) - 1.0,
+    Hi = math:log(max(1, MaxB) / max(1, MinA)) + 1.0,
+    ZAt = fun(D) -> maps:get(z, rank_test(A, B, math:exp(D))) end,
+    Point = crossing(ZAt, 0.0, Lo, Hi, 60),
+    %% z falls as A is scaled up: the low end of the ratio is where z = +Z.
+    {math:exp(Point), math:exp(crossing(ZAt, Z, Lo, Hi, 60)), math:exp(crossing(ZAt, -Z, Lo, Hi, 60))}.
+
+%% The log-factor where the decreasing z(D) crosses `Target', by bisection.
+crossing(_ZAt, _Target, Lo, Hi, 0) ->
+    (Lo + Hi) / 2;
+crossing(ZAt, Target, Lo, Hi, Steps) ->
+    Mid = (Lo + Hi) / 2,
+    case ZAt(Mid) > Target of
+        true -> crossing(ZAt, Target, Mid, Hi, Steps - 1);
+        false -> crossing(ZAt, Target, Lo, Mid, Steps - 1)
+    end.
+
+%% @doc Holm's step-down correction: the keys of `Tests' (`[{Key, P}]') whose p-value
+%% survives at family-wise level `Alpha', in the order given.
+-spec holm([{Key, float()}], float()) -> [Key] when Key :: term().
+holm(Tests, Alpha) ->
+    Sorted = lists:keysort(2, Tests),
+    M = length(Sorted),
+    Passed = holm(Sorted, Alpha, M, []),
+    [K || {K, _} <- Tests, lists:member(K, Passed)].
+
+holm([{K, P} | Rest], Alpha, M, Acc) when P =< Alpha / M ->
+    holm(Rest, Alpha, M - 1, [K | Acc]);
+holm(_, _Alpha, _M, Acc) ->
+    Acc.
+
+%% @doc The standard normal distribution function.
+-spec normal_cdf(float()) -> float().
+normal_cdf(Z) ->
+    0.5 * math:erfc(-Z / math:sqrt(2)).
+
+%% @doc The standard normal quantile of `P' (between 0 and 1), by bisection.
+-spec z_quantile(float()) -> float().
+z_quantile(P) when P > 0, P < 1 ->
+    quantile(P, -40.0, 40.0, 100).
+
+quantile(_P, Lo, Hi, 0) -> (Lo + Hi) / 2;
+quantile(P, Lo, Hi, N) ->
+    Mid = (Lo + Hi) / 2,
+    case normal_cdf(Mid) < P of
+        true -> quantile(P, Mid, Hi, N - 1);
+        false -> quantile(P, Lo, Mid, N - 1)
+    end.
