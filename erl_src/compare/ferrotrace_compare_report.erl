@@ -38,9 +38,9 @@ header(#{a := A, b := B, test := T, node_shift := Node}, Width) ->
                  _ -> " beyond the node's"
              end,
     Lines = [["A: ", side(A)], ["B: ", side(B)],
-             io_lib:format("test: rank sum on all calls and ~s alone, ~s level, Holm over ~b tests: a verdict is a "
-                           "change of more than ~s (~s: ~s)~s", [q_name(Q), percent(Level), Tests, percent(M), q_name(Q),
-                                                                 percent(Mt), Beyond]),
+             io_lib:format("test: rank sum on all calls and ~s alone, ~s level, Holm over ~b test~s: a verdict is a "
+                           "change of more than ~s (~s: ~s)~s", [q_name(Q), percent(Level), Tests, plural(Tests), percent(M),
+                                                                 q_name(Q), percent(Mt), Beyond]),
              case Node of
                  none ->
                      "node: not read (5 functions of enough calls needed): each function judged on its own change";
@@ -83,6 +83,9 @@ id(_) -> "".
 
 secs(Ms) -> io_lib:format("~.1f s", [Ms / 1000]).
 
+plural(1) -> "";
+plural(_) -> "s".
+
 q_name(Q) ->
     Text = float_to_list(Q * 100, [{decimals, 3}, compact]),
     "p" ++ lists:filter(fun(C) -> C =/= $. end, string:trim(string:trim(Text, trailing, "0"), trailing, ".")).
@@ -117,12 +120,12 @@ table(Rows, #{test := #{tail := Q}}, Width) ->
     ferrotrace_text:table("", [[H || {_, H, _, _} <- Fitted] | [[Cell(R) || {_, _, _, Cell} <- Fitted] || R <- Rows]],
                           [Align || {_, _, Align, _} <- Fitted], Width).
 
-%% Drops columns (?DROP, in order) until the numbers and a name of 12 fit.
+%% Drops columns (?DROP, in order) until the numbers and the longest name fit.
 fit(Columns, Rows, Width) ->
     Widths = [lists:max([string:length(unicode:characters_to_list(H)) |
                          [string:length(unicode:characters_to_list(Cell(R))) || R <- Rows]])
-              || {Key, H, _, Cell} <- Columns, Key =/= name],
-    case lists:sum(Widths) + length(Widths) + 12 =< Width of
+              || {_, H, _, Cell} <- Columns],
+    case lists:sum(Widths) + length(Widths) - 1 =< Width of
         true -> Columns;
         false ->
             case [K || K <- ?DROP, lists:keymember(K, 1, Columns)] of
