@@ -1,6 +1,7 @@
 %%% @doc How well `ferrotrace:compare/3' tells a real change from noise (`make compare-bench',
 %%% about two minutes on 2 cores): 20 runs, each of four sessions of the same load
-%%% (bench/ft_compare_work.erl: 20 functions, 6,000 calls each), one after the other:
+%%% (bench/ft_compare_work.erl: 20 functions, 6,000 calls each, 5 % of them on a slow path), one
+%%% after the other:
 %%% A and B untouched, C with one function (drawn at random per run) twice as slow, D with
 %%% that function's slow path twice as slow (its p99 doubles, its p50 stays). Each run
 %%% compares A with B (nothing should be called slower or faster), A with C (the function
@@ -49,6 +50,12 @@ run(I, Rounds) ->
     {ok, AD} = ferrotrace:compare(A, D, #{as => map}),
     _ = [ferrotrace:release(S) || S <- [A, B, C, D]],
     Flagged = fun(#{rows := Rows}) -> [N || R = #{name := N} <- Rows, changed(R)] end,
+    Said = fun(#{rows := Rows}) ->
+                   case [[short(N), " ", ferrotrace_compare_report:verdict_text(R, 0.99)] || R = #{name := N} <- Rows, changed(R)] of
+                       [] -> "none";
+                       L -> lists:join(", ", L)
+                   end
+           end,
     [First | _] = maps:get(rows, AC),
     ByTotal = hd(lists:sort(fun(#{change := X}, #{change := Y}) -> abs(X) >= abs(Y) end, maps:get(rows, AC))),
     RowD = hd([R || R = #{name := N} <- maps:get(rows, AD), N =:= Slowed]),
@@ -59,11 +66,13 @@ run(I, Rounds) ->
                tail_found => maps:get(tail, RowD) =:= slower,
                tail_body_unchanged => maps:get(verdict, RowD) =:= unchanged,
                tail_alone => Flagged(AD) -- [Slowed] =:= []},
-    io:format("run ~2b f~-2b node A/A x~.2f p99 x~.2f | A/A flagged ~p | 2x: first ~s ~s, flagged ~p | "
-              "tail: ~ts, flagged ~p | load ~s~n",
-              [I, K, shift(AA, p50), shift(AA, tail), Flagged(AA), short(maps:get(name, First)),
-               maps:get(verdict, First), [short(N) || N <- Flagged(AC)],
-               ferrotrace_compare_report:verdict_text(RowD, 0.99), [short(N) || N <- Flagged(AD)], load()]),
+    #{tail_q := {TA, TB}, p_tail := PTail} = RowD,
+    io:format("run ~2b f~-2b | A/A: node x~.2f p99 x~.2f, flagged ~s | 2x: first ~s ~s, flagged ~s | "
+              "tail: ~ts (p99 x~.2f, node x~.2f, p ~s), flagged ~s | load ~s~n",
+              [I, K, shift(AA, p50), shift(AA, tail), Said(AA), short(maps:get(name, First)),
+               maps:get(verdict, First), Said(AC),
+               ferrotrace_compare_report:verdict_text(RowD, 0.99), TB / TA, shift(AD, tail), p_text(PTail),
+               Said(AD), load()]),
     Result.
 
 changed(#{verdict := V, tail := T}) ->
@@ -75,6 +84,11 @@ shift(_, _) -> 1.0.
 
 short(<<"ft_compare_work:", Rest/binary>>) -> Rest;
 short(Name) -> Name.
+
+p_text(P) when is_float(P) -> io_lib:format("~.2e", [P]);
+p_text(_) -> "-".
+
+
 
 session(Change, Rounds) ->
     {ok, S} = ferrotrace:calls(ft_compare_work:functions(), #{duration => 120000}),

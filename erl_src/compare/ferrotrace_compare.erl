@@ -4,10 +4,11 @@
 %%% one, a cluster session or a saved file. Functions are matched by name; for each one in
 %%% both, two tests ({@link ferrotrace_compare_stats}) ask whether B's calls are slower or
 %%% faster than A's beyond a margin: a rank-sum test on the whole distribution (the body)
-%%% and a test of the tail quantile (p99). With five functions or more, the margin is taken
-%%% around the shift every function shares (the node's: its load, its CPU), the median of
-%%% the functions' own shifts; Holm's correction runs over every test of the comparison, at
-%%% the level asked (99 %). doc/comparing.md explains the choice and its assumptions.
+%%% and a test of the tail quantile (p99). With five functions or more, a change must also
+%%% pass the margin around the shift every function shares (the node's: its load, its CPU),
+%%% the median of the functions' own shifts; Holm's correction runs over every test of the
+%%% comparison, at the level asked (99 %). doc/comparing.md explains the choice and its
+%%% assumptions.
 -module(ferrotrace_compare).
 
 -export([compare/3, comparison/3, check_options/1, export/4]).
@@ -174,13 +175,21 @@ rows(SA, SB, FA, FB, Compared, Options = #{min_calls := MinCalls, tail := Q, lev
                              || {M, FA1 = #{buckets := BA}, FB1 = #{buckets := BB}} <- Pairs, Enough(FA1, FB1)]),
     TailRatios = maps:from_list([{M, tail_ratio(BA, BB, Q)}
                                  || {M, FA1 = #{buckets := BA}, FB1 = #{buckets := BB}} <- Pairs, TailEnough(FA1, FB1)]),
-    Node = node_shift(Shifts, TailRatios, Options),
-    {MinChange, MinTail} = margins(Node, Options),
-    {Cb, Ct} = case Node of
+    Node0 = node_shift(Shifts, TailRatios, Options),
+    {MinChange, MinTail} = margins(Node0, Options),
+    {Cb, Ct} = case Node0 of
                    none -> {1.0, 1.0};
                    #{p50 := P, tail := T} -> {P, T}
                end,
-    Tested = [{M, FA1, FB1, test(FA1, FB1, Cb, Ct, MinChange, MinTail, Enough(FA1, FB1), TailEnough(FA1, FB1), Q)}
+    %% How much more the functions' z scores spread around the node's shift than sampling
+    %% alone would make them (at least 1): the tests' standard errors are widened by it.
+    Spread = spread(Node0, [rank_z(FA1, FB1, Cb) || {_, FA1, FB1} <- Pairs, Enough(FA1, FB1)],
+                    [tail_z(FA1, FB1, Ct, Q) || {_, FA1, FB1} <- Pairs, TailEnough(FA1, FB1)]),
+    Node = case Node0 of
+               none -> none;
+               _ -> Node0#{spread => Spread}
+           end,
+    Tested = [{M, FA1, FB1, test(FA1, FB1, Cb, Ct, MinChange, MinTail, Enough(FA1, FB1), TailEnough(FA1, FB1), Q, Spread)}
               || {M, FA1, FB1} <- Pairs],
     PValues = lists:append([[{{M, body}, P} || {M, _, _, #{body := {_, P}}} <- [T]] ++
                             [{{M, tail}, P} || {M, _, _, #{tail := {_, P}}} <- [T]] || T <- Tested]),
@@ -226,6 +235,25 @@ node_shift(Shifts, Tails, _Options) ->
             none
     end.
 
+rank_z(#{buckets := A}, #{buckets := B}, Factor) ->
+    maps:get(z, ferrotrace_compare_stats:rank_test(A, B, Factor)).
+
+tail_z(#{buckets := A}, #{buckets := B}, Factor, Q) ->
+    maps:get(z, ferrotrace_compare_stats:tail_test(A, B, Factor, Q)).
+
+%% Efron's empirical null, its scale only: 1.4826 times the median absolute deviation of
+%% the functions' z scores around the node's shift, where that shift is read (the same
+%% functions); never below 1.
+spread(none, _BodyZ, _TailZ) ->
+    #{body => 1.0, tail => 1.0};
+spread(_Node, BodyZ, TailZ) ->
+    Scale = fun(Zs) when length(Zs) >= ?NODE_FUNCTIONS ->
+                    Mid = median(Zs),
+                    max(1.0, 1.4826 * median([abs(Z - Mid) || Z <- Zs]));
+               (_) -> 1.0
+            end,
+    #{body => Scale(BodyZ), tail => Scale(TailZ)}.
+
 median(L) ->
     S = lists:sort(L),
     N = length(S),
@@ -243,19 +271,23 @@ margin(auto, _, Relative, _Absolute) -> Relative;
 margin(M, _, _, _) -> M.
 
 %% The body and tail tests of one function: `{Direction, P}' each, two-sided p-values.
-test(#{buckets := A}, #{buckets := B}, Cb, Ct, M, Mt, Enough, TailEnough, Q) ->
+%% Slower means beyond the margin both on its own and around the node's shift (an
+%% intersection-union test: the larger of the two p-values, which is the test against the
+%% larger factor); the node's shift only ever widens what is called unchanged.
+test(#{buckets := A}, #{buckets := B}, Cb, Ct, M, Mt, Enough, TailEnough, Q, #{body := Sb, tail := St}) ->
+    Wide = fun ferrotrace_compare_stats:widened/2,
     Body = case Enough of
                true ->
-                   Slower = maps:get(greater, ferrotrace_compare_stats:rank_test(A, B, Cb * (1 + M))),
-                   Faster = maps:get(less, ferrotrace_compare_stats:rank_test(A, B, Cb / (1 + M))),
+                   Slower = maps:get(greater, Wide(ferrotrace_compare_stats:rank_test(A, B, max(Cb, 1.0) * (1 + M)), Sb)),
+                   Faster = maps:get(less, Wide(ferrotrace_compare_stats:rank_test(A, B, min(Cb, 1.0) / (1 + M)), Sb)),
                    #{body => two_sided(Slower, Faster)};
                false ->
                    #{}
            end,
     case TailEnough of
         true ->
-            TS = maps:get(greater, ferrotrace_compare_stats:tail_test(A, B, Ct * (1 + Mt), Q)),
-            TF = maps:get(less, ferrotrace_compare_stats:tail_test(A, B, Ct / (1 + Mt), Q)),
+            TS = maps:get(greater, Wide(ferrotrace_compare_stats:tail_test(A, B, max(Ct, 1.0) * (1 + Mt), Q), St)),
+            TF = maps:get(less, Wide(ferrotrace_compare_stats:tail_test(A, B, min(Ct, 1.0) / (1 + Mt), Q), St)),
             Body#{tail => two_sided(TS, TF)};
         false ->
             Body

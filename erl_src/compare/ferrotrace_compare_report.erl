@@ -35,7 +35,7 @@ header(#{a := A, b := B, test := T, node_shift := Node}, Width) ->
     #{level := Level, tests := Tests, min_change := M, min_tail_change := Mt, tail := Q} = T,
     Beyond = case Node of
                  none -> "";
-                 _ -> " beyond the node's"
+                 _ -> ", also beyond the node's"
              end,
     Lines = [["A: ", side(A)], ["B: ", side(B)],
              io_lib:format("test: rank sum on all calls and ~s alone, ~s level, Holm over ~b test~s: a verdict is a "
@@ -44,9 +44,14 @@ header(#{a := A, b := B, test := T, node_shift := Node}, Width) ->
              case Node of
                  none ->
                      "node: not read (5 functions of enough calls needed): each function judged on its own change";
-                 #{p50 := P, tail := Tail, functions := N} ->
-                     io_lib:format("node: every function moved x~s at p50, x~s at ~s (median of ~b)",
-                                   [ratio(P), ratio(Tail), q_name(Q), N])
+                 #{p50 := P, tail := Tail, functions := N, spread := #{body := Sb, tail := St}} ->
+                     [io_lib:format("node: every function moved x~s at p50, x~s at ~s (median of ~b)",
+                                    [ratio(P), ratio(Tail), q_name(Q), N]),
+                      case Sb > 1.0 orelse St > 1.0 of
+                          true -> io_lib:format("; their spread widened the tests x~s (all calls), x~s (~s)",
+                                                [ratio(Sb), ratio(St), q_name(Q)]);
+                          false -> ""
+                      end]
              end],
     [words(L, Width) || L <- Lines].
 
@@ -102,19 +107,15 @@ ratio(R) -> float_to_list(R, [{decimals, 2}]).
 table([], _C, _Width) ->
     ["no function timed on both sides"];
 table(Rows, #{test := #{tail := Q}}, Width) ->
-    LatMax = lists:max([V || #{p50 := {X, Y}, tail_q := {Z, W}} <- Rows, V <- [X, Y, Z, W], is_integer(V)] ++ [0]),
-    {LatUnit, LatDiv} = latency_unit(LatMax),
-    TotMax = lists:max([abs(V) || #{change := X, own_change := Y} <- Rows, V <- [X, Y], is_number(V)] ++ [0]),
-    {TotUnit, TotDiv} = total_unit(TotMax),
     Tail = string:to_upper(q_name(Q)),
     Columns = [{name, "FUNCTION", name, fun(#{name := N}) -> N end},
                {calls, "CALLS A->B", right, fun(#{count := {A, B}}) -> [integer_to_list(A), "->", integer_to_list(B)] end},
-               {p50, ["P50 ", LatUnit, " A->B"], right, fun(#{p50 := {A, B}}) -> pair(A, B, LatDiv) end},
+               {p50, "P50 A->B", right, fun(#{p50 := {A, B}}) -> pair(A, B) end},
                {p50_x, "x", right, fun(#{p50 := {A, B}}) -> times(A, B) end},
-               {tail, [Tail, " ", LatUnit, " A->B"], right, fun(#{tail_q := {A, B}}) -> pair(A, B, LatDiv) end},
+               {tail, [Tail, " A->B"], right, fun(#{tail_q := {A, B}}) -> pair(A, B) end},
                {tail_x, "x", right, fun(#{tail_q := {A, B}}) -> times(A, B) end},
-               {total, ["TOTAL ", TotUnit, " +/-"], right, fun(#{change := D}) -> signed(D, TotDiv) end},
-               {own, ["OWN ", TotUnit, " +/-"], right, fun(#{own_change := D}) -> signed(D, TotDiv) end},
+               {total, "TOTAL +/-", right, fun(#{change := D}) -> signed(D) end},
+               {own, "OWN +/-", right, fun(#{own_change := D}) -> signed(D) end},
                {verdict, "VERDICT", left, fun(R) -> verdict_text(R, Q) end}],
     Fitted = fit(Columns, Rows, Width),
     ferrotrace_text:table("", [[H || {_, H, _, _} <- Fitted] | [[Cell(R) || {_, _, _, Cell} <- Fitted] || R <- Rows]],
@@ -148,32 +149,27 @@ verdict_text(#{verdict := V, tail := T}, Q) ->
         {Dir, Other} -> atom_to_list(Dir) ++ ", " ++ q_name(Q) ++ " " ++ atom_to_list(Other)
     end.
 
-pair(undefined, undefined, _Div) -> "-";
-pair(A, B, Div) -> [in_unit(A, Div), "->", in_unit(B, Div)].
+pair(undefined, undefined) -> "-";
+pair(A, B) -> [ns(A), "->", ns(B)].
 
 times(A, B) when is_integer(A), is_integer(B), A > 0 -> ratio(B / A);
 times(_, _) -> "-".
 
-signed(undefined, _) -> "-";
-signed(D, Div) when D >= 0 -> ["+", in_unit(D, Div)];
-signed(D, Div) -> ["-", in_unit(-D, Div)].
+signed(undefined) -> "-";
+signed(D) when D >= 0 -> ["+", ns(D)];
+signed(D) -> ["-", ns(-D)].
 
-latency_unit(Max) when Max < 1000000 -> {"us", 1000};
-latency_unit(Max) when Max < 1000000000 -> {"ms", 1000000};
-latency_unit(_) -> {"s", 1000000000}.
+%% A time in its own unit, three significant digits, no space: `850ns', `12.3us', `4.07ms',
+%% `1.20s' (a column's times span microseconds to seconds).
+ns(undefined) -> "-";
+ns(V) when V < 1000 -> [integer_to_list(round(V)), "ns"];
+ns(V) when V < 1000000 -> [digits(V / 1.0e3), "us"];
+ns(V) when V < 1000000000 -> [digits(V / 1.0e6), "ms"];
+ns(V) -> [digits(V / 1.0e9), "s"].
 
-total_unit(Max) when Max < 100000000 -> {"us", 1000};
-total_unit(Max) when Max < 100000000000 -> {"ms", 1000000};
-total_unit(_) -> {"s", 1000000000}.
-
-in_unit(undefined, _) -> "-";
-in_unit(V, Divisor) ->
-    X = V / Divisor,
-    if X >= 100 -> integer_to_list(round(X));
-       X >= 10 -> float_to_list(X, [{decimals, 1}]);
-       X >= 1; X == 0 -> float_to_list(X, [{decimals, 2}]);
-       true -> float_to_list(X, [{decimals, 3}])
-    end.
+digits(X) when X >= 99.95 -> integer_to_list(round(X));
+digits(X) when X >= 9.995 -> float_to_list(X, [{decimals, 1}]);
+digits(X) -> float_to_list(X, [{decimals, 2}]).
 
 only(_Title, [], _Width) ->
     [];

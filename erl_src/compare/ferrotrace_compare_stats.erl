@@ -14,11 +14,13 @@
 %%% <li>The shift: the Hodges-Lehmann estimate of the ratio B/A (the factor by which A must
 %%% be scaled for the rank sum to sit at its middle) and its confidence interval, by
 %%% inverting the rank test.</li>
+%%% <li>A test's standard error widened by a factor (an empirical null's scale: how much
+%%% more the functions' z scores spread than sampling alone makes them).</li>
 %%% <li>Holm's step-down correction over every test of a comparison.</li>
 %%% </ul>
 -module(ferrotrace_compare_stats).
 
--export([rank_test/3, tail_test/4, shift/3, holm/2, z_quantile/1, normal_cdf/1]).
+-export([rank_test/3, tail_test/4, widened/2, shift/3, holm/2, z_quantile/1, normal_cdf/1]).
 
 -type values() :: [{float(), pos_integer()}].
 %% Ascending values (a bucket's middle, possibly scaled), each with its count.
@@ -52,6 +54,15 @@ tail_test(A, B, Factor, Q) ->
             #{z => Z, greater => clamp(1 - normal_cdf(Z)), less => clamp(normal_cdf(Z)),
               n_a => NA, n_b => NB}
     end.
+
+%% @doc A test's z and p-values with its standard error widened `Sigma' times (at least 1:
+%% an empirical null's scale, see ferrotrace_compare).
+-spec widened(test(), float()) -> test().
+widened(Test, Sigma) when Sigma =< 1.0 ->
+    Test;
+widened(Test = #{z := Z0}, Sigma) ->
+    Z = Z0 / Sigma,
+    Test#{z => Z, greater => clamp(1 - normal_cdf(Z)), less => clamp(normal_cdf(Z))}.
 
 %% The log of the quantile's bucket middle, and its standard error on the log scale.
 log_quantile(Buckets, N, Q) ->
