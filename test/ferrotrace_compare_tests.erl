@@ -8,7 +8,7 @@
 -include_lib("stdlib/include/assert.hrl").
 
 -export([identical_sides_test/0, small_moves_test/0, doubled_function_test/0, faster_test/0,
-         node_shift_test/0, tail_only_test/0, few_functions_test/0, too_few_calls_test/0,
+         node_shift_test/0, node_shift_only_widens_test/0, spread_test/0, tail_only_test/0, few_functions_test/0, too_few_calls_test/0,
          one_side_only_test/0, ranking_test/0, compensation_test/0, refusals_test/0,
          options_test/0, holm_test/0, shift_estimate_test/0, report_width_test/0,
          difffolded_test/0, saved_round_trip_test/0, saved_refusals_test/0,
@@ -131,6 +131,32 @@ node_shift_test() ->
     %% And beyond the node: one function 2.6 times slower where the rest are 1.3.
     B2 = twenty(fun(5) -> {scaled, 2.6, shape(5)}; (I) -> {scaled, 1.3, shape(I)} end),
     ?assertEqual([<<"f5">>], flagged(compare(A, B2))).
+
+%% Every function but one 1.3 times slower: the one that kept its time is not called
+%% faster (it did not change on its own); the node's shift only widens "unchanged".
+-spec node_shift_only_widens_test() -> ok.
+node_shift_only_widens_test() ->
+    A = twenty(fun shape/1),
+    B = twenty(fun(7) -> shape(7); (I) -> {scaled, 1.3, shape(I)} end),
+    C = compare(A, B),
+    ?assertEqual([], flagged(C)),
+    #{verdict := unchanged, shift := {R, _, _}} = row(C, <<"f7">>),
+    ?assert(abs(R - 1) < 0.02),
+    %% Tested on its own change alone, as where no node's shift is read, unchanged too.
+    ?assertEqual([], [N || N <- flagged(compare(A, B, #{node_shift => none})), N =:= <<"f7">>]).
+
+%% Functions moved 8 % up or down in turn: far beyond sampling at 2,000 calls (z about
+%% 10), within the margin: the spread of their z scores widens the tests, and says so.
+-spec spread_test() -> ok.
+spread_test() ->
+    A = twenty(fun shape/1),
+    B = twenty(fun(I) when I rem 2 =:= 0 -> {scaled, 1.08, shape(I)}; (I) -> {scaled, 0.93, shape(I)} end),
+    C = #{node_shift := #{spread := #{body := Sb}}} = compare(A, B),
+    ?assert(Sb > 3),
+    ?assertEqual([], flagged(C)),
+    Text = ferrotrace:compare(A, B, #{as => text, width => 200}),
+    ?assertMatch({_, _}, binary:match(Text, <<"their spread widened the tests">>)),
+    #{node_shift := #{spread := #{body := 1.0, tail := 1.0}}} = compare(A, A).
 
 %% The slow path twice as slow (p99 doubles, p50 stays): the row says the tail moved.
 -spec tail_only_test() -> ok.
