@@ -127,7 +127,10 @@ options(["--keep" | Rest], T, Acc) -> taken(keep, T), options(Rest, T, Acc#{keep
 options(["--json" | Rest], T, Acc) -> taken(json, T), options(Rest, T, Acc#{json => true});
 options(["--for", D | Rest], T, Acc) -> taken(for, T), options(Rest, T, Acc#{for => duration(D)});
 options(["--options", O | Rest], T, Acc) -> taken(options, T), options(Rest, T, Acc#{options => term(O)});
-options(["--save", F | Rest], T, Acc) -> taken(save, T), options(Rest, T, Acc#{save => F});
+options(["--save", F | Rest], T, Acc) ->
+    taken(save, T),
+    string:lowercase(filename:extension(F)) =:= ".json" orelse refuse("--save ~ts: a file name ending in .json", [F]),
+    options(Rest, T, Acc#{save => F});
 options(["--collapsed", F | Rest], T, Acc) -> taken(collapsed, T), options(Rest, T, Acc#{collapsed => F});
 options(["--html", F | Rest], T, Acc) -> taken(html, T), options(Rest, T, Acc#{html => F});
 options([Other | _], _, _) ->

@@ -363,7 +363,10 @@ saved_refusals_test() ->
     {ok, Junk} = From(Broken(fun(D) -> D#{<<"functions">> := [F#{<<"latency_hdr">> => base64:encode(<<"junk">>)} | Fs]} end)),
     ?assertMatch({error, {bad_histogram, _, not_v2, _}}, ferrotrace:compare(Junk, Junk)),
     ?assertMatch({error, {file, <<"/nonexistent/dir/x.json">>, _}}, ferrotrace:compare("/nonexistent/dir/x.json", Junk)),
-    ?assertMatch({error, {bad_file, _, _}}, ferrotrace:save(1, {not_a, file})).
+    ?assertMatch({error, {bad_file, _, _}}, ferrotrace:save(1, {not_a, file})),
+    ?assertMatch({error, {bad_file, "duration", _}}, ferrotrace:save(1, "duration")),
+    ?assertMatch({error, {file, <<"/dev/null">>, <<"not a regular file">>}}, ferrotrace:compare("/dev/null", Junk)),
+    ?assertMatch({error, {file, <<"/tmp">>, <<"not a regular file">>}}, ferrotrace:compare("/tmp", Junk)).
 
 %% JSON as the NIF writes it, for the refusals above (a decoded document back to text).
 -spec json(term()) -> iodata().

@@ -149,7 +149,8 @@ functions(Side = #{functions := Fs, compensated := Compensated}, Compared) ->
                        {raw, true} when is_integer(RawNs) -> RawNs;
                        _ -> maps:get(total_ns, F)
                    end,
-           {MFA, F#{buckets => Buckets, timed => ferrotrace_hdr:count(Buckets), total => Total * Scale(F),
+           {MFA, F#{buckets => Buckets, ranks => ferrotrace_compare_stats:prepare(Buckets),
+                    timed => ferrotrace_hdr:count(Buckets), total => Total * Scale(F),
                     own_total => case Compared of
                                      raw -> undefined;
                                      latency when is_integer(OwnNs) -> OwnNs * Scale(F);
@@ -171,8 +172,8 @@ rows(SA, SB, FA, FB, Compared, Options = #{min_calls := MinCalls, tail := Q, lev
     TailEnough = fun(#{timed := NA}, #{timed := NB}) ->
                          NA * (1 - Q) >= ?TAIL_CALLS andalso NB * (1 - Q) >= ?TAIL_CALLS
                  end,
-    Shifts = maps:from_list([{M, ferrotrace_compare_stats:shift(BA, BB, Level)}
-                             || {M, FA1 = #{buckets := BA}, FB1 = #{buckets := BB}} <- Pairs, Enough(FA1, FB1)]),
+    Shifts = maps:from_list([{M, ferrotrace_compare_stats:shift(RA, RB, Level)}
+                             || {M, FA1 = #{ranks := RA}, FB1 = #{ranks := RB}} <- Pairs, Enough(FA1, FB1)]),
     TailRatios = maps:from_list([{M, tail_ratio(BA, BB, Q)}
                                  || {M, FA1 = #{buckets := BA}, FB1 = #{buckets := BB}} <- Pairs, TailEnough(FA1, FB1)]),
     Node0 = node_shift(Shifts, TailRatios, Options),
@@ -235,7 +236,7 @@ node_shift(Shifts, Tails, _Options) ->
             none
     end.
 
-rank_z(#{buckets := A}, #{buckets := B}, Factor) ->
+rank_z(#{ranks := A}, #{ranks := B}, Factor) ->
     maps:get(z, ferrotrace_compare_stats:rank_test(A, B, Factor)).
 
 tail_z(#{buckets := A}, #{buckets := B}, Factor, Q) ->
@@ -274,12 +275,13 @@ margin(M, _, _, _) -> M.
 %% Slower means beyond the margin both on its own and around the node's shift (an
 %% intersection-union test: the larger of the two p-values, which is the test against the
 %% larger factor); the node's shift only ever widens what is called unchanged.
-test(#{buckets := A}, #{buckets := B}, Cb, Ct, M, Mt, Enough, TailEnough, Q, #{body := Sb, tail := St}) ->
+test(#{buckets := A, ranks := RA}, #{buckets := B, ranks := RB}, Cb, Ct, M, Mt, Enough, TailEnough, Q,
+     #{body := Sb, tail := St}) ->
     Wide = fun ferrotrace_compare_stats:widened/2,
     Body = case Enough of
                true ->
-                   Slower = maps:get(greater, Wide(ferrotrace_compare_stats:rank_test(A, B, max(Cb, 1.0) * (1 + M)), Sb)),
-                   Faster = maps:get(less, Wide(ferrotrace_compare_stats:rank_test(A, B, min(Cb, 1.0) / (1 + M)), Sb)),
+                   Slower = maps:get(greater, Wide(ferrotrace_compare_stats:rank_test(RA, RB, max(Cb, 1.0) * (1 + M)), Sb)),
+                   Faster = maps:get(less, Wide(ferrotrace_compare_stats:rank_test(RA, RB, min(Cb, 1.0) / (1 + M)), Sb)),
                    #{body => two_sided(Slower, Faster)};
                false ->
                    #{}

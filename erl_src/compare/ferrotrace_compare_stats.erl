@@ -20,21 +20,36 @@
 %%% </ul>
 -module(ferrotrace_compare_stats).
 
--export([rank_test/3, tail_test/4, widened/2, shift/3, holm/2, z_quantile/1, normal_cdf/1]).
+-export([prepare/1, rank_test/3, tail_test/4, widened/2, shift/3, holm/2, z_quantile/1, normal_cdf/1]).
 
 -type values() :: [{float(), pos_integer()}].
 %% Ascending values (a bucket's middle, possibly scaled), each with its count.
 -type test() :: #{z := float(), greater := float(), less := float(), n_a := non_neg_integer(),
                   n_b := non_neg_integer()}.
--export_type([values/0, test/0]).
+-opaque prepared() :: {prepared, values(), non_neg_integer(), float()}.
+%% Buckets made ready for many rank tests: their middles, count and ties' sum.
+-export_type([values/0, test/0, prepared/0]).
 
 %% @doc The rank-sum test of B against A scaled by `Factor': `z' (positive where B ranks
 %% above), and the one-sided p-values `greater' (B above) and `less' (B below), with
 %% continuity correction and tie-corrected variance. Ascending buckets in, as
 %% {@link ferrotrace_hdr:decode/1} gives them.
--spec rank_test(ferrotrace_hdr:buckets(), ferrotrace_hdr:buckets(), number()) -> test().
+%% Buckets may be given {@link prepare/1}d, as a comparison does for the many tests of one
+%% function.
+-spec rank_test(ferrotrace_hdr:buckets() | prepared(), ferrotrace_hdr:buckets() | prepared(), number()) -> test().
+rank_test({prepared, A, NA, TA}, {prepared, B, NB, TB}, Factor) ->
+    ranks(A, NA, TA, B, NB, TB, float(Factor));
 rank_test(A, B, Factor) ->
-    ranks(ferrotrace_hdr:scaled_mid(A, Factor), ferrotrace_hdr:scaled_mid(B, 1)).
+    rank_test(prepare(A), prepare(B), Factor).
+
+%% @doc Buckets made ready for {@link rank_test/3}: each one's middle value with its count,
+%% the calls and the ties' sum (t^3 - t per bucket).
+-spec prepare(ferrotrace_hdr:buckets() | prepared()) -> prepared().
+prepare({prepared, _, _, _} = P) ->
+    P;
+prepare(Buckets) ->
+    Mids = ferrotrace_hdr:scaled_mid(Buckets, 1),
+    {prepared, Mids, total(Mids), lists:foldl(fun({_, C}, T) -> T + cube(C) end, 0.0, Mids)}.
 
 %% @doc The tail test: B's quantile `Q' (0.99) against A's scaled by `Factor', on the log
 %% scale, each side's standard error read from its own order statistics (the values at the
@@ -80,76 +95,99 @@ at([{_, _, C} = Bucket | Rest], Rank, Seen) ->
         false -> at(Rest, Rank, Seen + C)
     end.
 
-ranks(A, B) ->
-    {NA, NB} = {total(A), total(B)},
-    case NA =:= 0 orelse NB =:= 0 of
+ranks(_A, NA, _TA, _B, NB, _TB, _Factor) when NA =:= 0; NB =:= 0 ->
+    #{z => 0.0, greater => 1.0, less => 1.0, n_a => NA, n_b => NB};
+ranks(A, NA, TA, B, NB, TB, Factor) ->
+    {U, Ties} = u(A, B, Factor, 0, 0.0, TA + TB),
+    N = NA + NB,
+    Mean = NA * NB / 2,
+    Var = NA * NB / 12 * ((N + 1) - Ties / (N * (N - 1))),
+    case Var =< 0 of
         true ->
+            %% Every call in one bucket: no order to test.
             #{z => 0.0, greater => 1.0, less => 1.0, n_a => NA, n_b => NB};
         false ->
-            {U, Ties} = u_statistic(merge(A, B), 0, 0.0, 0.0),
-            N = NA + NB,
-            Mean = NA * NB / 2,
-            Var = NA * NB / 12 * ((N + 1) - Ties / (N * (N - 1))),
-            case Var =< 0 of
-                true ->
-                    %% Every call in one bucket: no order to test.
-                    #{z => 0.0, greater => 1.0, less => 1.0, n_a => NA, n_b => NB};
-                false ->
-                    Sd = math:sqrt(Var),
-                    Greater = 1 - normal_cdf((U - Mean - 0.5) / Sd),
-                    Less = normal_cdf((U - Mean + 0.5) / Sd),
-                    #{z => (U - Mean) / Sd, greater => clamp(Greater), less => clamp(Less),
-                      n_a => NA, n_b => NB}
-            end
+            Sd = math:sqrt(Var),
+            Greater = 1 - normal_cdf((U - Mean - 0.5) / Sd),
+            Less = normal_cdf((U - Mean + 0.5) / Sd),
+            #{z => (U - Mean) / Sd, greater => clamp(Greater), less => clamp(Less),
+              n_a => NA, n_b => NB}
     end.
 
 clamp(P) -> min(1.0, max(0.0, P)).
 
-%% U of B: for each call of B, the calls of A below it, plus half those tied with it; and
-%% the ties' sum of t^3 - t.
-u_statistic([], _BelowA, U, Ties) ->
-    {U, Ties};
-u_statistic([{_, Ca, Cb} | Rest], BelowA, U, Ties) ->
-    T = float(Ca + Cb),
-    u_statistic(Rest, BelowA + Ca, U + Cb * (BelowA + Ca / 2), Ties + (T * T * T - T)).
+%% U of B (for each call of B, the calls of A below it, plus half those tied with it), A's
+%% values scaled by `F' as they are walked, two ascending lists at once; the ties' sum
+%% starts as if nothing tied across the two (each list's values are distinct) and is
+%% corrected where a value of A meets one of B.
+u([{Ma, Ca} | A], [{Vb, _} | _] = B, F, BelowA, U, Ties) when Ma * F < Vb ->
+    u(A, B, F, BelowA + Ca, U, Ties);
+u([{Ma, _} | _] = A, [{Vb, Cb} | B], F, BelowA, U, Ties) when Ma * F > Vb ->
+    u(A, B, F, BelowA, U + Cb * BelowA, Ties);
+u([{_, Ca} | A], [{_, Cb} | B], F, BelowA, U, Ties) ->
+    u(A, B, F, BelowA + Ca, U + Cb * (BelowA + Ca / 2), Ties + cube(Ca + Cb) - cube(Ca) - cube(Cb));
+u([], B, _F, BelowA, U, Ties) ->
+    {lists:foldl(fun({_, Cb}, U1) -> U1 + Cb * BelowA end, U, B), Ties};
+u(_A, [], _F, _BelowA, U, Ties) ->
+    {U, Ties}.
 
-%% Two ascending value lists as one: `{Value, CountA, CountB}', equal values together.
-merge([{Va, Ca} | A], [{Vb, Cb} | B]) when Va == Vb -> [{Va, Ca, Cb} | merge(A, B)];
-merge([{Va, Ca} | A], [{Vb, _} | _] = B) when Va < Vb -> [{Va, Ca, 0} | merge(A, B)];
-merge(A, [{Vb, Cb} | B]) when A =/= [] -> [{Vb, 0, Cb} | merge(A, B)];
-merge([{Va, Ca} | A], []) -> [{Va, Ca, 0} | merge(A, [])];
-merge([], B) -> [{Vb, 0, Cb} || {Vb, Cb} <- B].
+cube(C) ->
+    T = float(C),
+    T * T * T - T.
 
 total(Values) -> lists:sum([C || {_, C} <- Values]).
 
 %% @doc The Hodges-Lehmann ratio B/A and its two-sided confidence interval at `Level'
-%% (0.99): `{Ratio, Low, High}', found by bisection on the factor that scales A, where the
-%% rank sum crosses its middle and the level's critical values. `undefined' for an empty
-%% side.
--spec shift(ferrotrace_hdr:buckets(), ferrotrace_hdr:buckets(), float()) ->
+%% (0.99): `{Ratio, Low, High}', the factors that scale A where the rank sum crosses its
+%% middle and the level's critical values. `undefined' for an empty side. Buckets as
+%% {@link rank_test/3} takes them.
+-spec shift(ferrotrace_hdr:buckets() | prepared(), ferrotrace_hdr:buckets() | prepared(), float()) ->
           {float(), float(), float()} | undefined.
-shift([], _B, _Level) -> undefined;
-shift(_A, [], _Level) -> undefined;
-shift(A, B, Level) ->
-    Z = z_quantile(1 - (1 - Level) / 2),
-    {MinA, MaxA} = {element(1, hd(A)), element(2, lists:last(A))},
-    {MinB, MaxB} = {element(1, hd(B)), element(2, lists:last(B))},
-    %% Log-factors wide enough that every scaled A lies above or below every B.
-    Lo = math:log(max(1, MinB) / max(1, MaxA)) - 1.0,
-    Hi = math:log(max(1, MaxB) / max(1, MinA)) + 1.0,
-    ZAt = fun(D) -> maps:get(z, rank_test(A, B, math:exp(D))) end,
-    Point = crossing(ZAt, 0.0, Lo, Hi, 60),
-    %% z falls as A is scaled up: the low end of the ratio is where z = +Z.
-    {math:exp(Point), math:exp(crossing(ZAt, Z, Lo, Hi, 60)), math:exp(crossing(ZAt, -Z, Lo, Hi, 60))}.
+shift(A0, B0, Level) ->
+    case {prepare(A0), prepare(B0)} of
+        {{prepared, _, 0, _}, _} -> undefined;
+        {_, {prepared, _, 0, _}} -> undefined;
+        {A = {prepared, MA, _, _}, B = {prepared, MB, _, _}} ->
+            Z = z_quantile(1 - (1 - Level) / 2),
+            {MinA, MaxA} = {element(1, hd(MA)), element(1, lists:last(MA))},
+            {MinB, MaxB} = {element(1, hd(MB)), element(1, lists:last(MB))},
+            %% Log-factors wide enough that every scaled A lies above or below every B.
+            Lo = math:log(max(1, MinB) / max(1, MaxA)) - 1.0,
+            Hi = math:log(max(1, MaxB) / max(1, MinA)) + 1.0,
+            ZAt = fun(D) -> maps:get(z, rank_test(A, B, math:exp(D))) end,
+            Point = crossing(ZAt, 0.0, Lo, Hi),
+            %% z falls as A is scaled up: the low end of the ratio is where z = +Z.
+            {math:exp(Point), math:exp(crossing(ZAt, Z, Lo, Point)), math:exp(crossing(ZAt, -Z, Point, Hi))}
+    end.
 
-%% The log-factor where the decreasing z(D) crosses `Target', by bisection.
-crossing(_ZAt, _Target, Lo, Hi, 0) ->
+%% The log-factor in Lo..Hi where the decreasing z(D) crosses `Target': regula falsi with
+%% the Illinois step (a side kept twice has its value halved), to 1e-6 or 60 steps.
+crossing(ZAt, Target, Lo, Hi) ->
+    F = fun(D) -> ZAt(D) - Target end,
+    illinois(F, Lo, F(Lo), Hi, F(Hi), none, 60).
+
+illinois(_F, Lo, _FLo, Hi, _FHi, _Kept, Steps) when Steps =:= 0; Hi - Lo < 1.0e-6 ->
     (Lo + Hi) / 2;
-crossing(ZAt, Target, Lo, Hi, Steps) ->
-    Mid = (Lo + Hi) / 2,
-    case ZAt(Mid) > Target of
-        true -> crossing(ZAt, Target, Mid, Hi, Steps - 1);
-        false -> crossing(ZAt, Target, Lo, Mid, Steps - 1)
+illinois(_F, Lo, FLo, _Hi, _FHi, _Kept, _Steps) when FLo =< 0 ->
+    Lo;                                      % z already at or under the target: no crossing inside
+illinois(_F, _Lo, _FLo, Hi, FHi, _Kept, _Steps) when FHi >= 0 ->
+    Hi;
+illinois(F, Lo, FLo, Hi, FHi, Kept, Steps) ->
+    D0 = (Lo * FHi - Hi * FLo) / (FHi - FLo),
+    %% A step stuck at an end (a flat z) falls back to halving.
+    D = case D0 =< Lo orelse D0 >= Hi of
+            true -> (Lo + Hi) / 2;
+            false -> D0
+        end,
+    case F(D) of
+        FD when FD > 0 ->
+            FHi1 = case Kept of hi -> FHi / 2; _ -> FHi end,
+            illinois(F, D, FD, Hi, FHi1, hi, Steps - 1);
+        FD when FD < 0 ->
+            FLo1 = case Kept of lo -> FLo / 2; _ -> FLo end,
+            illinois(F, Lo, FLo1, D, FD, lo, Steps - 1);
+        _ ->
+            D
     end.
 
 %% @doc Holm's step-down correction: the keys of `Tests' (`[{Key, P}]') whose p-value

@@ -13,6 +13,8 @@
 %%% may be added within a version, existing ones keep name and meaning.
 -module(ferrotrace_saved).
 
+-include_lib("kernel/include/file.hrl").
+
 -export([read/1, local/1, local_window/3, save/2, json/1, to_json/1, from_json/2]).
 
 -define(VERSION, 1).
@@ -265,15 +267,21 @@ add_functions([F | _] = Fs) ->
 %% a window, a cluster session, or a saved file) to `File' as JSON (see the module doc).
 -spec save(term(), term()) -> ok | {error, term()}.
 save(Session, File) ->
-    case is_binary(File) orelse (is_list(File) andalso io_lib:printable_unicode_list(File)) of
+    %% A name ending in .json: what is written is JSON, and a mistyped argument (a spec, an
+    %% option) is not taken for a file to create.
+    case (is_binary(File) orelse (is_list(File) andalso io_lib:printable_unicode_list(File)))
+        andalso string:lowercase(filename:extension(File)) == string:lowercase(json_extension(File)) of
         false ->
-            {error, {bad_file, ferrotrace_hint:brief(File), <<"a file name (a string)">>}};
+            {error, {bad_file, ferrotrace_hint:brief(File), <<"a file name ending in .json (a string)">>}};
         true ->
             case json(Session) of
                 {ok, Json} -> file:write_file(File, Json);
                 {error, _} = Error -> Error
             end
     end.
+
+json_extension(File) when is_binary(File) -> <<".json">>;
+json_extension(_) -> ".json".
 
 %% @doc A side as {@link read/1} takes it, as the saved file's JSON text (for `ferrotrace
 %% calls ... --save', which writes it where the command runs).
@@ -307,10 +315,14 @@ json_function(F = #{mfa := {M, Fn, A}}) ->
       raw_hdr => Hdr(maps:get(raw, F))}.
 
 file(File) ->
-    case filelib:file_size(File) of
-        Size when Size > ?MAX_FILE_BYTES ->
+    case file:read_file_info(File) of
+        {error, Reason} ->
+            {error, {file, File, list_to_binary(file:format_error(Reason))}};
+        {ok, #file_info{type = Type}} when Type =/= regular ->
+            {error, {file, File, <<"not a regular file">>}};
+        {ok, #file_info{size = Size}} when Size > ?MAX_FILE_BYTES ->
             {error, {not_a_saved_session, File, <<"larger than 256 MB: not a file ferrotrace:save/2 wrote">>}};
-        _ ->
+        {ok, _} ->
             case file:read_file(File) of
                 {ok, Bin} ->
                     case from_json(File, Bin) of
