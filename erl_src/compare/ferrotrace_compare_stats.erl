@@ -52,10 +52,10 @@ prepare(Buckets) ->
     {prepared, Mids, total(Mids), lists:foldl(fun({_, C}, T) -> T + cube(C) end, 0.0, Mids)}.
 
 %% @doc The tail test: B's quantile `Q' (0.99) against A's scaled by `Factor', on the log
-%% scale, each side's standard error read from its own order statistics (the values at the
-%% ranks one binomial standard deviation either side of `Q * N', the low edge of the lower's
-%% bucket and the high edge of the upper's: the histogram's precision folded in), a z test
-%% on their difference. `z', `greater' and `less' as {@link rank_test/3}.
+%% scale, each side's standard error read from its own order statistics (a quarter of the
+%% log distance between the values at the ranks two binomial standard deviations either
+%% side of `Q * N', the low edge of the lower's bucket and the high edge of the upper's: the
+%% histogram's precision folded in), a z test on their difference. `z', `greater' and `less' as {@link rank_test/3}.
 -spec tail_test(ferrotrace_hdr:buckets(), ferrotrace_hdr:buckets(), number(), float()) -> test().
 tail_test(A, B, Factor, Q) ->
     {NA, NB} = {ferrotrace_hdr:count(A), ferrotrace_hdr:count(B)},
@@ -84,9 +84,11 @@ log_quantile(Buckets, N, Q) ->
     Sd = math:sqrt(N * Q * (1 - Q)),
     Rank = max(1, ceil(Q * N)),
     {Low, High, _} = at(Buckets, Rank, 0),
-    {L, _, _} = at(Buckets, max(1, floor(Q * N - Sd)), 0),
-    {_, H, _} = at(Buckets, min(N, ceil(Q * N + Sd)), 0),
-    {math:log(max(1, Low + High) / 2), (math:log(max(1, H)) - math:log(max(1, L))) / 2}.
+    %% Two binomial standard deviations each way, halved: a steadier reading of the local
+    %% density than one, and one that sees a gap in the order statistics near the quantile.
+    {L, _, _} = at(Buckets, max(1, floor(Q * N - 2 * Sd)), 0),
+    {_, H, _} = at(Buckets, min(N, ceil(Q * N + 2 * Sd)), 0),
+    {math:log(max(1, Low + High) / 2), (math:log(max(1, H)) - math:log(max(1, L))) / 4}.
 
 %% The bucket of the `Rank'th call.
 at([{_, _, C} = Bucket | Rest], Rank, Seen) ->
