@@ -33,20 +33,15 @@ format(C = #{rows := Rows, only_a := OnlyA, only_b := OnlyB, notes := Notes}, Op
 
 header(#{a := A, b := B, test := T, node_shift := Node}, Width) ->
     #{level := Level, tests := Tests, min_change := M, min_tail_change := Mt, tail := Q} = T,
-    Beyond = case Node of
-                 none -> "";
-                 _ -> ", also beyond the node's"
-             end,
     Lines = [["A: ", side(A)], ["B: ", side(B)],
-             io_lib:format("test: rank sum on all calls and ~s alone, ~s level, Holm over ~b test~s: a verdict is a "
-                           "change of more than ~s (~s: ~s)~s", [q_name(Q), percent(Level), Tests, plural(Tests), percent(M),
-                                                                 q_name(Q), percent(Mt), Beyond]),
+             io_lib:format("test: rank sum and ~s at ~s, Holm over ~b test~s; margins ~s (~s: ~s)",
+                           [q_name(Q), percent(Level), Tests, plural(Tests), percent(M), q_name(Q), percent(Mt)]),
              case Node of
                  none ->
                      "node: not read (5 functions of enough calls needed): each function judged on its own change";
                  #{p50 := P, tail := Tail, functions := N, spread := #{body := Sb, tail := St}} ->
-                     [io_lib:format("node: every function moved x~s at p50, x~s at ~s (median of ~b)",
-                                    [ratio(P), ratio(Tail), q_name(Q), N]),
+                     [io_lib:format("node: every function moved x~s at p50, x~s at ~s (median of ~b); "
+                                    "verdicts also beyond it", [ratio(P), ratio(Tail), q_name(Q), N]),
                       case Sb > 1.0 orelse St > 1.0 of
                           true -> io_lib:format("; their spread widened the tests x~s (all calls), x~s (~s)",
                                                 [ratio(Sb), ratio(St), q_name(Q)]);
