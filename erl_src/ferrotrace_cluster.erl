@@ -291,7 +291,7 @@ from_parts(Cluster, Module, Function, Args) ->
 
 %% @doc Each live node's answer to `Module:Function(Args(Id))' (`Id' its session), with the
 %% node; a node that went down is left out, as in the summary (ferrotrace_metrics serves each
-%% node's part on its node this way).
+%% node's part on its node this way; ferrotrace_saved saves each node's part).
 -spec replies(pid(), module(), atom(), fun((pos_integer()) -> [term()])) ->
           {ok, [{node(), term()}]} | {error, term()}.
 replies(Cluster, Module, Function, Args) ->
