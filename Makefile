@@ -1,6 +1,6 @@
 # ferrotrace: the README's two commands are `make demo` and `make test` (every CI part and its
 # time: the CI table in CONTRIBUTING.md).
-.PHONY: metrics-bench metrics-demo metrics-demo-stop metrics-soak busy cold-start yaws-bench yaws-pool all setup compile demo test bundle test-attach test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty test-snippets bench bench-reads bench-html always-on loom miri collector-ceiling clean export-tools fuzz
+.PHONY: compare-bench metrics-bench metrics-demo metrics-demo-stop metrics-soak busy cold-start yaws-bench yaws-pool all setup compile demo test bundle test-attach test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty test-snippets bench bench-reads bench-html always-on loom miri collector-ceiling clean export-tools fuzz
 
 DEBIAN_PACKAGES = erlang-nox erlang-dev rebar3 erlang-common-test erlang-eunit erlang-dialyzer erlang-tools
 
@@ -129,6 +129,15 @@ bench-html: compile
 	mkdir -p bench/out
 	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_html_bench.erl
 	erl -noshell -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_html_bench:main(), halt().'
+
+# What compare/3 tells from noise: 20 runs of four sessions of 20 functions (A and B alike,
+# C with one function twice as slow, D with its p99 doubled): how often the slowed function
+# is ranked first and called slower, an A/A comparison flags nothing, the tail is found;
+# with the machine's load average (about 2 minutes).
+compare-bench: compile
+	mkdir -p bench/out
+	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_compare_bench.erl bench/ft_compare_work.erl
+	erl -noshell -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_compare_bench:main(), halt().'
 
 # The always-on mode: bytes per timed function (sessions of 20, 200 and 1,000 functions),
 # then a {'_','_','_'} session with max_overhead => 0.05 and intervals => 1000 on busy

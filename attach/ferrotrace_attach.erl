@@ -3,7 +3,8 @@
 %%%
 %%% ```
 %%% ferrotrace attach NODE [--keep]                 load ferrotrace, open a remote shell
-%%% ferrotrace calls NODE SPEC [--for 10s] [--options TERM] [--json] [--serve [IP:]PORT]
+%%% ferrotrace calls NODE SPEC [--for 10s] [--options TERM] [--json] [--save FILE] [--serve [IP:]PORT]
+%%% ferrotrace compare A.json B.json [--options TERM] [--collapsed F] [--html F]   no node
 %%% ferrotrace status NODE                          loaded or not, version, sessions
 %%% ferrotrace detach NODE                          stop its sessions, unload, check
 %%% ferrotrace version
@@ -62,7 +63,7 @@ command(["attach", Node | Rest]) ->
     shell(N, Opts),
     finish(N, How, Opts);
 command(["calls", Node, Spec | Rest]) ->
-    Opts = options(Rest, [keep, for, json, options, serve]),
+    Opts = options(Rest, [keep, for, json, options, save, serve]),
     %% Refused before anything is loaded there.
     _ = maps:get(for, Opts, 0) =:= infinity andalso not is_map_key(serve, Opts)
         andalso refuse("--for infinity needs --serve: a one-shot's report comes at its end", []),
@@ -71,6 +72,8 @@ command(["calls", Node, Spec | Rest]) ->
     try one_shot(N, spec(Spec), Opts)
     after finish(N, How, Opts)
     end;
+command(["compare", A, B | Rest]) ->
+    compare(A, B, options(Rest, [options, collapsed, html]));
 command(["status", Node | Rest]) ->
     N = connect(Node, options(Rest, [])),
     case presence(N) of
@@ -99,7 +102,7 @@ command(["detach", Node | Rest]) ->
     end;
 command(_) ->
     io:put_chars(standard_error, usage()),
-    refuse("expected a command: attach, calls, status, detach or version", []).
+    refuse("expected a command: attach, calls, compare, status, detach or version", []).
 
 tty() ->
     case file:read_link("/proc/self/fd/0") of
@@ -109,8 +112,10 @@ tty() ->
 
 usage() ->
     "usage: ferrotrace attach NODE [--keep]\n"
-    "       ferrotrace calls NODE SPEC [--for 10s] [--options TERM] [--json] [--keep] [--serve [IP:]PORT]\n"
+    "       ferrotrace calls NODE SPEC [--for 10s] [--options TERM] [--json] [--save FILE] [--keep] [--serve [IP:]PORT]\n"
     "       (--serve: Prometheus scrapes the session there while it runs; --for infinity with it)\n"
+    "       ferrotrace compare A.json B.json [--options TERM] [--collapsed FILE] [--html FILE]\n"
+    "         (files written by --save or ferrotrace:save/2; no node needed)\n"
     "       ferrotrace status NODE | detach NODE | version\n"
     "       NODE as name@host (short or long names as erl tells them apart);\n"
     "       --cookie C or --cookie-file F (default ~/.erlang.cookie); ERL_EPMD_PORT is honoured\n".
@@ -127,9 +132,15 @@ options(["--json" | Rest], T, Acc) -> taken(json, T), options(Rest, T, Acc#{json
 options(["--for", D | Rest], T, Acc) -> taken(for, T), options(Rest, T, Acc#{for => duration(D)});
 options(["--options", O | Rest], T, Acc) -> taken(options, T), options(Rest, T, Acc#{options => term(O)});
 options(["--serve", S | Rest], T, Acc) -> taken(serve, T), options(Rest, T, Acc#{serve => serve(S)});
+options(["--save", F | Rest], T, Acc) ->
+    taken(save, T),
+    string:lowercase(filename:extension(F)) =:= ".json" orelse refuse("--save ~ts: a file name ending in .json", [F]),
+    options(Rest, T, Acc#{save => F});
+options(["--collapsed", F | Rest], T, Acc) -> taken(collapsed, T), options(Rest, T, Acc#{collapsed => F});
+options(["--html", F | Rest], T, Acc) -> taken(html, T), options(Rest, T, Acc#{html => F});
 options([Other | _], _, _) ->
     refuse("unknown argument ~ts (accepted: --cookie C, --cookie-file F, --keep, --for, "
-           "--options, --json, --serve, where the command takes them)", [Other]).
+           "--options, --json, --save, --serve, --collapsed, --html, where the command takes them)", [Other]).
 
 taken(Option, Takes) ->
     lists:member(Option, Takes) orelse refuse("--~s is not an option of this command", [Option]).
@@ -479,6 +490,7 @@ one_shot(Node, Spec, Opts) ->
     _ = Serve =:= none orelse served(Node, Id, For),
     wait_stopped(Node, Id, case For of infinity -> infinity; _ -> Started + For + 30000 end,
                  case Serve of none -> 50; _ -> 1000 end),
+    _ = [save(Node, Id, File) || #{save := File} <- [Opts]],
     Out = case Opts of
               #{json := true} -> rpc(Node, ferrotrace, export, [Id, json]);
               _ -> rpc(Node, ferrotrace, format, [Id])
@@ -488,6 +500,75 @@ one_shot(Node, Spec, Opts) ->
         {error, R} -> refuse("reading session ~p: ~p", [Id, R]);
         _ -> io:put_chars(Out), ok
     end.
+
+%% The saved form is made on the node (its NIF writes the JSON), written here.
+save(Node, Id, File) ->
+    Json = try erpc:call(Node, ferrotrace_saved, json, [Id], ?RPC_TIMEOUT)
+           catch error:{exception, undef, _} ->
+                   _ = rpc(Node, ferrotrace, release, [Id]),
+                   refuse("--save: ~s's ferrotrace cannot save a session (a version before issue 58)", [Node]);
+                 Class:Reason ->
+                   refuse("~s: saving session ~p failed: ~p", [Node, Id, {Class, Reason}])
+           end,
+    case Json of
+        {ok, Bin} ->
+            case file:write_file(File, Bin) of
+                ok -> io:format(standard_error, "saved to ~ts (~b KB): ferrotrace compare ~ts OTHER.json~n",
+                                [File, byte_size(Bin) div 1024, File]);
+                {error, R} -> refuse("--save ~ts: ~s", [File, file:format_error(R)])
+            end;
+        {error, R} ->
+            refuse("--save: session ~p: ~p", [Id, R])
+    end.
+
+%% Two saved files compared here, in this VM: the comparison's modules come from the
+%% bundle (pure Erlang, no NIF, no node). A flame graph needs the NIF: the --html page
+%% says so where it is not loaded here.
+compare(A, B, Opts) ->
+    Extra = case maps:get(options, Opts, #{}) of
+                M when is_map(M) -> M;
+                Other -> refuse("--options ~p: expected a map of compare/3's options", [Other])
+            end,
+    ok = bundle_path(),
+    case ferrotrace_compare:compare(A, B, Extra#{as => text}) of
+        {error, Reason} -> refuse("compare: ~ts", [reason_text(Reason)]);
+        Text -> io:put_chars(Text)
+    end,
+    [case ferrotrace_compare:export(A, B, Format, Extra) of
+         {ok, Bytes} ->
+             case file:write_file(File, Bytes) of
+                 ok -> io:format(standard_error, "~s: ~ts~n", [Format, File]);
+                 {error, R} -> refuse("--~s ~ts: ~s", [Format, File, file:format_error(R)])
+             end;
+         {error, R} ->
+             refuse("--~s: ~ts", [Format, reason_text(R)])
+     end || {Format, File} <- [{collapsed, maps:get(collapsed, Opts, none)}, {html, maps:get(html, Opts, none)}],
+            File =/= none],
+    ok.
+
+%% `{not_a_saved_session, File, Hint}' as "not a saved session: File: Hint".
+reason_text(Reason) when is_tuple(Reason), tuple_size(Reason) > 0, is_atom(element(1, Reason)) ->
+    [Tag | Parts] = tuple_to_list(Reason),
+    lists:join(": ", [lists:join(" ", string:lexemes(atom_to_list(Tag), "_")) | [part_text(P) || P <- Parts]]);
+reason_text(Reason) ->
+    part_text(Reason).
+
+part_text(Part) when is_binary(Part) -> Part;
+part_text(Part) -> io_lib:format("~0tp", [Part]).
+
+%% The bundle's beams on this VM's code path (from the escript's archive, in memory).
+bundle_path() ->
+    lists:foreach(fun({"ferrotrace/ebin/" ++ Beam, Bin}) ->
+                          case filename:extension(Beam) of
+                              ".beam" ->
+                                  Mod = list_to_atom(filename:basename(Beam, ".beam")),
+                                  Mod =:= ferrotrace_tracer orelse code:is_loaded(Mod) =/= false
+                                      orelse code:load_binary(Mod, Beam, Bin) =:= {module, Mod}
+                                      orelse refuse("the bundle's ~s does not load on OTP ~s", [Mod, erlang:system_info(otp_release)]);
+                              _ -> ok
+                          end;
+                     (_) -> ok
+                  end, bundle()).
 
 %% Polled every `Every' ms (a served session's status every second: its summary may be
 %% large). A deadline of `infinity' is never late (a number is less than an atom).

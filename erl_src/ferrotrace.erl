@@ -49,6 +49,7 @@
 -export([watch/1, watch/2]).
 -export([export/2, export/3]).
 -export([serve/1, serve/2, unserve/1]).
+-export([compare/2, compare/3, save/2]).
 
 %% Every function that takes a session finds it through one dispatch: by name, a cluster
 %% session by its pid, a local one by its id (ferrotrace_dispatch).
@@ -862,7 +863,10 @@ watch(Session, Options) ->
 %% with `intervals', its slowest calls with their arguments, the recorder's last events, a
 %% zoomable flame graph of own time by call path, process activity; see
 %% {@link ferrotrace_html}). A cluster session's export is its merged figures (`html': a
-%% merged view and one per node). See {@link ferrotrace_export}.
+%% merged view and one per node). See {@link ferrotrace_export}. A pair `{A, B}' of sides
+%% as {@link compare/3} takes them exports as `collapsed' (the differential folded form,
+%% `path OwnNsA OwnNsB' a line, as difffolded writes it) or `html' (the comparison's table
+%% and a differential flame graph; `{html, Options}' takes compare/3's options).
 -spec export(session() | pid(), ferrotrace_export:format() | {ferrotrace_export:format(), map()}) ->
           binary() | {error, term()}.
 export(Session, {Format, Options}) ->
@@ -879,6 +883,13 @@ export(Session, Format, File) ->
         Bytes -> file:write_file(File, Bytes)
     end.
 
+export_with({A, B}, Format, Options)
+  when not (is_tuple(B) andalso tuple_size(B) =:= 2 andalso is_integer(element(1, B))) ->
+    %% A pair of sides (a window {S, {From, To}} is one side, not a pair).
+    case ferrotrace_options:to_map(Options) of
+        {ok, Map} -> unwrap(ferrotrace_compare:export(A, B, Format, Map));
+        {error, _} = Error -> Error
+    end;
 export_with(Session, Format, Options0) ->
     named(Session, fun(S) ->
         case ferrotrace_export:check(Format, Options0) of
@@ -948,3 +959,60 @@ serve(Session, Options) ->
 -spec unserve(session() | pid()) -> ok | {error, term()}.
 unserve(Session) ->
     with_session(Session, fun ferrotrace_metrics:unserve/3, fun ferrotrace_cluster:unserve/1).
+
+%%--------------------------------------------------------------------------------------
+%% What changed (ferrotrace_compare)
+
+%% @doc What changed from `A' to `B', printed: see {@link compare/3}.
+-spec compare(term(), term()) -> ok | {error, term()}.
+compare(A, B) ->
+    case compare(A, B, #{}) of
+        {error, _} = Error -> Error;
+        _ -> ok
+    end.
+
+%% @doc What changed from `A' to `B': one row per function in both, sorted by the change
+%% in total time, with the calls, p50 and p99 of A and B and their ratio, the change in
+%% total and own time, and a verdict: `slower', `faster', `unchanged', `p99 slower' (or
+%% faster: the tail moved, the rest did not), `too few calls'; then the functions of one
+%% side only. `A' and `B' are each a session (id, name, cluster pid; running or stopped),
+%% `{Session, {FromMs, ToMs}}' (a window of a session started with `intervals', ms from
+%% its start), or a file written by {@link save/2}.
+%%
+%% A verdict is a test, not a reading by eye: a rank-sum test on all calls and a test of
+%% the p99, each asking whether B is slower (or faster) than A by more than a margin, at the
+%% level asked, Holm's correction over every test of the comparison. With five functions or
+%% more, the margin is taken around the shift they all share (the node's load or CPU,
+%% printed on the `node:' line). Sampled sides are tested on the calls they timed;
+%% compensated and raw latencies never mix (one of each: both compared raw). Details and
+%% assumptions: doc/comparing.md. `Options' (a map or a proplist):
+%% <ul>
+%% <li>`level => 0.99': the family-wise level of the verdicts (0.5 to below 1);</li>
+%% <li>`min_change => auto | F': the margin of the rank-sum test, a fraction (auto: 0.1
+%% around the node's shift, 0.25 where it is not read);</li>
+%% <li>`min_tail_change => auto | F': the margin of the tail test (auto: 0.25, or 0.5);</li>
+%% <li>`tail => 0.99': the tail quantile tested;</li>
+%% <li>`min_calls => 20': timed calls each side needs for a verdict;</li>
+%% <li>`node_shift => auto | none': read the shift every function shares (auto, from five
+%% functions or more), or test each function's change alone;</li>
+%% <li>`top => 20 | all', `width => Columns': the rows and width of the table;</li>
+%% <li>`as => print | text | map': print the table (`ok'), answer it as a binary, or
+%% answer `{ok, Comparison}', its figures.</li>
+%% </ul>
+%% Refusals: `{error, {not_a_saved_session, File, Hint}}', `{future_version, File, V,
+%% Hint}', `{different_kinds, KindA, KindB, Hint}', `{released, Id, Hint}',
+%% `{window_outside, Window, Hint}', `{needs, intervals, Hint}', a bad option.
+-spec compare(term(), term(), ferrotrace_compare:options() | [{atom(), term()}]) ->
+          ok | binary() | {ok, ferrotrace_compare:comparison()} | {error, term()}.
+compare(A, B, Options) ->
+    ferrotrace_compare:compare(A, B, Options).
+
+%% @doc Writes what {@link compare/3} needs of `Session' to `File' (JSON, `"format":
+%% "ferrotrace.saved"', version 1; doc/comparing.md lists its fields): per function its
+%% counts, total and own time and its HDR histograms (HdrHistogram V2, base64), with the
+%% session's kind, node, OTP release, span, compensation and sampling, and its call paths by
+%% own time. `Session' is any side compare/3 takes. Compare it later, on any machine with
+%% Erlang: `ferrotrace compare before.json after.json'.
+-spec save(term(), file:name_all()) -> ok | {error, term()}.
+save(Session, File) ->
+    ferrotrace_saved:save(Session, File).

@@ -33,6 +33,7 @@
 -export([session_slow_calls/3, session_recent/1, session_trees/2, session_set_tree_roots/2]).
 -export([session_set_capture/5, session_capture_counts/1]).
 -export([session_histograms_bytes/1, session_tagged_histograms/1, session_collapsed/2,
+         session_function_histograms/1,
          histogram_merge/1, histogram_figures/1, hdr_log/2, to_json/1, session_stack_counts/1,
          histogram_subtract/2]).
 -export([copy_term/2]).
@@ -247,6 +248,13 @@ session_metrics(_Id, _TimeBoundsNs, _SizeBoundsWords) -> ?NOT_LOADED.
 %% @doc Every function's latency histogram, HdrHistogram V2 compressed.
 -spec session_histograms_bytes(session_id()) -> {ok, [{mfa(), binary()}]} | {error, term()}.
 session_histograms_bytes(_Id) -> ?NOT_LOADED.
+
+%% @private
+%% @doc Every function's latency, own-time and raw latency histograms (V2 compressed;
+%% `undefined' where nothing was taken out of its calls), for ferrotrace_saved.
+-spec session_function_histograms(session_id()) ->
+          {ok, [{mfa(), binary(), binary(), binary() | undefined}]} | {error, term()}.
+session_function_histograms(_Id) -> ?NOT_LOADED.
 
 %% @private
 %% @doc Every function's latency histogram, V2 compressed, tagged `m:f/a'.

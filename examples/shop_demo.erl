@@ -2,7 +2,7 @@
 %%% `demo.sh' starts the shop node under load, then calls `attach/1' from a second node.
 -module(shop_demo).
 
--export([start_shop/0, serve_shop/1, attach/1, operator_session/0]).
+-export([start_shop/0, serve_shop/1, slow_path/1, attach/1, operator_session/0]).
 
 %% @doc On the shop node: starts the service and its load, and keeps them running.
 -spec start_shop() -> ok.
@@ -28,6 +28,11 @@ serve_shop(Port) ->
         {served, {ok, S}} -> io:format("session ~p served on port ~b~n", [S, Port]);
         {served, {error, _} = Error} -> io:format("not served: ~p~n", [Error]), halt(1)
     end.
+%% @doc Switches the shop's slow path on or off: search/1 scans twice the items (what a
+%% comparison between two sessions should find, see the README).
+-spec slow_path(boolean()) -> ok.
+slow_path(On) ->
+    persistent_term:put({shop_api, slow_path}, case On of true -> 2; false -> 1 end).
 
 %% @doc On the operator node: runs `operator_session/0' on `Node', in a process there that
 %% lives for the whole session (it owns the session, as a remote shell would), with its

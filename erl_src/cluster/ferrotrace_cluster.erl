@@ -40,7 +40,7 @@
 -behaviour(gen_server).
 
 -export([calls/2, calls/4, summary/1, histogram/2, stop/1, release/1, export/3, report_parts/1, status/1]).
--export([slow_calls/3, recent/1, captures/1, add/2, remove/2, serve/2, unserve/1]).
+-export([slow_calls/3, recent/1, captures/1, add/2, remove/2, serve/2, unserve/1, replies/4]).
 %% Called on each node through erpc.
 -export([start_part/4, part_figures/2, part_control/2]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
@@ -333,8 +333,11 @@ from_parts(Cluster, Module, Function, Args) ->
         {error, _} = Error -> Error
     end.
 
-%% Each live node's answer to `Module:Function(Args(Id))' (`Id' its session), with the node;
-%% a node that went down is left out, as in the summary.
+%% @doc Each live node's answer to `Module:Function(Args(Id))' (`Id' its session), with the
+%% node; a node that went down is left out, as in the summary (serve/2 serves each node's
+%% part on its node this way; ferrotrace_saved saves each node's part).
+-spec replies(pid(), module(), atom(), fun((pos_integer()) -> [term()])) ->
+          {ok, [{node(), term()}]} | {error, term()}.
 replies(Cluster, Module, Function, Args) ->
     case call(Cluster, parts) of
         {ok, Parts, Down} ->

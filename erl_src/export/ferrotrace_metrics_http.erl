@@ -41,7 +41,7 @@
 -define(MARK, '$ferrotrace_metrics_endpoint').
 -define(CONTENT_TYPE, <<"text/plain; version=0.0.4; charset=utf-8">>).
 
--type settings() :: #{ip := inet:ip_address(), port := inet:port_number(), path := binary()}.
+-type settings() :: #{ip := inet:ip_address(), port := inet:port_number(), path := binary(), atom() => term()}.
 -type render() :: fun(() -> {ok, iodata()} | {error, term()}).
 -export_type([settings/0, render/0]).
 
@@ -141,7 +141,7 @@ ask(Endpoint, Request) ->
 -record(e, {socket :: gen_tcp:socket(), path :: binary(), port :: inet:port_number(),
             watched :: reference(), acceptor = none :: pid() | none,
             render = none :: render() | none,
-            last = none :: none | {integer(), binary()},   % {ReusableUntilMs, Response}
+            last = none :: none | {integer(), {binary(), binary()}},   % {ReusableUntilMs, {Head, Body}}
             reuse_ms = 0 :: non_neg_integer(),
             renders = 0 :: non_neg_integer(), reused = 0 :: non_neg_integer(),
             render_us = 0 :: non_neg_integer()}).

@@ -8,6 +8,7 @@
 #      the cookie file read by another user, bundles whose meta says another architecture or
 #      a glibc symbol version the node's C library lacks;
 #   2. one-shot `calls ... --for 2s` (its time from command to report printed), then --json,
+#      --save twice and `compare` of the two files (no node), a json export refused,
 #      then --keep (left loaded, with no client) and detach;
 #      after each, the detach's findings say nothing is left, and this script checks
 #      /proc/PID/maps and the temporary directories itself;
@@ -143,6 +144,19 @@ ft calls "$full" '{relapp_work, handle, 1}' --for 500ms --json --options '#{slow
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["calls"][0]["count"] > 0, d' "$work/json" \
     || fail "--json: not a summary with calls"
 nothing_left "one-shot --json"
+# --save, twice, then compare the two files here, with no node: the bundle's own beams.
+for f in before after; do
+    ft calls "$full" relapp_work:handle/1 --for 500ms --save "$work/$f.json" >"$work/out" 2>&1 \
+        || { cat "$work/out" >&2; fail "one-shot --save"; }
+    nothing_left "one-shot --save $f.json"
+done
+timeout 60 "$bundle" compare "$work/before.json" "$work/after.json" --collapsed "$work/diff.folded" >"$work/out" 2>&1 \
+    || { cat "$work/out" >&2; fail "compare of two saved files"; }
+grep -Eq '^relapp_work:handle/1 +[0-9.]+->[0-9.]+ ' "$work/out" || { cat "$work/out" >&2; fail "compare: no row for handle/1"; }
+grep -q '^relapp_work:handle/1 [0-9]* [0-9]*$' "$work/diff.folded" || { cat "$work/diff.folded" >&2; fail "compare --collapsed"; }
+say "compare before.json after.json, no node: $(grep '^relapp_work:handle/1' "$work/out")"
+if timeout 60 "$bundle" compare "$work/before.json" "$work/json" >"$work/err" 2>&1; then fail "a json export compared as a saved session"; fi
+one_line_refusal "compare of a json export" "$work/err"
 ft calls "$full" relapp_work:handle/1 --for 200ms --keep >"$work/out" 2>&1 || { cat "$work/out" >&2; fail "--keep"; }
 ft status "$full" >"$work/out" 2>&1
 grep -q "attached (0 clients holding it)" "$work/out" || fail "--keep: $(cat "$work/out")"

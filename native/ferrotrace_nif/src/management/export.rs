@@ -27,7 +27,7 @@ mod atoms {
     rustler::atoms! {
         ok,
         bad_histogram, not_json, inclusive, exclusive, serialize,
-        min, buckets, stacks, overflow, too_deep, paths,
+        min, buckets, stacks, overflow, too_deep, paths, undefined,
     }
 }
 
@@ -85,6 +85,28 @@ fn session_histograms_bytes<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
             .map(|(mfa, stats)| {
                 let (m, f) = (kept_term(env, mfa.module), kept_term(env, mfa.function));
                 Ok(((m, f, mfa.arity).encode(env), encode(env, &stats.latency.to_hdr())?))
+            })
+            .collect();
+        reply(env, out.map(|out| out.encode(env)))
+    })
+}
+
+/// `session_function_histograms(Id) -> {ok, [{MFA, Latency, Own, Raw | undefined}]}`: each
+/// function's latency, own-time and (where compensation took something out of its calls)
+/// raw latency histograms as V2 deflate binaries, for a saved session and `compare`
+/// (`ferrotrace_saved`). `undefined` where the raw latency is the latency.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn session_function_histograms<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
+    with_aggregator(env, id, |agg| {
+        let out: Result<Vec<_>, _> = agg.functions()
+            .map(|(mfa, stats)| {
+                let (m, f) = (kept_term(env, mfa.module), kept_term(env, mfa.function));
+                let raw = match &stats.raw {
+                    Some(raw) => encode(env, &raw.latency.to_hdr())?,
+                    None => atoms::undefined().encode(env),
+                };
+                Ok(((m, f, mfa.arity).encode(env), encode(env, &stats.latency.to_hdr())?,
+                    encode(env, &stats.own.latency.to_hdr())?, raw).encode(env))
             })
             .collect();
         reply(env, out.map(|out| out.encode(env)))
