@@ -60,7 +60,7 @@
 %% option and what it takes.
 -spec check(term()) -> {ok, settings()} | {error, term()}.
 check(Options0) ->
-    case ferrotrace_options:to_map(Options0) of
+    case ferrotrace_hint:to_map(Options0) of
         {ok, Options} ->
             case ferrotrace_hint:keys(Options, ?KEYS, ?ACCEPTED) of
                 ok ->

@@ -98,23 +98,8 @@
 %% @doc `{ok, Map}' of a map or a list of `{Key, Value}' pairs with atom keys (the first
 %% pair of a key wins), else `{error, {bad_options, Options, Accepted}}'.
 -spec to_map(term()) -> {ok, map()} | {error, {bad_options, term(), binary()}}.
-to_map(Options) when is_map(Options) ->
-    {ok, Options};
-to_map(Options) when is_list(Options) ->
-    case pairs(Options) of
-        true -> {ok, maps:from_list(lists:reverse(Options))};
-        false -> bad(Options)
-    end;
 to_map(Options) ->
-    bad(Options).
-
-bad(Options) ->
-    {error, {bad_options, Options, <<"a map or a list of {Key, Value} pairs">>}}.
-
-%% A proper list of `{Atom, Value}' pairs (an improper list is refused, not a raise).
-pairs([]) -> true;
-pairs([{K, _} | Rest]) when is_atom(K) -> pairs(Rest);
-pairs(_) -> false.
+    ferrotrace_hint:to_map(Options).
 
 %%--------------------------------------------------------------------------------------
 %% Reports and the live view
