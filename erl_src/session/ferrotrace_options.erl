@@ -77,7 +77,7 @@
                       engine := map(), roots := list(), tracing := tracing(),
                       intervals := none | {pos_integer(), pos_integer()},
                       compensate := none | boolean(), budget := term(),
-                      metrics := none | ferrotrace_metrics:settings() | {pid(), ferrotrace_metrics:settings()},
+                      metrics := none | ferrotrace_metrics_options:settings() | {pid(), ferrotrace_metrics_options:settings()},
                       accepted := none | [atom()],
                       calibration => map(), started => map()}.
 -export_type([options/0, tracing/0, settings/0]).
@@ -364,7 +364,7 @@ first_error([Check | Rest], Checked) ->
     end.
 
 %% `metrics => #{port => P, ...}': served to Prometheus from the start (ferrotrace_metrics).
-metrics(#{metrics := Metrics}) -> ferrotrace_metrics:check(Metrics);
+metrics(#{metrics := Metrics}) -> ferrotrace_metrics_options:check(Metrics);
 metrics(#{}) -> {ok, none}.
 
 %% Who owns the session, how long its figures outlive the owner, its name, and what it
