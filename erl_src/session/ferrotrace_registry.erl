@@ -117,7 +117,8 @@ tables_loop() ->
 register(Id, Keeper, Info) ->
     call({register, Id, Keeper, Info}).
 
-%% @doc Forgets a session (its keeper calls this as it releases it).
+%% @doc Forgets a session (its keeper calls this as it releases it; from another process,
+%% only a session whose keeper is gone).
 -spec unregister(id()) -> ok.
 unregister(Id) ->
     call({unregister, Id}).
@@ -306,8 +307,15 @@ serve({reap, Id}, _From, Monitors) ->
         _ ->
             {reply, ok, Monitors}
     end;
-serve({unregister, Id}, _From, Monitors) ->
-    true = forget(Id),
+serve({unregister, Id}, {Caller, _}, Monitors) ->
+    %% Only by the session's own keeper (a cluster's coordinator: its own pid), or once it is
+    %% gone: another caller would leave a live keeper, and what it holds (its endpoint, its
+    %% patterns), where no release could reach it (found by the fuzz suite, seed 1506).
+    _ = case ets:lookup(?SESSIONS, Id) of
+            [{Id, _, Keeper, _}] when Keeper =:= Caller; Id =:= Caller -> forget(Id);
+            [{Id, _, Keeper, _}] when is_pid(Keeper) -> is_process_alive(Keeper) orelse forget(Id);
+            _ -> forget(Id)
+        end,
     {reply, ok, Monitors};
 serve({set_patterns, Id, Patterns}, _From, Monitors) ->
     {reply, ferrotrace_backend_legacy:set(Id, Patterns), Monitors};
