@@ -20,6 +20,20 @@ explain({badmatch, Answer}) ->
     explain(Answer);
 explain({error, Reason}) ->
     explain(Reason);
+explain({already_traced, Pids, Holder, How}) when is_list(Pids), is_binary(How) ->
+    %% Who holds which processes, in words (the term read as a list of pids and a tuple).
+    Processes = [case P of
+                     new -> "new processes";
+                     _ -> io_lib:format("~0tp", [P])
+                 end || P <- Pids],
+    By = case Holder of
+             {ferrotrace, Id, Name} -> io_lib:format("ferrotrace session ~tp (id ~0tp)", [Name, Id]);
+             {ferrotrace, Id} -> io_lib:format("ferrotrace session ~0tp", [Id]);
+             {tracer, Tracer} -> io_lib:format("another tracer, ~0tP", [Tracer, 8]);
+             Other -> show(Other)
+         end,
+    [unicode:characters_to_list(["already traced: ", lists:join(", ", Processes), " traced by ", By]),
+     "  " ++ unicode:characters_to_list(How)];
 explain(Reason) ->
     {Term, Texts} = texts(Reason, 0, []),
     First = case Term of
