@@ -10,7 +10,7 @@
 %%% the owner: {@link owner/1}); the answer to an unknown option ({@link explain/2}).
 -module(ferrotrace_options).
 
--export([to_map/1, check/2, default_width/0]).
+-export([to_map/1, check/2, default_width/0, terminal_width/0]).
 -export([calls/2, processes/2]).
 -export([settings/3, owner/1, in_shell/0]).
 -export([explain/2]).
@@ -151,10 +151,20 @@ value(mfa, Pattern) ->
 %% 80 columns.
 -spec default_width() -> pos_integer().
 default_width() ->
+    case terminal_width() of
+        none -> ?DEFAULT_WIDTH;
+        Columns -> Columns
+    end.
+
+%% @doc The terminal's width (`io:columns()', at least 40 and at most 1000), or `none' where
+%% the output is not a terminal (a pipe, a file, an rpc's caller without one): a report
+%% then prints whole names, since no screen cuts them.
+-spec terminal_width() -> pos_integer() | none.
+terminal_width() ->
     try io:columns() of
         {ok, Columns} when is_integer(Columns), Columns >= ?MIN_WIDTH -> min(Columns, 1000);
-        _ -> ?DEFAULT_WIDTH
-    catch _:_ -> ?DEFAULT_WIDTH
+        _ -> none
+    catch _:_ -> none
     end.
 
 %%--------------------------------------------------------------------------------------

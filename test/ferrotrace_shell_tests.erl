@@ -6,7 +6,7 @@
 %% Not eunit.hrl: its generated test/0 has no spec (warn_missing_spec, warnings_as_errors).
 -include_lib("stdlib/include/assert.hrl").
 
--export([function_forms_test/0, released_session_test/0, explain_test/0, report_latest_with_options_test/0, report_loops_line_test/0,
+-export([function_forms_test/0, released_session_test/0, explain_test/0, report_names_never_alike_test/0, report_latest_with_options_test/0, report_loops_line_test/0,
          report_trees_line_test/0,
          report_one_unit_test/0, report_table_first_test/0,
          spec_forms_test_/0, spec_errors_test_/0, compiled_fun_test/0, shell_fun_test_/0,
@@ -629,6 +629,31 @@ report_latest_with_options_test() ->
     ?assertNotEqual(nomatch, string:find(Text, "ft_test_target:f/1")),
     ?assertEqual(nomatch, string:find(Text, "latency\n")),
     ?assertMatch({error, {no_session, _}}, ferrotrace:report([{histograms, 0}])),
+    ok.
+
+%% Names of modules that share a prefix: cut to a narrow width, no two rows read alike
+%% (the usual cut gave `rabbit_c..:handle_cast/2' twice); with no width asked and no
+%% terminal (EUnit's output is none), every name whole.
+-spec report_names_never_alike_test() -> ok.
+report_names_never_alike_test() ->
+    Calls = [call({rabbit_channel, handle_cast, 2}, 10, 0, 3000),
+             call({rabbit_connection, handle_cast, 2}, 9, 0, 2000),
+             call({rabbit_channel, handle_call, 3}, 8, 0, 1000)],
+    Summary = (summary())#{calls => Calls, loops => []},
+    Names = fun(Options) ->
+                    Text = flat(ferrotrace_report:format(Summary, fun histogram/1, Options#{histograms => 0})),
+                    [hd(string:lexemes(L, " ")) || L <- lines(Text), string:prefix(L, "rabbit_") =/= nomatch]
+            end,
+    Cut = Names(#{width => 40}),
+    ?assertEqual(3, length(Cut), Cut),
+    ?assertEqual(3, length(lists:usort(Cut)), Cut),
+    ?assert(lists:all(fun(N) -> string:find(N, "..") =/= nomatch end, Cut), Cut),
+    ?assertEqual(none, ferrotrace_options:terminal_width()),
+    ?assertEqual(["rabbit_channel:handle_cast/2", "rabbit_connection:handle_cast/2", "rabbit_channel:handle_call/3"],
+                 Names(#{})),
+    ?assertEqual(["rabbit_ch..handle_cast/2", "rabbit_co..handle_cast/2", "rabbit_c..:handle_call/3"],
+                 ferrotrace_text:shorten_all(["rabbit_channel:handle_cast/2", "rabbit_connection:handle_cast/2",
+                                              "rabbit_channel:handle_call/3"], 24)),
     ok.
 
 -spec explain_test() -> ok.
