@@ -166,7 +166,7 @@ for f in before after; do
 done
 timeout 60 "$bundle" compare "$work/before.json" "$work/after.json" --collapsed "$work/diff.folded" >"$work/out" 2>&1 \
     || { cat "$work/out" >&2; fail "compare of two saved files"; }
-grep -Eq '^relapp_work:handle/1 +[0-9.]+->[0-9.]+ ' "$work/out" || { cat "$work/out" >&2; fail "compare: no row for handle/1"; }
+grep -Eq '^relapp_work:handle/1 +[0-9.]+[mun]?s->[0-9.]+[mun]?s ' "$work/out" || { cat "$work/out" >&2; fail "compare: no row for handle/1"; }
 grep -q '^relapp_work:handle/1 [0-9]* [0-9]*$' "$work/diff.folded" || { cat "$work/diff.folded" >&2; fail "compare --collapsed"; }
 say "compare before.json after.json, no node: $(grep '^relapp_work:handle/1' "$work/out")"
 if timeout 60 "$bundle" compare "$work/before.json" "$work/json" >"$work/err" 2>&1; then fail "a json export compared as a saved session"; fi
