@@ -659,16 +659,25 @@ remove(Session, Spec) ->
 %% Hint}}' where this shell started none ({@link list/0} shows them all).
 -spec report() -> ok | {error, term()}.
 report() ->
-    case shell_sessions() of
-        [] -> {error, {no_session, <<"none started from this shell: ferrotrace:list() shows all">>}};
-        Mine -> report(lists:last(Mine))
-    end.
+    latest(fun report/1).
 
 %% @doc Prints the table sorted by total time and, for the top functions, a histogram drawn
-%% like DTrace's `quantize'.
--spec report(session() | pid()) -> ok | {error, term()}.
+%% like DTrace's `quantize'. Given options instead of a session (`report(#{histograms =>
+%% 0})', a map or a list of `{Key, Value}' pairs), the report of this shell's latest session
+%% with them, as {@link report/2}.
+-spec report(session() | pid() | ferrotrace_report:options() | [{atom(), term()}, ...]) ->
+          ok | {error, term()}.
+report(Options) when is_map(Options); is_list(Options), Options =/= [], is_tuple(hd(Options)) ->
+    latest(fun(Session) -> report(Session, Options) end);
 report(Session) ->
     print(format(Session)).
+
+%% `Fun' of this shell's latest session.
+latest(Fun) ->
+    case shell_sessions() of
+        [] -> {error, {no_session, <<"none started from this shell: ferrotrace:list() shows all">>}};
+        Mine -> Fun(lists:last(Mine))
+    end.
 
 %% @doc Prints the report of `Session' with `Options' (a map or a proplist):
 %% `top => N | all' (rows shown, default 20; a line says how many were left out),

@@ -272,7 +272,7 @@ start_trace_session(Id, Patterns, Targets, Extra, Held) ->
     case Matched of
         0 when Patterns =/= [] ->
             stop(Id, Backend),
-            {error, {no_matching_functions, [maps:get(mfa, P) || P <- Patterns]}};
+            {error, {no_matching_functions, [maps:get(mfa, P) || P <- Patterns], <<"no loaded function matches these patterns">>}};
         _ ->
             {HeldSaved, _, HoldingMs} = hold(Id, Backend, Held),
             try
@@ -304,7 +304,7 @@ start_legacy(Id, Patterns, Targets, Extra, Held) ->
             case ferrotrace_registry:set_patterns(Id, Patterns) of
                 {ok, 0} when Patterns =/= [] ->
                     ok = ferrotrace_registry:remove_patterns(Id),
-                    {error, {no_matching_functions, Specs}};
+                    {error, {no_matching_functions, Specs, <<"no loaded function matches these patterns">>}};
                 {ok, _} ->
                     {HeldSaved, _, HoldingMs} = hold(Id, legacy, Held),
                     %% `procs' brings each process's exit, which lets the engine forget calls
