@@ -6,7 +6,7 @@
 -module(ferrotrace_activity).
 
 -export([check_kinds/1, flags/1, port_flags/0, all_flags/0, check_safe/2, merge/3,
-         histogram/2, otp_version/0]).
+         histogram/2, otp_version/0, name/1]).
 
 -type kind() :: messages | procs | gc | scheduling | ports.
 -type series() :: wakeup | run_slice | lifetime | size_words | {gc, minor | major}
