@@ -249,7 +249,8 @@ session(Options) ->
 %% {@link slowest/2}; `threshold => Ns | infinity': every call slower than Ns kept (default
 %% `infinity', off), up to `max_slow_calls => N' per function (default 1000), see
 %% {@link slow_calls/2}; `recent => N': the flight recorder keeps the last N events
-%% (default 0, off), see {@link recent/1}.</li>
+%% (default 200 for `calls/2', for the html page; 0 for {@link session/1} and
+%% {@link processes/2}; `0' is off), see {@link recent/1}.</li>
 %% <li>`capture => #{slower_than => Ns, every => Ms, max_captures => N}': when a call of
 %% `Ns' or slower returns, freeze what the node looks like (the slow process, run queues,
 %% memory, the top 10 message queues and reductions, `recent'), at most one capture per
@@ -268,10 +269,12 @@ session(Options) ->
 %% `ferrotrace_keys').</li>
 %% <li>`also => [Kind]': trace these kinds of {@link processes/2} too (`messages', `procs',
 %% `gc', `scheduling', `ports'; default none).</li>
-%% <li>`intervals => Ms': keep each function's histogram per `Ms' (at least 10; default
-%% off) for {@link export/2}'s `{hdr_log, #{interval => Ms}}'; at most `max_intervals'
-%% (default 600), then neighbours merge and the interval doubles (see
-%% `ferrotrace_intervals').</li>
+%% <li>`intervals => Ms | none': keep each function's histogram per `Ms' (at least 10) for
+%% {@link export/2}'s `{hdr_log, #{interval => Ms}}' and the html page's percentiles over
+%% time; at most `max_intervals', then neighbours merge and the interval doubles (see
+%% `ferrotrace_intervals'). Default: `1000' with `max_intervals => 60' for `calls/2'
+%% (`none' turns it off), off for {@link session/1} and {@link processes/2}
+%% (`max_intervals' 600).</li>
 %% <li>`max_overhead => Fraction | none': an overhead budget, a fraction of the CPU the node
 %% uses, above 0 and at most 1 (`0.05' is 5 %; of at least half the schedulers' capacity).
 %% Default: none, but `0.1' for a spec with a `'_' module (every module of the node: on

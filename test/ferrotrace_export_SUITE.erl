@@ -33,6 +33,13 @@ traced_session() ->
     ok = ferrotrace:stop(S),
     S.
 
+%% The same without what calls/2 keeps by default for the html page (a recorder, intervals).
+bare_session() ->
+    {ok, S} = ferrotrace:calls(?SPEC, #{duration => 60000, recent => 0, intervals => none}),
+    ok = ft_export_target:run(20, 1),
+    ok = ferrotrace:stop(S),
+    S.
+
 tmp(Config, Name) ->
     filename:join(proplists:get_value(priv_dir, Config), Name).
 
@@ -128,7 +135,7 @@ folded(Text) when is_binary(Text) ->
 
 -spec chrome_trace_needs_recent(config()) -> ok.
 chrome_trace_needs_recent(_Config) ->
-    S = traced_session(),
+    S = bare_session(),
     ?assertEqual({error, {needs, recent}}, ferrotrace:export(S, chrome_trace)),
     ok.
 
@@ -238,8 +245,15 @@ hdr_log_interval_options(_Config) ->
     ?assertMatch({error, {bad_option, {intervals, 5, _}}}, ferrotrace:calls(?SPEC, #{intervals => 5})),
     ?assertMatch({error, {bad_option, {max_intervals, 1, _}}},
                  ferrotrace:calls(?SPEC, #{intervals => 100, max_intervals => 1})),
-    ?assertMatch({error, {bad_option, {max_intervals, 10, _}}}, ferrotrace:calls(?SPEC, #{max_intervals => 10})),
+    ?assertMatch({error, {bad_option, {max_intervals, 10, _}}},
+                 ferrotrace:calls(?SPEC, #{max_intervals => 10, intervals => none})),
     ?assertEqual([], ferrotrace:list()),
+    %% calls/2's intervals are on by default (1000 ms): a bound alone is theirs.
+    {ok, D} = ferrotrace:calls(?SPEC, #{duration => 60000, max_intervals => 10}),
+    ok = ft_export_target:run(1, 0),
+    ok = ferrotrace:stop(D),
+    ?assert(is_binary(ferrotrace:export(D, {hdr_log, #{interval => 1000}}))),
+    ok = ferrotrace:release(D),
     %% A bound of 2 intervals: full, they merge and the interval doubles (10 -> 20 -> ...),
     %% and every call stays counted.
     {ok, S} = ferrotrace:calls(?SPEC, #{duration => 60000, intervals => 10, max_intervals => 2}),
@@ -309,7 +323,7 @@ bad_formats(_Config) ->
     ?assertMatch({error, {bad_format, svg, _}}, ferrotrace:export(S, svg)),
     ?assertMatch({error, {bad_option, {weight, self, _}}},
                  ferrotrace:export(S, {collapsed, #{weight => self}})),
-    ?assertEqual({error, {needs, intervals}}, ferrotrace:export(S, {hdr_log, #{interval => 1000}})),
+    ?assertEqual({error, {needs, intervals}}, ferrotrace:export(bare_session(), {hdr_log, #{interval => 1000}})),
     ?assertMatch({error, {bad_option, {interval, 0, _}}},
                  ferrotrace:export(S, {hdr_log, #{interval => 0}})),
     ?assertMatch({error, {bad_option, {weight, inclusive, _}}},
@@ -358,7 +372,7 @@ html_in_a_browser(Config) ->
             ?assertNotEqual(nomatch, binary:match(Page, <<"\"counted\":\"messages\"">>)),
             ft_export_tools:browser(Full, "--rows 3 --expect histogram,over_time,flame,activity"),
             Plain = tmp(Config, "plain.html"),
-            ok = ferrotrace:export(traced_session(), html, Plain),
+            ok = ferrotrace:export(bare_session(), html, Plain),
             ft_export_tools:browser(Plain, "--rows 3 --expect histogram,flame --no-control"),
             ?assertMatch({error, {bad_option, {weight, inclusive, _}}},
                          ferrotrace:export(S, {html, #{weight => inclusive}})),
