@@ -876,7 +876,8 @@ watch(Session, Options) ->
 %% sortable by any column, each function's latency distribution, its p50/p90/p99 over time
 %% with `intervals', its slowest calls with their arguments, the recorder's last events, a
 %% zoomable flame graph of own time by call path, process activity; see
-%% {@link ferrotrace_html}). A cluster session's export is its merged figures (`html': a
+%% {@link ferrotrace_html}; `{html, #{recursion => keep}}' draws each level of a direct
+%% recursion, folded into one frame by default). A cluster session's export is its merged figures (`html': a
 %% merged view and one per node). See {@link ferrotrace_export}. A pair `{A, B}' of sides
 %% as {@link compare/3} takes them exports as `collapsed' (the differential folded form,
 %% `path OwnNsA OwnNsB' a line, as difffolded writes it) or `html' (the comparison's table
