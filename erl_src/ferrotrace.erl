@@ -353,8 +353,9 @@ session(Options) ->
 %% unknown option is answered with those that exist and the nearest one.
 -spec calls(spec() | [spec()], options()) ->
           {ok, ferrotrace_tracer:session_id()} | {error, term()}.
-calls(Spec, Options) ->
+calls(Spec, Options0) ->
     ok = loaded(),
+    Options = page_defaults(Options0),
     case ferrotrace_options:to_map(Options) of
         {ok, #{nodes := _}} -> ferrotrace_cluster:calls(Spec, Options);
         _ -> ferrotrace_local:calls(Spec, Options)
@@ -1029,3 +1030,23 @@ compare(A, B, Options) ->
 -spec save(term(), file:name_all()) -> ok | {error, term()}.
 save(Session, File) ->
     ferrotrace_saved:save(Session, File).
+
+%% What a calls/2 session keeps by default for the html page (ferrotrace_html), where the
+%% options do not say: the last 200 events (the flight recorder, on the collector thread)
+%% and each function's histogram per second, at most 60 intervals (then neighbours merge:
+%% the page draws at most 60 points a function). `recent => 0' and `intervals => none'
+%% turn them off. Applied once here, so a cluster's parts get them with the options.
+%% Their cost: bench/ferrotrace_bench.erl's `ferrotrace_page' case. Options that are no
+%% map nor proplist go on as they are (refused further on).
+page_defaults(Options0) ->
+    case ferrotrace_options:to_map(Options0) of
+        {ok, Options} ->
+            Recent = maps:merge(#{recent => 200}, Options),
+            case maps:get(intervals, Recent, default) of
+                default -> maps:merge(#{intervals => 1000, max_intervals => 60}, Recent);
+                none -> maps:remove(intervals, Recent);
+                _ -> Recent
+            end;
+        {error, _} ->
+            Options0
+    end.

@@ -6,12 +6,15 @@
 -module(ferrotrace_activity).
 
 -export([check_kinds/1, flags/1, port_flags/0, all_flags/0, check_safe/2, merge/3,
-         histogram/2, otp_version/0, name/1]).
+         histogram/2, otp_version/0]).
 
 -type kind() :: messages | procs | gc | scheduling | ports.
 -type series() :: wakeup | run_slice | lifetime | size_words | {gc, minor | major}
                 | {ports, run_slice}.
 -export_type([kind/0, series/0]).
+
+%% What to call a process, for the captures' lines too (ferrotrace_capture).
+-export([name/1]).
 
 -define(KINDS, [messages, procs, gc, scheduling, ports]).
 

@@ -21,15 +21,6 @@
 %% A calibration after the start: tries, and the wait before the next (see measured/1).
 -define(MEASURE_TRIES, 3).
 -define(MEASURE_AGAIN_MS, 200).
-%% What a calls/2 session keeps by default for the html page (ferrotrace_html): the last
-%% ?PAGE_RECENT events (the flight recorder, on the collector thread) and each function's
-%% histogram per ?PAGE_INTERVAL_MS, at most ?PAGE_MAX_INTERVALS intervals (then neighbours
-%% merge: the page draws at most 60 points a function). `recent => 0' and
-%% `intervals => none' turn them off. Their cost: bench/ferrotrace_bench.erl's
-%% `ferrotrace_page' case.
--define(PAGE_RECENT, 200).
--define(PAGE_INTERVAL_MS, 1000).
--define(PAGE_MAX_INTERVALS, 60).
 
 %% @doc A raw session: `ferrotrace:session(Options)'.
 -spec session(term()) -> {ok, ferrotrace_tracer:session_id()} | {error, term()}.
@@ -42,22 +33,13 @@ session(Options0) ->
 calls(Spec, Options0) ->
     as_guest(Options0,
              fun(Options, Owner) ->
-                     case ferrotrace_options:calls(Spec, page_defaults(Options)) of
+                     case ferrotrace_options:calls(Spec, Options) of
                          {ok, Tracing, Rest} ->
                              start(Rest, Tracing, {compensate, maps:get(compensate, Options, true)}, Owner);
                          {error, _} = Error ->
                              Error
                      end
              end).
-
-%% calls/2's defaults for the html page (see ?PAGE_RECENT): those not given.
-page_defaults(Options) ->
-    Recent = maps:merge(#{recent => ?PAGE_RECENT}, Options),
-    case maps:get(intervals, Recent, default) of
-        default -> maps:merge(#{intervals => ?PAGE_INTERVAL_MS, max_intervals => ?PAGE_MAX_INTERVALS}, Recent);
-        none -> maps:remove(intervals, Recent);
-        _ -> Recent
-    end.
 
 %% @doc `ferrotrace:processes(Kinds, Options)'.
 -spec processes(term(), term()) -> {ok, ferrotrace_tracer:session_id()} | {error, term()}.
