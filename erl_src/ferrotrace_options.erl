@@ -28,7 +28,7 @@
                      threshold => non_neg_integer() | infinity,
                      max_slow_calls => pos_integer(),
                      recent => non_neg_integer(),
-                     intervals => pos_integer(),
+                     intervals => pos_integer() | none,   % none: calls/2 only
                      max_intervals => pos_integer(),
                      max_overhead => number(),
                      args => boolean(),
