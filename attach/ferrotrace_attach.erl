@@ -51,7 +51,8 @@ refuse(Format, Args) ->
 %% Commands
 
 command(["version" | _]) ->
-    #{version := V, system_architecture := Arch, glibc := Glibc} = meta(bundle()),
+    %% Only the meta file read from the archive: no beam, no NIF, no distribution.
+    #{version := V, system_architecture := Arch, glibc := Glibc} = meta(archive(["ferrotrace/bundle.meta"])),
     io:format("ferrotrace ~s (NIF for ~s, glibc ~s or later)~n", [V, Arch, Glibc]);
 command(["attach", Node | Rest]) ->
     Opts = options(Rest, [keep]),
@@ -67,9 +68,22 @@ command(["calls", Node, Spec | Rest]) ->
     %% Refused before anything is loaded there.
     _ = maps:get(for, Opts, 0) =:= infinity andalso not is_map_key(serve, Opts)
         andalso refuse("--for infinity needs --serve: a one-shot's report comes at its end", []),
+    %% Parsed here, then checked on the node over plain rpc: a refusal loads nothing there.
+    ok = bundle_path(),
+    Extra = extra(Opts, "calls/2"),
+    Parsed = case ferrotrace_spec:parse(spec(Spec)) of
+                 {ok, P} -> [{M, F, A} || {M, F, A, _} <- P];
+                 {error, Bad} -> refuse("calls: ~ts", [reason_text(Bad)])
+             end,
     N = connect(Node, Opts),
+    Scope = maps:get(scope, Extra, local),
+    Checked = try ferrotrace_exists:check(Parsed, Scope, ferrotrace_exists:remote(N, ?RPC_TIMEOUT))
+              catch Class:Reason -> refuse("~s: checking the spec there failed: ~p", [N, {Class, Reason}])
+              end,
+    _ = Checked =:= ok
+        orelse refuse("calls: ~ts (on ~s; nothing was loaded there)", [reason_text(element(2, Checked)), N]),
     How = ensure(N, Opts),
-    try one_shot(N, spec(Spec), Opts)
+    try one_shot(N, spec(Spec), Extra, Opts)
     after finish(N, How, Opts)
     end;
 command(["compare", A, B | Rest]) ->
@@ -465,11 +479,14 @@ nothing_left() ->
 %%--------------------------------------------------------------------------------------
 %% The commands' bodies
 
-one_shot(Node, Spec, Opts) ->
-    Extra = case maps:get(options, Opts, #{}) of
-                M when is_map(M) -> M;
-                Other -> refuse("--options ~p: expected a map of calls/2's options", [Other])
-            end,
+%% `--options TERM': a map of `Of''s options.
+extra(Opts, Of) ->
+    case maps:get(options, Opts, #{}) of
+        M when is_map(M) -> M;
+        Other -> refuse("--options ~p: expected a map of ~s's options", [Other, Of])
+    end.
+
+one_shot(Node, Spec, Extra, Opts) ->
     For = maps:get(for, Opts, maps:get(duration, Extra, 10000)),
     Serve = maps:get(serve, Opts, none),
     %% Served for ever: the session belongs to a process there linked to this command, so
@@ -525,10 +542,7 @@ save(Node, Id, File) ->
 %% bundle (pure Erlang, no NIF, no node). A flame graph needs the NIF: the --html page
 %% says so where it is not loaded here.
 compare(A, B, Opts) ->
-    Extra = case maps:get(options, Opts, #{}) of
-                M when is_map(M) -> M;
-                Other -> refuse("--options ~p: expected a map of compare/3's options", [Other])
-            end,
+    Extra = extra(Opts, "compare/3"),
     ok = bundle_path(),
     case ferrotrace_compare:compare(A, B, Extra#{as => text}) of
         {error, Reason} -> refuse("compare: ~ts", [reason_text(Reason)]);
@@ -647,14 +661,19 @@ private_home(Cookie) ->
 bundle() ->
     case get(bundle) of
         undefined ->
-            {ok, Sections} = escript:extract(escript:script_name(), []),
-            {archive, Zip} = lists:keyfind(archive, 1, Sections),
-            {ok, Files} = zip:extract(Zip, [memory]),
+            Files = archive(all),
             put(bundle, Files),
             Files;
         Files ->
             Files
     end.
+
+%% The archive's files, `all' or those named, in memory.
+archive(Names) ->
+    {ok, Sections} = escript:extract(escript:script_name(), []),
+    {archive, Zip} = lists:keyfind(archive, 1, Sections),
+    {ok, Files} = zip:extract(Zip, [memory | [{file_list, Names} || Names =/= all]]),
+    Files.
 
 file_of(Name, Files) ->
     case lists:keyfind(Name, 1, Files) of

@@ -57,7 +57,7 @@
 
 -type case_name() :: untraced | floor_discard | floor_noop | ferrotrace | ferrotrace_sampled
                    | ft_call_sampled | ft_call_paused
-                   | ferrotrace_args | floor_noop_keyed | ferrotrace_keyed
+                   | ferrotrace_args | ferrotrace_page | floor_noop_keyed | ferrotrace_keyed
                    | process_count | dbg_style_hist.
 -type scenario() :: single | workers.
 -type result() :: #{atom() => term()}.
@@ -137,11 +137,11 @@ cases() ->
     end.
 
 all_cases() ->
-    [untraced, floor_discard, floor_noop, ferrotrace, ferrotrace_args, ferrotrace_sampled,
+    [untraced, floor_discard, floor_noop, ferrotrace, ferrotrace_page, ferrotrace_args, ferrotrace_sampled,
      ft_call_sampled, ft_call_paused, floor_noop_keyed, ferrotrace_keyed, process_count,
      dbg_style_hist].
 
-is_ferrotrace(C) -> lists:member(C, [ferrotrace, ferrotrace_sampled, ferrotrace_args, ferrotrace_keyed,
+is_ferrotrace(C) -> lists:member(C, [ferrotrace, ferrotrace_page, ferrotrace_sampled, ferrotrace_args, ferrotrace_keyed,
                                      ft_call_sampled, ft_call_paused]).
 
 %% The sampled case runs each worker's calls in ?SAMPLED_CHUNKS short-lived processes (traced
@@ -302,6 +302,11 @@ tracer_setup(floor_noop, _Events) ->
     #{flags => [call, {tracer, ferrotrace_floor, noop}]};
 tracer_setup(ferrotrace, _Events) ->
     {ok, S} = ferrotrace:session(#{duration => 3600000}),
+    #{flags => [call, {tracer, ferrotrace_tracer, S}], session => S};
+%% What calls/2 keeps by default for the html page: a recorder of 200 events (on the
+%% collector thread) and a snapshot of the histograms every second (ferrotrace_intervals).
+tracer_setup(ferrotrace_page, _Events) ->
+    {ok, S} = ferrotrace:session(#{duration => 3600000, recent => 200, intervals => 1000}),
     #{flags => [call, {tracer, ferrotrace_tracer, S}], session => S};
 %% `args => true': each event also copies f/1's argument list or its return value.
 tracer_setup(ferrotrace_args, _Events) ->
@@ -674,6 +679,14 @@ print_ratios(Single, Workers, FtStatus) ->
           none, none, FtSkipped),
     ratio(ferrotrace_throughput_vs_dbg_style_hist_workers,
           Div(Throughput(Workers, ferrotrace), Throughput(Workers, dbg_style_hist)),
+          none, none, FtSkipped),
+    %% calls/2's defaults for the html page (recorder, intervals) against none: the hot path
+    %% is the same; the collector records each event once more.
+    ratio(ferrotrace_page_per_event_vs_ferrotrace,
+          Div(PerEvent(Single, ferrotrace_page), PerEvent(Single, ferrotrace)),
+          none, none, FtSkipped),
+    ratio(ferrotrace_page_throughput_vs_ferrotrace_workers,
+          Div(Throughput(Workers, ferrotrace_page), Throughput(Workers, ferrotrace)),
           none, none, FtSkipped),
     %% `args => true' with f/1's small argument and result: target at most 2x the floor.
     ratio(ferrotrace_args_per_event_vs_noop_floor,

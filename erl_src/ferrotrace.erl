@@ -249,7 +249,8 @@ session(Options) ->
 %% {@link slowest/2}; `threshold => Ns | infinity': every call slower than Ns kept (default
 %% `infinity', off), up to `max_slow_calls => N' per function (default 1000), see
 %% {@link slow_calls/2}; `recent => N': the flight recorder keeps the last N events
-%% (default 0, off), see {@link recent/1}.</li>
+%% (default 200 for `calls/2', for the html page; 0 for {@link session/1} and
+%% {@link processes/2}; `0' is off), see {@link recent/1}.</li>
 %% <li>`capture => #{slower_than => Ns, every => Ms, max_captures => N}': when a call of
 %% `Ns' or slower returns, freeze what the node looks like (the slow process, run queues,
 %% memory, the top 10 message queues and reductions, `recent'), at most one capture per
@@ -268,10 +269,12 @@ session(Options) ->
 %% `ferrotrace_keys').</li>
 %% <li>`also => [Kind]': trace these kinds of {@link processes/2} too (`messages', `procs',
 %% `gc', `scheduling', `ports'; default none).</li>
-%% <li>`intervals => Ms': keep each function's histogram per `Ms' (at least 10; default
-%% off) for {@link export/2}'s `{hdr_log, #{interval => Ms}}'; at most `max_intervals'
-%% (default 600), then neighbours merge and the interval doubles (see
-%% `ferrotrace_intervals').</li>
+%% <li>`intervals => Ms | none': keep each function's histogram per `Ms' (at least 10) for
+%% {@link export/2}'s `{hdr_log, #{interval => Ms}}' and the html page's percentiles over
+%% time; at most `max_intervals', then neighbours merge and the interval doubles (see
+%% `ferrotrace_intervals'). Default: `1000' with `max_intervals => 60' for `calls/2'
+%% (`none' turns it off), off for {@link session/1} and {@link processes/2}
+%% (`max_intervals' 600).</li>
 %% <li>`max_overhead => Fraction | none': an overhead budget, a fraction of the CPU the node
 %% uses, above 0 and at most 1 (`0.05' is 5 %; of at least half the schedulers' capacity).
 %% Default: none, but `0.1' for a spec with a `'_' module (every module of the node: on
@@ -350,8 +353,9 @@ session(Options) ->
 %% unknown option is answered with those that exist and the nearest one.
 -spec calls(spec() | [spec()], options()) ->
           {ok, ferrotrace_tracer:session_id()} | {error, term()}.
-calls(Spec, Options) ->
+calls(Spec, Options0) ->
     ok = loaded(),
+    Options = page_defaults(Options0),
     case ferrotrace_options:to_map(Options) of
         {ok, #{nodes := _}} -> ferrotrace_cluster:calls(Spec, Options);
         _ -> ferrotrace_start:calls(Spec, Options)
@@ -659,16 +663,25 @@ remove(Session, Spec) ->
 %% Hint}}' where this shell started none ({@link list/0} shows them all).
 -spec report() -> ok | {error, term()}.
 report() ->
-    case shell_sessions() of
-        [] -> {error, {no_session, <<"none started from this shell: ferrotrace:list() shows all">>}};
-        Mine -> report(lists:last(Mine))
-    end.
+    latest(fun report/1).
 
 %% @doc Prints the table sorted by total time and, for the top functions, a histogram drawn
-%% like DTrace's `quantize'.
--spec report(session() | pid()) -> ok | {error, term()}.
+%% like DTrace's `quantize'. Given options instead of a session (`report(#{histograms =>
+%% 0})', a map or a list of `{Key, Value}' pairs), the report of this shell's latest session
+%% with them, as {@link report/2}.
+-spec report(session() | pid() | ferrotrace_report:options() | [{atom(), term()}, ...]) ->
+          ok | {error, term()}.
+report(Options) when is_map(Options); is_list(Options), Options =/= [], is_tuple(hd(Options)) ->
+    latest(fun(Session) -> report(Session, Options) end);
 report(Session) ->
     print(format(Session)).
+
+%% `Fun' of this shell's latest session.
+latest(Fun) ->
+    case shell_sessions() of
+        [] -> {error, {no_session, <<"none started from this shell: ferrotrace:list() shows all">>}};
+        Mine -> Fun(lists:last(Mine))
+    end.
 
 %% @doc Prints the report of `Session' with `Options' (a map or a proplist):
 %% `top => N | all' (rows shown, default 20; a line says how many were left out),
@@ -862,7 +875,8 @@ watch(Session, Options) ->
 %% sortable by any column, each function's latency distribution, its p50/p90/p99 over time
 %% with `intervals', its slowest calls with their arguments, the recorder's last events, a
 %% zoomable flame graph of own time by call path, process activity; see
-%% {@link ferrotrace_html}). A cluster session's export is its merged figures (`html': a
+%% {@link ferrotrace_html}; `{html, #{recursion => keep}}' draws each level of a direct
+%% recursion, folded into one frame by default). A cluster session's export is its merged figures (`html': a
 %% merged view and one per node). See {@link ferrotrace_export}. A pair `{A, B}' of sides
 %% as {@link compare/3} takes them exports as `collapsed' (the differential folded form,
 %% `path OwnNsA OwnNsB' a line, as difffolded writes it) or `html' (the comparison's table
@@ -1016,3 +1030,23 @@ compare(A, B, Options) ->
 -spec save(term(), file:name_all()) -> ok | {error, term()}.
 save(Session, File) ->
     ferrotrace_saved:save(Session, File).
+
+%% What a calls/2 session keeps by default for the html page (ferrotrace_html), where the
+%% options do not say: the last 200 events (the flight recorder, on the collector thread)
+%% and each function's histogram per second, at most 60 intervals (then neighbours merge:
+%% the page draws at most 60 points a function). `recent => 0' and `intervals => none'
+%% turn them off. Applied once here, so a cluster's parts get them with the options.
+%% Their cost: bench/ferrotrace_bench.erl's `ferrotrace_page' case. Options that are no
+%% map nor proplist go on as they are (refused further on).
+page_defaults(Options0) ->
+    case ferrotrace_options:to_map(Options0) of
+        {ok, Options} ->
+            Recent = maps:merge(#{recent => 200}, Options),
+            case maps:get(intervals, Recent, default) of
+                default -> maps:merge(#{intervals => 1000, max_intervals => 60}, Recent);
+                none -> maps:remove(intervals, Recent);
+                _ -> Recent
+            end;
+        {error, _} ->
+            Options0
+    end.

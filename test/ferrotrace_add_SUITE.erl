@@ -158,7 +158,9 @@ by_name_and_id(_Config) ->
 -spec refused_changes(config()) -> ok.
 refused_changes(_Config) ->
     {ok, S} = ferrotrace:calls({ft_test_target, '_', '_'}, #{duration => ?LONG}),
-    ?assertEqual({error, {no_such_module, no_such_module_here}}, ferrotrace:add(S, {no_such_module_here, f, 1})),
+    ?assertMatch({error, {no_such_module, no_such_module_here, <<_/binary>>}}, ferrotrace:add(S, {no_such_module_here, f, 1})),
+    ?assertMatch({error, {no_matching_functions, [{ft_test_target, g, 9}], <<"did you mean ft_test_target:g/", _/binary>>}},
+                 ferrotrace:add(S, {ft_test_target, g, 9})),
     ?assertMatch({error, {bad_spec, _}}, ferrotrace:add(S, 42)),
     ?assertMatch({error, {bad_spec, {ferrotrace, '_', '_'}, _}}, ferrotrace:add(S, {ferrotrace, '_', '_'})),
     ?assertMatch({error, {already_in_session, ?G, {ft_test_target, '_', '_'}, _}}, ferrotrace:add(S, ?G)),

@@ -8,7 +8,7 @@
 %% eunit finds the exported *_test/0 and *_test_/0 functions by name.
 -include_lib("stdlib/include/assert.hrl").
 
--export([session_options_test_/0, unknown_option_explained_test/0, calls_arguments_test_/0, bad_session_ids_test_/0,
+-export([session_options_test_/0, misspelt_function_hinted_test/0, unknown_option_explained_test/0, calls_arguments_test_/0, bad_session_ids_test_/0,
          histogram_bad_mfa_test/0, callbacks_with_junk_test/0,
          callbacks_with_live_session_test/0, enabled_answers_by_tag_test/0]).
 
@@ -69,7 +69,7 @@ session_options_test_() ->
 -spec calls_arguments_test_() -> tests().
 calls_arguments_test_() ->
     Cases =
-        [{no_such_module_xyz, #{}, {no_such_module, no_such_module_xyz}},
+        [{no_such_module_xyz, #{}, {no_such_module, no_such_module_xyz, '_'}},
          {42, #{}, {bad_spec, 42}},
          {{m}, #{}, {bad_spec, {m}}},
          {{'_', f, 1}, #{}, {bad_spec, {'_', f, 1}}},
@@ -79,8 +79,8 @@ calls_arguments_test_() ->
          {{"ft_test_target", f, 1}, #{}, {bad_spec, {"ft_test_target", f, 1}}},
          {[], #{}, {bad_spec, []}},
          {[?F, 42], #{}, {bad_spec, 42}},
-         {{no_such_module_xyz, f, 1}, #{}, {no_such_module, no_such_module_xyz}},
-         {{ft_test_target, nope, 0}, #{}, {no_matching_functions, [{ft_test_target, nope, 0}]}},
+         {{no_such_module_xyz, f, 1}, #{}, {no_such_module, no_such_module_xyz, '_'}},
+         {{ft_test_target, nope, 0}, #{}, {no_matching_functions, [{ft_test_target, nope, 0}], '_'}},
          {?F, not_a_map, {bad_options, not_a_map, '_'}},
          {?F, [{scope, both}], {bad_option, {scope, both, '_'}}},
          {?F, #{pids => foo}, {bad_option, {pids, foo, '_'}}},
@@ -236,8 +236,35 @@ wildcard({bad_options, Value, '_'}, {error, {bad_options, Value, Description}}) 
 wildcard({unknown_option, Key, '_'}, {error, {unknown_option, Key, Description}}) ->
     ?assertMatch({match, _}, re:run(Description, "^(did you mean [a-z_]+\\? )?one of "), Description),
     {error, {unknown_option, Key, '_'}};
+wildcard({no_such_module, M, '_'}, {error, {no_such_module, M, Hint}}) ->
+    ?assertMatch(<<_, _/binary>>, Hint),
+    {error, {no_such_module, M, '_'}};
+wildcard({no_matching_functions, Specs, '_'}, {error, {no_matching_functions, Specs, Hint}}) ->
+    ?assertMatch(<<_, _/binary>>, Hint),
+    {error, {no_matching_functions, Specs, '_'}};
 wildcard(_Expected, Actual) ->
     Actual.
+
+%% A mistyped function or module is refused before anything is traced, with the nearest
+%% name the node has first (the shell cuts a long binary at its end): the arity, the name,
+%% the module; a name near nothing gets the module's functions, no guess.
+-spec misspelt_function_hinted_test() -> ok.
+misspelt_function_hinted_test() ->
+    Before = setup(),
+    ?assertMatch({error, {no_matching_functions, [{lists, revers, 1}], <<"did you mean lists:reverse/1? lists has ", _/binary>>}},
+                 ferrotrace:calls({lists, revers, 1}, #{})),
+    ?assertMatch({error, {no_matching_functions, [{lists, reverse, 3}], <<"did you mean lists:reverse/", _, "? lists has reverse/1, reverse/2">>}},
+                 ferrotrace:calls("lists:reverse/3", #{})),
+    ?assertMatch({error, {no_matching_functions, [{lists, revrse, '_'}], <<"did you mean lists:reverse? ", _/binary>>}},
+                 ferrotrace:calls({lists, revrse, '_'}, #{})),
+    ?assertMatch({error, {no_such_module, listz, <<"did you mean lists? ", _/binary>>}},
+                 ferrotrace:calls({listz, reverse, 1}, #{})),
+    {error, {no_matching_functions, _, Far}} = ferrotrace:calls({lists, zzzzzzzz, 1}, #{}),
+    ?assertEqual(nomatch, re:run(Far, "did you mean"), Far),
+    %% A local function exists for `local' (the default) but not for `global'.
+    {error, {no_matching_functions, _, Global}} = ferrotrace:calls({lists, seq_loop, 3}, #{scope => global}),
+    ?assertMatch({match, _}, re:run(Global, "^lists exports "), Global),
+    no_leak(Before).
 
 %% An unknown option is answered with every option the entry takes, and the nearest one
 %% first (the shell cuts a long binary: a hint at its end was never seen).

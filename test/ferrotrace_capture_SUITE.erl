@@ -67,8 +67,9 @@ figures_match(_Config) ->
     ?assert(length(Queues) =< 10 andalso length(Reductions) =< 10),
     QueueLens = [Q || #{message_queue_len := Q} <- Queues],
     ?assertEqual(lists:reverse(lists:sort(QueueLens)), QueueLens),
-    ?assert(lists:member(#{pid => Holder, message_queue_len => 1234}, Queues), Queues),
-    ?assert(lists:member(#{pid => Slow, message_queue_len => 55}, Queues), Queues),
+    %% Each named as it was then (a plain spawn: its initial call).
+    ?assert(lists:member(#{pid => Holder, name => {erlang, apply, 2}, message_queue_len => 1234}, Queues), Queues),
+    ?assert(lists:member(#{pid => Slow, name => {erlang, apply, 2}, message_queue_len => 55}, Queues), Queues),
     {reductions, Burnt} = erlang:process_info(Burner, reductions),
     ?assert(Burnt >= 2000000),
     ?assertMatch([#{reductions := R}] when R =< Burnt andalso R >= 2000000,
@@ -162,14 +163,39 @@ no_captures(_Config) ->
 report_lines(_Config) ->
     {ok, S} = ferrotrace:calls(?WORK, #{duration => ?LONG,
                                         capture => #{slower_than => 5 * ?MS, every => 0, max_captures => 1}}),
-    [ft_slow_target:work(10) || _ <- lists:seq(1, 2)],
-    ok = ferrotrace:stop(S),
+    %% A named slow process (3 calls of 30 ms: the capture, taken within milliseconds of the
+    %% first return, finds it in its next call's timer:sleep/1), a proc_lib process named
+    %% by its initial call with 50 unread messages, the longest queue.
+    Queue = proc_lib:spawn(fun() -> receive stop -> ok end end),
+    [Queue ! hello || _ <- lists:seq(1, 50)],
+    Self = self(),
+    Slow = spawn(fun() ->
+                         true = register(ft_capture_slow, self()),
+                         [ft_slow_target:work(30) || _ <- lists:seq(1, 3)],
+                         Self ! {worked, self()},
+                         receive stop -> ok end
+                 end),
+    receive {worked, Slow} -> ok after ?WAIT -> ct:fail(slow_process_stuck) end,
     ok = ft_ct:poll(fun() -> length(ferrotrace:captures(S)) >= 1 end, ?WAIT),
-    Text = lists:flatten(io_lib:format("~ts", [ferrotrace:format(S)])),
+    ok = ferrotrace:stop(S),
+    Text = lists:flatten(io_lib:format("~ts", [ferrotrace_capture:lines(ferrotrace:captures(S), ferrotrace_capture:counts(S), 200)])),
+    Slow ! stop,
+    Queue ! stop,
     ct:pal("~ts", [Text]),
     ?assertNotEqual(nomatch, string:find(Text, "captures: 1 taken")),
-    ?assertNotEqual(nomatch, string:find(Text, "1 over max_captures")),
     ?assertNotEqual(nomatch, string:find(Text, "ft_slow_target:work/1")),
+    %% The slow process named, where it was, its queue; the longest queue named.
+    ?assertMatch({match, _}, re:run(Text, "ft_slow_target:work/1 \\d+(\\.\\d+)? ms in <0\\.\\d+\\.0> ft_capture_slow\n")),
+    ?assertMatch({match, _}, re:run(Text, "\n    at timer:sleep/1, queue 0, [0-9.]+ KB, \\d+ reductions\n")),
+    ?assertMatch({match, _}, re:run(Text, "\n    longest queues: 50 " ++ pid_to_list(Queue)
+                                    ++ " ferrotrace_capture_SUITE:report_lines/1 \\(fun\\)")),
+    ?assertMatch({match, _}, re:run(Text, "\n    busiest \\(reductions\\): \\d+ <")),
+    [#{process := #{name := ft_capture_slow, current_function := {timer, sleep, 1}},
+       top_queues := [#{pid := Queue, message_queue_len := 50, name := {ferrotrace_capture_SUITE, _, 0}} | _]}]
+        = ferrotrace:captures(S),
+    ReportText = lists:flatten(io_lib:format("~ts", [ferrotrace:format(S)])),
+    ?assertNotEqual(nomatch, string:find(ReportText, "2 over max_captures")),
+    ?assertNotEqual(nomatch, string:find(ReportText, "ft_capture_slow")),
     %% The JSON export carries them; the capture process goes with the session.
     {ok, Json} = ferrotrace_export:local(S, json, #{}),
     [?assertNotEqual(nomatch, binary:match(Json, Key)) || Key <- [<<"\"captures\"">>, <<"\"top_queues\"">>]],

@@ -304,7 +304,7 @@ add_and_remove_on_every_node(_Config) ->
 -spec chrome_trace_per_node(config()) -> ok.
 chrome_trace_per_node(_Config) ->
     Nodes = lists:sort([N || {_, N} <- peers(2)]),
-    {ok, Plain} = ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000}),
+    {ok, Plain} = ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000, recent => 0}),
     ?assertEqual({error, {needs, recent}}, ferrotrace:export(Plain, chrome_trace)),
     ok = ferrotrace:release(Plain),
     {ok, C} = ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000, recent => 1000}),
@@ -329,7 +329,7 @@ chrome_trace_per_node(_Config) ->
 -spec hdr_log_intervals_merged(config()) -> ok.
 hdr_log_intervals_merged(Config) ->
     Nodes = lists:sort([N || {_, N} <- peers(2)]),
-    {ok, Plain} = ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000}),
+    {ok, Plain} = ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000, intervals => none}),
     ?assertEqual({error, {needs, intervals}}, ferrotrace:export(Plain, {hdr_log, #{interval => 20}})),
     ok = ferrotrace:release(Plain),
     {ok, C} = ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000, intervals => 10}),

@@ -106,7 +106,8 @@ windows(_Config) ->
     ?assert(ToA =< Middle andalso FromB >= Middle),
     ?assertMatch({error, {window_outside, {_, _}, _}}, ferrotrace:compare({S, {End + 5000, End + 6000}}, S)),
     ?assertMatch({error, {bad_window, _, _}}, ferrotrace:compare({S, {500, 100}}, S)),
-    Plain = session(before),
+    {ok, Plain} = ferrotrace:calls(?SPEC, #{duration => 60000, intervals => none}),
+    ok = ferrotrace:stop(Plain),
     ?assertMatch({error, {needs, intervals, _}}, ferrotrace:compare({Plain, {0, 100}}, S)),
     ok.
 

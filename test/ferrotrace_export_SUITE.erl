@@ -9,7 +9,7 @@
 -export([hdr_log_read_by_python/1, json_read_by_python/1, collapsed_drawn_by_inferno/1,
          collapsed_weights/1, chrome_trace_needs_recent/1, bad_formats/1, to_file/1,
          chrome_trace_read_by_python/1, hdr_log_intervals_add_up/1, hdr_log_interval_options/1,
-         histogram_nifs/1, html_in_a_browser/1]).
+         histogram_nifs/1, html_in_a_browser/1, html_recursion_folded/1]).
 
 -define(SPEC, [{ft_export_target, outer, 1}, {ft_export_target, mid, 1},
                {ft_export_target, leaf, 1}]).
@@ -24,11 +24,19 @@ suite() ->
 all() ->
     [hdr_log_read_by_python, json_read_by_python, collapsed_drawn_by_inferno, collapsed_weights,
      chrome_trace_needs_recent, bad_formats, to_file, chrome_trace_read_by_python,
-     hdr_log_intervals_add_up, hdr_log_interval_options, histogram_nifs, html_in_a_browser].
+     hdr_log_intervals_add_up, hdr_log_interval_options, histogram_nifs, html_in_a_browser,
+     html_recursion_folded].
 
 %% A session over the known call tree: 20 outer calls, 40 mid and 40 leaf calls.
 traced_session() ->
     {ok, S} = ferrotrace:calls(?SPEC, #{duration => 60000}),
+    ok = ft_export_target:run(20, 1),
+    ok = ferrotrace:stop(S),
+    S.
+
+%% The same without what calls/2 keeps by default for the html page (a recorder, intervals).
+bare_session() ->
+    {ok, S} = ferrotrace:calls(?SPEC, #{duration => 60000, recent => 0, intervals => none}),
     ok = ft_export_target:run(20, 1),
     ok = ferrotrace:stop(S),
     S.
@@ -128,7 +136,7 @@ folded(Text) when is_binary(Text) ->
 
 -spec chrome_trace_needs_recent(config()) -> ok.
 chrome_trace_needs_recent(_Config) ->
-    S = traced_session(),
+    S = bare_session(),
     ?assertEqual({error, {needs, recent}}, ferrotrace:export(S, chrome_trace)),
     ok.
 
@@ -238,8 +246,15 @@ hdr_log_interval_options(_Config) ->
     ?assertMatch({error, {bad_option, {intervals, 5, _}}}, ferrotrace:calls(?SPEC, #{intervals => 5})),
     ?assertMatch({error, {bad_option, {max_intervals, 1, _}}},
                  ferrotrace:calls(?SPEC, #{intervals => 100, max_intervals => 1})),
-    ?assertMatch({error, {bad_option, {max_intervals, 10, _}}}, ferrotrace:calls(?SPEC, #{max_intervals => 10})),
+    ?assertMatch({error, {bad_option, {max_intervals, 10, _}}},
+                 ferrotrace:calls(?SPEC, #{max_intervals => 10, intervals => none})),
     ?assertEqual([], ferrotrace:list()),
+    %% calls/2's intervals are on by default (1000 ms): a bound alone is theirs.
+    {ok, D} = ferrotrace:calls(?SPEC, #{duration => 60000, max_intervals => 10}),
+    ok = ft_export_target:run(1, 0),
+    ok = ferrotrace:stop(D),
+    ?assert(is_binary(ferrotrace:export(D, {hdr_log, #{interval => 1000}}))),
+    ok = ferrotrace:release(D),
     %% A bound of 2 intervals: full, they merge and the interval doubles (10 -> 20 -> ...),
     %% and every call stays counted.
     {ok, S} = ferrotrace:calls(?SPEC, #{duration => 60000, intervals => 10, max_intervals => 2}),
@@ -309,7 +324,7 @@ bad_formats(_Config) ->
     ?assertMatch({error, {bad_format, svg, _}}, ferrotrace:export(S, svg)),
     ?assertMatch({error, {bad_option, {weight, self, _}}},
                  ferrotrace:export(S, {collapsed, #{weight => self}})),
-    ?assertEqual({error, {needs, intervals}}, ferrotrace:export(S, {hdr_log, #{interval => 1000}})),
+    ?assertEqual({error, {needs, intervals}}, ferrotrace:export(bare_session(), {hdr_log, #{interval => 1000}})),
     ?assertMatch({error, {bad_option, {interval, 0, _}}},
                  ferrotrace:export(S, {hdr_log, #{interval => 0}})),
     ?assertMatch({error, {bad_option, {weight, inclusive, _}}},
@@ -336,8 +351,9 @@ to_file(Config) ->
 
 %% The html export loaded from disk by a headless chromium (test/export/browser.py): no
 %% console message, no network request, a row per function, each kind of plot, a
-%% screenshot that is not blank. A session with everything the page shows, and a plain one
-%% (no recorder, no intervals: the page says so). chromium comes from `make export-tools';
+%% screenshot that is not blank. A session with everything the page shows, a default one
+%% (calls/2's defaults keep a recorder and intervals: no panel drawn empty, no legend with a
+%% placeholder for a value), and a bare one (no recorder, no intervals: the page says so). chromium comes from `make export-tools';
 %% where it is missing (the OTP chroots) the case skips.
 -spec html_in_a_browser(config()) -> ok | {skip, string()}.
 html_in_a_browser(Config) ->
@@ -357,13 +373,43 @@ html_in_a_browser(Config) ->
             ?assertNotEqual(nomatch, binary:match(Page, <<"\"name\":\"message size (words)\"">>)),
             ?assertNotEqual(nomatch, binary:match(Page, <<"\"counted\":\"messages\"">>)),
             ft_export_tools:browser(Full, "--rows 3 --expect histogram,over_time,flame,activity"),
+            Default = tmp(Config, "default.html"),
+            ok = ferrotrace:export(traced_session(), html, Default),
+            ft_export_tools:browser(Default, "--rows 3 --expect histogram,over_time,flame --full --no-control"),
             Plain = tmp(Config, "plain.html"),
-            ok = ferrotrace:export(traced_session(), html, Plain),
+            ok = ferrotrace:export(bare_session(), html, Plain),
             ft_export_tools:browser(Plain, "--rows 3 --expect histogram,flame --no-control"),
+            {ok, PlainPage} = file:read_file(Plain),
+            ?assertNotEqual(nomatch, binary:match(PlainPage, <<"\"interval_ms\":null">>)),
             ?assertMatch({error, {bad_option, {weight, inclusive, _}}},
                          ferrotrace:export(S, {html, #{weight => inclusive}})),
             ok
     end.
+
+%% The flame graph folds direct recursion by default: ft_test_target:rec(10) is 11 nested
+%% calls of rec/1, one frame on the page (its own time whole), 11 with recursion => keep;
+%% another option is refused with what is accepted.
+-spec html_recursion_folded(config()) -> ok.
+html_recursion_folded(_Config) ->
+    {ok, S} = ferrotrace:calls([{ft_test_target, rec, 1}, {ft_export_target, leaf, 1}], #{duration => 60000}),
+    [10 = ft_test_target:rec(10) || _ <- lists:seq(1, 20)],
+    ok = ft_export_target:leaf(1),
+    ok = ferrotrace:stop(S),
+    Frames = fun(Options) ->
+                     Page = ferrotrace:export(S, {html, Options}),
+                     ?assert(is_binary(Page)),
+                     length(binary:matches(Page, <<"ft_test_target:rec/1 (">>))
+             end,
+    ?assertEqual(1, Frames(#{})),
+    ?assertEqual(11, Frames(#{recursion => keep})),
+    ?assertEqual(1, Frames(#{recursion => fold})),
+    ?assertMatch({error, {bad_option, {recursion, deep, <<"recursion => fold | keep", _/binary>>}}},
+                 ferrotrace:export(S, {html, #{recursion => deep}})),
+    %% The folded text itself: b;b;b is b, paths made alike are added up.
+    ?assertEqual({<<"a;b;c 7\na;c 1\n">>, 3},
+                 ferrotrace_html:fold_recursion(<<"a;b;b;c 3\na;b;b;b;c 4\na;c 1\n">>)),
+    ?assertEqual({<<"a;b 1\n">>, 0}, ferrotrace_html:fold_recursion(<<"a;b 1\n">>)),
+    ok.
 
 %% A call entry's total as measured: `raw''s in a compensated session (see `compensate').
 raw_total(#{raw := #{total := Raw}}) -> Raw;

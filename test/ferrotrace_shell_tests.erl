@@ -6,7 +6,7 @@
 %% Not eunit.hrl: its generated test/0 has no spec (warn_missing_spec, warnings_as_errors).
 -include_lib("stdlib/include/assert.hrl").
 
--export([function_forms_test/0, released_session_test/0, explain_test/0, report_loops_line_test/0,
+-export([function_forms_test/0, released_session_test/0, explain_test/0, report_names_never_alike_test/0, report_latest_with_options_test/0, report_loops_line_test/0,
          report_trees_line_test/0,
          report_one_unit_test/0, report_table_first_test/0,
          spec_forms_test_/0, spec_errors_test_/0, compiled_fun_test/0, shell_fun_test_/0,
@@ -610,6 +610,52 @@ released_session_test() ->
     ?assertEqual({error, {no_such_session, 12345}}, ferrotrace:summary(12345)),
     ok.
 
+%% `report(Options)': the report of this shell's latest session with those options (the
+%% form for a lost id), not a bad session; outside a shell, no session to report.
+-spec report_latest_with_options_test() -> ok.
+report_latest_with_options_test() ->
+    {Answer, Text} =
+        as_shell_evaluator(fun() ->
+                                   ft_ct:capture(fun() ->
+                                                         {ok, S} = ferrotrace:calls({ft_test_target, f, 1}, #{duration => 5000}),
+                                                         _ = [ft_test_target:f(I) || I <- lists:seq(1, 50)],
+                                                         ok = ferrotrace:stop(S),
+                                                         R = ferrotrace:report(#{histograms => 0, width => 100}),
+                                                         ok = ferrotrace:release(S),
+                                                         R
+                                                 end)
+                           end),
+    ?assertEqual(ok, Answer),
+    ?assertNotEqual(nomatch, string:find(Text, "ft_test_target:f/1")),
+    ?assertEqual(nomatch, string:find(Text, "latency\n")),
+    ?assertMatch({error, {no_session, _}}, ferrotrace:report([{histograms, 0}])),
+    ok.
+
+%% Names of modules that share a prefix: cut to a narrow width, no two rows read alike
+%% (the usual cut gave `rabbit_c..:handle_cast/2' twice); with no width asked and no
+%% terminal (EUnit's output is none), every name whole.
+-spec report_names_never_alike_test() -> ok.
+report_names_never_alike_test() ->
+    Calls = [call({rabbit_channel, handle_cast, 2}, 10, 0, 3000),
+             call({rabbit_connection, handle_cast, 2}, 9, 0, 2000),
+             call({rabbit_channel, handle_call, 3}, 8, 0, 1000)],
+    Summary = (summary())#{calls => Calls, loops => []},
+    Names = fun(Options) ->
+                    Text = flat(ferrotrace_report:format(Summary, fun histogram/1, Options#{histograms => 0})),
+                    [hd(string:lexemes(L, " ")) || L <- lines(Text), string:prefix(L, "rabbit_") =/= nomatch]
+            end,
+    Cut = Names(#{width => 40}),
+    ?assertEqual(3, length(Cut), Cut),
+    ?assertEqual(3, length(lists:usort(Cut)), Cut),
+    ?assert(lists:all(fun(N) -> string:find(N, "..") =/= nomatch end, Cut), Cut),
+    ?assertEqual(none, ferrotrace_options:terminal_width()),
+    ?assertEqual(["rabbit_channel:handle_cast/2", "rabbit_connection:handle_cast/2", "rabbit_channel:handle_call/3"],
+                 Names(#{})),
+    ?assertEqual(["rabbit_ch..handle_cast/2", "rabbit_co..handle_cast/2", "rabbit_c..:handle_call/3"],
+                 ferrotrace_text:shorten_all(["rabbit_channel:handle_cast/2", "rabbit_connection:handle_cast/2",
+                                              "rabbit_channel:handle_call/3"], 24)),
+    ok.
+
 -spec explain_test() -> ok.
 explain_test() ->
     %% Outside a shell (here: an EUnit process whose group leader is not a shell's) the
@@ -622,6 +668,16 @@ explain_test() ->
     ?assertMatch(["bad option: {duration,infinity,...}", "  a finite duration" ++ _],
                  Lines(ferrotrace:calls({lists, seq, 2}, #{duration => infinity}))),
     ?assertEqual(["x"], Lines(x)),
+    %% An OTP 25 refusal of processes another session holds, in words.
+    Pid = list_to_pid("<0.80.0>"),
+    Held = {already_traced, [new, Pid], {ferrotrace, 42, mine}, <<"ferrotrace:stop(mine) ends it, or add(mine, Spec) to it">>},
+    ?assertEqual(["already traced: new processes, <0.80.0> traced by ferrotrace session mine (id 42)",
+                  "  ferrotrace:stop(mine) ends it, or add(mine, Spec) to it"],
+                 Lines({'EXIT', {{badmatch, {error, Held}}, []}})),
+    ?assertEqual(["already traced: <0.80.0> traced by another tracer, <0.80.0>",
+                  "  stop the other tracer (dbg:stop()), or trace other processes: pids => [Pid]"],
+                 Lines({error, {already_traced, [Pid], {tracer, Pid},
+                                <<"stop the other tracer (dbg:stop()), or trace other processes: pids => [Pid]">>}})),
     %% v(-1) in the shell after `{ok, S} = ...' met a refusal.
     ?assertEqual(["no such session: 12345"],
                  Lines({'EXIT', {{badmatch, {error, {no_such_session, 12345}}}, []}})),

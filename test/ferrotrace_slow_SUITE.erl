@@ -225,8 +225,13 @@ recorder(_Config) ->
     Returns = [L || L <- Lines, string:find(L, "-->") =/= nomatch],
     ?assertEqual(3, length(Returns)),
     [?assertMatch({match, _}, re:run(L, Call ++ " --> return \\(.+\\)$"), L) || L <- Returns],
-    %% Off by default: a clear error.
-    {ok, S2} = ferrotrace:calls(?FAST, #{duration => ?LONG}),
+    %% calls/2 keeps the last 200 by default (for the html page); `recent => 0' is off, a
+    %% clear error.
+    {ok, S1} = ferrotrace:calls(?FAST, #{duration => ?LONG}),
+    _ = [ft_slow_target:fast(I) || I <- lists:seq(1, 150)],
+    ok = ferrotrace:stop(S1),
+    ok = ft_ct:poll(fun() -> length(ferrotrace:recent(S1)) =:= 200 end, 5000),
+    {ok, S2} = ferrotrace:calls(?FAST, #{duration => ?LONG, recent => 0}),
     ?assertMatch({error, {no_recorder, _}}, ferrotrace:recent(S2)),
     ?assertMatch({error, {bad_option, {recent, -1, _}}}, ferrotrace:calls(?FAST, #{recent => -1})),
     ok.

@@ -12,6 +12,9 @@
                 | {ports, run_slice}.
 -export_type([kind/0, series/0]).
 
+%% What to call a process, for the captures' lines too (ferrotrace_capture).
+-export([name/1]).
+
 -define(KINDS, [messages, procs, gc, scheduling, ports]).
 
 %% @doc Checks a list of kinds (or one kind): `{ok, Kinds}' (deduplicated) or `{error, {bad_kinds, ...}}'.

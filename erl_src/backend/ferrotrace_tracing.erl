@@ -85,7 +85,7 @@ start_trace_session(Id, Patterns, Targets, Extra, Held) ->
     case ferrotrace_backend:set(Backend, Patterns) of
         0 when Patterns =/= [] ->
             stop(Id, Backend),
-            {error, {no_matching_functions, [maps:get(mfa, P) || P <- Patterns]}};
+            {error, {no_matching_functions, [maps:get(mfa, P) || P <- Patterns], <<"no loaded function matches these patterns">>}};
         _ ->
             {HeldSaved, _, HoldingMs} = hold(Id, Backend, Held),
             flagged(Id, Backend, Targets, Extra, HeldSaved, HoldingMs)
@@ -102,7 +102,7 @@ start_legacy(Id, Patterns, Targets, Extra, Held) ->
             case ferrotrace_registry:set_patterns(Id, Patterns) of
                 {ok, 0} when Patterns =/= [] ->
                     ok = ferrotrace_registry:remove_patterns(Id),
-                    {error, {no_matching_functions, Specs}};
+                    {error, {no_matching_functions, Specs, <<"no loaded function matches these patterns">>}};
                 {ok, _} ->
                     {HeldSaved, _, HoldingMs} = hold(Id, legacy, Held),
                     flagged(Id, legacy, Targets, Extra, HeldSaved, HoldingMs);

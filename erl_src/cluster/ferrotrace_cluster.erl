@@ -217,14 +217,14 @@ export(Cluster, chrome_trace, _Options) ->
         {error, _} = Error ->
             Error
     end;
-export(Cluster, html, _Options) ->
+export(Cluster, html, Options) ->
     %% The merged figures as the other exports read them, and each node's view of its part.
     case {gather(Cluster), replies(Cluster, ferrotrace_html, view, fun(Id) -> [Id] end)} of
         {{error, _} = Error, _} -> Error;
         {_, {error, _} = Error} -> Error;
         {{Info, Figures}, {ok, Views}} ->
             ferrotrace_html:cluster(ferrotrace_cluster_merge:summary(Info, Figures),
-                                    fun(MFA) -> ferrotrace_cluster_merge:histogram(Figures, MFA) end, Views)
+                                    fun(MFA) -> ferrotrace_cluster_merge:histogram(Figures, MFA) end, Views, Options)
     end;
 export(Cluster, collapsed, Options) ->
     case replies(Cluster, ferrotrace_export, local, fun(Id) -> [Id, collapsed, Options] end) of

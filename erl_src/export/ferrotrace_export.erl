@@ -55,12 +55,15 @@ check_options(collapsed, [{weight, W} | Rest], Acc) when W =:= inclusive; W =:= 
     check_options(collapsed, Rest, Acc#{weight => W});
 check_options(collapsed, [{weight, W} | _], _) ->
     {error, {bad_option, {weight, W, <<"inclusive or exclusive">>}}};
+check_options(html, [{recursion, R} | Rest], Acc) when R =:= fold; R =:= keep ->
+    check_options(html, Rest, Acc#{recursion => R});
 check_options(hdr_log, [{interval, Ms} | Rest], Acc) when is_integer(Ms), Ms > 0 ->
     check_options(hdr_log, Rest, Acc#{interval => Ms});
 check_options(Format, [{Key, Value} | _], _) ->
     {error, {bad_option, {Key, Value, accepted(Format)}}}.
 
 accepted(collapsed) -> <<"weight => inclusive | exclusive">>;
+accepted(html) -> <<"recursion => fold | keep (the flame graph's direct recursion; default fold)">>;
 accepted(hdr_log) -> <<"interval => Ms (a session started with intervals => P; Ms a multiple of P)">>;
 accepted(_) -> <<"no options">>.
 
@@ -90,8 +93,8 @@ local(Id, chrome_trace, _Options) ->
         {error, _} = Error -> Error;
         Events -> chrome_trace([{node(), Events}])
     end;
-local(Id, html, _Options) ->
-    ferrotrace_html:local(Id);
+local(Id, html, Options) ->
+    ferrotrace_html:local(Id, Options);
 local(Id, collapsed, #{weight := Weight}) ->
     case ferrotrace_tracer:session_collapsed(Id, Weight) of
         {ok, Paths, _Info} -> {ok, folded(Paths)};

@@ -7,7 +7,8 @@
 %%% (power-of-two buckets, log scale), its p50, p90 and p99 over time (a session with
 %%% `intervals'), its slowest calls with their arguments; the flight recorder's last events;
 %%% a flame graph of the call paths kept (own time; drawn by the `inferno' crate, it zooms
-%%% on a click); with `trees', the slowest kept call tree of each root function
+%%% on a click; direct recursion folded into one frame, see {@link fold_recursion/1}, unless
+%%% `{html, #{recursion => keep}}'); with `trees', the slowest kept call tree of each root function
 %%% (`ferrotrace_trees:text/2'); the process activity (`also' or `processes/2'). A cluster session's page
 %%% has a view per node and a merged one.
 %%%
@@ -17,7 +18,7 @@
 %%% cluster's coordinator reads each node's view in one call.
 -module(ferrotrace_html).
 
--export([local/1, view/1, cluster/3]).
+-export([local/1, local/2, view/1, cluster/3, cluster/4, fold_recursion/1]).
 
 %% The report's width for the header's lines.
 -define(WIDTH, 120).
@@ -34,11 +35,18 @@
 -type view() :: #{atom() => term()}.
 -export_type([view/0]).
 
-%% @doc The page of local session `Id'.
+%% @doc The page of local session `Id', with the default options.
 -spec local(ferrotrace_tracer:session_id()) -> {ok, binary()} | {error, term()}.
 local(Id) ->
+    local(Id, #{}).
+
+%% @doc The page of local session `Id'. `Options' (checked by `ferrotrace_export:check/2'):
+%% `recursion => fold' (default: a function that calls itself is one frame of the flame
+%% graph) or `keep' (a frame per level).
+-spec local(ferrotrace_tracer:session_id(), map()) -> {ok, binary()} | {error, term()}.
+local(Id, Options) ->
     case view(Id) of
-        {ok, View} -> page(atom_to_binary(node()), [render(atom_to_binary(node()), View, fun(S) -> series(View, S) end)]);
+        {ok, View} -> page(atom_to_binary(node()), [render(atom_to_binary(node()), View, fun(S) -> series(View, S) end, Options)]);
         {error, _} = Error -> Error
     end.
 
@@ -72,7 +80,13 @@ view(Id) ->
 %% node's reply to {@link view/1} (`{Node, {ok, View}}'; a node that failed is named).
 -spec cluster(ferrotrace:summary(), fun((mfa()) -> [ferrotrace:bucket()] | {error, term()}),
               [{node(), term()}]) -> {ok, binary()} | {error, term()}.
-cluster(Summary = #{calls := Calls}, Histogram, Replies) ->
+cluster(Summary, Histogram, Replies) ->
+    cluster(Summary, Histogram, Replies, #{}).
+
+%% @doc {@link cluster/3} with the page's `Options' (as {@link local/2}'s).
+-spec cluster(ferrotrace:summary(), fun((mfa()) -> [ferrotrace:bucket()] | {error, term()}),
+              [{node(), term()}], map()) -> {ok, binary()} | {error, term()}.
+cluster(Summary = #{calls := Calls}, Histogram, Replies, Options) ->
     Views = [{Node, V} || {Node, {ok, V}} <- Replies],
     Failed = [{Node, R} || {Node, R} <- Replies, not is_tuple(R) orelse element(1, R) =/= ok],
     %% Each function's slowest calls of every node, slowest first (the merged summary has none).
@@ -93,8 +107,8 @@ cluster(Summary = #{calls := Calls}, Histogram, Replies) ->
                          end,
                folded => ferrotrace_cluster_merge:folded([F || {_, #{folded := F}} <- Views])},
     Title = iolist_to_binary(["cluster of ", lists:join(", ", [atom_to_list(N) || {N, _} <- Replies])]),
-    page(Title, [render(<<"merged">>, Merged, fun(S) -> series(Merged, S) end)
-                 | [render(atom_to_binary(Node), V, fun(S) -> series(V, S) end) || {Node, V} <- Views]]).
+    page(Title, [render(<<"merged">>, Merged, fun(S) -> series(Merged, S) end, Options)
+                 | [render(atom_to_binary(Node), V, fun(S) -> series(V, S) end, Options) || {Node, V} <- Views]]).
 
 %% The nodes' process activity series added, bucket by bucket (power-of-two buckets: the
 %% same bounds on every node).
@@ -156,11 +170,12 @@ percentiles_over_time({_Start, _Ms, Intervals}) ->
 %%--------------------------------------------------------------------------------------
 %% A view as the page's data (JSON: maps, lists, numbers, binaries).
 
-render(Name, View = #{summary := Summary, buckets := Buckets}, SeriesFun) ->
+render(Name, View = #{summary := Summary, buckets := Buckets}, SeriesFun, Options) ->
     #{calls := Calls} = Summary,
     Times = percentiles_over_time(maps:get(intervals, View)),
     Header = iolist_to_binary(ferrotrace_report:header(Summary, ?WIDTH)),
-    {Flame, FlameNote} = flame(Name, maps:get(folded, View), maps:get(stacks, Summary, #{})),
+    {Flame, FlameNote} = flame(Name, maps:get(folded, View), maps:get(stacks, Summary, #{}),
+                               maps:get(recursion, Options, fold)),
     #{name => Name,
       facts => facts(View),
       header => Header,
@@ -220,11 +235,12 @@ function(C = #{mfa := MFA}, Buckets, Times) ->
 slow(#{duration := D, started_at := At, pid := Pid} = S) ->
     Args = case S of
                #{args := A} when is_list(A) -> cut(lists:join(", ", [printed(X) || X <- A]));
-               _ -> <<"(not copied: args => true)">>
+               _ -> null   % not copied (args => true): the page leaves the columns out
            end,
     Result = case maps:get(result, S, undefined) of
                  {return, V} -> [<<"return ">>, term_text(V)];
                  {exception, Class, Reason} -> [<<"exception ">>, term_text(Class), $:, term_text(Reason)];
+                 undefined -> <<"-">>;
                  Other -> text(Other)
              end,
     #{duration => D, at => list_to_binary(ferrotrace_slow:format_time(At)),
@@ -261,17 +277,56 @@ series_unit(size_words) -> <<"words">>;
 series_unit(_) -> <<"ns">>.
 
 %% The flame graph's SVG (inferno), or null and why not.
-flame(_Name, <<>>, _Stacks) ->
+flame(_Name, <<>>, _Stacks, _Recursion) ->
     {null, <<"no call path kept: a call path is a traced call that returned">>};
-flame(Name, Folded, Stacks) ->
+flame(Name, Folded0, Stacks, Recursion) ->
     Title = iolist_to_binary(["own time by call path, ", Name]),
-    Note = iolist_to_binary(io_lib:format("~b paths kept; ~b returned calls past the path bounds not drawn",
+    {Folded, Levels} = case Recursion of
+                           keep -> {Folded0, 0};
+                           fold -> fold_recursion(Folded0)
+                       end,
+    Folding = case Levels of
+                  0 -> "";
+                  _ -> io_lib:format("; direct recursion folded (~b frames), {html, #{recursion => keep}} draws them", [Levels])
+              end,
+    Note = iolist_to_binary(io_lib:format("~b paths kept; ~b returned calls past the path bounds not drawn~ts",
                                           [maps:get(paths, Stacks, 0),
-                                           maps:get(overflow, Stacks, 0) + maps:get(too_deep, Stacks, 0)])),
+                                           maps:get(overflow, Stacks, 0) + maps:get(too_deep, Stacks, 0), Folding])),
     case ferrotrace_tracer:flamegraph_svg(Folded, Title) of
         {ok, Svg} -> {Svg, Note};
         {error, Reason} -> {null, text(Reason)}
     end.
+
+%% @doc Folded call paths (`a;b;b;c Ns' lines) with direct recursion folded: a frame that
+%% repeats the one below it (a function calling itself, `b;b') is dropped, its own time
+%% kept in the one frame, and paths that become alike added up. Answers the folded text
+%% (its lines sorted) and the number of frames dropped over all lines (0: nothing folded,
+%% the text as it was).
+-spec fold_recursion(binary()) -> {binary(), non_neg_integer()}.
+fold_recursion(Folded) ->
+    Lines = binary:split(Folded, <<"\n">>, [global, trim_all]),
+    {Paths, Dropped} =
+        lists:foldl(fun(Line, {Acc, D}) ->
+                            case string:split(Line, <<" ">>, trailing) of
+                                [Path, N] ->
+                                    Frames = binary:split(Path, <<";">>, [global]),
+                                    Kept = dedup(Frames),
+                                    Ns = binary_to_integer(N),
+                                    {maps:update_with(Kept, fun(C) -> C + Ns end, Ns, Acc),
+                                     D + length(Frames) - length(Kept)};
+                                _ ->
+                                    {Acc, D}
+                            end
+                    end, {#{}, 0}, Lines),
+    case Dropped of
+        0 -> {Folded, 0};
+        _ -> {iolist_to_binary([[lists:join($;, F), $\s, integer_to_binary(N), $\n] || {F, N} <- lists:sort(maps:to_list(Paths))]),
+              Dropped}
+    end.
+
+dedup([A, A | Rest]) -> dedup([A | Rest]);
+dedup([A | Rest]) -> [A | dedup(Rest)];
+dedup([]) -> [].
 
 %%--------------------------------------------------------------------------------------
 %% Text and the page

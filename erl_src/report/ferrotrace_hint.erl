@@ -6,7 +6,7 @@
 %%% module.
 -module(ferrotrace_hint).
 
--export([hinted/3, keys/3, brief/1, to_map/1]).
+-export([hinted/3, keys/3, brief/1, nearest/2, to_map/1]).
 
 %% Keys longer than this get no hint (characters).
 -define(HINT_MAX_KEY, 64).
@@ -21,7 +21,7 @@
 %% needs.
 -spec hinted(term(), [atom()], unicode:chardata()) -> binary().
 hinted(Key, Names, Accepted) ->
-    case short_list(Names, ?HINT_MAX_NAMES, fun erlang:is_atom/1) andalso nearest(Key, Names) of
+    case short_list(Names, ?HINT_MAX_NAMES, fun erlang:is_atom/1) andalso nearest_atom(Key, Names) of
         Name when is_atom(Name), Name =/= false, Name =/= none ->
             iolist_to_binary(["did you mean ", atom_to_list(Name), "? ", Accepted]);
         _ ->
@@ -77,25 +77,50 @@ first_unknown({Key, _Value, Next}, Known) ->
 %% name's, and a key is whatever the caller passed (a 1 MB binary took 10 s here). Longer
 %% keys, lists that are not flat strings (improper, deep, not characters) and other terms
 %% are answered without one.
-nearest(Key, Names) when is_atom(Key) ->
-    nearest_short(atom_to_list(Key), Names);
-nearest(Key, Names) when is_binary(Key), byte_size(Key) =< ?HINT_MAX_KEY ->
-    nearest_short(binary_to_list(Key), Names);
-nearest(Key, Names) when is_list(Key) ->
-    case short_list(Key, ?HINT_MAX_KEY, fun(C) -> is_integer(C) andalso C >= 0 end) of
-        true -> nearest_short(Key, Names);
-        false -> none
-    end;
-nearest(_Key, _Names) ->
-    none.
+nearest_atom(Key, Names) ->
+    case key_text(Key) of
+        Text when is_list(Text) -> nearest_short(Text, Names);
+        _ -> none
+    end.
 
 nearest_short(Key, _Names) when length(Key) > ?HINT_MAX_KEY ->
     none;
 nearest_short(Key, Names) ->
-    case lists:sort([{distance(Key, atom_to_list(N)), N} || N <- Names]) of
-        [{D, Name} | _] when D =< 2 -> Name;
-        _ -> part_of(Key, Names)
+    case closest(Key, [{atom_to_list(N), N} || N <- Names]) of
+        none -> part_of(Key, Names);
+        Name -> Name
     end.
+
+%% The name of `{Text, Name}' pairs whose text is at most two edits from `Key', the nearest
+%% (the first in order of text among equals), or `none'. Texts whose length differs from the
+%% key's by more than two are passed over unmeasured: their distance cannot be smaller.
+closest(Key, Named) ->
+    Length = length(Key),
+    case lists:sort([{distance(Key, Text), Text, Name} || {Text, Name} <- Named,
+                                                          abs(length(Text) - Length) =< 2]) of
+        [{D, _, Name} | _] when D =< 2 -> Name;
+        _ -> none
+    end.
+
+%% @doc The text of `Names' nearest to `Key' (an atom, or a string or binary of at most 64
+%% characters) when `Key' looks like a typo of it (at most two edits), else `none': the
+%% "did you mean" of names drawn from a node (its modules, a module's functions as
+%% `"f/2"'), any number of them; only those of a length near the key's are measured.
+-spec nearest(term(), [string()]) -> string() | none.
+nearest(Key, Names) ->
+    case key_text(Key) of
+        Text when is_list(Text), length(Text) =< ?HINT_MAX_KEY -> closest(Text, [{N, N} || N <- Names, is_list(N)]);
+        _ -> none
+    end.
+
+key_text(Key) when is_atom(Key) -> atom_to_list(Key);
+key_text(Key) when is_binary(Key), byte_size(Key) =< ?HINT_MAX_KEY -> binary_to_list(Key);
+key_text(Key) when is_list(Key) ->
+    case short_list(Key, ?HINT_MAX_KEY, fun(C) -> is_integer(C) andalso C >= 0 end) of
+        true -> Key;
+        false -> none
+    end;
+key_text(_Key) -> none.
 
 %% A key that is a name and more after an underscore (`trees_keep' for `trees', whose
 %% `keep' is set inside it): that name, the longest if several.

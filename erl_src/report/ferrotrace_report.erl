@@ -14,7 +14,7 @@
 -module(ferrotrace_report).
 
 -export([compose/2, format/2, format/3, check_options/2, help/0]).
--export([sort/2, rows/5]).  % the table, for the live view (ferrotrace_watch)
+-export([sort/2, rows/5, rows/6]).  % the table, for the live view (ferrotrace_watch)
 
 -define(TOP_HISTOGRAMS, 3).
 %% The loops line names this many loops (report option `loops => all | N').
@@ -54,7 +54,7 @@ compose(#{summary := Summary, histogram := Histogram, activity := Activity,
             end,
     case check_options(maybe_without(by_node, Given)) of
         {ok, Options = #{width := Width}} ->
-            [render(Summary, Histogram, Options),
+            [render(Summary, Histogram, Options#{names => names(Given)}),
              nodes_down(Summary),
              [by_node_table(Summary, Width) || is_map(Given), maps:get(by_node, Given, false) =:= true],
              [activity(Label, Figures, Series, Width) || {Label, Figures, Series} <- Activity],
@@ -83,7 +83,7 @@ activity(Node, Figures, Series, Width) ->
 -spec format(ferrotrace:summary(), fun((mfa()) -> [ferrotrace:bucket()] | {error, term()})) -> iolist().
 format(Summary, Histogram) ->
     {ok, Options} = check_options(#{}),
-    render(Summary, Histogram, Options).
+    render(Summary, Histogram, Options#{names => names(#{})}).
 
 %% @doc The report for `Summary' with `Options' (a map or a proplist):
 %% <ul>
@@ -103,8 +103,20 @@ format(Summary, Histogram) ->
              options() | [{atom(), term()}]) -> iolist() | {error, term()}.
 format(Summary, Histogram, Options0) ->
     case check_options(Options0) of
-        {ok, Options} -> render(Summary, Histogram, Options);
+        {ok, Options} -> render(Summary, Histogram, Options#{names => names(Options0)});
         {error, _} = Error -> Error
+    end.
+
+%% Whole names where no width was asked for and the output is not a terminal: nothing cuts
+%% the lines there. Else names fit the width.
+names(Options0) ->
+    Given = case ferrotrace_options:to_map(Options0) of
+                {ok, Map} -> maps:is_key(width, Map);
+                _ -> true
+            end,
+    case Given orelse ferrotrace_options:terminal_width() =/= none of
+        true -> fit;
+        false -> whole
     end.
 
 %% Checks report options and fills in the defaults (see ferrotrace_options:check/2).
@@ -150,7 +162,7 @@ render(Summary = #{calls := Calls0}, Histogram,
             end,
     {First, Notes} = header(Summary, maps:get(loops, Options, ?LOOPS_NAMED), Width),
     [First, "\n",
-     table(Shown, Sort, Width, Calls0 =:= []),
+     table(Shown, Sort, {Width, maps:get(names, Options, fit)}, Calls0 =:= []),
      left_out(length(Calls0), length(Matching), length(Shown), Filter, Width),
      ferrotrace_report_notes:tracing_shares(Shown, maps:get(calibration, Summary, undefined), Width),
      "\n", Notes, ferrotrace_trees:report_lines(Summary, Width),
@@ -214,8 +226,8 @@ table(_Shown, _Sort, _Width, true) ->
     "no traced calls yet\n";
 table([], _Sort, _Width, false) ->
     "no function matches\n";
-table(Calls, Sort, Width, false) ->
-    [[Line, "\n"] || Line <- rows(Calls, ?COLUMNS, ?DROP_ORDER, Sort, Width)].
+table(Calls, Sort, {Width, Names}, false) ->
+    [[Line, "\n"] || Line <- rows(Calls, ?COLUMNS, ?DROP_ORDER, Sort, Width, Names)].
 
 %% @doc The lines of a table of `Calls' (no newlines): a header, then a row per call with
 %% its function's name and a cell per column of `Columns' (`{Header, Key, count | time}');
@@ -224,19 +236,30 @@ table(Calls, Sort, Width, false) ->
 -spec rows([map()], [{string(), atom(), count | time}], [atom()], atom(), pos_integer()) ->
           [iolist()].
 rows(Calls, Columns0, Drop, Sort, Width) ->
+    rows(Calls, Columns0, Drop, Sort, Width, fit).
+
+%% @doc As {@link rows/5}; with `whole', names are never shortened (the output is not a
+%% terminal: a line may be wider than `Width'), with `fit' they are shortened so that no
+%% two rows read alike (ferrotrace_text:shorten_all/2).
+-spec rows([map()], [{string(), atom(), count | time}], [atom()], atom(), pos_integer(), fit | whole) ->
+          [iolist()].
+rows(Calls, Columns0, Drop, Sort, Width, Fit) ->
     Latency = lists:max([0 | [V || {_, Key, time} <- Columns0, Key =/= total, V <- times(Key, Calls), is_integer(V)]]),
     Cells0 = [column(Header, Key, Kind, Calls, Latency) || {Header, Key, Kind} <- Columns0],
     Names = [unicode:characters_to_list(ferrotrace_names:mfa(MFA)) || #{mfa := MFA} <- Calls],
     NameWidth = lists:max([length("FUNCTION") | [string:length(N) || N <- Names]]),
     Columns = fit(Cells0, Drop, Sort, NameWidth, Width),
     Numbers = lists:sum([W + ?GAP || {_, _, W, _} <- Columns]),
-    NameCol = max(min(NameWidth, Width - Numbers), length("FUNCTION")),
+    NameCol = case Fit of
+                  whole -> NameWidth;
+                  fit -> max(min(NameWidth, Width - Numbers), length("FUNCTION"))
+              end,
     Gap = lists:duplicate(?GAP, $\s),
     HeaderLine = [string:pad("FUNCTION", NameCol),
                   [[Gap, string:pad(H, W, leading)] || {_, H, W, _} <- Columns]],
-    Rows = [[string:pad(ferrotrace_text:shorten(Name, NameCol), NameCol),
+    Rows = [[string:pad(Name, NameCol),
              [[Gap, string:pad(lists:nth(I, Cells), W, leading)] || {_, _, W, Cells} <- Columns]]
-            || {I, Name} <- lists:zip(lists:seq(1, length(Names)), Names)],
+            || {I, Name} <- lists:zip(lists:seq(1, length(Names)), ferrotrace_text:shorten_all(Names, NameCol))],
     [HeaderLine | Rows].
 
 %% {Key, HeaderText, Width, Cells}: the latency columns in one unit, chosen from the largest

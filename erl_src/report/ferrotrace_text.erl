@@ -5,7 +5,7 @@
 %%% keys, the recorder, process events) can use it without calling back into another.
 -module(ferrotrace_text).
 
--export([cut/2, wrap/3, wrap/4, shorten/2, format_ns/1, table/4, explain/1]).
+-export([cut/2, wrap/3, wrap/4, shorten/2, shorten_all/2, format_ns/1, table/4, explain/1]).
 
 %% @doc The lines of `ferrotrace:explain/1' for an error (`{error, Reason}', a `Reason', or
 %% the shell's `v(-1)' after a match on a refusal failed, `{'EXIT', {{badmatch, Error}, _}}'):
@@ -20,6 +20,20 @@ explain({badmatch, Answer}) ->
     explain(Answer);
 explain({error, Reason}) ->
     explain(Reason);
+explain({already_traced, Pids, Holder, How}) when is_list(Pids), is_binary(How) ->
+    %% Who holds which processes, in words (the term read as a list of pids and a tuple).
+    Processes = [case P of
+                     new -> "new processes";
+                     _ -> io_lib:format("~0tp", [P])
+                 end || P <- Pids],
+    By = case Holder of
+             {ferrotrace, Id, Name} -> io_lib:format("ferrotrace session ~tp (id ~0tp)", [Name, Id]);
+             {ferrotrace, Id} -> io_lib:format("ferrotrace session ~0tp", [Id]);
+             {tracer, Tracer} -> io_lib:format("another tracer, ~0tP", [Tracer, 8]);
+             Other -> show(Other)
+         end,
+    [unicode:characters_to_list(["already traced: ", lists:join(", ", Processes), " traced by ", By]),
+     "  " ++ unicode:characters_to_list(How)];
 explain(Reason) ->
     {Term, Texts} = texts(Reason, 0, []),
     First = case Term of
@@ -117,10 +131,15 @@ table(Indent, Rows0, Aligns, Width) ->
     Widths0 = [lists:max([string:length(C) || C <- Column]) || Column <- transpose(Rows)],
     Over = string:length(Indent) + lists:sum(Widths0) + length(Widths0) - 1 - Width,
     Widths = narrow(lists:zip(Widths0, Aligns), Over),
+    %% Each name column's cells shortened together, so that no two read alike.
+    Columns = [case A of
+                   name -> shorten_all(Column, W);
+                   _ -> Column
+               end || {Column, W, A} <- lists:zip3(transpose(Rows), Widths, Aligns)],
     [cut(string:trim([Indent | lists:join(" ", [cell(C, W, A) || {C, W, A} <- lists:zip3(Row, Widths, Aligns)])],
                      trailing),
          Width)
-     || Row <- Rows].
+     || Row <- transpose(Columns)].
 
 %% The widths with `Over' columns taken from the name columns, the widest first, none
 %% below ?MIN_NAME.
@@ -137,7 +156,7 @@ narrow(Columns, Over) when Over > 0 ->
 narrow(Columns, _Over) ->
     [W || {W, _} <- Columns].
 
-cell(Cell, Width, name) -> string:pad(shorten(Cell, Width), Width);
+cell(Cell, Width, name) -> string:pad(Cell, Width);
 cell(Cell, Width, left) -> string:pad(Cell, Width);
 cell(Cell, Width, right) -> string:pad(Cell, Width, leading).
 
@@ -170,6 +189,48 @@ shorten(Name, Width) ->
             Tail = min(Width - 5, max(string:length(Function), (Width - 2) div 2)),
             Head = Width - 2 - Tail,
             string:slice(Name, 0, Head) ++ ".." ++ string:slice(Name, Length - Tail)
+    end.
+
+%% @doc `Names' each shortened to `Width' as {@link shorten/2} does, except that two
+%% different names never read alike: where the usual cut makes several alike
+%% (`rabbit_c..:handle_cast/2' for `rabbit_channel' and `rabbit_connection'), each of them
+%% is cut elsewhere, the first place to the right (then to the left) where it reads as no
+%% other row; a name with no such place prints whole.
+-spec shorten_all([string()], integer()) -> [string()].
+shorten_all(Names, Width) ->
+    Usual = [shorten(N, Width) || N <- Names],
+    Count = lists:foldl(fun(S, Acc) -> maps:update_with(S, fun(C) -> C + 1 end, 1, Acc) end, #{}, Usual),
+    %% The whole names count as taken too: a cut name must not read as another's whole one.
+    Taken0 = maps:from_list([{S, []} || S <- Usual ++ Names]),
+    {Shortened, _} =
+        lists:mapfoldl(fun({Name, S}, Taken) ->
+                               case maps:get(S, Count) =:= 1 orelse S =:= Name of
+                                   true -> {S, Taken};
+                                   false ->
+                                       Other = elsewhere(Name, Width, Taken),
+                                       {Other, Taken#{Other => []}}
+                               end
+                       end, Taken0, lists:zip(Names, Usual)),
+    Shortened.
+
+%% `Name' cut at the first place, right of the usual one then left of it, that reads as
+%% nothing in `Taken'; whole if none does.
+elsewhere(Name, Width, Taken) ->
+    Length = string:length(Name),
+    Usual = Width - 2 - string:length(shorten_tail(Name, Width)),
+    Heads = lists:seq(Usual + 1, Width - 3) ++ lists:seq(Usual - 1, 1, -1),
+    Cuts = [string:slice(Name, 0, Head) ++ ".." ++ string:slice(Name, Length - (Width - 2 - Head))
+            || Head <- Heads, Head >= 1, Width - 2 - Head >= 1],
+    case [C || C <- Cuts, not maps:is_key(C, Taken)] of
+        [Cut | _] -> Cut;
+        [] -> Name
+    end.
+
+%% The part of `Name' after `..' that shorten/2 keeps.
+shorten_tail(Name, Width) ->
+    case string:split(shorten(Name, Width), "..", trailing) of
+        [_, Tail] -> Tail;
+        _ -> ""
     end.
 
 %% The text after the module: after the last ':' (Erlang) or the last '.' (Elixir) that

@@ -141,7 +141,7 @@ add(Id, Backend, Old, New) ->
         {ok, 0} ->
             _ = ferrotrace_tracing:unset(Id, Backend, Set, Old),
             ok = ferrotrace_tracer:session_set_tracing(Id, specs(Old), []),
-            {error, {no_matching_functions, NewSpecs}};
+            {error, {no_matching_functions, NewSpecs, <<"no loaded function matches these patterns">>}};
         {ok, Matched} ->
             %% A `'_'' module leaves ferrotrace's own modules out (ferrotrace_tracing).
             _ = [ferrotrace_tracing:leave_out_modules(Id, Backend, Own)

@@ -10,7 +10,7 @@
 %%% the shape of those settings where the keeper takes them ({@link valid/1}).
 -module(ferrotrace_options).
 
--export([to_map/1, check/2, default_width/0]).
+-export([to_map/1, check/2, default_width/0, terminal_width/0]).
 -export([read/4, calls/2]).
 -export([valid/1]).  % for ferrotrace_keeper:start/1
 
@@ -26,7 +26,7 @@
                      threshold => non_neg_integer() | infinity,
                      max_slow_calls => pos_integer(),
                      recent => non_neg_integer(),
-                     intervals => pos_integer(),
+                     intervals => pos_integer() | none,   % none: calls/2 only
                      max_intervals => pos_integer(),
                      max_overhead => number(),
                      args => boolean(),
@@ -163,24 +163,35 @@ value(mfa, Pattern) ->
 %% 80 columns.
 -spec default_width() -> pos_integer().
 default_width() ->
+    case terminal_width() of
+        none -> ?DEFAULT_WIDTH;
+        Columns -> Columns
+    end.
+
+%% @doc The terminal's width (`io:columns()', at least 40 and at most 1000), or `none' where
+%% the output is not a terminal (a pipe, a file, an rpc's caller without one): a report
+%% then prints whole names, since no screen cuts them.
+-spec terminal_width() -> pos_integer() | none.
+terminal_width() ->
     try io:columns() of
         {ok, Columns} when is_integer(Columns), Columns >= ?MIN_WIDTH -> min(Columns, 1000);
-        _ -> ?DEFAULT_WIDTH
-    catch _:_ -> ?DEFAULT_WIDTH
+        _ -> none
+    catch _:_ -> none
     end.
 
 %%--------------------------------------------------------------------------------------
 %% What calls/2 and processes/2 trace
 
 %% @doc What `ferrotrace:calls(Spec, Options)' traces: the spec parsed (not ferrotrace's
-%% own modules) and its modules loaded, `pids', `scope', `also' and keys checked.
+%% own modules), its modules loaded and its functions there (ferrotrace_exists: a refusal
+%% hints at the nearest name), `pids', `scope', `also' and keys checked.
 %% `{ok, Tracing, Rest}' with the options left for the session, or the first error.
 -spec calls(term(), map()) -> {ok, tracing(), map()} | {error, term()}.
 calls(Spec, Options) ->
     case ferrotrace_spec:parse(Spec) of
         {ok, Parsed} ->
             Specs = [{M, F, A} || {M, F, A, _} <- Parsed],
-            case loaded(Specs) of
+            case ferrotrace_exists:check(Specs, maps:get(scope, Options, local), ferrotrace_exists:local()) of
                 ok ->
                     case [S || S = {M, _, _} <- Specs, lists:member(M, ferrotrace_traced:own_modules())] of
                         [] -> calls(Specs, Parsed, Options);
@@ -284,19 +295,6 @@ kinds(Kinds0, Pids) ->
             end;
         {error, {bad_kinds, _, Accepted}} ->
             {error, {bad_option, {also, Kinds0, Accepted}}}
-    end.
-
-%% Loads the modules a spec names: trace_pattern/3 silently matches nothing in a
-%% module that is not loaded. `{error, {no_such_module, M}}' for the first that cannot be.
--spec loaded([ferrotrace:mfa_spec()]) -> ok | {error, {no_such_module, module()}}.
-loaded([]) ->
-    ok;
-loaded([{'_', _, _} | Rest]) ->
-    loaded(Rest);
-loaded([{M, _, _} | Rest]) ->
-    case code:ensure_loaded(M) of
-        {module, M} -> loaded(Rest);
-        {error, _} -> {error, {no_such_module, M}}
     end.
 
 %%--------------------------------------------------------------------------------------

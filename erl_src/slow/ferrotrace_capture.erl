@@ -14,12 +14,13 @@
 %%% <ul>
 %%% <li>`call': the slow call, `#{mfa, pid, latency (ns), started_at (system time, us)}';</li>
 %%% <li>`process': the slow process now, `#{message_queue_len, reductions,
-%%%     current_function, memory}', or `undefined' if it is gone;</li>
+%%%     current_function, memory, name}', or `undefined' if it is gone (`name': its
+%%%     registered name, `proc_lib' label or initial call, `ferrotrace_activity:name/1');</li>
 %%% <li>`node': `#{run_queue_lengths, memory (erlang:memory/0 as a map), process_count}';</li>
 %%% <li>`top_queues': the (at most) 10 processes with the longest non-empty message queues,
-%%%     `[#{pid, message_queue_len}]', longest first;</li>
+%%%     `[#{pid, name, message_queue_len}]', longest first;</li>
 %%% <li>`top_reductions': the 10 processes with the most reductions since the previous
-%%%     capture (or since the session started, for the first), `[#{pid, reductions}]';</li>
+%%%     capture (or since the session started, for the first), `[#{pid, name, reductions}]';</li>
 %%% <li>`recent': the flight recorder's events (`recent => N'), or `undefined';</li>
 %%% <li>`tree': the tree of the root call the slow call ran in, when `trees' is on and kept it, else `undefined';</li>
 %%% <li>`at' (system time, us) and `took' (how long the capture took, us).</li>
@@ -53,8 +54,8 @@
                      node := #{run_queue_lengths := [non_neg_integer()],
                                memory := #{atom() => non_neg_integer()},
                                process_count := non_neg_integer()},
-                     top_queues := [#{pid := pid(), message_queue_len := non_neg_integer()}],
-                     top_reductions := [#{pid := pid(), reductions := non_neg_integer()}],
+                     top_queues := [#{pid := pid(), name := term(), message_queue_len := non_neg_integer()}],
+                     top_reductions := [#{pid := pid(), name := term(), reductions := non_neg_integer()}],
                      recent := [ferrotrace_recent:event()] | undefined,
                      tree := term(),
                      at := integer(), took := non_neg_integer()}.
@@ -177,33 +178,73 @@ tree(_Id, _Call) ->
     undefined.
 
 %% @doc The report's lines on captures: none for a session without captures, else a line
-%% of counts, one of refusals, and two per capture (time, call, latency; the slow
-%% process's queue, the longest queue, the run queues, what the capture took), each cut to
-%% `Width'.
+%% of counts, one of refusals, and per capture: when (local time), the call, its latency and
+%% its process (pid and name); where that process was (`current_function'), its queue,
+%% memory and reductions, the run queues, what the capture took; the longest queues and
+%% the busiest processes (reductions since the previous capture), named, at most 3 each.
+%% Each line cut to `Width'.
 -spec lines([capture()] | {error, term()}, {ok, counts() | none} | {error, term()}, pos_integer()) -> iodata().
 lines(Captures, {ok, #{seen := Seen, sent := Sent, refused_every := Every, refused_max := Max}}, Width)
   when is_list(Captures) ->
     Head = [io_lib:format("captures: ~b taken, ~b calls over slower_than", [length(Captures), Seen]),
             io_lib:format("  refused: ~b within every, ~b over max_captures", [Every, Max])],
     Pending = [io_lib:format("  ~b asked for, not taken yet", [Sent - length(Captures)]) || Sent > length(Captures)],
-    [[ferrotrace_text:cut(Line, Width), "\n"] || Line <- Head ++ Pending ++ lists:append([line(C) || C <- Captures])];
+    [[ferrotrace_text:cut(Line, Width), "\n"] || Line <- Head ++ Pending ++ lists:append([line(C, Width) || C <- Captures])];
 lines(_Captures, _Counts, _Width) ->
     [].
 
 line(#{call := #{mfa := MFA, pid := Pid, latency := Latency}, at := At, process := Process,
-       node := #{run_queue_lengths := Queues}, top_queues := Top, took := Took}) ->
+       node := #{run_queue_lengths := Queues}, top_queues := TopQueues, took := Took} = Capture, Width) ->
     Own = case Process of
-              #{message_queue_len := Q} -> io_lib:format("queue ~b", [Q]);
-              undefined -> "gone"
+              #{message_queue_len := Q} = P ->
+                  io_lib:format("    at ~ts, queue ~b, ~ts, ~b reductions",
+                                [where(maps:get(current_function, P, undefined)), Q,
+                                 bytes(maps:get(memory, P, 0)), maps:get(reductions, P, 0)]);
+              undefined ->
+                  "    gone when captured"
           end,
-    Longest = case Top of
-                  [#{pid := P, message_queue_len := L} | _] -> io_lib:format("longest queue ~b (~p)", [L, P]);
-                  [] -> "no queues"
-              end,
-    [io_lib:format("  ~ts ~ts ~p ~ts", [ferrotrace_slow:format_time(At), ferrotrace_names:mfa(MFA), Pid,
-                                         ferrotrace_text:format_ns(Latency)]),
-     io_lib:format("    ~ts, ~ts, run queues ~w, took ~ts",
-                   [Own, Longest, Queues, ferrotrace_text:format_ns(Took * 1000)])].
+    Named = case Process of
+                #{name := Name} -> Name;
+                _ -> Pid
+            end,
+    [io_lib:format("  ~ts ~ts ~ts in ~ts", [ferrotrace_slow:format_time(At), ferrotrace_names:mfa(MFA),
+                                             ferrotrace_text:format_ns(Latency), named(Pid, Named)]),
+     Own,
+     io_lib:format("    run queues ~w, the capture took ~ts", [Queues, ferrotrace_text:format_ns(Took * 1000)])]
+        ++ named_top("longest queues:", [{L, P, maps:get(name, T, P)} || T = #{pid := P, message_queue_len := L} <- TopQueues], Width)
+        ++ named_top("busiest (reductions):", [{R, P, maps:get(name, T, P)} || T = #{pid := P, reductions := R} <- maps:get(top_reductions, Capture, [])], Width).
+
+%% The processes that fit in `Width' (at least one), named: `longest queues: 500 <0.120.0>
+%% shop_inventory, 3 <0.98.0> shop_load:client/0'.
+named_top(_Title, [], _Width) ->
+    [];
+named_top(Title, [First | Rest], Width) ->
+    Entry = fun({N, P, Name}) -> io_lib:format("~b ~ts", [N, named(P, Name)]) end,
+    Line = lists:foldl(fun(E, Acc) ->
+                               Longer = [Acc, ", ", Entry(E)],
+                               case string:length(Longer) =< Width of
+                                   true -> Longer;
+                                   false -> Acc
+                               end
+                       end, ["    ", Title, " ", Entry(First)], Rest),
+    [Line].
+
+%% A pid and, when it has one, its name: `<0.120.0> shop_inventory'.
+named(Pid, Pid) -> io_lib:format("~p", [Pid]);
+named(Pid, {erlang, apply, 2}) -> io_lib:format("~p", [Pid]);   % a plain spawn of a fun: no name
+named(Pid, Name) -> io_lib:format("~p ~ts", [Pid, name_text(Name)]).
+
+name_text({M, F, A}) when is_atom(M), is_atom(F), is_integer(A) -> ferrotrace_names:mfa({M, F, A});
+name_text(Name) when is_atom(Name) -> atom_to_list(Name);
+name_text(Name) -> io_lib:format("~0tP", [Name, 8]).
+
+where({M, F, A}) when is_atom(M), is_atom(F), is_integer(A) -> ferrotrace_names:mfa({M, F, A});
+where(undefined) -> "?";
+where(Other) -> io_lib:format("~0tp", [Other]).
+
+bytes(B) when B >= 1048576 -> io_lib:format("~.1f MB", [B / 1048576]);
+bytes(B) when B >= 1024 -> io_lib:format("~.1f KB", [B / 1024]);
+bytes(B) -> io_lib:format("~b B", [B]).
 
 %%--------------------------------------------------------------------------------------
 %% The capture process
@@ -237,7 +278,7 @@ freeze(Id, Call = #{pid := Pid}, Previous) ->
     T0 = erlang:monotonic_time(microsecond),
     Process = case erlang:process_info(Pid, [message_queue_len, reductions, current_function, memory]) of
                   undefined -> undefined;
-                  Info -> maps:from_list(Info)
+                  Info -> (maps:from_list(Info))#{name => ferrotrace_activity:name(Pid)}
               end,
     Node = #{run_queue_lengths => erlang:statistics(run_queue_lengths),
              memory => maps:from_list(erlang:memory()),
@@ -248,8 +289,11 @@ freeze(Id, Call = #{pid := Pid}, Previous) ->
                  {error, _} -> undefined
              end,
     Capture = #{call => Call, process => Process, node => Node,
-                top_queues => [#{pid => P, message_queue_len => Q} || {Q, P} <- Queues, Q > 0],
-                top_reductions => [#{pid => P, reductions => R} || {R, P} <- Reductions, R > 0],
+                %% Named now: a process may be gone by the time the capture is read.
+                top_queues => [#{pid => P, name => ferrotrace_activity:name(P), message_queue_len => Q}
+                               || {Q, P} <- Queues, Q > 0],
+                top_reductions => [#{pid => P, name => ferrotrace_activity:name(P), reductions => R}
+                                   || {R, P} <- Reductions, R > 0],
                 recent => Recent, tree => tree(Id, Call),
                 at => erlang:system_time(microsecond),
                 took => erlang:monotonic_time(microsecond) - T0},
@@ -262,8 +306,12 @@ walk() ->
 
 walk(Previous) ->
     Self = self(),
+    %% ferrotrace's own processes (the session's keeper, its collector readers...) are left
+    %% out of the tops: they are not what the operator looks for.
+    Own = maps:from_keys(ferrotrace_own:pids(), own),
     {Queues, Reductions, Baseline} =
         lists:foldl(fun(P, Acc) when P =:= Self -> Acc;
+                       (P, Acc) when is_map_key(P, Own) -> Acc;
                        (P, {Qs, Rs, Base}) ->
                             case erlang:process_info(P, [message_queue_len, reductions]) of
                                 [{message_queue_len, Q}, {reductions, R}] ->

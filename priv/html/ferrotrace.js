@@ -37,13 +37,24 @@
   }
   function pre(text, cls) { return el("pre", { text: text, cls: cls || "" }); }
 
-  // A uPlot chart in `box`, as wide as the box.
-  function chart(box, kind, opts, series) {
+  // A uPlot chart in `box`, as wide as the box. `at`: the index of the point whose values
+  // the legend shows until the pointer moves over the plot (and again when it leaves):
+  // figures, not uPlot's "--" placeholders.
+  function chart(box, kind, opts, series, at) {
     var width = Math.max(320, Math.floor(box.getBoundingClientRect().width) - 8);
     opts.width = width;
     opts.height = opts.height || 220;
+    var showing = false;
+    function show(u) {
+      if (at === undefined || at === null || at < 0 || showing) return;
+      var x = u.valToPos(series[0][at], "x");
+      var y = u.valToPos(series[1][at], "y");
+      if (isFinite(x) && isFinite(y)) { showing = true; u.setCursor({ left: x, top: y }); showing = false; }
+    }
+    opts.hooks = { setCursor: [function (u) { if (u.cursor.idx === null || u.cursor.idx === undefined) show(u); }] };
     var u = new uPlot(opts, series, box);
     u.root.classList.add("plot-" + kind);
+    setTimeout(function () { show(u); }, 0);   // once drawn (uPlot draws in a microtask)
     return u;
   }
 
@@ -59,7 +70,7 @@
   // above the last (zeros included), as the text report's quantize does. `what`: the plot's
   // title and what it counts (calls; a series: wakeups, collections, messages...).
   function distribution(box, kind, buckets, unit, what) {
-    if (!buckets.length) { box.appendChild(el("p", { cls: "note", text: "no completed call" })); return; }
+    if (!buckets.length) { box.appendChild(el("p", { cls: "note empty", text: "no completed call" })); return; }
     var counts = {};
     buckets.forEach(function (b) { counts[b[0]] = b[1]; });
     var lows = [];
@@ -77,14 +88,14 @@
       series: [{ label: unit, value: function (u, v) { return v === null ? "-" : label(lows[v]) + " .. " + label(lows[v] * 2 - 1); } },
                { label: what.counted, fill: "rgba(204, 85, 0, 0.6)", stroke: "#c50", paths: uPlot.paths.bars({ size: [0.8, 60] }), points: { show: false } }],
       legend: { show: true }
-    }, [xs, ys]);
+    }, [xs, ys], ys.indexOf(Math.max.apply(null, ys)));   // the legend at the mode
     plots[kind === "activity" ? "activity" : "histogram"]++;
   }
 
   // p50, p90 and p99 per interval: [[offsetMs, p50, p90, p99]], log scale.
   function overTime(box, times, intervalMs) {
     if (!times.length) {
-      box.appendChild(el("p", { cls: "note", text: intervalMs === null
+      box.appendChild(el("p", { cls: "note empty", text: intervalMs === null
         ? "no percentiles over time: start the session with intervals => Ms"
         : "no call returned in an interval yet" }));
       return;
@@ -100,7 +111,7 @@
                { label: "p50", stroke: "#2a7", width: 2, value: function (u, v) { return ns(v); } },
                { label: "p90", stroke: "#e90", width: 2, value: function (u, v) { return ns(v); } },
                { label: "p99", stroke: "#c22", width: 2, value: function (u, v) { return ns(v); } }]
-    }, cols);
+    }, cols, times.length - 1);   // the legend at the last interval
     plots.over_time++;
   }
 
@@ -150,16 +161,20 @@
   }
 
   function slowTable(f) {
-    if (!f.slow.length) return el("p", { cls: "note", text: "no slow call kept (slowest => N keeps N per function)" });
+    if (!f.slow.length) return el("p", { cls: "note empty", text: "no slow call kept (slowest => N keeps N per function)" });
+    // Arguments and results where the session copied them (args => true), else no columns.
+    var copied = f.slow.some(function (s) { return s.args !== null; });
+    var heads = ["DURATION", "STARTED", "PROCESS"].concat(copied ? ["ARGUMENTS", "RESULT"] : []);
     return el("div", {}, [
       el("h3", { text: "slowest calls (" + f.slow.length + " of " + f.slow_kept + " kept)" }),
       el("table", { cls: "slow" }, [
-        el("thead", {}, [el("tr", {}, ["DURATION", "STARTED", "PROCESS", "ARGUMENTS", "RESULT"].map(function (h) { return el("th", { text: h }); }))]),
+        el("thead", {}, [el("tr", {}, heads.map(function (h) { return el("th", { text: h }); }))]),
         el("tbody", {}, f.slow.map(function (s) {
           return el("tr", {}, [el("td", { text: ns(s.duration), cls: "num" }), el("td", { text: s.at }),
-                               el("td", { text: s.pid }), el("td", { text: s.args, cls: "term" }),
-                               el("td", { text: s.result, cls: "term" })]);
-        }))])]);
+                               el("td", { text: s.pid })].concat(copied ? [el("td", { text: s.args === null ? "-" : s.args, cls: "term" }),
+                                                                            el("td", { text: s.result, cls: "term" })] : []));
+        }))]),
+      copied ? null : el("p", { cls: "note", text: "arguments and results: a session with args => true copies them" })]);
   }
 
   // inferno's script keeps the zoom and search in the URL (history.replaceState with
@@ -170,10 +185,11 @@
                     'try { return r.apply(history, arguments); } catch (e) { return undefined; } }; })(history.replaceState);]]><\/script>';
 
   function flame(view) {
-    if (!view.flame) return [el("p", { cls: "note", text: view.flame_note })];
+    if (!view.flame) return [el("p", { cls: "note empty", text: view.flame_note })];
     var m = /<svg[^>]*\sheight="(\d+)"/.exec(view.flame);
     var frame = el("iframe", { cls: "flame", title: "flame graph", sandbox: "allow-scripts" });
-    frame.style.height = ((m ? +m[1] : 400) + 20) + "px";
+    // A deep graph scrolls inside its frame: at most 80% of the window high.
+    frame.style.height = Math.min((m ? +m[1] : 400) + 20, Math.max(400, Math.round(window.innerHeight * 0.8))) + "px";
     var at = view.flame.indexOf("<script");
     var svg = at < 0 ? view.flame : view.flame.slice(0, at) + FLAME_GUARD + view.flame.slice(at);
     frame.src = URL.createObjectURL(new Blob([svg], { type: "image/svg+xml" }));
@@ -194,7 +210,6 @@
       distribution(hist, "histogram", f.buckets, "ns", { title: "latency", counted: "calls" });
       overTime(time, f.times, view.interval_ms);
     }
-    box.appendChild(section("Session", [facts, pre(view.header, "header")]));
     box.appendChild(section("Functions (" + view.functions.length + "; click a column to sort, a row for its plots)",
                             view.functions.length ? [functionTable(view, function (f) { details(f); detailBox.scrollIntoView(); })]
                                                   : [el("p", { cls: "note", text: "no traced function" })]));
@@ -202,10 +217,14 @@
       box.appendChild(section("Function", [detailBox]));
       details(view.functions[0]);
     }
+    // The report's header (what the session traced, its notes) folded away under its facts.
+    var lines = view.header.split("\n").filter(function (l) { return l.trim() !== ""; }).length;
+    box.appendChild(section("Session", [facts, el("details", { cls: "notes" },
+      [el("summary", { text: "the report's header and notes (" + lines + " lines)" }), pre(view.header, "header")])]));
     box.appendChild(section("Flame graph", flame(view)));
     box.appendChild(section("Flight recorder", view.recent
       ? [el("p", { cls: "note", text: "the last " + Math.min(200, view.recent.total) + " of " + view.recent.total + " events recorded" }), pre(view.recent.text)]
-      : [el("p", { cls: "note", text: "no recorder: start the session with recent => N" })]));
+      : [el("p", { cls: "note empty", text: "no recorder: start the session with recent => N" })]));
     if (view.trees) {
       box.appendChild(section("Call trees", [el("p", { cls: "note", text: "the slowest kept tree of each root function (trees => #{slower_than => Ns})" }), pre(view.trees)]));
     }
@@ -246,5 +265,13 @@
                activity: plots.activity, flame: document.querySelectorAll("iframe.flame").length,
                views: data.views.length, ms: Math.round(performance.now() - started),
                since_navigation: Math.round(performance.now()) };
-  document.body.setAttribute("data-rendered", JSON.stringify(done));
+  // Once the legends are set (after the plots' first draw): what the page drew empty (the
+  // notes of a panel with nothing to show), and legend values left as placeholders ("-",
+  // "--", nothing).
+  setTimeout(function () {
+    done.empty = Array.prototype.map.call(document.querySelectorAll(".note.empty"), function (e) { return e.textContent; });
+    done.placeholders = Array.prototype.filter.call(document.querySelectorAll(".u-legend .u-value"),
+                                                    function (e) { return /^(-+|)$/.test(e.textContent.trim()); }).length;
+    document.body.setAttribute("data-rendered", JSON.stringify(done));
+  }, 0);
 })();

@@ -6,7 +6,8 @@
 # and with `_build/bundle/ferrotrace ... --cookie-file F`:
 #   1. refusals, one line each and nothing loaded: a wrong cookie, a node that is not there,
 #      the cookie file read by another user, bundles whose meta says another architecture or
-#      a glibc symbol version the node's C library lacks;
+#      a glibc symbol version the node's C library lacks, a one-shot's mistyped function,
+#      module or term (its "did you mean" from the node; no ferrotrace module loaded there);
 #   2. one-shot `calls ... --for 2s` (its time from command to report printed), then --json,
 #      --save twice and `compare` of the two files (no node), a json export refused,
 #      then --keep (left loaded, with no client) and detach;
@@ -128,6 +129,19 @@ for v in arm newlibc; do
     ft status "$full" >"$work/out" 2>&1
     grep -q "ferrotrace is not loaded" "$work/out" || fail "$v: left something loaded: $(cat "$work/out")"
 done
+# A one-shot with a mistyped function, module or term: refused in one line with the nearest
+# name there, checked over plain rpc before anything is loaded (the node's own module list
+# says so, and no detach line was printed).
+ft_modules() { evs '[M || M <- erlang:loaded(), lists:prefix("ferrotrace", atom_to_list(M))].'; }
+for typo in 'relapp_work:handel/1|did you mean relapp_work:handle/1?' \
+            'relapp_wrok:handle/1|did you mean relapp_work?' \
+            '{relapp_work, handle, 1|not an Erlang term'; do
+    spec=${typo%%|*} expect=${typo#*|}
+    if ft calls "$full" "$spec" --for 2s >"$work/err" 2>&1; then fail "one-shot of $spec was accepted"; fi
+    one_line_refusal "one-shot of $spec" "$work/err"
+    grep -qF "$expect" "$work/err" || fail "one-shot of $spec: no '$expect' in $(cat "$work/err")"
+    [ "$(ft_modules)" = "[]" ] || fail "one-shot of $spec: loaded $(ft_modules)"
+done
 ft status "$full" >"$work/out" 2>&1
 grep -q "ferrotrace is not loaded" "$work/out" || fail "status before attaching: $(cat "$work/out")"
 
@@ -152,7 +166,7 @@ for f in before after; do
 done
 timeout 60 "$bundle" compare "$work/before.json" "$work/after.json" --collapsed "$work/diff.folded" >"$work/out" 2>&1 \
     || { cat "$work/out" >&2; fail "compare of two saved files"; }
-grep -Eq '^relapp_work:handle/1 +[0-9.]+->[0-9.]+ ' "$work/out" || { cat "$work/out" >&2; fail "compare: no row for handle/1"; }
+grep -Eq '^relapp_work:handle/1 +[0-9.]+[mun]?s->[0-9.]+[mun]?s ' "$work/out" || { cat "$work/out" >&2; fail "compare: no row for handle/1"; }
 grep -q '^relapp_work:handle/1 [0-9]* [0-9]*$' "$work/diff.folded" || { cat "$work/diff.folded" >&2; fail "compare --collapsed"; }
 say "compare before.json after.json, no node: $(grep '^relapp_work:handle/1' "$work/out")"
 if timeout 60 "$bundle" compare "$work/before.json" "$work/json" >"$work/err" 2>&1; then fail "a json export compared as a saved session"; fi

@@ -8,7 +8,9 @@ headless, and checks it (run by the export and cluster suites; about 7 to 15 s a
     (update checks, clock) carry none. A control page that loads an http image is run
     first, to show that this check sees a page's request;
   - the page's own account of what it drew (body's data-rendered, read from --dump-dom):
-    a table row per function, and the plots asked for with --expect;
+    a table row per function, and the plots asked for with --expect; with --full, no panel
+    drawn empty (no "no recorder", no "no percentiles over time"...: the page's .note.empty)
+    and no legend left with a placeholder ("-", "--") for a value;
   - a screenshot that is not blank: more than --min-colours distinct colours;
   - the flame graph zooms: a copy of the page whose flame graphs carry a probe script
     (appended to inferno's SVG) clicks a frame in each, inside the page's own sandboxed
@@ -19,7 +21,7 @@ headless, and checks it (run by the export and cluster suites; about 7 to 15 s a
     no figure last), and a second click on COUNT reverses it.
 
 Usage: browser.py FILE --rows N [--views N] [--expect histogram,over_time,flame,activity]
-       [--screenshot OUT.png]. Needs Debian's chromium (`make export-tools` installs it).
+       [--full] [--screenshot OUT.png]. Needs Debian's chromium (`make export-tools` installs it).
 Prints the render time the page measured and chromium's wall time for the screenshot.
 """
 import argparse
@@ -281,6 +283,8 @@ def main():
     ap.add_argument("--min-colours", type=int, default=64)
     ap.add_argument("--screenshot")
     ap.add_argument("--window", default="1280,900", help="the screenshot's size")
+    ap.add_argument("--full", action="store_true",
+                    help="no panel drawn empty, no legend placeholder (a default calls/2 session)")
     ap.add_argument("--no-control", action="store_true", help="skip the control page (run once already)")
     args = ap.parse_args()
     browser = chromium()
@@ -313,6 +317,9 @@ def main():
         for kind in [k for k in args.expect.split(",") if k]:
             if rendered.get(kind, 0) < 1:
                 fail("no %s plot drawn: %r" % (kind, rendered))
+        if args.full and (rendered.get("empty", ["(not counted)"]) or rendered.get("placeholders", 1)):
+            fail("panels drawn empty %r, %r legend values left as placeholders"
+                 % (rendered.get("empty"), rendered.get("placeholders")))
         zoomed, sorts = zoom_check(browser, args.file, work, rendered.get("flame", 0))
         shot = args.screenshot or os.path.join(work, "shot.png")
         _, console, requests, wall_shot = run(browser, url, work, ["--screenshot=" + shot, "--window-size=" + args.window])
@@ -322,10 +329,11 @@ def main():
         if colours <= args.min_colours:
             fail("the screenshot has %d colours, at most %d: blank?" % (colours, args.min_colours))
         size = os.path.getsize(args.file)
-        print("html ok: %d bytes, %d rows, %d views, plots %s, drawn in %d ms (its script; %d ms since navigation start), "
+        print("html ok: %d bytes, %d rows, %d views, plots %s, empty panels %r, legend placeholders %r, drawn in %d ms (its script; %d ms since navigation start), "
               "chromium %.1f s (dump) %.1f s (screenshot), screenshot %d colours, %d flame graphs zoomed on a click, %d header clicks sorted"
               % (size, rendered["rows"], rendered["views"],
                  {k: rendered.get(k) for k in ("histogram", "over_time", "activity", "flame")},
+                 rendered.get("empty"), rendered.get("placeholders"),
                  rendered["ms"], rendered.get("since_navigation", -1), wall_dom, wall_shot, colours, len(zoomed), len(sorts)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
