@@ -273,7 +273,7 @@ session(Options) ->
 %% {@link export/2}'s `{hdr_log, #{interval => Ms}}' and the html page's percentiles over
 %% time; at most `max_intervals', then neighbours merge and the interval doubles (see
 %% `ferrotrace_intervals'). Default: `1000' with `max_intervals => 60' for `calls/2'
-%% (`none' turns it off), off for {@link session/1} and {@link processes/2}
+%% (`5000' for a spec of every module, `{'_', F, A}'; `none' turns it off), off for {@link session/1} and {@link processes/2}
 %% (`max_intervals' 600).</li>
 %% <li>`max_overhead => Fraction | none': an overhead budget, a fraction of the CPU the node
 %% uses, above 0 and at most 1 (`0.05' is 5 %; of at least half the schedulers' capacity).
@@ -355,7 +355,7 @@ session(Options) ->
           {ok, ferrotrace_tracer:session_id()} | {error, term()}.
 calls(Spec, Options0) ->
     ok = loaded(),
-    Options = page_defaults(Options0),
+    Options = page_defaults(Spec, Options0),
     case ferrotrace_options:to_map(Options) of
         {ok, #{nodes := _}} -> ferrotrace_cluster:calls(Spec, Options);
         _ -> ferrotrace_start:calls(Spec, Options)
@@ -1034,19 +1034,31 @@ save(Session, File) ->
 %% What a calls/2 session keeps by default for the html page (ferrotrace_html), where the
 %% options do not say: the last 200 events (the flight recorder, on the collector thread)
 %% and each function's histogram per second, at most 60 intervals (then neighbours merge:
-%% the page draws at most 60 points a function). `recent => 0' and `intervals => none'
-%% turn them off. Applied once here, so a cluster's parts get them with the options.
-%% Their cost: bench/ferrotrace_bench.erl's `ferrotrace_page' case. Options that are no
-%% map nor proplist go on as they are (refused further on).
-page_defaults(Options0) ->
+%% the page draws at most 60 points a function). A spec with a `'_' ' module takes one
+%% every 5 s: each interval's read is a dirty pass over every function (12 to 51 ms for
+%% about 300 functions on a busy node, doc/safety.md), which a broad session on a busy
+%% node should not pay every second. `recent => 0' and `intervals => none' turn them off.
+%% Applied once here, so a cluster's parts get them with the options. Their cost:
+%% bench/ferrotrace_bench.erl's `ferrotrace_page' case. Options that are no map nor
+%% proplist go on as they are (refused further on).
+page_defaults(Spec, Options0) ->
     case ferrotrace_options:to_map(Options0) of
         {ok, Options} ->
             Recent = maps:merge(#{recent => 200}, Options),
+            Every = case any_module(Spec) of
+                        true -> 5000;
+                        false -> 1000
+                    end,
             case maps:get(intervals, Recent, default) of
-                default -> maps:merge(#{intervals => 1000, max_intervals => 60}, Recent);
+                default -> maps:merge(#{intervals => Every, max_intervals => 60}, Recent);
                 none -> maps:remove(intervals, Recent);
                 _ -> Recent
             end;
         {error, _} ->
             Options0
     end.
+
+%% Whether a spec (or a list of them) names every module (`{'_', F, A}').
+any_module(Specs) when is_list(Specs) -> lists:any(fun any_module/1, Specs);
+any_module(Spec) when is_tuple(Spec), tuple_size(Spec) >= 1 -> element(1, Spec) =:= '_';
+any_module(_) -> false.

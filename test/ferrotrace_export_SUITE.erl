@@ -254,7 +254,13 @@ hdr_log_interval_options(_Config) ->
     ok = ft_export_target:run(1, 0),
     ok = ferrotrace:stop(D),
     ?assert(is_binary(ferrotrace:export(D, {hdr_log, #{interval => 1000}}))),
+    ?assertEqual(1000, default_period(D)),
     ok = ferrotrace:release(D),
+    %% A spec of every module reads its snapshots every 5 s by default (each read is a pass
+    %% over every function).
+    {ok, Broad} = ferrotrace:calls([{'_', '_', '_'}], #{duration => 60000, pids => [self()]}),
+    ?assertEqual(5000, default_period(Broad)),
+    ok = ferrotrace:release(Broad),
     %% A bound of 2 intervals: full, they merge and the interval doubles (10 -> 20 -> ...),
     %% and every call stays counted.
     {ok, S} = ferrotrace:calls(?SPEC, #{duration => 60000, intervals => 10, max_intervals => 2}),
@@ -414,3 +420,9 @@ html_recursion_folded(_Config) ->
 %% A call entry's total as measured: `raw''s in a compensated session (see `compensate').
 raw_total(#{raw := #{total := Raw}}) -> Raw;
 raw_total(#{total := Total}) -> Total.
+
+%% The period a session's interval snapshots are taken at now.
+default_period(S) ->
+    {ok, _, _, #{intervals := P}} = ferrotrace_registry:lookup(S),
+    {ok, Period, _} = ferrotrace_intervals:read(P, native),
+    Period.
