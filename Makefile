@@ -1,4 +1,5 @@
-# ferrotrace: the README's two commands are `make demo` and `make test`.
+# ferrotrace: the README's two commands are `make demo` and `make test` (every CI part and its
+# time: the CI table in CONTRIBUTING.md).
 .PHONY: compare-bench metrics-bench metrics-demo metrics-demo-stop metrics-soak busy cold-start yaws-bench yaws-pool all setup compile demo test bundle test-attach test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty test-snippets bench bench-reads bench-html always-on loom miri collector-ceiling clean export-tools fuzz
 
 DEBIAN_PACKAGES = erlang-nox erlang-dev rebar3 erlang-common-test erlang-eunit erlang-dialyzer erlang-tools
@@ -45,7 +46,7 @@ export-tools:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus; }
 	sh test/export/setup.sh
 
-# Then attach/'s two modules (not part of the application) with the same PLT (about 25 s).
+# Then attach/'s two modules (not part of the application) with the same PLT.
 dialyzer: compile
 	rebar3 dialyzer
 	mkdir -p _build/attach-dialyzer
@@ -54,7 +55,7 @@ dialyzer: compile
 	    _build/attach-dialyzer/*.beam _build/default/lib/ferrotrace/ebin/*.beam
 
 # A relx release of examples/relapp with ferrotrace as a _checkouts dependency: daemon,
-# remote_console through tmux, bin/relapp eval (about 1 minute).
+# remote_console through tmux, bin/relapp eval (times: CONTRIBUTING.md's CI table).
 test-release: compile
 	bash test/release/run.sh
 
@@ -66,41 +67,39 @@ bundle: compile
 
 # The bundle against a release built without ferrotrace: refusals, one-shot calls, the
 # remote shell through tmux, a second attach, detach while a session runs, a cookie file
-# only root reads, attach --keep; nothing left after each detach (35 to 70 s).
+# only root reads, attach --keep; nothing left after each detach.
 test-attach: bundle
 	bash test/attach/run.sh
 
 # The Erlang checks on OTP 27 (Debian trixie) and OTP 29 (sid) in debootstrap chroots cached
-# in .chroots/ (needs root; first run about 2 minutes more for the chroots).
+# in .chroots/ (needs root; the first run builds the chroots).
 test-otp: bundle
 	bash test/otp/run.sh
 
 # ferrotrace:watch/2 typed in `erl -remsh` inside an 80-column tmux pane: renders without
-# wrapping, and Ctrl-G i c ends it (installs Debian's tmux if missing; about 5 s).
+# wrapping, and Ctrl-G i c ends it (installs Debian's tmux if missing).
 test-watch-tty: compile
 	bash test/watch/run_tty.sh
 
 # A mix project (test/elixir/shop) with ferrotrace as a path dependency, built with Debian's
-# rebar3; traces an Elixir function (installs Debian's elixir if missing; about 10 s).
+# rebar3; traces an Elixir function (installs Debian's elixir if missing).
 test-elixir: compile
 	bash test/elixir/run.sh
 
 # The README's and doc/using.md's snippets typed into fresh `erl' shells with the demo shop:
 # each runs, and each sample output has the shape of the run's (columns, rows, note lines;
-# not the figures). `sh doc/snippets/run.sh update' rewrites the samples (about 15 s).
+# not the figures). `sh doc/snippets/run.sh update' rewrites the samples.
 test-snippets: compile
 	sh doc/snippets/run.sh check
 
 bench: compile
 	sh bench/run.sh
 
-# Mechanical checks of the engine's lock-free protocols (not part of `make test`; timings in
-# the README). loom: every interleaving of the ring and of the publish / quiescence / free
-# protocol. Miri: ferrotrace_core's unit tests under the interpreter (needs nightly and miri:
-# rustup toolchain install nightly --profile minimal && rustup +nightly component add miri).
-# Measured on the 2-core machine (2026-11-23): make loom 14 to 23 s with loom built (about
-# 160 s cold), 0.01 s of it model checking; make miri 156 to 195 s with the crates built (35
-# tests run, 13 ignored under Miri with their reasons, the safe modules skipped below).
+# Mechanical checks of the engine's lock-free protocols (not part of `make test`). loom:
+# every interleaving of the ring and of the publish / quiescence / free protocol. Miri:
+# ferrotrace_core's unit tests under the interpreter (needs nightly and miri: rustup
+# toolchain install nightly --profile minimal && rustup +nightly component add miri).
+# Every CI part's time, these two's included: the CI table in CONTRIBUTING.md.
 loom:
 	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release -p ferrotrace_core --lib -- loom
 

@@ -186,7 +186,7 @@
 -spec session(options()) -> {ok, ferrotrace_tracer:session_id()} | {error, term()}.
 session(Options) ->
     ok = loaded(),
-    ferrotrace_options:explain(ferrotrace_start:session(Options), session).
+    ferrotrace_start:session(Options).
 
 %% @doc Traces calls matching `Spec' with return and exception tracing. `Spec' is an
 %% `{M, F, A}' with `` '_' '' wildcards, `{M, F, MatchSpec}' (heads and guards; ferrotrace
@@ -358,7 +358,7 @@ calls(Spec, Options0) ->
     Options = page_defaults(Spec, Options0),
     case ferrotrace_options:to_map(Options) of
         {ok, #{nodes := _}} -> ferrotrace_cluster:calls(Spec, Options);
-        _ -> ferrotrace_local:calls(Spec, Options)
+        _ -> ferrotrace_start:calls(Spec, Options)
     end.
 
 %% @doc Traces processes rather than functions: `Kinds' is a non-empty list of `messages'
@@ -428,7 +428,7 @@ loaded() ->
 %% `stacks' (`paths' kept for the `collapsed' export, returned calls not kept: `overflow'
 %% past 10,000 paths, `too_deep' past 64 frames); `sample' (the current rates: `processes',
 %% 1 process in N kept, and `calls', 1 call in N, 0 none; see `sample' in {@link calls/2});
-%% with `trees', `trees' (the call trees kept and what did not fit: `ferrotrace_trees:counts/1';
+%% with `trees', `trees' (the call trees kept and what did not fit: `ferrotrace_trees:with_counts/2';
 %% their bytes count in `memory''s `slow_calls').
 %% `memory' is what the session holds, in bytes, by part, and their `total':
 %% `ring_bytes' (event rings, one per scheduler thread that traced: exact), `term_rings'
@@ -699,11 +699,8 @@ report(Session, Options0) ->
     %% A name is answered first, then the options, then the id: as every entry with options.
     named(Session, fun(S) ->
         case ferrotrace_report:check_options(Options0, S) of
-            {ok, Options} ->
-                print(with_session(S, fun(Id, _, _) -> text(Id, Options) end,
-                                   fun(Cluster) -> ferrotrace_cluster:format(Cluster, Options) end));
-            {error, _} = Error ->
-                Error
+            {ok, Options} -> print(text(S, Options));
+            {error, _} = Error -> Error
         end
     end).
 
@@ -711,25 +708,17 @@ report(Session, Options0) ->
 %% and scripts, whose output would otherwise go to the node's console.
 -spec format(session() | pid()) -> binary() | {error, term()}.
 format(Session) ->
-    Text = with_session(Session, fun(Id, _, _) -> text(Id, #{}) end,
-                        fun(Cluster) -> ferrotrace_cluster:format(Cluster, #{}) end),
-    case Text of
+    case text(Session, #{}) of
         {error, _} = Error -> Error;
-        _ -> unicode:characters_to_binary(Text)
+        Text -> unicode:characters_to_binary(Text)
     end.
 
-%% A local session's report: the table and histograms, then the other kinds' figures.
-text(Id, Options) ->
-    case summary(Id) of
-        {error, _} = Error ->
-            Error;
-        Summary ->
-            Histogram = fun(Series) -> histogram(Id, Series) end,
-            %% Checked already (report/2), or none (format/1): the width with the default.
-            {ok, #{width := Width}} = ferrotrace_report:check_options(Options),
-            [ferrotrace_report:format(Summary, Histogram, Options),
-             ferrotrace_activity_report:format(Summary, Histogram, Width),
-             ferrotrace_capture:lines(ferrotrace_local:captures(Id), ferrotrace_capture:counts(Id), Width)]
+%% The report's text: its parts read from the session, local or cluster, then composed once.
+text(Session, Options) ->
+    case with_session(Session, fun(Id, _, _) -> ferrotrace_local:report_parts(Id) end,
+                      fun ferrotrace_cluster:report_parts/1) of
+        {error, _} = Error -> Error;
+        Parts -> ferrotrace_report:compose(Parts, Options)
     end.
 
 %% @doc Explains an answer `{error, Reason}' (or a `Reason', or `v(-1)' after `{ok, S} = ...'
@@ -744,7 +733,7 @@ explain(Error) ->
     Lines = ferrotrace_text:explain(Error),
     %% Not the group leader: a local console shell's is the process registered as `user',
     %% as `bin/rel eval''s is.
-    case ferrotrace_options:in_shell() of
+    case ferrotrace_owner:in_shell() of
         true -> io:put_chars([[L, "\n"] || L <- Lines]);
         false -> Lines
     end.
@@ -974,7 +963,7 @@ serve(Session, Options) ->
         case ferrotrace_metrics:check(Options) of
             {ok, Settings} ->
                 with_session(S, fun(Id, Keeper, Info) -> ferrotrace_metrics:serve(Id, Keeper, Info, Settings) end,
-                             fun(Cluster) -> ferrotrace_metrics:serve_cluster(Cluster, Settings) end);
+                             fun(Cluster) -> ferrotrace_cluster:serve(Cluster, Settings) end);
             {error, _} = Error ->
                 Error
         end
@@ -983,7 +972,9 @@ serve(Session, Options) ->
 %% @doc Stops serving `Session' (its socket closed); `ok', also for a session not served.
 -spec unserve(session() | pid()) -> ok | {error, term()}.
 unserve(Session) ->
-    with_session(Session, fun ferrotrace_metrics:unserve/3, fun ferrotrace_metrics:unserve_cluster/1).
+    with_session(Session, fun ferrotrace_metrics:unserve/3, fun ferrotrace_cluster:unserve/1).
+
+%%--------------------------------------------------------------------------------------
 %% What changed (ferrotrace_compare)
 
 %% @doc What changed from `A' to `B', printed: see {@link compare/3}.

@@ -193,15 +193,15 @@ session_exclude_modules(_Id, _Modules) -> ?NOT_LOADED.
 session_add_loops(_Id, _Loops) -> ?NOT_LOADED.
 
 %% @private
-%% @doc Gives the session a spike gate (`capture'): from now on each paired call of
-%% `SlowerThanNs' or slower is a spike; at most one per `EveryMs' and `Max' in all are sent
-%% to `Pid' as `{ferrotrace_spike, Id, #{mfa, pid, latency, started_at}}' (ferrotrace_capture).
+%% @doc Gives the session a capture gate (`capture'): from now on each paired call of
+%% `SlowerThanNs' or slower is offered to it; at most one per `EveryMs' and `Max' in all are sent
+%% to `Pid' as `{ferrotrace_capture, Id, #{mfa, pid, latency, started_at}}' (ferrotrace_capture).
 -spec session_set_capture(session_id(), pos_integer(), non_neg_integer(), pos_integer(), pid()) ->
           ok | {error, term()}.
 session_set_capture(_Id, _SlowerThanNs, _EveryMs, _Max, _Pid) -> ?NOT_LOADED.
 
 %% @private
-%% @doc The spike gate's counts, `none' for a session without captures.
+%% @doc The capture gate's counts, `none' for a session without captures.
 -spec session_capture_counts(session_id()) -> {ok, map() | none} | {error, term()}.
 session_capture_counts(_Id) -> ?NOT_LOADED.
 

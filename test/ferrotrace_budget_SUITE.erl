@@ -217,7 +217,7 @@ follows_its_controller(_Config) ->
     {ok, S2} = call(Peer, ferrotrace, calls, [{'_', '_', '_'}, #{max_overhead => none, owner => none,
                                                                   duration => 120000}]),
     %% (A wildcard leaves out the functions the compiler made: see ferrotrace_busy_SUITE.)
-    Plain = lists:usort([MFA || MFA <- Shed, not call(Peer, ferrotrace_backend, generated, [MFA])]),
+    Plain = lists:usort([MFA || MFA <- Shed, not call(Peer, ferrotrace_tracing, generated, [MFA])]),
     Counted = fun() -> maps:from_list([{MFA, C} || #{mfa := MFA, count := C} <- maps:get(calls, call(Peer, ferrotrace, summary, [S2]))]) end,
     _ = ft_ct:poll(fun() -> [MFA || MFA <- Plain, maps:get(MFA, Counted(), 0) =:= 0] =:= [] end, 10000),
     ok = call(Peer, ferrotrace, stop, [S2]),

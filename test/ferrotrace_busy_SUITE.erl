@@ -18,7 +18,7 @@
 %%%   own carries a trace flag, whatever session runs (a budget's tick and the interval
 %%%   snapshots included).
 %%% - counts_taken_up: the calls a budgeted start counts before it sets any pattern
-%%%   (ferrotrace_backend:count_calls/3) are taken up by how much counting slowed the node
+%%%   (ferrotrace_tracing:count_calls/3) are taken up by how much counting slowed the node
 %%%   against a baseline measured untraced: against a baseline that says the node ran
 %%%   infinitely faster, by the most there is (8 times); without one, as counted. What the
 %%%   counts come to against the work's untraced throughput is a figure (1.1 to 1.4 times;
@@ -156,8 +156,8 @@ counts_taken_up(_Config) ->
                             ok = ferrotrace_nodeload:enable(),
                             Faster = #{per_busy => 1.0e30, utilization => 1.0, reductions_per_s => 1.0e30,
                                        noise => 0.0},
-                            {ok, Taken} = ferrotrace_backend:count_calls([{'_', '_', '_'}], 200, Faster),
-                            {ok, Bare} = ferrotrace_backend:count_calls([{'_', '_', '_'}], 200, undefined),
+                            {ok, Taken} = ferrotrace_tracing:count_calls([{'_', '_', '_'}], 200, Faster),
+                            {ok, Bare} = ferrotrace_tracing:count_calls([{'_', '_', '_'}], 200, undefined),
                             {Taken, Bare}
                     end, []]) || _ <- lists:seq(1, 7)],
     Ratios = [proplists:get_value(Tax, Taken, 0) / max(1.0e-9, proplists:get_value(Tax, Bare, 0))
@@ -176,7 +176,7 @@ counts_taken_up(_Config) ->
 -spec generated_left_out(config()) -> ok.
 generated_left_out(_Config) ->
     Work = ft_budget_work:start(2),
-    Generated = fun(Calls) -> [MFA || #{mfa := MFA} <- Calls, ferrotrace_backend:generated(MFA)] end,
+    Generated = fun(Calls) -> [MFA || #{mfa := MFA} <- Calls, ferrotrace_tracing:generated(MFA)] end,
     Timed = fun(Id, Which) -> lists:any(Which, [MFA || #{mfa := MFA} <- maps:get(calls, ferrotrace:summary(Id))]) end,
     {ok, S} = ferrotrace:calls({ft_budget_work, '_', '_'}, #{duration => 60000}),
     %% Until the work's own functions are timed (tax/1: once per order), then no generated one.
@@ -185,7 +185,7 @@ generated_left_out(_Config) ->
     Summary = #{calls := Calls} = ferrotrace:summary(S),
     Report = iolist_to_binary(ferrotrace:format(S)),
     {ok, S2} = ferrotrace:calls({ft_budget_work, '_', '_'}, #{duration => 60000, generated => true}),
-    _ = ft_ct:poll(fun() -> Timed(S2, fun ferrotrace_backend:generated/1) end, 10000),
+    _ = ft_ct:poll(fun() -> Timed(S2, fun ferrotrace_tracing:generated/1) end, 10000),
     ok = ferrotrace:stop(S2),
     #{calls := Calls2} = ferrotrace:summary(S2),
     ft_budget_work:stop(Work),

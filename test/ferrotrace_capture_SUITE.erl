@@ -109,7 +109,7 @@ every_and_max_bound(_Config) ->
     ok.
 
 %% One aggregator (the collector's own) and a read after each slow call: a reader folds
-%% events in on a dirty scheduler, where no message may be sent; the spikes it finds are
+%% events in on a dirty scheduler, where no message may be sent; the slow calls it finds are
 %% still captured (the collector sends them), and the session runs on.
 -spec folded_by_readers(config()) -> ok.
 folded_by_readers(_Config) ->

@@ -224,12 +224,19 @@ slow_and_recent_merged(_Config) ->
 -spec report_by_node(config()) -> ok.
 report_by_node(_Config) ->
     Nodes = [N || {_, N} <- peers(2)],
-    {ok, C} = ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000}),
+    %% With messages too: the cluster's report has what a local one has, the other kinds'
+    %% sections (each node's, under its name) and the captures' lines.
+    {ok, C} = ferrotrace:calls(?SPEC, #{nodes => Nodes, duration => 120000, also => [messages],
+                                        capture => #{slower_than => 1, every => 0, max_captures => 1}}),
     [ok = remote(N, ft_export_target, run, [3, 0]) || N <- Nodes],
+    ok = ft_ct:poll(fun() -> length(ferrotrace:captures(C)) >= 2 end, 30000),
     ok = ferrotrace:stop(C),
-    Text = unicode:characters_to_binary(ferrotrace_cluster:format(C, #{by_node => true})),
+    Text = unicode:characters_to_binary(ferrotrace_report:compose(ferrotrace_cluster:report_parts(C), #{by_node => true})),
     [?assertMatch({_, _}, binary:match(Text, atom_to_binary(N))) || N <- Nodes],
     ?assertMatch({_, _}, binary:match(Text, <<"by node">>)),
+    [?assertMatch({_, _}, binary:match(Text, iolist_to_binary(["node ", atom_to_list(N), ":"]))) || N <- Nodes],
+    ?assertMatch({_, _}, binary:match(Text, <<"messages: ">>)),
+    ?assertMatch({_, _}, binary:match(ferrotrace:format(C), <<"captures: 2 taken">>)),
     ?assertEqual(ok, ferrotrace:report(C, #{by_node => true})),
     ?assertMatch({error, {bad_option, {by_node, 'maybe', _}}}, ferrotrace:report(C, #{by_node => 'maybe'})),
     ok = ferrotrace:release(C).

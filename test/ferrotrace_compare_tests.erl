@@ -272,7 +272,7 @@ options_test() ->
     A = twenty(fun shape/1),
     [?assertMatch({error, {bad_option, {Key, _, _}}}, ferrotrace:compare(A, A, #{Key => Value}))
      || {Key, Value} <- [{level, 1}, {level, 0.2}, {min_change, -1}, {tail, 1.0}, {min_calls, 1},
-                         {node_shift, maybe}, {top, 0}, {width, 5}, {as, json}, {colour, red}]],
+                         {node_shift, 'maybe'}, {top, 0}, {width, 5}, {as, json}, {colour, red}]],
     ?assertMatch({error, _}, ferrotrace:compare(A, A, not_options)),
     ok = ferrotrace:compare(A, A, [{top, 2}, {width, 60}]),
     #{test := #{level := 0.999, min_change := 0.5}} = compare(A, A, #{level => 0.999, min_change => 0.5}),

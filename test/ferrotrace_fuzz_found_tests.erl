@@ -91,42 +91,43 @@ registry_answers_junk_test() ->
 %% list as the engine's options, a map nested 1000 deep as the tracing, settings without an
 %% owner) started a keeper that crashed in init/1 with function_clause; its crash report
 %% printed the arguments, and formatting the deep map grew the node's virtual size by
-%% 0.7 to 0.9 GB (OTP 25 and 27). The arguments are checked before a keeper starts: the
-%% answer names the argument and what is accepted, summarised, and nothing is logged.
-%% (The fuzz peer's histogram was a live session's; any binary refuses the same way.)
+%% 0.7 to 0.9 GB (OTP 25 and 27). The settings are checked before a keeper starts (now one
+%% value, ferrotrace_keeper:start/1): the answer names the part and what is accepted,
+%% summarised, and nothing is logged. (The fuzz peer's histogram was a live session's; any
+%% binary refuses the same way.)
 -spec session_start_checks_its_arguments_test() -> ok.
 session_start_checks_its_arguments_test() ->
     {module, ft_test_target} = code:ensure_loaded(ft_test_target),
     Deep = ft_fuzz_terms:nest(1000, fun(X) -> #{k => X} end),
     Histogram = <<28, 132, 147, 19, 0, 0, 0, 40, 0:320>>,
     Tracing = #{specs => [{ft_test_target, f, 1}], heads => [default], pids => all, scope => local},
-    Settings = #{owner => {process, self()}, keep => 0, name => undefined, spec => []},
+    Keeper = #{owner => {process, self()}, keep => 0, name => undefined, spec => []},
+    Start = fun(Engine, T, K) -> ferrotrace_keeper:start(K#{engine => Engine, tracing => T}) end,
     Logged = logged_during(
                fun() ->
-                       Found = ferrotrace_session:start([Histogram], Deep, #{name => fuzz_new}),
+                       Found = Start([Histogram], Deep, #{name => fuzz_new}),
                        ?assertMatch({error, {bad_argument, engine_options, [Histogram], <<_/binary>>}}, Found),
                        ?assertMatch({error, {bad_argument, tracing, {ferrotrace_large_term, _}, <<_/binary>>}},
-                                    ferrotrace_session:start(#{}, Deep, Settings)),
+                                    Start(#{}, Deep, Keeper)),
                        ?assertMatch({error, {bad_argument, settings, #{name := fuzz_new}, <<_/binary>>}},
-                                    ferrotrace_session:start(#{}, Tracing, #{name => fuzz_new})),
+                                    Start(#{}, Tracing, #{name => fuzz_new})),
                        ?assertMatch({error, {bad_argument, settings, _, _}},
-                                    ferrotrace_session:start(#{}, none, Settings#{keep := 1 bsl 40})),
+                                    Start(#{}, none, Keeper#{keep := 1 bsl 40})),
+                       ?assertMatch({error, {bad_argument, settings, _, _}}, ferrotrace_keeper:start([Deep])),
                        ?assertMatch({error, {bad_argument, tracing, _, _}},
-                                    ferrotrace_session:start(#{}, Tracing#{pids := [self() | x]}, Settings)),
+                                    Start(#{}, Tracing#{pids := [self() | x]}, Keeper)),
                        ?assertMatch({error, {bad_argument, tracing, _, _}},
-                                    ferrotrace_session:start(#{}, Tracing#{heads := []}, Settings)),
+                                    Start(#{}, Tracing#{heads := []}, Keeper)),
                        %% The loops' reading pace: a float from 0.01 to 1.
                        [?assertMatch({error, {bad_argument, tracing, _, <<_/binary>>}},
-                                     ferrotrace_session:start(#{}, Tracing#{read_pace => Pace}, Settings))
+                                     Start(#{}, Tracing#{read_pace => Pace}, Keeper))
                         || Pace <- [0, 0.0, 0.001, 1.5, 1, -0.1, fast, "0.02"]],
                        ?assertMatch({error, {bad_argument, tracing, _, _}},
-                                    ferrotrace_session:start(#{}, Tracing#{specs := [{ferrotrace, calls, 2}]},
-                                                             Settings)),
+                                    Start(#{}, Tracing#{specs := [{ferrotrace, calls, 2}]}, Keeper)),
                        %% What the checks let through and the VM refuses (a match spec that is
                        %% not one) is refused too, summarised, with nothing left behind.
                        ?assertMatch({error, {start_failed, error, _, _}},
-                                    ferrotrace_session:start(#{}, Tracing#{heads := [[{'_', [], [Deep | x]}]]},
-                                                             Settings)),
+                                    Start(#{}, Tracing#{heads := [[{'_', [], [Deep | x]}]]}, Keeper)),
                        ?assert(erlang:external_size(Found) < 1024)
                end),
     ?assertEqual([], Logged),

@@ -688,7 +688,7 @@ explain_test() ->
                  as_shell_evaluator(fun() -> ft_ct:capture(fun() -> ferrotrace:explain({error, {no_such_session, 12345}}) end) end)),
     %% (That one prints a line on the test's console.)
     ?assertEqual(ok, as_shell_evaluator(fun() -> with_group_leader(whereis(user), fun() -> ferrotrace:explain(12345) end) end)),
-    ?assertNot(ferrotrace_options:in_shell()),
+    ?assertNot(ferrotrace_owner:in_shell()),
     ok.
 
 %% Runs Fun in a process that is a shell's evaluator as shell:start_eval/3 makes one: a
@@ -700,7 +700,7 @@ as_shell_evaluator(Fun) ->
                          Shell = spawn_link(fun() -> put(evaluator, Parent), Parent ! ready,
                                                      receive stop -> ok end end),
                          receive ready -> ok end,
-                         Self ! {self(), ferrotrace_options:in_shell(), Fun()},
+                         Self ! {self(), ferrotrace_owner:in_shell(), Fun()},
                          Shell ! stop
                  end),
     receive {Eval, true, Result} -> Result

@@ -48,7 +48,7 @@ compare(A, B, Options0) ->
 -spec check_options(term()) -> {ok, map()} | {error, term()}.
 check_options(Options0) ->
     case ferrotrace_options:to_map(Options0) of
-        {ok, Options} -> check(maps:to_list(Options), ?DEFAULTS#{width => ferrotrace_options:default_width()});
+        {ok, Options} -> check(maps:to_list(Options), maps:put(width, ferrotrace_options:default_width(), ?DEFAULTS));
         {error, _} = Error -> Error
     end.
 

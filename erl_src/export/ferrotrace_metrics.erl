@@ -29,142 +29,29 @@
 %%% A scrape reads the figures once (`ferrotrace_tracer:session_metrics/3', a dirty NIF)
 %%% and writes the text; nothing is computed between scrapes. The endpoint: see
 %%% ferrotrace_metrics_http. A cluster session serves each node's figures on that node
-%%% (see {@link serve_cluster/2}).
+%%% (ferrotrace_cluster:serve/2 asks each node's {@link serve_part/2}).
 -module(ferrotrace_metrics).
 
--export([check/1, serve/4, unserve/3, serve_part/2, unserve_part/1, serve_cluster/2,
-         unserve_cluster/1, listen/1, attach/2, close/1, exposition/2, default_buckets/0]).
+-export([check/1, serve/4, unserve/3, serve_part/2, unserve_part/1,
+         listen/1, attach/2, close/1, exposition/2, default_buckets/0]).
 
--define(DEFAULT_PORT, 9568).
--define(DEFAULT_PATH, <<"/metrics">>).
-%% 1 µs to 60 s, in ns: 1, 2.5, 5 a decade.
--define(DEFAULT_BOUNDS, [1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000,
-                         1000000, 2500000, 5000000, 10000000, 25000000, 50000000, 100000000,
-                         250000000, 500000000, 1000000000, 2500000000, 5000000000,
-                         10000000000, 25000000000, 60000000000]).
 %% Message sizes, in bytes: 64 B to 1 MiB, times 4.
 -define(SIZE_BYTES, [64, 256, 1024, 4096, 16384, 65536, 262144, 1048576]).
--define(MAX_BOUNDS, 100).
-%% The longest latency a histogram keeps: one hour (ns).
--define(MAX_BOUND_NS, 3600000000000).
--define(KEYS, [port, ip, path, buckets]).
--define(ACCEPTED, <<"port => 0..65535 (default 9568; 0: any free port), ip => {127,0,0,1} (default) | any | "
-                    "a tuple or string, path => \"/metrics\", buckets => [Seconds] (ascending)">>).
 
--type settings() :: #{port := inet:port_number(), ip := inet:ip_address(), path := binary(),
-                      bounds := [pos_integer()], buckets_given := boolean()}.
+%% The serving options, checked (their module: ferrotrace_metrics_options, below the start's
+%% options, which read `metrics' with the other options).
+-type settings() :: ferrotrace_metrics_options:settings().
 -export_type([settings/0]).
 
-%% @doc The serving options checked (a map or a list of pairs): `port', `ip', `path',
-%% `buckets'. `{ok, Settings}' with the defaults filled in, or `{error, Reason}' naming the
-%% option and what it takes.
+%% @doc The serving options checked: see ferrotrace_metrics_options:check/1.
 -spec check(term()) -> {ok, settings()} | {error, term()}.
-check(Options0) ->
-    case ferrotrace_options:to_map(Options0) of
-        {ok, Options} ->
-            case ferrotrace_hint:keys(Options, ?KEYS, ?ACCEPTED) of
-                ok ->
-                    Port = maps:get(port, Options, ?DEFAULT_PORT),
-                    case {port(Port), ip(maps:get(ip, Options, {127, 0, 0, 1})),
-                          path(maps:get(path, Options, ?DEFAULT_PATH)), bounds(Options)} of
-                        {false, _, _, _} ->
-                            {error, {bad_option, {port, Port, <<"an integer from 0 to 65535 (0: any free port)">>}}};
-                        {_, {error, _} = Error, _, _} -> Error;
-                        {_, _, {error, _} = Error, _} -> Error;
-                        {_, _, _, {error, _} = Error} -> Error;
-                        {true, {ok, Ip}, {ok, Path}, {ok, Bounds}} ->
-                            {ok, #{port => Port, ip => Ip, path => Path, bounds => Bounds,
-                                   buckets_given => maps:is_key(buckets, Options)}}
-                    end;
-                {error, Hint} ->
-                    {error, {unknown_option, unknown_key(Options), Hint}}
-            end;
-        {error, _} = Error ->
-            Error
-    end.
-
-unknown_key(Options) ->
-    hd([K || K <- maps:keys(Options), not lists:member(K, ?KEYS)]).
-
-port(Port) -> is_integer(Port) andalso Port >= 0 andalso Port =< 65535.
-
-ip(any) -> {ok, {0, 0, 0, 0}};
-ip(loopback) -> {ok, {127, 0, 0, 1}};
-ip(Text) when is_list(Text); is_binary(Text) ->
-    case is_binary(Text) orelse io_lib:printable_latin1_list(Text) of
-        true when byte_size(Text) =< 64; length(Text) =< 64 ->
-            case inet:parse_strict_address(unicode:characters_to_list(Text)) of
-                {ok, Ip} -> {ok, Ip};
-                {error, _} -> bad_ip(Text)
-            end;
-        _ ->
-            bad_ip(Text)
-    end;
-ip(Ip) when is_tuple(Ip) ->
-    case inet:is_ip_address(Ip) of
-        true -> {ok, Ip};
-        false -> bad_ip(Ip)
-    end;
-ip(Other) ->
-    bad_ip(Other).
-
-bad_ip(Ip) ->
-    {error, {bad_option, {ip, ferrotrace_hint:brief(Ip), <<"an address to listen on: {127,0,0,1} (the default), any, "
-                                                          "a tuple or a string such as \"10.0.0.5\"">>}}}.
-
-path(Path) when is_list(Path) ->
-    case io_lib:printable_latin1_list(Path) andalso length(Path) =< 256 of
-        true -> path(list_to_binary(Path));
-        false -> bad_path(Path)
-    end;
-path(<<"/", _/binary>> = Path) when byte_size(Path) =< 256 ->
-    case [C || <<C>> <= Path, C =< $\s orelse C >= 127 orelse C =:= $? orelse C =:= $#] of
-        [] -> {ok, Path};
-        _ -> bad_path(Path)
-    end;
-path(Path) ->
-    bad_path(Path).
-
-bad_path(Path) ->
-    {error, {bad_option, {path, ferrotrace_hint:brief(Path), <<"a path such as \"/metrics\" (at most 256 "
-                                                              "characters, no space, ? or #)">>}}}.
-
-%% The `le' bounds in ns: `buckets => [Seconds]', ascending, each a number of seconds from
-%% 1 ns to an hour, distinct once rounded to the ns.
-bounds(#{buckets := Buckets}) ->
-    Bad = {error, {bad_option, {buckets, ferrotrace_hint:brief(Buckets),
-                                <<"an ascending list of 1 to 100 bounds in seconds, from 0.000000001 to 3600 "
-                                  "(default: 1 us to 60 s, 1, 2.5 and 5 a decade)">>}}},
-    case is_list(Buckets) andalso proper(Buckets, 0) of
-        true ->
-            case [B || B <- Buckets, not is_number(B) orelse B < 1.0e-9 orelse B > 3600] of
-                [] ->
-                    Ns = [round(B * 1.0e9) || B <- Buckets],
-                    case strictly_ascending(Ns) of
-                        true -> {ok, Ns};
-                        false -> Bad
-                    end;
-                _ ->
-                    Bad
-            end;
-        false ->
-            Bad
-    end;
-bounds(#{}) ->
-    {ok, ?DEFAULT_BOUNDS}.
-
-%% A proper list of 1 to ?MAX_BOUNDS elements.
-proper([], N) -> N > 0;
-proper([_ | T], N) when N < ?MAX_BOUNDS -> proper(T, N + 1);
-proper(_, _) -> false.
-
-strictly_ascending([A, B | T]) -> A < B andalso strictly_ascending([B | T]);
-strictly_ascending(_) -> true.
+check(Options) ->
+    ferrotrace_metrics_options:check(Options).
 
 %% @doc The default `le' bounds, in seconds.
 -spec default_buckets() -> [float()].
 default_buckets() ->
-    [N / 1.0e9 || N <- ?DEFAULT_BOUNDS].
+    ferrotrace_metrics_options:default_buckets().
 
 %%--------------------------------------------------------------------------------------
 %% Serving a local session
@@ -277,40 +164,7 @@ address(#{ip := Ip, port := Port}) ->
     lists:flatten([Host, ":", integer_to_list(Port)]).
 
 %%--------------------------------------------------------------------------------------
-%% A cluster session: each node serves its own figures
-
-%% @doc Serves each node's part of cluster session `Cluster' on that node, with the same
-%% `Settings' (`port => 0' picks a port per node): `{ok, [{Node, Url}]}', or the first
-%% node's error, `{error, {node, Node, Reason}}', with the nodes served before unserved.
-%% Each node serves its own figures, labelled with its name: Prometheus scrapes one target
-%% per node, and adds them (`sum by (le) (...)') exactly as the cluster merges them, the
-%% bounds being the same everywhere.
--spec serve_cluster(pid(), settings()) -> {ok, [{node(), string()}]} | {error, term()}.
-serve_cluster(Cluster, Settings) ->
-    case ferrotrace_cluster:replies(Cluster, ?MODULE, serve_part, fun(Id) -> [Id, Settings] end) of
-        {ok, Replies} ->
-            case [{Node, Why} || {Node, Reply} <- Replies, Why <- [failed(Reply)], Why =/= false] of
-                [] ->
-                    {ok, [{Node, Url} || {Node, {ok, Url}} <- Replies]};
-                [{Node, Why} | _] ->
-                    _ = unserve_cluster(Cluster),
-                    {error, {node, Node, Why}}
-            end;
-        {error, _} = Error ->
-            Error
-    end.
-
-failed({ok, _}) -> false;
-failed({error, Why}) -> Why;
-failed(Other) -> Other.
-
-%% @doc Stops serving every node's part of `Cluster'.
--spec unserve_cluster(pid()) -> ok | {error, term()}.
-unserve_cluster(Cluster) ->
-    case ferrotrace_cluster:replies(Cluster, ?MODULE, unserve_part, fun(Id) -> [Id] end) of
-        {ok, _} -> ok;
-        {error, _} = Error -> Error
-    end.
+%% A cluster session's parts: each node serves its own figures (ferrotrace_cluster:serve/2)
 
 %% @doc On a cluster part's node: serves its local session `Id' (as {@link serve/4}).
 -spec serve_part(ferrotrace_tracer:session_id(), settings()) -> {ok, string()} | {error, term()}.

@@ -1,6 +1,6 @@
 //! The collector: drains every producer's ring off the schedulers, orders events by
-//! timestamp, and feeds them to the aggregators (`shard/threads.rs`). One thread per session,
-//! every 1 to 8 ms, as the rings fill ([`next_interval`]; its body is `collector/thread.rs`); readers of the statistics
+//! timestamp, and feeds them to the aggregators ([`shards`]). One thread per session,
+//! every 1 to 8 ms, as the rings fill ([`next_interval`]; its body is `session/collect.rs`); readers of the statistics
 //! bring them up to date the same way (`session/read.rs`).
 //!
 //! # Ordering by timestamp
@@ -21,16 +21,16 @@
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::time::Duration;
 
-use crate::aggregate::memory::{alloc_bytes, vec_bytes, Memory};
+use crate::memory::{alloc_bytes, vec_bytes, Memory};
 use crate::clock;
 use crate::term_lane::{HeldCopies, PendingCopies};
 use crate::event::PackedEvent;
 use crate::term_format::EventCopies;
 use crate::producer::{Accounting, Producer};
 use crate::quiesce;
-use crate::shard::threads::Shards;
+use crate::collector::shards::Shards;
 
-pub(crate) mod thread;
+pub mod shards;
 
 /// The shortest wait between two collections, while events flow.
 pub const COLLECT_INTERVAL_MIN: Duration = Duration::from_millis(1);

@@ -24,24 +24,30 @@
 //!   in the collector for its event to be folded in;
 //!
 //! On the session's own threads:
-//! - [`collector`]: draining, ordering by timestamp, feeding the aggregators; its thread's
-//!   body is `collector/thread.rs`;
-//! - [`shard`]: aggregation split by pid over several threads (`aggregators`): which shard
-//!   owns a pid, where each event goes, the aggregator threads;
+//! - [`collector`]: draining, ordering by timestamp, feeding the aggregators, each on a
+//!   thread of its own with `aggregators` (`collector/shards.rs`);
+//! - [`shard`]: aggregation split by pid (`aggregators`): which shard owns a pid, where each
+//!   event goes;
 //! - [`hasher`]: the hasher of the collector's maps;
 //! - [`process`]: what each process is doing now (scheduled in or out, in GC, waited on);
 //! - [`aggregate`]: pairing calls with returns per process, HDR latency histograms, and the
 //!   figures of the other event kinds, fed by the process table;
+//! - [`memory`]: the bytes a session holds, by part, measured by each part with its helpers;
 //!
 //! Around them, for the management NIFs:
-//! - [`session`]: lifecycle: start, stop (and the keeper's notification), release; the read
-//!   path the summaries take is `session/read.rs`;
+//! - [`session`]: lifecycle: start, the collector thread's loop (`session/collect.rs`), stop
+//!   (and the keeper's notification), release; the read path the summaries take is
+//!   `session/read.rs`;
 //! - [`off_scheduler`]: where a session spawns its threads from, so that a purge unmaps the library;
 //! - [`options`]: session options with safe defaults;
 //! - [`hdr_bytes`]: histograms read back from bytes, bounded before anything is allocated;
 //! - `sync` (private): the primitives the lock-free parts use, std's or loom's (`make loom`).
 
 #![warn(missing_docs)]
+// The unsafe discipline, checked rather than kept by habit: every unsafe operation in an
+// unsafe fn sits in its own block, and every unsafe block says why it is sound (`// SAFETY:`).
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 #![cfg_attr(loom, allow(dead_code, unused_imports))]
 
@@ -70,6 +76,8 @@ pub mod hasher;
 pub mod hdr_bytes;
 #[cfg(not(loom))]
 pub mod limit;
+#[cfg(not(loom))]
+pub mod memory;
 #[cfg(not(loom))]
 pub mod off_scheduler;
 #[cfg(not(loom))]

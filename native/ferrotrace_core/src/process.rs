@@ -77,7 +77,7 @@ impl ProcessTable {
 
     /// Heap bytes of the table (estimated from its capacity).
     pub fn bytes(&self) -> usize {
-        crate::aggregate::memory::map_bytes(&self.table)
+        crate::memory::map_bytes(&self.table)
     }
 
     /// Frees the entries, for a session that stopped: `len` still counts them.

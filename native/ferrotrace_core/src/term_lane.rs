@@ -70,7 +70,7 @@ impl TermLane {
     /// Heap bytes: the ring (its cells, rounded up to a power of two as allocated) and the
     /// encoding buffer.
     pub(crate) fn bytes(&self) -> usize {
-        use crate::aggregate::memory::vec_bytes;
+        use crate::memory::vec_bytes;
         // The buffer is the producer's: its size is what `new` made it.
         let scratch = 1 + self.max_term_bytes.div_ceil(32);
         vec_bytes::<Chunk>(self.rx.lock().ring.capacity()) + vec_bytes::<Chunk>(scratch)
@@ -245,7 +245,7 @@ impl HeldCopies {
 
     /// Heap bytes: the copies' bytes and the records waiting for their events.
     pub(crate) fn heap_bytes(&self) -> usize {
-        use crate::aggregate::memory::vec_bytes;
+        use crate::memory::vec_bytes;
         vec_bytes::<u8>(self.bytes.capacity()) + vec_bytes::<(Header, Span)>(self.waiting.capacity())
     }
 

@@ -19,6 +19,7 @@
 //! arguments.
 
 #![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 use std::sync::OnceLock;
 

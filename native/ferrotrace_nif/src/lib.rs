@@ -13,6 +13,7 @@
 
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod callbacks;
 pub mod encoding;
@@ -22,9 +23,12 @@ use ferrotrace_core::{clock, off_scheduler, session};
 
 use rustler::codegen_runtime::{c_int, c_void, inventory, ErlNifEntry, ErlNifEnv, ErlNifTerm};
 
-/// `info` is `erlang:load_nif/2`'s second argument: 0 pins the library in memory (a purge
-/// and a reload find its sessions again, stopped), 1 leaves it free to be unmapped at the
-/// purge (`ferrotrace attach`, whose detach must leave no library mapped).
+/// Called by the VM once, as `erlang:load_nif/2` loads the library (`ferrotrace_tracer`'s
+/// `on_load`), before any NIF of it runs: the atom table and the clock are set up; answers 0,
+/// or 1 (the load fails) if that panicked. `info` is `erlang:load_nif/2`'s second argument: 0
+/// pins the library in memory (a purge and a reload find its sessions again, stopped), 1
+/// leaves it free to be unmapped at the purge (`ferrotrace attach`, whose detach must leave
+/// no library mapped).
 extern "C" fn load(env: *mut ErlNifEnv, _priv: *mut *mut c_void, info: ErlNifTerm) -> c_int {
     let result = std::panic::catch_unwind(|| {
         // SAFETY: `env` is the environment the VM passes to `load`.
@@ -41,8 +45,9 @@ extern "C" fn load(env: *mut ErlNifEnv, _priv: *mut *mut c_void, info: ErlNifTer
     c_int::from(result.is_err())
 }
 
-/// Called by the VM before it unloads this library (module purge): every session stops and
-/// its collector thread is joined, so no thread runs this library's code after `dlclose`.
+/// Called by the VM before it unloads this library (module purge), after every NIF call of
+/// it has returned: every session stops and its collector thread is joined, so no thread
+/// runs this library's code after `dlclose`. A panic is caught and ignored.
 extern "C" fn unload(_env: *mut ErlNifEnv, _priv: *mut c_void) {
     let _ = std::panic::catch_unwind(|| {
         for session in session::all() {
@@ -51,7 +56,9 @@ extern "C" fn unload(_env: *mut ErlNifEnv, _priv: *mut c_void) {
     });
 }
 
-/// The NIF entry point. Written out instead of `rustler::init!` to register `unload`.
+/// The NIF entry point, the one symbol the VM looks up: the function table (every
+/// `register_raw_nif!` callback and `#[rustler::nif]`), `load` and `unload`. Written out
+/// instead of `rustler::init!` to register `unload`.
 #[no_mangle]
 extern "C" fn nif_init() -> *const ErlNifEntry {
     static ENTRY: std::sync::OnceLock<EntryCell> = std::sync::OnceLock::new();

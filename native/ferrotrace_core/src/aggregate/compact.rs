@@ -25,7 +25,7 @@
 use hdrhistogram::Histogram;
 
 use super::histogram::{MAX_LATENCY_NS, SIGNIFICANT_DIGITS};
-use super::memory::alloc_bytes;
+use crate::memory::alloc_bytes;
 
 /// HdrHistogram's layout at 2 significant digits, lowest discernible value 1: 256 sub-buckets
 /// (`2 × 10^2` rounded up to a power of two), the upper half of which each further bucket uses.

@@ -10,7 +10,7 @@
 use super::compact::Compact;
 use super::histogram::{histogram_bytes, MAX_LATENCY_NS};
 use super::keyed::KeyedLatency;
-use super::memory::{alloc_bytes, map_bytes, vec_bytes, Memory};
+use crate::memory::{alloc_bytes, map_bytes, vec_bytes, Memory};
 use super::own::OwnTime;
 use super::pairing::PairingCounters;
 use super::probe::{InnerEvents, RawLatency};

@@ -3,7 +3,7 @@
 
 use hdrhistogram::Histogram;
 
-use super::memory::alloc_bytes;
+use crate::memory::alloc_bytes;
 
 /// Largest latency recorded, in ns (one hour); longer calls are recorded as one hour.
 pub const MAX_LATENCY_NS: u64 = 3_600_000_000_000;

@@ -16,7 +16,7 @@
 use hdrhistogram::Histogram;
 
 use super::histogram::{add_histogram, histogram_bytes, MAX_LATENCY_NS};
-use super::memory::{copy_bytes, map_bytes};
+use crate::memory::{copy_bytes, map_bytes};
 use crate::hasher::WordMap;
 use crate::term_format::TermCopy;
 

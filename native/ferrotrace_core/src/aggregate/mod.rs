@@ -14,14 +14,17 @@
 //! - what a paired call feeds: [`stacks`] (time per call path), [`slowest`] (the slow
 //!   calls, with their copies), [`own`] (own time), [`probe`] (the events inside a call, and
 //!   their cost taken out), [`split`] (running, descheduled, GC),
-//!   [`keyed`] (latency per key), [`recorder`] (the last events, `recent`);
+//!   [`keyed`] (latency per key), [`recorder`] (the last events, `recent`), [`trees`] (call
+//!   trees built while their root runs, kept when it turns out slow), [`capture`] (a call
+//!   over the capture threshold offered to the session's gate, `capture`);
 //! - [`activity`]: every other kind, moving its process on in the process table, counted in
 //!   [`messages`], [`scheduling`], [`gc`], [`procs`] and [`ports`] ([`top`]: their per-pid
 //!   top-N tables);
 //! - [`merge`]: several aggregators read as one;
 //! - the leaves: [`histogram`] (the HDR histograms every figure is kept in; [`compact`]: a
 //!   timed function's, in a compact form of the same layout), `ordered`
-//!   (the ordered merge of bounded lists), [`memory`] (bytes held, by part).
+//!   (the ordered merge of bounded lists); the bytes each part holds are measured with
+//!   [`crate::memory`]'s helpers.
 //!
 //! Memory is bounded: at most `max_functions` functions get statistics (calls of others are
 //! counted in `untracked_events`), and open frames are bounded per process and over all
@@ -53,10 +56,10 @@ pub mod own;
 pub mod probe;
 pub mod recorder;
 pub mod slowest;
-pub mod spikes;
 pub mod split;
 pub mod stacks;
 pub mod trees;
+pub mod capture;
 
 pub mod activity;
 pub mod gc;
@@ -70,7 +73,6 @@ pub mod merge;
 
 pub mod compact;
 pub mod histogram;
-pub mod memory;
 mod ordered;
 
 #[cfg(test)]
@@ -81,7 +83,7 @@ use functions::Functions;
 pub use functions::{FunctionStats, IntervalStats, MfaPattern};
 pub use compact::Compact;
 pub use histogram::{MAX_LATENCY_NS, RELATIVE_ERROR, SIGNIFICANT_DIGITS};
-use memory::Memory;
+use crate::memory::Memory;
 use pairing::{Frame, Loops, OpenCalls, NO_SPLIT};
 use probe::{Compensation, Inner};
 pub use pairing::{PairingCounters, LOOP_DEPTH, LOOP_MIN_SPAN_NS, MAX_DEPTH};
@@ -121,8 +123,8 @@ pub struct Aggregator {
     compensation: Option<Compensation>,
     /// The call trees, built and kept speculatively (`trees`), if the session keeps them.
     trees: Option<Trees>,
-    /// The session's capture threshold and bounds (`capture`), if any (`spikes.rs`).
-    spikes: Option<std::sync::Arc<spikes::SpikeGate>>,
+    /// The session's capture threshold and bounds (`capture`), if any (`capture.rs`).
+    capture: Option<std::sync::Arc<capture::CaptureGate>>,
     /// Processes the overhead budget's fuse untraced, not yet taken by
     /// [`Aggregator::take_untraced`] (at most [`MAX_UNTRACED`]).
     untraced: Vec<u64>,
@@ -151,15 +153,15 @@ impl Aggregator {
             frames: None,
             compensation: None,
             trees: None,
-            spikes: None,
+            capture: None,
             untraced: Vec::new(),
         }
     }
 
     /// Offers every call as slow as `gate.slower_than_ns` or slower, once paired, to `gate`
-    /// (`capture`, `spikes.rs`); `None`: none.
-    pub fn set_spikes(&mut self, gate: Option<std::sync::Arc<spikes::SpikeGate>>) {
-        self.spikes = gate;
+    /// (`capture`, `capture.rs`); `None`: none.
+    pub fn set_capture(&mut self, gate: Option<std::sync::Arc<capture::CaptureGate>>) {
+        self.capture = gate;
     }
 
     /// Settles the session's frame table as events are folded in: calls less returns less
@@ -410,8 +412,8 @@ impl Aggregator {
                         (raw_ns, raw_ns.saturating_sub(frame.callees_ns))
                     }
                 };
-                if let Some(gate) = self.spikes.as_ref().filter(|gate| duration_ns >= gate.slower_than_ns) {
-                    gate.offer(spikes::Spike { mfa: event.mfa, pid: event.pid, latency_ns: duration_ns, start_ns: frame.ts, end_ns: event.ts });
+                if let Some(gate) = self.capture.as_ref().filter(|gate| duration_ns >= gate.slower_than_ns) {
+                    gate.offer(capture::CaptureCall { mfa: event.mfa, pid: event.pid, latency_ns: duration_ns, start_ns: frame.ts, end_ns: event.ts });
                 }
                 let EventCopies { args, key } = frame.copies.map(|c| *c).unwrap_or_default();
                 if let Some(trees) = &mut self.trees {
@@ -458,7 +460,7 @@ impl Aggregator {
     /// `LOOP_MIN_SPAN_NS` before `now_ns` (see `pairing.rs`). A loop that takes a message
     /// every microsecond nests past `LOOP_DEPTH` before its calls span that long; the frame
     /// bound then refuses its calls and no event of it comes to look at, so the collector
-    /// asks now and then ([`crate::shard::threads::Shards::find_stuck_loops`]). Found loops
+    /// asks now and then ([`crate::collector::shards::Shards::find_stuck_loops`]). Found loops
     /// are counted from then on, as those a call finds.
     pub fn find_stuck_loops(&mut self, now_ns: u64) {
         if self.open.none_deep() {

@@ -19,7 +19,7 @@
 
 use std::collections::VecDeque;
 
-use super::memory::{boxed_copies_bytes, map_bytes, vec_bytes};
+use crate::memory::{boxed_copies_bytes, map_bytes, vec_bytes};
 use super::probe::Inner;
 use super::stacks::{StackPaths, ROOT};
 use crate::event::Mfa;

@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 
-use super::memory::{opt_copy_bytes, vec_bytes};
+use crate::memory::{opt_copy_bytes, vec_bytes};
 use super::ordered::in_order;
 use crate::event::{EventKind, Mfa};
 

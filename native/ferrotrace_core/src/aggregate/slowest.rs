@@ -10,7 +10,7 @@ use std::collections::BinaryHeap;
 use std::cmp::Reverse;
 
 use super::histogram::MAX_LATENCY_NS;
-use super::memory::{opt_copy_bytes, vec_bytes};
+use crate::memory::{opt_copy_bytes, vec_bytes};
 use super::ordered::in_order;
 
 /// Default number of slowest calls kept per function.

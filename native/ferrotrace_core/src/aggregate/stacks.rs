@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
-use super::memory::{map_bytes, vec_bytes};
+use crate::memory::{map_bytes, vec_bytes};
 use crate::event::Mfa;
 use crate::hasher::WordHasher;
 

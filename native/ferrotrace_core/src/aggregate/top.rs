@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash};
 
-use super::memory::map_bytes;
+use crate::memory::map_bytes;
 use crate::hasher::WordHasher;
 
 /// Keys one table keeps; events of further keys are counted in [`TopTable::overflow`].

@@ -22,7 +22,7 @@
 //! finds it full builds no tree: [`TreeCounters::not_built`]); kept trees are `keep` per root
 //! function, and root functions are traced functions (`max_functions`).
 
-use super::memory::{copy_bytes, map_bytes, vec_bytes};
+use crate::memory::{copy_bytes, map_bytes, vec_bytes};
 use super::MfaPattern;
 use crate::event::Mfa;
 use crate::hasher::WordMap;

@@ -6,12 +6,12 @@
 use std::sync::atomic::AtomicPtr;
 use std::sync::Arc;
 
-use crate::aggregate::memory::Memory;
+use crate::memory::Memory;
 use crate::aggregate::Aggregator;
 use crate::collector::Backlog;
 use crate::frames::FrameTable;
 use crate::producer::{Accounting, Producer};
-use crate::shard::threads::Aggregates;
+use crate::collector::shards::Aggregates;
 
 use super::Session;
 
@@ -49,15 +49,15 @@ impl Session {
     }
 
     /// Offers every paired call as slow as `gate.slower_than_ns` to `gate` from now on
-    /// (`capture`; see [`crate::aggregate::spikes`]), on every aggregator.
-    pub fn set_spikes(&self, gate: Arc<crate::aggregate::spikes::SpikeGate>) {
-        *self.spikes.lock() = Some(Arc::clone(&gate));
-        self.with_aggregates(|aggregates| aggregates.for_each_mut(|aggregator| aggregator.set_spikes(Some(Arc::clone(&gate)))));
+    /// (`capture`; see [`crate::aggregate::capture`]), on every aggregator.
+    pub fn set_capture(&self, gate: Arc<crate::aggregate::capture::CaptureGate>) {
+        *self.capture.lock() = Some(Arc::clone(&gate));
+        self.with_aggregates(|aggregates| aggregates.for_each_mut(|aggregator| aggregator.set_capture(Some(Arc::clone(&gate)))));
     }
 
     /// The capture gate's counts, if the session captures.
-    pub fn spike_counts(&self) -> Option<crate::aggregate::spikes::SpikeCounts> {
-        self.spikes.lock().as_ref().map(|gate| gate.counts())
+    pub fn capture_counts(&self) -> Option<crate::aggregate::capture::CaptureCounts> {
+        self.capture.lock().as_ref().map(|gate| gate.counts())
     }
 
     /// The accounting and the calls seen per function ([`Aggregates::call_counts`]), up to

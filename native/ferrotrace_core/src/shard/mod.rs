@@ -1,21 +1,19 @@
 //! Sharding: a session's aggregation split by pid over several aggregators, each on a thread
 //! of its own (`aggregators => N`); each aggregator is a *shard*, owning the processes whose
-//! pids hash to it.
+//! pids hash to it. Below both the process table, which keeps state for its own pids only,
+//! and the aggregators, which keep figures for theirs.
 //!
 //! In the order an event goes through them:
 //! - this module: how many shards a session has, and which one owns a pid ([`shard_of`],
-//!   [`Shard`]): below both the process table, which keeps state for its own pids only, and
-//!   the aggregators;
+//!   [`Shard`]);
 //! - [`route`]: where the collector sends each event (its tracee's owner, and another
-//!   process's it moves on), and why that is exact;
-//! - [`threads`]: a session's shards, one aggregator or several on threads of their own fed
-//!   in batches through channels ([`threads::Shards`]), and their figures read as one.
+//!   process's it moves on), and why that is exact.
 //!
-//! The aggregator's side is `Aggregator::with_shard`, `Aggregator::record_routed` and
+//! The threads the aggregators run on are the collector's (`crate::collector::shards`); the
+//! aggregator's side is `Aggregator::with_shard`, `Aggregator::record_routed` and
 //! `Aggregator::merged` (`crate::aggregate`).
 
 pub mod route;
-pub mod threads;
 
 /// Accepted `aggregators`, inclusive.
 pub const AGGREGATORS_RANGE: (i64, i64) = (1, 16);

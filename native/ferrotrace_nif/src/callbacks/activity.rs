@@ -27,7 +27,7 @@ impl SizeReader for SizeEnv {
     #[inline]
     fn shape(&self, term: ErlNifTerm) -> Shape<ErlNifTerm> {
         let env = self.0;
-        // SAFETY (whole block): `env` is the current callback's env and `term` one of its
+        // SAFETY: for the whole block, `env` is the current callback's env and `term` one of its
         // terms (or an element read from one); every out-pointer is a local of the right type.
         unsafe {
             match enif_term_type(env, term) {

@@ -10,7 +10,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use rustler::sys::ErlNifTerm;
 
 /// Registers `$func`, an `unsafe extern "C" fn(env, argc, argv) -> term`, as the NIF
-/// `$name/$arity` of the library being built.
+/// `$name/$arity` of the library being built. The VM then calls `$func` with a valid `env`
+/// for that call and `argv` pointing at `$arity` of its terms (see the callbacks' contract
+/// in `callbacks/mod.rs`); `$func` must catch its panics ([`guarded`]).
 macro_rules! register_raw_nif {
     ($name:literal, $arity:literal, $func:path) => {
         rustler::codegen_runtime::inventory::submit!(rustler::Nif {

@@ -1,6 +1,6 @@
 //! Captures (`capture => #{slower_than, every, max_captures}`): `session_set_capture/5`
-//! gives a session a spike gate ([`ferrotrace_core::aggregate::spikes`]) whose notifier
-//! sends `{ferrotrace_spike, Id, #{mfa, pid, latency, started_at}}` to the session's
+//! gives a session a capture gate ([`ferrotrace_core::aggregate::capture`]) whose notifier
+//! sends `{ferrotrace_capture, Id, #{mfa, pid, latency, started_at}}` to the session's
 //! capture process (`ferrotrace_capture`) from the collector thread, within a collection of
 //! the slow return being folded in (never a scheduler thread, dirty ones included, which is
 //! what `OwnedEnv::send_and_clear` requires);
@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use rustler::{Encoder, Env, LocalPid, OwnedEnv, Term};
 
-use ferrotrace_core::aggregate::spikes::{Spike, SpikeGate};
+use ferrotrace_core::aggregate::capture::{CaptureCall, CaptureGate};
 
 use super::lookup::find;
 use super::reply::{error, map, mfa_term};
@@ -18,7 +18,7 @@ use crate::encoding::immediate::kept_term;
 
 mod atoms {
     rustler::atoms! {
-        ok, none, ferrotrace_spike, mfa, pid, latency, started_at, bad_capture,
+        ok, none, ferrotrace_capture, mfa, pid, latency, started_at, bad_capture,
         seen, sent, refused_every, refused_max,
     }
 }
@@ -27,7 +27,7 @@ mod atoms {
 const MAX_CAPTURES: u64 = 1000;
 
 /// `session_set_capture(Id, SlowerThanNs, EveryMs, MaxCaptures, Pid) -> ok | {error, _}`:
-/// from now on each paired call as slow as `SlowerThanNs` or slower is a spike; at most one
+/// from now on each paired call as slow as `SlowerThanNs` or slower is offered to it; at most one
 /// per `EveryMs` and `MaxCaptures` in all are sent to `Pid`, the rest counted.
 #[rustler::nif(schedule = "DirtyCpu")]
 fn session_set_capture<'a>(env: Env<'a>, id: Term<'a>, slower_than_ns: u64, every_ms: u64, max: u64, to: LocalPid) -> Term<'a> {
@@ -39,33 +39,33 @@ fn session_set_capture<'a>(env: Env<'a>, id: Term<'a>, slower_than_ns: u64, ever
         return error(env, (atoms::bad_capture(), (slower_than_ns, every_ms, max)));
     }
     let (session_id, offset) = (session.id, session.system_offset_ns());
-    let notify = Box::new(move |spike: &Spike| {
+    let notify = Box::new(move |slow: &CaptureCall| {
         let mut owned = OwnedEnv::new();
         // A capture process already gone makes the send fail: nothing to tell.
         let _ = owned.send_and_clear(&to, |env| {
-            let started_us = ((i128::from(spike.start_ns) + offset) / 1000) as i64;
+            let started_us = ((i128::from(slow.start_ns) + offset) / 1000) as i64;
             let call = map(env, &[
-                (atoms::mfa(), mfa_term(env, &spike.mfa)),
-                (atoms::pid(), kept_term(env, spike.pid)),
-                (atoms::latency(), spike.latency_ns.encode(env)),
+                (atoms::mfa(), mfa_term(env, &slow.mfa)),
+                (atoms::pid(), kept_term(env, slow.pid)),
+                (atoms::latency(), slow.latency_ns.encode(env)),
                 (atoms::started_at(), started_us.encode(env)),
             ]);
-            (atoms::ferrotrace_spike(), session_id, call).encode(env)
+            (atoms::ferrotrace_capture(), session_id, call).encode(env)
         });
     });
-    session.set_spikes(Arc::new(SpikeGate::new(slower_than_ns, every_ms * 1_000_000, max, notify)));
+    session.set_capture(Arc::new(CaptureGate::new(slower_than_ns, every_ms * 1_000_000, max, notify)));
     atoms::ok().encode(env)
 }
 
 /// `session_capture_counts(Id) -> {ok, #{seen, sent, refused_every, refused_max}} | {ok,
-/// none} | {error, _}`: the spike gate's counts, `none` for a session without captures.
+/// none} | {error, _}`: the capture gate's counts, `none` for a session without captures.
 #[rustler::nif(schedule = "DirtyCpu")]
 fn session_capture_counts<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
     let session = match find(env, id) {
         Ok(session) => session,
         Err(e) => return e,
     };
-    match session.spike_counts() {
+    match session.capture_counts() {
         Some(c) => (atoms::ok(), map(env, &[
             (atoms::seen(), c.seen.encode(env)),
             (atoms::sent(), c.sent.encode(env)),

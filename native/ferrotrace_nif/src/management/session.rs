@@ -213,9 +213,9 @@ fn pairing_term<'a>(env: Env<'a>, p: &PairingCounters, open: usize, processes: u
     ])
 }
 
-/// The summary's `memory`: every part of [`ferrotrace_core::aggregate::memory::Memory`] by
+/// The summary's `memory`: every part of [`ferrotrace_core::memory::Memory`] by
 /// its name, `total`, and the counts `functions` and `ring_alloc_failures`.
-fn memory_term<'a>(env: Env<'a>, memory: &ferrotrace_core::aggregate::memory::Memory, functions: usize, failures: u64) -> Term<'a> {
+fn memory_term<'a>(env: Env<'a>, memory: &ferrotrace_core::memory::Memory, functions: usize, failures: u64) -> Term<'a> {
     let mut pairs: Vec<(Atom, Term<'a>)> = memory
         .parts()
         .iter()

@@ -1,23 +1,23 @@
 //! The collector thread's body: one per session, started by `session::start`. Every 1 to
 //! 8 ms ([`next_interval`]) it drains, orders and folds in the events (`Session::collect`), checks
 //! the session's stop conditions (a tripped limit, the duration, a failed aggregator thread),
-//! hands the loops the aggregators found to the keeper and the spikes the capture gate let
+//! hands the loops the aggregators found to the keeper and the calls the capture gate let
 //! through to the capture process; when the session has stopped, it
 //! notifies the keeper as its last act.
 
 use std::sync::atomic::Ordering;
 
 use crate::clock;
-use crate::session::{Session, StopReason};
+use super::{Session, StopReason};
 
-use super::{next_interval, COLLECT_INTERVAL_MIN};
+use crate::collector::{next_interval, COLLECT_INTERVAL_MIN};
 
 /// How often the collector looks for loops whose processes sit at the frame bound.
 const STUCK_LOOPS_EVERY_NS: u64 = 50_000_000;
 
-// The body is a method of `Session`, as the read path is (`session/read.rs`): the session
-// starts its collector, and only this file needs to know what the collector does, so the
-// dependency runs one way, from here to `session`.
+// The body is a method of `Session`, as the read path is (`session/read.rs`), and lives with
+// it: it drives the session's lifecycle (its stop conditions and notices) on the collector's
+// thread, so `session` uses `collector` and never the other way round.
 impl Session {
     /// The collector thread: runs until the session stops, then notifies (`Notifier`). A
     /// panic in the loop (a bug) stops the session with `StopReason::Error` rather than leave
@@ -32,8 +32,8 @@ fn run(session: &Session) {
     if run.is_err() {
         session.halt(StopReason::Error);
     }
-    // Spikes folded in by the last drain, before the keeper hears of the stop.
-    deliver_spikes(session);
+    // Calls over the capture threshold folded in by the last drain, before the keeper hears of the stop.
+    deliver_captures(session);
     session.collector_cpu_ns.store(clock::thread_cpu_ns(), Ordering::Relaxed);
     let notifier = session.notifier.lock().take();
     if let (Some(notify), Some(stopped)) = (notifier, session.stopped()) {
@@ -78,7 +78,7 @@ fn collect_until_stopped(session: &Session) {
             session.halt(StopReason::Error);
             break;
         }
-        deliver_spikes(session);
+        deliver_captures(session);
         if !loops.is_empty() {
             if let Some(notify) = session.loop_notifier.lock().as_mut() {
                 let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| notify(session.id, loops)));
@@ -88,10 +88,10 @@ fn collect_until_stopped(session: &Session) {
     }
 }
 
-/// Hands the spikes the capture gate let through (`capture`) to its notifier: on this
+/// Hands the calls the capture gate let through (`capture`) to its notifier: on this
 /// thread, which the VM does not manage, as a message send requires.
-fn deliver_spikes(session: &Session) {
-    let gate = session.spikes.lock().clone();
+fn deliver_captures(session: &Session) {
+    let gate = session.capture.lock().clone();
     if let Some(gate) = gate {
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| gate.deliver()));
     }

@@ -27,8 +27,8 @@ use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, MutexGuard};
 use std::thread::JoinHandle;
 
-use super::route::{Router, Targets};
-use crate::aggregate::memory::{boxed_copies_bytes, vec_bytes, Memory};
+use crate::shard::route::{Router, Targets};
+use crate::memory::{boxed_copies_bytes, vec_bytes, Memory};
 use crate::aggregate::Aggregator;
 use crate::clock;
 use crate::event::{Event, Mfa, PackedEvent};

@@ -6,7 +6,7 @@
 %%% module.
 -module(ferrotrace_hint).
 
--export([hinted/3, keys/3, brief/1, nearest/2]).
+-export([hinted/3, keys/3, brief/1, nearest/2, to_map/1]).
 
 %% Keys longer than this get no hint (characters).
 -define(HINT_MAX_KEY, 64).
@@ -27,6 +27,29 @@ hinted(Key, Names, Accepted) ->
         _ ->
             iolist_to_binary(Accepted)
     end.
+
+%% @doc `{ok, Map}' of options given as a map or a list of `{Key, Value}' pairs with atom
+%% keys (the first pair of a key wins), else `{error, {bad_options, Options, Accepted}}'.
+%% Here, below every module that takes options (ferrotrace_options:to_map/1 is this), so
+%% that one read by the start (`metrics') can be checked by its own module.
+-spec to_map(term()) -> {ok, map()} | {error, {bad_options, term(), binary()}}.
+to_map(Options) when is_map(Options) ->
+    {ok, Options};
+to_map(Options) when is_list(Options) ->
+    case pairs(Options) of
+        true -> {ok, maps:from_list(lists:reverse(Options))};
+        false -> bad_options(Options)
+    end;
+to_map(Options) ->
+    bad_options(Options).
+
+bad_options(Options) ->
+    {error, {bad_options, Options, <<"a map or a list of {Key, Value} pairs">>}}.
+
+%% A proper list of `{Atom, Value}' pairs (an improper list is refused, not a raise).
+pairs([]) -> true;
+pairs([{K, _} | Rest]) when is_atom(K) -> pairs(Rest);
+pairs(_) -> false.
 
 %% @doc The keys of an option's map (`trees', `capture') checked against `Names', those it
 %% takes: `ok', or `{error, Hint}' for the first other key, `Hint' being `Accepted' led by

@@ -5,8 +5,7 @@
 %%% the hot path).
 -module(ferrotrace_activity).
 
--export([check_kinds/1, flags/1, port_flags/0, all_flags/0, check_safe/2, merge/3,
-         histogram/2, otp_version/0]).
+-export([check_kinds/1, flags/1, check_safe/2, merge/3, histogram/2, otp_version/0]).
 
 -type kind() :: messages | procs | gc | scheduling | ports.
 -type series() :: wakeup | run_slice | lifetime | size_words | {gc, minor | major}
@@ -46,15 +45,7 @@ kind_flags(messages) -> [send, 'receive'];
 kind_flags(procs) -> [procs];
 kind_flags(gc) -> [garbage_collection];
 kind_flags(scheduling) -> [running];
-kind_flags(ports) -> port_flags().
-
-%% @doc The flags that only ports take.
--spec port_flags() -> [atom()].
-port_flags() -> [ports, running_ports].
-
-%% @doc Every flag any kind sets (for undoing them).
--spec all_flags() -> [atom()].
-all_flags() -> flags(?KINDS).
+kind_flags(ports) -> ferrotrace_backend:port_flags().
 
 %% @doc Refuses the kinds this VM cannot trace safely:
 %% <ul>
@@ -97,27 +88,12 @@ gc_traced_elsewhere(Others) ->
         [Other | _] ->
             {ferrotrace, Other};
         [] ->
-            Traced = [P || P <- [new_processes | erlang:processes()], session_traces_gc(P)],
+            Traced = [P || P <- [new_processes | erlang:processes()], ferrotrace_backend:traces_gc(P)],
             case Traced of
                 [] -> false;
                 [P | _] -> {trace_session_on, P}
             end
     end.
-
-%% OTP 27+ only (the `trace' module); called through apply so that this compiles on 25.
-session_traces_gc(P) ->
-    Sessions = try ferrotrace_vm:trace_call(session_info, [P]) of
-                   List when is_list(List) -> List;
-                   _ -> []
-               catch error:_ -> []
-               end,
-    lists:any(fun(Session) ->
-                      try ferrotrace_vm:trace_call(info, [Session, P, flags]) of
-                          {flags, Flags} -> lists:member(garbage_collection, Flags);
-                          _ -> false
-                      catch error:_ -> true
-                      end
-              end, Sessions).
 
 %% @doc The running OTP version as a list of integers (`[25, 2, 3]').
 -spec otp_version() -> [non_neg_integer()].

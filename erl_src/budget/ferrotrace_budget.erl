@@ -50,7 +50,7 @@
 %%%
 %%% == The first moment ==
 %%% A session with a budget starts cautious, as TCP's slow start does, from its functions'
-%%% calls counted for a moment before any pattern is set (ferrotrace_backend:count_calls/3):
+%%% calls counted for a moment before any pattern is set (ferrotrace_tracing:count_calls/3):
 %%% {@link first/2} holds back the functions whose calls would make the floor (below), as
 %%% shedding does, and picks the rate for the rest. The session pays neither: their
 %%% patterns are taken off before any process is flagged. Where the calls cannot be counted
@@ -62,7 +62,7 @@
 %%% The first ticks come after 100 ms. At the first tick at the whole budget, what the
 %%% first moment held back or shed beyond what the whole budget would comes back (open/2);
 %%% then the rate falls as soon as the measured load allows, and the rest comes back as
-%%% what is shed does. The full reading of loops after the start (ferrotrace_session) is
+%%% what is shed does. The full reading of loops after the start (ferrotrace_keeper) is
 %%% paced within a fifth of the budget ({@link read_pace/2}).
 %%%
 %%% == Sampling (the first knob) ==
@@ -205,7 +205,7 @@ new(Budget, Node = #{schedulers := Schedulers, calibration := Calibration}) ->
       tick => 0}.
 
 %% @doc Where a session with budget `Budget' starts, from its functions' calls per second
-%% counted before tracing (`functions', ferrotrace_backend:count_calls/3), on `schedulers'
+%% counted before tracing (`functions', ferrotrace_tracing:count_calls/3), on `schedulers'
 %% schedulers with the calibration's costs (as {@link new/2} takes them): `{Held, Rate}',
 %% the functions to hold back (no pattern: the most called first, as shedding takes them,
 %% until the floor of the rest is at ?SHED_TO of the budget) with their rates, and the
@@ -510,7 +510,7 @@ decide(Load, S = #{floor_ticks := F}) ->
 %% Under the budget: the rate falls while the estimate stays under the aim.
 within(#{estimate := E, budget := B, settling := true}, S) when E < B * ?AIM ->
     %% Not all of the session's load yet: the processes waiting in server loops are flagged
-    %% once their loops are count-only (ferrotrace_session's steps, a second on a busy
+    %% once their loops are count-only (ferrotrace_keeper's steps, a second on a busy
     %% server). The rate the start chose counted their calls; it does not fall meanwhile.
     {[], S#{low_ticks := 0, aim_ticks := 0}};
 within(Load = #{estimate := E, budget := B}, S = #{low_ticks := Low, aim_ticks := Aim}) when E < B * ?AIM ->

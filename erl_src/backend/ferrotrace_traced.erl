@@ -1,9 +1,9 @@
 %%% @private
 %%% @doc What the VM traces now, as ferrotrace reads it: the modules no session traces, the
 %%% functions a pattern names and the match spec each carries, the tracer a process has.
-%%% It changes nothing (ferrotrace_backend and, on OTP 25 and 26, ferrotrace_legacy do).
+%%% It changes nothing (ferrotrace_backend and, on OTP 25 and 26, ferrotrace_backend_legacy do).
 %%%
-%%% A leaf: ferrotrace_legacy reads with it before removing a pattern (a function another
+%%% A leaf: ferrotrace_backend_legacy reads with it before removing a pattern (a function another
 %%% tool took over keeps that tool's), the keeper and `ferrotrace_displaced' read the same
 %%% answers. Reads use `erlang:trace_info/2' with one key (`match_spec', `tracer'), never
 %%% `all', which stops the schedulers.

@@ -1,7 +1,8 @@
 %%% @private
-%%% @doc The legacy backend's trace state (OTP 25 and 26), where a function has one match
-%%% spec for the whole node and a process one tracer: the only place that sets or clears a
-%%% session's call patterns there, or removes its process flags after it.
+%%% @doc The backend's OTP 25 and 26 half: where a function has one match spec for the whole
+%%% node and a process one tracer, the only place that sets or clears a session's call
+%%% patterns, or removes its process flags after it (ferrotrace_backend does the rest,
+%%% and everything on OTP 27 and later).
 %%%
 %%% Sessions share the node's patterns through claims: `ferrotrace_claims' holds
 %%% `{{Id, Spec}, Pattern}' for each pattern a session set, with the loops traced count-only
@@ -10,10 +11,8 @@
 %%% between the two leaves a claim that the next stop removes, never a pattern nobody knows
 %%% of. Checking claims and changing patterns must be atomic with respect to every other
 %%% session: every function here that writes runs in the registry's process
-%%% (ferrotrace_registry serves them, ferrotrace_backend asks it), never called directly.
-%%%
-%%% On OTP 27 and later a session's patterns are its trace session's (ferrotrace_backend).
--module(ferrotrace_legacy).
+%%% (ferrotrace_registry serves them, ferrotrace_tracing asks it), never called directly.
+-module(ferrotrace_backend_legacy).
 
 -export([new_table/0, claims/1, claimed/0]).
 -export([set/2, add_loops/2, exclude_modules/1, shed/2, unshed/2, remove/3, untrace_processes/1]).
@@ -57,7 +56,7 @@ add_loops(Id, Loops) ->
       end, ets:match_object(?CLAIMS, {{Id, '_'}, '_'})).
 
 %% @doc Takes every pattern off the functions of `Modules' (ferrotrace's own, left out of a
-%% `'_'' module's patterns: see ferrotrace_backend).
+%% `'_'' module's patterns: see ferrotrace_tracing).
 -spec exclude_modules([module()]) -> ok.
 exclude_modules(Modules) when is_list(Modules) ->
     _ = [erlang:trace_pattern({M, '_', '_'}, false, [Scope]) || M <- Modules, is_atom(M), Scope <- [local, global]],
@@ -94,7 +93,7 @@ set(Id, Patterns) ->
             %% Claimed first: a registry killed while setting them leaves claims that a
             %% stop removes, never patterns that nobody knows of.
             true = ets:insert(?CLAIMS, [{{Id, MFA}, P} || P = #{mfa := MFA} <- Patterns]),
-            %% ferrotrace's own modules are left out after (ferrotrace_backend): each
+            %% ferrotrace's own modules are left out after (ferrotrace_tracing): each
             %% pattern change waits for the VM's code barrier, 250 ms on a busy node.
             Matched = lists:sum([apply_pattern(P) || P <- Patterns]),
             {ok, Matched}

@@ -39,8 +39,8 @@
 -module(ferrotrace_cluster).
 -behaviour(gen_server).
 
--export([calls/2, calls/4, summary/1, histogram/2, stop/1, release/1, export/3, format/2, status/1]).
--export([slow_calls/3, recent/1, captures/1, add/2, remove/2, replies/4]).
+-export([calls/2, calls/4, summary/1, histogram/2, stop/1, release/1, export/3, report_parts/1, status/1]).
+-export([slow_calls/3, recent/1, captures/1, add/2, remove/2, serve/2, unserve/1, replies/4]).
 %% Called on each node through erpc.
 -export([start_part/4, part_figures/2, part_control/2]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
@@ -52,13 +52,12 @@
 %% @doc `ferrotrace:calls(Spec, Options)': with `nodes => [Node]' a cluster session (the
 %% nodes and the owner checked, then the parts started by {@link calls/4}; `[node()]' alone
 %% is a local session, as without the option), anything else (bad options included) a
-%% local session (ferrotrace_local), which answers for them. An unknown option is explained
-%% as calls/2 explains it.
+%% local session (ferrotrace_start), which answers for them, an unknown option explained.
 -spec calls(term(), term()) -> {ok, pid() | ferrotrace_tracer:session_id()} | {error, term()}.
 calls(Spec, Options) ->
     case ferrotrace_options:to_map(Options) of
-        {ok, #{nodes := _} = Map} -> ferrotrace_options:explain(cluster_calls(Spec, Map), calls);
-        _ -> ferrotrace_local:calls(Spec, Options)
+        {ok, #{nodes := _} = Map} -> cluster_calls(Spec, Map);
+        _ -> ferrotrace_start:calls(Spec, Options)
     end.
 
 cluster_calls(Spec, Options = #{nodes := Nodes}) ->
@@ -69,7 +68,7 @@ cluster_calls(Spec, Options = #{nodes := Nodes}) ->
         true when Nodes =:= [node()] ->
             ferrotrace_start:calls(Spec, Rest);
         true ->
-            case ferrotrace_options:owner(Rest) of
+            case ferrotrace_owner:owner(Rest) of
                 {ok, Checked} ->
                     calls(Spec, maps:remove(owner, Rest), lists:usort(Nodes), Checked);
                 {error, _} = Error ->
@@ -146,23 +145,35 @@ stop(Cluster) ->
 release(Cluster) ->
     call(Cluster, release).
 
-%% @doc The report text; `by_node => true' adds one line per function and node.
--spec format(pid(), map()) -> iolist() | {error, term()}.
-format(Cluster, Options) ->
-    case summary(Cluster) of
-        {error, _} = Error ->
+%% @doc What the cluster's report is composed of (ferrotrace_report:compose/2), as a local
+%% session's: the merged summary and histograms, each live node's figures of the other
+%% kinds (their series' histograms read on that node), every node's captures, and the
+%% capture gates' counts added.
+-spec report_parts(pid()) -> ferrotrace_report:parts() | {error, term()}.
+report_parts(Cluster) ->
+    case {gather(Cluster), call(Cluster, parts)} of
+        {{Info, Figures}, {ok, Parts, _}} ->
+            Summary = ferrotrace_cluster_merge:summary(Info, Figures),
+            Series = fun(Node, Id) ->
+                             fun(S) -> case remote_call(Node, ferrotrace_local, histogram, [Id, S], ?CALL_TIMEOUT) of
+                                           {badrpc, Reason} -> {error, Reason};
+                                           Buckets -> Buckets
+                                       end
+                             end
+                     end,
+            Counts = case replies(Cluster, ferrotrace_capture, counts, fun(Id) -> [Id] end) of
+                         {ok, Replies} -> ferrotrace_cluster_merge:capture_counts(Replies);
+                         {error, _} = Error -> Error
+                     end,
+            #{summary => Summary,
+              histogram => fun(MFA) -> ferrotrace_cluster_merge:histogram(Figures, MFA) end,
+              activity => [{Node, NodeSummary, Series(Node, Id)}
+                           || {Node, {_, Id}} <- Parts, {N, {NodeSummary, _}} <- Figures, N =:= Node],
+              captures => captures(Cluster), capture_counts => Counts};
+        {{error, _} = Error, _} ->
             Error;
-        Summary ->
-            Histogram = fun(MFA) -> histogram(Cluster, MFA) end,
-            Main = ferrotrace_report:format(Summary, Histogram, maps:remove(by_node, Options)),
-            Down = case maps:get(nodes_down, Summary) of
-                       [] -> [];
-                       DownNodes -> io_lib:format("nodes down (left out): ~p~n", [DownNodes])
-                   end,
-            case maps:get(by_node, Options, false) of
-                true -> [Main, Down, ferrotrace_report:by_node_table(Summary, maps:get(width, Options, ferrotrace_options:default_width()))];
-                false -> [Main, Down]
-            end
+        {_, {error, _} = Error} ->
+            Error
     end.
 
 %% @doc The merged figures as an export (see {@link ferrotrace_export}).
@@ -281,6 +292,39 @@ remove(Cluster, Spec) ->
         {error, _} = Error -> Error
     end.
 
+%% @doc `ferrotrace:serve/2' for a cluster: serves each node's part of `Cluster' on that node, with the same
+%% `Settings' (`port => 0' picks a port per node): `{ok, [{Node, Url}]}', or the first
+%% node's error, `{error, {node, Node, Reason}}', with the nodes served before unserved.
+%% Each node serves its own figures, labelled with its name: Prometheus scrapes one target
+%% per node, and adds them (`sum by (le) (...)') exactly as the cluster merges them, the
+%% bounds being the same everywhere.
+-spec serve(pid(), ferrotrace_metrics:settings()) -> {ok, [{node(), string()}]} | {error, term()}.
+serve(Cluster, Settings) ->
+    case replies(Cluster, ferrotrace_metrics, serve_part, fun(Id) -> [Id, Settings] end) of
+        {ok, Replies} ->
+            case [{Node, Why} || {Node, Reply} <- Replies, Why <- [failed(Reply)], Why =/= false] of
+                [] ->
+                    {ok, [{Node, Url} || {Node, {ok, Url}} <- Replies]};
+                [{Node, Why} | _] ->
+                    _ = unserve(Cluster),
+                    {error, {node, Node, Why}}
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+failed({ok, _}) -> false;
+failed({error, Why}) -> Why;
+failed(Other) -> Other.
+
+%% @doc Stops serving every node's part of `Cluster'.
+-spec unserve(pid()) -> ok | {error, term()}.
+unserve(Cluster) ->
+    case replies(Cluster, ferrotrace_metrics, unserve_part, fun(Id) -> [Id] end) of
+        {ok, _} -> ok;
+        {error, _} = Error -> Error
+    end.
+
 %% The lists `Module:Function(Args(Id))' returns on each live node (see
 %% ferrotrace_cluster_merge:lists/1).
 from_parts(Cluster, Module, Function, Args) ->
@@ -290,8 +334,8 @@ from_parts(Cluster, Module, Function, Args) ->
     end.
 
 %% @doc Each live node's answer to `Module:Function(Args(Id))' (`Id' its session), with the
-%% node; a node that went down is left out, as in the summary (ferrotrace_metrics serves each
-%% node's part on its node this way; ferrotrace_saved saves each node's part).
+%% node; a node that went down is left out, as in the summary (serve/2 serves each node's
+%% part on its node this way; ferrotrace_saved saves each node's part).
 -spec replies(pid(), module(), atom(), fun((pos_integer()) -> [term()])) ->
           {ok, [{node(), term()}]} | {error, term()}.
 replies(Cluster, Module, Function, Args) ->
@@ -351,8 +395,8 @@ remote_call(Node, Module, Function, Args, Timeout) ->
 %% @private
 %% Registers the session, then starts every part; a refusal is acknowledged as
 %% `{error, {refused, Reason}}' and the process exits `normal' (as a keeper's, see
-%% ferrotrace_session), with nothing left registered or started.
--spec init({term(), map(), [node()], ferrotrace_session:owner()}) -> {ok, #c{}}.
+%% ferrotrace_keeper), with nothing left registered or started.
+-spec init({term(), map(), [node()], ferrotrace_owner:owner()}) -> {ok, #c{}}.
 init({Spec, Options, Nodes, Owner}) ->
     ok = ferrotrace_own:enter(),
     %% Listed and named in the node's registry like a local session (names are shared).

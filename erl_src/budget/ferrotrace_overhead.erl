@@ -204,7 +204,13 @@ tick(S = #s{id = Id, control = C}) ->
             {Decisions, C1} = ferrotrace_budget:tick((measure(Summary))#{node => ferrotrace_nodeload:sample(),
                                                                          settling => info(Info, settling, false),
                                                                          hidden => hidden(Untraced)}, C0),
-            S1 = lists:foldl(fun decide/2, S#s{control = C1, probing = lists:keymember(restore, 1, Decisions)}, Decisions),
+            %% Restores last, and the log published before them: a reader who finds a
+            %% function's pattern set again finds it taken back in the log (the budget
+            %% suite's sheds_and_restores read the log, then the pattern, between the two).
+            {Restores, Others} = lists:partition(fun(D) -> element(1, D) =:= restore end, Decisions),
+            S0 = lists:foldl(fun decide/2, S#s{control = C1, probing = Restores =/= []}, Others),
+            ok = publish_if(Restores =/= [], S0),
+            S1 = lists:foldl(fun decide/2, S0, Restores),
             S2 = retrace(Untraced, not lists:keymember(shed, 1, Decisions), S1),
             publish(S2),
             arm(Id, S2#s.control),
@@ -298,6 +304,9 @@ arm(Id, Control) ->
 
 publish(#s{id = Id, control = Control, retraced = Retraced, left_untraced = Left, untraced_pids = Waiting}) ->
     publish(Id, Control, #{retraced => Retraced, left_untraced => Left, waiting => map_size(Waiting)}).
+
+publish_if(true, S) -> publish(S);
+publish_if(false, _S) -> ok.
 
 publish(Id, Control) ->
     publish(Id, Control, #{retraced => 0, left_untraced => 0, waiting => 0}).

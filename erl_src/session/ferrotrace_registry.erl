@@ -7,10 +7,10 @@
 %%% <ul>
 %%% <li>`ferrotrace_sessions': `{Id, Name, Keeper, Info}' per session not yet released,
 %%% read by the API without a call;</li>
-%%% <li>`ferrotrace_claims': the call patterns each session set (ferrotrace_legacy).</li>
+%%% <li>`ferrotrace_claims': the call patterns each session set (ferrotrace_backend_legacy).</li>
 %%% </ul>
 %%% On OTP 25 and 26 trace patterns belong to the node, not to a session. Every pattern
-%%% change is made in this process (by ferrotrace_legacy, the legacy backend's one place
+%%% change is made in this process (by ferrotrace_backend_legacy, the legacy backend's one place
 %%% that changes them), so checking for a conflict and setting a pattern, or removing a
 %%% pattern that no other live session still needs, are atomic with respect to every other
 %%% session's start and stop. The registry also monitors each keeper: a keeper that was
@@ -95,12 +95,12 @@ tables_init(Caller, Ref) ->
     end,
     group_leader(whereis(init), self()),
     _ = ets:new(?SESSIONS, [named_table, public, set, {read_concurrency, true}]),
-    ok = ferrotrace_legacy:new_table(),
+    ok = ferrotrace_backend_legacy:new_table(),
     %% ferrotrace_loops' cache of each module version's tail calls.
     _ = ets:new(?LOOPS_CACHE, [named_table, public, set, {read_concurrency, true}]),
     %% ferrotrace_calibrate's last calibration of this node.
     _ = ets:new(ferrotrace_calibration, [named_table, public, set]),
-    ok = ferrotrace_own:new_table(),
+    ok = ferrotrace_backend:new_table(),
     ok = ferrotrace_own:enter(),
     _ = ets:new(?RELEASED, [named_table, public, ordered_set]),
     Caller ! {Ref, ok},
@@ -117,7 +117,8 @@ tables_loop() ->
 register(Id, Keeper, Info) ->
     call({register, Id, Keeper, Info}).
 
-%% @doc Forgets a session (its keeper calls this as it releases it).
+%% @doc Forgets a session (its keeper calls this as it releases it; from another process,
+%% only a session whose keeper is gone).
 -spec unregister(id()) -> ok.
 unregister(Id) ->
     call({unregister, Id}).
@@ -180,7 +181,7 @@ add_loops(Id, Loops) ->
     call({add_loops, Id, Loops}).
 
 %% @doc Takes every pattern off the functions of `Modules' (ferrotrace's own, left out of a
-%% `'_'' module's patterns: see ferrotrace_backend); again after any session's patterns
+%% `'_'' module's patterns: see ferrotrace_tracing); again after any session's patterns
 %% are removed, while they are loaded.
 -spec exclude_modules([module()]) -> ok.
 exclude_modules(Modules) ->
@@ -222,7 +223,7 @@ remove_patterns(Id, Specs) ->
 reap(Id) ->
     call({reap, Id}).
 
-%% @doc True if `Pid' keeps a registered session (a `ferrotrace_session' keeper or a
+%% @doc True if `Pid' keeps a registered session (a `ferrotrace_keeper' or a
 %% cluster coordinator).
 -spec is_keeper(term()) -> boolean().
 is_keeper(Pid) when is_pid(Pid) ->
@@ -235,7 +236,7 @@ is_keeper(_) ->
 -spec patterns(ferrotrace_tracer:session_id()) -> [pattern()].
 patterns(Id) ->
     _ = ensure_started(),
-    ferrotrace_legacy:claims(Id).
+    ferrotrace_backend_legacy:claims(Id).
 
 %% The registry's work is bounded (ETS and trace_pattern/3), so the call waits for it;
 %% a registry that dies meanwhile (killed) is started again and asked again.
@@ -264,7 +265,7 @@ init([]) ->
     Monitors = maps:from_list([{erlang:monitor(process, Keeper), Id}
                                || {Id, _, Keeper, _} <- ets:tab2list(?SESSIONS)]),
     Registered = fun(Id) -> ets:member(?SESSIONS, Id) end,
-    _ = [unclaim(Id, all) || Id <- ferrotrace_legacy:claimed(), not Registered(Id)],
+    _ = [unclaim(Id, all) || Id <- ferrotrace_backend_legacy:claimed(), not Registered(Id)],
     {ok, Monitors}.
 
 %% @private
@@ -306,19 +307,26 @@ serve({reap, Id}, _From, Monitors) ->
         _ ->
             {reply, ok, Monitors}
     end;
-serve({unregister, Id}, _From, Monitors) ->
-    true = forget(Id),
+serve({unregister, Id}, {Caller, _}, Monitors) ->
+    %% Only by the session's own keeper (a cluster's coordinator: its own pid), or once it is
+    %% gone: another caller would leave a live keeper, and what it holds (its endpoint, its
+    %% patterns), where no release could reach it (found by the fuzz suite, seed 1506).
+    _ = case ets:lookup(?SESSIONS, Id) of
+            [{Id, _, Keeper, _}] when Keeper =:= Caller; Id =:= Caller -> forget(Id);
+            [{Id, _, Keeper, _}] when is_pid(Keeper) -> is_process_alive(Keeper) orelse forget(Id);
+            _ -> forget(Id)
+        end,
     {reply, ok, Monitors};
 serve({set_patterns, Id, Patterns}, _From, Monitors) ->
-    {reply, ferrotrace_legacy:set(Id, Patterns), Monitors};
+    {reply, ferrotrace_backend_legacy:set(Id, Patterns), Monitors};
 serve({add_loops, Id, Loops}, _From, Monitors) ->
-    {reply, ferrotrace_legacy:add_loops(Id, Loops), Monitors};
+    {reply, ferrotrace_backend_legacy:add_loops(Id, Loops), Monitors};
 serve({exclude_modules, Modules}, _From, Monitors) ->
-    {reply, ferrotrace_legacy:exclude_modules(Modules), Monitors};
+    {reply, ferrotrace_backend_legacy:exclude_modules(Modules), Monitors};
 serve({shed, Id, MFAs}, _From, Monitors) ->
-    {reply, ferrotrace_legacy:shed(Id, MFAs), Monitors};
+    {reply, ferrotrace_backend_legacy:shed(Id, MFAs), Monitors};
 serve({unshed, Id, Saved}, _From, Monitors) ->
-    {reply, ferrotrace_legacy:unshed(Id, Saved), Monitors};
+    {reply, ferrotrace_backend_legacy:unshed(Id, Saved), Monitors};
 serve({remove_patterns, Id}, _From, Monitors) ->
     {reply, unclaim(Id, all), Monitors};
 serve({remove_patterns, Id, Specs}, _From, Monitors) when is_list(Specs) ->
@@ -356,7 +364,7 @@ clean_up(Id, Keeper, Monitors) ->
         [{Id, _, Keeper, _}] ->
             _ = ferrotrace_code:ensure_tracer(),
             ok = unclaim(Id, all),
-            ok = ferrotrace_legacy:untrace_processes(Id),
+            ok = ferrotrace_backend_legacy:untrace_processes(Id),
             %% Forgotten first: a read that finds the engine session gone finds it released.
             true = forget(Id),
             _ = ferrotrace_tracer:release_session(Id),
@@ -383,11 +391,11 @@ released(Id) ->
     catch error:badarg -> false
     end.
 
-%% Session `Id''s patterns removed, all or those of some specs (ferrotrace_legacy:remove/3), told whether it was found
+%% Session `Id''s patterns removed, all or those of some specs (ferrotrace_backend_legacy:remove/3), told whether it was found
 %% displaced.
 unclaim(Id, Which) ->
     Displaced = case ets:lookup(?SESSIONS, Id) of
                     [{Id, _, _, #{displaced := _}}] -> true;
                     _ -> false
                 end,
-    ferrotrace_legacy:remove(Id, Which, Displaced).
+    ferrotrace_backend_legacy:remove(Id, Which, Displaced).

@@ -16,7 +16,7 @@
 %%% in microseconds, as in `ferrotrace:slowest/2'.
 -module(ferrotrace_trees).
 
--export([engine/1, engine_roots/1, set_roots/2, trees/2, counts/1, with_counts/2, with_trees/2, print/2, format/2, report_lines/2]).
+-export([engine/1, engine_roots/1, set_roots/2, trees/2, with_counts/2, with_trees/2, print/2, format/2, report_lines/2]).
 -export([text/2, tree_at/3]).
 
 -type tree() :: #{mfa := mfa(), latency := non_neg_integer(), own := non_neg_integer(),
@@ -36,7 +36,7 @@
 
 %% @doc The engine's options for `trees => #{...}' in a session's options: `{ok, Engine}'
 %% with `trees => {SlowerThanNs, Keep, MaxNodes, Roots}' (`Roots' are the specs of `root',
-%% or `[]': the keeper splits them off with {@link engine_roots/1} and gives them the engine
+%% or `[]': a start's options split them off with {@link engine_roots/1} and the keeper gives them the engine
 %% with {@link set_roots/2}), `{ok, #{}}' without `trees', or
 %% `{error, {bad_option, {trees, Value, Accepted}}}'. The engine takes `trees' as one
 %% tuple, so that no option of its own is a name a user could give.
@@ -122,7 +122,7 @@ tree_at(Id, Pid, AtUs) ->
         [] -> none
     end.
 
-%% @doc What the trees of session `Id' hold and saw, the summary's `trees':
+%% What the trees of session `Id' hold and saw, the summary's `trees':
 %% `#{kept => [#{mfa, count}], built, not_built, abandoned, nodes_dropped, bytes,
 %% slower_than, keep, max_nodes}' (`built': root calls whose tree was built to the end;
 %% `not_built': roots past the bound of nodes being built; `abandoned': roots that never
@@ -138,7 +138,7 @@ counts(Id) ->
             none
     end.
 
-%% @doc `Summary' of session `Id' with `trees => counts(Id)' (see {@link counts/1}) if the
+%% @doc `Summary' of session `Id' with `trees => counts(Id)' (see counts/1 below) if the
 %% session keeps trees, else as it is.
 -spec with_counts(ferrotrace_tracer:session_id(), map()) -> map().
 with_counts(Id, Summary) ->
@@ -253,7 +253,7 @@ text(Id, Width) ->
             end
     end.
 
-%% @doc The report's lines for a summary's `trees' (see {@link counts/1}): how many trees are
+%% @doc The report's lines for a summary's `trees' (see {@link with_counts/2}): how many trees are
 %% kept, of which roots, and what did not fit; none for a session without trees.
 -spec report_lines(map(), pos_integer()) -> iodata().
 report_lines(#{trees := #{kept := Kept, built := Built} = Trees}, Width) ->

@@ -21,7 +21,7 @@
 -module(ferrotrace_cluster_merge).
 
 -export([figures/2, lists/1, summary/2, histogram/2, hdr_log/2, intervals/3,
-         slow_calls/2, recent/1, changes/1, folded/1]).
+         slow_calls/2, recent/1, changes/1, folded/1, capture_counts/1]).
 
 %% One node's summary and its histograms (`{MFA, V2Binary}').
 -type node_figures() :: {ferrotrace:summary(), [{mfa(), binary()}]}.
@@ -149,6 +149,15 @@ intervals(Ms, Now, Nodes) ->
               [{(S + Off - Start0) div Ms, S + Off - Start0, S + Off + Len - Start0, Hs}
                || {S, Is} <- Nodes, {Off, Len, Hs} <- Is]),
     {Start0, [{From, To - From, merge_tagged(Hs)} || {_, {From, To, Hs}} <- lists:keysort(1, maps:to_list(Slots))]}.
+
+%% @doc The capture gates' counts of every node that answered them, added (`seen', `sent',
+%% `refused_every', `refused_max'): `{ok, none}' when no node's session has captures.
+-spec capture_counts([{node(), term()}]) -> {ok, ferrotrace_capture:counts() | none}.
+capture_counts(Replies) ->
+    case [Counts || {_Node, {ok, Counts}} <- Replies, is_map(Counts)] of
+        [] -> {ok, none};
+        All -> {ok, add_maps(All)}
+    end.
 
 %% @doc The nodes' kept calls as one list: `slowest' slowest first, `threshold' in the
 %% order they began.

@@ -1,5 +1,5 @@
 %%% @private
-%%% @doc One session on this node, by id: start, read, stop, release. `ferrotrace' uses these
+%%% @doc One session on this node, by id: read, change, stop, release. `ferrotrace' uses these
 %%% for a local session (the three-argument forms are the functions its dispatch calls with
 %%% the id, the keeper and what the registry knows, see ferrotrace_dispatch); a cluster's
 %%% parts (ferrotrace_cluster) and the exports (ferrotrace_export) call the one-argument
@@ -8,16 +8,10 @@
 %%% (ferrotrace_dispatch:with_id/2), so it answers as the façade does for that id.
 -module(ferrotrace_local).
 
--export([calls/2, summary/1, slow_calls/3, recent/1, captures/1, stop/1, release/1, add/2, remove/2]).
--export([summary/3, histogram/2, stop/3, release/3]).
+-export([summary/1, slow_calls/3, recent/1, captures/1, stop/1, release/1, add/2, remove/2]).
+-export([summary/3, histogram/2, report_parts/1, stop/3, release/3]).
 
 -import(ferrotrace_dispatch, [with_id/2, by_keeper/2]).
-
-%% @doc A calls session on this node: `ferrotrace:calls(Spec, Options)' without `nodes',
-%% an unknown option explained as calls/2 explains it.
--spec calls(term(), term()) -> {ok, ferrotrace_tracer:session_id()} | {error, term()}.
-calls(Spec, Options) ->
-    ferrotrace_options:explain(ferrotrace_start:calls(Spec, Options), calls).
 
 %% @doc `ferrotrace:summary(Id)' for a local session's id.
 -spec summary(ferrotrace_tracer:session_id()) -> ferrotrace:summary() | {error, term()}.
@@ -39,7 +33,7 @@ summary(Id, _Keeper, Info) ->
             %% ferrotrace_overhead): the budget's figures; `start' (calls/2, ferrotrace_start):
             %% where the start's time went.
             Merged = maps:merge(Summary, maps:with([displaced, calibration, compensated, changes, budget, start], Info)),
-            %% Generated functions a wildcard left out (ferrotrace_backend): the few calls
+            %% Generated functions a wildcard left out (ferrotrace_tracing): the few calls
             %% timed before they were are not shown as the session's figures.
             LeftOut = maps:get(generated_left_out, Info, []),
             Shown = [C || C = #{mfa := MFA} <- Calls, not lists:member(MFA, LeftOut)],
@@ -89,6 +83,19 @@ histogram(Id, MFA) ->
     case ferrotrace_tracer:session_histogram(Id, MFA) of
         {ok, Buckets} -> Buckets;
         {error, _} = Error -> Error
+    end.
+
+%% @doc What the report of local session `Id' is composed of (ferrotrace_report:compose/2):
+%% its summary and histograms, its other kinds' figures, its captures and their counts.
+-spec report_parts(ferrotrace_tracer:session_id()) -> ferrotrace_report:parts() | {error, term()}.
+report_parts(Id) ->
+    case summary(Id) of
+        {error, _} = Error ->
+            Error;
+        Summary ->
+            Histogram = fun(Series) -> histogram(Id, Series) end,
+            #{summary => Summary, histogram => Histogram, activity => [{local, Summary, Histogram}],
+              captures => captures(Id), capture_counts => ferrotrace_capture:counts(Id)}
     end.
 
 %% @doc `ferrotrace:slowest(Id, MFA)' (`slowest') or `ferrotrace:slow_calls(Id, MFA)'

@@ -19,36 +19,27 @@
 %%% The keeper is not linked to the owner, so the owner's crash cannot take it down before it
 %%% has cleaned up; the registry releases the session if the keeper itself is killed.
 %%%
-%%% Every function here answers a value or `{error, Reason}', never an exit, whatever
-%%% happens meanwhile: `start/3' answers the id the keeper sends as it starts (not a later
-%%% call, which a keeper that already stopped could not answer: its owner died, or another
-%%% client released the session), `{error, {owner_down, Pid}}' for an owner already gone,
-%%% and `{error, {no_such_session, Id}}' for a session released while it started;
-%%% `stop/1' and `release/1' check that they were given a keeper and answer
-%%% `{error, {keeper_down, Reason}}' if it died during the call. `start/3' checks its
-%%% arguments before a keeper starts (`{error, {bad_argument, Which, Value, Accepted}}'),
+%%% Every process beside it (captures, interval snapshots, the budget's tick, the loops'
+%%% reading) is started in one place, once the session traces, and ends with it
+%%% (side_processes/3). What other processes ask a running keeper is ferrotrace_session's.
+%%%
+%%% {@link start/1} answers a value or `{error, Reason}', never an exit, whatever happens
+%%% meanwhile: the id the keeper sends as it starts (not a later call, which a keeper that
+%%% already stopped could not answer: its owner died, or another client released the
+%%% session), `{error, {owner_down, Pid}}' for an owner already gone, and
+%%% `{error, {no_such_session, Id}}' for a session released while it started. It checks its
+%%% settings before a keeper starts (`{error, {bad_argument, Which, Value, Accepted}}'),
 %%% and a keeper whose start fails anyway refuses with a summarised reason: a keeper that
 %%% crashed in `init/1' had its crash report print its arguments, whatever their size
 %%% (found by the fuzz suite: a map nested 1000 deep as the tracing made the node's
 %%% virtual size grow by 0.7 to 0.9 GB as the report was formatted, on OTP 25 and 27).
--module(ferrotrace_session).
+-module(ferrotrace_keeper).
 -behaviour(gen_server).
 
--export([start/3, stop/1, release/1, add/2, remove/2]).
--export([shed/2, unshed/2, retrace/2]).
+-export([start/1]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
--type tracing() :: none | #{specs := [ferrotrace:mfa_spec()],
-                           heads := [ferrotrace_spec:heads()],
-                           pids := ferrotrace:pid_spec(),
-                           scope := local | global,
-                           generated => boolean(),
-                           kinds => [ferrotrace_activity:kind()]}.
-%% Who the session belongs to: a process, or nobody (`owner => none', bounded by duration).
--type owner() :: {process | shell, pid()} | none.
--type settings() :: #{owner := owner(), keep := non_neg_integer() | infinity,
-                      name := atom(), spec := term(), capture => ferrotrace_capture:settings()}.
--export_type([tracing/0, owner/0, settings/0]).
+-type settings() :: ferrotrace_options:settings().
 
 
 -record(state, {id :: ferrotrace_tracer:session_id(),
@@ -63,8 +54,8 @@
                 %% and remove/2 change (ferrotrace_amend).
                 calls = none :: none | ferrotrace_amend:calls(),
                 %% What is left to refine after the start, a change at a time
-                %% (ferrotrace_backend), and the generated functions already left out.
-                steps = [] :: [ferrotrace_backend:step()],
+                %% (ferrotrace_tracing), and the generated functions already left out.
+                steps = [] :: [ferrotrace_tracing:step()],
                 left_out = #{} :: #{mfa() => true},
                 %% The functions the budget took off (ferrotrace_shed): a loop found later
                 %% does not put their pattern back.
@@ -75,8 +66,6 @@
 %% Tail-recursive server loops are counted, not timed: `return_trace' would keep a stack
 %% frame per iteration for as long as the process lives.
 -define(COUNT_ONLY, [{'_', [], []}]).
-%% How long stop/1 and release/1 wait for a keeper (it may walk every process to untrace).
--define(CALL_TIMEOUT, 60000).
 %% How seldom a `'_'' module session looks for generated functions to leave out, at most
 %% (ms; from every 250 ms, twice as long each time).
 -define(SEEN_MAX, 4000).
@@ -86,24 +75,21 @@
 %% there; 20 s at this pace, its loops held by the engine's frame bound meanwhile).
 -define(READ_PACE, 0.05).
 
-%% @doc Starts a keeper and, if asked, sets up call tracing: `EngineOptions' for the engine,
-%% `Tracing' and `Settings' as ferrotrace_options makes them (`calls/2' or `processes/2',
-%% and `settings/3'). Arguments of another shape are answered
+%% @doc Starts a keeper with a start's `Settings' (ferrotrace_options:read/4, completed by
+%% ferrotrace_start's steps): the engine session, then, with `tracing', the patterns and
+%% flags set, then every process beside the keeper. Settings of another shape are answered
 %% `{error, {bad_argument, engine_options | tracing | settings, Value, Accepted}}' (`Value'
 %% summarised, `Accepted' a text) before anything starts.
--spec start(map(), tracing(), settings()) ->
-          {ok, ferrotrace_tracer:session_id()} | {error, term()}.
-start(EngineOptions, Tracing, Settings) ->
-    case ferrotrace_options:start_arguments(EngineOptions, Tracing, Settings) of
-        ok -> start_keeper(EngineOptions, Tracing, Settings);
+-spec start(settings()) -> {ok, ferrotrace_tracer:session_id()} | {error, term()}.
+start(Settings) ->
+    case ferrotrace_options:valid(Settings) of
+        ok -> start_keeper(Settings);
         {error, _} = Error -> Error
     end.
 
-start_keeper(EngineOptions, Tracing, Settings) ->
-    _ = ferrotrace_registry:ensure_started(),
+start_keeper(Settings) ->
     Ref = make_ref(),
-    case gen_server:start(?MODULE, {EngineOptions, Tracing, Settings, {self(), Ref}},
-                          [{spawn_opt, ferrotrace_own:spawn_options()}]) of
+    case gen_server:start(?MODULE, {Settings, {self(), Ref}}, [{spawn_opt, ferrotrace_own:spawn_options()}]) of
         {ok, _Keeper} ->
             %% Sent by init/1 before it returned, so here before the start's answer.
             receive {Ref, Id} -> {ok, Id} end;
@@ -116,56 +102,13 @@ start_keeper(EngineOptions, Tracing, Settings) ->
 started_error(killed) -> {keeper_down, killed};
 started_error(Reason) -> ferrotrace_hint:brief(Reason).
 
-%% @doc Stops tracing; the figures stay readable. `{error, Reason}' if `Keeper' is not a
-%% keeper, or it died during the call.
--spec stop(pid()) -> ok | {error, term()}.
-stop(Keeper) -> call(Keeper, stop).
-
-%% @doc Stops tracing and frees the session; as {@link stop/1}.
--spec release(pid()) -> ok | {error, term()}.
-release(Keeper) -> call(Keeper, release).
-
-%% @doc Traces the functions of `Spec' too, in the running session (`ferrotrace:add/2'):
-%% checked and set as a start sets them (ferrotrace_amend).
--spec add(pid(), term()) -> {ok, #{atom() => term()}} | {error, term()}.
-add(Keeper, Spec) -> call(Keeper, {add, Spec}).
-
-%% @doc Takes the patterns `Spec' matches off the running session (`ferrotrace:remove/2').
--spec remove(pid(), term()) -> {ok, #{atom() => term()}} | {error, term()}.
-remove(Keeper, Spec) -> call(Keeper, {remove, Spec}).
-
-%% @doc Takes the patterns of `MFAs' off this session (the overhead budget, see
-%% ferrotrace_shed): `{ok, Saved, Refused}', what was taken off and what was left as it was.
--spec shed(pid(), [mfa()]) -> {ok, [ferrotrace_shed:saved()], [mfa()]} | {error, term()}.
-shed(Keeper, MFAs) -> call(Keeper, {shed, MFAs}).
-
-%% @doc Puts back what {@link shed/2} took off.
--spec unshed(pid(), [ferrotrace_shed:saved()]) -> ok | {error, term()}.
-unshed(Keeper, Saved) -> call(Keeper, {unshed, Saved}).
-
-%% @doc Traces again `Pids', which the session's fuse untraced (ferrotrace_overhead), with
-%% the session's flags: those no other tracer took meanwhile and that still live.
--spec retrace(pid(), [pid()]) -> ok | {error, term()}.
-retrace(Keeper, Pids) -> call(Keeper, {retrace, Pids}).
-
-call(Keeper, Request) ->
-    case ferrotrace_registry:is_keeper(Keeper) andalso node(Keeper) =:= node() of
-        true ->
-            try gen_server:call(Keeper, Request, ?CALL_TIMEOUT)
-            catch exit:{timeout, _} -> {error, timeout};
-                  exit:{Reason, _} -> {error, {keeper_down, Reason}}
-            end;
-        false ->
-            {error, {not_a_keeper, ferrotrace_hint:brief(Keeper)}}
-    end.
-
 %% @private
 %% A refused start is acknowledged as `{error, Reason}' and the process exits `normal': a
 %% typo in an option is an answer for the shell, not a crash report (OTP 25's gen_server has
 %% no `{error, Reason}' return from init/1). A start that raises is refused the same way,
 %% with the reason summarised: a crash report would print the arguments, whatever their
 %% size, and a term nested a thousand deep took hundreds of MB to format.
--spec init({map(), tracing(), settings(), {pid(), reference()}}) -> {ok, #state{}}.
+-spec init({settings(), {pid(), reference()}}) -> {ok, #state{}}.
 init(Args) ->
     try
         init_keeper(Args)
@@ -181,66 +124,69 @@ start_failed(Class, Reason, Stack) ->
             end,
     {start_failed, Class, ferrotrace_hint:brief(Reason), Where}.
 
-init_keeper({EngineOptions, Tracing, Settings = #{owner := Owner, keep := Keep}, {Caller, Ref}}) ->
+init_keeper({Settings = #{owner := Owner, keep := Keep, engine := EngineOptions, tracing := Tracing},
+             {Caller, Ref}}) ->
     %% Not the shell's group leader: that one may be on a node that goes away.
     group_leader(whereis(init), self()),
     ok = ferrotrace_own:enter(),
-    Monitor = case Owner of
-                  none -> none;
-                  {_, Pid} -> erlang:monitor(process, Pid)
-              end,
-    %% Monitored first: an owner that dies from now on is seen as a `DOWN'. (A remote
-    %% shell's group leader is only monitored: its `DOWN' comes at once if it is gone.)
-    case Owner of
-        {_, Local} when node(Local) =:= node() ->
-            case is_process_alive(Local) of
-                true -> ok;
-                false -> refuse_early({owner_down, Local})
-            end;
-        _ ->
-            ok
-    end,
+    Monitor = watch_owner(Owner),
     %% What a start reads before it changes anything (the loop analysis: a first one reads
     %% the code of every module processes wait in) is done before the engine session
     %% exists, so that its duration counts from when tracing begins.
     T0 = erlang:monotonic_time(millisecond),
     Prepared = prepare(Tracing),
     T1 = erlang:monotonic_time(millisecond),
-    %% The roots of call trees (`trees => #{root => Spec}', see ferrotrace_trees) are told
-    %% the engine before any pattern is set.
-    {Engine, Roots} = ferrotrace_trees:engine_roots(EngineOptions),
+    Id = registered(Settings),
+    case safe_start_tracing(Id, Prepared) of
+        {ok, Backend, Held, HoldingMs} ->
+            T2 = erlang:monotonic_time(millisecond),
+            %% What refines the patterns comes after the start, a step at a time.
+            Steps = case Backend of
+                        none -> [];
+                        _ -> ferrotrace_tracing:steps(Prepared, element(2, loops_now(Prepared)))
+                    end,
+            ok = ferrotrace_registry:update(Id, #{settling => Steps =/= []}),
+            case side_processes(Id, Prepared, Settings) of
+                ok -> ok;
+                {error, Why} -> ferrotrace_tracing:stop(Id, Backend), refuse(Id, Why)
+            end,
+            %% Where the start's time went (the summary's `start'), before the caller can
+            %% read it. The hold is timed within the tracing set up: never negative.
+            ok = timed(Id, maps:get(started, Settings, #{}),
+                       #{analysis_ms => T1 - T0, holding_ms => HoldingMs, tracing_ms => T2 - T1 - HoldingMs}),
+            Caller ! {Ref, Id},
+            self() ! step,
+            {ok, #state{id = Id, owner = Monitor, keep = Keep,
+                        backend = Backend, watch = watch(Id, Backend, Tracing),
+                        calls = calls(Id, Backend, Tracing, EngineOptions),
+                        steps = Steps, shed = maps:from_keys(Held, true)}};
+        {error, Reason} ->
+            refuse(Id, Reason)
+    end.
+
+%% The owner monitored first: an owner that dies from now on is seen as a `DOWN'. (A remote
+%% shell's group leader is only monitored: its `DOWN' comes at once if it is gone.)
+watch_owner(none) ->
+    none;
+watch_owner({_, Pid}) ->
+    Monitor = erlang:monitor(process, Pid),
+    case node(Pid) =:= node() andalso not is_process_alive(Pid) of
+        true -> refuse_early({owner_down, Pid});
+        false -> Monitor
+    end.
+
+%% The engine session, its trees' roots told before any pattern is set (`trees => #{root
+%% => Spec}', ferrotrace_trees), and the session registered with what the keeper keeps and
+%% what the calibration found (ferrotrace_calibrate, for the summary).
+registered(Settings = #{engine := Engine}) ->
     case new_session(Engine) of
         {ok, Id} ->
-            _ = case ferrotrace_trees:set_roots(Id, Roots) of ok -> ok; {error, Bad} -> refuse(Id, Bad) end,
-            Info = maps:merge(Settings, #{started_at => erlang:system_time(millisecond)}),
-            case ferrotrace_registry:register(Id, self(), Info) of
+            _ = case ferrotrace_trees:set_roots(Id, maps:get(roots, Settings, [])) of ok -> ok; {error, Bad} -> refuse(Id, Bad) end,
+            Info = maps:merge(maps:with([owner, keep, name, spec, capture], Settings),
+                              maps:get(calibration, Settings, #{})),
+            case ferrotrace_registry:register(Id, self(), Info#{started_at => erlang:system_time(millisecond)}) of
                 ok ->
-                    _ = case ferrotrace_capture:for_session(Id, Settings) of ok -> ok; {error, Why} -> refuse(Id, Why) end,
-                    case safe_start_tracing(Id, Prepared) of
-                        {ok, Backend, Held, HoldingMs} ->
-                            %% Where a start's time went (the summary's `start'; the rest
-                            %% is ferrotrace_start's), before the caller can read it.
-                            %% The hold is timed within the tracing set up: never negative.
-                            TracingMs = erlang:monotonic_time(millisecond) - T1 - HoldingMs,
-                            ok = ferrotrace_registry:update(Id, #{start => #{analysis_ms => T1 - T0,
-                                                                             tracing_ms => TracingMs,
-                                                                             holding_ms => HoldingMs}}),
-                            Caller ! {Ref, Id},
-                            %% Ready: what refines the patterns comes after, a step at a time.
-                            Steps = case Backend of
-                                        none -> [];
-                                        _ -> ferrotrace_backend:steps(Prepared, element(2, loops_now(Prepared)))
-                                    end,
-                            self() ! step,
-                            ok = ferrotrace_registry:update(Id, #{settling => Steps =/= []}),
-                            ok = complete_loops(Id, Prepared),
-                            {ok, #state{id = Id, owner = Monitor, keep = Keep,
-                                        backend = Backend, watch = watch(Id, Backend, Tracing),
-                                        calls = calls(Id, Backend, Tracing, EngineOptions),
-                                        steps = Steps, shed = maps:from_keys(Held, true)}};
-                        {error, Reason} ->
-                            refuse(Id, Reason)
-                    end;
+                    Id;
                 {error, Reason} ->
                     _ = ferrotrace_tracer:release_session(Id),
                     refuse_early(Reason)
@@ -248,6 +194,55 @@ init_keeper({EngineOptions, Tracing, Settings = #{owner := Owner, keep := Keep},
         {error, Reason} ->
             refuse_early(Reason)
     end.
+
+%% Every process beside the keeper, started here once the session traces, each ending with
+%% the keeper: the captures (`capture', ferrotrace_capture), the interval snapshots
+%% (`intervals', ferrotrace_intervals), the budget's tick (`max_overhead',
+%% ferrotrace_overhead), the loops' reading after the start (ferrotrace_loops), the
+%% Prometheus endpoint's serving (`metrics', its socket opened by the start), and a
+%% calibration measured after it (ferrotrace_calibrate, which outlives the keeper: a node's
+%% calibration is the next starts' too).
+side_processes(Id, Prepared, Settings) ->
+    case ferrotrace_capture:for_session(Id, Settings) of
+        Started when Started =:= none; element(1, Started) =:= ok ->
+            _ = [ok = ferrotrace_registry:update(Id, #{capture_pid => Pid}) || {ok, Pid} <- [Started]],
+            _ = [intervals(Id, Intervals) || #{intervals := {_, _} = Intervals} <- [Settings]],
+            _ = [ferrotrace_overhead:start(Id, self(), Budget) || #{budget := {_, _, _, _} = Budget} <- [Settings]],
+            ok = complete_loops(Id, Prepared),
+            case served(Id, Settings) of
+                ok -> ferrotrace_calibrate:after_start(Id, Settings);
+                {error, _} = Error -> Error
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+%% `metrics => #{...}': the endpoint the start opened (ferrotrace_start, so that a port in
+%% use refused the start before anything ran) serves this session from now on, until the
+%% keeper ends or ferrotrace:unserve/1.
+served(Id, #{metrics := {_, _} = Endpoint}) ->
+    case ferrotrace_metrics:attach(Endpoint, Id) of
+        {ok, _Url} -> ok;
+        {error, _} = Error -> Error
+    end;
+served(_Id, _Settings) ->
+    ok.
+
+%% `intervals => Ms': per-interval histograms for hdr_log, taken until the keeper ends.
+intervals(Id, Intervals) ->
+    case ferrotrace_intervals:start(Id, self(), Intervals) of
+        Pid when is_pid(Pid) -> ok = ferrotrace_registry:update(Id, #{intervals => Pid});
+        {error, _} -> ok
+    end.
+
+%% The start's parts (ferrotrace_start's: `calibration_ms', `counting_ms', from `at') with
+%% the keeper's, and the whole.
+timed(Id, Started, Parts) ->
+    Total = case Started of
+                #{at := At} -> #{total_ms => erlang:monotonic_time(millisecond) - At};
+                #{} -> #{}
+            end,
+    ferrotrace_registry:update(Id, #{start => maps:merge(maps:merge(maps:without([at], Started), Parts), Total)}).
 
 -spec refuse_early(term()) -> no_return().
 refuse_early(Reason) ->
@@ -264,26 +259,26 @@ safe_start_tracing(Id, Tracing) ->
                 true ->
                     {ok, Backend, Held, HoldingMs};
                 false ->
-                    ferrotrace_backend:stop(Id, Backend),
+                    ferrotrace_tracing:stop(Id, Backend),
                     {error, {no_such_session, Id}}
             end;
         {error, _} = Error ->
             Error
     catch
         error:{badmatch, {error, {no_such_session, Id}}} ->
-            _ = ferrotrace_backend:stop(Id, legacy_if_any()),
+            _ = ferrotrace_tracing:stop(Id, legacy_if_any()),
             {error, {no_such_session, Id}};
         error:Reason:Stack ->
             %% Arguments start/3 let through that the VM refuses (a match spec): refused,
             %% with whatever was set undone.
-            _ = ferrotrace_backend:stop(Id, legacy_if_any()),
+            _ = ferrotrace_tracing:stop(Id, legacy_if_any()),
             {error, start_failed(error, Reason, Stack)}
     end.
 
 %% What a start that failed half-way may have set, on OTP 25 and 26 (on OTP 27+ the trace
 %% session's handle dies with this keeper).
 legacy_if_any() ->
-    case ferrotrace_vm:trace_sessions() of
+    case ferrotrace_backend:trace_sessions() of
         true -> none;
         false -> legacy
     end.
@@ -295,7 +290,7 @@ new_session(EngineOptions) ->
         {error, {too_many_sessions, _}} = Full ->
             case [{Id, Keeper} || {Id, _, Keeper, #{left_at := _}} <- ferrotrace_registry:sessions()] of
                 [{_, Keeper} | _] ->
-                    _ = (catch_exit(fun() -> release(Keeper) end)),
+                    _ = (catch_exit(fun() -> ferrotrace_session:release(Keeper) end)),
                     ferrotrace_tracer:new_session(EngineOptions, self());
                 [] ->
                     Full
@@ -383,7 +378,7 @@ handle_info({ferrotrace_stopped, Id, _Reason}, State = #state{id = Id, stopped =
     %% patterns and flags are left to undo. No call into ferrotrace_tracer here: after an
     %% unload the module may be gone, and calling it would load it again mid-purge.
     _ = last_check(State),
-    ferrotrace_backend:stop(Id, Backend),
+    ferrotrace_tracing:stop(Id, Backend),
     {noreply, State#state{stopped = true}};
 handle_info(check_displaced, State = #state{id = Id, stopped = false, watch = Watch})
   when Watch =/= none ->
@@ -401,7 +396,7 @@ handle_info(step, State = #state{stopped = true}) ->
 handle_info(step, State = #state{steps = []}) ->
     {noreply, State};
 handle_info(step, State = #state{steps = [Step | Rest]}) ->
-    %% One change of the patterns refined after the start (ferrotrace_backend); the next is
+    %% One change of the patterns refined after the start (ferrotrace_tracing); the next is
     %% a message away, so that a stop or a read waits for one change at most.
     State1 = do_step(Step, State#state{steps = Rest}),
     _ = case State1#state.steps of
@@ -442,7 +437,7 @@ shed_now(_Switch, _Reply, _Functions, State) ->
 apply_loops(Loops, State = #state{id = Id, backend = Backend, shed = Shed}) ->
     %% A shed loop stays without a pattern until the budget gives it back (count-only).
     Patterned = [MFA || MFA <- Loops, not maps:is_key(MFA, Shed)],
-    ok = ferrotrace_backend:add_loops(Id, Backend, [{MFA, ?COUNT_ONLY} || MFA <- Patterned]),
+    ok = ferrotrace_tracing:add_loops(Id, Backend, [{MFA, ?COUNT_ONLY} || MFA <- Patterned]),
     Watch = case State#state.watch of
                 none -> none;
                 W -> ferrotrace_displaced:add_functions(W, Id, [{MFA, ?COUNT_ONLY} || MFA <- Patterned])
@@ -473,14 +468,14 @@ do_step({flag, Pids}, State = #state{id = Id, backend = Backend}) ->
     ok = ferrotrace_backend:calls_flag(Id, Backend, Pids, true),
     State;
 do_step({own, Modules}, State = #state{id = Id, backend = Backend}) ->
-    ok = ferrotrace_backend:leave_out_modules(Id, Backend, Modules),
+    ok = ferrotrace_tracing:leave_out_modules(Id, Backend, Modules),
     State;
 do_step(seen_generated, State = #state{id = Id, steps = Steps, left_out = Left, seen_every = Every}) ->
     %% The generated functions of a `'_'' module the session has seen called, the most
     %% called first, are left out next; then looked for again, less often each time (each
     %% look reads every function's count).
-    Hot = ferrotrace_backend:seen_generated(Id, specs(State), Left),
-    State#state{steps = ferrotrace_backend:chunks(leave_out, Hot) ++ Steps ++ [seen_generated],
+    Hot = ferrotrace_tracing:seen_generated(Id, specs(State), Left),
+    State#state{steps = ferrotrace_tracing:chunks(leave_out, Hot) ++ Steps ++ [seen_generated],
                 seen_every = min(?SEEN_MAX, Every * 2)}.
 
 %% The steps after the start are done (but looking for generated functions seen): the
@@ -518,7 +513,7 @@ end_session(Reason, State = #state{id = Id, backend = Backend}) ->
     %% patterns and flags are still this keeper's to remove.
     _ = ferrotrace_tracer:stop_session(Id, Reason),
     _ = last_check(State),
-    ferrotrace_backend:stop(Id, Backend),
+    ferrotrace_tracing:stop(Id, Backend),
     State#state{stopped = true}.
 
 %% What the legacy backend watches for another tool taking over: the processes traced and
@@ -617,9 +612,9 @@ start_tracing(Id, Tracing) ->
 start_tracing(Id, Tracing = #{specs := Specs, heads := Heads, pids := Pids, scope := Scope}, Extra) ->
     %% One pattern per spec, and the loops of named modules (a few: each a pattern change);
     %% a `'_'' module's loops and the functions left out come after, as steps
-    %% (ferrotrace_backend), the engine's frame bound holding their frames until then.
+    %% (ferrotrace_tracing), the engine's frame bound holding their frames until then.
     {Loops, Later} = loops_now(Tracing),
-    Patterns = ferrotrace_backend:patterns(Specs, Heads, Scope, Loops),
+    Patterns = ferrotrace_tracing:patterns(Specs, Heads, Scope, Loops),
     ok = ferrotrace_tracer:session_set_tracing(Id, Specs, Loops),
     %% A `'_'' module covers ferrotrace's own until a step takes them off: never in the
     %% figures meanwhile (a process is flagged from its birth to its enter/0, and a caller
@@ -629,7 +624,7 @@ start_tracing(Id, Tracing = #{specs := Specs, heads := Heads, pids := Pids, scop
     %% The functions the budget holds back from the start (ferrotrace_start) are taken off
     %% as it sheds, before any process is flagged; the budget's process finds them in the
     %% registry (`held'), to give back as it does what it sheds.
-    case ferrotrace_backend:start(Id, Patterns, targets(Pids), Extra, maps:get(held, Tracing, [])) of
+    case ferrotrace_tracing:start(Id, Patterns, targets(Pids), Extra, maps:get(held, Tracing, [])) of
         {ok, Backend, HeldSaved, HoldingMs} ->
             _ = [ok = ferrotrace_registry:update(Id, #{held => HeldSaved}) || HeldSaved =/= []],
             %% The processes waiting in a loop whose count-only pattern comes later (a
@@ -649,7 +644,7 @@ calls(Id, _Backend, #{specs := Specs, heads := Heads, scope := Scope}, EngineOpt
                 {ok, _, _, #{loops := L}} -> L;
                 _ -> []
             end,
-    #{patterns => ferrotrace_backend:patterns(Specs, Heads, Scope, Loops), scope => Scope,
+    #{patterns => ferrotrace_tracing:patterns(Specs, Heads, Scope, Loops), scope => Scope,
       key => maps:get(key, EngineOptions, none)}.
 
 

@@ -5,16 +5,14 @@
 %%% error. The options themselves are documented once, in the edoc of `ferrotrace:calls/2'.
 %%%
 %%% In the order a call meets them: {@link to_map/1}; the options of reports and the live
-%%% view ({@link check/2}); what `calls/2' and `processes/2' trace ({@link calls/2},
-%%% {@link processes/2}); the options a session's keeper takes ({@link settings/3}, with
-%%% the owner: {@link owner/1}); the answer to an unknown option ({@link explain/2}).
+%%% view ({@link check/2}); a start's options, read once into its settings ({@link read/4}:
+%%% what `calls/2' traces, {@link calls/2}, the owner (ferrotrace_owner) and the keeper's);
+%%% the shape of those settings where the keeper takes them ({@link valid/1}).
 -module(ferrotrace_options).
 
 -export([to_map/1, check/2, default_width/0, terminal_width/0]).
--export([calls/2, processes/2]).
--export([settings/3, owner/1, in_shell/0]).
--export([explain/2]).
--export([start_arguments/3]).  % for ferrotrace_session:start/3
+-export([read/4, calls/2]).
+-export([valid/1]).  % for ferrotrace_keeper:start/1
 
 -type options() :: #{duration => pos_integer() | infinity,
                      ring_size => pos_integer(),
@@ -53,7 +51,36 @@
                  | [{atom(), term()}].
 %% The options of `ferrotrace:session/1', `calls/2' and `processes/2' (`ferrotrace:options()'),
 %% each documented in the edoc of `ferrotrace:calls/2'.
--export_type([options/0]).
+%% What a session traces: none (a raw session), or what calls/2 and processes/2 set, with
+%% what the budget holds back from the start and the pace of the loops' reading after it
+%% (ferrotrace_start's steps add both).
+-type tracing() :: none | #{specs := [ferrotrace:mfa_spec()],
+                           heads := [ferrotrace_spec:heads()],
+                           pids := ferrotrace:pid_spec(),
+                           scope := local | global,
+                           generated => boolean(),
+                           kinds => [ferrotrace_activity:kind()],
+                           held => [mfa()],
+                           read_pace => float()}.
+%% A start's settings, read once ({@link read/4}): the keeper's (`owner', `keep', `name',
+%% `spec', `capture'), the engine's options and its trees' roots, what is traced, the
+%% interval snapshots, the probe effect's `compensate' (`none': not calls/2), the budget
+%% (a fraction, `{default, Fraction}' for a `'_' module, or `none'), and every option the
+%% entry takes for an unknown one's answer. The start's steps open the metrics endpoint
+%% (`metrics' becomes `{Endpoint, MetricsSettings}'), add `calibration' (what
+%% ferrotrace_calibrate found, for the summary) and the budget's first moment (`budget'
+%% becomes `{Fraction, Rate, Held, Baseline}'), and `started' (when the start began, and its
+%% parts' times).
+-type settings() :: #{owner := ferrotrace_owner:owner(), keep := non_neg_integer() | infinity, name := atom(),
+                      spec := raw | [ferrotrace:mfa_spec()],
+                      capture => ferrotrace_capture:settings(),
+                      engine := map(), roots := list(), tracing := tracing(),
+                      intervals := none | {pos_integer(), pos_integer()},
+                      compensate := none | boolean(), budget := term(),
+                      metrics := none | ferrotrace_metrics_options:settings() | {pid(), ferrotrace_metrics_options:settings()},
+                      accepted := none | [atom()],
+                      calibration => map(), started => map()}.
+-export_type([options/0, tracing/0, settings/0]).
 
 %% The options that say what calls/2 traces, and those the keeper takes; the rest go to
 %% the engine.
@@ -71,23 +98,8 @@
 %% @doc `{ok, Map}' of a map or a list of `{Key, Value}' pairs with atom keys (the first
 %% pair of a key wins), else `{error, {bad_options, Options, Accepted}}'.
 -spec to_map(term()) -> {ok, map()} | {error, {bad_options, term(), binary()}}.
-to_map(Options) when is_map(Options) ->
-    {ok, Options};
-to_map(Options) when is_list(Options) ->
-    case pairs(Options) of
-        true -> {ok, maps:from_list(lists:reverse(Options))};
-        false -> bad(Options)
-    end;
 to_map(Options) ->
-    bad(Options).
-
-bad(Options) ->
-    {error, {bad_options, Options, <<"a map or a list of {Key, Value} pairs">>}}.
-
-%% A proper list of `{Atom, Value}' pairs (an improper list is refused, not a raise).
-pairs([]) -> true;
-pairs([{K, _} | Rest]) when is_atom(K) -> pairs(Rest);
-pairs(_) -> false.
+    ferrotrace_hint:to_map(Options).
 
 %%--------------------------------------------------------------------------------------
 %% Reports and the live view
@@ -174,7 +186,7 @@ terminal_width() ->
 %% own modules), its modules loaded and its functions there (ferrotrace_exists: a refusal
 %% hints at the nearest name), `pids', `scope', `also' and keys checked.
 %% `{ok, Tracing, Rest}' with the options left for the session, or the first error.
--spec calls(term(), map()) -> {ok, ferrotrace_session:tracing(), map()} | {error, term()}.
+-spec calls(term(), map()) -> {ok, tracing(), map()} | {error, term()}.
 calls(Spec, Options) ->
     case ferrotrace_spec:parse(Spec) of
         {ok, Parsed} ->
@@ -225,7 +237,7 @@ with_kinds(Tracing, Kinds) -> Tracing#{kinds => Kinds}.
 %% @doc What `ferrotrace:processes(Kinds, Options)' traces: a non-empty list of known
 %% kinds and `pids'. `{ok, Tracing, Rest}' with the options left for the session, or the
 %% first error.
--spec processes(term(), term()) -> {ok, ferrotrace_session:tracing(), map()} | {error, term()}.
+-spec processes(term(), term()) -> {ok, tracing(), map()} | {error, term()}.
 processes(Kinds, Options0) ->
     case to_map(Options0) of
         {ok, Options} ->
@@ -286,15 +298,76 @@ kinds(Kinds0, Pids) ->
     end.
 
 %%--------------------------------------------------------------------------------------
-%% A session's keeper: owner, keep, name
+%% A start's settings: every option of session/1, calls/2 and processes/2, read once
 
-%% @doc Who owns the session, how long its figures outlive the owner, its name, and what it
-%% traces (`raw' for `session/1'): the settings of `ferrotrace_session:start/3', with the
-%% options left for the engine. `Owner' is what {@link owner/1} answered in the caller (only
-%% the caller can tell whether it is a shell's evaluator).
--spec settings(map(), ferrotrace_session:tracing(), ferrotrace_session:owner()) ->
-          {ok, ferrotrace_session:settings(), map()} | {error, term()}.
-settings(Options, Tracing, Owner) ->
+%% @doc The options of `ferrotrace:session(Options)' (`session', `What' is `none'),
+%% `calls(Spec, Options)' (`What' the spec) or `processes(Kinds, Options)' by `Caller'
+%% (ferrotrace_owner:caller/0, who owns the session), read and checked
+%% into the one value every later step of the start reads ({@link settings()}), or the first
+%% refusal: the options' shape, the owner, what the session traces (the spec parsed, its
+%% modules loaded; the kinds), then `metrics', the keeper's options (`capture', `keep',
+%% `name'), `intervals', `compensate', `max_overhead' and `trees'. The engine checks its own options
+%% as the keeper creates its session; an unknown key is explained then, with every option
+%% the entry takes (`accepted').
+-spec read(session | calls | processes, term(), term(), ferrotrace_owner:caller()) -> {ok, settings()} | {error, term()}.
+read(Entry, What, Options0, Caller) ->
+    case to_map(Options0) of
+        {ok, Options} ->
+            case ferrotrace_owner:owner(Options, Caller) of
+                {ok, Owner} -> traced(Entry, What, maps:remove(owner, Options), Owner);
+                {error, _} = Error -> Error
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+traced(session, _What, Options, Owner) ->
+    settings(session, Options, none, Owner, none);
+traced(calls, Spec, Options, Owner) ->
+    case calls(Spec, Options) of
+        {ok, Tracing, Rest} -> settings(calls, Rest, Tracing, Owner, maps:get(compensate, Options, true));
+        {error, _} = Error -> Error
+    end;
+traced(processes, Kinds, Options, Owner) ->
+    case processes(Kinds, Options) of
+        {ok, Tracing, Rest} -> settings(processes, Rest, Tracing, Owner, none);
+        {error, _} = Error -> Error
+    end.
+
+%% The keeper's options and the start's, each checked, in the order of the refusals.
+settings(Entry, Options, Tracing, Owner, Compensate) ->
+    Checks = [fun() -> metrics(Options) end,
+              fun() -> keeper(Options, Tracing, Owner) end,
+              fun() -> ferrotrace_intervals:check(Options) end,
+              fun() -> compensate(Compensate) end,
+              fun() -> budget(Options, Tracing) end,
+              fun() -> ferrotrace_trees:engine(Options) end],
+    case first_error(Checks, []) of
+        {ok, [Metrics, Keeper, Intervals, Probe, Budget, Trees]} ->
+            %% `trees => #{...}' reaches the engine as its flat options, its roots beside.
+            {Engine, Roots} = ferrotrace_trees:engine_roots(maps:merge(maps:without([trees | ?SESSION_OPTIONS], Options), Trees)),
+            {ok, Keeper#{engine => Engine, roots => Roots, tracing => Tracing, intervals => Intervals,
+                         compensate => Probe, budget => Budget, metrics => Metrics,
+                         accepted => accepted(Entry)}};
+        {error, _} = Error ->
+            Error
+    end.
+
+first_error([], Checked) ->
+    {ok, lists:reverse(Checked)};
+first_error([Check | Rest], Checked) ->
+    case Check() of
+        {ok, Value} -> first_error(Rest, [Value | Checked]);
+        {error, _} = Error -> Error
+    end.
+
+%% `metrics => #{port => P, ...}': served to Prometheus from the start (ferrotrace_metrics).
+metrics(#{metrics := Metrics}) -> ferrotrace_metrics_options:check(Metrics);
+metrics(#{}) -> {ok, none}.
+
+%% Who owns the session, how long its figures outlive the owner, its name, and what it
+%% traces (`raw' for `session/1'); with `capture', its settings.
+keeper(Options, Tracing, Owner) ->
     Keep = maps:get(keep, Options, ?DEFAULT_KEEP),
     Name = maps:get(name, Options, undefined),
     Spec = case Tracing of
@@ -313,12 +386,11 @@ settings(Options, Tracing, Owner) ->
         {_, false} ->
             {error, {bad_option, {name, Name, <<"an atom naming the session">>}}};
         {true, true} ->
-            Settings = #{owner => Owner, keep => Keep, name => Name, spec => Spec},
+            Keeper = #{owner => Owner, keep => Keep, name => Name, spec => Spec},
             {ok, case Capture of
-                     {ok, Checked} -> Settings#{capture => Checked};
-                     none -> Settings
-                 end,
-             maps:without(?SESSION_OPTIONS, Options)}
+                     {ok, Checked} -> Keeper#{capture => Checked};
+                     none -> Keeper
+                 end}
     end.
 
 %% True for a `keep' the keeper takes: milliseconds up to seven days, or `infinity'.
@@ -326,102 +398,43 @@ settings(Options, Tracing, Owner) ->
 valid_keep(infinity) -> true;
 valid_keep(Keep) -> is_integer(Keep) andalso Keep >= 0 andalso Keep =< 7 * 24 * 3600 * 1000.
 
-%% @doc The owner that `owner => Owner' and `duration => Duration' in `Options' give. The
-%% operator's presence, not a process that happens to run the call: a shell evaluator is
-%% restarted after every exception typed in the shell, so a session started from a shell
-%% belongs to the shell's group leader, which lives as long as the shell (local, remote over
-%% `-remsh' or `remote_console', or IEx) and goes down with its connection. Without
-%% `owner', a caller that is not a shell's evaluator (`bin/rel eval', `rpc:call/4', a
-%% control tool's eval: each exits as soon as the call returns) gets no owner, as with
-%% `owner => none': its session runs its finite duration; with `duration => infinity' it
-%% is refused, since nothing would ever stop it.
--spec owner(map()) -> {ok, ferrotrace_session:owner()} | {error, term()}.
-owner(#{owner := Owner} = Options) ->
-    owner(Owner, maps:get(duration, Options, ?DEFAULT_DURATION));
-owner(Options) when is_map(Options) ->
-    case {shell_evaluator(self()), maps:get(duration, Options, ?DEFAULT_DURATION)} of
-        {true, _} ->
-            {ok, {shell, group_leader()}};
-        {false, infinity} ->
-            {error, {bad_option, {duration, infinity,
-                                  <<"a finite duration, or owner => Pid: outside a shell a "
-                                    "session has no owner">>}}};
-        {false, _} ->
-            {ok, none}
-    end;
-owner(Options) ->
-    {error, {bad_options, Options, <<"a map of options">>}}.
+%% `compensate' (calls/2 only; `none' for the others): whether the probe effect is taken out.
+compensate(none) -> {ok, none};
+compensate(Compensate) when is_boolean(Compensate) -> {ok, Compensate};
+compensate(Compensate) -> {error, {bad_option, {compensate, Compensate, <<"true or false">>}}}.
 
-owner(none, infinity) ->
-    {error, {bad_option, {owner, none, <<"owner => none needs a finite duration">>}}};
-owner(none, _Duration) ->
+%% `max_overhead => Fraction': checked, and refused beside `sample => {calls, N}' (the
+%% budget sets the per-call rate itself). A spec with a `'_' module (every module of the
+%% node) has a budget unless told otherwise (`max_overhead => none', or a sampling rate of
+%% one's own): on schedulers kept busy, every traced call slows its process's time slice
+%% (counted in reductions, not time), and every process waiting for a scheduler waits that
+%% much longer: unbudgeted, a normal-priority process's ping took 100 to 180 ms during such
+%% a session among 50 busy processes, against 10 ms untraced.
+budget(#{max_overhead := none}, _Tracing) ->
     {ok, none};
-owner(Pid, _Duration) when is_pid(Pid), node(Pid) =:= node() ->
-    case Pid =:= self() andalso shell_evaluator(Pid) of
-        true -> {ok, {shell, group_leader()}};
-        false -> {ok, {process, Pid}}
+budget(#{max_overhead := Budget, sample := {calls, _} = Sample}, _Tracing) ->
+    {error, {bad_option, {max_overhead, Budget, iolist_to_binary(
+        io_lib:format("the budget sets the per-call sampling rate itself: leave out sample => ~0p", [Sample]))}}};
+budget(#{max_overhead := Budget}, _Tracing) ->
+    case ferrotrace_budget:check(Budget) of
+        ok -> {ok, Budget};
+        {error, _} = Error -> Error
     end;
-owner(Other, _Duration) ->
-    {error, {bad_option, {owner, Other, <<"a local pid, or none (needs a finite duration)">>}}}.
+budget(#{sample := {calls, _}}, _Tracing) ->
+    {ok, none};
+budget(#{}, #{specs := Specs}) ->
+    case [Spec || Spec <- Specs, element(1, Spec) =:= '_'] of
+        [] -> {ok, none};
+        [_ | _] -> {ok, {default, ferrotrace_budget:whole_node_default()}}
+    end;
+budget(#{}, _Tracing) ->
+    {ok, none}.
 
-%% @doc True when the caller is a shell's evaluator, the process that runs what an
-%% operator types (see {@link owner/1}): `erl', `erl -remsh', a release's
-%% `remote_console', IEx; false in `bin/rel eval', `rpc', `erl -noshell' and processes
-%% spawned from a shell.
--spec in_shell() -> boolean().
-in_shell() ->
-    shell_evaluator(self()).
-
-%% True when `Pid' is the caller and a shell's evaluator, the process that runs what an
-%% operator types:
-%% - the Erlang shell's (`erl', `erl -remsh', a release's `remote_console', which runs
-%%   `erl -remsh'): the shell process runs on the node the commands run on (over -remsh
-%%   only the group leader is remote), is linked to its evaluator and keeps its pid under
-%%   `evaluator' in its dictionary (shell:start_eval/3, OTP 25 to 29);
-%% - IEx's: its evaluator keeps the IEx server's pid under `iex_server' in its own
-%%   dictionary (IEx.Evaluator.init/4; the server is not linked to it: Elixir 1.14 here).
-%% A process spawned from a shell has neither (dictionaries are not inherited); an rpc,
-%% erpc or `bin/rel eval' process has neither.
-shell_evaluator(Pid) when Pid =:= self() ->
-    erlang_shell_evaluator(Pid) orelse iex_evaluator();
-shell_evaluator(_Pid) ->
-    false.
-
-erlang_shell_evaluator(Pid) ->
-    {links, Links} = erlang:process_info(Pid, links),
-    lists:any(fun(Shell) when is_pid(Shell), node(Shell) =:= node() ->
-                      case erlang:process_info(Shell, dictionary) of
-                          {dictionary, Dict} -> lists:member({evaluator, Pid}, Dict);
-                          undefined -> false
-                      end;
-                 (_) -> false
-              end, Links).
-
-iex_evaluator() ->
-    case get(iex_server) of
-        Server when is_pid(Server), node(Server) =:= node() -> is_process_alive(Server);
-        _ -> false
-    end.
-
-%%--------------------------------------------------------------------------------------
-%% Did you mean
-
-%% @doc An unknown option (`{error, {unknown_option, Key, EngineOptions}}' from the engine)
-%% is answered with every option the entry (`session' or `calls') takes, the engine's and
-%% its own, and the nearest one when the key looks like a typo of it; any other result is
-%% returned as it is.
--spec explain(Result, session | calls) -> Result | {error, {unknown_option, term(), binary()}}.
-explain(Result, session) ->
-    explain_with(Result, [trees | ?SESSION_OPTIONS]);
-explain(Result, calls) ->
-    explain_with(Result, [nodes, trees | ?CALL_OPTIONS ++ ?SESSION_OPTIONS]).
-
-explain_with({error, {unknown_option, Key, Engine}}, Own) when is_list(Engine) ->
-    Names = lists:usort(Own ++ Engine),
-    Accepted = lists:join(", ", [atom_to_list(N) || N <- Names]),
-    {error, {unknown_option, Key, ferrotrace_hint:hinted(Key, Names, ["one of ", Accepted])}};
-explain_with(Result, _Own) ->
-    Result.
+%% Every option an entry takes but the engine's (which the engine names itself), for the
+%% answer to an unknown option (see ferrotrace_start); `processes/2' answers the engine's.
+accepted(session) -> [trees | ?SESSION_OPTIONS];
+accepted(calls) -> [nodes, trees | ?CALL_OPTIONS ++ ?SESSION_OPTIONS];
+accepted(processes) -> none.
 
 %%--------------------------------------------------------------------------------------
 %% What a keeper is started with
@@ -434,25 +447,33 @@ explain_with(Result, _Own) ->
           "of messages, procs, gc, scheduling, ports), generated (a boolean), held (a list "
           "of {M, F, A} the budget holds back) and read_pace (a float from 0.01 to 1)">>).
 -define(SETTINGS_ACCEPTED,
-        <<"a map of owner ({process, Pid}, {shell, Pid}, or none with a finite duration), "
-          "keep (milliseconds up to seven days, or infinity), name (an atom other than none) "
-          "and spec (raw or a list), and optionally capture (as the capture option)">>).
+        <<"a map of engine (the engine's options), tracing, owner ({process, Pid}, {shell, Pid}, "
+          "or none with a finite duration), keep (milliseconds up to seven days, or infinity), "
+          "name (an atom other than none) and spec (raw or a list), and optionally capture (as "
+          "the capture option), roots (a list), intervals (none or {Ms, Max}), budget, "
+          "metrics (none, or the endpoint and its settings), calibration, compensate and started "
+          "(as ferrotrace_start makes them)">>).
+%% The keys of a start's settings besides the keeper's four.
+-define(OPTIONAL_KEYS, [capture, roots, intervals, budget, compensate, metrics, accepted,
+                        calibration, started]).
 
-%% @doc The arguments of `ferrotrace_session:start/3' checked before a keeper starts, so
-%% that what reaches the keeper's `init/1' is what this module makes (`calls/2' or
-%% `processes/2', and `settings/3'): `ok', or
-%% `{error, {bad_argument, engine_options | tracing | settings, Value, Accepted}}' with
-%% `Value' summarised and `Accepted' a text. The checks look no deeper than the shapes.
--spec start_arguments(term(), term(), term()) ->
+%% @doc The settings `ferrotrace_keeper:start/1' is given, checked before a keeper starts,
+%% so that what reaches the keeper's `init/1' has the shape {@link read/4} and the start's
+%% steps give it: `ok', or `{error, {bad_argument, engine_options | tracing | settings,
+%% Value, Accepted}}' with `Value' summarised and `Accepted' a text. The checks look no
+%% deeper than the shapes: what they read again is what the keeper acts on.
+-spec valid(term()) ->
           ok | {error, {bad_argument, engine_options | tracing | settings, term(), binary()}}.
-start_arguments(EngineOptions, _Tracing, _Settings) when not is_map(EngineOptions) ->
-    bad_argument(engine_options, EngineOptions, ?ENGINE_OPTIONS_ACCEPTED);
-start_arguments(EngineOptions, Tracing, Settings) ->
-    case {valid_tracing(Tracing), valid_settings(Settings, EngineOptions)} of
+valid(#{engine := Engine}) when not is_map(Engine) ->
+    bad_argument(engine_options, Engine, ?ENGINE_OPTIONS_ACCEPTED);
+valid(#{engine := Engine, tracing := Tracing} = Settings) ->
+    case {valid_tracing(Tracing), valid_settings(Settings, Engine)} of
         {false, _} -> bad_argument(tracing, Tracing, ?TRACING_ACCEPTED);
         {true, false} -> bad_argument(settings, Settings, ?SETTINGS_ACCEPTED);
         {true, true} -> ok
-    end.
+    end;
+valid(Settings) ->
+    bad_argument(settings, Settings, ?SETTINGS_ACCEPTED).
 
 bad_argument(Which, Value, Accepted) ->
     {error, {bad_argument, Which, ferrotrace_hint:brief(Value), Accepted}}.
@@ -496,7 +517,18 @@ valid_heads([_ | _] = Clauses) -> all_of(fun({_Head, Guards, Body}) -> is_list(G
 valid_heads(_) -> false.
 
 valid_settings(#{owner := Owner, keep := Keep, name := Name, spec := Spec} = Settings, EngineOptions) ->
-    map_size(maps:without([capture], Settings)) =:= 4
+    map_size(maps:without([engine, tracing | ?OPTIONAL_KEYS], Settings)) =:= 4
+        andalso case Settings of
+                    #{intervals := {Ms, Max}} -> is_integer(Ms) andalso is_integer(Max);
+                    #{intervals := Intervals} -> Intervals =:= none;
+                    #{} -> true
+                end
+        andalso is_list(maps:get(roots, Settings, []))
+        andalso case Settings of
+                    #{metrics := {Endpoint, #{}}} -> is_pid(Endpoint);
+                    #{metrics := Metrics} -> Metrics =:= none;
+                    #{} -> true
+                end
         andalso case Settings of
                     #{capture := Capture} -> ferrotrace_capture:check(Capture) =:= {ok, Capture};
                     #{} -> true

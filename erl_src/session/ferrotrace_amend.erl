@@ -1,6 +1,6 @@
 %%% @private
 %%% @doc Changing the functions of a running `calls/2' session: `ferrotrace:add/2' and
-%%% `ferrotrace:remove/2', done by the session's keeper (ferrotrace_session) with what it
+%%% `ferrotrace:remove/2', done by the session's keeper (ferrotrace_keeper) with what it
 %%% knows of the session, through the same checks and in the same order as a start:
 %%% <ol>
 %%% <li>the spec parsed, its modules loaded, ferrotrace's own modules refused
@@ -36,7 +36,7 @@
 -type calls() :: #{patterns := [ferrotrace_registry:pattern()],
                    scope := local | global,
                    key := none | message | caller}.
-%% How tracing was set (ferrotrace_session's backend).
+%% How tracing was set (the keeper's backend, ferrotrace_tracing).
 -type backend() :: legacy | {trace_session, term(), [local | global]}.
 -export_type([calls/0]).
 
@@ -101,7 +101,7 @@ parse(Spec, #{patterns := Patterns, scope := Scope, key := Key}) ->
               end,
     case ferrotrace_options:calls(Spec, Options#{scope => Scope}) of
         {ok, #{specs := Specs, heads := Heads}, Rest} ->
-            New = [#{mfa => S, match_spec => ferrotrace_backend:match_spec(H, [{exception_trace}]), scope => Scope,
+            New = [#{mfa => S, match_spec => ferrotrace_tracing:match_spec(H, [{exception_trace}]), scope => Scope,
                      heads => H} || {S, H} <- lists:zip(Specs, Heads)],
             Traced = [MFA || #{mfa := MFA} <- Patterns],
             case {maps:get(key, Rest, Key), overlapping(Specs, Traced)} of
@@ -131,20 +131,20 @@ overlapping(Specs, Traced) ->
 add(Id, Backend, Old, New) ->
     NewSpecs = [MFA || #{mfa := MFA} <- New],
     Loops = ferrotrace_loops:find(NewSpecs, ferrotrace_traced:own_modules()),
-    Set = [maps:remove(heads, P#{loops => [{Loop, ferrotrace_backend:match_spec(H, [])} || Loop <- Loops,
+    Set = [maps:remove(heads, P#{loops => [{Loop, ferrotrace_tracing:match_spec(H, [])} || Loop <- Loops,
                                                                                              ferrotrace_spec:matches(Spec, Loop)]})
            || P = #{mfa := Spec, heads := H} <- New],
     %% Count-only before any pattern: a loop's first call must keep no frame.
     ok = ferrotrace_tracer:session_set_tracing(Id, specs(Old) ++ NewSpecs, []),
     ok = ferrotrace_tracer:session_add_loops(Id, Loops),
-    case ferrotrace_backend:set(Id, Backend, Set) of
+    case ferrotrace_tracing:set(Id, Backend, Set) of
         {ok, 0} ->
-            _ = ferrotrace_backend:unset(Id, Backend, Set, Old),
+            _ = ferrotrace_tracing:unset(Id, Backend, Set, Old),
             ok = ferrotrace_tracer:session_set_tracing(Id, specs(Old), []),
             {error, {no_matching_functions, NewSpecs, <<"no loaded function matches these patterns">>}};
         {ok, Matched} ->
-            %% A `'_'' module leaves ferrotrace's own modules out (ferrotrace_backend).
-            _ = [ferrotrace_backend:leave_out_modules(Id, Backend, Own)
+            %% A `'_'' module leaves ferrotrace's own modules out (ferrotrace_tracing).
+            _ = [ferrotrace_tracing:leave_out_modules(Id, Backend, Own)
                  || [_ | _] <- [[S || S = {'_', _, _} <- NewSpecs]],
                     Own <- [[M || M <- ferrotrace_traced:own_modules(), erlang:module_loaded(M)]]],
             {ok, Set, Loops, Matched};
@@ -170,7 +170,7 @@ remove(Id, Backend, Old, Spec) ->
                         {[], _} ->
                             {error, {not_in_session, Specs, ferrotrace_hint:brief(Traced)}};
                         {Removed, Kept} ->
-                            ok = ferrotrace_backend:unset(Id, Backend, Removed, Kept),
+                            ok = ferrotrace_tracing:unset(Id, Backend, Removed, Kept),
                             %% The engine counts their later calls as `foreign' (another
                             %% session may keep the pattern on OTP 25); their figures stay,
                             %% and calls running now still pair.

@@ -2,15 +2,15 @@
 %%% call returned.
 %%%
 %%% The engine pushes; nothing polls. The aggregator that pairs a call as slow as
-%%% `slower_than' or slower offers it to the session's spike gate (Rust,
-%%% `aggregate/spikes.rs'); the gate lets at most one through per `every' ms and
+%%% `slower_than' or slower offers it to the session's capture gate (Rust,
+%%% `aggregate/capture.rs'); the gate lets at most one through per `every' ms and
 %%% `max_captures' in all and counts the rest (`refused_every', `refused_max'); the
 %%% collector thread (off the schedulers) sends the one let through to this module's process
-%%% at its next collection, within a millisecond: `{ferrotrace_spike, Id, #{mfa, pid,
+%%% at its next collection, within a millisecond: `{ferrotrace_capture, Id, #{mfa, pid,
 %%% latency, started_at}}'. The hot path (the trace callbacks) does not change.
 %%%
 %%% The capture process is one of ferrotrace's own (high priority, never traced), started
-%%% by the session's keeper and gone with it. On a spike it freezes:
+%%% by the session's keeper and gone with it. On such a call it freezes:
 %%% <ul>
 %%% <li>`call': the slow call, `#{mfa, pid, latency (ns), started_at (system time, us)}';</li>
 %%% <li>`process': the slow process now, `#{message_queue_len, reductions,
@@ -22,7 +22,7 @@
 %%% <li>`top_reductions': the 10 processes with the most reductions since the previous
 %%%     capture (or since the session started, for the first), `[#{pid, name, reductions}]';</li>
 %%% <li>`recent': the flight recorder's events (`recent => N'), or `undefined';</li>
-%%% <li>`tree': the tree of the root call the slow call ran in, when `trees' is on and kept it, else `undefined' ({@link tree/2});</li>
+%%% <li>`tree': the tree of the root call the slow call ran in, when `trees' is on and kept it, else `undefined';</li>
 %%% <li>`at' (system time, us) and `took' (how long the capture took, us).</li>
 %%% </ul>
 %%% The reductions baseline is one map entry per process, taken when the session starts and
@@ -31,7 +31,7 @@
 %%% its own process is left out.
 -module(ferrotrace_capture).
 
--export([check/1, for_session/2, start/3, local/3, counts/1, tree/2, lines/3]).
+-export([check/1, for_session/2, local/3, counts/1, lines/3]).
 
 %% The default and accepted values of `capture''s keys.
 -define(DEFAULT_EVERY, 1000).
@@ -86,20 +86,17 @@ values(#{slower_than := Ns} = Capture) when is_integer(Ns), Ns > 0 ->
 values(Capture) ->
     {error, {bad_option, {capture, Capture, ?ACCEPTED}}}.
 
-%% @doc For the keeper of session `Id', as it starts and before tracing begins: with
-%% `capture' in its `Settings', the capture process ({@link start/3}) and its pid in the
-%% registry (`capture_pid', for ferrotrace:captures/1).
--spec for_session(ferrotrace_tracer:session_id(), map()) -> ok | {error, term()}.
+%% @doc For the keeper of session `Id', with `capture' in its `Settings': the capture process
+%% (its pid, which the keeper records as `capture_pid' for ferrotrace:captures/1), `none'
+%% without `capture', or the engine's refusal.
+-spec for_session(ferrotrace_tracer:session_id(), map()) -> {ok, pid()} | none | {error, term()}.
 for_session(Id, #{capture := Capture}) ->
-    case start(Id, Capture, self()) of
-        {ok, Pid} -> ferrotrace_registry:update(Id, #{capture_pid => Pid});
-        {error, _} = Error -> Error
-    end;
+    start(Id, Capture, self());
 for_session(_Id, _Settings) ->
-    ok.
+    none.
 
-%% @doc Starts session `Id''s capture process for the calling keeper (gone when the keeper
-%% is), and gives the engine its spike gate.
+%% Starts session `Id''s capture process for the calling keeper (gone when the keeper
+%% is), and gives the engine its capture gate.
 -spec start(ferrotrace_tracer:session_id(), settings(), pid()) -> {ok, pid()} | {error, term()}.
 start(Id, Settings, Keeper) when is_integer(Id), is_pid(Keeper), node(Keeper) =:= node() ->
     case check(Settings) of
@@ -162,13 +159,13 @@ local(Id, _Keeper, _Info) ->
         {error, _} = Error -> Error
     end.
 
-%% @doc The spike gate's counts of session `Id': `seen' (calls over `slower_than'),
+%% @doc The capture gate's counts of session `Id': `seen' (calls over `slower_than'),
 %% `sent' (captures asked for), `refused_every', `refused_max'; `none' without captures.
 -spec counts(ferrotrace_tracer:session_id()) -> {ok, counts() | none} | {error, term()}.
 counts(Id) ->
     ferrotrace_tracer:session_capture_counts(Id).
 
-%% @doc The slow call's tree, when the session keeps trees (`trees') and has kept the tree
+%% The slow call's tree, when the session keeps trees (`trees') and has kept the tree
 %% of the root call the slow call ran in (the root returned, slow enough); `undefined'
 %% otherwise (no trees, or a slow callee whose root is still running).
 -spec tree(ferrotrace_tracer:session_id(), map()) -> ferrotrace_trees:tree() | undefined.
@@ -262,10 +259,10 @@ init(Id, Keeper, Max, {Starter, Ref}) ->
 
 loop(State = #{id := Id, keeper := Keeper, max := Max, captures := Captures}) ->
     receive
-        {ferrotrace_spike, Id, Call} when length(Captures) < Max ->
+        {ferrotrace_capture, Id, Call} when length(Captures) < Max ->
             {Capture, Baseline} = freeze(Id, Call, maps:get(baseline, State)),
             loop(State#{captures := [Capture | Captures], baseline := Baseline});
-        {ferrotrace_spike, Id, _Call} ->
+        {ferrotrace_capture, Id, _Call} ->
             %% The gate sends no more than max_captures: a defence only.
             loop(State);
         {captures, From, Ref} ->

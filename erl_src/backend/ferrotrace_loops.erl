@@ -108,7 +108,7 @@ find(Specs, Exclude) ->
 %% before (cached) are read, and `Complete' says whether that was all {@link find/2} would
 %% have read: a session's start on a busy node takes the loops the cache knows at once
 %% (a first reading of every module processes wait in took 2.5 to 4 s there) and the rest
-%% from a full reading after it is ready (ferrotrace_session). `Loopers': with a `'_''
+%% from a full reading after it is ready (ferrotrace_keeper). `Loopers': with a `'_''
 %% module, the processes whose stack holds one of the loops now (a server waiting in its
 %% receive), which the session flags only once their loops are traced count-only.
 -spec find([ferrotrace:mfa_spec()], [module()], read | cached) ->

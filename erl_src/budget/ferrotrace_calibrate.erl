@@ -23,7 +23,7 @@
 %%% `?FRESH_MS' ({@link for_session/1}). An older one is still used, and measured anew in the
 %%% background for the next starts. A node with none measures it at the start when its
 %%% schedulers have room; where they are full (processes wait in their run queues), the
-%%% start goes on without and the calibration comes after it (`pending': ferrotrace_start
+%%% start goes on without and the calibration comes after it (`pending': {@link after_start/2}
 %%% measures it once the session runs and gives the session its costs,
 %%% ferrotrace_tracer:session_set_compensation/3): among 50 busy processes it took 30 to
 %%% 140 ms of a 250 ms start. A new measurement is checked against the last one: one whose
@@ -34,7 +34,7 @@
 %%% {@link calibrate/0} measures anew on demand.
 -module(ferrotrace_calibrate).
 
--export([measure/1, for_session/1, calibrate/0, remember_in_situ/1]).
+-export([measure/1, for_session/1, after_start/2, calibrate/0, remember_in_situ/1]).
 
 %% A calibration's figures. `call_ns' and `return_ns': what a caller pays per traced call
 %% for its call and its return event; `pair_ns': both, measured together; `discard_ns': a
@@ -71,6 +71,13 @@
 %% builds each event's terms on the tracee's heap, so the collections tracing causes depend
 %% on it: 575 ns per pair with the default 233 words, 505 with 4096, here.
 -define(HEAP_WORDS, 4096).
+%% How often, and how many times, a calibration after the start looks whether the session's
+%% steps are over (see settled/2).
+-define(SETTLED_MS, 50).
+-define(SETTLED_TRIES, 100).
+%% A calibration after the start: tries, and the wait before the next (see measured/1).
+-define(MEASURE_TRIES, 3).
+-define(MEASURE_AGAIN_MS, 200).
 -define(PAIR, [{'_', [], [{exception_trace}]}]).
 -define(CALL_ONLY, [{'_', [], []}]).
 
@@ -121,6 +128,65 @@ for_session(Compensate) when is_boolean(Compensate) ->
     end;
 for_session(Other) ->
     {error, {bad_option, {compensate, Other, <<"true or false">>}}}.
+
+%% @doc The node's calibration measured anew once session `Id' runs, in a process of
+%% ferrotrace's own, where {@link for_session/1} found it `pending' (none yet, the
+%% schedulers full) or `stale' (older than five minutes): a start does not wait for it. Its
+%% keeper starts it with the start's settings (ferrotrace_options:settings()). A pending one
+%% is given to the session: its compensation from then on (`compensate => true' and no cost
+%% set by hand), its summary's `calibration', and the budget's costs at its next tick
+%% (ferrotrace_overhead). A stale one stays the session's; the new one is the next starts'.
+%% It outlives the keeper: the node's calibration serves the next starts too.
+-spec after_start(ferrotrace_tracer:session_id(), map()) -> ok.
+after_start(Id, #{calibration := #{calibration := Calibration}} = Settings)
+  when is_integer(Id), Calibration =:= pending; is_integer(Id), is_map(Calibration), is_map_key(stale, Calibration) ->
+    Engine = maps:get(engine, Settings, #{}),
+    Compensate = maps:get(compensate, Settings, none) =:= true
+        andalso not (is_map(Engine) andalso (is_map_key(compensate_call_ns, Engine) orelse is_map_key(compensate_return_ns, Engine))),
+    _ = spawn_opt(fun() ->
+                          ok = ferrotrace_own:enter(),
+                          ok = settled(Id, ?SETTLED_TRIES),
+                          Measured = measured(?MEASURE_TRIES),
+                          case Calibration of
+                              pending -> calibrated(Id, Compensate, Measured);
+                              _ -> ok
+                          end
+                  end, ferrotrace_own:spawn_options()),
+    ok;
+after_start(_Id, _Settings) ->
+    ok.
+
+%% A calibration, tried again a little later where one failed: on OTP 25 and 26 a session
+%% starting meanwhile flags every process before it takes its flags off ferrotrace's own,
+%% the calibrating one among them.
+measured(Tries) ->
+    case calibrate() of
+        {error, _} when Tries > 1 -> timer:sleep(?MEASURE_AGAIN_MS), measured(Tries - 1);
+        Result -> Result
+    end.
+
+%% The session's steps after the start are over (`settling' false), or `Tries' looks later:
+%% on OTP 25 and 26 its last step takes the patterns off ferrotrace's own modules, the
+%% calibration's callee among them (one pattern per function on the node), and a
+%% calibration measured meanwhile missed half its events.
+settled(_Id, 0) ->
+    ok;
+settled(Id, Tries) ->
+    case ferrotrace_registry:lookup(Id) of
+        {ok, Id, _Keeper, #{settling := true}} -> timer:sleep(?SETTLED_MS), settled(Id, Tries - 1);
+        _ -> ok
+    end.
+
+calibrated(Id, true, {ok, #{call_ns := CallNs, return_ns := ReturnNs} = Calibration}) ->
+    %% An error: the session was released meanwhile.
+    case ferrotrace_tracer:session_set_compensation(Id, CallNs, ReturnNs) of
+        ok -> ferrotrace_registry:update(Id, #{calibration => Calibration, compensated => true});
+        {error, _} -> ok
+    end;
+calibrated(Id, _Compensate, {ok, Calibration}) ->
+    ferrotrace_registry:update(Id, #{calibration => Calibration});
+calibrated(Id, _Compensate, {error, _} = Error) ->
+    ferrotrace_registry:update(Id, #{calibration => Error}).
 
 %% @doc Measures the node's calibration anew (as a session's start would when the last one
 %% is older than five minutes), keeps it for the next starts and answers it: checked

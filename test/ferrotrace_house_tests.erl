@@ -1,0 +1,41 @@
+%%% @doc The house's shape, asked of xref over the application's object files: the VM's
+%%% trace state is changed by the backend alone (ferrotrace_backend and its OTP 25/26 half,
+%%% ferrotrace_backend_legacy), and no two modules call each other, however far round.
+-module(ferrotrace_house_tests).
+
+%% Not eunit.hrl: its generated test/0 has no spec (see ferrotrace_bad_input_tests).
+-include_lib("stdlib/include/assert.hrl").
+
+-export([one_owner_of_the_trace_state_test/0, no_module_circle_test/0]).
+
+%% Who may call erlang:trace/3, erlang:trace_pattern/2,3 or the `trace' module (OTP 27+,
+%% called through apply/3: xref sees `trace:'$F_EXPR'/-1').
+-define(OWNERS, [ferrotrace_backend, ferrotrace_backend_legacy]).
+
+-spec one_owner_of_the_trace_state_test() -> ok.
+one_owner_of_the_trace_state_test() ->
+    Callers = with_xref(fun(X) ->
+                                {ok, Calls} = xref:q(X, "E || (trace : Mod + \"erlang\" : \"trace(_pattern)?\" / \".*\")"),
+                                lists:usort([M || {{M, _, _}, _} <- Calls])
+                        end),
+    %% Each of the two does call them (so that the query is seen to find calls at all).
+    ?assertEqual(?OWNERS, Callers).
+
+-spec no_module_circle_test() -> ok.
+no_module_circle_test() ->
+    Circles = with_xref(fun(X) ->
+                                {ok, Components} = xref:q(X, "components (ME || AM)"),
+                                [C || C <- Components, length(C) > 1]
+                        end),
+    ?assertEqual([], Circles).
+
+with_xref(Fun) ->
+    Ebin = filename:dirname(code:which(ferrotrace)),
+    {ok, X} = xref:start([{xref_mode, functions}]),
+    try
+        ok = xref:set_default(X, [{verbose, false}, {warnings, false}]),
+        {ok, _} = xref:add_directory(X, Ebin),
+        Fun(X)
+    after
+        xref:stop(X)
+    end.
