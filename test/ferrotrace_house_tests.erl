@@ -6,7 +6,7 @@
 %% Not eunit.hrl: its generated test/0 has no spec (see ferrotrace_bad_input_tests).
 -include_lib("stdlib/include/assert.hrl").
 
--export([one_owner_of_the_trace_state_test/0, no_module_circle_test/0]).
+-export([one_owner_of_the_trace_state_test/0, no_module_circle_test/0, loads_on_the_newest_otp_test/0]).
 
 %% Who may call erlang:trace/3, erlang:trace_pattern/2,3 or the `trace' module (OTP 27+,
 %% called through apply/3: xref sees `trace:'$F_EXPR'/-1').
@@ -28,6 +28,19 @@ no_module_circle_test() ->
                                 [C || C <- Components, length(C) > 1]
                         end),
     ?assertEqual([], Circles).
+
+%% The bundle's beams are compiled on the build host's OTP (25 here) and loaded on 25 to 29.
+%% OTP 29 refuses `bs_test_unit' (what OTP 25's compiler emits for a `_/binary' tail of a
+%% term not known to be a binary: matched first with `when is_binary(...)', it emits none);
+%% the OTP 29 chroot's attach step found it in four functions. On OTP 26+ nothing emits it.
+-spec loads_on_the_newest_otp_test() -> ok.
+loads_on_the_newest_otp_test() ->
+    Ebin = filename:dirname(code:which(ferrotrace)),
+    Refused = [{M, F, A} || Beam <- filelib:wildcard(filename:join(Ebin, "*.beam")),
+                            {beam_file, M, _, _, _, Code} <- [beam_disasm:file(Beam)],
+                            {function, F, A, _, Is} <- Code,
+                            lists:keymember(bs_test_unit, 2, [I || I <- Is, tuple_size(I) >= 2])],
+    ?assertEqual([], Refused).
 
 with_xref(Fun) ->
     Ebin = filename:dirname(code:which(ferrotrace)),

@@ -86,10 +86,17 @@ path(Path) when is_list(Path) ->
         true -> path(list_to_binary(Path));
         false -> bad_path(Path)
     end;
-path(<<"/", _/binary>> = Path) when byte_size(Path) =< 256 ->
-    case [C || <<C>> <= Path, C =< $\s orelse C >= 127 orelse C =:= $? orelse C =:= $#] of
-        [] -> {ok, Path};
-        _ -> bad_path(Path)
+%% Known to be a binary before it is matched: OTP 25's compiler then checks no unit
+%% (`bs_test_unit', which OTP 29 no longer loads: the bundle's beams come from OTP 25).
+path(Path) when is_binary(Path), byte_size(Path) =< 256 ->
+    case Path of
+        <<"/", _/binary>> ->
+            case [C || <<C>> <= Path, C =< $\s orelse C >= 127 orelse C =:= $? orelse C =:= $#] of
+                [] -> {ok, Path};
+                _ -> bad_path(Path)
+            end;
+        _ ->
+            bad_path(Path)
     end;
 path(Path) ->
     bad_path(Path).
