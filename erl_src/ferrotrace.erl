@@ -205,7 +205,10 @@ session(Options) ->
 %% `Options', a map or a list of `{Name, Value}' pairs; every one has a default. This is
 %% the one list of the options: {@link session/1} takes them all but those that say what
 %% calls/2 traces (`pids', `scope', `also', `callers', `nodes'), {@link processes/2} those
-%% and `pids'.
+%% and `pids'. Every time below (`Ms', `Ns') may also be given with its unit, as a string:
+%% `"30s"', `"20ms"', `"2.5s"', `"100us"', `"2m"', `"1h"'; an integer is in the unit named.
+%% A session that ran out its duration within 100 ms says in its report that durations are
+%% milliseconds (`duration => 10' is 10 ms).
 %% <ul>
 %% <li>`duration => Ms | infinity': the session stops by itself after this long (default
 %% 10000; at most one week; `infinity' must be asked for).</li>

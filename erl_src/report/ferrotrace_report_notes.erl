@@ -25,6 +25,7 @@ notes(Summary = #{events := Events, pairing := Pairing}, LoopsNamed, Width) ->
          io_lib:format("~b returns without a call", [Count(unmatched_returns, Pairing)])],
     Loops = loops(maps:get(loops, Summary, []), maps:get(calls, Summary, []), LoopsNamed, Width),
     [ferrotrace_text:wrap("events: ", EventParts, Width),
+     short(Summary, Width),
      slow_start(maps:get(start, Summary, #{}), Width),
      backlog(Summary, Count(dropped, Events), Width),
      sampling(maps:get(sample, Summary, #{}), Width),
@@ -39,6 +40,14 @@ notes(Summary = #{events := Events, pairing := Pairing}, LoopsNamed, Width) ->
      left_out(maps:get(generated_left_out, Summary, 0), Width),
      Loops].
 
+
+%% A session that ran out its duration within a tenth of a second: most likely seconds
+%% given as milliseconds (`duration => 10').
+short(#{status := stopped, stop_reason := duration, elapsed_ms := Ms}, Width) when Ms < 100 ->
+    ferrotrace_text:wrap("duration: ", [io_lib:format("the session ran its duration, ~b ms", [Ms]),
+                                        "durations are in milliseconds: \"10s\" or 10000 is ten seconds"], Width);
+short(_Summary, _Width) ->
+    [].
 
 %% A start that took a second or more (the summary's `start'): where its time went, the
 %% parts of a tenth of a second or more. A busy node's code barrier is the usual cause.

@@ -135,8 +135,13 @@ check_each([{Key, Value} | Rest], Acc) ->
         {error, Accepted} -> {error, {bad_option, {Key, Value, Accepted}}}
     end.
 
+value(interval, Time) when is_list(Time); is_binary(Time) ->
+    case ferrotrace_time:to(Time, millisecond) of
+        {ok, Ms} -> value(interval, Ms);
+        error -> value(interval, none)
+    end;
 value(interval, Ms) when is_integer(Ms), Ms >= 10, Ms =< 3600000 -> {ok, Ms};
-value(interval, _) -> {error, <<"milliseconds, an integer from 10 to 3600000">>};
+value(interval, _) -> {error, <<"milliseconds, an integer from 10 to 3600000, or a time with its unit (\"1s\")">>};
 value(count, infinity) -> {ok, infinity};
 value(count, N) when is_integer(N), N > 0 -> {ok, N};
 value(count, _) -> {error, <<"a positive integer or infinity">>};
@@ -312,13 +317,19 @@ kinds(Kinds0, Pids) ->
 -spec read(session | calls | processes, term(), term(), ferrotrace_owner:caller()) -> {ok, settings()} | {error, term()}.
 read(Entry, What, Options0, Caller) ->
     case to_map(Options0) of
-        {ok, Options} ->
-            case ferrotrace_owner:owner(Options, Caller) of
-                {ok, Owner} -> traced(Entry, What, maps:remove(owner, Options), Owner);
+        {ok, Options1} ->
+            case ferrotrace_time:options(Options1) of
+                {ok, Options} -> read_owner(Entry, What, Options, Caller);
                 {error, _} = Error -> Error
             end;
         {error, _} = Error ->
             Error
+    end.
+
+read_owner(Entry, What, Options, Caller) ->
+    case ferrotrace_owner:owner(Options, Caller) of
+        {ok, Owner} -> traced(Entry, What, maps:remove(owner, Options), Owner);
+        {error, _} = Error -> Error
     end.
 
 traced(session, _What, Options, Owner) ->
