@@ -87,6 +87,7 @@
                           raw => #{atom() => time()},
                           migrations => non_neg_integer(),
                           max_frames => non_neg_integer(),
+                          max_frames_pid => pid(),
                           slowest => [ferrotrace_slow:slow_call()],
                           slow_calls_dropped => non_neg_integer(),
                           by_key => [#{atom() => term()}],
@@ -458,7 +459,8 @@ loaded() ->
 %% scheduler thread than the one they were called on) and `max_frames' (the most
 %% return-trace frames of the session its process had open at one of its calls: calls past
 %% 120 are refused, see `frames_refused'; for a loop found while it ran, how deep it got
-%% before it was traced count-only),
+%% before it was traced count-only) with `max_frames_pid' (the process that had them open:
+%% the report's `frames:' note names it),
 %% `inner_events' (`#{mean, max, total, compensated_ns}': the session's events inside each
 %% paired call of the function, its own two not counted, over its calls, and the ns taken
 %% out of its latencies; see `compensate' in {@link calls/2}) and, in a compensated

@@ -9,7 +9,7 @@
 
 -export([reader_waiting_in_another_module/1, loop_through_a_fun/1, loop_through_apply/1,
          loop_through_an_untraced_module/1, cycle_of_two_through_an_untraced_module/1,
-         tail_recursion_a_million_deep/1,
+         tail_recursion_a_million_deep/1, frames_note_names_the_process/1,
          every_function_with_readers/1]).
 
 -define(MAX_WORDS, 1000).
@@ -21,7 +21,7 @@ suite() ->
 all() ->
     [reader_waiting_in_another_module, loop_through_a_fun, loop_through_apply,
      loop_through_an_untraced_module, cycle_of_two_through_an_untraced_module,
-     tail_recursion_a_million_deep, every_function_with_readers].
+     tail_recursion_a_million_deep, frames_note_names_the_process, every_function_with_readers].
 
 %% The server's connection reader: the module traced, the wait in the wrapper.
 -spec reader_waiting_in_another_module(config()) -> ok.
@@ -67,6 +67,30 @@ tail_recursion_a_million_deep(_Config) ->
     ?assert(MaxFrames > 90 andalso MaxFrames =< 120, MaxFrames),
     {ok, Text} = ft_ct:capture(fun() -> ferrotrace:report(S) end),
     ?assertMatch({match, _}, re:run(Text, "frames: [0-9]+ calls refused, a process had 120 return-trace frames open")),
+    ok = ferrotrace:stop(S),
+    ok = ferrotrace:release(S).
+
+%% The report's `frames:' note names the process that reached the bound (its registered
+%% name) and the function it nested, from the call entry's `max_frames_pid'.
+-spec frames_note_names_the_process(config()) -> ok.
+frames_note_names_the_process(_Config) ->
+    {ok, S} = ferrotrace:calls({ft_frames_reader, count_down, 1}, #{duration => 120000}),
+    Self = self(),
+    P = spawn(fun() ->
+                      true = register(ft_frames_deep_looper, self()),
+                      done = ft_frames_reader:count_down(1000000),
+                      Self ! {done, self()},
+                      receive stop -> ok end
+              end),
+    receive {done, P} -> ok after 60000 -> ct:fail(count_down_not_done) end,
+    #{events := #{frames_refused := Refused}, calls := [Call]} = ferrotrace:summary(S),
+    ?assert(Refused > 0, Refused),
+    ?assertMatch(#{max_frames_pid := P}, Call),
+    {ok, Text} = ft_ct:capture(fun() -> ferrotrace:report(S) end),
+    Pattern = io_lib:format("deepest: ~s ft_frames_deep_looper,\\s+[0-9]+ frames of\\s+ft_frames_reader:count_down/1",
+                            [re:replace(pid_to_list(P), "[<>.]", "\\\\&", [global, {return, list}])]),
+    ?assertMatch({match, _}, re:run(Text, Pattern), Text),
+    P ! stop,
     ok = ferrotrace:stop(S),
     ok = ferrotrace:release(S).
 

@@ -30,7 +30,7 @@ notes(Summary = #{events := Events, pairing := Pairing}, LoopsNamed, Width) ->
      backlog(Summary, Count(dropped, Events), Width),
      sampling(maps:get(sample, Summary, #{}), Width),
      ferrotrace_text:wrap("pairing: ", PairingParts, Width),
-     frames(Count(frames_refused, Events), Width),
+     frames(Count(frames_refused, Events), maps:get(calls, Summary, []), Width),
      displaced(maps:get(displaced, Summary, undefined), Width),
      probe(Summary, Width),
      changes(maps:get(changes, Summary, []), Width),
@@ -144,12 +144,33 @@ sampling(Sample, Width) ->
         _ -> ferrotrace_text:wrap("sampling: ", Parts ++ ["counts are of the kept calls, not scaled"], Width)
     end.
 
-frames(0, _Width) ->
+frames(0, _Calls, _Width) ->
     [];
-frames(Refused, Width) ->
+frames(Refused, Calls, Width) ->
     ferrotrace_text:wrap("frames: ", [io_lib:format("~b calls refused", [Refused]),
-                      "a process had 120 return-trace frames open",
-                      "a loop or a deep recursion", "its deeper calls are not in the table"], Width).
+                                      "a process had 120 return-trace frames open"]
+                         ++ deepest(Calls) ++ ["its deeper calls are not in the table"], Width).
+
+%% The process that had the most frames of one function open (a call entry's `max_frames'
+%% and `max_frames_pid'), named as ferrotrace_activity:name/1 names it, and what to do: a
+%% loop (a tail call that waits: a server or a client loop) is counted once found, a
+%% recursion is timed without its deepest levels. Only a function with half the bound (60
+%% frames) in one process is named: the frames may be a generated function's (a
+%% comprehension's recursion), left out of the table, and the loops line names it.
+deepest(Calls) ->
+    case lists:sort([{-N, MFA, Pid} || #{mfa := MFA, max_frames := N, max_frames_pid := Pid} <- Calls, N >= 60]) of
+        [] ->
+            ["a loop or a deep recursion"];
+        [{MinusN, MFA, Pid} | _] ->
+            Name = case ferrotrace_activity:name(Pid) of
+                       Pid -> io_lib:format("~p (gone)", [Pid]);
+                       Named -> io_lib:format("~p ~0tp", [Pid, Named])
+                   end,
+            [io_lib:format("deepest: ~ts", [Name]),
+             io_lib:format("~b frames of ~ts", [-MinusN, ferrotrace_names:mfa(MFA)]),
+             "a loop or a deep recursion",
+             "leave that function out of the spec or time it on its own"]
+    end.
 
 %% Another tool took over processes or functions of the session (OTP 25 and 26, see
 %% ferrotrace_displaced): the counts above miss what it took. At most ?DISPLACED_NAMED

@@ -115,6 +115,9 @@ pub struct FunctionStats {
     /// (the frame bound refuses calls past `frames::MAX_FRAMES`; a loop found at run time
     /// shows how deep it went before it was).
     pub max_frames: u32,
+    /// The process (its pid's word, 0 for none yet) that had `max_frames` open: the report's
+    /// `frames:` note names it.
+    pub max_frames_pid: u64,
     /// Latency per key (`key`), once a call came with one.
     pub by_key: Option<Box<KeyedLatency>>,
     /// The session's events inside this function's paired calls (`probe.rs`).
@@ -161,6 +164,7 @@ impl FunctionStats {
             split: None,
             migrations: 0,
             max_frames: 0,
+            max_frames_pid: 0,
             by_key: None,
             inner: InnerEvents::default(),
             raw: None,
@@ -217,7 +221,10 @@ impl FunctionStats {
             self.split.get_or_insert_with(Default::default).merge_from(from);
         }
         self.migrations += other.migrations;
-        self.max_frames = self.max_frames.max(other.max_frames);
+        if other.max_frames > self.max_frames {
+            self.max_frames = other.max_frames;
+            self.max_frames_pid = other.max_frames_pid;
+        }
         if let Some(from) = &other.by_key {
             self.by_key.get_or_insert_with(Default::default).merge_from(from);
         }

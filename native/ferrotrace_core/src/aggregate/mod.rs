@@ -358,7 +358,10 @@ impl Aggregator {
         }
         // The function was looked up above: this hits the last function's shortcut.
         if let Some(stats) = self.functions.stats_for(mfa, ts, |mfa| self.loops.contains(mfa)) {
-            stats.max_frames = stats.max_frames.max(opened.depth as u32);
+            if opened.depth as u32 > stats.max_frames {
+                stats.max_frames = opened.depth as u32;
+                stats.max_frames_pid = event.pid;
+            }
         }
         for mfa in opened.looping {
             self.mark_loop(mfa, ts);

@@ -29,7 +29,7 @@ mod atoms {
         ring_bytes, functions, collector_cpu_ns, aggregators, ring_alloc_failures, ferrotrace_stopped,
         mfa, count, returns, exceptions, total,
         user, owner_down, duration, loops, foreign_events, bad_spec, ferrotrace_loops,
-        backlog, ring_peak, ring_size, longest_gap_us, frames_refused, fuse_refused, untraced, untraced_pids, max_frames, sample,
+        backlog, ring_peak, ring_size, longest_gap_us, frames_refused, fuse_refused, untraced, untraced_pids, max_frames, max_frames_pid, sample,
         precision, significant_digits, relative_error, bad_module,
     }
 }
@@ -169,6 +169,10 @@ fn sessions() -> Vec<u64> {
 fn function_term<'a>(env: Env<'a>, session: &Session, mfa: &Mfa, stats: &FunctionStats, compensates: bool) -> Term<'a> {
     let entry = figures_term(env, mfa, (stats.calls, stats.returns, stats.exceptions, stats.total_ns), &stats.latency.to_hdr());
     let entry = entry.map_put(atoms::max_frames().encode(env), stats.max_frames.encode(env)).unwrap_or(entry);
+    let entry = match stats.max_frames_pid {
+        0 => entry,
+        pid => entry.map_put(atoms::max_frames_pid().encode(env), kept_term(env, pid)).unwrap_or(entry),
+    };
     let entry = slow::add_keys(env, entry, stats, session.system_offset_ns());
     let entry = keys::add_keys(env, entry, stats, session.config.keys.source);
     let entry = probe::add_keys(env, entry, stats, compensates);
