@@ -106,6 +106,7 @@
                      calls := [call_summary()],
                      loops := [mfa()],
                      generated_left_out => non_neg_integer(),
+                     shell_left_out => non_neg_integer(),
                      settling => boolean(),
                      start => #{total_ms := non_neg_integer(), calibration_ms := non_neg_integer(),
                                 counting_ms := non_neg_integer(), analysis_ms := non_neg_integer(),
@@ -237,6 +238,12 @@ session(Options) ->
 %% reached). Counts and latencies are of the kept calls, never scaled; the summary's
 %% `sample' and the report's header say the rate. `ferrotrace_tracer:session_set_call_sample/2'
 %% changes the per-call rate while the session runs (0: keep no call).</li>
+%% <li>`shell => leave_out | include': with `pids => all' or `existing', started from a
+%% shell, whether the shell's own processes are timed: its evaluator, the shell process, and
+%% where they are on the node its group leader and terminal processes, or a remote shell's
+%% connection (default `leave_out': what the operator types is not what they came to see;
+%% the report says how many were left out). An evaluator the shell restarts after an
+%% exception is a new process, traced as any other.</li>
 %% <li>`pids => all | new | existing | [pid()]': the processes to trace (default `all');
 %% `scope => local | global': `local' (default) traces local calls too.</li>
 %% <li>`owner => pid() | none': who the session belongs to; it stops when its owner exits.

@@ -13,7 +13,7 @@
 -export([stop_and_release/1, stop_unhooks_raw_tracee/1, stop_reasons/1,
          stopped_by_max_events/1, duration_stops/1, stopped_by_duration/1, stopped_by_unload/1,
          purge_and_reload/1, owner_death/1, owner_down_stops_the_session/1,
-         shell_evaluator_crash/1, owner_none/1, no_owner_outside_a_shell/1, killed_keeper/1,
+         shell_evaluator_crash/1, shell_left_out/1, owner_none/1, no_owner_outside_a_shell/1, killed_keeper/1,
          keeper_holds_the_handle/1]).
 
 -define(F, {ft_test_target, f, 1}).
@@ -25,7 +25,7 @@ suite() ->
 all() ->
     [stop_and_release, stop_unhooks_raw_tracee, stop_reasons,
      stopped_by_max_events, duration_stops, stopped_by_duration, stopped_by_unload,
-     purge_and_reload, owner_death, owner_down_stops_the_session, shell_evaluator_crash,
+     purge_and_reload, owner_death, owner_down_stops_the_session, shell_evaluator_crash, shell_left_out,
      owner_none, no_owner_outside_a_shell, killed_keeper, keeper_holds_the_handle].
 
 %%--------------------------------------------------------------------------------------
@@ -318,6 +318,51 @@ shell_evaluator_crash(_Config) ->
     %% The engine says `stopped' first; the keeper takes the patterns off (on OTP 27, its
     %% trace session) a moment later.
     ok = ft_ct:poll(fun() -> not ft_trace_state:traced(?F) end, 5000),
+    ok.
+
+%% A session on every process started from a shell does not time the shell's own
+%% processes (its evaluator, the shell, a local group leader): 5 calls of the other process
+%% counted, not the evaluator's 10 nor the group leader's 20; the report says so.
+%% `shell => include' counts all 35.
+-spec shell_left_out(config()) -> ok.
+shell_left_out(_Config) ->
+    Counted = fun(Options) ->
+                      Self = self(),
+                      GroupLeader = spawn(fun() -> receive calls -> [ft_test_target:f(I) || I <- lists:seq(1, 20)] end,
+                                                   Self ! gl_done, receive leave -> ok end end),
+                      Other = spawn(fun() -> receive calls -> [ft_test_target:f(I) || I <- lists:seq(1, 5)] end,
+                                             Self ! other_done end),
+                      Shell = spawn(fun() ->
+                                            Eval = spawn_link(fun() ->
+                                                                      group_leader(GroupLeader, self()),
+                                                                      receive go -> ok end,
+                                                                      {ok, S} = ferrotrace:calls({ft_test_target, f, 1},
+                                                                                                 Options#{duration => ?LONG}),
+                                                                      [ft_test_target:f(I) || I <- lists:seq(1, 10)],
+                                                                      Self ! {session, S},
+                                                                      receive _ -> ok end
+                                                              end),
+                                            put(evaluator, Eval),
+                                            Eval ! go,
+                                            receive _ -> ok end
+                                    end),
+                      S = receive {session, R} -> R end,
+                      GroupLeader ! calls, Other ! calls,
+                      receive gl_done -> ok end, receive other_done -> ok end,
+                      ok = ferrotrace:stop(S),
+                      #{calls := Calls} = Summary = ferrotrace:summary(S),
+                      Text = iolist_to_binary(ferrotrace:format(S)),
+                      ok = ferrotrace:release(S),
+                      GroupLeader ! leave, exit(Shell, kill),
+                      {lists:sum([C || #{count := C} <- Calls]), maps:get(shell_left_out, Summary), Text}
+              end,
+    {Left, LeftOut, Text} = Counted(#{}),
+    ?assertEqual(5, Left),
+    ?assert(LeftOut >= 3, LeftOut),
+    ?assertNotEqual(nomatch, binary:match(Text, <<"shell => include times them">>)),
+    {All, 0, _} = Counted(#{shell => include}),
+    ?assertEqual(35, All),
+    ?assertMatch({error, {bad_option, {shell, maybe, _}}}, ferrotrace:calls(?F, #{shell => maybe})),
     ok.
 
 %% `owner => none' for scripts (`bin/rel eval', rpc): the session outlives its caller and is

@@ -617,7 +617,9 @@ report_latest_with_options_test() ->
     {Answer, Text} =
         as_shell_evaluator(fun() ->
                                    ft_ct:capture(fun() ->
-                                                         {ok, S} = ferrotrace:calls({ft_test_target, f, 1}, #{duration => 5000}),
+                                                         %% The calls are the shell's own: timed only with
+                                                         %% shell => include (left out by default).
+                                                         {ok, S} = ferrotrace:calls({ft_test_target, f, 1}, #{duration => 5000, shell => include}),
                                                          _ = [ft_test_target:f(I) || I <- lists:seq(1, 50)],
                                                          ok = ferrotrace:stop(S),
                                                          R = ferrotrace:report(#{histograms => 0, width => 100}),

@@ -38,8 +38,16 @@ notes(Summary = #{events := Events, pairing := Pairing}, LoopsNamed, Width) ->
      fuse(Events, maps:get(budget, Summary, #{}), Width),
      estimates(maps:get(calls, Summary, []), Width),
      left_out(maps:get(generated_left_out, Summary, 0), Width),
+     shell(maps:get(shell_left_out, Summary, 0), Width),
      Loops].
 
+
+%% The calling shell's processes, not timed (`shell => leave_out', the default).
+shell(0, _Width) ->
+    [];
+shell(N, Width) ->
+    ferrotrace_text:wrap("shell: ", [io_lib:format("the calling shell's ~b processes not timed", [N]),
+                                     "shell => include times them"], Width).
 
 %% A session that ran out its duration within a tenth of a second: most likely seconds
 %% given as milliseconds (`duration => 10').

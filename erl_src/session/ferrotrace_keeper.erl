@@ -631,6 +631,11 @@ start_tracing(Id, Tracing = #{specs := Specs, heads := Heads, pids := Pids, scop
             %% server in its receive) are not traced until it is (a step), or each message
             %% would leave a frame on their stacks for as long as they live.
             _ = [ok = ferrotrace_backend:calls_flag(Id, Backend, maps:get(loopers, Tracing, []), false) || Later =/= []],
+            %% The calling shell's processes (`shell => leave_out', ferrotrace_options).
+            _ = [begin
+                     ok = ferrotrace_backend:calls_flag(Id, Backend, Shell, false),
+                     ok = ferrotrace_registry:update(Id, #{shell_left_out => length(Shell)})
+                 end || Shell <- [maps:get(shell, Tracing, [])], Shell =/= []],
             {ok, Backend, [MFA || {MFA, _, _} <- HeldSaved], HoldingMs};
         {error, _} = Error ->
             Error

@@ -40,6 +40,7 @@ summary(Id, _Keeper, Info) ->
             ferrotrace_activity:merge(Id, Info,
                 (ferrotrace_trees:with_counts(Id, Merged))#{calls := lists:sort(ByTotal, estimated(Shown, Merged)),
                         generated_left_out => length(LeftOut),
+                        shell_left_out => maps:get(shell_left_out, Info, 0),
                         settling => maps:get(settling, Info, false),
                         stacks => stack_counts(Id),
                         name => maps:get(name, Info, undefined),

@@ -61,7 +61,8 @@
                            generated => boolean(),
                            kinds => [ferrotrace_activity:kind()],
                            held => [mfa()],
-                           read_pace => float()}.
+                           read_pace => float(),
+                           shell => [pid()]}.
 %% A start's settings, read once ({@link read/4}): the keeper's (`owner', `keep', `name',
 %% `spec', `capture'), the engine's options and its trees' roots, what is traced, the
 %% interval snapshots, the probe effect's `compensate' (`none': not calls/2), the budget
@@ -84,7 +85,7 @@
 
 %% The options that say what calls/2 traces, and those the keeper takes; the rest go to
 %% the engine.
--define(CALL_OPTIONS, [pids, scope, also, callers, compensate, generated]).
+-define(CALL_OPTIONS, [pids, scope, also, callers, compensate, generated, shell]).
 -define(SESSION_OPTIONS, [owner, keep, name, intervals, max_intervals, max_overhead, capture, metrics]).
 
 %% A session's duration when none is given (ms), as the engine takes it.
@@ -328,22 +329,37 @@ read(Entry, What, Options0, Caller) ->
 
 read_owner(Entry, What, Options, Caller) ->
     case ferrotrace_owner:owner(Options, Caller) of
-        {ok, Owner} -> traced(Entry, What, maps:remove(owner, Options), Owner);
+        {ok, Owner} -> traced(Entry, What, maps:remove(owner, Options), Owner, Caller);
         {error, _} = Error -> Error
     end.
 
-traced(session, _What, Options, Owner) ->
+traced(session, _What, Options, Owner, _Caller) ->
     settings(session, Options, none, Owner, none);
-traced(calls, Spec, Options, Owner) ->
-    case calls(Spec, Options) of
-        {ok, Tracing, Rest} -> settings(calls, Rest, Tracing, Owner, maps:get(compensate, Options, true));
-        {error, _} = Error -> Error
+traced(calls, Spec, Options, Owner, Caller) ->
+    case {calls(Spec, Options), shell(maps:get(shell, Options, leave_out), maps:get(pids, Options, all), Caller)} of
+        {{ok, _, _}, {error, _} = Error} -> Error;
+        {{ok, Tracing, Rest}, {ok, []}} -> settings(calls, Rest, Tracing, Owner, maps:get(compensate, Options, true));
+        {{ok, Tracing, Rest}, {ok, Shell}} -> settings(calls, Rest, Tracing#{shell => Shell}, Owner, maps:get(compensate, Options, true));
+        {{error, _} = Error, _} -> Error
     end;
-traced(processes, Kinds, Options, Owner) ->
+traced(processes, Kinds, Options, Owner, _Caller) ->
     case processes(Kinds, Options) of
         {ok, Tracing, Rest} -> settings(processes, Rest, Tracing, Owner, none);
         {error, _} = Error -> Error
     end.
+
+%% The calling shell's processes that a session on every process (`pids => all' or
+%% `existing') leaves untimed (`shell => leave_out', the default): what the operator types
+%% is not what they came to see. `shell => include' times them too.
+shell(leave_out, Pids, Caller) when Pids =:= all; Pids =:= existing ->
+    {ok, ferrotrace_owner:shell_processes(Caller)};
+shell(leave_out, _Pids, _Caller) ->
+    {ok, []};
+shell(include, _Pids, _Caller) ->
+    {ok, []};
+shell(Other, _Pids, _Caller) ->
+    {error, {bad_option, {shell, Other, <<"leave_out (the default: the calling shell's processes are not timed) "
+                                          "or include">>}}}.
 
 %% The keeper's options and the start's, each checked, in the order of the refusals.
 settings(Entry, Options, Tracing, Owner, Compensate) ->
@@ -456,7 +472,8 @@ accepted(processes) -> none.
           "(a list as long: default or match spec clauses), pids (all, new, existing or a "
           "non-empty list of local pids), scope (local or global) and optionally kinds (a list "
           "of messages, procs, gc, scheduling, ports), generated (a boolean), held (a list "
-          "of {M, F, A} the budget holds back) and read_pace (a float from 0.01 to 1)">>).
+          "of {M, F, A} the budget holds back), read_pace (a float from 0.01 to 1) and shell (the "
+          "local pids of the calling shell, left untimed)">>).
 -define(SETTINGS_ACCEPTED,
         <<"a map of engine (the engine's options), tracing, owner ({process, Pid}, {shell, Pid}, "
           "or none with a finite duration), keep (milliseconds up to seven days, or infinity), "
@@ -493,8 +510,9 @@ valid_tracing(none) ->
     true;
 valid_tracing(#{specs := Specs, heads := Heads, pids := Pids, scope := Scope} = Tracing) ->
     Own = ferrotrace_traced:own_modules(),
-    lists:all(fun(Key) -> lists:member(Key, [specs, heads, pids, scope, kinds, generated, held, read_pace]) end,
+    lists:all(fun(Key) -> lists:member(Key, [specs, heads, pids, scope, kinds, generated, held, read_pace, shell]) end,
               maps:keys(Tracing))
+        andalso all_of(fun(P) -> is_pid(P) andalso node(P) =:= node() end, maps:get(shell, Tracing, []))
         andalso case Tracing of
                     #{read_pace := Pace} -> is_float(Pace) andalso Pace >= 0.01 andalso Pace =< 1;
                     #{} -> true

@@ -5,7 +5,7 @@
 %%% ({@link caller/0}): a shell's evaluator gives the session to its shell.
 -module(ferrotrace_owner).
 
--export([caller/0, owner/1, owner/2, in_shell/0]).
+-export([caller/0, owner/1, owner/2, in_shell/0, shell_processes/1]).
 
 %% Who the session belongs to: a process, or nobody (`owner => none', bounded by duration).
 -type owner() :: {process | shell, pid()} | none.
@@ -65,6 +65,58 @@ owner_of(Pid, _Duration, {Caller, Shell, GroupLeader}) when is_pid(Pid), node(Pi
     end;
 owner_of(Other, _Duration, _Caller) ->
     {error, {bad_option, {owner, Other, <<"a local pid, or none (needs a finite duration)">>}}}.
+
+%% @doc The processes on this node of the shell whose evaluator is `Caller' ({@link
+%% caller/0}): the evaluator, the shell process it is linked to, and where they are local
+%% (a shell on the node's own console) its group leader and the terminal's processes
+%% (`user_drv' and those linked to it); for a remote shell (`-remsh', `remote_console') the
+%% distribution connection to the operator's node. `[]' for a caller that is no shell's
+%% evaluator. An evaluator the shell starts after an exception is a new process, not in it.
+-spec shell_processes(caller()) -> [pid()].
+shell_processes({Eval, true, GroupLeader}) when is_pid(Eval), is_pid(GroupLeader) ->
+    %% The shell keeps its evaluator's pid (shell:start_eval/3; IEx's server, iex_server).
+    Shell = [P || P <- links(Eval), dictionary_has(P, {evaluator, Eval})]
+        ++ [P || {iex_server, P} <- dictionary(Eval), is_pid(P), node(P) =:= node()],
+    Terminal = case node(GroupLeader) =:= node() of
+                   true ->
+                       Drv = [D || D <- [whereis(user_drv)], is_pid(D)],
+                       [GroupLeader | Drv] ++ [P || Q <- [GroupLeader | Drv], P <- links(Q),
+                                                    in_module(P, [user_drv, prim_tty, group, user_drv_reader, user_drv_writer])];
+                   false ->
+                       connection(node(GroupLeader))
+               end,
+    lists:usort([P || P <- [Eval | Shell ++ Terminal], is_process_alive(P)]);
+shell_processes(_Caller) ->
+    [].
+
+links(P) ->
+    case process_info(P, links) of
+        {links, Links} -> [L || L <- Links, is_pid(L), node(L) =:= node()];
+        undefined -> []
+    end.
+
+dictionary(P) ->
+    case process_info(P, dictionary) of
+        {dictionary, D} -> D;
+        undefined -> []
+    end.
+
+dictionary_has(P, Entry) ->
+    lists:member(Entry, dictionary(P)).
+
+%% Whether `P' was started in, or runs now in, one of `Modules'.
+in_module(P, Modules) ->
+    Calls = [C || Key <- [current_function, initial_call], {_, C} <- [process_info(P, Key)]]
+        ++ [C || {'$initial_call', C} <- dictionary(P)],
+    lists:any(fun({M, _, _}) -> lists:member(M, Modules); (_) -> false end, Calls).
+
+%% The process that owns the connection to `Node' (a remote shell's).
+connection(Node) ->
+    try net_kernel:node_info(Node, owner) of
+        {ok, Owner} when is_pid(Owner), node(Owner) =:= node() -> [Owner];
+        _ -> []
+    catch _:_ -> []
+    end.
 
 %% @doc True when the caller is a shell's evaluator, the process that runs what an
 %% operator types (see {@link owner/1}): `erl', `erl -remsh', a release's
