@@ -284,7 +284,8 @@ session(Options) ->
 %% {@link export/2}'s `{hdr_log, #{interval => Ms}}' and the html page's percentiles over
 %% time; at most `max_intervals', then neighbours merge and the interval doubles (see
 %% `ferrotrace_intervals'). Default: `1000' with `max_intervals => 60' for `calls/2'
-%% (`5000' for a spec of every module, `{'_', F, A}'; `none' turns it off), off for {@link session/1} and {@link processes/2}
+%% (`5000' for a spec of every module, `{'_', F, A}'; none with `duration => infinity';
+%% `none' turns it off), off for {@link session/1} and {@link processes/2}
 %% (`max_intervals' 600).</li>
 %% <li>`max_overhead => Fraction | none': an overhead budget, a fraction of the CPU the node
 %% uses, above 0 and at most 1 (`0.05' is 5 %; of at least half the schedulers' capacity).
@@ -1049,7 +1050,8 @@ save(Session, File) ->
 %% the page draws at most 60 points a function). A spec with a `'_' ' module takes one
 %% every 5 s: each interval's read is a dirty pass over every function (12 to 51 ms for
 %% about 300 functions on a busy node, doc/safety.md), which a broad session on a busy
-%% node should not pay every second. `recent => 0' and `intervals => none' turn them off.
+%% node should not pay every second. A session left on (`duration => infinity') keeps no
+%% intervals unless asked. `recent => 0' and `intervals => none' turn them off.
 %% Applied once here, so a cluster's parts get them with the options. Their cost:
 %% bench/ferrotrace_bench.erl's `ferrotrace_page' case. Options that are no map nor
 %% proplist go on as they are (refused further on).
@@ -1061,9 +1063,12 @@ page_defaults(Spec, Options0) ->
                         true -> 5000;
                         false -> 1000
                     end,
-            case maps:get(intervals, Recent, default) of
-                default -> maps:merge(#{intervals => Every, max_intervals => 60}, Recent);
-                none -> maps:remove(intervals, Recent);
+            case {maps:get(intervals, Recent, default), maps:get(duration, Recent, finite)} of
+                %% Left on (`infinity'): a few KB a function, as the always-on mode promises;
+                %% its intervals are asked for.
+                {default, infinity} -> Recent;
+                {default, _} -> maps:merge(#{intervals => Every, max_intervals => 60}, Recent);
+                {none, _} -> maps:remove(intervals, Recent);
                 _ -> Recent
             end;
         {error, _} ->

@@ -261,6 +261,10 @@ hdr_log_interval_options(_Config) ->
     {ok, Broad} = ferrotrace:calls([{'_', '_', '_'}], #{duration => 60000, pids => [self()]}),
     ?assertEqual(5000, default_period(Broad)),
     ok = ferrotrace:release(Broad),
+    %% A session left on keeps none unless asked (the always-on mode's few KB a function).
+    {ok, On} = ferrotrace:calls(?SPEC, #{duration => infinity, owner => self()}),
+    ?assertEqual({error, {needs, intervals}}, ferrotrace:export(On, {hdr_log, #{interval => 1000}})),
+    ok = ferrotrace:release(On),
     %% A bound of 2 intervals: full, they merge and the interval doubles (10 -> 20 -> ...),
     %% and every call stays counted.
     {ok, S} = ferrotrace:calls(?SPEC, #{duration => 60000, intervals => 10, max_intervals => 2}),
