@@ -32,7 +32,10 @@ units_test() ->
 refused_test() ->
     lists:foreach(fun(V) -> ?assertEqual(error, ferrotrace_time:to(V, millisecond)) end,
                   ["10", "ms", "-5s", "10 seconds", "1e3ms", "10S", "", [16#110000], <<255>>, 1.5,
-                   {10, second}, '10s', [$1, $0, foo], "5d"]).
+                   {10, second}, '10s', [$1, $0, foo], "5d", [$1, $s | $x],
+                   %% Refused at once, not read (the fuzz suite's seed 755 hung on one).
+                   binary:copy(<<"1">>, 10485760), lists:duplicate(1000000, $1) ++ "s"]),
+    ?assertEqual(error, ferrotrace_time:to("1s", sort)).
 
 -spec accepted_names_the_unit_test() -> ok.
 accepted_names_the_unit_test() ->
