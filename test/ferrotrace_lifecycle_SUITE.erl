@@ -362,7 +362,7 @@ shell_left_out(_Config) ->
     ?assertNotEqual(nomatch, binary:match(Text, <<"shell => include times them">>)),
     {All, 0, _} = Counted(#{shell => include}),
     ?assertEqual(35, All),
-    ?assertMatch({error, {bad_option, {shell, maybe, _}}}, ferrotrace:calls(?F, #{shell => maybe})),
+    ?assertMatch({error, {bad_option, {shell, perhaps, _}}}, ferrotrace:calls(?F, #{shell => perhaps})),
     ok.
 
 %% `owner => none' for scripts (`bin/rel eval', rpc): the session outlives its caller and is
