@@ -452,18 +452,6 @@ wait_for(Url, Needle) ->
 http_get(Port, Path) ->
     raw(Port, iolist_to_binary(["GET ", Path, " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"])).
 
-%% `{Status, Headers, Body}' of one request sent as it is, the connection closed by the server.
+%% `{Status, Headers, Body}' of one request sent as it is (ft_prometheus's).
 raw(Port, Request) ->
-    {ok, C} = gen_tcp:connect({127, 0, 0, 1}, Port, [binary, {active, false}], 5000),
-    ok = gen_tcp:send(C, Request),
-    Response = read_all(C, []),
-    _ = gen_tcp:close(C),
-    [Head, Body] = binary:split(Response, <<"\r\n\r\n">>),
-    {match, [Status]} = re:run(Head, "^HTTP/1.1 ([0-9]{3}) ", [{capture, all_but_first, list}]),
-    {list_to_integer(Status), Head, Body}.
-
-read_all(C, Acc) ->
-    case gen_tcp:recv(C, 0, 20000) of
-        {ok, Data} -> read_all(C, [Data | Acc]);
-        {error, closed} -> iolist_to_binary(lists:reverse(Acc))
-    end.
+    ft_prometheus:raw(Port, Request).

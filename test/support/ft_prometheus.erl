@@ -4,7 +4,7 @@
 %%% on OTP 25: the few fields read are matched).
 -module(ft_prometheus).
 
--export([start/2, stop/1, query/3, query/4, range/3, now_s/0]).
+-export([start/2, stop/1, query/3, query/4, range/3, now_s/0, raw/2]).
 
 -type handle() :: {port(), non_neg_integer(), file:filename()}.
 -export_type([handle/0]).
@@ -117,8 +117,14 @@ catch_get(Port, Path) ->
     try element(1, http_get(Port, Path)) catch error:_ -> error end.
 
 http_get(Port, Path) ->
+    raw(Port, ["GET ", Path, " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"]).
+
+%% @doc `{Status, Head, Body}' of one request sent to 127.0.0.1:`Port' as it is, the
+%% connection closed by the server (the metrics suite's malformed requests use it too).
+-spec raw(inet:port_number(), iodata()) -> {integer(), binary(), binary()}.
+raw(Port, Request) ->
     {ok, C} = gen_tcp:connect({127, 0, 0, 1}, Port, [binary, {active, false}], 5000),
-    ok = gen_tcp:send(C, ["GET ", Path, " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"]),
+    ok = gen_tcp:send(C, Request),
     Response = read_all(C, []),
     _ = gen_tcp:close(C),
     [Head, Body] = binary:split(Response, <<"\r\n\r\n">>),
