@@ -497,6 +497,13 @@ specs(#state{}) -> [].
 -spec terminate(term(), #state{}) -> ok.
 terminate(_Reason, State = #state{id = Id}) ->
     _ = end_session(user, State),
+    %% The endpoint would close on its own once it sees the keeper gone; closed here, a
+    %% release returns with its port free.
+    _ = try ferrotrace_registry:lookup(Id) of
+            {ok, _, _, Info} -> ferrotrace_metrics:unserve(Id, self(), Info);
+            error -> ok
+        catch exit:_ -> ok
+        end,
     %% Unregistered first: a read that finds the engine session gone finds it released
     %% (`{error, {released, Id, _}}', not `no_such_session').
     _ = try ferrotrace_registry:unregister(Id) catch exit:_ -> ok end,

@@ -19,9 +19,25 @@
 -spec stop(pid()) -> ok | {error, term()}.
 stop(Keeper) -> call(Keeper, stop).
 
-%% @doc Stops tracing and frees the session; as {@link stop/1}.
+%% @doc Stops tracing and frees the session; as {@link stop/1}. Returns once the keeper has
+%% ended: the session unregistered, its engine slot free, its endpoint's port closed.
 -spec release(pid()) -> ok | {error, term()}.
-release(Keeper) -> call(Keeper, release).
+release(Keeper) when is_pid(Keeper) ->
+    %% The keeper answers before its terminate/2 runs: waiting for it to end makes what
+    %% follows a release (a new session in its slot, the same port served again) find
+    %% everything freed.
+    Monitor = monitor(process, Keeper),
+    case call(Keeper, release) of
+        ok ->
+            receive {'DOWN', Monitor, process, Keeper, _} -> ok
+            after ?CALL_TIMEOUT -> demonitor(Monitor, [flush]), ok
+            end;
+        Error ->
+            demonitor(Monitor, [flush]),
+            Error
+    end;
+release(Keeper) ->
+    call(Keeper, release).
 
 %% @doc Traces the functions of `Spec' too, in the running session (`ferrotrace:add/2'):
 %% checked and set as a start sets them (ferrotrace_amend).
