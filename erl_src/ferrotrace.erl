@@ -386,8 +386,8 @@ processes(Kinds, Options) ->
     ok = loaded(),
     ferrotrace_start:processes(Kinds, Options).
 
-%% A node's first start: ferrotrace's modules are loaded at once by a process of high
-%% priority (ferrotrace_code:preload/0) before the caller calls any of them. Loaded on
+%% A node's first start: the modules a start runs are loaded at once by a process of high
+%% priority (ferrotrace_code:preload_for_start/0) before the caller calls any of them. Loaded on
 %% first call instead, each would wait for the code server, a process of normal priority,
 %% and the caller's turns among busy processes: 200 ms of a first start among 50 of them.
 %% Nothing but this module and BIFs is used until then.
@@ -397,7 +397,7 @@ loaded() ->
             ok;
         false ->
             %% ferrotrace_own:spawn_options/0, not loaded yet.
-            {Pid, Monitor} = spawn_opt(fun ferrotrace_code:preload/0, [monitor, {priority, high}]),
+            {Pid, Monitor} = spawn_opt(fun ferrotrace_code:preload_for_start/0, [monitor, {priority, high}]),
             %% Whatever it did, the start goes on: what is not loaded is loaded on first call.
             receive {'DOWN', Monitor, process, Pid, _} -> ok end
     end.

@@ -3,7 +3,8 @@
 %%% how long it took (`make busy' prints that: bench/ferrotrace_cold.erl):
 %%% - first_call_loads_at_once: the caller of the first `calls/2' loads nothing on demand
 %%%   but the façade (each such load a wait for the code server, a process of normal
-%%%   priority); every module of the application is loaded from its own file, with the
+%%%   priority); what a start runs is loaded when it returns, the rest of the application
+%%%   soon after (none twice); every module is loaded from its own file, with the
 %%%   tracer and what the loop analysis needs; the application's spec is loaded as its
 %%%   `.app' file has it, read by ferrotrace_code (a peer has no shell: what parses it is
 %%%   loaded first), not by the application controller.
@@ -42,7 +43,11 @@ first_call_loads_at_once(_Config) ->
                             [ferrotrace, calls, [{lists, seq, 2}, #{duration => 2000, owner => none}]]),
     ct:pal("loaded on demand by the caller: ~p; erl_scan before: ~p", [Loads, lists:member(erl_scan, Before)]),
     ?assertEqual([ferrotrace], [M || M <- Loads, own(M)]),
+    %% What a start runs was loaded before it went on; the rest follows.
+    Start = call(Peer, ferrotrace_code, start_modules, []),
+    ?assertEqual([], [M || {M, false} <- call(Peer, ft_cold, loaded_files, [Start ++ ?ANALYSIS])]),
     loaded_from_their_files(Peer),
+    ?assertEqual([], call(Peer, ft_cold, old_code, [app_modules() ++ ?ANALYSIS])),
     %% The `.app' file read and parsed by ferrotrace_code, not by the application controller.
     ?assertEqual(lists:member(epp, Before), call(Peer, erlang, module_loaded, [epp])),
     ok = call(Peer, ferrotrace, release, [S]).
@@ -117,6 +122,10 @@ own(M) ->
 loaded_from_their_files(Peer) ->
     Ebin = filename:dirname(code:which(ferrotrace)),
     Modules = app_modules(),
+    %% After a start, the rest of the application loads beside it.
+    ok = ft_ct:poll(fun() ->
+                            [] =:= [M || {M, false} <- call(Peer, ft_cold, loaded_files, [Modules])]
+                    end, 30000),
     Files = call(Peer, ft_cold, loaded_files, [Modules ++ ?ANALYSIS]),
     ?assertEqual([], [M || {M, false} <- Files]),
     ?assertEqual([], [{M, F} || {M, F} <- Files, lists:member(M, Modules),

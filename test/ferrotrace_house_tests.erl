@@ -6,7 +6,8 @@
 %% Not eunit.hrl: its generated test/0 has no spec (see ferrotrace_bad_input_tests).
 -include_lib("stdlib/include/assert.hrl").
 
--export([one_owner_of_the_trace_state_test/0, no_module_circle_test/0, loads_on_the_newest_otp_test/0]).
+-export([one_owner_of_the_trace_state_test/0, no_module_circle_test/0, loads_on_the_newest_otp_test/0,
+         start_modules_test/0]).
 
 %% Who may call erlang:trace/3, erlang:trace_pattern/2,3 or the `trace' module (OTP 27+,
 %% called through apply/3: xref sees `trace:'$F_EXPR'/-1').
@@ -28,6 +29,23 @@ no_module_circle_test() ->
                                 [C || C <- Components, length(C) > 1]
                         end),
     ?assertEqual([], Circles).
+
+%% A node's first start loads ferrotrace_code:start_modules/0 before it goes on, the rest
+%% as it runs: the list holds every module a start may call, module by module from the
+%% start, the keeper and the tracer (a module's every function counted, its callbacks too).
+%% One the start does not reach may be listed: the rest is also loaded by the first start.
+-spec start_modules_test() -> ok.
+start_modules_test() ->
+    Reached = with_xref(fun(X) ->
+                                {ok, Ms} = xref:q(X, "range (closure ME | [ferrotrace_start, ferrotrace_keeper, "
+                                                     "ferrotrace_tracer]) * \"ferrotrace.*\" : Mod"),
+                                Ms
+                        end),
+    %% The query finds modules (the start's steps among them).
+    ?assert(lists:member(ferrotrace_options, Reached)),
+    ?assertEqual([], Reached -- ferrotrace_code:start_modules()),
+    %% Not everything: what reads a session is left to after the start.
+    ?assertNot(lists:member(ferrotrace_report, ferrotrace_code:start_modules())).
 
 %% The bundle's beams are compiled on the build host's OTP (25 here) and loaded on 25 to 29.
 %% OTP 29 refuses `bs_test_unit' (what OTP 25's compiler emits for a `_/binary' tail of a

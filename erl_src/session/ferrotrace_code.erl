@@ -28,7 +28,7 @@
 %%% library has no upgrade callback.)
 -module(ferrotrace_code).
 
--export([ensure_tracer/0, reload_tracer/0, preload/0]).
+-export([ensure_tracer/0, reload_tracer/0, preload/0, preload_for_start/0, preload_rest/0, start_modules/0]).
 
 -define(TRACER, ferrotrace_tracer).
 %% What the loop analysis (ferrotrace_loops) reads code with, and their applications.
@@ -40,6 +40,21 @@
 %% How long the files may take to read before the code server is asked instead (ms).
 -define(READ_MS, 2000).
 -define(LOCK, {?MODULE, ?TRACER}).
+%% What a start runs: ferrotrace_start, its keeper, the tracer and every module they call,
+%% and those call, as xref finds it module by module (a gen_server's callbacks are called
+%% by OTP, not seen as calls): ferrotrace_house_tests checks this list against it. A node's first start
+%% loads these before it goes on, and the rest of the application (reading a session:
+%% reports, exports, compare, cluster) beside it, as it runs.
+-define(START_MODULES,
+        [ferrotrace, ferrotrace_activity, ferrotrace_amend, ferrotrace_backend, ferrotrace_backend_legacy,
+         ferrotrace_budget, ferrotrace_calibrate, ferrotrace_capture, ferrotrace_code, ferrotrace_dispatch,
+         ferrotrace_displaced, ferrotrace_exists, ferrotrace_hint, ferrotrace_in_situ, ferrotrace_intervals,
+         ferrotrace_keeper, ferrotrace_keys, ferrotrace_loops, ferrotrace_metrics, ferrotrace_metrics_http,
+         ferrotrace_metrics_options, ferrotrace_names, ferrotrace_nodeload, ferrotrace_options,
+         ferrotrace_overhead, ferrotrace_own, ferrotrace_owner, ferrotrace_recent, ferrotrace_registry, ferrotrace_scope,
+         ferrotrace_session, ferrotrace_shed, ferrotrace_slow, ferrotrace_spec, ferrotrace_start,
+         ferrotrace_text, ferrotrace_time, ferrotrace_traced, ferrotrace_tracer, ferrotrace_tracing,
+         ferrotrace_trees]).
 %% Registered by the process that preloads, while it does (see alone/1).
 -define(PRELOADING, ferrotrace_preloading).
 
@@ -86,23 +101,73 @@ load_failure(Result) ->
 %% by one `code:atomic_load/1'.</li>
 %% </ul>
 %% Where that fails (a file not where the loaded code says), the code server loads them as
-%% before. One preload runs at a time on a node; a second waits for it.
+%% before. One preload runs at a time on a node; a second waits for it. Answers once all
+%% are loaded.
 -spec preload() -> ok.
 preload() ->
-    case application:get_key(ferrotrace, modules) of
-        {ok, [_ | _] = Modules} ->
-            case wanted(Modules) of
-                [] -> ok;
-                _ -> alone(fun preload_alone/0)
-            end;
-        _ ->
-            alone(fun preload_alone/0)
+    case missing() of
+        none -> ok;
+        _ -> alone(fun() -> preload_alone(fun(_) -> true end) end)
     end.
 
-preload_alone() ->
+%% @doc As {@link preload/0}, for a start: answers once what a start runs is loaded
+%% ({@link start_modules/0}, and what the loop analysis reads code with); the rest of the
+%% application is {@link preload_rest/0}'s. A node's first start among 50 busy processes
+%% loads 40 of ferrotrace's 57 modules so before it goes on.
+-spec preload_for_start() -> ok.
+preload_for_start() ->
+    case missing() of
+        none -> ok;
+        {known, Wanted} ->
+            case lists:filter(fun for_start/1, Wanted) of
+                [] -> ok;
+                _ -> alone(fun() -> preload_alone(fun for_start/1) end)
+            end;
+        unknown -> alone(fun() -> preload_alone(fun for_start/1) end)
+    end.
+
+%% @doc Loads the rest of the application (what a start does not run) in a process of
+%% ferrotrace's own beside the caller, which does not wait: a start calls it once it has
+%% the registry (an own process is recorded there), and goes on.
+-spec preload_rest() -> ok.
+preload_rest() ->
+    case missing() of
+        none ->
+            ok;
+        _ ->
+            _ = spawn_opt(fun() ->
+                                  ok = ferrotrace_own:enter(),
+                                  named(fun() -> preload_alone(fun(_) -> true end) end)
+                          end, [{priority, high}]),
+            ok
+    end.
+
+%% @doc The modules a start runs (see ?START_MODULES), for ferrotrace_house_tests.
+-spec start_modules() -> [module()].
+start_modules() ->
+    ?START_MODULES.
+
+for_start(Module) ->
+    lists:member(Module, ?START_MODULES) orelse lists:member(Module, ?ANALYSIS_MODULES).
+
+%% `none' where everything is loaded, `{known, Wanted}' what is not, `unknown' where the
+%% application's spec is not loaded (a node's first start).
+missing() ->
     case application:get_key(ferrotrace, modules) of
         {ok, [_ | _] = Modules} ->
             case wanted(Modules) of
+                [] -> none;
+                Wanted -> {known, Wanted}
+            end;
+        _ ->
+            unknown
+    end.
+
+%% Loads what is not loaded among the application's modules for which `Which' is true.
+preload_alone(Which) ->
+    case application:get_key(ferrotrace, modules) of
+        {ok, [_ | _] = Modules} ->
+            case lists:filter(Which, wanted(Modules)) of
                 [] -> ok;
                 Wanted -> load(Wanted, [tracer()], dirs())
             end;
@@ -112,7 +177,7 @@ preload_alone() ->
             Tracer = tracer(),
             Dirs = dirs(),
             {Modules, Spec} = app_modules(Dirs),
-            load(wanted(Modules), [Tracer, Spec], Dirs)
+            load(lists:filter(Which, wanted(Modules)), [Tracer, Spec], Dirs)
     end.
 
 %% What is not loaded among `Modules' (but the tracer) and the analysis's modules.
@@ -212,7 +277,9 @@ await({Pid, Monitor}) ->
 %% Loads the object code read (`{ok, [{Module, File, Binary}]}'), or has the code server
 %% load `Modules'.
 load_read(Modules, {ok, Read}) ->
-    case code:atomic_load(Read) of
+    %% Not those loaded on first call since they were found missing (the rest, loaded as a
+    %% start runs): loaded again, their code would become old.
+    case code:atomic_load([R || {M, _, _} = R <- Read, not erlang:module_loaded(M)]) of
         ok -> ok;
         {error, _} -> code:ensure_modules_loaded(Modules)
     end;

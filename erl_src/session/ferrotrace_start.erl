@@ -189,9 +189,11 @@ as_own_process(Fun) ->
                                        %% process: a node's first start recorded nothing,
                                        %% and its session traced the start's own calls
                                        %% after its flags were set.
-                                       ok = ferrotrace_code:preload(),
+                                       ok = ferrotrace_code:preload_for_start(),
                                        _ = ferrotrace_registry:ensure_started(),
                                        ok = ferrotrace_own:enter(),
+                                       %% What reads a session, loaded as it starts.
+                                       ok = ferrotrace_code:preload_rest(),
                                        Caller ! {Ref, Fun()}
                                end, [monitor | ferrotrace_own:spawn_options()]),
     receive
