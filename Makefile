@@ -1,6 +1,6 @@
 # ferrotrace: the README's two commands are `make demo` and `make test` (every CI part and its
 # time: the CI table in CONTRIBUTING.md).
-.PHONY: compare-bench metrics-bench metrics-demo metrics-demo-stop metrics-soak busy cold-start yaws-bench yaws-pool all setup compile demo test bundle test-attach test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty test-snippets bench bench-reads bench-html always-on loom miri collector-ceiling clean export-tools fuzz
+.PHONY: compare-bench scope-bench metrics-bench metrics-demo metrics-demo-stop metrics-soak busy cold-start yaws-bench yaws-pool all setup compile demo test bundle test-attach test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty test-snippets bench bench-reads bench-html always-on loom miri collector-ceiling clean export-tools fuzz
 
 DEBIAN_PACKAGES = erlang-nox erlang-dev rebar3 erlang-common-test erlang-eunit erlang-dialyzer erlang-tools
 
@@ -138,6 +138,15 @@ compare-bench: compile
 	mkdir -p bench/out
 	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_compare_bench.erl bench/ft_compare_work.erl
 	erl -noshell -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_compare_bench:main(), halt().'
+
+# A narrow scope's cost to the processes outside it (issue 59): 10 workers of a supervision
+# tree traced, 50 servers of the same code outside it, against untraced and `pids => all'
+# rounds, with the 10 idle and spinning (about 40 s).
+scope-bench: compile
+	mkdir -p bench/out
+	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_scope_bench.erl test/support/ft_shop.erl \
+		test/support/ft_shop_worker.erl
+	erl -noshell +S 2:2 -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_scope_bench:main(), halt().'
 
 # The always-on mode: bytes per timed function (sessions of 20, 200 and 1,000 functions),
 # then a {'_','_','_'} session with max_overhead => 0.05 and intervals => 1000 on busy

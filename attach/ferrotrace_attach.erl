@@ -64,13 +64,13 @@ command(["attach", Node | Rest]) ->
     shell(N, Opts),
     finish(N, How, Opts);
 command(["calls", Node, Spec | Rest]) ->
-    Opts = options(Rest, [keep, for, json, options, save, serve]),
+    Opts = options(Rest, [keep, for, json, options, pids, save, serve]),
     %% Refused before anything is loaded there.
     _ = maps:get(for, Opts, 0) =:= infinity andalso not is_map_key(serve, Opts)
         andalso refuse("--for infinity needs --serve: a one-shot's report comes at its end", []),
     %% Parsed here, then checked on the node over plain rpc: a refusal loads nothing there.
     ok = bundle_path(),
-    Extra = extra(Opts, "calls/2"),
+    Extra = scoped(extra(Opts, "calls/2"), Opts),
     Parsed = case ferrotrace_spec:parse(spec(Spec)) of
                  {ok, P} -> [{M, F, A} || {M, F, A, _} <- P];
                  {error, Bad} -> refuse("calls: ~ts", [reason_text(Bad)])
@@ -126,7 +126,9 @@ tty() ->
 
 usage() ->
     "usage: ferrotrace attach NODE [--keep]\n"
-    "       ferrotrace calls NODE SPEC [--for 10s] [--options TERM] [--json] [--save FILE] [--keep] [--serve [IP:]PORT]\n"
+    "       ferrotrace calls NODE SPEC [--for 10s] [--pids TERM] [--options TERM] [--json] [--save FILE] [--keep]\n"
+    "                                  [--serve [IP:]PORT]\n"
+    "       (--pids: order_router, '{children, shop_sup}', '{application, shop}', '<0.123.0>', a list of them)\n"
     "       (--serve: Prometheus scrapes the session there while it runs; --for infinity with it)\n"
     "       ferrotrace compare A.json B.json [--options TERM] [--collapsed FILE] [--html FILE]\n"
     "         (files written by --save or ferrotrace:save/2; no node needed)\n"
@@ -145,6 +147,7 @@ options(["--keep" | Rest], T, Acc) -> taken(keep, T), options(Rest, T, Acc#{keep
 options(["--json" | Rest], T, Acc) -> taken(json, T), options(Rest, T, Acc#{json => true});
 options(["--for", D | Rest], T, Acc) -> taken(for, T), options(Rest, T, Acc#{for => duration(D)});
 options(["--options", O | Rest], T, Acc) -> taken(options, T), options(Rest, T, Acc#{options => term(O)});
+options(["--pids", P | Rest], T, Acc) -> taken(pids, T), options(Rest, T, Acc#{pids => pids(P)});
 options(["--serve", S | Rest], T, Acc) -> taken(serve, T), options(Rest, T, Acc#{serve => serve(S)});
 options(["--save", F | Rest], T, Acc) ->
     taken(save, T),
@@ -154,7 +157,7 @@ options(["--collapsed", F | Rest], T, Acc) -> taken(collapsed, T), options(Rest,
 options(["--html", F | Rest], T, Acc) -> taken(html, T), options(Rest, T, Acc#{html => F});
 options([Other | _], _, _) ->
     refuse("unknown argument ~ts (accepted: --cookie C, --cookie-file F, --keep, --for, "
-           "--options, --json, --save, --serve, --collapsed, --html, where the command takes them)", [Other]).
+           "--options, --pids, --json, --save, --serve, --collapsed, --html, where the command takes them)", [Other]).
 
 taken(Option, Takes) ->
     lists:member(Option, Takes) orelse refuse("--~s is not an option of this command", [Option]).
@@ -190,6 +193,20 @@ duration(Text) ->
         {match, [N, "h"]} -> list_to_integer(N) * 3600000;
         _ -> refuse("--for ~ts: expected a duration such as 10s, 500ms, 2m", [Text])
     end.
+
+%% `--pids': the processes to trace as the `pids' option names them (a pid as the shell
+%% prints it, "<0.123.0>", is taken as that text; anything else as an Erlang term:
+%% order_router, '{children, shop_sup}', '[{application, shop}, router]').
+pids("<" ++ _ = Text) -> Text;
+pids(Text) -> term(Text).
+
+%% `--pids' beside `--options': one of the two names the processes.
+scoped(Extra, #{pids := _}) when is_map_key(pids, Extra) ->
+    refuse("--pids and --options #{pids => ...} both name the processes: give one", []);
+scoped(Extra, #{pids := Pids}) ->
+    Extra#{pids => Pids};
+scoped(Extra, _Opts) ->
+    Extra.
 
 term(Text) ->
     case erl_scan:string(Text ++ ".") of

@@ -59,8 +59,9 @@
 %% A session: its id (what session/1 and calls/2 answer) or its name (`name => Atom').
 -type mfa_spec() :: {module() | '_', atom() | '_', arity() | '_'}.
 %% A function, or several with `` '_' '' for any module, name or arity.
--type pid_spec() :: all | new | existing | [pid()].
-%% The processes calls/2 traces: all, those spawned from now on, those alive now, or a list.
+-type pid_spec() :: all | new | existing | ferrotrace_scope:form() | [ferrotrace_scope:form()].
+%% The processes calls/2 traces: all, those spawned from now on, those alive now, or those
+%% named (pids, names, supervisors, applications, initial calls: see calls/2).
 -type spec() :: mfa_spec() | {module() | '_', atom() | '_', [tuple()] | function()}
               | string() | binary().
 %% What calls/2 traces; see ferrotrace_spec for the forms.
@@ -244,7 +245,19 @@ session(Options) ->
 %% connection (default `leave_out': what the operator types is not what they came to see;
 %% the report says how many were left out). An evaluator the shell restarts after an
 %% exception is a new process, traced as any other.</li>
-%% <li>`pids => all | new | existing | [pid()]': the processes to trace (default `all');
+%% <li>`pids': the processes to trace (default `all'): `all', `new' (spawned from now on),
+%% `existing', or processes named, one form or a list of them: a pid or its text
+%% (`"<0.123.0>"'), a registered name, `{global, Name}', `{via, Module, Name}',
+%% `{children, Sup}' (the supervisor and everything under it), `{application, App}' (the
+%% processes whose group leader is the application's master), `{initial_call, {M, F, A}}'
+%% (proc_lib's, `A' may be `'_''). Each form must name a live process, or the start is
+%% refused with a hint (`{error, {bad_option, {pids, Form, Hint}}}'). Untraced processes
+%% cost nothing: the VM skips them before any callback. `follow => spawns | first_spawn |
+%% none': what a named scope's processes spawn is traced too (default `spawns', `none' for
+%% pids): a supervisor's restarts and new `simple_one_for_one' children are followed through
+%% the supervisor; a name registered after the start is not. The report's `processes:' line
+%% states the scope and its processes at the start and now. On OTP 25 and 26 a process has
+%% one tracer: a scope overlapping another session's is refused, naming it.
 %% `scope => local | global': `local' (default) traces local calls too.</li>
 %% <li>`owner => pid() | none': who the session belongs to; it stops when its owner exits.
 %% By default, in a shell (`erl', `erl -remsh', a release's `remote_console', IEx), the

@@ -25,7 +25,7 @@
 
 -export([trace_sessions/0, port_flags/0]).
 -export([new/2, stop/2, set/2, unset/3, add_loops/2, leave_out_modules/2, take_off/2, put_back/2]).
--export([trace/4, calls_flag/4, retrace/4, counters/0, traces_gc/1]).
+-export([trace/4, calls_flag/4, retrace/4, traced_processes/2, counters/0, traces_gc/1]).
 -export([trace_self/1, self_flag/2, self_pattern/3, untrace_self/2]).
 -export([new_table/0, enter/0, own_pids/0]).
 
@@ -236,6 +236,21 @@ retrace(_Id, none, _Pids, _Extra) ->
 
 catch_badarg(Fun) ->
     try Fun() catch error:badarg -> ok end.
+
+%% @doc How many processes session `Id' traces now (a walk of every process: for a scope's
+%% report, not for a hot path).
+-spec traced_processes(ferrotrace_tracer:session_id(), backend()) -> non_neg_integer().
+traced_processes(Id, legacy) ->
+    Ours = {ferrotrace_tracer, Id},
+    length([P || P <- erlang:processes(), safe_tracer(P) =:= {tracer, Ours}]);
+traced_processes(_Id, {trace_session, Session, _}) ->
+    length([P || P <- erlang:processes(),
+                 case safe(fun() -> trace(info, [Session, P, flags]) end) of
+                     {flags, [_ | _]} -> true;
+                     _ -> false
+                 end]);
+traced_processes(_Id, none) ->
+    0.
 
 safe_tracer(Target) ->
     try erlang:trace_info(Target, tracer)

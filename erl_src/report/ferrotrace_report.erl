@@ -209,8 +209,28 @@ header(Summary = #{id := Id, status := Status, elapsed_ms := Ms}, LoopsNamed, Wi
                    io_lib:format("~tp", [Id])
            end,
     Elapsed = io_lib:format("~ts after ~.1f s", [StatusText, Ms / 1000]),
-    {ferrotrace_text:wrap("ferrotrace session ", [[Name, ":"], Elapsed], "", Width),
+    {[ferrotrace_text:wrap("ferrotrace session ", [[Name, ":"], Elapsed], "", Width),
+      scope(maps:get(scope, Summary, none), Width)],
      ferrotrace_report_notes:notes(Summary, LoopsNamed, Width)}.
+
+%% The processes a scoped session traces (`pids' naming them, ferrotrace_scope): as the
+%% operator wrote it, what it follows, how many at the start and now (or at the end).
+scope(#{pids := Pids, follow := Follow, at_start := AtStart} = Scope, Width) ->
+    Followed = case Follow of
+                   spawns -> " and what they spawn";
+                   first_spawn -> " and their first spawns";
+                   none -> ""
+               end,
+    Later = case Scope of
+                #{at_end := End} -> [io_lib:format("~b at the end", [End])];
+                #{now := Now} -> [io_lib:format("~b now", [Now])];
+                #{} -> []
+            end,
+    ferrotrace_text:wrap("processes: ", [[io_lib:format("~0tP", [Pids, 12]), Followed],
+                                         io_lib:format("~b at the start", [AtStart]) | Later], Width);
+scope(_None, _Width) ->
+    [].
+
 
 %%--------------------------------------------------------------------------------------
 %% The table

@@ -157,7 +157,7 @@ init_keeper({Settings = #{owner := Owner, keep := Keep, engine := EngineOptions,
             Caller ! {Ref, Id},
             self() ! step,
             {ok, #state{id = Id, owner = Monitor, keep = Keep,
-                        backend = Backend, watch = watch(Id, Backend, Tracing),
+                        backend = Backend, watch = watch(Id, Backend, Prepared),
                         calls = calls(Id, Backend, Tracing, EngineOptions),
                         steps = Steps, shed = maps:from_keys(Held, true)}};
         {error, Reason} ->
@@ -335,6 +335,10 @@ handle_call({Change, Spec}, _From, State = #state{id = Id, backend = Backend, ca
             {start_failed, Class, Brief, Where} = start_failed(error, Reason, Stack),
             {reply, {error, {change_failed, Class, Brief, Where}}, State}
     end;
+handle_call(traced_processes, _From, State = #state{id = Id, backend = Backend, stopped = false}) ->
+    {reply, traced_processes(Id, Backend), State};
+handle_call(traced_processes, _From, State) ->
+    {reply, {error, stopped}, State};
 handle_call(stop, _From, State) ->
     {reply, ok, end_session(user, State)};
 handle_call(release, _From, State) ->
@@ -343,11 +347,16 @@ handle_call({Switch, _}, _From, State = #state{stopped = true}) when Switch =:= 
                                                                       Switch =:= retrace ->
     {reply, {error, stopped}, State};
 handle_call({retrace, Pids}, _From, State = #state{id = Id, backend = Backend}) ->
-    Kinds = case ferrotrace_registry:lookup(Id) of
-                {ok, _, _, #{kinds := K}} when is_list(K) -> K;
-                _ -> []
+    %% With the session's kinds and what its scope follows.
+    Flags = case ferrotrace_registry:lookup(Id) of
+                {ok, _, _, #{kinds := Kinds} = Info} when is_list(Kinds) ->
+                    ferrotrace_activity:flags(Kinds) ++ maps:get(follow_flags, Info, []);
+                {ok, _, _, Info} ->
+                    maps:get(follow_flags, Info, []);
+                _ ->
+                    []
             end,
-    {reply, ferrotrace_backend:retrace(Id, Backend, Pids, ferrotrace_activity:flags(Kinds)), State};
+    {reply, ferrotrace_backend:retrace(Id, Backend, Pids, Flags), State};
 handle_call({Switch, Functions}, _From, State = #state{id = Id, backend = Backend, watch = Watch0})
   when Switch =:= shed; Switch =:= unshed ->
     %% The overhead budget's patterns off and on (ferrotrace_shed), within the patterns the
@@ -518,6 +527,7 @@ end_session(_Reason, State = #state{stopped = true}) ->
 end_session(Reason, State = #state{id = Id, backend = Backend}) ->
     %% `{error, {no_such_session, Id}}' when another client released it by id: the
     %% patterns and flags are still this keeper's to remove.
+    ok = scope_at_end(Id, Backend),
     _ = ferrotrace_tracer:stop_session(Id, Reason),
     _ = last_check(State),
     ferrotrace_tracing:stop(Id, Backend),
@@ -545,11 +555,22 @@ last_check(_State) ->
 %% The loops among the functions `Tracing' names that the analysis knows now (see
 %% ferrotrace_loops: the modules named, and those read before): `complete' says whether
 %% that was all.
-prepare(Tracing = #{specs := Specs}) ->
+prepare(Tracing0 = #{specs := Specs}) ->
+    Tracing = resolved(Tracing0),
     {Loops, Complete, Loopers} = ferrotrace_loops:find(Specs, ferrotrace_traced:own_modules(), cached),
     Tracing#{loops => Loops, complete => Complete, loopers => Loopers};
 prepare(Tracing) ->
     Tracing.
+
+%% The processes a scope names (`pids', ferrotrace_scope), resolved again now: those gone
+%% since the start checked it are left out, and a scope left with none refuses the start.
+resolved(Tracing = #{pids := Which}) when Which =:= all; Which =:= new; Which =:= existing ->
+    Tracing;
+resolved(Tracing = #{pids := Scope}) ->
+    case ferrotrace_scope:resolve(Scope) of
+        {ok, Pids} -> Tracing#{pids := Pids, written => Scope};
+        {error, Reason} -> refuse_early(Reason)
+    end.
 
 %% The loops found at the start, `{Now, Later}': set with the patterns, or as steps after
 %% (those of a session with a `'_'' module: hundreds, where each change may wait 250 ms).
@@ -631,7 +652,9 @@ start_tracing(Id, Tracing = #{specs := Specs, heads := Heads, pids := Pids, scop
     %% The functions the budget holds back from the start (ferrotrace_start) are taken off
     %% as it sheds, before any process is flagged; the budget's process finds them in the
     %% registry (`held'), to give back as it does what it sheds.
-    case ferrotrace_tracing:start(Id, Patterns, targets(Pids), Extra, maps:get(held, Tracing, [])) of
+    Follow = ferrotrace_scope:flags(maps:get(follow, Tracing, none), targets(Pids)),
+    ok = scoped(Id, Tracing, Follow),
+    case ferrotrace_tracing:start(Id, Patterns, targets(Pids), Extra ++ Follow, maps:get(held, Tracing, [])) of
         {ok, Backend, HeldSaved, HoldingMs} ->
             _ = [ok = ferrotrace_registry:update(Id, #{held => HeldSaved}) || HeldSaved =/= []],
             %% The processes waiting in a loop whose count-only pattern comes later (a
@@ -673,3 +696,34 @@ keeps_frames(MFA) ->
 
 targets(Pids) when is_list(Pids) -> Pids;
 targets(Which) -> [Which].
+
+%% How many processes a scoped session traces now: a walk of every process, done at most
+%% once a second (a report, a scrape), the count reused meanwhile.
+traced_processes(Id, Backend) ->
+    Now = erlang:monotonic_time(millisecond),
+    case get(traced_processes) of
+        {At, Count} when Now - At < 1000 ->
+            Count;
+        _ ->
+            Count = ferrotrace_backend:traced_processes(Id, Backend),
+            put(traced_processes, {Now, Count}),
+            Count
+    end.
+
+%% A scope's processes as the session stops, for its report.
+scope_at_end(Id, Backend) ->
+    case ferrotrace_registry:lookup(Id) of
+        {ok, _, _, #{scope := Scope}} ->
+            ferrotrace_registry:update(Id, #{scope => Scope#{at_end => ferrotrace_backend:traced_processes(Id, Backend)}});
+        _ ->
+            ok
+    end.
+
+%% A scope as the operator wrote it, what it follows and how many processes it held at the
+%% start, for the report's header (`scope' in the summary); the flags that follow, for the
+%% fuse's processes traced again.
+scoped(Id, #{written := Written, follow := Follow, pids := Pids}, Flags) ->
+    ferrotrace_registry:update(Id, #{scope => #{pids => Written, follow => Follow, at_start => length(Pids)},
+                                     follow_flags => Flags});
+scoped(_Id, _Tracing, _Flags) ->
+    ok.

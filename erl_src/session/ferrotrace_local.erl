@@ -23,7 +23,7 @@ summary(Id) ->
 %% the call-path counts and the other kinds' figures (ferrotrace_activity).
 -spec summary(ferrotrace_tracer:session_id(), pid() | none, map()) ->
           ferrotrace:summary() | {error, term()}.
-summary(Id, _Keeper, Info) ->
+summary(Id, Keeper, Info) ->
     case ferrotrace_tracer:session_summary(Id) of
         {ok, Summary = #{calls := Calls}} ->
             ByTotal = fun(#{total := A}, #{total := B}) -> A >= B end,
@@ -32,7 +32,9 @@ summary(Id, _Keeper, Info) ->
             %% add/2 and remove/2 changed, absent if nothing; `budget' (max_overhead,
             %% ferrotrace_overhead): the budget's figures; `start' (calls/2, ferrotrace_start):
             %% where the start's time went.
-            Merged = maps:merge(Summary, maps:with([displaced, calibration, compensated, changes, budget, start], Info)),
+            Merged = maps:merge(maps:merge(Summary, maps:with([displaced, calibration, compensated, changes, budget,
+                                                               start], Info)),
+                                scope(Keeper, Info)),
             %% Generated functions a wildcard left out (ferrotrace_tracing): the few calls
             %% timed before they were are not shown as the session's figures.
             LeftOut = maps:get(generated_left_out, Info, []),
@@ -49,6 +51,19 @@ summary(Id, _Keeper, Info) ->
         {error, _} = Error ->
             Error
     end.
+
+%% `scope' (a session on named processes, ferrotrace_scope): the scope as written, what it
+%% follows, how many processes it held at the start and holds now (`now', while the
+%% session runs) or held as it stopped (`at_end').
+scope(_Keeper, #{scope := #{at_end := _} = Scope}) ->
+    #{scope => Scope};
+scope(Keeper, #{scope := Scope}) when is_pid(Keeper) ->
+    case ferrotrace_session:traced_processes(Keeper) of
+        Now when is_integer(Now) -> #{scope => Scope#{now => Now}};
+        {error, _} -> #{scope => Scope}
+    end;
+scope(_Keeper, _Info) ->
+    #{}.
 
 %% Each call entry's `estimated' calls where its count is of calls timed out of more:
 %% sampled (`sample', the budget's rate) or refused by the budget's fuse. A budget's tick

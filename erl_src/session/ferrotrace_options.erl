@@ -85,7 +85,7 @@
 
 %% The options that say what calls/2 traces, and those the keeper takes; the rest go to
 %% the engine.
--define(CALL_OPTIONS, [pids, scope, also, callers, compensate, generated, shell]).
+-define(CALL_OPTIONS, [pids, follow, scope, also, callers, compensate, generated, shell]).
 -define(SESSION_OPTIONS, [owner, keep, name, intervals, max_intervals, max_overhead, capture, metrics]).
 
 %% A session's duration when none is given (ms), as the engine takes it.
@@ -214,7 +214,7 @@ calls(Specs, Parsed, Options) ->
     Pids = maps:get(pids, Options, all),
     Scope = maps:get(scope, Options, local),
     Generated = maps:get(generated, Options, false),
-    case {pids(Pids), lists:member(Scope, [local, global]), kinds(maps:get(also, Options, []), Pids),
+    case {scope(Pids, Options), lists:member(Scope, [local, global]), kinds(maps:get(also, Options, []), Pids),
           is_boolean(Generated)} of
         {{error, _} = Error, _, _, _} ->
             Error;
@@ -225,10 +225,10 @@ calls(Specs, Parsed, Options) ->
         {_, _, _, false} ->
             {error, {bad_option, {generated, Generated, <<"true (a wildcard traces the functions the "
                                                           "compiler made too) or false">>}}};
-        {ok, true, {ok, Kinds}, true} ->
+        {{ok, Follow}, true, {ok, Kinds}, true} ->
             case ferrotrace_keys:heads([Heads || {_, _, _, Heads} <- Parsed], Options) of
                 {ok, Heads, KeyOptions} ->
-                    Tracing = #{specs => Specs, heads => Heads, pids => Pids, scope => Scope,
+                    Tracing = #{specs => Specs, heads => Heads, pids => Pids, follow => Follow, scope => Scope,
                                 generated => Generated},
                     {ok, with_kinds(Tracing, Kinds),
                      maps:merge(maps:without(?CALL_OPTIONS, Options), KeyOptions)};
@@ -248,17 +248,18 @@ processes(Kinds, Options0) ->
     case to_map(Options0) of
         {ok, Options} ->
             Pids = maps:get(pids, Options, all),
-            case {pids(Pids), ferrotrace_activity:check_kinds(Kinds)} of
+            case {scope(Pids, Options), ferrotrace_activity:check_kinds(Kinds)} of
                 {{error, _} = Error, _} ->
                     Error;
                 {_, {error, _} = Error} ->
                     Error;
-                {ok, {ok, []}} ->
+                {{ok, _}, {ok, []}} ->
                     {error, {bad_kinds, [], <<"a list of messages, procs, gc, scheduling, ports">>}};
-                {ok, {ok, _}} ->
+                {{ok, Follow}, {ok, _}} ->
                     case kinds(Kinds, Pids) of
                         {ok, Checked} ->
-                            {ok, #{specs => [], heads => [], pids => Pids, scope => local, kinds => Checked},
+                            {ok, #{specs => [], heads => [], pids => Pids, follow => Follow, scope => local,
+                                   kinds => Checked},
                              maps:without(?CALL_OPTIONS, Options)};
                         {error, {bad_option, {pids, _, _}}} = Error ->
                             Error
@@ -268,26 +269,20 @@ processes(Kinds, Options0) ->
             Error
     end.
 
-%% `ok' for the `pids' option (`all', `new', `existing' or a non-empty list of local
-%% pids), else its `{error, {bad_option, {pids, ...}}}'.
--spec pids(term()) -> ok | {error, term()}.
-pids(Pids) when Pids =:= all; Pids =:= new; Pids =:= existing ->
-    ok;
-pids([_ | _] = Pids) ->
-    case local_pids(Pids) of
-        true -> ok;
-        false -> bad_pids(Pids)
-    end;
+%% `{ok, Follow}' for the `pids' option (see ferrotrace_scope: each form names a live
+%% process now) and `follow', else the error of the first that is not.
+scope(Pids, Options) ->
+    case ferrotrace_scope:check(Pids) of
+        ok -> ferrotrace_scope:follow(maps:get(follow, Options, undefined), Pids);
+        {error, _} = Error -> Error
+    end.
+
+%% `ok' for a well-formed `pids' value (valid_tracing/1: what a start was given).
 pids(Pids) ->
-    bad_pids(Pids).
-
-%% A proper list of local pids (an improper one is refused, not a raise).
-local_pids([]) -> true;
-local_pids([P | Rest]) when is_pid(P), node(P) =:= node() -> local_pids(Rest);
-local_pids(_) -> false.
-
-bad_pids(Pids) ->
-    {error, {bad_option, {pids, Pids, <<"all, new, existing or a non-empty list of local pids">>}}}.
+    case ferrotrace_scope:valid(Pids) of
+        true -> ok;
+        false -> {error, {bad_option, {pids, Pids, <<"a scope (ferrotrace_scope)">>}}}
+    end.
 
 %% The kinds of `also' (or of `processes/2') traced with `Pids': known kinds (see
 %% `ferrotrace_activity'); `ports' only with pids that include ports (all, new, existing).
@@ -295,7 +290,7 @@ bad_pids(Pids) ->
 kinds(Kinds0, Pids) ->
     case ferrotrace_activity:check_kinds(Kinds0) of
         {ok, Kinds} ->
-            case lists:member(ports, Kinds) andalso is_list(Pids) of
+            case lists:member(ports, Kinds) andalso not lists:member(Pids, [all, new, existing]) of
                 true -> {error, {bad_option, {pids, Pids, <<"all, new or existing with the ports kind">>}}};
                 false -> {ok, Kinds}
             end;
@@ -469,8 +464,9 @@ accepted(processes) -> none.
 -define(ENGINE_OPTIONS_ACCEPTED, <<"a map of the engine's options">>).
 -define(TRACING_ACCEPTED,
         <<"none, or a map of specs (a list of {M, F, A}, not ferrotrace's own modules), heads "
-          "(a list as long: default or match spec clauses), pids (all, new, existing or a "
-          "non-empty list of local pids), scope (local or global) and optionally kinds (a list "
+          "(a list as long: default or match spec clauses), pids (all, new, existing, or "
+          "processes named as ferrotrace_scope reads them), scope (local or global) and optionally "
+          "follow (spawns, first_spawn or none), kinds (a list "
           "of messages, procs, gc, scheduling, ports), generated (a boolean), held (a list "
           "of {M, F, A} the budget holds back), read_pace (a float from 0.01 to 1) and shell (the "
           "local pids of the calling shell, left untimed)">>).
@@ -510,8 +506,9 @@ valid_tracing(none) ->
     true;
 valid_tracing(#{specs := Specs, heads := Heads, pids := Pids, scope := Scope} = Tracing) ->
     Own = ferrotrace_traced:own_modules(),
-    lists:all(fun(Key) -> lists:member(Key, [specs, heads, pids, scope, kinds, generated, held, read_pace, shell]) end,
+    lists:all(fun(Key) -> lists:member(Key, [specs, heads, pids, follow, scope, kinds, generated, held, read_pace, shell]) end,
               maps:keys(Tracing))
+        andalso lists:member(maps:get(follow, Tracing, none), [spawns, first_spawn, none])
         andalso all_of(fun(P) -> is_pid(P) andalso node(P) =:= node() end, maps:get(shell, Tracing, []))
         andalso case Tracing of
                     #{read_pace := Pace} -> is_float(Pace) andalso Pace >= 0.01 andalso Pace =< 1;

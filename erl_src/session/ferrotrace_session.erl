@@ -9,7 +9,7 @@
 -module(ferrotrace_session).
 
 -export([stop/1, release/1, add/2, remove/2]).
--export([shed/2, unshed/2, retrace/2]).
+-export([shed/2, unshed/2, retrace/2, traced_processes/1]).
 
 %% How long a call waits for a keeper (a stop may walk every process to untrace).
 -define(CALL_TIMEOUT, 60000).
@@ -61,6 +61,11 @@ unshed(Keeper, Saved) -> call(Keeper, {unshed, Saved}).
 %% the session's flags: those no other tracer took meanwhile and that still live.
 -spec retrace(pid(), [pid()]) -> ok | {error, term()}.
 retrace(Keeper, Pids) -> call(Keeper, {retrace, Pids}).
+
+%% @doc How many processes the session traces now (a scoped session's report), counted by
+%% its keeper at most once a second; `{error, stopped}' once it stopped.
+-spec traced_processes(pid()) -> non_neg_integer() | {error, term()}.
+traced_processes(Keeper) -> call(Keeper, traced_processes).
 
 call(Keeper, Request) ->
     case ferrotrace_registry:is_keeper(Keeper) andalso node(Keeper) =:= node() of

@@ -158,6 +158,17 @@ ft calls "$full" '{relapp_work, handle, 1}' --for 500ms --json --options '#{slow
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["calls"][0]["count"] > 0, d' "$work/json" \
     || fail "--json: not a summary with calls"
 nothing_left "one-shot --json"
+# --pids: a scope named on the command line (issue 59), and its typo refused with the near name.
+ft calls "$full" relapp_work:handle/1 --for 500ms --pids '{children, relapp_sup}' >"$work/out" 2>&1 \
+    || { cat "$work/out" >&2; fail "one-shot --pids"; }
+grep -q "^processes: {children,relapp_sup} and what they spawn, 2 at the start" "$work/out" \
+    || { cat "$work/out" >&2; fail "--pids: the report does not state the scope"; }
+count=$(awk '/^relapp_work:handle\/1 +[0-9]+ / {print $2; exit}' "$work/out")
+((${count:-0} > 10)) || { cat "$work/out" >&2; fail "--pids: handle/1 counted ${count:-no} calls"; }
+nothing_left "one-shot --pids"
+if ft calls "$full" relapp_work:handle/1 --for 500ms --pids relapp_supp >"$work/err" 2>&1; then fail "--pids relapp_supp accepted"; fi
+grep -q "did you mean relapp_sup" "$work/err" || { cat "$work/err" >&2; fail "--pids typo: no hint"; }
+say "one-shot --pids '{children, relapp_sup}': $count calls; a typo: $(grep -o 'relapp_supp is not.*' "$work/err" | head -1)"
 # --save, twice, then compare the two files here, with no node: the bundle's own beams.
 for f in before after; do
     ft calls "$full" relapp_work:handle/1 --for 500ms --save "$work/$f.json" >"$work/out" 2>&1 \

@@ -97,7 +97,8 @@ leaf() ->
         2 -> pick([duration, ring_size, max_events, max_rate, max_functions, max_open_calls,
                    sample, on_limit, recent, name, keep, owner, pids, scope, also, callers,
                    intervals, max_intervals, args, max_term_bytes, keys, slow, top, sort,
-                   width, interval, weight, nodes, port, ip, path, buckets, metrics]);
+                   width, interval, weight, nodes, port, ip, path, buckets, metrics, follow,
+                   children, application, initial_call, via, spawns, first_spawn]);
         3 -> pick([0, 1, -1, 2, 3, 7, 64, 255, 256, 1000, 60000, 16#FFFFFFFF, 16#100000000,
                    1 bsl 63, (1 bsl 64) - 1, 1 bsl 64, -(1 bsl 63), -(1 bsl 64)]);
         4 -> rand:uniform(1 bsl rand:uniform(2000)) * pick([1, -1]);
@@ -146,6 +147,11 @@ valid() ->
           #{slowest => 3, threshold => 1000, max_slow_calls => 10}, #{aggregators => 2},
           #{callers => true, max_keys => 10}, #{nodes => [nonode@nohost]}, #{key => message},
           #{pids => [{'$ffz', self}]}, #{owner => none},
+          %% Scopes (ferrotrace_scope): the peer's own processes, named every way.
+          #{pids => kernel_sup}, #{pids => {children, kernel_sup}}, #{pids => {application, kernel}},
+          #{pids => {initial_call, {erl_prim_loader, start_it, 4}}}, #{pids => {global, fuzz_name}},
+          #{pids => {via, global, fuzz_name}}, #{pids => "<0.0.0>"}, #{pids => [code_server, {children, kernel_sup}]},
+          #{pids => kernel_sup, follow => first_spawn}, #{pids => [{'$ffz', self}], follow => spawns},
           {lists, seq, 2}, {ft_test_target, f, 1}, [{lists, seq, 2}],
           {lists, seq, [{['$1', '_'], [{'>', '$1', 1}], []}]}, {json, #{}},
           {collapsed, #{weight => exclusive}}, [procs, messages], [gc], [scheduling],
