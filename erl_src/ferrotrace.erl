@@ -108,6 +108,9 @@
                      loops := [mfa()],
                      generated_left_out => non_neg_integer(),
                      shell_left_out => non_neg_integer(),
+                     scope => #{pids := pid_spec(), follow := ferrotrace_scope:follow(),
+                                at_start := non_neg_integer(), now => non_neg_integer(),
+                                at_end => non_neg_integer()},
                      settling => boolean(),
                      start => #{total_ms := non_neg_integer(), calibration_ms := non_neg_integer(),
                                 counting_ms := non_neg_integer(), analysis_ms := non_neg_integer(),
@@ -430,7 +433,9 @@ loaded() ->
 %% still refines its patterns after its start: a `'_'' module's loops made count-only, the
 %% processes waiting in them traced from then on, generated and ferrotrace's own functions
 %% left out; a few changes at a time, each of which waits for the VM's code barrier, up to
-%% 250 ms on a busy node), `generated_left_out' (see `generated' in {@link calls/2}), `start'
+%% 250 ms on a busy node), `generated_left_out' (see `generated' in {@link calls/2}), `scope'
+%% (with `pids' naming processes: the scope as given, its `follow', `at_start', and `now' or
+%% `at_end', how many processes it traced), `start'
 %% (where the session's start took its time, in ms: `total_ms' from the start's own
 %% process on, `calibration_ms' (the tracer's NIF loaded where it was not, and the probe
 %% effect's calibration, reused for five minutes),

@@ -31,7 +31,7 @@
 
 %% OTP 25's spec of erlang:trace_info/2 omits the `{tracer, {Module, State}}' answer that a
 %% tracer module gets (as in ferrotrace_backend_legacy).
--dialyzer({no_match, [calls_flag/4]}).
+-dialyzer({no_match, [calls_flag/4, traced_processes/2]}).
 
 %% `procs' brings each process's exit, which lets the engine forget calls left open by a
 %% process that died inside them.
@@ -241,8 +241,7 @@ catch_badarg(Fun) ->
 %% report, not for a hot path).
 -spec traced_processes(ferrotrace_tracer:session_id(), backend()) -> non_neg_integer().
 traced_processes(Id, legacy) ->
-    Ours = {ferrotrace_tracer, Id},
-    length([P || P <- erlang:processes(), safe_tracer(P) =:= {tracer, Ours}]);
+    length([P || P <- erlang:processes(), ferrotrace_traced:tracer(P) =:= {ferrotrace_tracer, Id}]);
 traced_processes(_Id, {trace_session, Session, _}) ->
     length([P || P <- erlang:processes(),
                  case safe(fun() -> trace(info, [Session, P, flags]) end) of

@@ -239,9 +239,7 @@ did_you_mean(Key, Names) ->
     end.
 
 catch_list(Fun) ->
-    try Fun() of
-        List when is_list(List) -> List;
-        _ -> []
+    try Fun()
     catch _:_ -> []
     end.
 
@@ -279,8 +277,9 @@ initial_call(Pid) ->
     end.
 
 %% Read alone where the VM can (OTP 26.2 and later), else from the whole dictionary.
+%% (Through apply/3: OTP 25's spec of process_info/2 has no `{dictionary, Key}'.)
 dictionary_initial_call(Pid) ->
-    try erlang:process_info(Pid, {dictionary, '$initial_call'}) of
+    try apply(erlang, process_info, [Pid, {dictionary, '$initial_call'}]) of
         {{dictionary, '$initial_call'}, Value} -> Value;
         _ -> undefined
     catch error:badarg ->
