@@ -1,6 +1,6 @@
 # ferrotrace: the README's two commands are `make demo` and `make test` (every CI part and its
 # time: the CI table in CONTRIBUTING.md).
-.PHONY: compare-bench scope-bench metrics-bench metrics-demo metrics-demo-stop metrics-soak busy cold-start yaws-bench yaws-pool all setup compile demo test bundle test-attach test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty test-snippets bench bench-reads bench-html always-on loom miri collector-ceiling clean export-tools fuzz
+.PHONY: compare-bench scope-bench yaws-scope metrics-bench metrics-demo metrics-demo-stop metrics-soak busy cold-start yaws-bench yaws-pool all setup compile demo test bundle test-attach test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty test-snippets bench bench-reads bench-html always-on loom miri collector-ceiling clean export-tools fuzz
 
 DEBIAN_PACKAGES = erlang-nox erlang-dev rebar3 erlang-common-test erlang-eunit erlang-dialyzer erlang-tools
 
@@ -221,6 +221,17 @@ yaws-bench: compile
 	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_yaws.erl bench/ferrotrace_bench.erl
 	erl -noshell +S 2:2 $(YAWS_ERL_FLAGS) -pa _build/default/lib/ferrotrace/ebin -pa bench/out \
 		-pa $$(ls -d /usr/lib/yaws-*/ebin | head -1) -eval 'ferrotrace_yaws:main(["$(YAWS_ROUNDS)"]), halt().'
+
+# A scope on yaws (issue 59): a {'_','_','_'} session on {application, yaws} under wrk, beside
+# other work the session must leave alone, in alternating 5 s rounds (about a minute).
+yaws-scope: compile
+	command -v wrk >/dev/null && ls -d /usr/lib/yaws-*/ebin >/dev/null 2>&1 || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk yaws >/dev/null; }
+	mkdir -p bench/out
+	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_yaws_scope.erl bench/ferrotrace_yaws.erl \
+		bench/ferrotrace_bench.erl
+	erl -noshell +S 2:2 $(YAWS_ERL_FLAGS) -pa _build/default/lib/ferrotrace/ebin -pa bench/out \
+		-pa $$(ls -d /usr/lib/yaws-*/ebin | head -1) -eval 'ferrotrace_yaws_scope:main(["3"]), halt().'
 
 # The pairs of several saved yaws-bench outputs taken together (each run prints its pairs
 # whole): make yaws-pool YAWS_LOGS="run1.log run2.log run3.log".

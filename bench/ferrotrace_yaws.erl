@@ -27,7 +27,7 @@
 %%% `make yaws-pool'): one run's twelve pairs leave an interval 0.12 to 0.32 wide on this
 %%% machine, and the pairs of three runs narrow it by about the square root of three.
 -module(ferrotrace_yaws).
--export([main/1]).
+-export([main/1, start_yaws/0]).
 
 -define(SECONDS, 12).
 -define(SESSION_MS, 8000).
@@ -92,6 +92,9 @@ read_pairs(File) ->
             end,
     [{Label, {Round(U), Round(T)}} || [Label, U, T] <- Lines].
 
+%% @doc yaws embedded in this node, serving a small page on 127.0.0.1:?PORT: its URL (also
+%% the scope trial's, ferrotrace_yaws_scope).
+-spec start_yaws() -> string().
 start_yaws() ->
     Dir = filename:join(["/tmp", "ferrotrace_yaws_" ++ os:getpid()]),
     ok = filelib:ensure_dir(filename:join([Dir, "www", "x"])),

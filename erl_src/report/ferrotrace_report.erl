@@ -419,11 +419,11 @@ help() ->
       "  {m, f, fun([#{tier := T}]) -> message(T) end}  a histogram per key (by_key)\n"
       "Options (map or proplist), each with its default: h(ferrotrace, calls).\n"
       "  busy node: sample => {calls, 10} (1 call in 10)  max_overhead => 0.05\n"
+      "  pids => Name | {children, Sup} | {application, App} | [...]  whose calls\n"
       "Report options: top => N | all  sort => count | total | p99 | max\n"
       "  mfa => {M, F, A} | \"MyApp.Cart\"   width => Columns   histograms => N\n"
-      "Safe by default: limits, one bounded ring per scheduler, no mailbox; the\n"
-      "session stops when the shell that started it goes away (started elsewhere,\n"
-      "it runs its duration). Latencies less tracing's own cost: compensate.\n"
+      "Safe by default: limits, bounded rings, no mailbox; a session stops with the\n"
+      "shell that started it (elsewhere: runs its duration). Less tracing's cost.\n"
       "Docs: h(ferrotrace). h(ferrotrace, calls).\n">>.
 
 %%--------------------------------------------------------------------------------------
