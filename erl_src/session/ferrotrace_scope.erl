@@ -119,7 +119,10 @@ form(Pid) when is_pid(Pid) -> true;
 form(Name) when is_atom(Name) -> true;
 form({global, _}) -> true;
 form({via, Module, _}) -> is_atom(Module);
-form({children, Sup}) -> not is_tuple(Sup) orelse element(1, Sup) =/= children andalso form(Sup);
+form({children, Sup}) -> (is_pid(Sup) orelse is_atom(Sup) orelse is_list(Sup)
+                           orelse (is_tuple(Sup) andalso tuple_size(Sup) >= 2
+                                   andalso lists:member(element(1, Sup), [global, via])))
+                          andalso form(Sup);
 form({application, App}) -> is_atom(App);
 form({initial_call, {M, F, A}}) -> is_atom(M) andalso is_atom(F) andalso (A =:= '_' orelse is_integer(A));
 form(Text) when is_list(Text) -> lists:all(fun is_integer/1, Text);
@@ -182,6 +185,8 @@ processes({via, Module, Name}) when is_atom(Module) ->
         Pid when is_pid(Pid) -> {error, io_lib:format("registered on ~p: trace it there", [node(Pid)])};
         _ -> {error, [atom_to_list(Module), ":whereis_name/1 knows no process of that name"]}
     end;
+processes({children, Sup}) when is_tuple(Sup), element(1, Sup) =/= global, element(1, Sup) =/= via ->
+    {error, <<"{children, Sup} takes a supervisor's pid or name (an atom, {global, Name}, {via, Module, Name})">>};
 processes({children, Sup}) ->
     case processes(Sup) of
         {ok, [Pid]} ->
