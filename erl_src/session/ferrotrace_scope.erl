@@ -174,13 +174,13 @@ processes(Name) when is_atom(Name) ->
                      " (registered() lists them)"]}
     end;
 processes({global, Name}) ->
-    case catch global:whereis_name(Name) of
+    case caught(fun() -> global:whereis_name(Name) end) of
         Pid when is_pid(Pid), node(Pid) =:= node() -> {ok, [Pid]};
         Pid when is_pid(Pid) -> {error, io_lib:format("registered on ~p: trace it there", [node(Pid)])};
         _ -> {error, <<"not a name global knows (global:registered_names() lists them)">>}
     end;
 processes({via, Module, Name}) when is_atom(Module) ->
-    case catch Module:whereis_name(Name) of
+    case caught(fun() -> Module:whereis_name(Name) end) of
         Pid when is_pid(Pid), node(Pid) =:= node() -> {ok, [Pid]};
         Pid when is_pid(Pid) -> {error, io_lib:format("registered on ~p: trace it there", [node(Pid)])};
         _ -> {error, [atom_to_list(Module), ":whereis_name/1 knows no process of that name"]}
@@ -241,6 +241,12 @@ did_you_mean(Key, Names) ->
     case ferrotrace_hint:nearest(Key, [atom_to_list(N) || N <- Names]) of
         none -> "";
         Name -> [": did you mean ", Name, "?"]
+    end.
+
+%% What `Fun' returns, or `failed' where it raises.
+caught(Fun) ->
+    try Fun()
+    catch _:_ -> failed
     end.
 
 catch_list(Fun) ->
@@ -324,7 +330,7 @@ tree([Sup | Rest], Depth, Acc) ->
 which_children(Sup) ->
     Caller = self(),
     Ref = make_ref(),
-    {Pid, Monitor} = spawn_monitor(fun() -> Caller ! {Ref, catch supervisor:which_children(Sup)} end),
+    {Pid, Monitor} = spawn_monitor(fun() -> Caller ! {Ref, caught(fun() -> supervisor:which_children(Sup) end)} end),
     receive
         {Ref, Children} when is_list(Children) ->
             erlang:demonitor(Monitor, [flush]),
