@@ -18,7 +18,7 @@
 %%% schedulers cost it 7 to 14 % of its requests per second. A node using less than half
 %%% has room, and counts against half: on a quiet node the same calls would count many
 %%% times over against its little work and be shed at no gain. Before the first tick (the
-%%% first moment, below) the share is the schedulers' busy share over the baseline's 30 ms:
+%%% first moment, below) the share is the schedulers' busy share over the baseline's 20 ms:
 %%% too short for /proc's 10 ms steps. `event_ns' is half of the calibrated cost of a
 %%% traced call pair (`call_ns + return_ns', ferrotrace_calibrate: what the caller pays,
 %%% the VM's work around the call included), `discard_ns' the cost of a call the tracer refused in
@@ -37,7 +37,7 @@
 %%%
 %%% == Measured on the node ==
 %%% Each tick also measures what tracing costs the node (ferrotrace_nodeload): the fall of
-%%% its work's reductions per busy scheduler time against the same measured for 30 ms
+%%% its work's reductions per busy scheduler time against the same measured for 20 ms
 %%% before the start, times the schedulers' utilization. On a real server that reading
 %%% moves by more than a budget with nothing traced, and its baseline's error stays for
 %%% seconds: it does not drive the decisions alone. It teaches the model its factor
@@ -477,7 +477,7 @@ share(U) when is_float(U) -> max(?USED_FLOOR, min(1.0, U));
 share(_) -> 1.0.
 
 %% The share before the first tick: the schedulers' busy share over the node's `baseline'
-%% (ferrotrace_nodeload:baseline/1: 30 ms, too short to read the CPU time by /proc's steps).
+%% (ferrotrace_nodeload:baseline/1: 20 ms, too short to read the CPU time by /proc's steps).
 start_share(#{baseline := #{utilization := U}}) -> share(U);
 start_share(_Node) -> share(undefined).
 

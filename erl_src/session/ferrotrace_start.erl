@@ -25,8 +25,8 @@
 
 %% How long a budgeted start counts its functions' calls (ms), for where it starts; and
 %% measures the node's work untraced before that (ms), for the budget's measured cost.
--define(COUNT_MS, 40).
--define(BASELINE_MS, 30).
+-define(COUNT_MS, 25).
+-define(BASELINE_MS, 20).
 
 %% @doc A raw session: `ferrotrace:session(Options)'.
 -spec session(term()) -> {ok, ferrotrace_tracer:session_id()} | {error, term()}.
