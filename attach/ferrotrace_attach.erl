@@ -519,7 +519,8 @@ one_shot(Node, Spec, Extra, Opts) ->
     Started = erlang:monotonic_time(millisecond),
     Id = case rpc(Node, ferrotrace, calls, [Spec, maps:merge(Extra, Metrics#{duration => For, owner => Owner})]) of
              {ok, I} -> I;
-             {error, Reason} -> refuse("calls: ~p", [Reason])
+             %% In words, as ferrotrace:explain/1 prints it (refuse/2 makes it one line).
+             {error, Reason} -> refuse("calls: ~ts", [lists:join("\n", ferrotrace_text:explain(Reason))])
          end,
     _ = Serve =:= none orelse served(Node, Id, For),
     wait_stopped(Node, Id, case For of infinity -> infinity; _ -> Started + For + 30000 end,

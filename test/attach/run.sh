@@ -168,7 +168,12 @@ count=$(awk '/^relapp_work:handle\/1 +[0-9]+ / {print $2; exit}' "$work/out")
 nothing_left "one-shot --pids"
 if ft calls "$full" relapp_work:handle/1 --for 500ms --pids relapp_supp >"$work/err" 2>&1; then fail "--pids relapp_supp accepted"; fi
 grep -q "did you mean relapp_sup" "$work/err" || { cat "$work/err" >&2; fail "--pids typo: no hint"; }
-say "one-shot --pids '{children, relapp_sup}': $count calls; a typo: $(grep -o 'relapp_supp is not.*' "$work/err" | head -1)"
+say "one-shot --pids '{children, relapp_sup}': $count calls"
+# Checked on the node (its processes), so after the load: refused in one line, then unloaded.
+grep -q '^ferrotrace: calls: bad option: {pids,relapp_supp,...} relapp_supp is not a registered name' "$work/err" \
+    || { cat "$work/err" >&2; fail "--pids typo: not refused in words"; }
+say "one-shot --pids relapp_supp: $(grep '^ferrotrace: calls' "$work/err")"
+nothing_left "one-shot --pids relapp_supp"
 # --save, twice, then compare the two files here, with no node: the bundle's own beams.
 for f in before after; do
     ft calls "$full" relapp_work:handle/1 --for 500ms --save "$work/$f.json" >"$work/out" 2>&1 \
