@@ -710,13 +710,16 @@ traced_processes(Id, Backend) ->
             Count
     end.
 
-%% A scope's processes as the session stops, for its report.
+%% A scope's processes as the session stops, for its report. Never in the way of the stop
+%% itself (what follows it removes the patterns and flags).
 scope_at_end(Id, Backend) ->
-    case ferrotrace_registry:lookup(Id) of
+    try ferrotrace_registry:lookup(Id) of
         {ok, _, _, #{scope := Scope}} ->
-            ferrotrace_registry:update(Id, #{scope => Scope#{at_end => ferrotrace_backend:traced_processes(Id, Backend)}});
+            _ = ferrotrace_registry:update(Id, #{scope => Scope#{at_end => ferrotrace_backend:traced_processes(Id, Backend)}}),
+            ok;
         _ ->
             ok
+    catch _:_ -> ok
     end.
 
 %% A scope as the operator wrote it, what it follows and how many processes it held at the

@@ -13,6 +13,8 @@
 
 %% How long a call waits for a keeper (a stop may walk every process to untrace).
 -define(CALL_TIMEOUT, 60000).
+%% How long a summary waits for a scoped session's count of its processes.
+-define(COUNT_TIMEOUT, 1000).
 
 %% @doc Stops tracing; the figures stay readable. `{error, Reason}' if `Keeper' is not a
 %% keeper, or it died during the call.
@@ -63,14 +65,18 @@ unshed(Keeper, Saved) -> call(Keeper, {unshed, Saved}).
 retrace(Keeper, Pids) -> call(Keeper, {retrace, Pids}).
 
 %% @doc How many processes the session traces now (a scoped session's report), counted by
-%% its keeper at most once a second; `{error, stopped}' once it stopped.
+%% its keeper at most once a second; `{error, stopped}' once it stopped, `{error, timeout}'
+%% where the keeper is busy for more than ?COUNT_TIMEOUT (a summary does not wait for it).
 -spec traced_processes(pid()) -> non_neg_integer() | {error, term()}.
-traced_processes(Keeper) -> call(Keeper, traced_processes).
+traced_processes(Keeper) -> call(Keeper, traced_processes, ?COUNT_TIMEOUT).
 
 call(Keeper, Request) ->
+    call(Keeper, Request, ?CALL_TIMEOUT).
+
+call(Keeper, Request, Timeout) ->
     case ferrotrace_registry:is_keeper(Keeper) andalso node(Keeper) =:= node() of
         true ->
-            try gen_server:call(Keeper, Request, ?CALL_TIMEOUT)
+            try gen_server:call(Keeper, Request, Timeout)
             catch exit:{timeout, _} -> {error, timeout};
                   exit:{Reason, _} -> {error, {keeper_down, Reason}}
             end;
