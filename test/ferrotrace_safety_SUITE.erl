@@ -39,6 +39,12 @@ server_loop_module(_Config) ->
 %% The same with every function of every module traced.
 -spec server_loop_everything(config()) -> ok.
 server_loop_everything(_Config) ->
+    %% The loop analysis knows the server's module, as on a node where a session named it
+    %% before (server_loop_module does, run first): a `'_'' start takes the loops the cache
+    %% knows at once, and finds the rest after it. Cold, the server's frames pile up to the
+    %% engine's bound until the reading after the start finds its loop (that path:
+    %% fun_loop_found_at_run_time), and this case would pass only after the one before it.
+    _ = ferrotrace_loops:find([{ft_loop_target, '_', '_'}], [], read),
     loop_stays_flat({'_', '_', '_'}, fun ft_loop_target:server/0, 1000000,
                     {ft_loop_target, server, 0}, #{max_functions => 100000, max_overhead => none}).
 
@@ -64,6 +70,9 @@ loop_stays_flat(Spec, Loop, Iterations, LoopMFA, Options) ->
     %% counted from then, exactly.
     ok = drive(Server, 1000),
     ok = settled(S),
+    %% The server, left untraced while its loop waited for its count-only pattern (a step),
+    %% is traced again by a later step: counted from then.
+    ok = ft_ct:poll(fun() -> lists:member(call, ft_trace_state:flags(Server)) end, 30000),
     T0 = erlang:monotonic_time(millisecond),
     ok = drive(Server, Iterations),
     ct:pal("~b iterations traced in ~b ms", [Iterations, erlang:monotonic_time(millisecond) - T0]),
@@ -74,14 +83,14 @@ loop_stays_flat(Spec, Loop, Iterations, LoopMFA, Options) ->
     ct:pal("stack words: before ~b, during ~b, after ~b", [Before, During, After]),
     ?assert(During =< Before + ?STACK_SLACK, {During, Before}),
     ?assert(After =< Before + ?STACK_SLACK, {After, Before}),
-    #{loops := Loops, calls := Calls, events := #{dropped := Dropped}} = ferrotrace:summary(S),
+    #{loops := Loops, calls := Calls, events := #{dropped := Dropped} = Events} = ferrotrace:summary(S),
     ?assert(lists:member(LoopMFA, Loops), Loops),
     %% Counted, not timed; exactly when no event was dropped (a collector starved of CPU
     %% drops events, and says how many).
     #{count := Count, returns := 0} = hd([C || C = #{mfa := M} <- Calls, M =:= LoopMFA]),
     case Dropped of
-        0 -> ?assert(Count >= Iterations, Count);
-        _ -> ?assert(Count > 0 andalso Count + Dropped >= Iterations, {Count, Dropped})
+        0 -> ?assert(Count >= Iterations, {Count, Events});
+        _ -> ?assert(Count > 0 andalso Count + Dropped >= Iterations, {Count, Events})
     end,
     Server ! stop,
     ok.
