@@ -177,15 +177,23 @@ settled(Id, Tries) ->
         _ -> ok
     end.
 
-calibrated(Id, true, {ok, #{call_ns := CallNs, return_ns := ReturnNs} = Calibration}) ->
+%% Only a running session takes it: a stopped one's figures stay as they were when it
+%% stopped (two reads of them agree), its calibration `pending'.
+calibrated(Id, Compensate, Measured) ->
+    case ferrotrace_tracer:session_status(Id) of
+        {ok, #{status := running}} -> landed(Id, Compensate, Measured);
+        _ -> ok
+    end.
+
+landed(Id, true, {ok, #{call_ns := CallNs, return_ns := ReturnNs} = Calibration}) ->
     %% An error: the session was released meanwhile.
     case ferrotrace_tracer:session_set_compensation(Id, CallNs, ReturnNs) of
         ok -> ferrotrace_registry:update(Id, #{calibration => Calibration, compensated => true});
         {error, _} -> ok
     end;
-calibrated(Id, _Compensate, {ok, Calibration}) ->
+landed(Id, _Compensate, {ok, Calibration}) ->
     ferrotrace_registry:update(Id, #{calibration => Calibration});
-calibrated(Id, _Compensate, {error, _} = Error) ->
+landed(Id, _Compensate, {error, _} = Error) ->
     ferrotrace_registry:update(Id, #{calibration => Error}).
 
 %% @doc Measures the node's calibration anew (as a session's start would when the last one
