@@ -10,7 +10,7 @@
          the_hottest_are_shed_first_test/0, refusals_within_the_budget_change_nothing_test/0,
          refusals_over_the_budget_raise_the_rate_test/0, refusals_at_the_floor_shed_test/0,
          untrace_bound_without_a_reading_test/0,
-         room_test/0]).
+         room_test/0, untraced_waiting_is_bounded_test/0]).
 
 -define(CAL, #{call_ns => 300, return_ns => 300, discard_ns => 90}).
 -define(HOT, {m, hot, 1}).
@@ -123,3 +123,31 @@ room_test() ->
     {_, Over} = ferrotrace_budget:tick(measure(3000, #{functions => [{?WARM, 200000, undefined}], traced => 400020}), C),
     ?assertNot(ferrotrace_budget:room(Over)),
     ok.
+
+%% The processes the fuse untraced wait to be traced again (ferrotrace_overhead): those that
+%% ended leave at the next tick, and at most 1,000 wait; the rest, and a process untraced a
+%% fourth time, stay untraced, counted. Processes born per request were untraced by the
+%% tens of thousands a second, dead by the next tick, and each tick walked them all.
+-spec untraced_waiting_is_bounded_test() -> ok.
+untraced_waiting_is_bounded_test() ->
+    Alive = [spawn(fun() -> receive stop -> ok end end) || _ <- lists:seq(1, 1200)],
+    Dead = [spawn(fun() -> ok end) || _ <- lists:seq(1, 50)],
+    ok = lists:foreach(fun(P) -> Ref = monitor(process, P), receive {'DOWN', Ref, _, _, _} -> ok end end, Dead),
+    {W1, Gone1} = ferrotrace_overhead:waiting(lists:sublist(Alive, 10) ++ Dead, #{}),
+    %% Newly untraced, the dead wait until the next tick; then they leave.
+    ?assertEqual({60, 0}, {map_size(W1), Gone1}),
+    {W2, Gone2} = ferrotrace_overhead:waiting([], W1),
+    ?assertEqual({10, 0}, {map_size(W2), Gone2}),
+    %% Past 1,000 waiting, the rest stay untraced.
+    {W3, Gone3} = ferrotrace_overhead:waiting(lists:nthtail(10, Alive), W2),
+    ?assertEqual({1000, 200}, {map_size(W3), Gone3}),
+    %% Untraced a fourth time: it stays untraced.
+    [P | _] = Alive,
+    {W4, 0} = ferrotrace_overhead:waiting([P], W3),
+    {W5, 0} = ferrotrace_overhead:waiting([P], W4),
+    ?assertEqual(3, maps:get(P, W5)),
+    {W6, 1} = ferrotrace_overhead:waiting([P], W5),
+    ?assertNot(maps:is_key(P, W6)),
+    _ = [Q ! stop || Q <- Alive],
+    ok.
+

@@ -27,7 +27,7 @@
 %%% never traced (ferrotrace_own).
 -module(ferrotrace_overhead).
 
--export([start/3, period/0]).
+-export([start/3, period/0, waiting/2]).
 
 -define(PERIOD, 1000).
 %% The first ticks: one at once (it takes the counters in), two after ?START ms each (a
@@ -46,6 +46,11 @@
 %% times each (then they stay untraced).
 -define(RETRACE_MAX, 100).
 -define(RETRACE_TIMES, 3).
+%% The most processes the fuse untraced kept waiting to be traced again, and read for their
+%% hidden calls in a tick: past these, the rest stay untraced (counted). Processes born per
+%% request were untraced by the tens of thousands a second; each tick walked them all.
+-define(WAITING_MAX, 1000).
+-define(HIDDEN_PIDS, 200).
 %% How long a tick watches the processes the fuse untraced to read how many calls they make.
 -define(HIDDEN_MS, 10).
 
@@ -200,7 +205,8 @@ tick(S = #s{id = Id, control = C}) ->
             Info = info(Id),
             %% A calibration that came after the start (ferrotrace_start) replaces the defaults.
             C0 = ferrotrace_budget:calibrated(info(Info, calibration, undefined), C),
-            Untraced = maps:get(untraced_pids, Summary, []),
+            %% Only the living: a process born per request is gone before the tick.
+            Untraced = [P || P <- maps:get(untraced_pids, Summary, []), is_process_alive(P)],
             {Decisions, C1} = ferrotrace_budget:tick((measure(Summary))#{node => ferrotrace_nodeload:sample(),
                                                                          settling => info(Info, settling, false),
                                                                          hidden => hidden(Untraced)}, C0),
@@ -262,12 +268,14 @@ decide({restore, MFAs}, S = #s{keeper = Keeper, saved = Saved}) ->
 %% pays for every pattern it calls through.
 hidden([]) ->
     0.0;
-hidden(Pids) ->
+hidden(Pids0) ->
+    Pids = lists:sublist(Pids0, ?HIDDEN_PIDS),
     {Before, T0} = {reductions(Pids), erlang:monotonic_time(microsecond)},
     timer:sleep(?HIDDEN_MS),
     {After, T1} = {reductions(Pids), erlang:monotonic_time(microsecond)},
     Made = lists:sum([R1 - R0 || {P, R1} <- maps:to_list(After), R0 <- [maps:get(P, Before, R1)]]),
-    Made * 1.0e6 / max(1, T1 - T0).
+    %% Those not read count as the mean of those read.
+    Made * 1.0e6 / max(1, T1 - T0) * length(Pids0) / length(Pids).
 
 reductions(Pids) ->
     maps:from_list([{P, R} || P <- Pids, {reductions, R} <- [erlang:process_info(P, reductions)]]).
@@ -276,15 +284,11 @@ reductions(Pids) ->
 %% session has room (ferrotrace_budget:room/1) in a tick that shed nothing: by then the
 %% functions that made them cost are shed (a process born per request got the patterns of
 %% the moment it came), and a process still too hot is untraced again, at a cost the fuse
-%% bounds. At most ?RETRACE_MAX a tick, each at most ?RETRACE_TIMES times.
-retrace(New, ShedNothing, S = #s{keeper = Keeper, control = C, untraced_pids = Pids0, retraced = Retraced,
+%% bounds. At most ?RETRACE_MAX a tick, each at most ?RETRACE_TIMES times; at most
+%% ?WAITING_MAX waiting (those that ended meanwhile leave).
+retrace(New, ShedNothing, S = #s{keeper = Keeper, control = C, untraced_pids = Waiting, retraced = Retraced,
                                   left_untraced = Left}) ->
-    {Pids1, Gone} = lists:foldl(fun(Pid, {Acc, G}) ->
-                                        case maps:get(Pid, Acc, 0) + 1 of
-                                            Times when Times > ?RETRACE_TIMES -> {maps:remove(Pid, Acc), G + 1};
-                                            Times -> {Acc#{Pid => Times}, G}
-                                        end
-                                end, {Pids0, 0}, New),
+    {Pids1, Gone} = waiting(New, Waiting),
     case ShedNothing andalso map_size(Pids1) > 0 andalso ferrotrace_budget:room(C) of
         true ->
             {Now, Later} = lists:split(min(?RETRACE_MAX, map_size(Pids1)), maps:keys(Pids1)),
@@ -295,6 +299,20 @@ retrace(New, ShedNothing, S = #s{keeper = Keeper, control = C, untraced_pids = P
         false ->
             S#s{untraced_pids = Pids1, left_untraced = Left + Gone}
     end.
+
+%% @doc The processes the fuse untraced that wait to be traced again (pid to times
+%% untraced): `Waiting' less those that ended, with `New' (untraced since); and how many of
+%% `New' stay untraced for good: untraced more than ?RETRACE_TIMES times, or past
+%% ?WAITING_MAX waiting.
+-spec waiting([pid()], #{pid() => pos_integer()}) -> {#{pid() => pos_integer()}, non_neg_integer()}.
+waiting(New, Waiting) ->
+    lists:foldl(fun(Pid, {Acc, G}) ->
+                        case maps:get(Pid, Acc, 0) + 1 of
+                            Times when Times > ?RETRACE_TIMES -> {maps:remove(Pid, Acc), G + 1};
+                            1 when map_size(Acc) >= ?WAITING_MAX -> {Acc, G + 1};
+                            Times -> {Acc#{Pid => Times}, G}
+                        end
+                end, {maps:filter(fun(P, _) -> is_process_alive(P) end, Waiting), 0}, New).
 
 %% The fuse on the scheduler (ferrotrace_budget:fuse/1), set anew at each tick: its costs
 %% follow what the session learns.
