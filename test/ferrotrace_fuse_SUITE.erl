@@ -32,14 +32,16 @@ untraces_a_process_over_its_share(_Config) ->
     ?assertNot(ft_trace_state:traced_by_ferrotrace(P)),
     {ok, #{untraced := 1}} = ferrotrace_tracer:session_fuse(S),
     #{events := #{untraced := 1}, calls := [#{count := Count}]} = ferrotrace:summary(S),
-    %% The first call was traced; none after the second.
-    ?assertEqual(1, Count),
+    %% The first call was traced; none after the second, unless the second came 2 ms after
+    %% (the fuse's trickle then traces a run of 16).
+    ?assert(Count >= 1 andalso Count =< 17, Count),
     %% The budget's read gives its pid, once.
     {ok, #{untraced_pids := [P]}} = ferrotrace_tracer:session_counts(S),
     {ok, #{untraced_pids := []}} = ferrotrace_tracer:session_counts(S),
     %% Another process is traced as before: the fuse is the thread's, the removal the
-    %% process's (the deficit is still deep: its first call untraces it too).
-    Q = spin_and_wait(10),
+    %% process's (the deficit is still deep: its first call untraces it too, or the first
+    %% past the trickle's run of 16 calls).
+    Q = spin_and_wait(100),
     ?assertNot(ft_trace_state:traced_by_ferrotrace(Q)),
     #{events := #{untraced := 2}} = ferrotrace:summary(S),
     P ! stop, Q ! stop,
