@@ -245,8 +245,7 @@ pub fn charge(id: u64, traced: bool) -> Verdict {
     BUCKETS.try_with(|buckets| {
         let cell = &buckets[slot_of(id)];
         let mut bucket = cell.get();
-        let trickle = |now| {
-            let every = fuse.trickle.load(Ordering::Relaxed);
+        let trickle = |now, every| {
             TRICKLES
                 .try_with(|trickles| {
                     let cell = &trickles[slot_of(id)];
@@ -268,7 +267,8 @@ pub fn charge(id: u64, traced: bool) -> Verdict {
 /// The bucket's part of [`charge`], on a bucket and a clock given: fills it if it is
 /// running out (or every [`REFILL_EVERY`] charges), then charges the call and says what to
 /// do with it. In deficit, calls the session would trace pass, uncharged, while the
-/// thread's trickle has a run ([`Trickle`]).
+/// thread's trickle has a run (`trickle(now, every)`, [`Trickle::take`] on the thread's,
+/// with the fuse's interval).
 #[inline]
 fn settle(
     bucket: &mut Bucket,
@@ -276,7 +276,7 @@ fn settle(
     fuse: &Fuse,
     traced: bool,
     now: impl Fn() -> u64,
-    trickle: impl FnOnce(u64) -> bool,
+    trickle: impl FnOnce(u64, u64) -> bool,
 ) -> Verdict {
     let depth = fuse.depth.load(Ordering::Relaxed);
     let cost = if traced { fuse.traced.load(Ordering::Relaxed) } else { fuse.refused.load(Ordering::Relaxed) };
@@ -296,7 +296,7 @@ fn settle(
     if bucket.level > 0 {
         bucket.level -= cost;
         Verdict::Pass
-    } else if traced && trickle(bucket.last) {
+    } else if traced && trickle(bucket.last, fuse.trickle.load(Ordering::Relaxed)) {
         // (In deficit the level is under any cost: the bucket was filled just now, at
         // `last`.) Not charged: the trickle is its own allowance, and charged, each run
         // took a deficit past its depth at once, untracing the process that was running.
@@ -331,7 +331,7 @@ mod tests {
     }
 
     /// No trickle: the tests of the bucket alone.
-    fn none(_now: u64) -> bool {
+    fn none(_now: u64, _every: u64) -> bool {
         false
     }
 
@@ -392,7 +392,7 @@ mod tests {
         let mut b = fresh();
         let mut t = Trickle::default();
         let mut now = 1u64;
-        let mut call = |b: &mut Bucket, traced: bool, now: u64| settle(b, 7, &f, traced, || now, |at| t.take(7, at, 1000));
+        let mut call = |b: &mut Bucket, traced: bool, now: u64| settle(b, 7, &f, traced, || now, |at, every| t.take(7, at, every));
         while call(&mut b, true, now) != Verdict::Untrace {}
         // No time: no refill, no trickle.
         assert_eq!(call(&mut b, true, now), Verdict::Untrace);
