@@ -10,7 +10,7 @@
          the_hottest_are_shed_first_test/0, refusals_within_the_budget_change_nothing_test/0,
          refusals_over_the_budget_raise_the_rate_test/0, refusals_at_the_floor_shed_test/0,
          untrace_bound_without_a_reading_test/0,
-         room_test/0, untraced_waiting_is_bounded_test/0]).
+         room_test/0, untraced_waiting_is_bounded_test/0, shed_for_a_trip_stays_shed_as_caution_ends_test/0]).
 
 -define(CAL, #{call_ns => 300, return_ns => 300, discard_ns => 90}).
 -define(HOT, {m, hot, 1}).
@@ -110,6 +110,31 @@ untrace_bound_without_a_reading_test() ->
     {Ds, _} = ferrotrace_budget:tick(measure(2250, #{functions => [{?COLD, 10, undefined}, {?HOT, 2000, undefined}],
                                                      traced => 4000, untraced => 4}), C),
     ?assertMatch([[?HOT]], [MFAs || {shed, MFAs} <- Ds]),
+    ok.
+
+%% Load that arrives in the first moment trips the fuse, and its functions are shed. As the
+%% first moment ends, they stay shed: the fuse's share is the whole budget's, so they were
+%% shed for what they cost against the whole budget, not for the first moment's caution
+%% (open/2 gave them back, and the next trip shed them again: 60 to 75 functions on fresh
+%% workers arriving 1 s in). They come back as shed functions do (restore/2).
+-spec shed_for_a_trip_stays_shed_as_caution_ends_test() -> ok.
+shed_for_a_trip_stays_shed_as_caution_ends_test() ->
+    C0 = ferrotrace_budget:new(0.05, #{schedulers => 2, calibration => ?CAL}),
+    {[], C1} = ferrotrace_budget:tick(measure(0, #{}), C0),
+    {[], C2} = ferrotrace_budget:tick(measure(1000, #{functions => [{?COLD, 10, undefined}], traced => 20}), C1),
+    Arrived = #{functions => [{?COLD, 10, undefined}, {?HOT, 2000, undefined}, {?WARM, 500, undefined},
+                              {{m, warm, 2}, 300, undefined}, {{m, warm, 3}, 100, undefined}],
+                traced => 5820, refused => 600, fuse_refused => 600, untraced => 2, hidden => 1.0e6},
+    {Ds, C3} = ferrotrace_budget:tick(measure(1100, Arrived), C2),
+    [Shed] = [MFAs || {shed, MFAs} <- Ds],
+    ?assert(lists:member(?HOT, Shed), Shed),
+    ?assertMatch(#{cautious := true}, ferrotrace_budget:view(C3)),
+    %% Quiet ticks up to the first at the whole budget (1.5 s after the first tick).
+    {[], C4} = ferrotrace_budget:tick(measure(1350, Arrived#{traced => 5840}), C3),
+    {Ds5, C5} = ferrotrace_budget:tick(measure(1600, Arrived#{traced => 5860}), C4),
+    ?assertMatch(#{cautious := false}, ferrotrace_budget:view(C5)),
+    ?assertEqual([], [MFAs || {restore, MFAs} <- Ds5]),
+    ?assertEqual(length(Shed), maps:get(shed_now, ferrotrace_budget:view(C5))),
     ok.
 
 %% Room to trace an untraced process again: a tick that did not trip the fuse, with the

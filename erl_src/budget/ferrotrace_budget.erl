@@ -197,7 +197,7 @@ new(Budget, Node = #{schedulers := Schedulers, calibration := Calibration}) ->
       used => start_share(Node),
       baseline => maps:get(baseline, Node, undefined), in_situ => ferrotrace_in_situ:new(ferrotrace_in_situ:prior(Calibration), maps:get(baseline, Node, undefined)),
       history => [], changes => 0,
-      shed => maps:from_list([{MFA, #{rate => Rate, tick => 0}} || {MFA, Rate} <- Held]),
+      shed => maps:from_list([{MFA, #{rate => Rate, tick => 0, trip => false}} || {MFA, Rate} <- Held]),
       shed_log => lists:sublist([#{mfa => MFA, rate => Rate, shed_at => 0} || {MFA, Rate} <- Held], ?SHED_LOG),
       unsheddable => #{}, times => maps:from_list([{MFA, 1} || {MFA, _} <- Held]),
       pending => [{MFA, round(Rate)} || {MFA, Rate} <- maps:get(pending, Node, [])],
@@ -286,7 +286,7 @@ calibrated(_Calibration, S) ->
 %% would be seen to cost only once the processes waiting in server loops are flagged, a
 %% second or more later on a busy server (the estimate reads an idle node until then).
 pending(S = #{pending := [_ | _] = Pending, last := #{elapsed_ms := At}}) ->
-    {[{shed, [MFA || {MFA, _} <- Pending]}], mark_shed(Pending, 0, At, S#{pending := []})};
+    {[{shed, [MFA || {MFA, _} <- Pending]}], mark_shed(Pending, 0, At, false, S#{pending := []})};
 pending(S) ->
     {[], S}.
 
@@ -642,7 +642,7 @@ steps() ->
 %% The functions to shed, those whose calls make the cost first (the most calls per
 %% second: a rarely called function the operator asked about stays), until the floor is at
 %% ?SHED_TO of the budget; the calls reaching the tracer that are left.
-shed(#{reaching := R, discard_ns := D, capacity := Cap, functions := Functions, budget := B},
+shed(Load = #{reaching := R, discard_ns := D, capacity := Cap, functions := Functions, budget := B},
      S = #{shed := Shed, unsheddable := Never,
            tick := T, last := #{elapsed_ms := At}}) ->
     Ordered = hottest_first([{MFA, Rate} || {MFA, Rate, _Mean} <- Functions, Rate > 0,
@@ -652,13 +652,14 @@ shed(#{reaching := R, discard_ns := D, capacity := Cap, functions := Functions, 
     %% On a node whose schedulers are busy, what the shed functions cost goes to the work,
     %% which then calls the others more often (see take/7).
     Left = (R - ShedRate) / max(0.5, 1 - ShedRate * D / Cap),
-    {[MFA || {MFA, _} <- Chosen], mark_shed([{MFA, round(Rate)} || {MFA, Rate} <- Chosen], T, At, S), max(0, Left)}.
+    {[MFA || {MFA, _} <- Chosen], mark_shed([{MFA, round(Rate)} || {MFA, Rate} <- Chosen], T, At, maps:get(tripped, Load, false), S), max(0, Left)}.
 
 %% Records `Chosen' (`{MFA, CallsPerSecond}', hottest first) as shed at tick `Tick', `At' ms:
-%% in `shed', their count of times shed, and the log, newest first, a batch hottest first
-%% (past ?SHED_LOG the coldest of the oldest go).
-mark_shed(Chosen, Tick, At, S = #{shed := Shed, shed_log := Log, times := Times}) ->
-    S#{shed := maps:merge(Shed, maps:from_list([{MFA, #{rate => Rate, tick => Tick}} || {MFA, Rate} <- Chosen])),
+%% in `shed' (with whether the fuse had tripped, `Trip'), their count of times shed, and
+%% the log, newest first, a batch hottest first (past ?SHED_LOG the coldest of the oldest
+%% go).
+mark_shed(Chosen, Tick, At, Trip, S = #{shed := Shed, shed_log := Log, times := Times}) ->
+    S#{shed := maps:merge(Shed, maps:from_list([{MFA, #{rate => Rate, tick => Tick, trip => Trip}} || {MFA, Rate} <- Chosen])),
        times := lists:foldl(fun({MFA, _}, Acc) -> maps:update_with(MFA, fun(X) -> X + 1 end, 1, Acc) end, Times, Chosen),
        shed_log := lists:sublist([#{mfa => MFA, rate => Rate, shed_at => At} || {MFA, Rate} <- Chosen] ++ Log, ?SHED_LOG)}.
 
@@ -739,9 +740,13 @@ fitting([_ | Rest], Room, PerCall, Fit) ->
 %% comes back, where the whole budget's rate for it is above the first moment's: left to
 %% the next tick (in a trial on yaws, 116 functions back at 1 in 1, and the next tick,
 %% 1 s later, read three times the budget). It falls as the next ticks allow (under/2).
-%% The functions still off come back as shed functions do (restore/2).
+%% The functions still off come back as shed functions do (restore/2), and so do those
+%% shed where the fuse had tripped: the fuse's share is the whole budget's, so they were
+%% shed for what they cost against it, and their rates were estimated from the calls of
+%% processes no callback saw (given back here, 60 to 75 functions of fresh workers that
+%% arrived 1 s in were shed again at the next trip, 150 ms later).
 open(Load = #{reaching := R, discard_ns := D, capacity := Cap, budget := B}, S = #{shed := Shed, rate := N}) ->
-    Off = [{MFA, Rate} || {MFA, #{rate := Rate}} <- maps:to_list(Shed)],
+    Off = [{MFA, Rate} || {MFA, #{rate := Rate, trip := false}} <- maps:to_list(Shed)],
     Floor = (R + lists:sum([Rate || {_, Rate} <- Off])) * D / Cap,
     Kept = hold_back(Off, Floor, B, D / Cap, length(Off)),
     case [{MFA, Rate} || {MFA, Rate} <- Off, not lists:keymember(MFA, 1, Kept)] of
