@@ -10,7 +10,8 @@
          the_hottest_are_shed_first_test/0, refusals_within_the_budget_change_nothing_test/0,
          refusals_over_the_budget_raise_the_rate_test/0, refusals_at_the_floor_shed_test/0,
          untrace_bound_without_a_reading_test/0,
-         room_test/0, untraced_waiting_is_bounded_test/0, shed_for_a_trip_stays_shed_as_caution_ends_test/0]).
+         room_test/0, untraced_waiting_is_bounded_test/0, shed_for_a_trip_stays_shed_as_caution_ends_test/0,
+         a_trip_the_floor_does_not_explain_raises_the_rate_test/0]).
 
 -define(CAL, #{call_ns => 300, return_ns => 300, discard_ns => 90}).
 -define(HOT, {m, hot, 1}).
@@ -135,6 +136,25 @@ shed_for_a_trip_stays_shed_as_caution_ends_test() ->
     ?assertMatch(#{cautious := false}, ferrotrace_budget:view(C5)),
     ?assertEqual([], [MFAs || {restore, MFAs} <- Ds5]),
     ?assertEqual(length(Shed), maps:get(shed_now, ferrotrace_budget:view(C5))),
+    ok.
+
+%% The fuse untraced a process while the calls the tracer saw, refused, cost well under the
+%% aim: what spent its thread's share was the calls it traced (fresh workers, each traced at
+%% birth and untraced within milliseconds, the estimate over the tick reading next to
+%% nothing). The rate rises a step, as the functions are shed: at 1 in 1 each new worker was
+%% untraced again, and a session at 0.05 timed 13 k calls in 8 s.
+-spec a_trip_the_floor_does_not_explain_raises_the_rate_test() -> ok.
+a_trip_the_floor_does_not_explain_raises_the_rate_test() ->
+    C = controller(0.05),
+    {Ds, C1} = ferrotrace_budget:tick(measure(2250, #{functions => [{?COLD, 10, undefined}, {?WARM, 500, undefined}],
+                                                      traced => 1020, refused => 100, fuse_refused => 100,
+                                                      untraced => 1}), C),
+    ?assertEqual([2], [N || {rate, N} <- Ds]),
+    %% Tripped again: another step.
+    {Ds2, _} = ferrotrace_budget:tick(measure(2500, #{functions => [{?COLD, 10, undefined}, {?WARM, 750, undefined}],
+                                                      traced => 1520, refused => 200, fuse_refused => 200,
+                                                      untraced => 2}), C1),
+    ?assertEqual([5], [N || {rate, N} <- Ds2]),
     ok.
 
 %% Room to trace an untraced process again: a tick that did not trip the fuse, with the
