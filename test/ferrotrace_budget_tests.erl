@@ -231,7 +231,8 @@ floor_sheds_hottest_cheapest_test() ->
 restore_when_load_falls_test() ->
     A = mfa(1), B = mfa(2),
     Sim = node_sim(#{A => {5000000, 50}, B => {3000000, 60}, mfa(3) => {1000, 10000}}),
-    {Sim1, C1, _} = run(Sim, controller(0.05), 10),
+    %% Both shed at the second tick; 2.5 s later (the sixth after it) B would be probed.
+    {Sim1, C1, _} = run(Sim, controller(0.05), 6),
     ?assertEqual(#{A => true, B => true}, maps:get(shed, Sim1)),
     Light = Sim1#{functions := #{A => {1000, 50}, B => {500, 60}, mfa(3) => {1000, 10000}}},
     {Sim2, C2, Ds} = run(Light, C1, 200),

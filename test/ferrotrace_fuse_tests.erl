@@ -11,7 +11,7 @@
          refusals_over_the_budget_raise_the_rate_test/0, refusals_at_the_floor_shed_test/0,
          untrace_bound_without_a_reading_test/0,
          room_test/0, untraced_waiting_is_bounded_test/0, shed_for_a_trip_stays_shed_as_caution_ends_test/0,
-         a_trip_the_floor_does_not_explain_raises_the_rate_test/0]).
+         a_trip_the_floor_does_not_explain_raises_the_rate_test/0, shed_comes_back_after_seconds_of_slow_ticks_test/0]).
 
 -define(CAL, #{call_ns => 300, return_ns => 300, discard_ns => 90}).
 -define(HOT, {m, hot, 1}).
@@ -155,6 +155,29 @@ a_trip_the_floor_does_not_explain_raises_the_rate_test() ->
                                                       traced => 1520, refused => 200, fuse_refused => 200,
                                                       untraced => 2}), C1),
     ?assertEqual([5], [N || {rate, N} <- Ds2]),
+    ok.
+
+%% A function shed for a trip comes back (a probe) once the load is light, at most
+%% ?RESTORE_WAIT_MS (2.5 s) after it was shed, however far apart the ticks are: counted in
+%% ticks alone, 1 s ticks kept it off for 10 s, past the end of most sessions.
+-spec shed_comes_back_after_seconds_of_slow_ticks_test() -> ok.
+shed_comes_back_after_seconds_of_slow_ticks_test() ->
+    C = controller(0.05),
+    Functions = [{?COLD, 10, undefined}, {?HOT, 2000, undefined}, {?WARM, 500, undefined}],
+    Tripped = #{functions => Functions, traced => 5020, refused => 600, fuse_refused => 600, untraced => 2,
+                hidden => 1.0e7},
+    {Ds, C1} = ferrotrace_budget:tick(measure(2250, Tripped), C),
+    [Shed] = [MFAs || {shed, MFAs} <- Ds],
+    %% Quiet ticks a second apart: what is still patterned makes a few calls.
+    Quiet = [measure(2250 + 1000 * I, Tripped#{traced => 5020 + 20 * I}) || I <- lists:seq(1, 9)],
+    {_, Decisions} = lists:foldl(fun(M, {Ci, Acc}) -> {D, Cj} = ferrotrace_budget:tick(M, Ci), {Cj, Acc ++ [D]} end,
+                                 {C1, []}, Quiet),
+    Restored = [{I, MFAs} || {I, D} <- lists:zip(lists:seq(1, 9), Decisions), {restore, MFAs} <- D],
+    %% The trip raised the rate a step: three ticks to fall back to 1 in 1, three more
+    %% under ?LOW, and the wait (2.5 s) is over: the sixth. In ticks alone, the tenth.
+    ?assertMatch([{6, [_]} | _], Restored),
+    [{_, [Back]} | _] = Restored,
+    ?assert(lists:member(Back, Shed)),
     ok.
 
 %% Room to trace an untraced process again: a tick that did not trip the fuse, with the

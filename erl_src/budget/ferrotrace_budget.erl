@@ -93,10 +93,13 @@
 %%% calls (at their rate when shed) fit in half the room left under ?AIM, or else the least
 %%% hot alone, only at `N = 1' (sampling is given back first: it costs nothing while a shed
 %%% function's pattern costs the floor on every call), after ?SETTLE ticks under ?LOW and
-%%% ?RESTORE_WAIT ticks after it was shed. Its rate while shed is unknown (no pattern, no
-%%% call reaches the tracer): taking it back is a probe, and a function still too hot is
-%%% shed again at the next tick over the budget, then waits twice as long (a day of 1 s
-%%% ticks holds about 14 such probes per function), so shedding and taking back cannot
+%%% ?RESTORE_WAIT ticks or ?RESTORE_WAIT_MS after it was shed, whichever comes first (in
+%%% ticks alone, the wait of a function shed as the fast ticks ended lasted 8 s of 1 s
+%%% ticks: load arriving after the start had its functions shed at once and none back
+%%% within an 8 s session, 2 k to 6 k calls timed). Its rate while shed is unknown (no
+%%% pattern, no call reaches the tracer): taking it back is a probe, and a function still
+%%% too hot is shed again at the next tick over the budget, then waits twice as long (a
+%%% day holds about 15 such probes per function), so shedding and taking back cannot
 %%% cycle quickly.
 -module(ferrotrace_budget).
 
@@ -113,6 +116,7 @@
 -define(FLOOR_HIGH, 0.6).
 -define(SHED_MAX, 200).
 -define(RESTORE_WAIT, 10).
+-define(RESTORE_WAIT_MS, 2500).
 -define(MAX_RATE, 1000000).
 %% How long after the first tick the node's readings are the start's (see starting/2).
 -define(STARTING, 600).
@@ -197,7 +201,7 @@ new(Budget, Node = #{schedulers := Schedulers, calibration := Calibration}) ->
       used => start_share(Node),
       baseline => maps:get(baseline, Node, undefined), in_situ => ferrotrace_in_situ:new(ferrotrace_in_situ:prior(Calibration), maps:get(baseline, Node, undefined)),
       history => [], changes => 0,
-      shed => maps:from_list([{MFA, #{rate => Rate, tick => 0, trip => false}} || {MFA, Rate} <- Held]),
+      shed => maps:from_list([{MFA, #{rate => Rate, tick => 0, at => 0, trip => false}} || {MFA, Rate} <- Held]),
       shed_log => lists:sublist([#{mfa => MFA, rate => Rate, shed_at => 0} || {MFA, Rate} <- Held], ?SHED_LOG),
       unsheddable => #{}, times => maps:from_list([{MFA, 1} || {MFA, _} <- Held]),
       pending => [{MFA, round(Rate)} || {MFA, Rate} <- maps:get(pending, Node, [])],
@@ -666,7 +670,7 @@ shed(Load = #{reaching := R, discard_ns := D, capacity := Cap, functions := Func
 %% the log, newest first, a batch hottest first (past ?SHED_LOG the coldest of the oldest
 %% go).
 mark_shed(Chosen, Tick, At, Trip, S = #{shed := Shed, shed_log := Log, times := Times}) ->
-    S#{shed := maps:merge(Shed, maps:from_list([{MFA, #{rate => Rate, tick => Tick, trip => Trip}} || {MFA, Rate} <- Chosen])),
+    S#{shed := maps:merge(Shed, maps:from_list([{MFA, #{rate => Rate, tick => Tick, at => At, trip => Trip}} || {MFA, Rate} <- Chosen])),
        times := lists:foldl(fun({MFA, _}, Acc) -> maps:update_with(MFA, fun(X) -> X + 1 end, 1, Acc) end, Times, Chosen),
        shed_log := lists:sublist([#{mfa => MFA, rate => Rate, shed_at => At} || {MFA, Rate} <- Chosen] ++ Log, ?SHED_LOG)}.
 
@@ -714,8 +718,10 @@ restore(_Load, S = #{shed := Shed}) when map_size(Shed) =:= 0 ->
     {[], S};
 restore(#{estimate := E, per_call := PerCall, capacity := Cap, budget := B},
         S = #{shed := Shed, tick := T, times := Times}) ->
-    Ready = lists:sort([{Rate, MFA} || {MFA, #{rate := Rate, tick := Since}} <- maps:to_list(Shed),
-                                       T - Since >= ?RESTORE_WAIT * (1 bsl (maps:get(MFA, Times) - 1))]),
+    Now = maps:get(elapsed_ms, maps:get(last, S)),
+    Ready = lists:sort([{Rate, MFA} || {MFA, #{rate := Rate, tick := Since, at := At}} <- maps:to_list(Shed),
+                                       Wait <- [1 bsl (maps:get(MFA, Times) - 1)],
+                                       T - Since >= ?RESTORE_WAIT * Wait orelse Now - At >= ?RESTORE_WAIT_MS * Wait]),
     case Ready of
         [{_, Coolest} | _] ->
             %% The hottest whose calls, at their rate when shed, fit in half the room left
