@@ -8,7 +8,21 @@
 -export([process_name_of_anything_test/0, chrome_names_of_a_long_list_test/0, improper_options_test/0, improper_kinds_test/0,
          recent_lines_of_anything_test/0, chrome_names_of_anything_test/0,
          registry_answers_junk_test/0, session_start_checks_its_arguments_test/0,
-         long_spec_strings_test/0, option_keys_of_a_big_map_test/0]).
+         long_spec_strings_test/0, option_keys_of_a_big_map_test/0, cut_a_long_line_test/0]).
+
+%% A report line of 7 MB cut to a width past its length walked every character as a
+%% grapheme cluster (over 5 s, the fuzz suite's hang, seed 419); it is the line. Cutting
+%% still counts clusters where they are not code points.
+-spec cut_a_long_line_test() -> ok.
+cut_a_long_line_test() ->
+    Line = binary:copy(<<"ferrotrace">>, 700000),
+    ?assertEqual(binary_to_list(Line), ferrotrace_text:cut(Line, 1 bsl 59)),
+    ?assertEqual("ferro", ferrotrace_text:cut(Line, 5)),
+    ?assertEqual("ab\r\nc", ferrotrace_text:cut("ab\r\ncd", 4)),
+    %% e and a combining acute accent: one character.
+    ?assertEqual([$x, $e, 16#301, $y], ferrotrace_text:cut([$x, $e, 16#301, $y, $z], 3)),
+    ?assertEqual([$e, 16#301], ferrotrace_text:cut(<<"e", 16#cc, 16#81>>, 9)),
+    ok.
 
 %% A session handed a caller that is not a pid (a port, or junk given to the tracer's
 %% trace/5 by hand) made format/1 raise badarg in erlang:node/1 as it printed the slow
