@@ -653,7 +653,7 @@ steps() ->
 %% The functions to shed, those whose calls make the cost first (the most calls per
 %% second: a rarely called function the operator asked about stays), until the floor is at
 %% ?SHED_TO of the budget; the calls reaching the tracer that are left.
-shed(Load = #{reaching := R, discard_ns := D, capacity := Cap, functions := Functions, budget := B},
+shed(#{reaching := R, discard_ns := D, capacity := Cap, functions := Functions, budget := B, tripped := Tripped},
      S = #{shed := Shed, unsheddable := Never,
            tick := T, last := #{elapsed_ms := At}}) ->
     Ordered = hottest_first([{MFA, Rate} || {MFA, Rate, _Mean} <- Functions, Rate > 0,
@@ -663,7 +663,7 @@ shed(Load = #{reaching := R, discard_ns := D, capacity := Cap, functions := Func
     %% On a node whose schedulers are busy, what the shed functions cost goes to the work,
     %% which then calls the others more often (see take/7).
     Left = (R - ShedRate) / max(0.5, 1 - ShedRate * D / Cap),
-    {[MFA || {MFA, _} <- Chosen], mark_shed([{MFA, round(Rate)} || {MFA, Rate} <- Chosen], T, At, maps:get(tripped, Load, false), S), max(0, Left)}.
+    {[MFA || {MFA, _} <- Chosen], mark_shed([{MFA, round(Rate)} || {MFA, Rate} <- Chosen], T, At, Tripped, S), max(0, Left)}.
 
 %% Records `Chosen' (`{MFA, CallsPerSecond}', hottest first) as shed at tick `Tick', `At' ms:
 %% in `shed' (with whether the fuse had tripped, `Trip'), their count of times shed, and
@@ -717,8 +717,7 @@ hold([{MFA, Rate} | Rest], Floor, Target, PerCall, Max) ->
 restore(_Load, S = #{shed := Shed}) when map_size(Shed) =:= 0 ->
     {[], S};
 restore(#{estimate := E, per_call := PerCall, capacity := Cap, budget := B},
-        S = #{shed := Shed, tick := T, times := Times}) ->
-    Now = maps:get(elapsed_ms, maps:get(last, S)),
+        S = #{shed := Shed, tick := T, times := Times, last := #{elapsed_ms := Now}}) ->
     Ready = lists:sort([{Rate, MFA} || {MFA, #{rate := Rate, tick := Since, at := At}} <- maps:to_list(Shed),
                                        Wait <- [1 bsl (maps:get(MFA, Times) - 1)],
                                        T - Since >= ?RESTORE_WAIT * Wait orelse Now - At >= ?RESTORE_WAIT_MS * Wait]),
