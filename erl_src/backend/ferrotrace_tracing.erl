@@ -380,6 +380,11 @@ take_off(_Id, _Backend, MFAs) ->
 %% What a start holds back: take_off/3 on `MFAs' in batches, in their order, until ?HOLD_MS
 %% have passed. The functions not reached are neither saved nor refused: they keep their
 %% patterns (the budget only counts as held what the registry's `held' says was saved).
+hold(_Id, _Backend, []) ->
+    %% Nothing to hold back takes no time: two reads of the ms clock could still differ by
+    %% one (a session without a budget read holding_ms 1 on OTP 29, and the calls suite's
+    %% report case, which checks that nothing was held, failed).
+    {[], [], 0};
 hold(Id, Backend, MFAs) ->
     T0 = erlang:monotonic_time(millisecond),
     {Saved, Refused} = hold(Id, Backend, MFAs, T0 + ?HOLD_MS, {[], []}),
