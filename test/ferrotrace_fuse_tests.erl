@@ -11,7 +11,8 @@
          refusals_over_the_budget_raise_the_rate_test/0, refusals_at_the_floor_shed_test/0,
          untrace_bound_without_a_reading_test/0,
          room_test/0, untraced_waiting_is_bounded_test/0, shed_for_a_trip_stays_shed_as_caution_ends_test/0,
-         a_trip_the_floor_does_not_explain_raises_the_rate_test/0, shed_comes_back_after_seconds_of_slow_ticks_test/0]).
+         a_trip_the_floor_does_not_explain_raises_the_rate_test/0, shed_comes_back_after_seconds_of_slow_ticks_test/0,
+         a_trip_counted_sheds_what_the_counts_make_hot_test/0]).
 
 -define(CAL, #{call_ns => 300, return_ns => 300, discard_ns => 90}).
 -define(HOT, {m, hot, 1}).
@@ -178,6 +179,30 @@ shed_comes_back_after_seconds_of_slow_ticks_test() ->
     ?assertMatch([{6, [_]} | _], Restored),
     [{_, [Back]} | _] = Restored,
     ?assert(lists:member(Back, Shed)),
+    ok.
+
+%% Fresh workers arrive, are traced at birth and untraced by the fuse; the tick after the
+%% trip has every process's calls of the functions seen, counted by the VM (`counted'):
+%% the one hot function is shed, and the functions the workers call a few thousand times a
+%% second stay. From the untraced processes' reductions instead (`hidden', 20 M a second,
+%% spread over the functions as the sampled calls are), every function they called reads
+%% hot and is shed: all 173 of a session with the default budget were, and it timed 3 k to
+%% 7 k calls in 8 s.
+-spec a_trip_counted_sheds_what_the_counts_make_hot_test() -> ok.
+a_trip_counted_sheds_what_the_counts_make_hot_test() ->
+    C = controller(0.05),
+    Warm = [{m, warm, I} || I <- lists:seq(1, 6)],
+    Tripped = #{functions => [{?COLD, 10, undefined}, {?HOT, 2000, undefined}] ++ [{W, 300, undefined} || W <- Warm],
+                traced => 7600, refused => 600, fuse_refused => 600, untraced => 2},
+    {ByReductions, _} = ferrotrace_budget:tick(measure(2250, Tripped#{hidden => 2.0e7}), C),
+    [Shed] = [MFAs || {shed, MFAs} <- ByReductions],
+    ?assert(lists:member(?HOT, Shed)),
+    ?assert(length([W || W <- Warm, lists:member(W, Shed)]) >= 5, Shed),
+    Counted = [{?COLD, 0.0}, {?HOT, 4.0e6}] ++ [{W, 3000.0} || W <- Warm],
+    {ByCounts, C1} = ferrotrace_budget:tick(measure(2250, Tripped#{counted => Counted}), C),
+    ?assertEqual([[?HOT]], [MFAs || {shed, MFAs} <- ByCounts]),
+    %% What it was shed at: its counted rate, for the take-back to weigh.
+    ?assertMatch([#{mfa := ?HOT, rate := 4000000}], maps:get(shed, ferrotrace_budget:view(C1))),
     ok.
 
 %% Room to trace an untraced process again: a tick that did not trip the fuse, with the

@@ -144,6 +144,7 @@
                      fuse_refused => non_neg_integer(),
                      untraced => non_neg_integer(),
                      hidden => float(),
+                     counted => [{mfa(), number()}],
                      collector_ns := non_neg_integer(),
                      node => ferrotrace_nodeload:sample() | undefined,
                      settling => boolean(),
@@ -151,7 +152,9 @@
 %% What a tick is fed, cumulative since the session started: events that reached `trace/5'
 %% (`traced'), calls refused in `enabled_call' (`refused'), of which those the fuse refused
 %% (`fuse_refused'), the processes the fuse untraced (`untraced') and the calls a second
-%% those untraced since the last tick make now (`hidden'), the collector's CPU time (shown,
+%% those untraced since the last tick make now (`hidden'; in a tick after the fuse tripped,
+%% every process's calls a second of the functions seen, `counted', where the VM counted
+%% them: see trip_counted/3), the collector's CPU time (shown,
 %% not in the estimate), each
 %% function's sampled call count and mean latency (ns), the node's counters
 %% (ferrotrace_nodeload:sample/0), where they can be read, and whether the session is still
@@ -429,11 +432,20 @@ load(M, Last, S = #{schedulers := Sch, event_ns := EventNs0, discard_ns := Disca
     %% shedding takes their calls off the node (untraced, a call through a pattern still
     %% costs, less).
     Untraced = delta(untraced, M, Last),
-    Bound = Untraced * fuse_share(S) * 1.0e9 / DiscardNs,
-    Hidden = max(Bound, min(maps:get(hidden, M, 0.0), ?HIDDEN_MAX * Bound)),
     FuseRefused = delta(fuse_refused, M, Last) / Dt,
+    {Hidden, Functions} =
+        case M of
+            #{counted := [_ | _] = AllCalls} ->
+                %% The VM counted every process's calls of the functions seen (see
+                %% trip_counted/3): their rates are known, whoever made them.
+                trip_counted(AllCalls, Counted, seen_scale(N, Timed, FuseRefused));
+            _ ->
+                Bound = Untraced * fuse_share(S) * 1.0e9 / DiscardNs,
+                Hidden0 = max(Bound, min(maps:get(hidden, M, 0.0), ?HIDDEN_MAX * Bound)),
+                Scale0 = fuse_scale(N, Timed, FuseRefused, Hidden0),
+                {Hidden0, [{MFA, R * Scale0, Mean} || {MFA, R, Mean} <- Counted]}
+        end,
     Scale = fuse_scale(N, Timed, FuseRefused, Hidden),
-    Functions = [{MFA, R * Scale, Mean} || {MFA, R, Mean} <- Counted],
     Calls = Timed,
     %% A traced call's events: about 2 (call, return; 1 for a count-only loop).
     Events = case Calls > 0 of
@@ -451,6 +463,30 @@ load(M, Last, S = #{schedulers := Sch, event_ns := EventNs0, discard_ns := Disca
       collector => Collector / Capacity,
       reaching => Calls + Refused + Hidden, per_call => PerCall, functions => Functions, scale => Scale,
       capacity => Capacity, discard_ns => DiscardNs}.
+
+%% What the session's processes, traced or not, called of the functions seen, as the VM
+%% counted them after a trip (`AllCalls', `{MFA, CallsPerSecond}': ferrotrace_overhead
+%% counts them with ferrotrace_tracing:count_calls/3): `{Hidden, Functions}', the calls a
+%% second no callback saw (the counted calls over those the session saw, `Seen' each
+%% sampled one: seen_scale/3) and each function's calls a second, counted where the VM
+%% counted it, else estimated from its sampled count. Estimated from the reductions of the
+%% processes the fuse untraced and spread over the functions as the sampled calls are (the
+%% way without a count), the trip of fresh workers arriving after the start read every
+%% function they called as hot: all 173 were shed at once, a session with the default
+%% budget timed 3 k to 7 k calls in 8 s, and each came back alone, a probe, seconds later.
+trip_counted(AllCalls, Sampled, Seen) ->
+    Counts = maps:from_list([{MFA, Rate} || {MFA, Rate} <- AllCalls, is_number(Rate), Rate >= 0]),
+    Estimates = [{MFA, max(R * Seen, maps:get(MFA, Counts, 0.0)), Mean} || {MFA, R, Mean} <- Sampled],
+    Unsampled = [{MFA, Rate, undefined} || {MFA, Rate} <- maps:to_list(Counts), Rate > 0,
+                                           not lists:keymember(MFA, 1, Sampled)],
+    SeenCalls = lists:sum([R * Seen || {MFA, R, _} <- Sampled, is_map_key(MFA, Counts)]),
+    Hidden = max(0.0, lists:sum(maps:values(Counts)) - SeenCalls),
+    {Hidden, Estimates ++ Unsampled}.
+
+%% The calls a second each sampled call stands for among those the callbacks saw: `N', and
+%% more for the calls the fuse refused (fuse_scale/4 without the hidden ones).
+seen_scale(N, Timed, FuseRefused) ->
+    fuse_scale(N, Timed, FuseRefused, 0.0).
 
 %% The start's own work still runs (ferrotrace_in_situ:aside/3): the first ?STARTING ms
 %% after the first tick, and while the processes waiting in loops are being flagged.

@@ -13,8 +13,10 @@
 %%% It also arms the session's fuse on the schedulers (ferrotrace_core::fuse, from
 %%% ferrotrace_budget:fuse/1) and sets it anew at each tick; reads, every ?POLL ms, how many
 %%% processes the fuse untraced (one static word, no session memory) and ticks at once when
-%%% that rises: the tick watches those processes for ?HIDDEN_MS (their reductions a second:
-%%% the calls they make unseen) and the controller sheds their functions; and it traces
+%%% that rises: the tick has the VM count the calls of the functions seen for ?COUNT_MS
+%%% (trip_count/3; where it cannot, it watches those processes for ?HIDDEN_MS, their
+%%% reductions a second standing for the calls they make unseen) and the controller sheds
+%%% the hottest; and it traces
 %%% them again (through the keeper, ferrotrace_backend:retrace/4) in a later tick that
 %%% shed nothing and left room.
 %%%
@@ -53,6 +55,11 @@
 -define(HIDDEN_PIDS, 200).
 %% How long a tick watches the processes the fuse untraced to read how many calls they make.
 -define(HIDDEN_MS, 10).
+%% After a trip, how long the VM counts the calls of the functions seen (ms), in at most
+%% this many modules (each module's counters wait for a code barrier to be set, and for
+%% another to be paused).
+-define(COUNT_MS, 20).
+-define(COUNT_MODULES, 8).
 
 -record(s, {id :: ferrotrace_tracer:session_id(),
             keeper :: pid(),
@@ -74,7 +81,11 @@
             %% Processes the fuse untraced, to trace again, with how often it did.
             untraced_pids = #{} :: #{pid() => pos_integer()},
             retraced = 0 :: non_neg_integer(),
-            left_untraced = 0 :: non_neg_integer()}).
+            left_untraced = 0 :: non_neg_integer(),
+            %% The fuse's count of untraced processes, and each function's sampled calls, as
+            %% the last tick read them (for trip_count/3).
+            ticked_untraced = 0 :: non_neg_integer(),
+            ticked_calls = #{} :: #{mfa() => non_neg_integer()}}).
 
 %% @doc The tick's period, in ms.
 -spec period() -> pos_integer().
@@ -207,9 +218,15 @@ tick(S = #s{id = Id, control = C}) ->
             C0 = ferrotrace_budget:calibrated(info(Info, calibration, undefined), C),
             %% Only the living: a process born per request is gone before the tick.
             Untraced = [P || P <- maps:get(untraced_pids, Summary, []), is_process_alive(P)],
-            {Decisions, C1} = ferrotrace_budget:tick((measure(Summary))#{node => ferrotrace_nodeload:sample(),
-                                                                         settling => info(Info, settling, false),
-                                                                         hidden => hidden(Untraced)}, C0),
+            Measure = measure(Summary),
+            Calls = maps:get(calls, Summary, []),
+            Unseen = case trip_count(Measure, Calls, S) of
+                         #{counted := _} = Counted -> Counted;
+                         #{} -> #{hidden => hidden(Untraced)}
+                     end,
+            {Decisions, C1} = ferrotrace_budget:tick(maps:merge(Measure#{node => ferrotrace_nodeload:sample(),
+                                                                         settling => info(Info, settling, false)},
+                                                                Unseen), C0),
             %% Restores last, and the log published before them: a reader who finds a
             %% function's pattern set again finds it taken back in the log (the budget
             %% suite's sheds_and_restores read the log, then the pattern, between the two).
@@ -217,7 +234,8 @@ tick(S = #s{id = Id, control = C}) ->
             S0 = lists:foldl(fun decide/2, S#s{control = C1, probing = Restores =/= []}, Others),
             ok = publish_if(Restores =/= [], S0),
             S1 = lists:foldl(fun decide/2, S0, Restores),
-            S2 = retrace(Untraced, not lists:keymember(shed, 1, Decisions), S1),
+            S2 = (retrace(Untraced, not lists:keymember(shed, 1, Decisions), S1))#s{
+                   ticked_untraced = maps:get(untraced, Measure), ticked_calls = maps:from_list(Calls)},
             publish(S2),
             arm(Id, S2#s.control),
             {running, remember(ferrotrace_budget:learned(S2#s.control), S2)};
@@ -260,6 +278,31 @@ decide({shed, MFAs}, S = #s{keeper = Keeper, control = C, saved = Saved}) ->
 decide({restore, MFAs}, S = #s{keeper = Keeper, saved = Saved}) ->
     _ = ferrotrace_session:unshed(Keeper, [maps:get(MFA, Saved) || MFA <- MFAs, maps:is_key(MFA, Saved)]),
     S#s{saved = maps:without(MFAs, Saved)}.
+
+%% After the fuse untraced a process (since the last tick): every process's calls a second
+%% of the functions the session saw and has not shed, as the VM counts them for ?COUNT_MS
+%% (ferrotrace_tracing:count_calls/3, traced or not: the floor they make), in the modules
+%% of those sampled most since the last tick (at most ?COUNT_MODULES), as `#{counted =>
+%% [{MFA, CallsPerSecond}]}' (ferrotrace_budget:tick/2); `#{}' without a trip, or where
+%% they could not be counted. The counters' breakpoints slow those modules' calls for as
+%% long as they count: the count's ?COUNT_MS, where the trip had already cost the node.
+trip_count(#{untraced := Untraced}, Calls, #s{ticked_untraced = Before, ticked_calls = Then, saved = Saved})
+  when Untraced > Before ->
+    Seen = [{MFA, C - maps:get(MFA, Then, 0)} || {MFA, C} <- Calls, not is_map_key(MFA, Saved)],
+    ByModule = lists:foldl(fun({{M, _, _}, D}, Acc) -> maps:update_with(M, fun(X) -> X + D end, D, Acc) end,
+                           #{}, Seen),
+    Modules = [M || {D, M} <- lists:sublist(lists:reverse(lists:sort([{D, M} || {M, D} <- maps:to_list(ByModule)])),
+                                              ?COUNT_MODULES), D > 0],
+    Wanted = maps:from_list([{MFA, true} || {MFA = {M, _, _}, _} <- Seen, lists:member(M, Modules)]),
+    case Modules =/= [] andalso ferrotrace_tracing:count_calls([{M, '_', '_'} || M <- Modules], ?COUNT_MS, undefined) of
+        {ok, Rates} ->
+            %% Those not called while counted count 0: their calls stopped.
+            #{counted => [{MFA, maps:get(MFA, maps:from_list(Rates), 0.0)} || MFA <- maps:keys(Wanted)]};
+        _ ->
+            #{}
+    end;
+trip_count(_Measure, _Calls, _S) ->
+    #{}.
 
 %% The calls a second the processes the fuse untraced since the last tick make now, unseen:
 %% their reductions a second over ?HIDDEN_MS (a call is a reduction, the rest of the work
