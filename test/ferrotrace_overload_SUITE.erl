@@ -1,6 +1,6 @@
 %%% @doc Overload tests: ferrotrace on a busy node stays safe.
 %%%
-%%% - tsunami: every call of every process traced for 20 s on a busy node; the node stays
+%%% - tsunami: every call of every process traced for 10 s on a busy node; the node stays
 %%%   responsive, memory stays bounded, accounting is exact. A process tracer on a subset for
 %%%   300 ms is the recorded contrast.
 %%% - tsunami_every_kind: the same with every other event kind this VM traces safely
@@ -9,7 +9,8 @@
 %%% - spawn_storm: 20 000 short-lived traced processes, some killed inside a traced call; the
 %%%   engine keeps no per-process state once they are gone.
 %%% - soak: a 60 s session under steady load; the node's resident memory is flat after warm-up
-%%%   and the rings stay within their bound.
+%%%   and the rings stay within their bound (on the host's OTP only: test/otp/run.sh skips
+%%%   it, the engine's memory being the same NIF's on every release).
 %%%
 %%% Measured figures go to the CT log with ct:pal.
 -module(ferrotrace_overload_SUITE).
@@ -47,7 +48,7 @@ all() ->
 
 -spec tsunami(config()) -> ok.
 tsunami(_Config) ->
-    tsunami(20000, 0).
+    tsunami(10000, 0).
 
 %% The same while two OS processes outside the VM keep both cores busy (a machine that is
 %% also doing other work): each busy loop is bounded by `timeout'.
