@@ -156,7 +156,9 @@ mod tests {
     /// Threads that keep going until refused spend every lease: exactly the limit.
     #[test]
     fn max_events_is_exact_across_threads() {
-        let limiter = Arc::new(Limiter::new(Some(100_003), None));
+        // Under Miri a tenth (72 s to 7): the leases still shrink to one event at the end.
+        let limit = if cfg!(miri) { 10_007 } else { 100_003 };
+        let limiter = Arc::new(Limiter::new(Some(limit), None));
         let admitted: u64 = (0..4)
             .map(|_| {
                 let limiter = Arc::clone(&limiter);
@@ -169,7 +171,7 @@ mod tests {
             .into_iter()
             .map(|t| t.join().unwrap())
             .sum();
-        assert_eq!(admitted, 100_003);
+        assert_eq!(admitted, limit);
     }
 
     #[test]
