@@ -27,7 +27,7 @@
 -export([session_events/1, session_event_histogram/2, session_set_events/2]).
 -export([session_set_call_sample/2, session_call_sample/1, session_set_compensation/3]).
 -export([session_set_fuse/2, session_fuse/1]).
--export([new_session/2, stop_session/2, release_session/1, sessions/0,
+-export([check_options/1, new_session/2, stop_session/2, release_session/1, sessions/0,
          session_summary/1, session_status/1, session_counts/1, session_histogram/2, session_set_tracing/3, session_exclude_modules/2, session_add_loops/2,
          session_interval/1]).
 -export([session_slow_calls/3, session_recent/1, session_trees/2, session_set_tree_roots/2]).
@@ -123,6 +123,11 @@ enabled_ports(_TraceTag, _TracerState, _Tracee) -> ?NOT_LOADED.
 trace(_TraceTag, _TracerState, _Tracee, _Message, _Opts) -> ?NOT_LOADED.
 
 %% Engine management (internal; see ferrotrace)
+
+%% @private
+%% What new_session/2 would answer of the engine's options, with no session made.
+-spec check_options(map()) -> ok | {error, term()}.
+check_options(_Options) -> ?NOT_LOADED.
 
 %% @private
 -spec new_session(map(), pid()) -> {ok, session_id()} | {error, term()}.

@@ -9,6 +9,9 @@
 %%% use refuses the start before anything runs (ferrotrace_metrics; the keeper attaches the
 %%% session to it);</li>
 %%% <li>`load_tracer': the NIF module loaded, once at a time (ferrotrace_code);</li>
+%%% <li>`check_engine': the engine's options read as its session will read them
+%%% (ferrotrace_tracer:check_options/1), so that a bad one is refused before the slower
+%%% steps;</li>
 %%% <li>`calibrate': for calls/2, what a traced call costs its caller here, before any
 %%% pattern is set (ferrotrace_calibrate);</li>
 %%% <li>`first_moment': with a budget, where it starts: the functions held back and the
@@ -53,7 +56,7 @@ start(Entry, What, Options) ->
     as_own_process(fun() ->
                            case ferrotrace_options:read(Entry, What, Options, Caller) of
                                {ok, Settings} ->
-                                   explained(steps(Settings, [fun listen/1, fun load_tracer/1, fun calibrate/1,
+                                   explained(steps(Settings, [fun listen/1, fun load_tracer/1, fun check_engine/1, fun calibrate/1,
                                                               fun first_moment/1, fun keeper/1]), Settings);
                                {error, _} = Error ->
                                    Error
@@ -92,6 +95,16 @@ load_tracer(Settings) ->
         {module, _} -> {ok, Settings};
         {error, {nif_not_loaded, _Path, _Reason}} = Error -> Error;
         {error, Reason} -> {error, {nif_not_loaded, Reason}}
+    end.
+
+%% The engine's options as the keeper's new session will read them: a bad one was refused
+%% only there, after the calibration and the budget's count (0.3 to 0.6 s among busy
+%% processes, every time: the slow suite's six bad options took 9.7 s).
+check_engine(Settings = #{engine := Engine}) ->
+    case ferrotrace_tracer:check_options(Engine) of
+        ok -> {ok, Settings};
+        %% As the keeper answers: a caller's huge key is not echoed whole.
+        {error, Reason} -> {error, ferrotrace_hint:brief(Reason)}
     end.
 
 %% calls/2 measures the probe effect before its patterns are set; the cost to take out

@@ -68,29 +68,50 @@ fn unknown_option<'a>(env: Env<'a>, key: Term<'a>) -> Term<'a> {
     error(env, (atoms::unknown_option(), key, names))
 }
 
-/// `new_session(Options :: map(), Keeper :: pid()) -> {ok, Id} | {error, Reason}`.
-/// Dirty: it may first release orphaned sessions, which joins their collector threads.
-#[rustler::nif(schedule = "DirtyCpu")]
-fn new_session<'a>(env: Env<'a>, opts: Term<'a>, keeper: LocalPid) -> Term<'a> {
+/// The engine's configuration read from `opts`, or the `{error, Reason}` term that names
+/// the problem: a map is required, every key an option the engine takes, every value one its
+/// option accepts.
+fn read_config<'a>(env: Env<'a>, opts: Term<'a>) -> Result<options::Config, Term<'a>> {
     let Some(iter) = MapIterator::new(opts) else {
-        return error(env, (atoms::bad_options(), opts));
+        return Err(error(env, (atoms::bad_options(), opts)));
     };
     let mut pairs = Vec::new();
     let mut terms = Vec::new();
     for (key, value) in iter {
         if !key.is_atom() {
-            return unknown_option(env, key);
+            return Err(unknown_option(env, key));
         }
         pairs.push((key.atom_to_string().unwrap_or_default(), option_value(value)));
         terms.push((key, value));
     }
-    let config = match options::parse(&pairs) {
-        Ok(config) => config,
-        Err(OptionError::Unknown { index }) => return unknown_option(env, terms[index].0),
-        Err(OptionError::BadValue { index, expected }) => {
+    options::parse(&pairs).map_err(|err| match err {
+        OptionError::Unknown { index } => unknown_option(env, terms[index].0),
+        OptionError::BadValue { index, expected } => {
             let (key, value) = terms[index];
-            return error(env, (atoms::bad_option(), (key, value, expected)));
+            error(env, (atoms::bad_option(), (key, value, expected)))
         }
+    })
+}
+
+/// `check_options(Options :: map()) -> ok | {error, Reason}`: what `new_session/2` would
+/// answer of `Options`, with no session made, so that a start refuses bad options before its
+/// slower steps (the calibration, the budget's count). Dirty, as `new_session/2`: the map
+/// is the caller's, of any size.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn check_options<'a>(env: Env<'a>, opts: Term<'a>) -> Term<'a> {
+    match read_config(env, opts) {
+        Ok(_) => atoms::ok().encode(env),
+        Err(refusal) => refusal,
+    }
+}
+
+/// `new_session(Options :: map(), Keeper :: pid()) -> {ok, Id} | {error, Reason}`.
+/// Dirty: it may first release orphaned sessions, which joins their collector threads.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn new_session<'a>(env: Env<'a>, opts: Term<'a>, keeper: LocalPid) -> Term<'a> {
+    let config = match read_config(env, opts) {
+        Ok(config) => config,
+        Err(refusal) => return refusal,
     };
     release_orphans(env);
     let keeper_bits = Immediate::of_pid(env, &keeper).bits();
