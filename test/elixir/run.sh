@@ -3,8 +3,10 @@
 # with Debian's rebar3 (`mix local.rebar rebar3 /usr/bin/rebar3`, in a private MIX_HOME:
 # `mix local.rebar --force` would need hex.pm), and
 # `mix run check.exs` traces Shop.Cart.checkout/1 with keyword options and checks the counts.
-# Works in a temporary directory (FERROTRACE_KEEP=1 keeps it); cargo's output is cached in
-# target/release-test, shared with test/release/run.sh.
+# Works in a temporary directory (FERROTRACE_KEEP=1 keeps it); cargo builds into the
+# checkout's own target/ (as test/release/run.sh): the copy has the same sources and times,
+# and cargo's hashes of a workspace's paths are relative to it, so the NIF that `make
+# compile' built is found up to date (a build of its own in target/release-test took 65 s).
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -26,7 +28,7 @@ command -v rebar3 >/dev/null || fail "rebar3 is missing (make setup installs it)
 
 cp -r "$repo/test/elixir/shop" "$work/shop"
 copy_tree "$repo" "$work/ferrotrace"
-export CARGO_TARGET_DIR=$repo/target/release-test
+export CARGO_TARGET_DIR=$repo/target
 unset MIX_REBAR3
 export MIX_HOME=$work/mix_home HEX_OFFLINE=1 FERROTRACE_PATH=$work/ferrotrace
 mix local.rebar rebar3 "$(command -v rebar3)" >/dev/null || fail "mix local.rebar rebar3 $(command -v rebar3)"

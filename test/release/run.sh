@@ -17,8 +17,9 @@
 #      file; `duration => infinity` without an owner is refused.
 #
 # Every wait is bounded; the node, the tmux server and the temporary directory are cleaned up
-# on exit (FERROTRACE_KEEP=1 keeps the directory). Cargo's output is cached in
-# target/release-test (gitignored), so a second run does not rebuild the Rust dependencies.
+# on exit (FERROTRACE_KEEP=1 keeps the directory). Cargo builds into the checkout's own
+# target/, where the NIF `make compile' built is up to date for the copy (see
+# test/elixir/run.sh): nothing is built twice.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -55,7 +56,7 @@ need tmux tmux
 # --- 1. build -----------------------------------------------------------------------------
 cp -r "$repo/examples/relapp" "$app"
 copy_tree "$repo" "$app/_checkouts/ferrotrace"
-export CARGO_TARGET_DIR=$repo/target/release-test
+export CARGO_TARGET_DIR=$repo/target
 
 build() { # build LOG [rebar3 release options]
     local log=$1; shift
