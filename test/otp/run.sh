@@ -23,6 +23,8 @@
 #
 # The chroots are cached in $FERROTRACE_CHROOTS (default .chroots/, gitignored): the first
 # run downloads and installs (about a minute or two per release), later runs reuse them.
+# FERROTRACE_OTP_PREPARE_ONLY=1 builds them (Prometheus included) and checks nothing: .ci/run
+# does so beside make test.
 # Needs root (debootstrap, chroot, mount). Every mount is undone on exit, also on failure.
 set -euo pipefail
 
@@ -308,7 +310,10 @@ total=$SECONDS
 builders=()
 for release in "${releases[@]}"; do
     case $release in trixie | sid | bullseye) ;; *) die "unknown release '$release' (trixie, sid or bullseye)";; esac
-    ( trap cleanup EXIT; prepare "$release" ) &
+    # Prometheus too where the metrics suite will run (FERROTRACE_OTP_PREPARE_ONLY=1 then
+    # leaves nothing to install for the checks).
+    ( trap cleanup EXIT; prepare "$release"
+      case "$release: $suites_to_run " in bullseye:*) ;; *" ferrotrace_metrics_SUITE "*) ensure_prometheus "$release";; esac ) &
     builders+=($!)
 done
 failed=0
