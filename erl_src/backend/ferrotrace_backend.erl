@@ -27,7 +27,7 @@
 -export([new/2, stop/2, set/2, unset/3, add_loops/2, leave_out_modules/2, take_off/2, put_back/2]).
 -export([trace/4, calls_flag/4, retrace/4, traced_processes/2, counters/0, traces_gc/1]).
 -export([trace_self/1, self_flag/2, self_pattern/3, untrace_self/2]).
--export([new_table/0, enter/0, own_pids/0]).
+-export([new_table/0, enter/0, leave/0, own_pids/0]).
 
 %% OTP 25's spec of erlang:trace_info/2 omits the `{tracer, {Module, State}}' answer that a
 %% tracer module gets (as in ferrotrace_backend_legacy).
@@ -374,6 +374,12 @@ enter() ->
     %% Recorded before the flags are taken off: a keeper setting flags meanwhile finds it.
     _ = safe(fun() -> ets:insert(?OWN, {self(), own}) end),
     untrace_process(self(), sessions()).
+
+%% @doc Forgets the calling process as one of ferrotrace's own (it is about to end).
+-spec leave() -> ok.
+leave() ->
+    _ = safe(fun() -> ets:delete(?OWN, self()) end),
+    ok.
 
 %% @doc The own processes alive now (dead ones are forgotten as they are met).
 -spec own_pids() -> [pid()].

@@ -15,7 +15,7 @@
 %%% on `all' or `existing' processes (see ferrotrace_backend, which owns the trace state).
 -module(ferrotrace_own).
 
--export([spawn_options/0, enter/0, pids/0]).
+-export([spawn_options/0, enter/0, leave/0, pids/0]).
 
 %% @doc The options an own process is spawned with (`spawn_opt/2', a gen_server's
 %% `{spawn_opt, _}').
@@ -29,6 +29,12 @@ spawn_options() ->
 enter() ->
     _ = process_flag(priority, high),
     ferrotrace_backend:enter().
+
+%% @doc Forgets the calling process as one of ferrotrace's own, as it ends: one that lives
+%% a few ms (ferrotrace_barrier's), born again and again.
+-spec leave() -> ok.
+leave() ->
+    ferrotrace_backend:leave().
 
 %% @doc The own processes alive now.
 -spec pids() -> [pid()].

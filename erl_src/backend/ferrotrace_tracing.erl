@@ -44,11 +44,13 @@
 -type saved() :: ferrotrace_backend:saved().
 -export_type([step/0]).
 
-%% Pattern changes per step: each may wait 250 ms on a busy node.
+%% Pattern changes per step: each waits for the code barrier (quick, ferrotrace_barrier;
+%% 250 ms on a busy node before).
 -define(CHUNK, 4).
 %% How long a start takes functions off for the budget (`Held', at most 200), the hottest
-%% first, a few at a time: each change waits for the code barrier, 2 ms among 50 busy
-%% processes, 0.1 to 8 ms on yaws' busy schedulers. Those not reached by then stay
+%% first, a few at a time: each change waits for the code barrier, 1.2 to 1.8 ms among 50
+%% busy processes, 0.1 to 8 ms on yaws' busy schedulers, 40 to 70 us with ferrotrace_barrier's
+%% spinners (at most 25 ms a batch). Those not reached by then stay
 %% patterned, costing the node their calls until the budget's first tick sheds them: the
 %% bound is for a server where the barrier is slow, not for the usual case (all 200 held
 %% back on yaws in about 300 ms).
@@ -82,7 +84,7 @@ start(Id, _Patterns, _Targets, _Extra, _Held) ->
 %% recon or another ferrotrace session on the same processes and functions.
 start_trace_session(Id, Patterns, Targets, Extra, Held) ->
     Backend = ferrotrace_backend:new(Id, [Scope || #{scope := Scope} <- Patterns]),
-    case ferrotrace_backend:set(Backend, Patterns) of
+    case ferrotrace_barrier:quick(fun() -> ferrotrace_backend:set(Backend, Patterns) end) of
         0 when Patterns =/= [] ->
             stop(Id, Backend),
             {error, {no_matching_functions, [maps:get(mfa, P) || P <- Patterns], <<"no loaded function matches these patterns">>}};
@@ -99,7 +101,7 @@ start_legacy(Id, Patterns, Targets, Extra, Held) ->
         {error, _} = Error ->
             Error;
         ok ->
-            case ferrotrace_registry:set_patterns(Id, Patterns) of
+            case ferrotrace_barrier:quick(fun() -> ferrotrace_registry:set_patterns(Id, Patterns) end) of
                 {ok, 0} when Patterns =/= [] ->
                     ok = ferrotrace_registry:remove_patterns(Id),
                     {error, {no_matching_functions, Specs, <<"no loaded function matches these patterns">>}};
@@ -113,7 +115,7 @@ start_legacy(Id, Patterns, Targets, Extra, Held) ->
 
 %% The processes flagged last, ferrotrace's own untraced after (ferrotrace_backend:trace/4).
 flagged(Id, Backend, Targets, Extra, HeldSaved, HoldingMs) ->
-    case ferrotrace_backend:trace(Id, Backend, Targets, Extra) of
+    case ferrotrace_barrier:quick(fun() -> ferrotrace_backend:trace(Id, Backend, Targets, Extra) end) of
         ok ->
             {ok, Backend, HeldSaved, HoldingMs};
         {error, _} = Error ->
@@ -214,18 +216,18 @@ unset(_Id, none, _Removed, _Kept) ->
 %% @doc Traces `Loops' (`{MFA, CountOnlyMatchSpec}') count-only in session `Id''s patterns.
 -spec add_loops(ferrotrace_tracer:session_id(), backend(), [{mfa(), [tuple()]}]) -> ok.
 add_loops(Id, legacy, Loops) ->
-    ferrotrace_registry:add_loops(Id, Loops);
+    ferrotrace_barrier:quick(fun() -> ferrotrace_registry:add_loops(Id, Loops) end);
 add_loops(_Id, {trace_session, _, _} = Backend, Loops) ->
-    ferrotrace_backend:add_loops(Backend, Loops);
+    ferrotrace_barrier:quick(fun() -> ferrotrace_backend:add_loops(Backend, Loops) end);
 add_loops(_Id, none, _Loops) ->
     ok.
 
 %% @doc Leaves ferrotrace's own `Modules' out of session `Id''s patterns.
 -spec leave_out_modules(ferrotrace_tracer:session_id(), backend(), [module()]) -> ok.
 leave_out_modules(_Id, legacy, Modules) ->
-    ferrotrace_registry:exclude_modules(Modules);
+    ferrotrace_barrier:quick(fun() -> ferrotrace_registry:exclude_modules(Modules) end);
 leave_out_modules(_Id, {trace_session, _, _} = Backend, Modules) ->
-    ferrotrace_backend:leave_out_modules(Backend, Modules);
+    ferrotrace_barrier:quick(fun() -> ferrotrace_backend:leave_out_modules(Backend, Modules) end);
 leave_out_modules(_Id, none, _Modules) ->
     ok.
 
@@ -337,6 +339,7 @@ counted(Specs, Ms, Baseline, Own) ->
     try
         %% Counting starts and stops at some point of each change (a wait for the code
         %% barrier): timed from the middle of one to the middle of the other.
+        %% (ferrotrace_barrier: the changes, not the count, pause the node.)
         T0 = middle(fun() -> [Set(Spec, true) || Spec <- Specs] end),
         Counting = ferrotrace_nodeload:quick_sample(),
         receive after Ms -> ok end,
@@ -346,12 +349,12 @@ counted(Specs, Ms, Baseline, Own) ->
         Seconds = max(1, T1 - T0) / 1.0e6,
         [{MFA, N * Slowdown / Seconds} || MFA <- Functions, N <- [Read(MFA)], N > 0]
     after
-        Drop(Specs)
+        ferrotrace_barrier:quick(fun() -> Drop(Specs) end)
     end.
 
 middle(Fun) ->
     T0 = erlang:monotonic_time(microsecond),
-    _ = Fun(),
+    _ = ferrotrace_barrier:quick(Fun),
     (T0 + erlang:monotonic_time(microsecond)) div 2.
 
 mfa_spec({M, F, A}) when is_atom(M), is_atom(F), A =:= '_' orelse (is_integer(A) andalso A >= 0 andalso A =< 255) -> true;
@@ -371,9 +374,9 @@ covered(Spec) ->
 %% {@link put_back/3}) and the functions left as they were.
 -spec take_off(ferrotrace_tracer:session_id(), backend(), [mfa()]) -> {[saved()], [mfa()]}.
 take_off(Id, legacy, MFAs) ->
-    ferrotrace_registry:shed(Id, MFAs);
+    ferrotrace_barrier:quick(fun() -> ferrotrace_registry:shed(Id, MFAs) end);
 take_off(_Id, {trace_session, _, _} = Backend, MFAs) ->
-    ferrotrace_backend:take_off(Backend, MFAs);
+    ferrotrace_barrier:quick(fun() -> ferrotrace_backend:take_off(Backend, MFAs) end);
 take_off(_Id, _Backend, MFAs) ->
     {[], MFAs}.
 
@@ -405,8 +408,8 @@ hold(Id, Backend, MFAs, Deadline, Acc = {Saved, Refused}) ->
 %% @doc Puts back what {@link take_off/3} took off.
 -spec put_back(ferrotrace_tracer:session_id(), backend(), [saved()]) -> ok.
 put_back(Id, legacy, Saved) ->
-    ferrotrace_registry:unshed(Id, Saved);
+    ferrotrace_barrier:quick(fun() -> ferrotrace_registry:unshed(Id, Saved) end);
 put_back(_Id, {trace_session, _, _} = Backend, Saved) ->
-    ferrotrace_backend:put_back(Backend, Saved);
+    ferrotrace_barrier:quick(fun() -> ferrotrace_backend:put_back(Backend, Saved) end);
 put_back(_Id, _Backend, _Saved) ->
     ok.

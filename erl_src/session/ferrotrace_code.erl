@@ -47,7 +47,7 @@
 %% reports, exports, compare, cluster) beside it, as it runs.
 -define(START_MODULES,
         [ferrotrace, ferrotrace_activity, ferrotrace_amend, ferrotrace_backend, ferrotrace_backend_legacy,
-         ferrotrace_budget, ferrotrace_calibrate, ferrotrace_capture, ferrotrace_code, ferrotrace_dispatch,
+         ferrotrace_barrier, ferrotrace_budget, ferrotrace_calibrate, ferrotrace_capture, ferrotrace_code, ferrotrace_dispatch,
          ferrotrace_displaced, ferrotrace_exists, ferrotrace_hint, ferrotrace_in_situ, ferrotrace_intervals,
          ferrotrace_keeper, ferrotrace_keys, ferrotrace_loops, ferrotrace_metrics, ferrotrace_metrics_http,
          ferrotrace_metrics_options, ferrotrace_names, ferrotrace_nodeload, ferrotrace_options,

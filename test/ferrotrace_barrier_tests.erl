@@ -1,0 +1,87 @@
+-module(ferrotrace_barrier_tests).
+%%% @doc ferrotrace_barrier: the spinners a pattern change runs beside, one per online
+%%% scheduler, and that they end: when the change returns, when it raises, and by their
+%%% deadline when their caller is killed. (What they save is a time: `make cold-start'
+%%% prints the start's `holding_ms'.)
+%% Not eunit.hrl: its generated test/0 has no spec (see ferrotrace_bad_input_tests).
+-include_lib("stdlib/include/assert.hrl").
+
+-export([answers_and_ends_its_spinners_test/0, raises_and_ends_its_spinners_test/0,
+         nested_adds_none_test/0, a_killed_caller_leaves_none_test/0, changes_patterns_test/0]).
+
+-spec answers_and_ends_its_spinners_test() -> ok.
+answers_and_ends_its_spinners_test() ->
+    Before = erlang:processes(),
+    Self = self(),
+    {Answer, Spinners, Priority} =
+        ferrotrace_barrier:quick(fun() ->
+                                         {priority, P} = erlang:process_info(Self, priority),
+                                         {answer, erlang:processes() -- Before, P}
+                                 end),
+    ?assertEqual(answer, Answer),
+    ?assertEqual(high, Priority),
+    ?assertEqual(erlang:system_info(schedulers_online), length(Spinners)),
+    %% The caller's own priority again, and every spinner gone.
+    ?assertEqual({priority, normal}, erlang:process_info(self(), priority)),
+    ok = all_end(Spinners).
+
+-spec raises_and_ends_its_spinners_test() -> ok.
+raises_and_ends_its_spinners_test() ->
+    Before = erlang:processes(),
+    Self = self(),
+    ?assertError({spinners, _},
+                 ferrotrace_barrier:quick(fun() -> Self ! {spinners, erlang:processes() -- Before},
+                                                   error({spinners, raised})
+                                          end)),
+    Spinners = receive {spinners, S} -> S end,
+    ?assertEqual(erlang:system_info(schedulers_online), length(Spinners)),
+    ?assertEqual({priority, normal}, erlang:process_info(self(), priority)),
+    ok = all_end(Spinners).
+
+-spec nested_adds_none_test() -> ok.
+nested_adds_none_test() ->
+    Outer = erlang:processes(),
+    {Mine, Inner} = ferrotrace_barrier:quick(
+                      fun() ->
+                              Middle = erlang:processes(),
+                              ferrotrace_barrier:quick(fun() -> {Middle -- Outer, erlang:processes() -- Middle} end)
+                      end),
+    ?assertEqual(erlang:system_info(schedulers_online), length(Mine)),
+    ?assertEqual([], Inner),
+    ok = all_end(Mine).
+
+%% Killed inside the change, the caller never tells its spinners: they stop by their
+%% deadline (25 ms; 5 s allowed here, for a loaded machine).
+-spec a_killed_caller_leaves_none_test() -> ok.
+a_killed_caller_leaves_none_test() ->
+    Self = self(),
+    Caller = spawn(fun() ->
+                           Before = erlang:processes(),
+                           ferrotrace_barrier:quick(fun() ->
+                                                            Self ! {spinners, erlang:processes() -- Before},
+                                                            receive never -> ok end
+                                                    end)
+                   end),
+    Spinners = receive {spinners, S} -> S end,
+    exit(Caller, kill),
+    ?assertEqual(erlang:system_info(schedulers_online), length(Spinners)),
+    ok = all_end(Spinners).
+
+%% What it is for: a pattern set and taken off inside it, the change made.
+-spec changes_patterns_test() -> ok.
+changes_patterns_test() ->
+    MFA = {?MODULE, changes_patterns_test, 0},
+    try
+        ?assertEqual(1, ferrotrace_barrier:quick(fun() -> erlang:trace_pattern(MFA, true, [local]) end)),
+        ?assertMatch({traced, local}, erlang:trace_info(MFA, traced))
+    after
+        erlang:trace_pattern(MFA, false, [local])
+    end.
+
+all_end(Pids) ->
+    Monitors = [erlang:monitor(process, P) || P <- Pids],
+    lists:foreach(fun(M) ->
+                          receive {'DOWN', M, process, _, _} -> ok
+                          after 5000 -> error(spinner_still_running)
+                          end
+                  end, Monitors).
