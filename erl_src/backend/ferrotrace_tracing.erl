@@ -334,7 +334,10 @@ count_calls(_Specs, _Ms, _Baseline) ->
 counted(Specs, Ms, Baseline, Own) ->
     %% Listed before the counters are set: every call the node makes while they are
     %% (paused too) pays for their breakpoints, and listing took a part of that time.
-    Functions = lists:usort([MFA || Spec <- Specs, MFA <- covered(Spec), not lists:member(element(1, MFA), Own)]),
+    %% Own modules left out as modules, from a map: a list searched for each of a node's
+    %% 8,000 functions took 6 ms.
+    OwnSet = maps:from_keys(Own, true),
+    Functions = lists:usort([MFA || Spec <- Specs, MFA <- covered(Spec, OwnSet)]),
     {Set, Read, Drop} = ferrotrace_backend:counters(),
     try
         %% Counting starts and stops at some point of each change (a wait for the code
@@ -360,12 +363,16 @@ middle(Fun) ->
 mfa_spec({M, F, A}) when is_atom(M), is_atom(F), A =:= '_' orelse (is_integer(A) andalso A >= 0 andalso A =< 255) -> true;
 mfa_spec(_) -> false.
 
-%% The functions of loaded modules a spec covers.
-covered({'_', _, _} = Spec) ->
-    [MFA || M <- erlang:loaded(), MFA <- ferrotrace_traced:module_functions({M, '_', '_'}, local),
+%% The functions of loaded modules a spec covers, but those of the modules `Own'.
+covered({'_', _, _} = Spec, Own) ->
+    [MFA || M <- erlang:loaded(), not is_map_key(M, Own),
+            MFA <- ferrotrace_traced:module_functions({M, '_', '_'}, local),
             ferrotrace_spec:matches(Spec, MFA)];
-covered(Spec) ->
-    ferrotrace_traced:module_functions(Spec, local).
+covered({M, _, _} = Spec, Own) ->
+    case is_map_key(M, Own) of
+        true -> [];
+        false -> ferrotrace_traced:module_functions(Spec, local)
+    end.
 
 %%% Shedding and taking back
 
