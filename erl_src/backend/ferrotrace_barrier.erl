@@ -16,6 +16,12 @@
 %%% that each pause a scheduler anyway. The function given must change patterns, not wait
 %%% for normal-priority processes or run on a dirty scheduler: those would wait out the
 %%% spinners.
+%%%
+%%% Without spinners a change costs the node nothing (each scheduler finishes its slice, then
+%%% passes), only its caller's time. So they are for changes that someone waits for or that
+%%% take cost off: a start's patterns, flags, hold and count (its caller waits), a budget's
+%%% shed (its calls cost until it lands). Not for the settling steps after a start nor for a
+%%% function given back: those wait at no cost to anyone.
 -module(ferrotrace_barrier).
 
 -export([quick/1]).

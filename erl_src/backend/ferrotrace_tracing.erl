@@ -44,8 +44,8 @@
 -type saved() :: ferrotrace_backend:saved().
 -export_type([step/0]).
 
-%% Pattern changes per step: each waits for the code barrier (quick, ferrotrace_barrier;
-%% 250 ms on a busy node before).
+%% Pattern changes per step: each may wait 250 ms on a busy node (the steps are not urgent:
+%% they run without ferrotrace_barrier's spinners, which would pause the node).
 -define(CHUNK, 4).
 %% How long a start takes functions off for the budget (`Held', at most 200), the hottest
 %% first, a few at a time: each change waits for the code barrier, 1.2 to 1.8 ms among 50
@@ -216,18 +216,18 @@ unset(_Id, none, _Removed, _Kept) ->
 %% @doc Traces `Loops' (`{MFA, CountOnlyMatchSpec}') count-only in session `Id''s patterns.
 -spec add_loops(ferrotrace_tracer:session_id(), backend(), [{mfa(), [tuple()]}]) -> ok.
 add_loops(Id, legacy, Loops) ->
-    ferrotrace_barrier:quick(fun() -> ferrotrace_registry:add_loops(Id, Loops) end);
+    ferrotrace_registry:add_loops(Id, Loops);
 add_loops(_Id, {trace_session, _, _} = Backend, Loops) ->
-    ferrotrace_barrier:quick(fun() -> ferrotrace_backend:add_loops(Backend, Loops) end);
+    ferrotrace_backend:add_loops(Backend, Loops);
 add_loops(_Id, none, _Loops) ->
     ok.
 
 %% @doc Leaves ferrotrace's own `Modules' out of session `Id''s patterns.
 -spec leave_out_modules(ferrotrace_tracer:session_id(), backend(), [module()]) -> ok.
 leave_out_modules(_Id, legacy, Modules) ->
-    ferrotrace_barrier:quick(fun() -> ferrotrace_registry:exclude_modules(Modules) end);
+    ferrotrace_registry:exclude_modules(Modules);
 leave_out_modules(_Id, {trace_session, _, _} = Backend, Modules) ->
-    ferrotrace_barrier:quick(fun() -> ferrotrace_backend:leave_out_modules(Backend, Modules) end);
+    ferrotrace_backend:leave_out_modules(Backend, Modules);
 leave_out_modules(_Id, none, _Modules) ->
     ok.
 
@@ -415,8 +415,8 @@ hold(Id, Backend, MFAs, Deadline, Acc = {Saved, Refused}) ->
 %% @doc Puts back what {@link take_off/3} took off.
 -spec put_back(ferrotrace_tracer:session_id(), backend(), [saved()]) -> ok.
 put_back(Id, legacy, Saved) ->
-    ferrotrace_barrier:quick(fun() -> ferrotrace_registry:unshed(Id, Saved) end);
+    ferrotrace_registry:unshed(Id, Saved);
 put_back(_Id, {trace_session, _, _} = Backend, Saved) ->
-    ferrotrace_barrier:quick(fun() -> ferrotrace_backend:put_back(Backend, Saved) end);
+    ferrotrace_backend:put_back(Backend, Saved);
 put_back(_Id, _Backend, _Saved) ->
     ok.
