@@ -778,6 +778,9 @@ nodeload_used_test() ->
     B = ferrotrace_nodeload:sample(),
     Used = ferrotrace_nodeload:used(A, B),
     ?assert(is_float(Used) andalso Used >= 0.0 andalso Used =< 1.0),
+    %% Read from /proc, not the schedulers' share in its place: a parse that failed would
+    %% leave `cpu' undefined and pass the line above.
+    _ = [?assert(is_integer(maps:get(cpu, S)) andalso maps:get(cpu, S) > 0) || os:type() =:= {unix, linux}, S <- [A, B]],
     ok.
 
 %% The estimate is a share of the capacity the node used over the tick, at least half the
