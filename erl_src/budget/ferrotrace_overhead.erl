@@ -73,7 +73,7 @@
             %% The factor last kept for the node's next starts.
             learned = none :: float() | none,
             saved = #{} :: #{mfa() => ferrotrace_shed:saved()},
-            %% The next tick's timer, and when the last tick ran (ms).
+            %% The next tick's timer, and when the last tick began (ms).
             timer = none :: reference() | none,
             ticked_at = 0 :: integer(),
             %% The fuse's count of untraced processes as last polled.
@@ -162,7 +162,8 @@ info(Id) ->
 loop(S = #s{monitor = Monitor}) ->
     receive
         tick ->
-            ticked(tick(S#s{timer = none}), false);
+            Began = erlang:monotonic_time(millisecond),
+            ticked(tick(S#s{timer = none}), Began, false);
         poll ->
             poll(S);
         {'DOWN', Monitor, process, _, _} ->
@@ -170,8 +171,9 @@ loop(S = #s{monitor = Monitor}) ->
     end.
 
 %% The fuse untraced a process since the last poll: the tick comes now (not sooner than
-%% ?POLL ms after the last), its functions are shed at once, and the ticks after it come
-%% fast, as after a take-back.
+%% ?POLL ms after the last began: from its end, the session's first tick, which only takes
+%% the counters in, held back load arriving with the start by one more poll, 20 ms), its
+%% functions are shed at once, and the ticks after it come fast, as after a take-back.
 poll(S = #s{id = Id, untraced = Seen, ticked_at = At, timer = Timer}) ->
     case ferrotrace_tracer:session_fuse(Id) of
         {ok, #{untraced := Untraced}} when Untraced > Seen ->
@@ -179,7 +181,8 @@ poll(S = #s{id = Id, untraced = Seen, ticked_at = At, timer = Timer}) ->
                 true ->
                     _ = Timer =/= none andalso erlang:cancel_timer(Timer),
                     erlang:send_after(?POLL, self(), poll),
-                    ticked(tick(S#s{untraced = Untraced, timer = none}), true);
+                    Began = erlang:monotonic_time(millisecond),
+                    ticked(tick(S#s{untraced = Untraced, timer = none}), Began, true);
                 false ->
                     erlang:send_after(?POLL, self(), poll),
                     loop(S)
@@ -192,7 +195,7 @@ poll(S = #s{id = Id, untraced = Seen, ticked_at = At, timer = Timer}) ->
             loop(S)
     end.
 
-ticked({running, S1 = #s{ticks = Ticks, probing = Probing0, fast_until = Fast0}}, Tripped) ->
+ticked({running, S1 = #s{ticks = Ticks, probing = Probing0, fast_until = Fast0}}, Began, Tripped) ->
     %% A function taken back is a probe: still too hot, it costs its floor until the next
     %% tick sheds it again, so that tick comes soon, and the ticks after it too: a hundred
     %% functions taken back wait a second on the code barrier, past the first tick after
@@ -206,8 +209,8 @@ ticked({running, S1 = #s{ticks = Ticks, probing = Probing0, fast_until = Fast0}}
     Timer = erlang:send_after(if Ticks < 2; Probing -> ?START; Ticks < Fast -> ?FIRST; true -> ?PERIOD end,
                               self(), tick),
     loop(S1#s{ticks = Ticks + 1, fast_until = Fast, timer = Timer,
-              ticked_at = erlang:monotonic_time(millisecond)});
-ticked(stopped, _Tripped) ->
+              ticked_at = Began});
+ticked(stopped, _Began, _Tripped) ->
     ok.
 
 tick(S = #s{id = Id, control = C}) ->
