@@ -16,7 +16,7 @@ answers_and_ends_its_spinners_test() ->
     {Answer, Spinners, Priority} =
         ferrotrace_barrier:quick(fun() ->
                                          {priority, P} = erlang:process_info(Self, priority),
-                                         {answer, erlang:processes() -- Before, P}
+                                         {answer, spinners(Before), P}
                                  end),
     ?assertEqual(answer, Answer),
     ?assertEqual(high, Priority),
@@ -30,7 +30,7 @@ raises_and_ends_its_spinners_test() ->
     Before = erlang:processes(),
     Self = self(),
     ?assertError({spinners, _},
-                 ferrotrace_barrier:quick(fun() -> Self ! {spinners, erlang:processes() -- Before},
+                 ferrotrace_barrier:quick(fun() -> Self ! {spinners, spinners(Before)},
                                                    error({spinners, raised})
                                           end)),
     Spinners = receive {spinners, S} -> S end,
@@ -44,7 +44,7 @@ nested_adds_none_test() ->
     {Mine, Inner} = ferrotrace_barrier:quick(
                       fun() ->
                               Middle = erlang:processes(),
-                              ferrotrace_barrier:quick(fun() -> {Middle -- Outer, erlang:processes() -- Middle} end)
+                              ferrotrace_barrier:quick(fun() -> {spinners(Outer), spinners(Middle)} end)
                       end),
     ?assertEqual(erlang:system_info(schedulers_online), length(Mine)),
     ?assertEqual([], Inner),
@@ -58,7 +58,7 @@ a_killed_caller_leaves_none_test() ->
     Caller = spawn(fun() ->
                            Before = erlang:processes(),
                            ferrotrace_barrier:quick(fun() ->
-                                                            Self ! {spinners, erlang:processes() -- Before},
+                                                            Self ! {spinners, spinners(Before)},
                                                             receive never -> ok end
                                                     end)
                    end),
@@ -77,6 +77,13 @@ changes_patterns_test() ->
     after
         erlang:trace_pattern(MFA, false, [local])
     end.
+
+%% The processes born since `Before' that look like spinners (high priority, a fun spawned):
+%% another process born meanwhile (an earlier test's leftovers) is most likely neither.
+spinners(Before) ->
+    [P || P <- erlang:processes() -- Before,
+          erlang:process_info(P, priority) =:= {priority, high},
+          erlang:process_info(P, initial_call) =:= {initial_call, {erlang, apply, 2}}].
 
 all_end(Pids) ->
     Monitors = [erlang:monitor(process, P) || P <- Pids],
