@@ -15,7 +15,9 @@
 %%% pace), which is the point: a short pause of a few ms in place of tens of ms of changes
 %%% that each pause a scheduler anyway. The function given must change patterns, not wait
 %%% for normal-priority processes or run on a dirty scheduler: those would wait out the
-%%% spinners.
+%%% spinners. (One such wait cannot be ruled out: a module that the code server is loading
+%%% at that moment holds the permission every change needs, and the code server runs at
+%%% normal priority; the changes then wait out the spinners, ?MAX_MS at most.)
 %%%
 %%% Without spinners a change costs the node nothing (each scheduler finishes its slice, then
 %%% passes), only its caller's time. So they are for changes that someone waits for or that
