@@ -203,7 +203,7 @@ busy: compile
 # {'_','_','_'} calls/2 and a second one, the pings, where the time went (about 20 s).
 cold-start: compile
 	mkdir -p bench/out
-	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_cold.erl test/support/ft_budget_work.erl \
+	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_cold.erl bench/ft_fresh_node.erl test/support/ft_budget_work.erl \
 		test/support/ft_busy.erl
 	erl -noshell -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_cold:main(), halt().'
 
@@ -213,7 +213,7 @@ cold-start: compile
 # (about 30 s; OTP 25 and 26).
 shed-latency: compile
 	mkdir -p bench/out
-	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_shed_latency.erl test/support/ft_budget_work.erl
+	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_shed_latency.erl bench/ft_fresh_node.erl test/support/ft_budget_work.erl
 	erl -noshell -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_shed_latency:main(), halt().'
 
 # The overhead budget on Debian's yaws under wrk (installs both if missing): rounds of 12 s,

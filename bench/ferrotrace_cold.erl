@@ -46,20 +46,13 @@ main([Runs]) ->
         [] ->
             io:format("busy cold_start runs=~b failed=~b~n", [Runs, Runs]);
         _ ->
-            Stat = fun(Key) ->
-                           Values = lists:sort([maps:get(Key, R) || R <- Ok]),
-                           io_lib:format("median:~b,range:~b-~b",
-                                         [median(Values), hd(Values), lists:last(Values)])
-                   end,
+            Stat = fun(Key) -> ft_fresh_node:stat(Key, Ok) end,
             io:format("busy cold_start runs=~b start_ms=~s warm_start_ms=~s ping_max_ms=~s "
                       "warm_ping_max_ms=~s untraced_ping_max_ms=~s failed=~b load=~s~n",
                       [length(Ok), Stat(start_ms), Stat(warm_start_ms), Stat(ping_max_ms),
                        Stat(warm_ping_max_ms), Stat(untraced_ping_max_ms), Runs - length(Ok), load()])
     end,
     ok.
-
-median(Sorted) ->
-    lists:nth((length(Sorted) + 1) div 2, Sorted).
 
 load() ->
     case file:read_file("/proc/loadavg") of
@@ -69,32 +62,13 @@ load() ->
 
 %% One fresh node: its line printed, its figures answered.
 run(N) ->
-    Erl = os:find_executable("erl"),
-    Pa = lists:append([["-pa", D] || {ok, Dirs} <- [init:get_argument(pa)], D <- lists:append(Dirs)]),
-    Port = open_port({spawn_executable, Erl},
-                     [{args, ["-noshell", "+S", "2:2"] ++ Pa ++
-                          ["-eval", "ferrotrace_cold:in_node(), halt()."]},
-                      exit_status, stderr_to_stdout, {line, 4096}]),
-    Lines = collect(Port, []),
-    case [L || L <- Lines, lists:prefix("cold ", L)] of
-        [Line] ->
-            {ok, Tokens, _} = erl_scan:string(lists:nthtail(5, Line) ++ "."),
-            {ok, Figures} = erl_parse:parse_term(Tokens),
-            io:format("busy cold_start run=~b ~s~n", [N, line(Figures)]),
-            Figures;
-        _ ->
+    case ft_fresh_node:figures(?MODULE, "cold ") of
+        {failed, Lines} ->
             io:format("busy cold_start run=~b failed: ~p~n", [N, Lines]),
-            #{}
-    end.
-
-collect(Port, Acc) ->
-    receive
-        {Port, {data, {eol, Line}}} -> collect(Port, [Line | Acc]);
-        {Port, {data, {noeol, Line}}} -> collect(Port, [Line | Acc]);
-        {Port, {exit_status, _}} -> lists:reverse(Acc)
-    after 120000 ->
-        port_close(Port),
-        lists:reverse(Acc)
+            #{};
+        Figures ->
+            io:format("busy cold_start run=~b ~s~n", [N, line(Figures)]),
+            Figures
     end.
 
 line(#{start_ms := Ms, warm_start_ms := Warm, ping_max_ms := Ping, warm_ping_max_ms := WarmPing,

@@ -35,43 +35,19 @@ main() ->
 -spec main([pos_integer()]) -> ok.
 main([Runs]) ->
     Results = [R || N <- lists:seq(1, Runs), R <- [run(N)], is_map(R)],
-    Stat = fun(Key) ->
-                   case lists:sort([V || #{Key := V} <- Results, is_integer(V)]) of
-                       [] -> "none";
-                       Values -> io_lib:format("median:~b,range:~b-~b",
-                                               [lists:nth((length(Values) + 1) div 2, Values), hd(Values),
-                                                lists:last(Values)])
-                   end
-           end,
+    Stat = fun(Key) -> ft_fresh_node:stat(Key, Results) end,
     io:format("shed_latency runs=~b decided_ms=~s landed_ms=~s last_landed_ms=~s failed=~b~n",
               [length(Results), Stat(decided_ms), Stat(landed_ms), Stat(last_landed_ms), Runs - length(Results)]).
 
 run(N) ->
-    Erl = os:find_executable("erl"),
-    Pa = lists:append([["-pa", D] || {ok, Dirs} <- [init:get_argument(pa)], D <- lists:append(Dirs)]),
-    Port = open_port({spawn_executable, Erl},
-                     [{args, ["-noshell", "+S", "2:2"] ++ Pa ++ ["-eval", "ferrotrace_shed_latency:in_node(), halt()."]},
-                      exit_status, stderr_to_stdout, {line, 4096}]),
-    Lines = collect(Port, []),
-    case [L || L <- Lines, lists:prefix("shed ", L)] of
-        [Line] ->
-            {ok, Tokens, _} = erl_scan:string(lists:nthtail(5, Line) ++ "."),
-            {ok, Figures} = erl_parse:parse_term(Tokens),
+    case ft_fresh_node:figures(?MODULE, "shed ") of
+        {failed, Lines} ->
+            io:format("shed_latency run=~b failed: ~p~n", [N, Lines]),
+            none;
+        Figures ->
             io:format("shed_latency run=~b~s~n",
                       [N, [io_lib:format(" ~s=~p", [K, V]) || {K, V} <- lists:sort(maps:to_list(Figures))]]),
-            Figures;
-        _ ->
-            io:format("shed_latency run=~b failed: ~p~n", [N, Lines]),
-            none
-    end.
-
-collect(Port, Acc) ->
-    receive
-        {Port, {data, {_, Line}}} -> collect(Port, [Line | Acc]);
-        {Port, {exit_status, _}} -> lists:reverse(Acc)
-    after 60000 ->
-        port_close(Port),
-        lists:reverse(Acc)
+            Figures
     end.
 
 %% @doc The measurement in a fresh node: prints `shed #{...}.'.
