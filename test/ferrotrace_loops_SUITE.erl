@@ -7,7 +7,7 @@
 
 -include("support/ft_ct.hrl").
 
--export([found_in_other_modules/1, wait_in_unloaded_module/1, whole_node/1,
+-export([found_in_other_modules/1, wait_in_unloaded_module/1, whole_node/1, paced_walk/1,
          reader_one_module_away/1, reader_two_modules_away/1, reader_on_tcp/1,
          helpers_counted_or_timed/1, fun_tail_call/1, other_messages_kept/1]).
 
@@ -21,7 +21,7 @@ suite() ->
      {ct_hooks, [{ft_ct, [ft_wrapper_reader, ft_wrapper_sock, ft_wrapper_inner]}]}].
 
 all() ->
-    [found_in_other_modules, wait_in_unloaded_module, whole_node, reader_one_module_away,
+    [found_in_other_modules, wait_in_unloaded_module, whole_node, paced_walk, reader_one_module_away,
      reader_two_modules_away, reader_on_tcp, helpers_counted_or_timed, fun_tail_call, other_messages_kept].
 
 %%--------------------------------------------------------------------------------------
@@ -106,6 +106,23 @@ whole_node(_Config) ->
     true = ets:delete(ferrotrace_loops_cache, Key),
     ?assertEqual(Loops, Named()),
     ?assertEqual([{Key, Facts}], ets:lookup(ferrotrace_loops_cache, Key)),
+    ok.
+
+%% A paced find paces all of its work, not only the reading of code: with every module
+%% read and cached, the walk over every module's facts takes tens of ms of work (24 ms here
+%% at once; only the reading was paced, so a session's full reading after its start took
+%% that from the node's first 25 ms). At a pace of 0.01, work of 2 ms (?PACE_SLICE_US) is
+%% followed by a rest of 99 times as long: the paced walk takes at least 198 ms, whatever
+%% the machine's load (a loaded machine only lengthens both). Unpaced, it rests never.
+-spec paced_walk(config()) -> ok.
+paced_walk(_Config) ->
+    Whole = [{'_', '_', '_'}],
+    _ = ferrotrace_loops:find(Whole, [], read, none),
+    {Unpaced, _} = timer:tc(ferrotrace_loops, find, [Whole, [], read, none]),
+    {Paced, {Loops, true, _}} = timer:tc(ferrotrace_loops, find, [Whole, [], read, 0.01]),
+    ct:pal("a whole-node find over the cache: ~b us at once, ~b us at a pace of 0.01; ~b loops",
+           [Unpaced, Paced, length(Loops)]),
+    ?assert(Paced >= 198000, {Unpaced, Paced}),
     ok.
 
 %% `Find()' asked until `Found' of its answer, until `Deadline' at most: the answer and the

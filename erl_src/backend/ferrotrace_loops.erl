@@ -84,7 +84,7 @@
 -define(MAX_DEPTH, 8).
 -define(MAX_MODULES, 300).
 %% A paced reading (find/4) works at most this long before it rests (us).
--define(PACE_SLICE_US, 5000).
+-define(PACE_SLICE_US, 2000).
 %% How long the stacks of live processes are read for (ms), and how many processes each
 %% reader takes.
 -define(STACKS_MS, 100).
@@ -116,11 +116,14 @@ find(Specs, Exclude) ->
 find(Specs, Exclude, Mode) ->
     find(Specs, Exclude, Mode, none).
 
-%% @doc As {@link find/3}, reading modules at most `Pace' of the time (a float from 0.01
-%% to 1, or `none': at once): after each ?PACE_SLICE_US of reading the caller
-%% rests as long as keeps it at that share of one scheduler. The session's full reading
-%% after its start runs so: at high priority and at once, it took the schedulers from a
-%% busy node's work for half a second after the start (0.58 of its throughput).
+%% @doc As {@link find/3}, working at most `Pace' of the time (a float from 0.01 to 1, or
+%% `none': at once): after each ?PACE_SLICE_US of work the caller rests as long as keeps it
+%% at that share of one scheduler. The session's full reading after its start runs so: at
+%% high priority and at once, it took the schedulers from a busy node's work for half a
+%% second after the start (0.58 of its throughput). All of the work is paced, the walk over
+%% what was read as well as the reading: with every module cached, the walk alone took 24
+%% ms of a scheduler, at once, when only the reading was paced, and a busy node's first
+%% 25 ms after a start ran at 0.5 of untraced.
 -spec find([ferrotrace:mfa_spec()], [module()], read | cached, float() | none) ->
           {[mfa()], Complete :: boolean(), Loopers :: [pid()]}.
 find(Specs, Exclude, Mode, Pace) when Mode =:= read orelse Mode =:= cached,
@@ -135,9 +138,10 @@ find(Specs, Exclude, Mode, Pace) when Mode =:= read orelse Mode =:= cached,
              end,
     Roots = lists:usort(Modules ++ [M || {_, Frames} <- Stacks, {M, _, _} <- Frames]) -- Exclude,
     ensure_cache(),
+    %% Work counted from here: the stacks' reading above is mostly waiting for readers.
     Context0 = #{files => undefined, erts_ebin => undefined, modules => #{},
                  budget => ?MAX_MODULES, named => Modules, mode => Mode, complete => true,
-                 pace => Pace, worked_us => 0},
+                 pace => Pace, since => erlang:monotonic_time(microsecond)},
     %% The modules the spec names are read whatever the budget.
     Context1 = lists:foldl(fun(M, C = #{budget := B}) -> C1 = element(2, read(M, C#{budget := 1})), C1#{budget := B} end,
                            Context0, Roots),
@@ -147,7 +151,8 @@ find(Specs, Exclude, Mode, Pace) when Mode =:= read orelse Mode =:= cached,
     Edges = lists:append([Tail ++ [{MFA, MFA} || {MFA, {_, _, true}} <- maps:to_list(Functions)]
                           || {Tail, Functions} <- Facts]),
     Cycles = cycles(Edges),
-    {Calls, #{complete := Complete}} = explore(lists:append(Cycles), 0, #{}, Context1),
+    {Calls, Context2 = #{complete := Complete}} = explore(lists:append(Cycles), 0, #{}, pace(Context1)),
+    _ = pace(Context2),
     Waiting = waiting(Calls),
     Loops = lists:usort([MFA || Cycle <- Cycles, lists:any(fun(C) -> is_map_key(C, Waiting) end, Cycle),
                                 MFA <- Cycle,
@@ -280,12 +285,12 @@ spread([MFA | Rest], Callers, Waiting) ->
 %% them. A module not read yet takes one from the budget; none left, it is not read.
 -spec read(module(), map()) -> {facts() | none, map()}.
 read(Module, Context = #{modules := Read}) when is_map_key(Module, Read) ->
-    {map_get(Module, Read), Context};
+    {map_get(Module, Read), pace(Context)};
 read(_Module, Context = #{budget := 0}) ->
     {none, Context};
 read(Module, Context = #{modules := Read, budget := Budget}) ->
     {Facts, Context1} = module_facts(Module, Context),
-    {Facts, Context1#{modules := Read#{Module => Facts}, budget := Budget - 1}}.
+    {Facts, pace(Context1#{modules := Read#{Module => Facts}, budget := Budget - 1})}.
 
 %% Cached per module version. Under `cached', a module not in the cache is read only if the
 %% spec names it; any other is taken as unknown, and the answer as incomplete.
@@ -305,21 +310,24 @@ module_facts(Module, Context = #{mode := Mode, named := Named}) ->
 disassemble_new(Module, MD5, Context = #{files := undefined}) ->
     disassemble_new(Module, MD5, Context#{files := loaded_files()});
 disassemble_new(Module, MD5, Context = #{files := Files}) ->
-    T0 = erlang:monotonic_time(microsecond),
     {File, Context1} = file_of(Module, maps:get(Module, Files, none), Context),
     Facts = disassemble(Module, File, MD5),
     true = ets:insert(?CACHE, {{facts, Module, MD5}, Facts}),
-    {Facts, pace(erlang:monotonic_time(microsecond) - T0, Context1)}.
+    {Facts, Context1}.
 
-%% A paced reading rests once it has read for ?PACE_SLICE_US: the time that puts its
-%% reading at `Pace' of the time.
-pace(_Us, Context = #{pace := none}) ->
+%% A paced find rests once it has worked ?PACE_SLICE_US since it last rested (by the clock:
+%% at high priority that is its work, and time it waited only lengthens the rest): the time
+%% that puts its work at `Pace' of the time.
+pace(Context = #{pace := none}) ->
     Context;
-pace(Us, Context = #{pace := Pace, worked_us := Worked}) when Worked + Us >= ?PACE_SLICE_US ->
-    receive after round((Worked + Us) * (1 - Pace) / Pace / 1000) -> ok end,
-    Context#{worked_us := 0};
-pace(Us, Context = #{worked_us := Worked}) ->
-    Context#{worked_us := Worked + Us}.
+pace(Context = #{pace := Pace, since := Since}) ->
+    case erlang:monotonic_time(microsecond) - Since of
+        Worked when Worked >= ?PACE_SLICE_US ->
+            receive after round(Worked * (1 - Pace) / Pace / 1000) -> ok end,
+            Context#{since := erlang:monotonic_time(microsecond)};
+        _ ->
+            Context
+    end.
 
 %% Where the code of a module can be read: its file, or for a preloaded module the file
 %% of the same name in the running erts's `ebin' (one call to the code server per find/2).
