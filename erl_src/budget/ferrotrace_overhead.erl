@@ -42,8 +42,10 @@
 -define(FAST_AFTER_PROBE, 3).
 %% How often the fuse's count of untraced processes is read (ms), and the least time between
 %% a tick and one it brings forward: load that arrives between ticks is untraced by the fuse
-%% within milliseconds, and its functions are shed at the next tick, now.
--define(POLL, 20).
+%% within milliseconds, and its functions are shed at the next tick, now. (At 20 ms, and a
+%% count of 20 ms, load arriving with a start had its hottest patterns off 60 to 80 ms
+%% after; at 10 and 10, 36 to 65: `make shed-latency'.)
+-define(POLL, 10).
 %% Processes the fuse untraced are traced again, at most this many a tick, at most this many
 %% times each (then they stay untraced).
 -define(RETRACE_MAX, 100).
@@ -57,8 +59,9 @@
 -define(HIDDEN_MS, 10).
 %% After a trip, how long the VM counts the calls of the functions seen (ms), in at most
 %% this many modules (each module's counters wait for a code barrier to be set, and for
-%% another to be paused).
--define(COUNT_MS, 20).
+%% another to be paused). A function that 10 ms does not count once is called under 100
+%% times a second: under 0.01 % of a scheduler at the model's cost of a traced call.
+-define(COUNT_MS, 10).
 -define(COUNT_MODULES, 8).
 
 -record(s, {id :: ferrotrace_tracer:session_id(),
@@ -172,7 +175,7 @@ loop(S = #s{monitor = Monitor}) ->
 
 %% The fuse untraced a process since the last poll: the tick comes now (not sooner than
 %% ?POLL ms after the last began: from its end, the session's first tick, which only takes
-%% the counters in, held back load arriving with the start by one more poll, 20 ms), its
+%% the counters in, held back load arriving with the start by one more poll), its
 %% functions are shed at once, and the ticks after it come fast, as after a take-back.
 poll(S = #s{id = Id, untraced = Seen, ticked_at = At, timer = Timer}) ->
     case ferrotrace_tracer:session_fuse(Id) of
