@@ -7,7 +7,7 @@
 
 -include("support/ft_ct.hrl").
 
--export([found_in_other_modules/1, wait_in_unloaded_module/1, whole_node/1, paced_walk/1,
+-export([found_in_other_modules/1, wait_in_unloaded_module/1, whole_node/1, paced_walk/1, behaviours_known/1,
          reader_one_module_away/1, reader_two_modules_away/1, reader_on_tcp/1,
          helpers_counted_or_timed/1, fun_tail_call/1, other_messages_kept/1]).
 
@@ -21,7 +21,7 @@ suite() ->
      {ct_hooks, [{ft_ct, [ft_wrapper_reader, ft_wrapper_sock, ft_wrapper_inner]}]}].
 
 all() ->
-    [found_in_other_modules, wait_in_unloaded_module, whole_node, paced_walk, reader_one_module_away,
+    [found_in_other_modules, wait_in_unloaded_module, whole_node, paced_walk, behaviours_known, reader_one_module_away,
      reader_two_modules_away, reader_on_tcp, helpers_counted_or_timed, fun_tail_call, other_messages_kept].
 
 %%--------------------------------------------------------------------------------------
@@ -106,6 +106,34 @@ whole_node(_Config) ->
     true = ets:delete(ferrotrace_loops_cache, Key),
     ?assertEqual(Loops, Named()),
     ?assertEqual([{Key, Facts}], ets:lookup(ferrotrace_loops_cache, Key)),
+    ok.
+
+%% A start with a `'_'' module reads only what the cache knows and the modules the spec
+%% names (`cached'). For OTP's behaviour modules whose code it has not read, it takes their
+%% loops from a list: a busy gen_server whose stack was not read in time, on a node that
+%% never read gen_server's code, was traced with return tracing in its loop and kept its
+%% frames for life. The list is what reading each module's code finds, on this release
+%% (the case runs on OTP 25, 27 and 29): with the readings taken out of the cache, the
+%% loops a `'_'' start finds in each module are those its code has. The start reads none of
+%% them (their readings are still not cached), and its answer says it is not complete.
+-spec behaviours_known(config()) -> ok.
+behaviours_known(_Config) ->
+    _ = ferrotrace_registry:ensure_started(),
+    Behaviours = [gen_server, gen_statem, gen_event],
+    _ = [{module, B} = code:ensure_loaded(B) || B <- Behaviours],
+    Uncache = fun() -> [ets:match_delete(ferrotrace_loops_cache, {{facts, B, '_'}, '_'}) || B <- Behaviours] end,
+    _ = Uncache(),
+    {Loops, Complete, _Loopers} = ferrotrace_loops:find([{'_', '_', '_'}], [], cached),
+    ?assertEqual([], [B || B <- Behaviours, ets:match(ferrotrace_loops_cache, {{facts, B, '_'}, '$1'}) =/= []]),
+    ?assertNot(Complete),
+    [begin
+         Known = [L || L = {M, _, _} <- Loops, M =:= B],
+         Read = ferrotrace_loops:find([{B, '_', '_'}], []),
+         ct:pal("~p: ~b loops known, ~b read", [B, length(Known), length(Read)]),
+         ?assertMatch([_ | _], Read),
+         ?assertEqual(Read, Known)
+     end || B <- Behaviours],
+    _ = Uncache(),
     ok.
 
 %% A paced find paces all of its work, not only the reading of code: with every module

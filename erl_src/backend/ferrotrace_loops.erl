@@ -93,6 +93,41 @@
 %% schedulers are held by other work).
 -define(STACKS_CAP_MS, 2000).
 
+%% The loops of OTP's behaviour modules, as reading their code finds them on OTP 25, 27
+%% and 29 (ferrotrace_loops_SUITE:behaviours_known checks that on each): a start that
+%% only reads what the cache knows (`cached') takes these for a behaviour module whose
+%% code it has not read yet. Most servers wait in one, and a busy one's stack may not be
+%% read in time at the start: in a fresh node, a gen_server taking 50 workers' calls was
+%% traced with return tracing in its loop until the full reading found it, and kept 371
+%% to 692 words of frames for life. Reading the three modules' code instead made a first
+%% start among 50 busy processes 25 to 50 ms slower. Only those of the names here that the
+%% loaded module has are taken, and `{F, A, Since}' only from OTP release `Since' on (the
+%% function is there before, but not a loop); the module's reading replaces them once it
+%% is cached.
+-define(BEHAVIOUR_LOOPS,
+        #{gen_server =>
+              [{decode_msg, 4}, {decode_msg, 6}, {decode_msg, 9},
+               {handle_common_reply, 5}, {handle_common_reply, 6}, {handle_common_reply, 8},
+               {handle_common_reply, 9}, {handle_msg, 3}, {handle_msg, 4}, {handle_msg, 6},
+               {handle_msg, 7}, {init_it, 6}, {loop, 4}, {loop, 5}, {loop, 7}, {loop_hibernate, 4},
+               {loop_wakeup, 4}, {mc_recv, 5}, {mc_recv_tmo, 4}, {mc_send, 6}, {rec_nodes, 7},
+               {rec_nodes_rest, 5}, {terminate, 9, 29}, {terminate, 10}],
+          gen_statem =>
+              [{do_reply_then_terminate, 8}, {init_it, 6}, {loop, 3}, {loop_actions, 10},
+               {loop_actions, 12}, {loop_actions_list, 12}, {loop_actions_list, 13},
+               {loop_actions_next_event, 14}, {loop_actions_reply, 14}, {loop_done, 4},
+               {loop_done, 5}, {loop_event, 5}, {loop_hibernate, 3, 29}, {loop_keep_state, 9},
+               {loop_msg, 4}, {loop_msg_event, 5}, {loop_next_events, 10}, {loop_receive, 3},
+               {loop_receive_result, 4}, {loop_state_callback, 11},
+               {loop_state_callback_result, 11}, {loop_state_change, 8}, {loop_state_change, 9},
+               {loop_state_transition, 9}, {loop_t0q, 5}, {loop_timeouts, 12},
+               {loop_timeouts, 16}, {loop_timeouts_cancel, 13}, {loop_timeouts_register, 15},
+               {loop_timeouts_register, 17}, {loop_timeouts_start, 16},
+               {loop_timeouts_update, 14}, {loop_wakeup, 3}, {terminate, 7}],
+          gen_event =>
+              [{decode_msg, 7}, {fetch_msg, 6}, {handle_msg, 6}, {init_it, 6}, {loop, 6},
+               {server_notify, 4}, {stop_handlers, 2}]}).
+
 %% What is kept of one module version: its tail calls `{Caller, Callee}', and per
 %% function whether it has a `receive', what it calls, and whether it ends in a call
 %% through a fun or `apply'.
@@ -105,7 +140,8 @@ find(Specs, Exclude) ->
     element(1, find(Specs, Exclude, read)).
 
 %% @doc As {@link find/2}; with `cached', only the modules the spec names and those read
-%% before (cached) are read, and `Complete' says whether that was all {@link find/2} would
+%% before (cached) are read (the loops of OTP's behaviour modules not read yet are taken
+%% from a list, ?BEHAVIOUR_LOOPS), and `Complete' says whether that was all {@link find/2} would
 %% have read: a session's start on a busy node takes the loops the cache knows at once
 %% (a first reading of every module processes wait in took 2.5 to 4 s there) and the rest
 %% from a full reading after it is ready (ferrotrace_keeper). `Loopers': with a `'_''
@@ -132,11 +168,15 @@ find(Specs, Exclude, Mode, Pace) when Mode =:= read orelse Mode =:= cached,
     %% With every module traced, reading all loaded code takes seconds on a busy node: the
     %% loops that matter now are those live processes wait in (a server sits in its
     %% receive, perhaps in another module). A loop entered later is caught at run time.
-    Stacks = case lists:any(fun({M, _, _}) -> M =:= '_' end, Specs) of
+    Wildcard = lists:any(fun({M, _, _}) -> M =:= '_' end, Specs),
+    Stacks = case Wildcard of
                  true -> stacks();
                  false -> []
              end,
-    Roots = lists:usort(Modules ++ [M || {_, Frames} <- Stacks, {M, _, _} <- Frames]) -- Exclude,
+    %% With a `'_'' module, OTP's behaviour modules are roots whether or not a stack
+    %% could be read in them: a busy server's may not be, in time.
+    Behaviours = [M || Wildcard, M <- maps:keys(?BEHAVIOUR_LOOPS), erlang:module_loaded(M)],
+    Roots = lists:usort(Modules ++ Behaviours ++ [M || {_, Frames} <- Stacks, {M, _, _} <- Frames]) -- Exclude,
     ensure_cache(),
     %% Work counted from here: the stacks' reading above is mostly waiting for readers.
     Context0 = #{files => undefined, erts_ebin => undefined, modules => #{},
@@ -302,9 +342,22 @@ module_facts(Module, Context = #{mode := Mode, named := Named}) ->
         [] ->
             case Mode =:= read orelse lists:member(Module, Named) of
                 true -> disassemble_new(Module, MD5, Context);
-                false -> {{[], #{}}, Context#{complete := false}}
+                false -> {known_loops(Module), Context#{complete := false}}
             end
     end.
+
+%% What is known of a module whose code is not read: for a behaviour module, its loops
+%% (?BEHAVIOUR_LOOPS, those it has), each as a function that waits and tail-calls itself.
+known_loops(Module) when is_map_key(Module, ?BEHAVIOUR_LOOPS) ->
+    Functions = try erlang:get_module_info(Module, functions) catch error:badarg -> [] end,
+    Release = try list_to_integer(erlang:system_info(otp_release)) catch error:badarg -> 0 end,
+    Loops = [{Module, F, A} || Known <- map_get(Module, ?BEHAVIOUR_LOOPS),
+                               {F, A} <- [{element(1, Known), element(2, Known)}],
+                               tuple_size(Known) =:= 2 orelse Release >= element(3, Known),
+                               lists:member({F, A}, Functions)],
+    {[{MFA, MFA} || MFA <- Loops], maps:from_list([{MFA, {true, [], false}} || MFA <- Loops])};
+known_loops(_Module) ->
+    {[], #{}}.
 
 %% The code server is asked for the files once per find/3, and only if a module is read.
 disassemble_new(Module, MD5, Context = #{files := undefined}) ->
