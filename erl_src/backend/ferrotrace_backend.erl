@@ -198,7 +198,7 @@ set_flags([Target | Rest], Flags) ->
 
 %% @doc Takes the `call' flag of session `Id' off `Pids' (`false'), or puts it back
 %% (`true'); their other flags stay. A process that is gone, or traced by another tool
-%% meanwhile, is left as it is.
+%% meanwhile, is left as it is, and one of ferrotrace's own is never flagged.
 -spec calls_flag(ferrotrace_tracer:session_id(), backend(), [pid()], boolean()) -> ok.
 calls_flag(Id, legacy, Pids, On) ->
     Flags = case On of
@@ -209,7 +209,13 @@ calls_flag(Id, legacy, Pids, On) ->
          || P <- Pids, On =:= false orelse ferrotrace_traced:tracer(P) =:= {ferrotrace_tracer, Id}],
     ok;
 calls_flag(_Id, {trace_session, Session, _}, Pids, On) ->
-    _ = [catch_badarg(fun() -> trace(process, [Session, P, On, [call]]) end) || P <- Pids],
+    %% Never one of ferrotrace's own (as retrace/4): the processes waiting in a loop
+    %% (flagged once the loop is count-only) include its servers, the registry's among them.
+    Own = case On of
+              true -> own_pids();
+              false -> []
+          end,
+    _ = [catch_badarg(fun() -> trace(process, [Session, P, On, [call]]) end) || P <- Pids, not lists:member(P, Own)],
     ok;
 calls_flag(_Id, none, _Pids, _On) ->
     ok.
