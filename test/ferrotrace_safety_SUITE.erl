@@ -154,8 +154,9 @@ client_loops(_Config) ->
 
 %% A gen_server handling calls while every function is traced: its stack and memory stay flat.
 %% On a node that never read gen_server's code (its reading taken out of the cache here), a
-%% `'_'' start reads the behaviour modules' code whatever the cache holds: the loop is known
-%% at the start, and the server waiting in it is flagged only once the loop is count-only.
+%% `'_'' start takes the loops of OTP's behaviour modules from a list (ferrotrace_loops): the
+%% loop is known at the start, and the server waiting in it is flagged only once the loop is
+%% count-only.
 %% (Before, a cold start left the loop to be found at run time: the frame bound held the
 %% server at 120 return-trace frames, and they stayed.)
 -spec gen_server_everything(config()) -> ok.

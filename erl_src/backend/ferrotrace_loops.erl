@@ -352,12 +352,15 @@ known_loops(Module) when is_map_key(Module, ?BEHAVIOUR_LOOPS) ->
     Functions = try erlang:get_module_info(Module, functions) catch error:badarg -> [] end,
     Release = try list_to_integer(erlang:system_info(otp_release)) catch error:badarg -> 0 end,
     Loops = [{Module, F, A} || Known <- map_get(Module, ?BEHAVIOUR_LOOPS),
-                               {F, A} <- [{element(1, Known), element(2, Known)}],
-                               tuple_size(Known) =:= 2 orelse Release >= element(3, Known),
-                               lists:member({F, A}, Functions)],
+                               {F, A, Since} <- [since(Known)],
+                               Release >= Since, lists:member({F, A}, Functions)],
     {[{MFA, MFA} || MFA <- Loops], maps:from_list([{MFA, {true, [], false}} || MFA <- Loops])};
 known_loops(_Module) ->
     {[], #{}}.
+
+%% An entry of ?BEHAVIOUR_LOOPS as `{F, A, Since}' (a loop on every release: since 0).
+since({F, A}) -> {F, A, 0};
+since({_F, _A, _Since} = Known) -> Known.
 
 %% The code server is asked for the files once per find/3, and only if a module is read.
 disassemble_new(Module, MD5, Context = #{files := undefined}) ->
