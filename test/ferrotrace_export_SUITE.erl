@@ -293,10 +293,12 @@ histogram_nifs(_Config) ->
     {ok, F} = ferrotrace_tracer:histogram_figures(Outer),
     ?assertEqual(lists:sort([min, buckets | Keys]), lists:sort(maps:keys(F))),
     %% The summary's mean is exact (its total over the count); a bare histogram's is HDR's
-    %% estimate, within its precision (0.1%) of it.
+    %% estimate from bucket midpoints. The histograms keep 2 significant digits (compact.rs):
+    %% a bucket is at most 1/128 of its values wide, so the estimate is within 1% of it.
+    %% (0.1% held only while they kept 3 digits: a run on OTP 29 was 0.12% off.)
     ?assertEqual(maps:with(Keys -- [mean], Call), maps:with(Keys -- [mean], F)),
     #{mean := ExactMean} = Call,
-    ?assert(abs(maps:get(mean, F) - ExactMean) =< ExactMean div 1000 + 1, {F, Call}),
+    ?assert(abs(maps:get(mean, F) - ExactMean) =< ExactMean div 100 + 1, {F, Call}),
     ?assertEqual(20, lists:sum([N || {_, _, N} <- maps:get(buckets, F)])),
     {ok, Twice} = ferrotrace_tracer:histogram_merge([Outer, Outer]),
     {ok, F2} = ferrotrace_tracer:histogram_figures(Twice),
