@@ -128,17 +128,20 @@ start_session() ->
 
 %% With FERROTRACE_YAWS_VERBOSE=ticks: the budget's view and the session's counters every
 %% 250 ms of its 8 s, printed once it ends (what the rate and the shedding did, and why).
+%% session_counts/1 hands each untraced pid out once: those it takes here, the budget's
+%% tick does not trace again, so a verbose run retraces fewer processes.
 ticks(S, T0, Acc) ->
     timer:sleep(250),
     T = erlang:monotonic_time(millisecond) - T0,
     case {ferrotrace_tracer:session_counts(S), ferrotrace_registry:lookup(S)} of
         {{ok, #{status := running, events := Ev, calls := Calls}}, {ok, _, _, #{budget := B} = Info}} ->
             Line = io_lib:format("yaws tick t=~b est=~.4f cautious=~w rate=~b shed_now=~b settling=~w "
-                                 "timed=~b seen=~b sampled_out=~b frames_refused=~b",
+                                 "timed=~b seen=~b sampled_out=~b frames_refused=~b fuse_refused=~b untraced=~b",
                                  [T, float(case maps:get(estimate, B) of undefined -> 0.0; E -> E end),
                                   maps:get(cautious, B), maps:get(rate, B), maps:get(shed_now, B),
                                   maps:get(settling, Info, false), lists:sum([C || {_, C} <- Calls]),
-                                  maps:get(seen, Ev, 0), maps:get(sampled_out, Ev, 0), maps:get(frames_refused, Ev, 0)]),
+                                  maps:get(seen, Ev, 0), maps:get(sampled_out, Ev, 0), maps:get(frames_refused, Ev, 0),
+                                  maps:get(fuse_refused, Ev, 0), maps:get(untraced, Ev, 0)]),
             ticks(S, T0, [Line | Acc]);
         _ when T < ?SESSION_MS + 500 ->
             ticks(S, T0, Acc);
