@@ -12,7 +12,8 @@
          untrace_bound_without_a_reading_test/0,
          room_test/0, untraced_waiting_is_bounded_test/0, shed_for_a_trip_stays_shed_as_caution_ends_test/0,
          a_trip_the_floor_does_not_explain_raises_the_rate_test/0, shed_comes_back_after_seconds_of_slow_ticks_test/0,
-         a_trip_counted_sheds_what_the_counts_make_hot_test/0, trips_of_the_floor_leave_the_rate_test/0]).
+         a_trip_counted_sheds_what_the_counts_make_hot_test/0, trips_of_the_floor_leave_the_rate_test/0,
+         a_trip_counts_the_modules_of_most_calls_test/0]).
 
 -define(CAL, #{call_ns => 300, return_ns => 300, discard_ns => 90}).
 -define(HOT, {m, hot, 1}).
@@ -175,6 +176,21 @@ trips_of_the_floor_leave_the_rate_test() ->
                                      {Acc ++ [N || {rate, N} <- Ds], Cj}
                              end, {[], C}, lists:seq(1, 20)),
     ?assertEqual([2, 5, 10], Rates),
+    ok.
+
+%% A trip's count covers the modules sampled most until they make 90 % of the samples, at
+%% most 8: here four of eight (a trip of the probe of issue 54: erlang 80, the work 75,
+%% lists 16, the probe 15, four more with 4 to 7).
+-spec a_trip_counts_the_modules_of_most_calls_test() -> ok.
+a_trip_counts_the_modules_of_most_calls_test() ->
+    Sampled = #{erlang => 80, work => 75, lists => 16, probe => 15, a => 7, b => 5, c => 4, d => 4},
+    ?assertEqual([erlang, work, lists, probe], ferrotrace_overhead:count_modules(Sampled)),
+    %% Nothing sampled (or counts that went down): nothing to count.
+    ?assertEqual([], ferrotrace_overhead:count_modules(#{erlang => 0, lists => -3})),
+    ?assertEqual([], ferrotrace_overhead:count_modules(#{})),
+    %% Spread evenly over many, at most 8.
+    Flat = maps:from_list([{list_to_atom("m" ++ integer_to_list(I)), 10} || I <- lists:seq(1, 20)]),
+    ?assertEqual(8, length(ferrotrace_overhead:count_modules(Flat))),
     ok.
 
 %% A function shed for a trip comes back (a probe) once the load is light, at most
