@@ -7,7 +7,7 @@
 -include_lib("stdlib/include/assert.hrl").
 
 -export([function_forms_test/0, released_session_test/0, explain_test/0, report_names_never_alike_test/0, report_latest_with_options_test/0, report_loops_line_test/0,
-         report_trees_line_test/0,
+         report_trees_line_test/0, report_long_note_part_test/0,
          report_one_unit_test/0, report_table_first_test/0,
          spec_forms_test_/0, spec_errors_test_/0, compiled_fun_test/0, shell_fun_test_/0,
          spec_filters_calls_test/0, names_test_/0, report_fits_test_/0, report_rows_test/0, report_backlog_test/0,
@@ -739,6 +739,24 @@ report_trees_line_test() ->
     ?assertEqual("call trees: 17 kept of 46499 built (slower than 20.0 ms), 2 abandoned "
                  "by root: shop_api:checkout/1 (13), shop_inventory:reserve/2 (4)",
                  string:join([string:trim(L) || L <- Lines, L =/= ""], " ")),
+    ok.
+
+%% A note's part wider than a line breaks between its words: shortened in the middle, the
+%% fuse's line read "1..ocess untraced, costing it even refused" at 80 columns. A word wider
+%% than a line is still shortened.
+-spec report_long_note_part_test() -> ok.
+report_long_note_part_test() ->
+    Parts = ["484 calls refused where a scheduler spent the budget's share",
+             "1 process untraced, costing it even refused (calls after are not in the table)",
+             "1 traced again"],
+    Whole = "fuse: " ++ string:join(Parts, ", "),
+    [begin
+         Lines = lines(flat(ferrotrace_text:wrap("fuse: ", Parts, Width))),
+         ?assertEqual([], [L || L <- Lines, string:length(L) > Width], Width),
+         ?assertEqual(Whole, string:join([string:trim(L) || L <- Lines, L =/= ""], " "), Width)
+     end || Width <- [80, 60, 40]],
+    [_, Cut | _] = lines(flat(ferrotrace_text:wrap("x: ", [lists:duplicate(50, $a) ++ ":f/3"], 30))),
+    ?assertEqual(30, string:length(Cut)),
     ok.
 
 %% The latency columns of a table share one unit (TOTAL has its own).

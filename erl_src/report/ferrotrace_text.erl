@@ -84,7 +84,7 @@ cut(Line, Width) ->
 
 %% @doc "Prefix a, b, c" over as many lines as `Width' needs, continuation lines indented
 %% (by two spaces when the prefix is too wide for a part; a part wider than a line is
-%% shortened): a report's note.
+%% broken between its words, and a word wider than a line shortened): a report's note.
 -spec wrap(string(), [unicode:chardata()], pos_integer()) -> iodata().
 wrap(Prefix, Parts, Width) ->
     wrap(Prefix, Parts, ",", Width).
@@ -110,7 +110,7 @@ wrap_lines([Part | Rest], Prefix, Indent, Comma, Width, "") ->
 wrap_lines([Part | Rest], Prefix, Indent, Comma, Width, Line) ->
     Text = Part ++ sep(Rest, Comma),
     Candidate = Line ++ " " ++ Text,
-    case string:length(Candidate) =< Width of
+    case string:length(last_line(Candidate)) =< Width of
         true ->
             wrap_lines(Rest, Prefix, Indent, Comma, Width, Candidate);
         false ->
@@ -124,9 +124,37 @@ sep(_, Comma) -> Comma.
 fit_line(Lead, Text, Width) ->
     case string:length(Lead) + string:length(Text) =< Width of
         true -> Lead ++ Text;
-        false when Lead =/= "" -> fit_line("", "  " ++ Text, Width);
-        false -> shorten(Text, Width)
+        false ->
+            %% Shortened in the middle, a sentence lost its words ("1..ocess untraced,
+            %% costing it even refused" for "1 process untraced, ..."): broken between
+            %% them instead, each line after the first led as the first.
+            case string:lexemes(Text, " ") of
+                [_, _ | _] = Words -> words(Words, case Lead of "" -> "  "; _ -> Lead end, Width, "");
+                _ when Lead =/= "" -> fit_line("", "  " ++ Text, Width);
+                _ -> shorten(Text, Width)
+            end
     end.
+
+%% `Words' over lines of `Width' led by `Lead', joined by newlines (the last line open).
+words([], _Lead, _Width, Line) ->
+    Line;
+words([Word | Rest], Lead, Width, "") ->
+    words(Rest, Lead, Width, fit_word(Lead, Word, Width));
+words([Word | Rest], Lead, Width, Line) ->
+    case string:length(last_line(Line)) + 1 + string:length(Word) =< Width of
+        true -> words(Rest, Lead, Width, Line ++ " " ++ Word);
+        false -> words(Rest, Lead, Width, Line ++ "\n" ++ fit_word(Lead, Word, Width))
+    end.
+
+fit_word(Lead, Word, Width) ->
+    case string:length(Lead) + string:length(Word) =< Width of
+        true -> Lead ++ Word;
+        false -> shorten(Word, Width)
+    end.
+
+%% The line being filled: what follows the last newline.
+last_line(Text) ->
+    lists:last(string:split(Text, "\n", all)).
 
 %% The narrowest a name column is shortened to before lines are cut instead.
 -define(MIN_NAME, 12).
