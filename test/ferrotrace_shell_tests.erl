@@ -7,7 +7,7 @@
 -include_lib("stdlib/include/assert.hrl").
 
 -export([function_forms_test/0, released_session_test/0, explain_test/0, report_names_never_alike_test/0, report_latest_with_options_test/0, report_loops_line_test/0,
-         report_trees_line_test/0, report_long_note_part_test/0,
+         report_trees_line_test/0, report_long_note_part_test/0, report_sampled_counts_test/0,
          report_one_unit_test/0, report_table_first_test/0,
          spec_forms_test_/0, spec_errors_test_/0, compiled_fun_test/0, shell_fun_test_/0,
          spec_filters_calls_test/0, names_test_/0, report_fits_test_/0, report_rows_test/0, report_backlog_test/0,
@@ -757,6 +757,27 @@ report_long_note_part_test() ->
      end || Width <- [80, 60, 40]],
     [_, Cut | _] = lines(flat(ferrotrace_text:wrap("x: ", [lists:duplicate(50, $a) ++ ":f/3"], 30))),
     ?assertEqual(30, string:length(Cut)),
+    ok.
+
+%% Where calls were sampled, the notes say what the counts are: of the kept calls, but
+%% those the table marks `~', estimated. They said "not scaled" and "counts are of those"
+%% beside a budgeted session's table of estimated counts.
+-spec report_sampled_counts_test() -> ok.
+report_sampled_counts_test() ->
+    Call = #{mfa => {m, f, 1}, count => 100},
+    Budget = #{max_overhead => 0.05, estimate => 0.02, rate => 5, model => calibrated, rate_changes => [],
+               rate_changes_total => 0, shed => []},
+    Notes = fun(Calls) ->
+                    flat(ferrotrace_report_notes:notes(#{events => #{}, pairing => #{}, sample => #{calls => 5},
+                                                         budget => Budget, calls => Calls}, 10, 200))
+            end,
+    Estimated = Notes([Call#{estimated => 500}]),
+    ?assertNotEqual(nomatch, string:find(Estimated, "sampling: 1 call in 5 kept, ~ counts estimated from those kept")),
+    ?assertNotEqual(nomatch, string:find(Estimated, "1 call in 5 traced (~ counts estimated from those kept")),
+    ?assertEqual(nomatch, string:find(Estimated, "not scaled")),
+    Kept = Notes([Call]),
+    ?assertNotEqual(nomatch, string:find(Kept, "sampling: 1 call in 5 kept, counts are of the kept calls, not scaled")),
+    ?assertEqual(nomatch, string:find(Kept, "~ counts")),
     ok.
 
 %% The latency columns of a table share one unit (TOTAL has its own).

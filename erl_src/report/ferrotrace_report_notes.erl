@@ -28,13 +28,13 @@ notes(Summary = #{events := Events, pairing := Pairing}, LoopsNamed, Width) ->
      short(Summary, Width),
      slow_start(maps:get(start, Summary, #{}), Width),
      backlog(Summary, Count(dropped, Events), Width),
-     sampling(maps:get(sample, Summary, #{}), Width),
+     sampling(maps:get(sample, Summary, #{}), estimated(maps:get(calls, Summary, [])), Width),
      ferrotrace_text:wrap("pairing: ", PairingParts, Width),
      frames(Count(frames_refused, Events), maps:get(calls, Summary, []), Width),
      displaced(maps:get(displaced, Summary, undefined), Width),
      probe(Summary, Width),
      changes(maps:get(changes, Summary, []), Width),
-     budget(maps:get(budget, Summary, undefined), Width),
+     budget(maps:get(budget, Summary, undefined), estimated(maps:get(calls, Summary, [])), Width),
      fuse(Events, maps:get(budget, Summary, #{}), Width),
      estimates(maps:get(calls, Summary, []), Width),
      left_out(maps:get(generated_left_out, Summary, 0), Width),
@@ -138,8 +138,10 @@ loop_text(MFA, Calls) ->
 %% Calls refused on the scheduler by the frame bound: their process had as many return-trace
 %% frames open as a process may keep (a loop that waits where the analysis could not see, or
 %% a deep recursion); they are neither timed nor counted in the table.
-%% What `sample' keeps (the current rates): counts are of the kept calls, never scaled.
-sampling(Sample, Width) ->
+%% What `sample' keeps (the current rates): counts are of the kept calls, but those the
+%% table marks `~', estimated from them (see estimates/2): the note said "not scaled" beside
+%% a table of estimated counts.
+sampling(Sample, Estimated, Width) ->
     Processes = maps:get(processes, Sample, 1),
     Calls = maps:get(calls, Sample, 1),
     Parts = [io_lib:format("1 process in ~b kept (by pid hash)", [Processes]) || Processes > 1]
@@ -149,7 +151,7 @@ sampling(Sample, Width) ->
             end || Calls =/= 1],
     case Parts of
         [] -> [];
-        _ -> ferrotrace_text:wrap("sampling: ", Parts ++ ["counts are of the kept calls, not scaled"], Width)
+        _ -> ferrotrace_text:wrap("sampling: ", Parts ++ [kept_counts(Estimated)], Width)
     end.
 
 frames(0, _Calls, _Width) ->
@@ -218,14 +220,14 @@ displaced(_, _Width) ->
 %% the rate now and its last changes, the functions shed (with their calls per second when
 %% shed) and those taken back. Counts in the table are of the sampled calls.
 budget(#{max_overhead := B, estimate := E, rate := N, model := Model,
-         rate_changes := Changes, rate_changes_total := Total, shed := Shed} = View, Width) ->
+         rate_changes := Changes, rate_changes_total := Total, shed := Shed} = View, Estimated, Width) ->
     Estimate = case E of
                    undefined -> "estimate not yet";
                    _ -> io_lib:format("estimate ~.1f %", [E * 100])
                end,
     Rate = case N of
                1 -> "every call traced";
-               _ -> io_lib:format("1 call in ~b traced (counts are of those)", [N])
+               _ -> io_lib:format("1 call in ~b traced (~ts)", [N, kept_counts(Estimated)])
            end,
     Costs = case View of
                 #{measured := Measured, in_situ := K} when is_float(Measured) ->
@@ -256,8 +258,17 @@ budget(#{max_overhead := B, estimate := E, rate := N, model := Model,
                           ++ [Estimate, Rate, Costs], Width),
      [ferrotrace_text:wrap("rate: ", ChangeParts ++ Earlier, Width) || ChangeParts =/= []],
      [ferrotrace_text:wrap("shed: ", ShedParts, Width) || ShedParts =/= []]];
-budget(_, _Width) ->
+budget(_, _Estimated, _Width) ->
     [].
+
+%% What the table's counts are where calls were sampled: those timed, but where the table
+%% marks a count `~' (estimated from them, estimates/2).
+kept_counts(true) -> "~ counts estimated from those kept, the others as kept";
+kept_counts(false) -> "counts are of the kept calls, not scaled".
+
+%% Whether the table shows any count estimated (estimates/2).
+estimated(Calls) ->
+    lists:any(fun(#{count := N, estimated := E}) -> E =/= N; (_) -> false end, Calls).
 
 %% What the budget's fuse left out (ferrotrace_overhead): calls refused where a scheduler
 %% had spent the budget's share, processes untraced where even refusing their calls cost
