@@ -124,15 +124,22 @@ sep(_, Comma) -> Comma.
 fit_line(Lead, Text, Width) ->
     case string:length(Lead) + string:length(Text) =< Width of
         true -> Lead ++ Text;
+        false when Lead =/= "" ->
+            case string:length(Text) + 2 =< Width of
+                true -> "  " ++ Text;
+                false -> fit_words(Lead, Text, Width)
+            end;
         false ->
-            %% Shortened in the middle, a sentence lost its words ("1..ocess untraced,
-            %% costing it even refused" for "1 process untraced, ..."): broken between
-            %% them instead, each line after the first led as the first.
-            case string:lexemes(Text, " ") of
-                [_, _ | _] = Words -> words(Words, case Lead of "" -> "  "; _ -> Lead end, Width, "");
-                _ when Lead =/= "" -> fit_line("", "  " ++ Text, Width);
-                _ -> shorten(Text, Width)
-            end
+            fit_words("  ", string:trim(Text, leading), Width)
+    end.
+
+%% A part wider than a line. Shortened in the middle, a sentence lost its words
+%% ("1..ocess untraced, costing it even refused" for "1 process untraced, ..."): broken
+%% between them instead, each line led by `Lead'; a single word is shortened.
+fit_words(Lead, Text, Width) ->
+    case string:lexemes(Text, " ") of
+        [_, _ | _] = Words -> words(Words, Lead, Width, "");
+        _ -> shorten(Text, Width)
     end.
 
 %% `Words' over lines of `Width' led by `Lead', joined by newlines (the last line open).
