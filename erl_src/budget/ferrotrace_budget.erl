@@ -603,7 +603,7 @@ over(Load = #{reaching := R, discard_ns := D, capacity := Cap, budget := B, hidd
     %% takes little off a thread's cost: the trips are the floor's, a process's bursts of
     %% calls refused (on yaws under wrk, processes born per connection tripped the fuse
     %% 4 times a tick with all of their calls refused; each trip raised the rate a step,
-    %% to 1 in 1,000,000 within 3 s, and half the sessions timed 19 to 83 calls).
+    %% to 1 in 1,000,000 within 4 s, and half the sessions timed 19 to 83 calls).
     SeenFloor = max(0.0, R - Hidden) * D,
     TracedMost = (PerCall - D) / N > D,
     New = if

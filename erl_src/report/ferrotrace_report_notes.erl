@@ -24,19 +24,20 @@ notes(Summary = #{events := Events, pairing := Pairing}, LoopsNamed, Width) ->
          io_lib:format("~b abandoned", [Count(abandoned_calls, Pairing)]),
          io_lib:format("~b returns without a call", [Count(unmatched_returns, Pairing)])],
     Loops = loops(maps:get(loops, Summary, []), maps:get(calls, Summary, []), LoopsNamed, Width),
+    Estimated = estimated(maps:get(calls, Summary, [])),
     [ferrotrace_text:wrap("events: ", EventParts, Width),
      short(Summary, Width),
      slow_start(maps:get(start, Summary, #{}), Width),
      backlog(Summary, Count(dropped, Events), Width),
-     sampling(maps:get(sample, Summary, #{}), estimated(maps:get(calls, Summary, [])), Width),
+     sampling(maps:get(sample, Summary, #{}), Estimated =/= [], Width),
      ferrotrace_text:wrap("pairing: ", PairingParts, Width),
      frames(Count(frames_refused, Events), maps:get(calls, Summary, []), Width),
      displaced(maps:get(displaced, Summary, undefined), Width),
      probe(Summary, Width),
      changes(maps:get(changes, Summary, []), Width),
-     budget(maps:get(budget, Summary, undefined), estimated(maps:get(calls, Summary, [])), Width),
+     budget(maps:get(budget, Summary, undefined), Estimated =/= [], Width),
      fuse(Events, maps:get(budget, Summary, #{}), Width),
-     estimates(maps:get(calls, Summary, []), Width),
+     estimates(Estimated, Width),
      left_out(maps:get(generated_left_out, Summary, 0), Width),
      shell(maps:get(shell_left_out, Summary, 0), Width),
      Loops].
@@ -266,9 +267,9 @@ budget(_, _Estimated, _Width) ->
 kept_counts(true) -> "~ counts estimated from those kept, the others as kept";
 kept_counts(false) -> "counts are of the kept calls, not scaled".
 
-%% Whether the table shows any count estimated (estimates/2).
+%% The calls whose count the table shows estimated (`~'), as `{Timed, Estimated}'.
 estimated(Calls) ->
-    lists:any(fun(#{count := N, estimated := E}) -> E =/= N; (_) -> false end, Calls).
+    [{N, E} || #{count := N, estimated := E} <- Calls, E =/= N].
 
 %% What the budget's fuse left out (ferrotrace_overhead): calls refused where a scheduler
 %% had spent the budget's share, processes untraced where even refusing their calls cost
@@ -291,18 +292,15 @@ fuse(Events, Budget, Width) ->
                                  ++ Again, Width)
     end.
 
-%% Where a count in the table is an estimate (`~'): of how many calls timed.
-estimates(Calls, Width) ->
-    case [{N, E} || #{count := N, estimated := E} <- Calls, E =/= N] of
-        [] ->
-            [];
-        Estimated ->
-            Timed = lists:sum([N || {N, _} <- Estimated]),
-            Made = lists:sum([E || {_, E} <- Estimated]),
-            ferrotrace_text:wrap("counts: ", ["~ counts are the calls made, estimated from those timed",
-                                              io_lib:format("the figures are of the ~b calls timed of about ~b", [Timed, Made])],
-                                 Width)
-    end.
+%% Where a count in the table is an estimate (`~', estimated/1): of how many calls timed.
+estimates([], _Width) ->
+    [];
+estimates(Estimated, Width) ->
+    Timed = lists:sum([N || {N, _} <- Estimated]),
+    Made = lists:sum([E || {_, E} <- Estimated]),
+    ferrotrace_text:wrap("counts: ", ["~ counts are the calls made, estimated from those timed",
+                                      io_lib:format("the figures are of the ~b calls timed of about ~b", [Timed, Made])],
+                         Width).
 
 %% Held back at the start (counted before tracing, ferrotrace_budget:first/2), or shed later.
 shed_when(0) -> "from the start";
