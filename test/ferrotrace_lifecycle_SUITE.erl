@@ -97,10 +97,10 @@ stop_unhooks_raw_tracee(_Config) ->
 -spec stop_reasons(config()) -> ok.
 stop_reasons(_Config) ->
     {ok, User} = ferrotrace:session(#{}),
-    Before = os:system_time(millisecond),
+    Before = erlang:system_time(millisecond),
     ok = ferrotrace:stop(User),
     #{status := stopped, stop_reason := user, stopped_at := At} = ferrotrace:summary(User),
-    ?assert(At >= Before - 1000 andalso At =< os:system_time(millisecond)),
+    ?assert(At >= Before - 1000 andalso At =< erlang:system_time(millisecond)),
     {ok, Timed} = ferrotrace:session(#{duration => 50}),
     ?assertMatch(#{status := stopped, stop_reason := duration}, wait_stopped(Timed)),
     ok.

@@ -33,9 +33,9 @@ all() ->
 slowest_are_the_largest(_Config) ->
     Sleeps = shuffle(lists:duplicate(27, 1) ++ [100, 200, 300]),
     {ok, S} = ferrotrace:calls(?WORK, #{duration => ?LONG, slowest => 3}),
-    Before = os:system_time(microsecond),
+    Before = erlang:system_time(microsecond),
     Truth = [call_in_process(fun() -> ft_slow_target:work(Ms) end, Ms) || Ms <- Sleeps],
-    After = os:system_time(microsecond),
+    After = erlang:system_time(microsecond),
     ok = ferrotrace:stop(S),
     Kept = ferrotrace:slowest(S, ?WORK),
     ct:pal("kept: ~p~ntruth: ~p", [Kept, Truth]),

@@ -6,7 +6,7 @@
 %%% `0' turns it off) and, with `threshold => Ns', every call slower than `Ns' up to
 %%% `max_slow_calls' (default 1000) per function, counting the excess in the call entry's
 %%% `slow_calls_dropped'. Each kept call is a map `#{pid, started_at, duration, result}':
-%%% `started_at' in system time (microseconds, as `os:system_time(microsecond)'),
+%%% `started_at' in system time (microseconds, as `erlang:system_time(microsecond)'),
 %%% `duration' in nanoseconds, `result' `return' or `exception'. With `args => true' the
 %%% session copies arguments and results (bounded by `max_term_bytes'): each kept call also
 %%% has `args' (the argument list) and `result' is `{return, Value}' or

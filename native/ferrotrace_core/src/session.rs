@@ -154,7 +154,7 @@ impl StopReason {
 pub struct Stopped {
     /// Why.
     pub reason: StopReason,
-    /// Wall-clock milliseconds.
+    /// System time, milliseconds (on the session's clock, see [`SystemAnchor`]).
     pub at_ms: u64,
 }
 
@@ -177,7 +177,7 @@ pub struct Session {
     pub config: Config,
     /// Raw bits of the keeper process's pid (an immediate), the Erlang side's handle.
     pub keeper: u64,
-    /// Wall-clock start, milliseconds.
+    /// System time at the start, milliseconds (on the anchor's clock, see [`SystemAnchor`]).
     pub started_ms: u64,
     pub(crate) started_ticks: u64,
     /// System time minus clock time (`clock::to_ns`) at the start, ns: see
@@ -214,8 +214,33 @@ pub struct Session {
     pub(crate) aggregators_cpu_ns: AtomicU64,
 }
 
-pub(crate) fn wall_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+/// Where the session's clock (`clock::now`) meets system time: a tick and the system time
+/// read beside it, nanoseconds since the epoch. Every time a session reports (`started_at`,
+/// a call's `started_at`, the stop's) is that system time plus the ticks since, so all of
+/// them are on the clock the anchor was read from. The NIF reads the VM's (what
+/// `erlang:system_time/1` answers, and the Erlang side stamps its own records with): in the
+/// VM's default mode it does not follow a step of the OS clock but slews toward it, so after
+/// a step the OS's time and the VM's differ by seconds for minutes.
+#[derive(Clone, Copy, Debug)]
+pub struct SystemAnchor {
+    /// A tick of `clock::now`.
+    pub ticks: u64,
+    /// System time at that tick, ns since the Unix epoch.
+    pub system_ns: i128,
+}
+
+impl SystemAnchor {
+    /// The OS's system time now (where no VM is there to ask: tests, benchmarks).
+    pub fn os_now() -> Self {
+        let ticks = clock::now();
+        let system_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i128);
+        SystemAnchor { ticks, system_ns }
+    }
+}
+
+/// System time in ms at `ticks`, given the session's offset (`system_offset_ns`).
+fn system_ms(ticks: u64, system_offset_ns: i128) -> u64 {
+    ((clock::to_ns(ticks) as i128 + system_offset_ns) / 1_000_000).max(0) as u64
 }
 
 /// Why a session could not be created.
@@ -228,14 +253,15 @@ pub enum StartError {
 }
 
 /// Creates and publishes a session, and starts its collector thread. `notifier`, if any, is
-/// called once when the session stops, whatever stops it.
+/// called once when the session stops, whatever stops it; the times it reports are on the
+/// clock of `anchor`.
 /// Its threads are spawned from a thread of their own (`off_scheduler`), so that the
 /// scheduler that asks keeps no destructor that would pin this library after a purge.
-pub fn start(config: Config, keeper: u64, notifier: Option<Notifier>) -> Result<Arc<Session>, StartError> {
-    crate::off_scheduler::run(move || start_here(config, keeper, notifier))
+pub fn start(config: Config, keeper: u64, notifier: Option<Notifier>, anchor: SystemAnchor) -> Result<Arc<Session>, StartError> {
+    crate::off_scheduler::run(move || start_here(config, keeper, notifier, anchor))
 }
 
-fn start_here(config: Config, keeper: u64, notifier: Option<Notifier>) -> Result<Arc<Session>, StartError> {
+fn start_here(config: Config, keeper: u64, notifier: Option<Notifier>, anchor: SystemAnchor) -> Result<Arc<Session>, StartError> {
     let mut registry = SESSIONS.registry();
     let (slot, id) = registry.allocate().ok_or(StartError::TooManySessions)?;
     let frames = FrameTable::for_start(slot);
@@ -251,13 +277,13 @@ fn start_here(config: Config, keeper: u64, notifier: Option<Notifier>) -> Result
     })
     .map_err(|_| StartError::Thread)?;
     let started_ticks = clock::now();
-    let system_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i128);
+    let system_offset_ns = anchor.system_ns - clock::to_ns(anchor.ticks) as i128;
     let session = Arc::new(Session {
         id,
         keeper,
-        started_ms: wall_ms(),
+        started_ms: system_ms(started_ticks, system_offset_ns),
         started_ticks,
-        system_offset_ns: system_ns - clock::to_ns(started_ticks) as i128,
+        system_offset_ns,
         producers: (0..MAX_THREADS).map(|_| AtomicPtr::new(std::ptr::null_mut())).collect(),
         consumer: Mutex::new(Consumer::new(shards)),
         spare_merge: Mutex::new(None),
@@ -354,8 +380,14 @@ impl Session {
     pub fn elapsed_ms(&self) -> u64 {
         match self.stopped() {
             Some(stopped) => stopped.at_ms.saturating_sub(self.started_ms),
-            None => wall_ms().saturating_sub(self.started_ms),
+            None => self.system_ms_now().saturating_sub(self.started_ms),
         }
+    }
+
+    /// System time now, milliseconds, on the session's clock (its anchor's, see
+    /// [`SystemAnchor`]): a step of the OS clock during the session moves none of its times.
+    pub fn system_ms_now(&self) -> u64 {
+        system_ms(clock::now(), self.system_offset_ns)
     }
 
     /// Bytes held by this session's rings now (the summary counts them in `Memory`).
@@ -436,7 +468,7 @@ impl Session {
         consumer.free_buffers();
         drop(producers);
         drop(consumer);
-        let _ = self.stopped.set(Stopped { reason, at_ms: wall_ms() });
+        let _ = self.stopped.set(Stopped { reason, at_ms: self.system_ms_now() });
         if freed >= TRIM_AT {
             trim_allocator();
         }
@@ -603,7 +635,7 @@ mod tests {
     }
 
     fn start_test(config: Config) -> Arc<Session> {
-        start(config, 0, None).unwrap()
+        start(config, 0, None, SystemAnchor::os_now()).unwrap()
     }
 
     /// The session's accounting, after checking that it is exact: every event of `F`
@@ -934,12 +966,31 @@ mod tests {
         assert!(release(session.id));
     }
 
+    /// The session's times are its anchor's, not the OS clock's: a VM whose system time is
+    /// 5 s behind the OS's (the OS clock stepped since the VM started) reads a start, a stop
+    /// and a call's start (`system_offset_ns`) 5 s behind too.
+    #[test]
+    fn times_are_on_the_anchor_clock() {
+        let os = SystemAnchor::os_now();
+        let behind = SystemAnchor { ticks: os.ticks, system_ns: os.system_ns - 5_000_000_000 };
+        let session = start(Config { duration_ms: None, ..Config::default() }, 0, None, behind).unwrap();
+        let os_ms = (os.system_ns / 1_000_000) as u64;
+        assert!((os_ms - 5_000..os_ms - 4_000).contains(&session.started_ms), "{} vs {os_ms}", session.started_ms);
+        let call_ns = clock::to_ns(clock::now()) as i128 + session.system_offset_ns();
+        assert!((os.system_ns - 5_000_000_000..os.system_ns - 4_000_000_000).contains(&call_ns));
+        session.stop(StopReason::User);
+        let at_ms = session.stopped().expect("stopped").at_ms;
+        assert!(at_ms >= session.started_ms && at_ms < os_ms - 4_000, "{at_ms} vs {os_ms}");
+        assert!(session.elapsed_ms() < 1_000);
+        assert!(release(session.id));
+    }
+
     #[test]
     fn duration_stops_the_session_and_notifies() {
         let (tx, rx) = std::sync::mpsc::channel();
         let config = Config { duration_ms: Some(20), ..Config::default() };
         let notify: Notifier = Box::new(move |id, stopped| tx.send((id, stopped.reason)).unwrap());
-        let session = start(config, 0, Some(notify)).unwrap();
+        let session = start(config, 0, Some(notify), SystemAnchor::os_now()).unwrap();
         let (id, reason) = rx.recv_timeout(Duration::from_secs(5)).expect("the collector notified");
         assert_eq!((id, reason), (session.id, StopReason::Duration));
         assert_eq!(session.stopped().map(|s| s.reason), Some(StopReason::Duration));
@@ -954,7 +1005,7 @@ mod tests {
         for reason in [StopReason::User, StopReason::OwnerDown, StopReason::Unload] {
             let (tx, rx) = std::sync::mpsc::channel();
             let notify: Notifier = Box::new(move |_, stopped| tx.send(stopped.reason).unwrap());
-            let session = start(Config { duration_ms: None, ..Config::default() }, 0, Some(notify)).unwrap();
+            let session = start(Config { duration_ms: None, ..Config::default() }, 0, Some(notify), SystemAnchor::os_now()).unwrap();
             session.stop(reason);
             // `stop` joins the collector, which notified before it ended.
             assert_eq!(rx.try_recv(), Ok(reason));
@@ -964,7 +1015,7 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         let notify: Notifier = Box::new(move |_, stopped| tx.send(stopped.reason).unwrap());
         let config = Config { max_events: Some(10), duration_ms: None, ..Config::default() };
-        let session = start(config, 0, Some(notify)).unwrap();
+        let session = start(config, 0, Some(notify), SystemAnchor::os_now()).unwrap();
         run_threads(session.id, 1, 100);
         assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(StopReason::Limit));
         assert!(release(session.id));

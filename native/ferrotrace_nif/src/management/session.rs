@@ -12,7 +12,8 @@ use ferrotrace_core::aggregate::{FunctionStats, MfaPattern, PairingCounters, REL
 use hdrhistogram::Histogram;
 use ferrotrace_core::event::Mfa;
 use ferrotrace_core::options::{self, OptionError, OptionValue};
-use ferrotrace_core::session::{self, Accounting, Notifier, Session, StartError, StopReason, Stopped};
+use ferrotrace_core::clock;
+use ferrotrace_core::session::{self, Accounting, Notifier, Session, StartError, StopReason, Stopped, SystemAnchor};
 use super::lookup::{decode_mfa, find};
 use super::reply::{error, map, mfa_term};
 use super::{keys, own, probe, slow};
@@ -115,11 +116,27 @@ fn new_session<'a>(env: Env<'a>, opts: Term<'a>, keeper: LocalPid) -> Term<'a> {
     };
     release_orphans(env);
     let keeper_bits = Immediate::of_pid(env, &keeper).bits();
-    match session::start(config, keeper_bits, Some(stop_notifier(keeper))).inspect(|s| s.on_loops(loop_notifier(keeper))) {
+    match session::start(config, keeper_bits, Some(stop_notifier(keeper)), vm_anchor())
+        .inspect(|s| s.on_loops(loop_notifier(keeper)))
+    {
         Ok(session) => (atoms::ok(), session.id).encode(env),
         Err(StartError::TooManySessions) => error(env, (atoms::too_many_sessions(), session::MAX_SESSIONS)),
         Err(StartError::Thread) => error(env, atoms::thread_spawn_failed()),
     }
+}
+
+/// The VM's system time (`erlang:system_time/1`'s) with a tick of the session clock read
+/// beside it: the session's times then agree with the Erlang side's stamps (a capture's
+/// `at`, the registry's `started_at`) even after the OS clock was stepped, which the VM does
+/// not follow at once (a capture read 3.1 s before its call's start, on a CI machine).
+fn vm_anchor() -> SystemAnchor {
+    // SAFETY: both read the VM's clocks and take a unit only; callable from any scheduler
+    // thread, dirty ones included (this NIF runs on one).
+    let vm_ns = unsafe {
+        rustler::sys::enif_monotonic_time(rustler::sys::ErlNifTimeUnit::ERL_NIF_NSEC)
+            + rustler::sys::enif_time_offset(rustler::sys::ErlNifTimeUnit::ERL_NIF_NSEC)
+    };
+    SystemAnchor { ticks: clock::now(), system_ns: i128::from(vm_ns) }
 }
 
 /// Tells `keeper` `{ferrotrace_stopped, Id, Reason}` when the session stops, whatever stops
