@@ -968,20 +968,26 @@ mod tests {
 
     /// The session's times are its anchor's, not the OS clock's: a VM whose system time is
     /// 5 s behind the OS's (the OS clock stepped since the VM started) reads a start, a stop
-    /// and a call's start (`system_offset_ns`) 5 s behind too.
+    /// and a call's start (`system_offset_ns`) 5 s behind too. Each is bounded by the OS
+    /// clock read before and after it, less 5 s (a start takes seconds under Miri).
     #[test]
     fn times_are_on_the_anchor_clock() {
+        const BEHIND_NS: i128 = 5_000_000_000;
+        let ms = |ns: i128| (ns / 1_000_000) as u64;
         let os = SystemAnchor::os_now();
-        let behind = SystemAnchor { ticks: os.ticks, system_ns: os.system_ns - 5_000_000_000 };
+        let behind = SystemAnchor { ticks: os.ticks, system_ns: os.system_ns - BEHIND_NS };
         let session = start(Config { duration_ms: None, ..Config::default() }, 0, None, behind).unwrap();
-        let os_ms = (os.system_ns / 1_000_000) as u64;
-        assert!((os_ms - 5_000..os_ms - 4_000).contains(&session.started_ms), "{} vs {os_ms}", session.started_ms);
+        let started = SystemAnchor::os_now().system_ns - BEHIND_NS;
+        assert!((ms(behind.system_ns)..=ms(started)).contains(&session.started_ms), "{} not in {}..={}",
+                session.started_ms, ms(behind.system_ns), ms(started));
         let call_ns = clock::to_ns(clock::now()) as i128 + session.system_offset_ns();
-        assert!((os.system_ns - 5_000_000_000..os.system_ns - 4_000_000_000).contains(&call_ns));
+        let called = SystemAnchor::os_now().system_ns - BEHIND_NS;
+        assert!((started - 1_000_000..=called + 1_000_000).contains(&call_ns), "{call_ns} not in {started}..={called}");
         session.stop(StopReason::User);
+        let stopped = SystemAnchor::os_now().system_ns - BEHIND_NS;
         let at_ms = session.stopped().expect("stopped").at_ms;
-        assert!(at_ms >= session.started_ms && at_ms < os_ms - 4_000, "{at_ms} vs {os_ms}");
-        assert!(session.elapsed_ms() < 1_000);
+        assert!((ms(called) - 1..=ms(stopped) + 1).contains(&at_ms), "{at_ms} not in {}..={}", ms(called), ms(stopped));
+        assert!(session.elapsed_ms() <= ms(stopped) - ms(behind.system_ns) + 1);
         assert!(release(session.id));
     }
 
