@@ -127,9 +127,8 @@ preload_for_start() ->
     end.
 
 %% @doc Loads the rest of the application (what a start does not run) in a process of
-%% ferrotrace's own beside the caller, at normal priority, which the caller does not wait
-%% for: a start calls it once it has the registry (an own process is recorded there), and
-%% goes on.
+%% ferrotrace's own beside the caller, which does not wait: a start calls it once it has
+%% the registry (an own process is recorded there), and goes on.
 -spec preload_rest() -> ok.
 preload_rest() ->
     case missing() of
@@ -138,13 +137,8 @@ preload_rest() ->
         _ ->
             _ = spawn_opt(fun() ->
                                   ok = ferrotrace_own:enter(),
-                                  %% At normal priority: nothing waits for these modules,
-                                  %% and their load (10 ms of a scheduler) falls while the
-                                  %% start measures the node's work untraced and counts its
-                                  %% calls, which a process of high priority would skew.
-                                  _ = process_flag(priority, normal),
                                   named(fun() -> preload_alone(fun(_) -> true end) end)
-                          end, []),
+                          end, [{priority, high}]),
             ok
     end.
 
