@@ -219,7 +219,8 @@ displaced(_, _Width) ->
 %% The overhead budget (`max_overhead', see ferrotrace_budget): the budget and the estimate
 %% (with the factor and the cost measured on the node, where measured),
 %% the rate now and its last changes, the functions shed (with their calls per second when
-%% shed) and those taken back. Counts in the table are of the sampled calls.
+%% shed) and those taken back. Counts in the table are of the sampled calls, but those it
+%% marks `~' (estimated from them, `Estimated': kept_counts/1).
 budget(#{max_overhead := B, estimate := E, rate := N, model := Model,
          rate_changes := Changes, rate_changes_total := Total, shed := Shed} = View, Estimated, Width) ->
     Estimate = case E of
