@@ -180,9 +180,9 @@ pub struct Session {
     /// System time at the start, milliseconds (on the anchor's clock, see [`SystemAnchor`]).
     pub started_ms: u64,
     pub(crate) started_ticks: u64,
-    /// System time minus clock time (`clock::to_ns`) at the start, ns: see
-    /// [`Session::system_offset_ns`].
-    system_offset_ns: i128,
+    /// System time minus clock time (`clock::to_ns`) at the start: see
+    /// [`Session::system_offset`].
+    system_offset: SystemOffset,
     /// One entry per thread index; written by that thread only (creation), and swapped out by
     /// `halt` after a grace period.
     pub(crate) producers: Box<[AtomicPtr<Producer>]>,
@@ -238,9 +238,26 @@ impl SystemAnchor {
     }
 }
 
-/// System time in ms at `ticks`, given the session's offset (`system_offset_ns`).
-fn system_ms(ticks: u64, system_offset_ns: i128) -> u64 {
-    ((clock::to_ns(ticks) as i128 + system_offset_ns) / 1_000_000).max(0) as u64
+/// The ns to add to a time on the session's clock (`clock::to_ns`) to get system time: the
+/// one conversion every time a session reports goes through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SystemOffset(i128);
+
+impl SystemOffset {
+    /// System time in µs of `clock_ns` (a time on the session's clock, ns).
+    pub fn us(self, clock_ns: u64) -> i64 {
+        ((i128::from(clock_ns) + self.0) / 1000) as i64
+    }
+
+    /// System time in ms at `ticks`, never before the epoch.
+    fn ms_at(self, ticks: u64) -> u64 {
+        ((i128::from(clock::to_ns(ticks)) + self.0) / 1_000_000).max(0) as u64
+    }
+
+    /// The offset itself, ns.
+    pub fn ns(self) -> i128 {
+        self.0
+    }
 }
 
 /// Why a session could not be created.
@@ -277,13 +294,13 @@ fn start_here(config: Config, keeper: u64, notifier: Option<Notifier>, anchor: S
     })
     .map_err(|_| StartError::Thread)?;
     let started_ticks = clock::now();
-    let system_offset_ns = anchor.system_ns - clock::to_ns(anchor.ticks) as i128;
+    let system_offset = SystemOffset(anchor.system_ns - clock::to_ns(anchor.ticks) as i128);
     let session = Arc::new(Session {
         id,
         keeper,
-        started_ms: system_ms(started_ticks, system_offset_ns),
+        started_ms: system_offset.ms_at(started_ticks),
         started_ticks,
-        system_offset_ns,
+        system_offset,
         producers: (0..MAX_THREADS).map(|_| AtomicPtr::new(std::ptr::null_mut())).collect(),
         consumer: Mutex::new(Consumer::new(shards)),
         spare_merge: Mutex::new(None),
@@ -361,14 +378,14 @@ impl Session {
         ProducerRef { gate: &self.gate, producer: unsafe { &*producer }, _token: token }
     }
 
-    /// Nanoseconds to add to a time on the session's clock (`clock::to_ns`) to get system
+    /// What to add to a time on the session's clock (`clock::to_ns`) to get system
     /// time, taken once at the start, so that a call reads the same `started_at` every time
     /// it is asked for. Anchored at the session's start rather than the library's load: the
     /// clock's calibration error (a few ns per ms) then grows with the session's age only;
     /// an anchor taken once per load drifted 2.3 ms from the system clock after minutes of
     /// other sessions (`ferrotrace_slow_SUITE`, on a loaded CI run).
-    pub fn system_offset_ns(&self) -> i128 {
-        self.system_offset_ns
+    pub fn system_offset(&self) -> SystemOffset {
+        self.system_offset
     }
 
     /// When and why the session stopped, if it did.
@@ -387,7 +404,7 @@ impl Session {
     /// System time now, milliseconds, on the session's clock (its anchor's, see
     /// [`SystemAnchor`]): a step of the OS clock during the session moves none of its times.
     pub fn system_ms_now(&self) -> u64 {
-        system_ms(clock::now(), self.system_offset_ns)
+        self.system_offset.ms_at(clock::now())
     }
 
     /// Bytes held by this session's rings now (the summary counts them in `Memory`).
@@ -968,7 +985,7 @@ mod tests {
 
     /// The session's times are its anchor's, not the OS clock's: a VM whose system time is
     /// 5 s behind the OS's (the OS clock stepped since the VM started) reads a start, a stop
-    /// and a call's start (`system_offset_ns`) 5 s behind too. Each is bounded by the OS
+    /// and a call's start (`system_offset`) 5 s behind too. Each is bounded by the OS
     /// clock read before and after it, less 5 s (a start takes seconds under Miri).
     #[test]
     fn times_are_on_the_anchor_clock() {
@@ -980,7 +997,7 @@ mod tests {
         let started = SystemAnchor::os_now().system_ns - BEHIND_NS;
         assert!((ms(behind.system_ns)..=ms(started)).contains(&session.started_ms), "{} not in {}..={}",
                 session.started_ms, ms(behind.system_ns), ms(started));
-        let call_ns = clock::to_ns(clock::now()) as i128 + session.system_offset_ns();
+        let call_ns = clock::to_ns(clock::now()) as i128 + session.system_offset().ns();
         let called = SystemAnchor::os_now().system_ns - BEHIND_NS;
         assert!((started - 1_000_000..=called + 1_000_000).contains(&call_ns), "{call_ns} not in {started}..={called}");
         session.stop(StopReason::User);

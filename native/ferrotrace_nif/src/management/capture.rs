@@ -38,12 +38,12 @@ fn session_set_capture<'a>(env: Env<'a>, id: Term<'a>, slower_than_ns: u64, ever
     if slower_than_ns == 0 || every_ms > 3_600_000 || max == 0 || max > MAX_CAPTURES {
         return error(env, (atoms::bad_capture(), (slower_than_ns, every_ms, max)));
     }
-    let (session_id, offset) = (session.id, session.system_offset_ns());
+    let (session_id, offset) = (session.id, session.system_offset());
     let notify = Box::new(move |slow: &CaptureCall| {
         let mut owned = OwnedEnv::new();
         // A capture process already gone makes the send fail: nothing to tell.
         let _ = owned.send_and_clear(&to, |env| {
-            let started_us = ((i128::from(slow.start_ns) + offset) / 1000) as i64;
+            let started_us = offset.us(slow.start_ns);
             let call = map(env, &[
                 (atoms::mfa(), mfa_term(env, &slow.mfa)),
                 (atoms::pid(), kept_term(env, slow.pid)),

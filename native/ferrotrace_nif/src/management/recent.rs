@@ -25,7 +25,7 @@ fn session_recent<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
         Ok(session) => session,
         Err(e) => return e,
     };
-    let offset = session.system_offset_ns();
+    let offset = session.system_offset();
     session.read(|aggregator, _| {
         let Some(recorder) = aggregator.recorder() else { return error(env, atoms::no_recorder()) };
         let events: Vec<Term> = recorder
@@ -39,7 +39,7 @@ fn session_recent<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
                 };
                 let duration = e.duration_ns.map_or_else(|| atoms::undefined().encode(env), |d| d.encode(env));
                 let entry = map(env, &[
-                    (atoms::at(), (((e.ts_ns as i128 + offset) / 1000) as i64).encode(env)),
+                    (atoms::at(), offset.us(e.ts_ns).encode(env)),
                     (atoms::pid(), pid),
                     (atoms::mfa(), mfa_term(env, &e.mfa)),
                     (atoms::event(), kind.encode(env)),

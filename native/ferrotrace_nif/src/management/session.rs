@@ -211,7 +211,7 @@ fn function_term<'a>(env: Env<'a>, session: &Session, mfa: &Mfa, stats: &Functio
         0 => entry,
         pid => entry.map_put(atoms::max_frames_pid().encode(env), kept_term(env, pid)).unwrap_or(entry),
     };
-    let entry = slow::add_keys(env, entry, stats, session.system_offset_ns());
+    let entry = slow::add_keys(env, entry, stats, session.system_offset());
     let entry = keys::add_keys(env, entry, stats, session.config.keys.source);
     let entry = probe::add_keys(env, entry, stats, compensates);
     own::add_keys(env, entry, stats)

@@ -6,6 +6,7 @@ use rustler::{Atom, Encoder, Env, Term};
 
 use ferrotrace_core::aggregate::slowest::SlowCall;
 use ferrotrace_core::aggregate::FunctionStats;
+use ferrotrace_core::session::SystemOffset;
 
 use super::reply::{error, map};
 use super::lookup::{decode_mfa, find};
@@ -24,9 +25,9 @@ mod atoms {
 /// `duration` in ns, `result` `return` or `exception`. With copies (`args => true`) it also
 /// has `args`, the argument list, and `result` is `{return, Value}` or
 /// `{exception, Class, Reason}`.
-fn call_term<'a>(env: Env<'a>, call: &SlowCall, offset_ns: i128) -> Term<'a> {
+fn call_term<'a>(env: Env<'a>, call: &SlowCall, offset: SystemOffset) -> Term<'a> {
     let pid = kept_term(env, call.pid);
-    let started_us = ((call.start_ns as i128 + offset_ns) / 1000) as i64;
+    let started_us = offset.us(call.start_ns);
     let kind: Atom = if call.exception { atoms::exception() } else { atoms::return_() };
     let result = match &call.result {
         Some(copy) => crate::encoding::term_copy::result_term(env, kind, call.exception, copy),
@@ -46,7 +47,7 @@ fn call_term<'a>(env: Env<'a>, call: &SlowCall, offset_ns: i128) -> Term<'a> {
 
 /// Adds `slowest` (the kept slowest calls, slowest first) and `slow_calls_dropped` (calls
 /// over the threshold past its bound) to a function's summary entry.
-pub(super) fn add_keys<'a>(env: Env<'a>, entry: Term<'a>, stats: &FunctionStats, offset: i128) -> Term<'a> {
+pub(super) fn add_keys<'a>(env: Env<'a>, entry: Term<'a>, stats: &FunctionStats, offset: SystemOffset) -> Term<'a> {
     let slowest: Vec<Term> = stats.slow.slowest().iter().map(|c| call_term(env, c, offset)).collect();
     entry
         .map_put(atoms::slowest().encode(env), slowest.encode(env))
@@ -71,7 +72,7 @@ fn session_slow_calls<'a>(env: Env<'a>, id: Term<'a>, mfa: Term<'a>, which: Term
     } else {
         return error(env, (atoms::bad_which(), which));
     };
-    let offset = session.system_offset_ns();
+    let offset = session.system_offset();
     session.read(|aggregator, _| match aggregator.function(&key) {
         Some(stats) => {
             let calls = if threshold { stats.slow.over_threshold() } else { stats.slow.slowest() };

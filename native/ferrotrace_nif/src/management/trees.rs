@@ -6,6 +6,7 @@
 use rustler::{Atom, Encoder, Env, Term};
 
 use ferrotrace_core::aggregate::trees::{Tree, Trees};
+use ferrotrace_core::session::SystemOffset;
 
 use super::lookup::{decode_mfa, find};
 use super::reply::{error, map, mfa_term};
@@ -23,12 +24,12 @@ mod atoms {
 /// `exception => true` where a call raised), the root also with `pid` and, if copied,
 /// `args`. Built from the last node back, so that each node's children are built before it
 /// and a deep tree takes no recursion.
-fn tree_term<'a>(env: Env<'a>, tree: &Tree, offset_ns: i128) -> Term<'a> {
+fn tree_term<'a>(env: Env<'a>, tree: &Tree, offset: SystemOffset) -> Term<'a> {
     let children = tree.children();
     let mut terms: Vec<Option<Term<'a>>> = vec![None; tree.nodes.len()];
     for (i, node) in tree.nodes.iter().enumerate().rev() {
         let kids: Vec<Term<'a>> = children[i].iter().filter_map(|c| terms[*c as usize].take()).collect();
-        let started_us = ((node.start_ns as i128 + offset_ns) / 1000) as i64;
+        let started_us = offset.us(node.start_ns);
         let mut pairs = vec![
             (atoms::mfa(), mfa_term(env, &node.mfa)),
             (atoms::latency(), node.latency_ns.encode(env)),
@@ -85,7 +86,7 @@ fn session_trees<'a>(env: Env<'a>, id: Term<'a>, which: Term<'a>) -> Term<'a> {
             None => return error(env, (atoms::bad_mfa(), which)),
         }
     };
-    let offset = session.system_offset_ns();
+    let offset = session.system_offset();
     session.read(|aggregator, _| {
         let Some(trees) = aggregator.trees() else { return error(env, atoms::no_trees()) };
         match key {
