@@ -7,7 +7,7 @@
 % Not eunit.hrl: its generated test/0 has no spec (see ferrotrace_bad_input_tests).
 -include_lib("stdlib/include/assert.hrl").
 
--export([check_test/0, probe_counted_first_test/0, light_load_test/0, heavy_load_test/0, load_falls_test/0,
+-export([check_test/0, light_load_test/0, heavy_load_test/0, load_falls_test/0,
          floor_sheds_hottest_cheapest_test/0, rate_before_shedding_test/0, restore_when_load_falls_test/0,
          no_oscillation_when_model_is_wrong_test/0, restore_backs_off_test/0,
          calibration_missing_test/0, calibration_lands_later_test/0, unsheddable_test/0, bounded_history_test/0,
@@ -513,59 +513,6 @@ restore_what_fits_test() ->
     {_, _, Ds} = run(Light, Ctl, 200),
     ?assertEqual([[B, C], [A]], [Ms || D <- Ds, {restore, Ms} <- D]),
     ok.
-
-%% A take-back is a probe counted first (as ferrotrace_overhead does). Held back at the
-%% start at 100 calls a second, a function the node now calls 5 million times comes back
-%% with the first moment's end (not a probe: nothing counts it), is shed at the next tick,
-%% and from then on each probe of it (the only function shed, the coolest alone) counts it
-%% first and keeps it off: it never comes back, its log entry says so with the rate
-%% counted, and its wait doubles at each count. Without the count, each probe brought it
-%% back, over the budget until the next tick.
--spec probe_counted_first_test() -> ok.
-probe_counted_first_test() ->
-    Hot = mfa(1), Cool = mfa(2),
-    Ctl = ferrotrace_budget:new(0.05, #{schedulers => 2, calibration => ?CAL, held => [{Hot, 100.0}, {Cool, 100.0}]}),
-    Light = (node_sim(#{Hot => {5000000, 50}, Cool => {100, 60}, mfa(3) => {1000, 10000}}))#{
-              shed := #{Hot => true, Cool => true}},
-    {Sim, C1, Restores} = run_counting(Light, Ctl, 200),
-    %% The first moment's end: both back at once, uncounted; then probes of Hot alone.
-    [{false, Opened, Opened} | Probes] = Restores,
-    ?assertEqual(lists:sort([Hot, Cool]), lists:sort(Opened)),
-    ?assertMatch([_ | _], Probes),
-    ?assertEqual([{true, [Hot], []}], lists:usort(Probes)),
-    ?assert(length(Probes) =< 4),
-    ?assertEqual(#{Hot => true}, maps:get(shed, Sim)),
-    #{shed := Log, shed_now := 1} = ferrotrace_budget:view(C1),
-    %% The log, oldest first: the entry of its hold at the start says it came back; the
-    %% newest, of its shed, that it did not.
-    #{rate := Rate} = Entry = lists:last([E || E = #{mfa := M} <- Log, M =:= Hot]),
-    ?assertNot(maps:is_key(restored_at, Entry)),
-    ?assert(Rate > 4000000),
-    ok.
-
-%% run/3 with each probe's functions counted at their true rates before they come back,
-%% as ferrotrace_overhead counts them: the node, the controller, and each tick's take-back
-%% as `{Probe, Chosen, Back}'.
--spec run_counting(node_sim(), ferrotrace_budget:state(), non_neg_integer()) ->
-          {node_sim(), ferrotrace_budget:state(), [{boolean(), [mfa()], [mfa()]}]}.
-run_counting(Sim, C, Ticks) ->
-    run_counting(Sim, C, Ticks, []).
-
-run_counting(Sim, C, 0, Acc) ->
-    {Sim, C, lists:reverse(Acc)};
-run_counting(Sim0, C0, Ticks, Acc) ->
-    Sim1 = #{functions := Fs} = advance(advance_node(Sim0)),
-    {Ds0, C1} = ferrotrace_budget:tick(measure(Sim1), C0),
-    case [Ms || {restore, Ms} <- Ds0] of
-        [MFAs] ->
-            Probe = ferrotrace_budget:probing(C1),
-            Counted = [{MFA, float(R)} || Probe, MFA <- MFAs, {R, _} <- [maps:get(MFA, Fs)]],
-            {Back, C2} = ferrotrace_budget:recounted(Counted, MFAs, C1),
-            Ds = [D || D <- Ds0, element(1, D) =/= restore] ++ [{restore, Back}],
-            run_counting(apply_decisions(Ds, Sim1), C2, Ticks - 1, [{Probe, MFAs, Back} | Acc]);
-        [] ->
-            run_counting(apply_decisions(Ds0, Sim1), C1, Ticks - 1, Acc)
-    end.
 
 %% A floor under the aim: nothing held, the rate alone keeps the traced part within it.
 -spec first_sampling_only_test() -> ok.

@@ -96,17 +96,15 @@
 %%% ?RESTORE_WAIT ticks or ?RESTORE_WAIT_MS after it was shed, whichever comes first (in
 %%% ticks alone, the wait of a function shed as the fast ticks ended lasted 8 s of 1 s
 %%% ticks: load arriving after the start had its functions shed at once and none back
-%%% within an 8 s session, 2 k to 6 k calls timed); at most ?PROBE_MAX at once. Its rate
-%%% while shed is unknown (no pattern, no call reaches the tracer): taking it back is a
-%%% probe. The VM counts the calls of those chosen for 10 ms first (ferrotrace_overhead), and only those that
-%%% fit at the rates counted come back ({@link recounted/3}); the others stay shed and wait
-%%% twice as long. Where they cannot be counted, a function still too hot is shed again at
-%%% the next tick over the budget, then waits twice as long (a day holds about 15 such
-%%% probes per function), so shedding and taking back cannot cycle quickly.
+%%% within an 8 s session, 2 k to 6 k calls timed). Its rate while shed is unknown (no
+%%% pattern, no call reaches the tracer): taking it back is a probe, and a function still
+%%% too hot is shed again at the next tick over the budget, then waits twice as long (a
+%%% day holds about 15 such probes per function), so shedding and taking back cannot
+%%% cycle quickly.
 -module(ferrotrace_budget).
 
 -export([new/2, first/2, tick/2, calibrated/2, unsheddable/2, view/1, learned/1, initial_rate/2, whole_node_default/0]).
--export([check/1, read_pace/2, fuse/1, room/1, probing/1, recounted/3]).
+-export([check/1, read_pace/2, fuse/1, room/1]).
 
 %% Aim below the budget, lower the rate only well under it.
 -define(AIM, 0.8).
@@ -119,8 +117,6 @@
 -define(SHED_MAX, 200).
 -define(RESTORE_WAIT, 10).
 -define(RESTORE_WAIT_MS, 2500).
-%% The most functions a take-back probes at once (each is counted before it comes back).
--define(PROBE_MAX, 32).
 -define(MAX_RATE, 1000000).
 %% How long after the first tick the node's readings are the start's (see starting/2).
 -define(STARTING, 600).
@@ -270,7 +266,7 @@ tick(M = #{elapsed_ms := Now}, S = #{last := undefined, rate := N}) ->
 tick(M = #{elapsed_ms := Now}, S = #{last := Last = #{elapsed_ms := Then}, rate := N}) when Now =< Then ->
     {[], estimated(M, Last, N, S#{last := M})};
 tick(M, S0 = #{last := Last, tick := T}) ->
-    S = (maps:remove(probe, S0))#{last := M, tick := T + 1},
+    S = S0#{last := M, tick := T + 1},
     Load = load(M, Last, S0),
     S1 = (estimated(M, Last, maps:get(scale, Load), S))#{estimate := maps:get(estimate, Load), collector => maps:get(collector, Load),
             in_situ := maps:get(in_situ, Load), used := maps:get(used, Load), tripped => maps:get(tripped, Load)},
@@ -758,13 +754,10 @@ hold([], _Floor, _Target, _PerCall, _Max) -> [];
 hold([{MFA, Rate} | Rest], Floor, Target, PerCall, Max) ->
     [{MFA, Rate} | hold(Rest, Floor - Rate * PerCall, Target, PerCall, Max - 1)].
 
-%% At rate 1, well under the budget: the shed functions whose wait is over and whose calls,
-%% at their rate when shed, fit the room left, at most ?PROBE_MAX (none fits: the least hot
-%% alone). Their rates now are unknown (they have no pattern), so the choice is a probe:
-%% the session counts their calls first (ferrotrace_overhead) and only those that fit at
-%% the rates counted come back ({@link recounted/3}); without a count, the next tick
-%% measures them, and sheds again those that put the node back over the budget, with a
-%% wait twice as long.
+%% At rate 1, well under the budget: the least hot shed function whose wait is over comes
+%% back. Its rate now is unknown (it has no pattern): the next tick measures it, and sheds
+%% it again if the node is back over the budget, with a wait twice as long; still under
+%% ?LOW, the next one comes back.
 restore(_Load, S = #{shed := Shed}) when map_size(Shed) =:= 0 ->
     {[], S};
 restore(#{estimate := E, per_call := PerCall, capacity := Cap, budget := B},
@@ -780,9 +773,9 @@ restore(#{estimate := E, per_call := PerCall, capacity := Cap, budget := B},
             Room = (B * ?AIM - E) * Cap / 2,
             MFAs = case fitting(lists:reverse(Ready), Room, PerCall, []) of
                        [] -> [Coolest];
-                       Fit -> lists:sublist(Fit, ?PROBE_MAX)
+                       Fit -> Fit
                    end,
-            {[{restore, MFAs}], (taken_back(MFAs, S))#{probe => #{room => Room, per_call => PerCall}}};
+            {[{restore, MFAs}], taken_back(MFAs, S)};
         [] ->
             {[], S}
     end.
@@ -795,50 +788,6 @@ fitting([{Rate, MFA} | Rest], Room, PerCall, Fit) when Rate * PerCall =< Room ->
     fitting(Rest, Room - Rate * PerCall, PerCall, [MFA | Fit]);
 fitting([_ | Rest], Room, PerCall, Fit) ->
     fitting(Rest, Room, PerCall, Fit).
-
-%% @doc Whether the functions of the last tick's `restore' are a probe to count before they
-%% come back ({@link recounted/3}).
--spec probing(state()) -> boolean().
-probing(S) ->
-    is_map_key(probe, S).
-
-%% @doc A probe's functions (`MFAs', the last tick's `restore') with their calls a second
-%% counted just before they would come back (`Counted', `{MFA, CallsPerSecond}' of those
-%% called; the others count 0): those that fit the room the probe was chosen for, at these
-%% rates, the hottest first, come back (`Back'); the others stay shed, at their rate now,
-%% with a wait twice as long, as a probe shed again at the next tick would (but the node
-%% never paid for their patterns). Functions shed in the tick where their load arrived had
-%% rates read from a few ms of it: a take-back 2.5 s later that went by them brought back
-%% 57 functions at once, two of them called 1.4 million times a second where the log said
-%% 138, and the fuse tripped (make busy, arrive_100ms). Not a probe: `MFAs' all come back.
--spec recounted([{mfa(), number()}], [mfa()], state()) -> {[mfa()], state()}.
-recounted(Counted, MFAs, S0 = #{probe := #{room := Room, per_call := PerCall}}) ->
-    S = maps:remove(probe, S0),
-    Rates = maps:from_list(Counted),
-    Ordered = lists:reverse(lists:sort([{maps:get(MFA, Rates, 0.0), MFA} || MFA <- MFAs])),
-    Back = fitting(Ordered, Room, PerCall, []),
-    Off = [{MFA, round(Rate)} || {Rate, MFA} <- Ordered, not lists:member(MFA, Back)],
-    {[MFA || MFA <- MFAs, lists:member(MFA, Back)], kept_off(Off, S)};
-recounted(_Counted, MFAs, S) ->
-    {MFAs, S}.
-
-%% `Off' (`{MFA, CallsPerSecond}' counted) stay shed after all: shed again now at the rates
-%% counted, a time more (their wait doubles), and their log entries no longer taken back.
-kept_off([], S) ->
-    S;
-kept_off(Off, S = #{shed := Shed, times := Times, tick := T, shed_log := Log, last := #{elapsed_ms := At}}) ->
-    S#{shed := maps:merge(Shed, maps:from_list([{MFA, #{rate => Rate, tick => T, at => At, trip => false}} || {MFA, Rate} <- Off])),
-       times := lists:foldl(fun({MFA, _}, Acc) -> maps:update_with(MFA, fun(X) -> X + 1 end, 1, Acc) end, Times, Off),
-       shed_log := lists:foldl(fun({MFA, Rate}, L) -> not_restored(MFA, Rate, L) end, Log, Off)}.
-
-%% The newest entry of `MFA', marked taken back by the probe, is not: it carries the rate
-%% counted.
-not_restored(MFA, Rate, [E = #{mfa := MFA} | Rest]) ->
-    [(maps:remove(restored_at, E))#{rate := Rate} | Rest];
-not_restored(MFA, Rate, [E | Rest]) ->
-    [E | not_restored(MFA, Rate, Rest)];
-not_restored(_MFA, _Rate, []) ->
-    [].
 
 %% The first tick at the whole budget: what the first moment held back or shed beyond
 %% what the whole budget holds back comes back at once. Held as first/2 holds at the whole

@@ -237,9 +237,8 @@ tick(S = #s{id = Id, control = C}) ->
             %% Restores last, and the log published before them: a reader who finds a
             %% function's pattern set again finds it taken back in the log (the budget
             %% suite's sheds_and_restores read the log, then the pattern, between the two).
-            {Restores0, Others} = lists:partition(fun(D) -> element(1, D) =:= restore end, Decisions),
-            {Restores, S00} = recount(Restores0, lists:foldl(fun decide/2, S#s{control = C1}, Others)),
-            S0 = S00#s{probing = Restores =/= []},
+            {Restores, Others} = lists:partition(fun(D) -> element(1, D) =:= restore end, Decisions),
+            S0 = lists:foldl(fun decide/2, S#s{control = C1, probing = Restores =/= []}, Others),
             ok = publish_if(Restores =/= [], S0),
             S1 = lists:foldl(fun decide/2, S0, Restores),
             S2 = (retrace(Untraced, not lists:keymember(shed, 1, Decisions), S1))#s{
@@ -310,21 +309,6 @@ trip_count(#{untraced := Untraced}, Calls, #s{ticked_untraced = Before, ticked_c
     end;
 trip_count(_Measure, _Calls, _S) ->
     #{}.
-
-%% A take-back that is a probe (ferrotrace_budget:probing/1): the VM counts its functions'
-%% calls for ?COUNT_MS (their patterns are off: the counters cost only those calls, for
-%% that long), and the budget keeps to those that fit (ferrotrace_budget:recounted/3).
-%% Where they cannot be counted, all come back, and the next tick measures them.
-recount([{restore, MFAs}], S = #s{control = C}) ->
-    case ferrotrace_budget:probing(C) andalso ferrotrace_tracing:count_calls(MFAs, ?COUNT_MS, undefined) of
-        {ok, Counted} ->
-            {Back, C1} = ferrotrace_budget:recounted(Counted, MFAs, C),
-            {[{restore, Back} || Back =/= []], S#s{control = C1}};
-        _ ->
-            {[{restore, MFAs}], S}
-    end;
-recount(Restores, S) ->
-    {Restores, S}.
 
 %% @doc The modules a trip's count covers, from the calls sampled in each since the last
 %% tick: the most sampled first, until they make ?COUNT_SHARE of the samples, at most
