@@ -165,7 +165,7 @@
                     rate_changes := [{non_neg_integer(), pos_integer(), float() | undefined}],
                     rate_changes_total := non_neg_integer(),
                     shed := [#{mfa := mfa(), rate := non_neg_integer(), shed_at := non_neg_integer(),
-                               restored_at => non_neg_integer()}],
+                               guessed => true, restored_at => non_neg_integer()}],
                     shed_now := non_neg_integer(),
                     untraced => #{retraced := non_neg_integer(), left_untraced := non_neg_integer(),
                                   waiting := non_neg_integer()}}.
@@ -534,7 +534,9 @@ loaded() ->
 %% `event_ns' and `discard_ns' (the calibrated costs), `rate_changes' (`{ElapsedMs, Rate, Estimate}', the last 32,
 %% oldest first; `rate_changes_total' counts them all), `shed' (functions whose patterns
 %% were taken off: `#{mfa, rate, shed_at}' with `rate' the estimated calls per second when
-%% shed and `restored_at' once put back; the last 100), `shed_now' and `untraced'
+%% shed, `guessed' where that is read from the few calls sampled before the fuse untraced
+%% the processes making them (not counted), and `restored_at' once put back; the last
+%% 100), `shed_now' and `untraced'
 %% (processes the fuse untraced: `retraced', traced again since; `left_untraced', untraced
 %% three times and left so; `waiting', to trace again once there is room).
 %% `changes' is there once {@link add/2} or {@link remove/2} changed the session: the latest

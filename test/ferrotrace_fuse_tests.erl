@@ -13,7 +13,7 @@
          room_test/0, untraced_waiting_is_bounded_test/0, shed_for_a_trip_stays_shed_as_caution_ends_test/0,
          a_trip_the_floor_does_not_explain_raises_the_rate_test/0, shed_comes_back_after_seconds_of_slow_ticks_test/0,
          a_trip_counted_sheds_what_the_counts_make_hot_test/0, trips_of_the_floor_leave_the_rate_test/0,
-         a_trip_counts_the_modules_of_most_calls_test/0]).
+         a_trip_counts_the_modules_of_most_calls_test/0, guessed_rates_are_marked_test/0]).
 
 -define(CAL, #{call_ns => 300, return_ns => 300, discard_ns => 90}).
 -define(HOT, {m, hot, 1}).
@@ -279,3 +279,32 @@ untraced_waiting_is_bounded_test() ->
     _ = [Q ! stop || Q <- Alive],
     ok.
 
+
+%% Shed where the fuse tripped, the functions whose calls were not counted (their modules
+%% were not: a trip counts those of most calls) have guesses for rates, read from the calls
+%% sampled before the fuse untraced the processes making them: the log marks them
+%% `guessed' (counters:add/3, shed at 138 calls a second, was called 1.4 million times a
+%% second). The function counted is not a guess; nor is any where nothing tripped. Here the
+%% calls the tracer refused keep the floor over the aim until every function seen is shed.
+-spec guessed_rates_are_marked_test() -> ok.
+guessed_rates_are_marked_test() ->
+    C = controller(0.05),
+    Warm = [{m, warm, I} || I <- lists:seq(1, 6)],
+    Tripped = #{functions => [{?HOT, 2000, undefined}] ++ [{W, 30, undefined} || W <- Warm],
+                traced => 4200, refused => 5000000, fuse_refused => 600, untraced => 2,
+                counted => [{?HOT, 4.0e6}]},
+    {Ds, C1} = ferrotrace_budget:tick(measure(2250, Tripped), C),
+    [Shed] = [MFAs || {shed, MFAs} <- Ds],
+    ?assertEqual(lists:sort([?HOT | Warm]), lists:sort(Shed)),
+    Log = maps:get(shed, ferrotrace_budget:view(C1)),
+    ?assertEqual(lists:sort(Warm), lists:sort([MFA || #{mfa := MFA, guessed := true} <- Log])),
+    ?assertMatch([#{rate := 4000000}], [E || E = #{mfa := ?HOT} <- Log]),
+    %% Without a count, every rate of a tripped tick is a guess.
+    {_, C2} = ferrotrace_budget:tick(measure(2250, maps:remove(counted, Tripped)), C),
+    ?assertEqual(lists:sort(Shed), lists:sort([MFA || #{mfa := MFA, guessed := true} <- maps:get(shed, ferrotrace_budget:view(C2))])),
+    %% Nothing tripped: the rates were read over the tick, from every call the tracer saw.
+    {_, C3} = ferrotrace_budget:tick(measure(2250, (maps:remove(counted, Tripped))#{untraced => 0, fuse_refused => 0}), C),
+    Log3 = maps:get(shed, ferrotrace_budget:view(C3)),
+    ?assert(length(Log3) >= 7, Log3),
+    ?assertEqual([], [E || E = #{guessed := true} <- Log3]),
+    ok.

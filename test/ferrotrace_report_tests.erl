@@ -54,4 +54,8 @@ shed_count_test() ->
     ?assertNotEqual(nomatch, string:find(Text, "budget: at most 5.0 % of the node's CPU, ")),
     Shared = lists:flatten(io_lib:format("~ts", [ferrotrace_report:header((summary(#{}))#{budget => Budget#{used => 0.62}}, 200)])),
     ?assertNotEqual(nomatch, string:find(Shared, "at most 5.0 % of the node's CPU (the node used 62 % of its schedulers)")),
+    %% A rate that is a guess (shed where the fuse tripped, not counted) says so.
+    Guess = lists:flatten(io_lib:format("~ts", [ferrotrace_report:header((summary(#{}))#{budget => Budget#{shed := [(hd(Log))#{guessed => true} | tl(Log)]}}, 200)])),
+    ?assertNotEqual(nomatch, string:find(Guess, "m:f1/1 999/s (a guess) ")),
+    ?assertEqual(nomatch, string:find(Text, "a guess")),
     ok.

@@ -247,8 +247,8 @@ budget(#{max_overhead := B, estimate := E, rate := N, model := Model,
     Named = lists:sublist(Now, ?DISPLACED_NAMED),
     ShedParts = [io_lib:format("~b ~ts off (calls/s when shed)", [Off, plural(Off, "pattern", "patterns")])
                  || Off > 0]
-        ++ [io_lib:format("~ts ~ts/s ~ts", [ferrotrace_names:mfa(MFA), per_second(R), shed_when(At)])
-            || #{mfa := MFA, rate := R, shed_at := At} <- Named]
+        ++ [io_lib:format("~ts ~ts/s~ts ~ts", [ferrotrace_names:mfa(MFA), per_second(R), guessed(Entry), shed_when(At)])
+            || Entry = #{mfa := MFA, rate := R, shed_at := At} <- Named]
         ++ [io_lib:format("~b more", [Off - length(Named)]) || Off > length(Named)]
         ++ [io_lib:format("~b taken back", [Back]) || Back > 0],
     Default = ["the default for a '_' module (max_overhead => none turns it off)" || maps:get(default, View, false)]
@@ -262,6 +262,11 @@ budget(#{max_overhead := B, estimate := E, rate := N, model := Model,
      [ferrotrace_text:wrap("shed: ", ShedParts, Width) || ShedParts =/= []]];
 budget(_, _Estimated, _Width) ->
     [].
+
+%% A rate when shed that is a guess (ferrotrace_budget: read from the calls sampled before
+%% the fuse untraced the processes making them, not counted).
+guessed(#{guessed := true}) -> " (a guess)";
+guessed(_) -> "".
 
 %% What the table's counts are where calls were sampled: those timed, but where the table
 %% marks a count `~' (estimated from them, estimates/2).
