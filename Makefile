@@ -1,6 +1,6 @@
 # ferrotrace: the README's two commands are `make demo` and `make test` (every CI part and its
 # time: the CI table in CONTRIBUTING.md).
-.PHONY: compare-bench scope-bench yaws-scope metrics-bench metrics-demo metrics-demo-stop metrics-soak busy cold-start shed-latency yaws-bench yaws-pool all setup compile demo test bundle test-attach test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty test-snippets bench bench-reads bench-html always-on loom miri collector-ceiling clean export-tools fuzz
+.PHONY: births compare-bench scope-bench yaws-scope metrics-bench metrics-demo metrics-demo-stop metrics-soak busy cold-start shed-latency yaws-bench yaws-pool all setup compile demo test bundle test-attach test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty test-snippets bench bench-reads bench-html always-on loom miri collector-ceiling clean export-tools fuzz
 
 DEBIAN_PACKAGES = erlang-nox erlang-dev rebar3 erlang-common-test erlang-eunit erlang-dialyzer erlang-tools
 
@@ -206,6 +206,14 @@ cold-start: compile
 	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_cold.erl bench/ft_fresh_node.erl test/support/ft_budget_work.erl \
 		test/support/ft_busy.erl
 	erl -noshell -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_cold:main(), halt().'
+
+# What a process born and ended costs under a calls session's flags, and without `procs'
+# (bench/ferrotrace_births.erl; about 10 s). One scheduler: on two, where each process is
+# placed moves the time per process by more than the flags cost.
+births: compile
+	mkdir -p bench/out
+	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_births.erl
+	erl -noshell +S 1 -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_births:main(), halt().'
 
 # How soon a budget sheds what load arriving after the start makes hot: five fresh nodes,
 # a {'_','_','_'} session with max_overhead => 0.05, processes born per request from the
