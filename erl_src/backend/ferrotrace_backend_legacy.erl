@@ -193,9 +193,20 @@ apply_pattern(#{mfa := MFA, match_spec := MS, scope := Scope} = Pattern) ->
 %% @doc Takes the patterns of `MFAs' off for session `Id' (the overhead budget): a function
 %% is shed where one of the session's claims covers it, it carries that claim's match spec
 %% (or a loop's), and no other session's claim covers it. The claim remembers it as shed, so
-%% that a pattern set again (another session's stop) leaves it off. `{Saved, Refused}'.
--spec shed(ferrotrace_tracer:session_id(), [mfa()]) -> {[ferrotrace_backend:saved()], [mfa()]}.
-shed(Id, MFAs) ->
+%% that a pattern set again (another session's stop) leaves it off. `{Saved, Refused}';
+%% `{error, badarg}' unless `Id' is a session id and `MFAs' a list of `{M, F, Arity}' (checked
+%% first: each function reads the claims again, so a million-element list of anything
+%% else held a node's schedulers past 20 s in the fuzz suite).
+-spec shed(ferrotrace_tracer:session_id(), [mfa()]) -> {[ferrotrace_backend:saved()], [mfa()]} | {error, badarg}.
+shed(Id, MFAs) when is_integer(Id), is_list(MFAs) ->
+    case lists:all(fun is_mfa/1, MFAs) of
+        true -> shed_checked(Id, MFAs);
+        false -> {error, badarg}
+    end;
+shed(_Id, _MFAs) ->
+    {error, badarg}.
+
+shed_checked(Id, MFAs) ->
     Others = [P || {{OtherId, _}, P} <- ets:tab2list(?CLAIMS), OtherId =/= Id],
     %% In the order given (the hottest first): each change waits for the code barrier, 4 to
     %% 8 ms on a busy server, and the first ones taken off take off the most cost.
@@ -224,9 +235,24 @@ shed(Id, MFAs) ->
     {lists:reverse(Saved), lists:reverse(Refused)}.
 
 %% @doc Puts back functions {@link shed/2} took off, with the match spec and scope they had,
-%% where the session's claim still has them as shed.
--spec unshed(ferrotrace_tracer:session_id(), [ferrotrace_backend:saved()]) -> ok.
-unshed(Id, Saved) ->
+%% where the session's claim still has them as shed; `{error, badarg}' unless `Id' is a
+%% session id and `Saved' a list of what shed/2 gives back (checked first, as there).
+-spec unshed(ferrotrace_tracer:session_id(), [ferrotrace_backend:saved()]) -> ok | {error, badarg}.
+unshed(Id, Saved) when is_integer(Id), is_list(Saved) ->
+    case lists:all(fun({MFA, MS, Scope}) -> is_mfa(MFA) andalso (is_list(MS) orelse is_boolean(MS))
+                                             andalso (Scope =:= local orelse Scope =:= global);
+                      (_) -> false
+                   end, Saved) of
+        true -> unshed_checked(Id, Saved);
+        false -> {error, badarg}
+    end;
+unshed(_Id, _Saved) ->
+    {error, badarg}.
+
+is_mfa({M, F, A}) -> is_atom(M) andalso is_atom(F) andalso is_integer(A) andalso A >= 0 andalso A =< 255;
+is_mfa(_) -> false.
+
+unshed_checked(Id, Saved) ->
     lists:foreach(
       fun({MFA, MS, Scope}) ->
               case [{Key, P} || {Key, P = #{shed := Shed}} <- ets:match_object(?CLAIMS, {{Id, '_'}, '_'}),

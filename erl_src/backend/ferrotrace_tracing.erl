@@ -381,7 +381,11 @@ covered({M, _, _} = Spec, Own) ->
 %% {@link put_back/3}) and the functions left as they were.
 -spec take_off(ferrotrace_tracer:session_id(), backend(), [mfa()]) -> {[saved()], [mfa()]}.
 take_off(Id, legacy, MFAs) ->
-    ferrotrace_barrier:quick(fun() -> ferrotrace_registry:shed(Id, MFAs) end);
+    %% Refused by the registry (not a list of functions): nothing taken off.
+    case ferrotrace_barrier:quick(fun() -> ferrotrace_registry:shed(Id, MFAs) end) of
+        {error, badarg} -> {[], MFAs};
+        Result -> Result
+    end;
 take_off(_Id, {trace_session, _, _} = Backend, MFAs) ->
     ferrotrace_barrier:quick(fun() -> ferrotrace_backend:take_off(Backend, MFAs) end);
 take_off(_Id, _Backend, MFAs) ->
@@ -415,7 +419,9 @@ hold(Id, Backend, MFAs, Deadline, Acc = {Saved, Refused}) ->
 %% @doc Puts back what {@link take_off/3} took off.
 -spec put_back(ferrotrace_tracer:session_id(), backend(), [saved()]) -> ok.
 put_back(Id, legacy, Saved) ->
-    ferrotrace_registry:unshed(Id, Saved);
+    %% Refused by the registry (not what take_off/3 gave): nothing to put back.
+    _ = ferrotrace_registry:unshed(Id, Saved),
+    ok;
 put_back(_Id, {trace_session, _, _} = Backend, Saved) ->
     ferrotrace_backend:put_back(Backend, Saved);
 put_back(_Id, _Backend, _Saved) ->

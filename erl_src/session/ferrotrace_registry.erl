@@ -191,13 +191,15 @@ exclude_modules(Modules) ->
 %% ferrotrace_shed): each function one of its patterns covers and that carries its match
 %% spec (or a loop's), unless another live session's pattern covers it too. The claim
 %% remembers them as shed, so that a pattern set again (another session's stop) leaves them
-%% off. `{Saved, Refused}': `{MFA, MatchSpec, Scope}' taken off, and the functions left.
--spec shed(ferrotrace_tracer:session_id(), [mfa()]) -> {[ferrotrace_shed:saved()], [mfa()]}.
+%% off. `{Saved, Refused}': `{MFA, MatchSpec, Scope}' taken off, and the functions left;
+%% `{error, badarg}' unless `MFAs' is a list of `{M, F, Arity}' (ferrotrace_backend_legacy).
+-spec shed(ferrotrace_tracer:session_id(), [mfa()]) -> {[ferrotrace_shed:saved()], [mfa()]} | {error, badarg}.
 shed(Id, MFAs) ->
     call({shed, Id, MFAs}).
 
-%% @doc Puts back functions {@link shed/2} took off, with the match spec and scope they had.
--spec unshed(ferrotrace_tracer:session_id(), [ferrotrace_shed:saved()]) -> ok.
+%% @doc Puts back functions {@link shed/2} took off, with the match spec and scope they had;
+%% `{error, badarg}' for anything else than what it gave.
+-spec unshed(ferrotrace_tracer:session_id(), [ferrotrace_shed:saved()]) -> ok | {error, badarg}.
 unshed(Id, Saved) ->
     call({unshed, Id, Saved}).
 
