@@ -313,7 +313,8 @@ legacy_shed_junk_test() ->
     Big = lists:duplicate(1048576, $a),
     Self = self(),
     Pid = spawn(fun() ->
-                        _ = (catch ferrotrace_backend_legacy:new_table()),
+                        %% The registry's table where a test started it, else one of ours.
+                        _ = try ferrotrace_backend_legacy:new_table() catch error:badarg -> ok end,
                         Self ! {answers, [ferrotrace_backend_legacy:shed([<<"x">>, {}, Big], Big),
                                           ferrotrace_backend_legacy:shed(1, Big),
                                           ferrotrace_backend_legacy:shed(1, [{m, f, 1}, {m, f}]),
