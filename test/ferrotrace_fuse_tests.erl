@@ -279,7 +279,6 @@ untraced_waiting_is_bounded_test() ->
     _ = [Q ! stop || Q <- Alive],
     ok.
 
-
 %% Shed where the fuse tripped, the functions whose calls were not counted (their modules
 %% were not: a trip counts those of most calls) have guesses for rates, read from the calls
 %% sampled before the fuse untraced the processes making them: the log marks them

@@ -438,8 +438,8 @@ load(M, Last, S = #{schedulers := Sch, event_ns := EventNs0, discard_ns := Disca
     %% arriving 100 ms after the start (make busy, arrive_100ms), counters:add/3 and the
     %% BIF it calls were shed at 138 calls a second and called 1.4 million times a second.
     %% The take-back still weighs them by it: bringing guesses back one a take-back, tried,
-    %% measured worse on yaws (its first 2 s at 0.81 to 0.89 of untraced in three runs,
-    %% against 0.95 to 0.99 alternated with them).
+    %% measured worse on yaws (its first 2 s at 0.81 to 0.89 of untraced in four runs,
+    %% against 0.95 to 0.99 in three of main alternated with them).
     {Hidden, Functions, Guessed} =
         case M of
             #{counted := [_ | _] = AllCalls} ->
@@ -711,7 +711,8 @@ steps() ->
 %% The functions to shed, those whose calls make the cost first (the most calls per
 %% second: a rarely called function the operator asked about stays), until the floor is at
 %% ?SHED_TO of the budget; the calls reaching the tracer that are left.
-shed(Load = #{reaching := R, discard_ns := D, capacity := Cap, functions := Functions, budget := B, tripped := Tripped},
+shed(#{reaching := R, discard_ns := D, capacity := Cap, functions := Functions, budget := B, tripped := Tripped,
+       guessed := Guessed},
      S = #{shed := Shed, unsheddable := Never,
            tick := T, last := #{elapsed_ms := At}}) ->
     Ordered = hottest_first([{MFA, Rate} || {MFA, Rate, _Mean} <- Functions, Rate > 0,
@@ -721,14 +722,13 @@ shed(Load = #{reaching := R, discard_ns := D, capacity := Cap, functions := Func
     %% On a node whose schedulers are busy, what the shed functions cost goes to the work,
     %% which then calls the others more often (see take/7).
     Left = (R - ShedRate) / max(0.5, 1 - ShedRate * D / Cap),
-    Guessed = maps:with([MFA || {MFA, _} <- Chosen], maps:get(guessed, Load, #{})),
     {[MFA || {MFA, _} <- Chosen], mark_shed([{MFA, round(Rate)} || {MFA, Rate} <- Chosen], T, At, Tripped, Guessed, S),
      max(0, Left)}.
 
 %% Records `Chosen' (`{MFA, CallsPerSecond}', hottest first) as shed at tick `Tick', `At' ms:
 %% in `shed' (with whether the fuse had tripped, `Trip'), their count of times shed, and
 %% the log, newest first, a batch hottest first (past ?SHED_LOG the coldest of the oldest
-%% go), those whose rate is a guess (in `Guessed', see load/3) marked `guessed'.
+%% go), those whose rate is a guess (keys of `Guessed', see load/3) marked `guessed'.
 mark_shed(Chosen, Tick, At, Trip, Guessed, S = #{shed := Shed, shed_log := Log, times := Times}) ->
     S#{shed := maps:merge(Shed, maps:from_list([{MFA, #{rate => Rate, tick => Tick, at => At, trip => Trip}} || {MFA, Rate} <- Chosen])),
        times := lists:foldl(fun({MFA, _}, Acc) -> maps:update_with(MFA, fun(X) -> X + 1 end, 1, Acc) end, Times, Chosen),
