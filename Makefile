@@ -207,7 +207,7 @@ cold-start: compile
 		test/support/ft_busy.erl
 	erl -noshell -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_cold:main(), halt().'
 
-# What a process born and ended costs under a calls session's flags, and without `procs'
+# What a process born and ended costs under a calls session's flags, and with `procs' added
 # (bench/ferrotrace_births.erl; about 10 s). One scheduler: on two, where each process is
 # placed moves the time per process by more than the flags cost.
 births: compile

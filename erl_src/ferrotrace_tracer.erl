@@ -27,6 +27,7 @@
 -export([session_events/1, session_event_histogram/2, session_set_events/2]).
 -export([session_set_call_sample/2, session_call_sample/1, session_set_compensation/3]).
 -export([session_set_fuse/2, session_fuse/1]).
+-export([session_settle_exits/1]).
 -export([check_options/1, new_session/2, stop_session/2, release_session/1, sessions/0,
          session_summary/1, session_status/1, session_counts/1, session_histogram/2, session_set_tracing/3, session_exclude_modules/2, session_add_loops/2,
          session_interval/1]).
@@ -173,6 +174,16 @@ session_status(_Id) -> ?NOT_LOADED.
                  untraced_pids := [pid()]}} |
           {error, term()}.
 session_counts(_Id) -> ?NOT_LOADED.
+
+%% @private
+%% @doc Forgets the calls left open by processes that died inside them (abandoned, as at an
+%% exit event): a calls-only session traces no `procs', so the VM sends it no exit (its
+%% keeper calls this every second, and a summary first). `open': processes with calls open;
+%% `exited': those of them found dead. Nothing for a stopped session, or one that traces
+%% activity (its exits come from the VM).
+-spec session_settle_exits(session_id()) ->
+          {ok, #{open := non_neg_integer(), exited := non_neg_integer()}} | {error, term()}.
+session_settle_exits(_Id) -> ?NOT_LOADED.
 
 %% @private
 -spec session_histogram(session_id(), mfa()) ->

@@ -10,7 +10,8 @@
 -export([reader_waiting_in_another_module/1, loop_through_a_fun/1, loop_through_apply/1,
          loop_through_an_untraced_module/1, cycle_of_two_through_an_untraced_module/1,
          tail_recursion_a_million_deep/1, frames_note_names_the_process/1,
-         every_function_with_readers/1]).
+         every_function_with_readers/1, killed_inside_calls/1]).
+-export([wait_inside/0]).
 
 -define(MAX_WORDS, 1000).
 %% Unbounded, each message would leave a return-trace frame (3 words on OTP 25, 4 on 27+):
@@ -23,7 +24,8 @@ suite() ->
 all() ->
     [reader_waiting_in_another_module, loop_through_a_fun, loop_through_apply,
      loop_through_an_untraced_module, cycle_of_two_through_an_untraced_module,
-     tail_recursion_a_million_deep, frames_note_names_the_process, every_function_with_readers].
+     tail_recursion_a_million_deep, frames_note_names_the_process, every_function_with_readers,
+     killed_inside_calls].
 
 %% The server's connection reader: the module traced, the wait in the wrapper.
 -spec reader_waiting_in_another_module(config()) -> ok.
@@ -51,6 +53,44 @@ loop_through_an_untraced_module(_Config) ->
 cycle_of_two_through_an_untraced_module(_Config) ->
     reader_stays_small(fun() -> ft_frames_reader:ping(0) end, {ft_frames_reader, '_', '_'},
                        [{ft_frames_reader, ping, 1}, {ft_frames_reader, pong, 1}]).
+
+%% Processes killed inside a traced call leave nothing open. A calls session traces no
+%% `procs' (only `call': a process born and ended costs the tracer no event), so on OTP 27+,
+%% where the VM tells a killed process's open calls by its exit alone, the keeper finds the
+%% dead processes (ferrotrace_tracer:session_settle_exits/1, every second and before a
+%% summary) and forgets their calls; OTP 25 and 26 unwind them as exceptions.
+-spec killed_inside_calls(config()) -> ok.
+killed_inside_calls(_Config) ->
+    {ok, S} = ferrotrace:calls({?MODULE, wait_inside, 0}, #{max_overhead => none, duration => 120000}),
+    Killed = 20,
+    Pids = [spawn(fun ?MODULE:wait_inside/0) || _ <- lists:seq(1, Killed)],
+    ok = ft_ct:poll(fun() -> calls_of(S) =:= Killed end, 10000),
+    Flags = [Flag || P <- Pids, {flags, Fs} <- [erlang:trace_info(P, flags)], Flag <- Fs],
+    ?assertNot(lists:member(procs, Flags)),
+    {ok, #{open := Killed, exited := 0}} = ferrotrace_tracer:session_settle_exits(S),
+    Monitors = [monitor(process, P) || P <- Pids],
+    _ = [exit(P, kill) || P <- Pids],
+    _ = [receive {'DOWN', M, process, _, _} -> ok end || M <- Monitors],
+    {ok, #{exited := Exited}} = ferrotrace_tracer:session_settle_exits(S),
+    #{pairing := Pairing, calls := [#{count := Killed, returns := 0, exceptions := Exceptions}]} = ferrotrace:summary(S),
+    ok = ferrotrace:release(S),
+    ?assertMatch(#{open_calls := 0, processes := 0}, Pairing),
+    #{abandoned_calls := Abandoned} = Pairing,
+    case list_to_integer(erlang:system_info(otp_release)) of
+        Otp when Otp < 27 -> ?assertEqual({0, Killed, 0}, {Exited, Exceptions, Abandoned});
+        _ -> ?assertEqual({Killed, 0, Killed}, {Exited, Exceptions, Abandoned})
+    end.
+
+%% The function the processes of killed_inside_calls/1 are killed in.
+-spec wait_inside() -> ok.
+wait_inside() ->
+    receive stop -> ok end.
+
+calls_of(S) ->
+    case ferrotrace:summary(S) of
+        #{calls := [#{count := N}]} -> N;
+        _ -> 0
+    end.
 
 %% A traced tail recursion a million deep keeps at most 5,000 words while it runs; the calls
 %% past the bound are refused and counted, and the outer calls still pair.

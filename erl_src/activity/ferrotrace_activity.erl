@@ -36,10 +36,15 @@ check_kinds(Kinds) ->
 proper_list([_ | T]) -> proper_list(T);
 proper_list(Tail) -> Tail =:= [].
 
-%% @doc The trace flags of `Kinds' for processes (and, with `ports', for ports).
+%% @doc The trace flags of `Kinds' for processes (and, with `ports', for ports), beside a
+%% calls session's `call'. With any kind, `procs' too: its exits let the engine forget the
+%% calls a process left open when it died (a calls-only session, without `procs', has its
+%% keeper look for dead processes instead: ferrotrace_tracer:session_settle_exits/1).
 -spec flags([kind()]) -> [atom()].
+flags([]) ->
+    [];
 flags(Kinds) ->
-    lists:usort(lists:append([kind_flags(K) || K <- Kinds])).
+    lists:usort([procs | lists:append([kind_flags(K) || K <- Kinds])]).
 
 kind_flags(messages) -> [send, 'receive'];
 kind_flags(procs) -> [procs];

@@ -41,6 +41,11 @@
 
 -type settings() :: ferrotrace_options:settings().
 
+%% How often the calls left open by processes that died inside them are forgotten (ms): a
+%% process killed inside a traced call keeps its frames on its line of the frame bound
+%% (1,024 lines of 120 frames) until then.
+-define(SETTLE_EXITS_MS, 1000).
+
 
 -record(state, {id :: ferrotrace_tracer:session_id(),
                 owner :: reference() | none,
@@ -156,6 +161,7 @@ init_keeper({Settings = #{owner := Owner, keep := Keep, engine := EngineOptions,
                        #{analysis_ms => T1 - T0, holding_ms => HoldingMs, tracing_ms => T2 - T1 - HoldingMs}),
             Caller ! {Ref, Id},
             self() ! step,
+            _ = erlang:send_after(?SETTLE_EXITS_MS, self(), settle_exits),
             {ok, #state{id = Id, owner = Monitor, keep = Keep,
                         backend = Backend, watch = watch(Id, Backend, Prepared),
                         calls = calls(Id, Backend, Tracing, EngineOptions),
@@ -414,6 +420,12 @@ handle_info(step, State = #state{steps = [Step | Rest]}) ->
             _ -> self() ! step
         end,
     {noreply, State1};
+handle_info(settle_exits, State = #state{id = Id, stopped = false}) ->
+    %% A calls session traces no `procs' (ferrotrace_backend): the calls its dead processes
+    %% left open are forgotten here, before they fill the frame bound's lines.
+    _ = ferrotrace_tracer:session_settle_exits(Id),
+    _ = erlang:send_after(?SETTLE_EXITS_MS, self(), settle_exits),
+    {noreply, State};
 handle_info(expire, State) ->
     {stop, normal, State};
 handle_info(_Message, State) ->
@@ -631,8 +643,8 @@ start_tracing(Id, Tracing = #{kinds := Kinds}) ->
             Error
     end;
 start_tracing(Id, Tracing) ->
-    %% Calls only: the other tags of `procs' (spawn, link, ...) are discarded, not traced,
-    %% and the summary shows no other kind (the exits `procs' brings are for the calls).
+    %% Calls only: no `procs' (the keeper forgets dead processes' open calls, see
+    %% settle_exits), and the summary shows no other kind.
     ok = ferrotrace_tracer:session_set_events(Id, false),
     ok = ferrotrace_registry:update(Id, #{kinds => []}),
     start_tracing(Id, Tracing, []).

@@ -24,6 +24,8 @@ summary(Id) ->
 -spec summary(ferrotrace_tracer:session_id(), pid() | none, map()) ->
           ferrotrace:summary() | {error, term()}.
 summary(Id, Keeper, Info) ->
+    %% The calls of processes dead since the keeper last looked are not shown as open.
+    _ = ferrotrace_tracer:session_settle_exits(Id),
     case ferrotrace_tracer:session_summary(Id) of
         {ok, Summary = #{calls := Calls}} ->
             ByTotal = fun(#{total := A}, #{total := B}) -> A >= B end,

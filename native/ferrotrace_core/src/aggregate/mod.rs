@@ -505,6 +505,12 @@ impl Aggregator {
         settle
     }
 
+    /// Adds to `pids` the processes with calls open in this aggregator (a sharded one's own
+    /// processes only: the others' calls are not paired here).
+    pub fn open_pids(&self, pids: &mut Vec<u64>) {
+        pids.extend(self.open.open_pids());
+    }
+
     /// The processes the fuse untraced since the last call (at most [`MAX_UNTRACED`], in the
     /// order they were untraced; a process untraced twice is there twice).
     pub fn take_untraced(&mut self) -> Vec<u64> {

@@ -219,6 +219,11 @@ impl OpenCalls {
         }
     }
 
+    /// The processes with at least one open call.
+    pub(super) fn open_pids(&self) -> impl Iterator<Item = u64> + '_ {
+        self.stacks.iter().filter(|(_, stack)| !stack.is_empty()).map(|(pid, _)| *pid)
+    }
+
     /// Forgets the open calls of `pid`, which exited (abandoned); how many there were.
     pub(super) fn exit(&mut self, pid: u64, counters: &mut PairingCounters) -> usize {
         let Some(stack) = self.stacks.remove(&pid) else { return 0 };

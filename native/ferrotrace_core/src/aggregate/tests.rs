@@ -284,6 +284,25 @@ fn process_exit_forgets_open_calls() {
 }
 
 #[test]
+fn open_pids_name_the_processes_with_calls_open_until_they_exit() {
+    // What `Session::settle_exits` asks: processes whose stacks are empty are not named.
+    let mut agg = Aggregator::new(100, 1000);
+    agg.record(&ev(EventKind::Call, 1, F, 0));
+    agg.record(&ev(EventKind::Call, 2, F, 1));
+    agg.record(&ev(EventKind::Call, 3, F, 2));
+    agg.record(&ev(EventKind::Return, 3, F, 3));
+    let mut pids = Vec::new();
+    agg.open_pids(&mut pids);
+    pids.sort_unstable();
+    assert_eq!(pids, vec![1, 2]);
+    agg.record_routed(&ev(EventKind::Exit, 1, crate::event::NO_MFA, 4), 0, EventCopies::default());
+    pids.clear();
+    agg.open_pids(&mut pids);
+    assert_eq!(pids, vec![2]);
+    assert_eq!(agg.counters().abandoned_calls, 1);
+}
+
+#[test]
 fn an_untraced_process_has_its_open_calls_forgotten_and_is_kept_to_trace_again() {
     let mut agg = Aggregator::new(100, 1000);
     agg.record(&ev(EventKind::Call, 1, F, 0));

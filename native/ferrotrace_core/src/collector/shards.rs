@@ -489,6 +489,18 @@ impl<'a> Aggregates<'a> {
         pids
     }
 
+    /// The processes with calls open, over every aggregator (each process is paired in one).
+    pub fn open_pids(&self) -> Vec<u64> {
+        let mut pids = Vec::new();
+        if let Some(one) = &self.one {
+            one.open_pids(&mut pids);
+        }
+        for part in &self.parts {
+            part.open_pids(&mut pids);
+        }
+        pids
+    }
+
     /// Runs `f` on every aggregator (setting a filter, loops, a new interval).
     pub fn for_each_mut(&mut self, mut f: impl FnMut(&mut Aggregator)) {
         if let Some(one) = &mut self.one {

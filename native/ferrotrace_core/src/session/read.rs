@@ -12,6 +12,8 @@ use crate::collector::Backlog;
 use crate::frames::FrameTable;
 use crate::producer::{Accounting, Producer};
 use crate::collector::shards::Aggregates;
+use crate::event::{Event, EventKind, NO_MFA};
+use crate::term_format::EventCopies;
 
 use super::Session;
 
@@ -65,6 +67,35 @@ impl Session {
     /// last such read ([`Aggregates::take_untraced`]): the overhead budget's read.
     pub fn call_counts(&self) -> (Accounting, Vec<(crate::event::Mfa, u64)>, Vec<u64>) {
         self.up_to_date(|aggregates, accounting| (accounting, aggregates.call_counts(), aggregates.take_untraced()))
+    }
+
+    /// Forgets the calls left open by processes that died inside them, for a session that
+    /// gets no `exit` events (a calls-only session traces no `procs`: the VM's `spawn`,
+    /// `spawned` and `exit` events made each process born and ended cost 0.15 to 0.2 µs more,
+    /// of 1.8, `make births`). `alive` answers for a kept pid word whether that process
+    /// still lives; it is asked between two collections, so that every event of a process
+    /// found dead (stamped before it died, so before the question) is folded in before its
+    /// exit, which is recorded as if the VM had sent it. Gives (processes with calls open,
+    /// of which dead). A session that traces activity gets its exits from the VM: nothing
+    /// to do (an exit counted twice would count twice in its figures).
+    pub fn settle_exits(&self, alive: impl Fn(u64) -> bool) -> (usize, usize) {
+        if self.stopped().is_some() || super::wants_activity(self.id) {
+            return (0, 0);
+        }
+        let open = self.up_to_date(|aggregates, _| aggregates.open_pids());
+        let dead: Vec<u64> = open.iter().copied().filter(|&pid| !alive(pid)).collect();
+        if !dead.is_empty() {
+            let ts = crate::clock::to_ns(crate::clock::now());
+            self.up_to_date(|aggregates, _| {
+                aggregates.for_each_mut(|aggregator| {
+                    for &pid in &dead {
+                        let exit = Event { ts, pid, mfa: NO_MFA, kind: EventKind::Exit };
+                        aggregator.record_routed(&exit, 0, EventCopies::default());
+                    }
+                })
+            });
+        }
+        (open.len(), dead.len())
     }
 
     /// Runs `f` on the aggregators, up to date, for reading them and configuring each (a

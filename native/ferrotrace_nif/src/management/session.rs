@@ -31,7 +31,7 @@ mod atoms {
         mfa, count, returns, exceptions, total,
         user, owner_down, duration, loops, foreign_events, bad_spec, ferrotrace_loops,
         backlog, ring_peak, ring_size, longest_gap_us, frames_refused, fuse_refused, untraced, untraced_pids, max_frames, max_frames_pid, sample,
-        precision, significant_digits, relative_error, bad_module,
+        precision, significant_digits, relative_error, bad_module, open, exited,
     }
 }
 
@@ -384,6 +384,30 @@ fn session_counts<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
         (atoms::calls(), calls.encode(env)),
         (atoms::untraced_pids(), untraced.encode(env)),
     ]);
+    (atoms::ok(), counts).encode(env)
+}
+
+/// `session_settle_exits(Id) -> {ok, #{open := N, exited := M}} | {error, Reason}`: the calls
+/// left open by processes that died inside them are forgotten (abandoned, as at an exit
+/// event): `open` processes had calls open, `exited` of them were dead. A calls-only session
+/// traces no `procs`, so the VM sends it no exit; its keeper calls this every second, and a
+/// summary first. Nothing for a stopped session or one that traces activity (its exits
+/// come from the VM). Dirty: two collections, and a liveness check per process.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn session_settle_exits<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
+    let session = match find(env, id) {
+        Ok(session) => session,
+        Err(e) => return e,
+    };
+    // The aggregators keep local pids' words (`enabled_call`'s `Immediate::local_pid`):
+    // checked again by their tag before they become pids; a word that is not one is taken
+    // for a live process (its calls stay open, as they would have).
+    let alive = |word: u64| match Immediate::kept_pid(word).map(|pid| pid.term(env).decode::<LocalPid>()) {
+        Some(Ok(pid)) => env.is_process_alive(pid),
+        _ => true,
+    };
+    let (open, exited) = session.settle_exits(alive);
+    let counts = map(env, &[(atoms::open(), open.encode(env)), (atoms::exited(), exited.encode(env))]);
     (atoms::ok(), counts).encode(env)
 }
 
