@@ -18,8 +18,10 @@
 %%% control, `budget=no_session'); `per_request' adds a fifth, a session on a function the
 %%% work never calls (`budget=flags_only': the VM's cost of trace flags on each process
 %%% born, whatever the tracer). Printed per scenario and budget: the median over rounds
-%%% of each 250 ms window's throughput over the untraced one's, for the first 2 s, the first
-%%% 2 s as a whole, the worst window, the worst of seconds 2 to 8, and the calls timed.
+%%% of each 250 ms window's throughput over the untraced ones' (the runs before and after
+%%% the sessions: the control is read against the run before it), for the first 2 s, the
+%%% first 2 s as a whole (and against the untraced runs before the sessions alone), the
+%%% worst window, the worst of seconds 2 to 8, and the calls timed.
 %%% `BUSY_SCENARIOS="arrive_0ms per_request"' runs those only.</li>
 %%% `BUSY_PARTS="moving"' runs that part only (`tsunami', `moving', `noise').
 %%% <li>The noise of the budget's measure on the node (ferrotrace_nodeload): with nothing
@@ -127,12 +129,16 @@ scenario(Name, Scenario, Rounds) ->
     Runs = [{run(Scenario, none), run(Scenario, 0.05), run(Scenario, default), run(Scenario, none),
              case Floor of true -> run(Scenario, flags_only); false -> none end}
             || _ <- lists:seq(1, Rounds)],
-    Untraced = [element(1, R) || {R, _, _, _, _} <- Runs],
-    _ = [report(Name, Label, [W || {W, _} <- Traced], Untraced, [C || {_, C} <- Traced])
-         || {Label, Traced} <- [{"0.05", [T || {_, T, _, _, _} <- Runs]},
-                                {"default", [T || {_, _, T, _, _} <- Runs]},
-                                {"no_session", [T || {_, _, _, T, _} <- Runs]}]
-                               ++ [{"flags_only", [T || {_, _, _, _, T} <- Runs]} || Floor]],
+    Before = [element(1, R) || {R, _, _, _, _} <- Runs],
+    After = [element(1, R) || {_, _, _, R, _} <- Runs],
+    %% The sessions ran between the two untraced runs of their round: both are their
+    %% reference (the median of twice as many windows). The control is read against the
+    %% run before it alone: what two untraced runs differ by.
+    _ = [report(Name, Label, [W || {W, _} <- Traced], Reference, Before, [C || {_, C} <- Traced])
+         || {Label, Traced, Reference} <- [{"0.05", [T || {_, T, _, _, _} <- Runs], Before ++ After},
+                                           {"default", [T || {_, _, T, _, _} <- Runs], Before ++ After},
+                                           {"no_session", [T || {_, _, _, T, _} <- Runs], Before}]
+                                          ++ [{"flags_only", [T || {_, _, _, _, T} <- Runs], Before ++ After} || Floor]],
     ok.
 
 %% One run: the windows' throughput from the moment `calls/2' returns (or would), and the
@@ -195,9 +201,11 @@ total(Works) ->
 frozen(Done) -> {frozen, Done}.
 
 %% Per window, the median over rounds of the traced windows over the median of the
-%% untraced ones; the first 2 s as a whole (medians of sums); the worst window of seconds
+%% untraced ones (`Untraced': those before and after the sessions); the first 2 s as a
+%% whole (medians of sums), also against the untraced runs before the sessions alone
+%% (`first_2s_vs_before', the reference `make busy' used until 2026-12-04); the worst window of seconds
 %% 2 to 8; the calls the sessions timed (median).
-report(Name, Label, Traced, Untraced, Timed) ->
+report(Name, Label, Traced, Untraced, Before, Timed) ->
     %% A window where the work had not arrived yet (its untraced median under a twentieth
     %% of the busiest window's) has no ratio: `-', and it is not the worst.
     Medians = [median([lists:nth(W, U) || U <- Untraced]) || W <- lists:seq(1, ?WINDOWS)],
@@ -209,11 +217,12 @@ report(Name, Label, Traced, Untraced, Timed) ->
     First = 2000 div ?WINDOW_MS,
     Sum = fun(Ws) -> lists:sum(lists:sublist(Ws, First)) end,
     First2s = median([Sum(T) || T <- Traced]) / max(1, median([Sum(U) || U <- Untraced])),
+    First2sBefore = median([Sum(T) || T <- Traced]) / max(1, median([Sum(U) || U <- Before])),
     Later = lists:nthtail(First, PerWindow),
     Worst = fun(Ws) -> case [R || R <- Ws, R =/= none] of [] -> "-"; Rs -> io_lib:format("~.2f", [lists:min(Rs)]) end end,
-    io:format("busy moving scenario=~s budget=~s rounds=~b first_2s=~.2f first_2s_windows=~s "
+    io:format("busy moving scenario=~s budget=~s rounds=~b first_2s=~.2f first_2s_vs_before=~.2f first_2s_windows=~s "
               "worst_window=~s worst_window_2_to_8s=~s calls_timed=~b~n",
-              [Name, Label, length(Traced), First2s,
+              [Name, Label, length(Traced), First2s, First2sBefore,
                lists:join(",", [case R of none -> "-"; _ -> io_lib:format("~.2f", [R]) end || R <- lists:sublist(PerWindow, First)]),
                Worst(PerWindow), Worst(Later), median(Timed)]).
 
