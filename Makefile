@@ -227,7 +227,7 @@ shed-latency: compile
 # The overhead budget on Debian's yaws under wrk (installs both if missing): rounds of 12 s,
 # wrk running through each (3 s of load first), alternating untraced and a fresh
 # {'_','_','_'} session with max_overhead => 0.05, then the same with no session (the
-# noise). YAWS_ROUNDS=N rounds of each (default 4; about 5 min). The node's schedulers do
+# noise), after a minute of untraced load. YAWS_ROUNDS=N rounds of each (default 4; about 6 min). The node's schedulers do
 # not spin for work (YAWS_ERL_FLAGS): the client shares the 2 cores, and a spinning
 # scheduler takes its CPU. With spinning, one wrk run's rate strayed from the mean of 8 to
 # 12 runs by 15 to 23 % (relative standard deviation), by 10 to 12 % without it.
