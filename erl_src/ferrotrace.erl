@@ -157,7 +157,7 @@
 -type budget() :: #{max_overhead := number(), default := boolean(), cautious := boolean(),
                     estimate := float() | undefined, used := float(),
                     collector := float() | undefined, rate := pos_integer(),
-                    measured := float() | undefined, in_situ := float(),
+                    measured := float() | undefined, in_situ := float(), reading := float(),
                     baseline := #{per_busy := float(), utilization := float(), reductions_per_s := float(),
                                   noise => float()} | undefined,
                     model := calibrated | partial | default,
@@ -528,7 +528,10 @@ loaded() ->
 %% where the schedulers were idle then), `in_situ' (what a call costs on this node against
 %% its calibration, within 2 and 10: learned from the part of `measured' that moves with the session's
 %% cost, weighed by the noise of the baseline, whose `noise' is its thirds' relative
-%% standard deviation), `collector' (the collector thread's CPU over
+%% standard deviation), `reading' (the share of `used' held for the reading of loops after
+%% the start, paced, while it runs, and taken from what the budget leaves the tracing; 0.0
+%% once done: a node's first sessions read its modules' code, later ones find it cached),
+%% `collector' (the collector thread's CPU over
 %% the same capacity: off the schedulers, shown alone), `rate' (1 call in `rate' traced
 %% now), `model' (`calibrated', or `default' costs where the session has no calibration),
 %% `event_ns' and `discard_ns' (the calibrated costs), `rate_changes' (`{ElapsedMs, Rate, Estimate}', the last 32,

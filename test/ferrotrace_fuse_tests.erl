@@ -13,9 +13,12 @@
          room_test/0, untraced_waiting_is_bounded_test/0, shed_for_a_trip_stays_shed_as_caution_ends_test/0,
          a_trip_the_floor_does_not_explain_raises_the_rate_test/0, shed_comes_back_after_seconds_of_slow_ticks_test/0,
          a_trip_counted_sheds_what_the_counts_make_hot_test/0, trips_of_the_floor_leave_the_rate_test/0,
-         a_trip_counts_the_modules_of_most_calls_test/0, guessed_rates_are_marked_test/0]).
+         a_trip_counts_the_modules_of_most_calls_test/0, guessed_rates_are_marked_test/0,
+         the_reading_is_taken_from_the_budget_test/0]).
 
--define(CAL, #{call_ns => 300, return_ns => 300, discard_ns => 90}).
+%% The node's factor over the calibration fixed at 3 (as if its last session had learned
+%% it), so that the figures below do not move with the default prior.
+-define(CAL, #{call_ns => 300, return_ns => 300, discard_ns => 90, in_situ => 3.0}).
 -define(HOT, {m, hot, 1}).
 -define(WARM, {m, warm, 1}).
 -define(COLD, {m, cold, 0}).
@@ -67,6 +70,27 @@ the_hottest_are_shed_first_test() ->
                                                                    {?WARM, 50, undefined}],
                                                      traced => 10000, untraced => 1, hidden => 2.0e6}), C),
     ?assertEqual([[?HOT]], [MFAs || {shed, MFAs} <- Ds]),
+    ok.
+
+%% While the loops' reading after the start runs (`reading' in what the tick is fed), its
+%% pace is taken from the budget: at 0.05 on 2 schedulers it reads at 0.02 of one, 0.01 of
+%% the capacity, so the decisions keep to 0.04. The same second of calls (an estimate of
+%% 0.045: 50 k calls of 2 events at 900 ns over 2 schedulers) changes nothing once the
+%% reading is done, and raises the rate while it runs.
+-spec the_reading_is_taken_from_the_budget_test() -> ok.
+the_reading_is_taken_from_the_budget_test() ->
+    C = controller(0.05),
+    Second = #{functions => [{?COLD, 10, undefined}, {?WARM, 50000, undefined}], traced => 100020},
+    {Done, CD} = ferrotrace_budget:tick(measure(3000, Second#{reading => false}), C),
+    ?assertEqual([], Done),
+    #{reading := None} = ferrotrace_budget:view(CD),
+    ?assert(None == 0, None),
+    {Reading, CR} = ferrotrace_budget:tick(measure(3000, Second#{reading => true}), C),
+    ?assertEqual([{rate, 2}], Reading),
+    #{estimate := E, reading := Share} = ferrotrace_budget:view(CR),
+    ?assert(abs(E - 0.045) < 0.0001, E),
+    ?assertEqual(ferrotrace_budget:read_share(0.05, 2, 1.0), Share),
+    ?assert(abs(Share - 0.01) < 1.0e-9, Share),
     ok.
 
 %% A few refusals where one scheduler was busier than the other, the session well within

@@ -8,6 +8,7 @@
 -include("support/ft_ct.hrl").
 
 -export([found_in_other_modules/1, wait_in_unloaded_module/1, whole_node/1, paced_walk/1, behaviours_known/1,
+         reading_held_from_the_budget/1,
          reader_one_module_away/1, reader_two_modules_away/1, reader_on_tcp/1,
          helpers_counted_or_timed/1, fun_tail_call/1, other_messages_kept/1]).
 
@@ -21,7 +22,8 @@ suite() ->
      {ct_hooks, [{ft_ct, [ft_wrapper_reader, ft_wrapper_sock, ft_wrapper_inner]}]}].
 
 all() ->
-    [found_in_other_modules, wait_in_unloaded_module, whole_node, paced_walk, behaviours_known, reader_one_module_away,
+    [found_in_other_modules, wait_in_unloaded_module, whole_node, paced_walk, behaviours_known,
+     reading_held_from_the_budget, reader_one_module_away,
      reader_two_modules_away, reader_on_tcp, helpers_counted_or_timed, fun_tail_call, other_messages_kept].
 
 %%--------------------------------------------------------------------------------------
@@ -153,6 +155,48 @@ paced_walk(_Config) ->
     ?assert(Paced >= 198000, {Unpaced, Paced}),
     ok.
 
+%% A `'_'' start on a node whose code is not cached reads it after the start, paced (the
+%% keeper's reader): meanwhile the session's info says `reading', and its budget holds the
+%% reading's share of the capacity back from the tracing (the summary's `reading', as
+%% ferrotrace_budget:read_share/3 gives it for the capacity used); once the reading is
+%% done, both say so and the whole budget is the tracing's again. With the cache emptied,
+%% the reading of every loaded module takes 0.1 to 0.3 s of work here, 5 to 15 s at its
+%% pace of 0.02: polled every 200 ms for 120 s, a loaded machine only lengthens it.
+-spec reading_held_from_the_budget(config()) -> ok.
+reading_held_from_the_budget(_Config) ->
+    %% Given back after: the cases after it start from what the earlier ones read.
+    Cached = ets:tab2list(ferrotrace_loops_cache),
+    true = ets:delete_all_objects(ferrotrace_loops_cache),
+    {ok, S} = ferrotrace:calls({'_', '_', '_'}, #{duration => ?LONG, max_overhead => 0.05}),
+    try
+        Reading = fun() -> {ok, _, _, Info} = ferrotrace_registry:lookup(S), maps:get(reading, Info, undefined) end,
+        %% The budget is in the summary from its first tick on.
+        Held = fun() ->
+                       case ferrotrace:summary(S) of
+                           #{budget := #{reading := R, used := Used}} -> {R, Used};
+                           #{} -> {undefined, undefined}
+                       end
+               end,
+        ?assertEqual(true, Reading()),
+        {R, Used} = until(fun() -> {R0, _} = Held(), is_float(R0) andalso R0 > 0 end, Held, 120000),
+        ?assertEqual(ferrotrace_budget:read_share(0.05, erlang:system_info(schedulers_online), Used), R),
+        until(fun() -> Reading() =:= false end, Reading, 120000),
+        {Done, _} = until(fun() -> element(1, Held()) == 0 end, Held, 10000),
+        ?assert(Done == 0, Done)
+    after
+        ok = ferrotrace:release(S),
+        true = ets:insert(ferrotrace_loops_cache, Cached)
+    end.
+
+%% `Read()' once `Done()', asked every 200 ms for `Ms' at most.
+until(Done, Read, Ms) when Ms > 0 ->
+    case Done() of
+        true -> Read();
+        false -> timer:sleep(200), until(Done, Read, Ms - 200)
+    end;
+until(_Done, Read, _Ms) ->
+    ct:fail({still, Read()}).
+
 %% `Find()' asked until `Found' of its answer, until `Deadline' at most: the answer and the
 %% calls' times (us), the last first.
 until_found(Find, Found, Deadline, Times) ->
@@ -224,6 +268,11 @@ message_feed() ->
 %% the while; feeds a batch after the session. The reader's stack stays at most
 %% ?MAX_STACK words during and after, the loop is counted only and the handler timed.
 reader_stays_flat(Start, LoopMFA, Feed, N) ->
+    %% The wrappers' code read and cached, as a node's earlier session would have: a start
+    %% reads only what the cache knows beside the modules its spec names, and the wait is
+    %% in another module (without it, run alone, the loop is found by the paced reading
+    %% after the start, and the handler's calls meanwhile meet the frame bound).
+    _ = ferrotrace_loops:find([{?READER, '_', '_'}], []),
     Self = self(),
     Reader = spawn(fun() -> Start(Self) end),
     ok = feed(Reader, Feed, 1, 100),

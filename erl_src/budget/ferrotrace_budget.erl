@@ -63,7 +63,8 @@
 %%% first moment held back or shed beyond what the whole budget would comes back (open/2);
 %%% then the rate falls as soon as the measured load allows, and the rest comes back as
 %%% what is shed does. The full reading of loops after the start (ferrotrace_keeper) is
-%%% paced within a fifth of the budget ({@link read_pace/2}).
+%%% paced within a fifth of the budget ({@link read_pace/2}); while it runs, its share of
+%%% the capacity is taken from what the decisions keep to ({@link read_share/3}).
 %%%
 %%% == Sampling (the first knob) ==
 %%% With `R' calls per second reaching the tracer (traced + refused), `k' events per traced
@@ -104,7 +105,7 @@
 -module(ferrotrace_budget).
 
 -export([new/2, first/2, tick/2, calibrated/2, unsheddable/2, view/1, learned/1, initial_rate/2, whole_node_default/0]).
--export([check/1, read_pace/2, fuse/1, room/1]).
+-export([check/1, read_pace/2, read_share/3, fuse/1, room/1]).
 
 %% Aim below the budget, lower the rate only well under it.
 -define(AIM, 0.8).
@@ -120,6 +121,9 @@
 -define(MAX_RATE, 1000000).
 %% How long after the first tick the node's readings are the start's (see starting/2).
 -define(STARTING, 600).
+%% While the loops' reading runs, the least share of the budget left to the tracing (see
+%% for_tracing/4).
+-define(READ_LEFT, 0.25).
 %% The first moment's caution (see budget_now/2): the share of the budget a session aims
 %% under, and for how long after its first tick.
 -define(CAUTION, 0.5).
@@ -148,6 +152,7 @@
                      collector_ns := non_neg_integer(),
                      node => ferrotrace_nodeload:sample() | undefined,
                      settling => boolean(),
+                     reading => boolean(),
                      functions := [{mfa(), Count :: non_neg_integer(), MeanNs :: number() | undefined}]}.
 %% What a tick is fed, cumulative since the session started: events that reached `trace/5'
 %% (`traced'), calls refused in `enabled_call' (`refused'), of which those the fuse refused
@@ -157,8 +162,9 @@
 %% them: see trip_counted/3), the collector's CPU time (shown,
 %% not in the estimate), each
 %% function's sampled call count and mean latency (ns), the node's counters
-%% (ferrotrace_nodeload:sample/0), where they can be read, and whether the session is still
-%% `settling' (processes waiting in loops not flagged yet: see decide/2).
+%% (ferrotrace_nodeload:sample/0), where they can be read, whether the session is still
+%% `settling' (processes waiting in loops not flagged yet: see decide/2), and whether the
+%% loops' reading after the start still runs (`reading', see read_share/3).
 -type decision() :: {rate, pos_integer()} | {shed, [mfa()]} | {restore, [mfa()]}.
 -type shed() :: #{mfa := mfa(), rate := non_neg_integer(), shed_at := non_neg_integer(),
                   guessed => true, restored_at => non_neg_integer()}.
@@ -174,10 +180,23 @@ check(F) -> {error, {bad_option, {max_overhead, F, <<"a fraction of the CPU the 
 %% @doc The share of one scheduler the full reading of loops after the start may take
 %% (ferrotrace_loops:find/4's pace) in a session with budget `Budget' on `Schedulers'
 %% schedulers: a fifth of the budget, from 0.01 to 0.05. That reading is not in the
-%% estimate; at 0.05 it took 0.02 of a 2-core node, 40 % of a budget of 0.05.
+%% estimate (its work is no traced call); while it runs, read_share/3 is taken from the
+%% budget instead.
 -spec read_pace(number(), pos_integer()) -> float().
 read_pace(Budget, Schedulers) when is_number(Budget), Budget > 0, is_integer(Schedulers), Schedulers > 0 ->
     min(0.05, max(0.01, Budget * Schedulers / 5)).
+
+%% @doc What the loops' reading at its pace (read_pace/2) takes of the capacity a budget
+%% counts against, where the node uses `Used' of its `Schedulers' schedulers (share/1): the
+%% decisions keep to the budget less this while the reading runs. On yaws under wrk (the
+%% node using 0.6 of two schedulers), a session's reading of the server's modules took
+%% 86 M reductions and 0.22 to 0.34 s of a scheduler at once; paced at 0.02, it ran
+%% through three 8 s sessions (10 % of the node's reductions, 0.017 of its capacity) while
+%% their estimates kept to the whole budget of 0.05: those sessions kept 0.91 to 0.96 of
+%% the untraced rate, 0.97 and 0.98 where the reading was done before.
+-spec read_share(number(), pos_integer(), float()) -> float().
+read_share(Budget, Schedulers, Used) when is_float(Used), Used > 0 ->
+    read_pace(Budget, Schedulers) / (Schedulers * Used).
 
 %% @doc The budget of a spec with a `'_' module when none is given (ferrotrace_start).
 -spec whole_node_default() -> float().
@@ -269,7 +288,8 @@ tick(M, S0 = #{last := Last, tick := T}) ->
     S = S0#{last := M, tick := T + 1},
     Load = load(M, Last, S0),
     S1 = (estimated(M, Last, maps:get(scale, Load), S))#{estimate := maps:get(estimate, Load), collector => maps:get(collector, Load),
-            in_situ := maps:get(in_situ, Load), used := maps:get(used, Load), tripped => maps:get(tripped, Load)},
+            in_situ := maps:get(in_situ, Load), used := maps:get(used, Load), tripped => maps:get(tripped, Load),
+            reading => maps:get(reading, Load)},
     case cautious(S0) andalso not cautious(S) of
         true -> open(Load, S1);
         false -> decide(Load, S1)
@@ -308,6 +328,8 @@ unsheddable(MFAs, S = #{shed := Shed, shed_log := Log, unsheddable := Never}) ->
 %% @doc What the summary shows: the budget, whether the session still keeps to ?CAUTION of
 %% it (`cautious', its first moment: see first/2), the estimate (a fraction, `undefined' before
 %% the second tick), the collector's CPU over the same capacity (not in the estimate), the
+%% share of it the loops' reading held at the last tick (`reading', taken from the budget:
+%% read_share/3; 0.0 once it is done), the
 %% rate, the cost model, the rate's changes (`{ElapsedMs, N,
 %% Estimate}', oldest first, the last ?HISTORY) and their count, and the functions shed
 %% (`rate' in calls per second when shed; `restored_at' once taken back), the last ?SHED_LOG.
@@ -323,6 +345,7 @@ view(S = #{budget := B, estimate := E, rate := N, model := Model, event_ns := Ev
                       Measured -> Measured / Used
                   end,
       in_situ => ferrotrace_in_situ:factor(InSitu), prior => maps:get(prior, S),
+      reading => maps:get(reading, S, 0.0),
       baseline => Baseline,
       event_ns => round(Ev), discard_ns => round(D),
       rate_changes => lists:reverse(H), rate_changes_total => C,
@@ -346,7 +369,7 @@ room(S = #{estimate := E, budget := B}) when is_number(E) ->
               true -> B * ?CAUTION;
               false -> B
           end,
-    not maps:get(tripped, S, false) andalso E < Now * ?AIM;
+    not maps:get(tripped, S, false) andalso E < max(Now * ?READ_LEFT, Now - maps:get(reading, S, 0.0)) * ?AIM;
 room(_S) ->
     false.
 
@@ -469,7 +492,7 @@ load(M, Last, S = #{schedulers := Sch, event_ns := EventNs0, discard_ns := Disca
     %% is compared with, counts them as refused: what they cost).
     Demand = Model + FuseRefused * (Events * EventNs0 - DiscardNs0) / Whole,
     #{estimate => Demand * InSitu / Used, in_situ => Learning, used => Used, settling => maps:get(settling, M, false),
-      budget => budget_now(M, S), tripped => Untraced > 0,
+      budget => for_tracing(budget_now(M, S), M, S, Used), reading => reading(M, S, Used), tripped => Untraced > 0,
       hidden => Hidden,
       collector => Collector / Capacity,
       reaching => Calls + Refused + Hidden, per_call => PerCall, functions => Functions, guessed => Guessed,
@@ -518,6 +541,15 @@ budget_now(#{elapsed_ms := Now}, #{since := Since, budget := B}) when Now - Sinc
     B * ?CAUTION;
 budget_now(_M, #{budget := B}) ->
     B.
+
+%% The budget the decisions keep to, `Now' (budget_now/2), less what the loops' reading
+%% takes while it runs (reading/3), at least ?READ_LEFT of it.
+for_tracing(Now, M, S, Used) ->
+    max(Now * ?READ_LEFT, Now - reading(M, S, Used)).
+
+%% The share of the capacity the loops' reading holds while it runs (read_share/3), else 0.
+reading(#{reading := true}, #{budget := B, schedulers := Sch}, Used) -> read_share(B, Sch, Used);
+reading(_M, _S, _Used) -> 0.0.
 
 %% Whether the session keeps to ?CAUTION of its budget: before its first tick, and as of
 %% the last tick (budget_now/2).

@@ -149,7 +149,8 @@ start(_Id, _Keeper, _Budget) ->
 
 %% What the registry keeps of the session under `Key' (`calibration', from
 %% ferrotrace_calibrate; `held', the patterns the keeper took off at the start; `settling',
-%% whether the steps after the start are still going on), or `Default'; from the session's
+%% whether the steps after the start are still going on; `reading', whether the loops'
+%% reading after the start still runs), or `Default'; from the session's
 %% info as info/1 read it.
 info(#{} = Info, Key, Default) ->
     case Info of
@@ -232,7 +233,8 @@ tick(S = #s{id = Id, control = C}) ->
                          #{} -> #{hidden => hidden(Untraced)}
                      end,
             {Decisions, C1} = ferrotrace_budget:tick(maps:merge(Measure#{node => ferrotrace_nodeload:sample(),
-                                                                         settling => info(Info, settling, false)},
+                                                                         settling => info(Info, settling, false),
+                                                                         reading => info(Info, reading, false)},
                                                                 Unseen), C0),
             %% Restores last, and the log published before them: a reader who finds a
             %% function's pattern set again finds it taken back in the log (the budget

@@ -596,10 +596,13 @@ loops_now(_Tracing) ->
 
 %% Where the analysis at the start was not complete, it goes on in a process of its own,
 %% which sends the keeper the loops it finds (as the engine does with loops found at run
-%% time: until then the frame bound holds their frames).
+%% time: until then the frame bound holds their frames). While it reads, the session's info
+%% says `reading' (a budget counts the reading's pace against itself, see
+%% ferrotrace_budget:read_share/3).
 complete_loops(Id, Tracing = #{specs := Specs, complete := false, loops := Known}) ->
     Pace = maps:get(read_pace, Tracing, ?READ_PACE),
     Keeper = self(),
+    ok = ferrotrace_registry:update(Id, #{reading => true}),
     _ = spawn_opt(fun() ->
                           ok = ferrotrace_own:enter(),
                           Monitor = monitor(process, Keeper),
@@ -622,7 +625,8 @@ complete_loops(Id, Tracing = #{specs := Specs, complete := false, loops := Known
                                   demonitor(Monitor);
                               {'DOWN', Monitor, process, Keeper, _} ->
                                   exit(Reader, kill)
-                          end
+                          end,
+                          ferrotrace_registry:update(Id, #{reading => false})
                   end, ferrotrace_own:spawn_options()),
     ok;
 complete_loops(_Id, _Tracing) ->
