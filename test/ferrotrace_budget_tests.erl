@@ -702,13 +702,13 @@ in_situ_start_is_set_aside_test() ->
 %% learned. The prior is the node's last, within the bounds.
 -spec in_situ_without_readings_test() -> ok.
 in_situ_without_readings_test() ->
-    S0 = ferrotrace_in_situ:new(3.0, undefined),
+    S0 = ferrotrace_in_situ:new(5.0, undefined),
     S = ferrotrace_in_situ:update(S0, 0.05, undefined, 1.0),
     ?assertEqual(S0, S),
-    ?assertEqual(3.0, ferrotrace_in_situ:factor(S)),
+    ?assertEqual(5.0, ferrotrace_in_situ:factor(S)),
     ?assertEqual(undefined, ferrotrace_in_situ:measured(S)),
     ?assertEqual(none, ferrotrace_in_situ:learned(S)),
-    [?assertEqual(Want, ferrotrace_in_situ:prior(Cal)) || {Cal, Want} <- [{undefined, 3.0}, {#{}, 3.0}, {#{in_situ => 4}, 4.0},
+    [?assertEqual(Want, ferrotrace_in_situ:prior(Cal)) || {Cal, Want} <- [{undefined, 5.0}, {#{}, 5.0}, {#{in_situ => 4}, 4.0},
                                                                        {#{in_situ => 50}, 10.0}, {#{in_situ => 0.5}, 2.0}]],
     ok.
 

@@ -37,13 +37,13 @@ measure(Ms, Extra) ->
 
 -spec fuse_parameters_follow_the_model_test() -> ok.
 fuse_parameters_follow_the_model_test() ->
-    C = ferrotrace_budget:new(0.05, #{schedulers => 2, calibration => ?CAL}),
+    C = ferrotrace_budget:new(0.05, #{schedulers => 2, calibration => maps:remove(in_situ, ?CAL)}),
     #{share := Share, traced_ns := Traced, refused_ns := Refused} = ferrotrace_budget:fuse(C),
     %% Before any tick and without a baseline read: the whole of each scheduler counted
-    %% against; the default prior factor of 3 on the calibration's costs.
+    %% against; the default prior factor of 5 on the calibration's costs.
     ?assertEqual(0.05, Share),
-    ?assertEqual(2 * 300 * 3.0, Traced),
-    ?assertEqual(90 * 3.0, Refused),
+    ?assertEqual(2 * 300 * 5.0, Traced),
+    ?assertEqual(90 * 5.0, Refused),
     ok.
 
 %% Two processes untraced, each making 5 M calls a second through functions the session saw

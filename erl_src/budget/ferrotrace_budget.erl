@@ -28,7 +28,7 @@
 %%% `model => default', until a calibration measured after the start lands
 %%% ({@link calibrated/2}). Calibrated in one idle process, they are a half to a fifth of what a
 %%% call costs among a server's thousands of traced functions: both count `in_situ' times,
-%%% 2 until the node says otherwise (below). The collector's and aggregators' CPU
+%%% 5 until the node says otherwise (below). The collector's and aggregators' CPU
 %%% (`collector_cpu_ns') is not in the model: counted alone, its idle polling (1 to 1.4 %
 %%% of two schedulers here, varying by a few tenths between ticks) kept a budget of 0.001
 %%% from ever falling under ?LOW, and what it shed never came back. The view shows its
@@ -42,7 +42,7 @@
 %%% moves by more than a budget with nothing traced, and its baseline's error stays for
 %%% seconds: it does not drive the decisions alone. It teaches the model its factor
 %%% instead (`in_situ', ferrotrace_in_situ: a filter that tells the reading's offset from
-%%% the part that moves with the session's cost), starting from 3, within 2 and 10:
+%%% the part that moves with the session's cost), starting from 5, within 2 and 10:
 %%% the node first. The readings of the start's own work are set aside (starting/2).
 %%% What a session learned outlives it for five minutes (ferrotrace_calibrate keeps it
 %%% with the node's calibration as `in_situ'): the node's next session starts from it
@@ -532,7 +532,7 @@ starting(#{elapsed_ms := Now}, #{since := Since}) -> Now - Since < ?STARTING.
 
 %% The budget the decisions keep to: ?CAUTION of it for the first ?CAUTIOUS ms after the
 %% first tick, the whole of it after. Until then the cost per call is the prior's (the
-%% node's last session's, else twice the calibration), the start's own work still runs
+%% node's last session's, else five times the calibration), the start's own work still runs
 %% (its patterns' and flags' changes, the loops' reading) and its readings are set aside:
 %% the session leaves room for what it cannot see yet, as TCP's slow start does. Once
 %% the node has been read for a second, what the half held back comes back (open/2) and
