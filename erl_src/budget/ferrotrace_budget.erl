@@ -193,7 +193,7 @@ read_pace(Budget, Schedulers) when is_number(Budget), Budget > 0, is_integer(Sch
 %% 86 M reductions and 0.22 to 0.34 s of a scheduler at once; paced at 0.02, it ran
 %% through three 8 s sessions (10 % of the node's reductions, 0.017 of its capacity) while
 %% their estimates kept to the whole budget of 0.05: those sessions kept 0.91 to 0.96 of
-%% the untraced rate, 0.97 and 0.98 where the reading was done before.
+%% the untraced rate, 0.96 and 0.98 where the reading was done before.
 -spec read_share(number(), pos_integer(), float()) -> float().
 read_share(Budget, Schedulers, Used) when is_float(Used), Used > 0 ->
     read_pace(Budget, Schedulers) / (Schedulers * Used).
