@@ -65,7 +65,7 @@ main([Rounds0]) ->
     %% fresh node read 16.9, 14.7 and 15.3 k requests a second, then 12.0 to 12.9 k from
     %% the 40th second), and the first pair's untraced round, run first, read 17 to 18 k
     %% where every later round read 13 to 15 k.
-    _ = os:cmd(lists:flatten(io_lib:format("wrk -t1 -c8 -d~bs ~s~s 2>&1", [?SETTLE_S, close_header(), Url]))),
+    _ = wrk(?SETTLE_S, Url),
     first_session(Url),
     %% Warm the server once.
     _ = round(Url, fun() ->
@@ -112,10 +112,14 @@ reading_done(S, Until) ->
 
 %% wrk in runs of 2 s until told to stop.
 client_until_stopped(Parent, Url) ->
-    _ = os:cmd(lists:flatten(io_lib:format("wrk -t1 -c8 -d2s ~s~s 2>&1", [close_header(), Url]))),
+    _ = wrk(2, Url),
     receive stop -> Parent ! {self(), stopped}
     after 0 -> client_until_stopped(Parent, Url)
     end.
+
+%% The client for `Seconds' without counting its responses (the rounds' own run counts them).
+wrk(Seconds, Url) ->
+    os:cmd(lists:flatten(io_lib:format("wrk -t1 -c8 -d~bs ~s~s 2>&1", [Seconds, close_header(), Url]))).
 
 %% One pair whole, as read_pairs/1 reads it back: each round's requests per second, the
 %% calls the session timed (`none' in an untraced round, and in all of the control's), the

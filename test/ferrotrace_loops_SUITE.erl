@@ -178,24 +178,24 @@ reading_held_from_the_budget(_Config) ->
                        end
                end,
         ?assertEqual(true, Reading()),
-        {R, Used} = until(fun() -> {R0, _} = Held(), is_float(R0) andalso R0 > 0 end, Held, 120000),
+        {R, Used} = until(Held, fun({R0, _}) -> is_float(R0) andalso R0 > 0 end, 120000),
         ?assertEqual(ferrotrace_budget:read_share(0.05, erlang:system_info(schedulers_online), Used), R),
-        until(fun() -> Reading() =:= false end, Reading, 120000),
-        {Done, _} = until(fun() -> element(1, Held()) == 0 end, Held, 10000),
+        false = until(Reading, fun(Now) -> Now =:= false end, 120000),
+        {Done, _} = until(Held, fun({R0, _}) -> R0 == 0 end, 10000),
         ?assert(Done == 0, Done)
     after
         ok = ferrotrace:release(S),
         true = ets:insert(ferrotrace_loops_cache, Cached)
     end.
 
-%% `Read()' once `Done()', asked every 200 ms for `Ms' at most.
-until(Done, Read, Ms) when Ms > 0 ->
-    case Done() of
-        true -> Read();
-        false -> timer:sleep(200), until(Done, Read, Ms - 200)
-    end;
-until(_Done, Read, _Ms) ->
-    ct:fail({still, Read()}).
+%% `Read()' once `Done' of it, read every 200 ms for `Ms' at most.
+until(Read, Done, Ms) ->
+    Value = Read(),
+    case Done(Value) of
+        true -> Value;
+        false when Ms > 0 -> timer:sleep(200), until(Read, Done, Ms - 200);
+        false -> ct:fail({still, Value})
+    end.
 
 %% `Find()' asked until `Found' of its answer, until `Deadline' at most: the answer and the
 %% calls' times (us), the last first.

@@ -122,7 +122,7 @@
 %% How long after the first tick the node's readings are the start's (see starting/2).
 -define(STARTING, 600).
 %% While the loops' reading runs, the least share of the budget left to the tracing (see
-%% for_tracing/4).
+%% for_tracing/2).
 -define(READ_LEFT, 0.25).
 %% The first moment's caution (see budget_now/2): the share of the budget a session aims
 %% under, and for how long after its first tick.
@@ -369,7 +369,7 @@ room(S = #{estimate := E, budget := B}) when is_number(E) ->
               true -> B * ?CAUTION;
               false -> B
           end,
-    not maps:get(tripped, S, false) andalso E < max(Now * ?READ_LEFT, Now - maps:get(reading, S, 0.0)) * ?AIM;
+    not maps:get(tripped, S, false) andalso E < for_tracing(Now, maps:get(reading, S, 0.0)) * ?AIM;
 room(_S) ->
     false.
 
@@ -491,8 +491,9 @@ load(M, Last, S = #{schedulers := Sch, event_ns := EventNs0, discard_ns := Disca
     %% refused would have been traced (the model's cost above, which the node's measure
     %% is compared with, counts them as refused: what they cost).
     Demand = Model + FuseRefused * (Events * EventNs0 - DiscardNs0) / Whole,
+    Reading = reading(M, S, Used),
     #{estimate => Demand * InSitu / Used, in_situ => Learning, used => Used, settling => maps:get(settling, M, false),
-      budget => for_tracing(budget_now(M, S), M, S, Used), reading => reading(M, S, Used), tripped => Untraced > 0,
+      budget => for_tracing(budget_now(M, S), Reading), reading => Reading, tripped => Untraced > 0,
       hidden => Hidden,
       collector => Collector / Capacity,
       reaching => Calls + Refused + Hidden, per_call => PerCall, functions => Functions, guessed => Guessed,
@@ -542,10 +543,10 @@ budget_now(#{elapsed_ms := Now}, #{since := Since, budget := B}) when Now - Sinc
 budget_now(_M, #{budget := B}) ->
     B.
 
-%% The budget the decisions keep to, `Now' (budget_now/2), less what the loops' reading
-%% takes while it runs (reading/3), at least ?READ_LEFT of it.
-for_tracing(Now, M, S, Used) ->
-    max(Now * ?READ_LEFT, Now - reading(M, S, Used)).
+%% The budget the decisions keep to, `Now' (budget_now/2), less `Reading', the share the
+%% loops' reading takes while it runs (reading/3), at least ?READ_LEFT of it.
+for_tracing(Now, Reading) ->
+    max(Now * ?READ_LEFT, Now - Reading).
 
 %% The share of the capacity the loops' reading holds while it runs (read_share/3), else 0.
 reading(#{reading := true}, #{budget := B, schedulers := Sch}, Used) -> read_share(B, Sch, Used);
