@@ -96,12 +96,18 @@ summary_and_report(_Config) ->
     {ok, Text} = ft_ct:capture(fun() -> ferrotrace:report(S, #{width => 60}) end),
     ct:pal("~ts", [Text]),
     ?assertNotEqual(nomatch, string:find(Text, "probe effect: compensated")),
-    %% thin_outer/0's latency is mostly tracing; outer/0's callee works (about 1 us).
-    %% (A note wider than the line breaks between its words: read as one line.)
+    %% The note under the table names the functions whose median raw latency is mostly
+    %% their inner events' cost at the calibration, by the summary's own figures. Whether
+    %% thin_outer/0's is depends on the machine (on OTP 29 in a chroot beside other work, its
+    %% median was over twice the calibrated cost of its 100 events); the rule itself is
+    %% ferrotrace_report_tests:tracing_share_test/0's. (A note wider than the line breaks
+    %% between its words: read as one line.)
     Words = string:join(string:lexemes(Text, " \n"), " "),
-    ?assertNotEqual(nomatch, string:find(Words, "thin_outer/0: ")),
-    ?assertNotEqual(nomatch, string:find(Words, "% of this latency is tracing:")),
-    ?assertNotEqual(nomatch, string:find(Words, "100 traced events inside each call (taken out)")),
+    Noted = fun(#{raw := #{p50 := P50}}) -> 100 * (C + R) / 2 >= 0.5 * P50 end,
+    ?assertEqual(Noted(entry(Summary, ?THIN_OUTER)), string:find(Words, "probe_target:thin_outer/0: ") =/= nomatch),
+    ?assertEqual(Noted(Outer), string:find(Words, "probe_target:outer/0: ") =/= nomatch),
+    ?assertEqual(Noted(entry(Summary, ?THIN_OUTER)) orelse Noted(Outer),
+                 string:find(Words, "% of this latency is tracing: 100 traced events inside each call (taken out)") =/= nomatch),
     ?assertEqual([], [L || L <- string:split(Text, "\n", all), string:length(L) > 60]),
     ok.
 

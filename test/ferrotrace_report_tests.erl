@@ -4,7 +4,7 @@
 % Not eunit.hrl: its generated test/0 has no spec (see ferrotrace_bad_input_tests).
 -include_lib("stdlib/include/assert.hrl").
 
--export([slow_start_test/0, shed_count_test/0]).
+-export([slow_start_test/0, shed_count_test/0, tracing_share_test/0]).
 
 summary(Start) ->
     #{id => 1, status => running, elapsed_ms => 5000, events => #{}, pairing => #{}, start => Start}.
@@ -58,4 +58,24 @@ shed_count_test() ->
     Guess = lists:flatten(io_lib:format("~ts", [ferrotrace_report:header((summary(#{}))#{budget => Budget#{shed := [(hd(Log))#{guessed => true} | tl(Log)]}}, 200)])),
     ?assertNotEqual(nomatch, string:find(Guess, "m:f1/1 999/s (a guess) ")),
     ?assertEqual(nomatch, string:find(Text, "a guess")),
+    ok.
+
+%% The note under the table names a function whose median raw latency is at least half
+%% its inner events' cost at the calibration (?MOSTLY_TRACING), and no other: 100 events
+%% at 300 ns are 30 us, half of a 60 us median.
+-spec tracing_share_test() -> ok.
+tracing_share_test() ->
+    Entry = fun(Name, P50) -> #{mfa => {m, Name, 0}, inner_events => #{mean => 100.0},
+                                raw => #{p50 => P50}, p50 => P50}
+            end,
+    Calibration = #{call_ns => 400, return_ns => 200},
+    Text = lists:flatten(io_lib:format("~ts", [ferrotrace_report_notes:tracing_shares(
+                                                   [Entry(thin, 40000), Entry(half, 60000), Entry(thick, 60001),
+                                                    Entry(unknown, undefined)], Calibration, 200)])),
+    ?assertNotEqual(nomatch, string:find(Text, "m:thin/0: 75 % of this latency is tracing: 100 traced events inside each call (taken out)")),
+    ?assertNotEqual(nomatch, string:find(Text, "m:half/0: 50 %")),
+    ?assertEqual(nomatch, string:find(Text, "thick")),
+    ?assertEqual(nomatch, string:find(Text, "unknown")),
+    %% Without a calibration, nothing to weigh.
+    ?assertEqual([], ferrotrace_report_notes:tracing_shares([Entry(thin, 40000)], pending, 200)),
     ok.
