@@ -248,6 +248,11 @@ round(Url, Start) ->
                             #{budget := #{estimate := E, measured := Measured, in_situ := K, rate := N, shed_now := Shed,
                                           rate_changes := Changes} = B} <- [Summary],
                             is_float(E)],
+                    _ = [io:format("yaws session shed_by_s=~w restored_by_s=~w events=~w untraced=~w collector=~w~n",
+                                   shed_timeline(maps:get(shed, B))
+                                   ++ [maps:with([seen, sampled_out, fuse_refused, untraced, dropped], Events),
+                                       maps:get(untraced, B, none), maps:get(collector, B, none)])
+                         || os:getenv("FERROTRACE_YAWS_VERBOSE") =/= false, #{budget := B, events := Events} <- [Summary]],
                     ok = ferrotrace:release(Session),
                     lists:sum([C || #{count := C} <- Calls])
             end,
@@ -259,10 +264,24 @@ round(Url, Start) ->
                            end],
     Counts = [lists:sum([N || {At, N} <- Buckets, At >= T0 + I * 1000, At < T0 + (I + 1) * 1000])
               || I <- lists:seq(0, ?SECONDS - 1)],
+    %% Verbose: the first 2 s by the client's 100 ms buckets (where in them a start costs).
+    _ = [io:format("yaws round session=~w first_2s_100ms=~s~n",
+                   [Session =/= none, lists:join(",", [integer_to_list(lists:sum([N || {At, N} <- Buckets, At >= T0 + I * 100,
+                                                                                       At < T0 + (I + 1) * 100]))
+                                                       || I <- lists:seq(-5, 19)])])
+         || os:getenv("FERROTRACE_YAWS_VERBOSE") =/= false],
     %% The same client's requests in the 2 s before: each round's own level, which
     %% moves between rounds by more than a budget.
     Before = lists:sum([N || {At, N} <- Buckets, At >= T0 - 2000, At < T0]),
     {Counts, Timed, Node, Before}.
+
+%% A session's shedding over its seconds (its budget's shed log): `[Shed, Restored]', each
+%% `[{Second, Functions}]' where the session shed or took back functions in that second.
+shed_timeline(Log) ->
+    BySecond = fun(Ats) -> lists:sort(maps:to_list(lists:foldl(fun(At, Acc) -> maps:update_with(At div 1000, fun(N) -> N + 1 end, 1, Acc) end,
+                                                                 #{}, Ats)))
+               end,
+    [BySecond([At || #{shed_at := At} <- Log]), BySecond([At || #{restored_at := At} <- Log])].
 
 %% The node's CPU time (ferrotrace_bench:cpu_ns/0: all its threads, user and system, ns)
 %% and reductions.
