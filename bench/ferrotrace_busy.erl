@@ -22,7 +22,9 @@
 %%% the sessions: the control is read against the run before it), for the first 2 s, the
 %%% first 2 s as a whole (and against the untraced runs before the sessions alone), the
 %%% worst window, the worst of seconds 2 to 8, and the calls timed.
-%%% `BUSY_SCENARIOS="arrive_0ms per_request"' runs those only.</li>
+%%% `BUSY_SCENARIOS="arrive_0ms per_request"' runs those only; `FERROTRACE_BUSY_VERBOSE=1'
+%%% prints what each session's budget did (rate changes, functions shed and taken back by
+%%% window, calls the fuse refused, processes it untraced).</li>
 %%% `BUSY_PARTS="moving"' runs that part only (`tsunami', `moving', `noise').
 %%% <li>The noise of the budget's measure on the node (ferrotrace_nodeload): with nothing
 %%% traced on the same 2 workers, the cost it reads over 4 s against a baseline of 30 ms
@@ -157,12 +159,28 @@ run(#{before := Before, arrives := Arrives}, Budget) ->
     Timed = case Session of
                 none -> 0;
                 _ ->
-                    #{calls := Calls} = ferrotrace:summary(Session),
+                    #{calls := Calls} = Summary = ferrotrace:summary(Session),
+                    _ = [verbose(Budget, Summary) || os:getenv("FERROTRACE_BUSY_VERBOSE") =/= false],
                     ok = ferrotrace:release(Session),
                     lists:sum([C || #{count := C} <- Calls])
             end,
     timer:sleep(500),
     {Windows, Timed}.
+
+%% With FERROTRACE_BUSY_VERBOSE set: what a session's budget did (its rate's changes, the
+%% functions off, what the fuse refused and untraced), read from its summary once it ends.
+verbose(Budget, #{events := Events} = Summary) ->
+    B = maps:get(budget, Summary, #{}),
+    io:format("busy session budget=~w rate_changes=~w shed_now=~w shed_restored_by_window=~w events=~w untraced=~w~n",
+              [Budget, [{At, N} || {At, N, _} <- maps:get(rate_changes, B, [])], maps:get(shed_now, B, 0),
+               [by_window([At || #{shed_at := At} <- maps:get(shed, B, [])]),
+                by_window([At || #{restored_at := At} <- maps:get(shed, B, [])])],
+               maps:with([seen, sampled_out, fuse_refused, untraced], Events), maps:get(untraced, B, none)]).
+
+%% `[{Window, Count}]' of times in ms, by ?WINDOW_MS window.
+by_window(Ats) ->
+    lists:sort(maps:to_list(lists:foldl(fun(At, Acc) -> maps:update_with(At div ?WINDOW_MS, fun(N) -> N + 1 end, 1, Acc) end,
+                                        #{}, Ats))).
 
 %% ?WINDOWS windows of ?WINDOW_MS: orders done by every work running, the arrivals started
 %% (and stopped) at their times.
