@@ -193,8 +193,8 @@ metrics-soak: compile export-tools
 # start (cold-start, below; about 4 minutes in all).
 busy: compile
 	mkdir -p bench/out
-	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_busy.erl test/support/ft_budget_work.erl \
-		test/support/ft_busy.erl
+	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_busy.erl bench/ferrotrace_bench.erl \
+		test/support/ft_budget_work.erl test/support/ft_busy.erl
 	erl -noshell -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_busy:main(), halt().'
 	$(MAKE) --no-print-directory cold-start
 

@@ -41,7 +41,7 @@
 
 -export([main/0, run/1]).
 %% For the other benches.
--export([cpu_ns/0]).
+-export([cpu_ns/0, by_bucket/2]).
 
 %% Calls in the single-process scenario at scale 1.0, for cheap and for slow cases.
 -define(CALLS_CHEAP, 4000000).
@@ -525,6 +525,13 @@ cpu_ns() ->
             Ticks * (1000000000 div os_const(clk_tck));
         _ -> undefined
     end.
+
+%% @doc How many of the times `Ats' (ms) fall in each bucket of `BucketMs':
+%% `[{Bucket, Count}]', in bucket order, only those with a time.
+-spec by_bucket([non_neg_integer()], pos_integer()) -> [{non_neg_integer(), pos_integer()}].
+by_bucket(Ats, BucketMs) ->
+    lists:sort(maps:to_list(lists:foldl(fun(At, Acc) -> maps:update_with(At div BucketMs, fun(N) -> N + 1 end, 1, Acc) end,
+                                        #{}, Ats))).
 
 cpu_diff(A, B) when is_integer(A), is_integer(B) -> B - A;
 cpu_diff(_, _) -> undefined.

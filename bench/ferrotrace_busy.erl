@@ -173,14 +173,9 @@ verbose(Budget, #{events := Events} = Summary) ->
     B = maps:get(budget, Summary, #{}),
     io:format("busy session budget=~w rate_changes=~w shed_now=~w shed_restored_by_window=~w events=~w untraced=~w~n",
               [Budget, [{At, N} || {At, N, _} <- maps:get(rate_changes, B, [])], maps:get(shed_now, B, 0),
-               [by_window([At || #{shed_at := At} <- maps:get(shed, B, [])]),
-                by_window([At || #{restored_at := At} <- maps:get(shed, B, [])])],
+               [ferrotrace_bench:by_bucket([At || #{shed_at := At} <- maps:get(shed, B, [])], ?WINDOW_MS),
+                ferrotrace_bench:by_bucket([At || #{restored_at := At} <- maps:get(shed, B, [])], ?WINDOW_MS)],
                maps:with([seen, sampled_out, fuse_refused, untraced], Events), maps:get(untraced, B, none)]).
-
-%% `[{Window, Count}]' of times in ms, by ?WINDOW_MS window.
-by_window(Ats) ->
-    lists:sort(maps:to_list(lists:foldl(fun(At, Acc) -> maps:update_with(At div ?WINDOW_MS, fun(N) -> N + 1 end, 1, Acc) end,
-                                        #{}, Ats))).
 
 %% ?WINDOWS windows of ?WINDOW_MS: orders done by every work running, the arrivals started
 %% (and stopped) at their times.

@@ -278,10 +278,8 @@ round(Url, Start) ->
 %% A session's shedding over its seconds (its budget's shed log): `[Shed, Restored]', each
 %% `[{Second, Functions}]' where the session shed or took back functions in that second.
 shed_timeline(Log) ->
-    BySecond = fun(Ats) -> lists:sort(maps:to_list(lists:foldl(fun(At, Acc) -> maps:update_with(At div 1000, fun(N) -> N + 1 end, 1, Acc) end,
-                                                                 #{}, Ats)))
-               end,
-    [BySecond([At || #{shed_at := At} <- Log]), BySecond([At || #{restored_at := At} <- Log])].
+    [ferrotrace_bench:by_bucket([At || #{shed_at := At} <- Log], 1000),
+     ferrotrace_bench:by_bucket([At || #{restored_at := At} <- Log], 1000)].
 
 %% The node's CPU time (ferrotrace_bench:cpu_ns/0: all its threads, user and system, ns)
 %% and reductions.
