@@ -10,7 +10,8 @@
 
 -export([untraces_a_process_over_its_share/1, refuses_before_it_untraces/1,
          forgets_the_open_calls_of_an_untraced_process/1, bad_fuse_is_refused/1,
-         budget_sheds_what_the_fuse_untraced/1, untraced_process_is_traced_again/1]).
+         budget_sheds_what_the_fuse_untraced/1, untraced_process_is_traced_again/1,
+         armed_before_processes_are_flagged/1]).
 
 suite() ->
     [{ct_hooks, [{ft_ct, [ft_fuse_target, ft_trace_state]}]}, {timetrap, {minutes, 2}}].
@@ -18,7 +19,8 @@ suite() ->
 all() ->
     [untraces_a_process_over_its_share, refuses_before_it_untraces,
      forgets_the_open_calls_of_an_untraced_process, bad_fuse_is_refused,
-     budget_sheds_what_the_fuse_untraced, untraced_process_is_traced_again].
+     budget_sheds_what_the_fuse_untraced, untraced_process_is_traced_again,
+     armed_before_processes_are_flagged].
 
 %% A fuse armed by hand (no budget process to set it anew): a share of a thousandth and a
 %% millisecond a call. The first call spends the bucket and more; at the second the deficit
@@ -127,6 +129,27 @@ untraced_process_is_traced_again(_Config) ->
     ok = ft_ct:poll(fun() -> ft_trace_state:traced_by_ferrotrace(Worker) end, 10000),
     exit(Worker, kill),
     ok = ferrotrace:release(S).
+
+%% A budget's fuse is armed by the keeper before any process is flagged
+%% (ferrotrace_overhead:arm_first/2), not only by the budget's process once it runs: a
+%% budgeted session's fuse is armed when calls/2 returns. arm_first/2 arms a running
+%% session's fuse, and refuses a budget start/3 refuses and a session that ended.
+-spec armed_before_processes_are_flagged(config()) -> ok.
+armed_before_processes_are_flagged(_Config) ->
+    {ok, B} = ferrotrace:calls({ft_fuse_target, hot, 1}, #{duration => 60000, max_overhead => 0.01}),
+    {ok, #{untraced := 0}} = ferrotrace_tracer:session_fuse(B),
+    ok = ferrotrace:release(B),
+    {ok, S} = ferrotrace:calls({ft_fuse_target, hot, 1}, #{duration => 60000, max_overhead => none}),
+    {ok, off} = ferrotrace_tracer:session_fuse(S),
+    _ = [?assertEqual({error, badarg}, ferrotrace_overhead:arm_first(S, Bad))
+         || Bad <- [{0, 1, [], undefined}, {1.5, 1, [], undefined}, {{default, -1}, 1, [], undefined},
+                    {0.05, 0, [], undefined}, {0.05, 1, none, undefined}, {0.05, 1, [], baseline}, 0.05]],
+    {ok, off} = ferrotrace_tracer:session_fuse(S),
+    ok = ferrotrace_overhead:arm_first(S, {{default, 0.1}, 1, [], undefined}),
+    {ok, #{untraced := 0}} = ferrotrace_tracer:session_fuse(S),
+    ok = ferrotrace:release(S),
+    {error, not_running} = ferrotrace_overhead:arm_first(S, {0.05, 1, [], undefined}),
+    ok.
 
 %% Spawns a process that calls hot/1 `N' times and then waits for `stop'; returns it once
 %% its calls are done.

@@ -10,8 +10,9 @@
 %%% keeper or when the session stops; what it found is in the session's registry info
 %%% (`budget'), which the summary shows.
 %%%
-%%% It also arms the session's fuse on the schedulers (ferrotrace_core::fuse, from
-%%% ferrotrace_budget:fuse/1) and sets it anew at each tick; reads, every ?POLL ms, how many
+%%% It also sets the session's fuse on the schedulers (ferrotrace_core::fuse, from
+%%% ferrotrace_budget:fuse/1; the keeper armed it before the first flag, arm_first/2) anew
+%%% at each tick; reads, every ?POLL ms, how many
 %%% processes the fuse untraced (one static word, no session memory) and ticks at once when
 %%% that rises: the tick has the VM count the calls of the functions seen for ?COUNT_MS
 %%% (trip_count/3; where it cannot, it watches those processes for ?HIDDEN_MS, their
@@ -29,7 +30,7 @@
 %%% never traced (ferrotrace_own).
 -module(ferrotrace_overhead).
 
--export([start/3, period/0, waiting/2, count_modules/1]).
+-export([start/3, arm_first/2, period/0, waiting/2, count_modules/1]).
 
 -define(PERIOD, 1000).
 %% The first ticks: one at once (it takes the counters in), two after ?START ms each (a
@@ -127,10 +128,7 @@ start(Id, Keeper, {Budget0, Rate, Held0, Baseline}) when is_integer(Id), is_pid(
                           Held = [{MFA, R} || {MFA, R} <- Held0, is_map_key(MFA, Saved), is_number(R)],
                           %% Those the start had no time to take off: the first tick sheds them.
                           Pending = [{MFA, R} || {MFA, R} <- Held0, not is_map_key(MFA, Saved), is_number(R)],
-                          Control = ferrotrace_budget:new(Budget, #{schedulers => erlang:system_info(schedulers_online),
-                                                                    calibration => info(Info, calibration, undefined),
-                                                                    rate => Rate, default => Default, held => Held,
-                                                                    pending => Pending, baseline => Baseline}),
+                          Control = control(Info, {Budget, Default}, Rate, Held, Pending, Baseline),
                           publish(Id, Control),
                           arm(Id, Control),
                           erlang:send_after(?POLL, self(), poll),
@@ -146,6 +144,42 @@ start(Id, Keeper, {Budget0, Rate, Held0, Baseline}) when is_integer(Id), is_pid(
     end;
 start(_Id, _Keeper, _Budget) ->
     {error, badarg}.
+
+%% @doc Arms the fuse of session `Id' for its budget (as start/3 takes it) before its
+%% processes are flagged, so that it holds from the session's first call: the budget's
+%% process, started once they are (start/3), arms it again, then at each tick. Armed by
+%% that process alone, the fuse waited for it to be scheduled: behind the keeper's work on
+%% the same scheduler, its first moment came 1 to 60 ms after calls/2 returned, and load
+%% arriving with the start ran at 0.02 of its untraced speed until then.
+%% `{error, badarg}' for a budget start/3 would refuse; else what
+%% ferrotrace_tracer:session_set_fuse/2 answers (`{error, not_running}' for a session that
+%% is not running).
+-spec arm_first(ferrotrace_tracer:session_id(),
+                {number() | {default, number()}, pos_integer(), [{mfa(), number()}],
+                 ferrotrace_nodeload:baseline() | undefined}) ->
+          ok | {error, badarg | not_running | {bad_fuse, term(), binary()}}.
+arm_first(Id, {Budget0, Rate, Held, Baseline}) when is_integer(Id), is_integer(Rate), Rate >= 1, is_list(Held),
+                                                    is_map(Baseline) orelse Baseline =:= undefined ->
+    Budget = case Budget0 of
+                 {default, Fraction} -> Fraction;
+                 _ -> Budget0
+             end,
+    case ferrotrace_budget:check(Budget) of
+        ok ->
+            Control = control(info(Id), {Budget, is_tuple(Budget0)}, Rate, [], [], Baseline),
+            ferrotrace_tracer:session_set_fuse(Id, ferrotrace_budget:fuse(Control));
+        {error, _} -> {error, badarg}
+    end;
+arm_first(_Id, _Budget) ->
+    {error, badarg}.
+
+%% The controller of a budget (`{Fraction, Default}'), from the session's registry info
+%% (its calibration) and what the start chose.
+control(Info, {Budget, Default}, Rate, Held, Pending, Baseline) ->
+    ferrotrace_budget:new(Budget, #{schedulers => erlang:system_info(schedulers_online),
+                                    calibration => info(Info, calibration, undefined),
+                                    rate => Rate, default => Default, held => Held,
+                                    pending => Pending, baseline => Baseline}).
 
 %% What the registry keeps of the session under `Key' (`calibration', from
 %% ferrotrace_calibrate; `held', the patterns the keeper took off at the start; `settling',

@@ -142,6 +142,8 @@ init_keeper({Settings = #{owner := Owner, keep := Keep, engine := EngineOptions,
     Prepared = prepare(Tracing),
     T1 = erlang:monotonic_time(millisecond),
     Id = registered(Settings),
+    %% A budget's fuse holds from the first call traced (the budget's process comes after).
+    _ = [ferrotrace_overhead:arm_first(Id, Budget) || #{budget := {_, _, _, _} = Budget} <- [Settings]],
     case safe_start_tracing(Id, Prepared) of
         {ok, Backend, Held, HoldingMs} ->
             T2 = erlang:monotonic_time(millisecond),
