@@ -24,7 +24,8 @@
 %%% worst window, the worst of seconds 2 to 8, and the calls timed.
 %%% `BUSY_SCENARIOS="arrive_0ms per_request"' runs those only; `FERROTRACE_BUSY_VERBOSE=1'
 %%% prints what each session's budget did (rate changes, functions shed and taken back by
-%%% window, calls the fuse refused, processes it untraced).</li>
+%%% window, calls the fuse refused, processes it untraced) and each budget's first window
+%%% by 25 ms (`busy first_window').</li>
 %%% `BUSY_PARTS="moving"' runs that part only (`tsunami', `moving', `noise').
 %%% <li>The noise of the budget's measure on the node (ferrotrace_nodeload): with nothing
 %%% traced on the same 2 workers, the cost it reads over 4 s against a baseline of 30 ms
@@ -36,6 +37,8 @@
 -export([main/0, main/1]).
 
 -define(WINDOW_MS, 250).
+%% With FERROTRACE_BUSY_VERBOSE, the first window is also read by buckets of this many ms.
+-define(BUCKET_MS, 25).
 -define(WINDOWS, 32).
 -define(SESSION_MS, 8000).
 
@@ -131,17 +134,37 @@ scenario(Name, Scenario, Rounds) ->
     Runs = [{run(Scenario, none), run(Scenario, 0.05), run(Scenario, default), run(Scenario, none),
              case Floor of true -> run(Scenario, flags_only); false -> none end}
             || _ <- lists:seq(1, Rounds)],
-    Before = [element(1, R) || {R, _, _, _, _} <- Runs],
-    After = [element(1, R) || {_, _, _, R, _} <- Runs],
+    %% Each run: its windows, the calls timed, its first window by ?BUCKET_MS.
+    BeforeRuns = [R || {R, _, _, _, _} <- Runs],
+    AfterRuns = [R || {_, _, _, R, _} <- Runs],
     %% The sessions ran between the two untraced runs of their round: both are their
     %% reference (the median of twice as many windows). The control is read against the
     %% run before it alone: what two untraced runs differ by.
-    _ = [report(Name, Label, [W || {W, _} <- Traced], Reference, Before, [C || {_, C} <- Traced])
-         || {Label, Traced, Reference} <- [{"0.05", [T || {_, T, _, _, _} <- Runs], Before ++ After},
-                                           {"default", [T || {_, _, T, _, _} <- Runs], Before ++ After},
-                                           {"no_session", [T || {_, _, _, T, _} <- Runs], Before}]
-                                          ++ [{"flags_only", [T || {_, _, _, _, T} <- Runs], Before ++ After} || Floor]],
+    _ = [begin
+             report(Name, Label, [W || {W, _, _} <- Traced], [W || {W, _, _} <- Reference],
+                    [W || {W, _, _} <- BeforeRuns], [C || {_, C, _} <- Traced]),
+             [first_window(Name, Label, [B || {_, _, B} <- Traced], [B || {_, _, B} <- Reference])
+              || os:getenv("FERROTRACE_BUSY_VERBOSE") =/= false]
+         end
+         || {Label, Traced, Reference} <- [{"0.05", [T || {_, T, _, _, _} <- Runs], BeforeRuns ++ AfterRuns},
+                                           {"default", [T || {_, _, T, _, _} <- Runs], BeforeRuns ++ AfterRuns},
+                                           {"no_session", [T || {_, _, _, T, _} <- Runs], BeforeRuns}]
+                                          ++ [{"flags_only", [T || {_, _, _, _, T} <- Runs], BeforeRuns ++ AfterRuns} || Floor]],
     ok.
+
+%% With FERROTRACE_BUSY_VERBOSE set: the first window by ?BUCKET_MS, each bucket's median
+%% over rounds against the median of the untraced runs' same bucket (as the windows: the
+%% control's against the runs before it), and the worst bucket of each round: where in
+%% the window a session's start costs, and how often.
+first_window(Name, Label, Traced, Untraced) ->
+    Buckets = ?WINDOW_MS div ?BUCKET_MS,
+    Ref = [median([lists:nth(B, U) || U <- Untraced]) || B <- lists:seq(1, Buckets)],
+    Ratio = fun(B, Counts) -> lists:nth(B, Counts) / max(1, lists:nth(B, Ref)) end,
+    Format = fun(Rs) -> lists:join(",", [io_lib:format("~.2f", [R]) || R <- Rs]) end,
+    io:format("busy first_window scenario=~s budget=~s by_~bms=~s worst_bucket_by_round=~s~n",
+              [Name, Label, ?BUCKET_MS,
+               Format([median([Ratio(B, T) || T <- Traced]) || B <- lists:seq(1, Buckets)]),
+               Format([lists:min([Ratio(B, T) || B <- lists:seq(1, Buckets)]) || T <- Traced])]).
 
 %% One run: the windows' throughput from the moment `calls/2' returns (or would), and the
 %% calls the session timed.
@@ -155,7 +178,7 @@ run(#{before := Before, arrives := Arrives}, Budget) ->
                       {ok, S} = ferrotrace:calls({ft_budget_work, check_line, 2}, #{duration => ?SESSION_MS}), S;
                   _ -> {ok, S} = ferrotrace:calls({'_', '_', '_'}, #{duration => ?SESSION_MS, max_overhead => Budget}), S
               end,
-    Windows = windows(Running, Arrives),
+    {Windows, Buckets} = windows(Running, Arrives),
     Timed = case Session of
                 none -> 0;
                 _ ->
@@ -165,7 +188,7 @@ run(#{before := Before, arrives := Arrives}, Budget) ->
                     lists:sum([C || #{count := C} <- Calls])
             end,
     timer:sleep(500),
-    {Windows, Timed}.
+    {Windows, Timed, Buckets}.
 
 %% With FERROTRACE_BUSY_VERBOSE set: what a session's budget did (its rate's changes, the
 %% functions off, what the fuse refused and untraced), read from its summary once it ends.
@@ -178,15 +201,18 @@ verbose(Budget, #{events := Events} = Summary) ->
                maps:with([seen, sampled_out, fuse_refused, untraced], Events), maps:get(untraced, B, none)]).
 
 %% ?WINDOWS windows of ?WINDOW_MS: orders done by every work running, the arrivals started
-%% (and stopped) at their times.
+%% (and stopped) at their times; and the first window's by ?BUCKET_MS.
 windows(Running, Arrives) ->
     T0 = erlang:monotonic_time(millisecond),
+    First = ?WINDOW_MS div ?BUCKET_MS,
     Events = lists:sort([{At, {start, Work}} || {At, Work} <- Arrives, is_integer(At)]
                         ++ [{At, {stop, I}} || {stop, At, I} <- Arrives])
-        ++ [{W * ?WINDOW_MS, window} || W <- lists:seq(1, ?WINDOWS)],
+        ++ [{B * ?BUCKET_MS, window} || B <- lists:seq(1, First)]
+        ++ [{W * ?WINDOW_MS, window} || W <- lists:seq(2, ?WINDOWS)],
     {Counts, Works} = timeline(lists:keysort(1, Events), T0, [{W, ft_budget_work:done(W)} || W <- Running], [], [], total(Running)),
     _ = [ft_budget_work:stop(W) || {W, _} <- Works, is_map(W)],
-    Counts.
+    {Buckets, Rest} = lists:split(First, Counts),
+    {[lists:sum(Buckets) | Rest], Buckets}.
 
 timeline([], _T0, Works, _Arrived, Counts, _Last) ->
     {lists:reverse(Counts), Works};
