@@ -14,7 +14,7 @@
          a_trip_the_floor_does_not_explain_raises_the_rate_test/0, shed_comes_back_after_seconds_of_slow_ticks_test/0,
          a_trip_counted_sheds_what_the_counts_make_hot_test/0, trips_of_the_floor_leave_the_rate_test/0,
          a_trip_counts_the_modules_of_most_calls_test/0, guessed_rates_are_marked_test/0,
-         the_reading_is_taken_from_the_budget_test/0]).
+         the_reading_is_taken_from_the_budget_test/0, held_back_stays_off_where_the_load_moved_test/0]).
 
 %% The node's factor over the calibration fixed at 3 (as if its last session had learned
 %% it), so that the figures below do not move with the default prior.
@@ -162,6 +162,41 @@ shed_for_a_trip_stays_shed_as_caution_ends_test() ->
     ?assertMatch(#{cautious := false}, ferrotrace_budget:view(C5)),
     ?assertEqual([], [MFAs || {restore, MFAs} <- Ds5]),
     ?assertEqual(length(Shed), maps:get(shed_now, ferrotrace_budget:view(C5))),
+    ok.
+
+%% What the first moment held back comes back as it ends (open/2), unless the fuse tripped
+%% or a tick read over the budget meanwhile: the load moved since the start counted it (a
+%% tenfold burst 1 s in had them given back half a second into it), so they wait to come
+%% back as shed functions do.
+-spec held_back_stays_off_where_the_load_moved_test() -> ok.
+held_back_stays_off_where_the_load_moved_test() ->
+    FirstMoment = fun(Moved) ->
+                          C0 = ferrotrace_budget:new(0.05, #{schedulers => 2, calibration => ?CAL,
+                                                             held => [{?WARM, 20000}]}),
+                          {[], C1} = ferrotrace_budget:tick(measure(0, #{}), C0),
+                          {_, C2} = ferrotrace_budget:tick(measure(500, #{functions => [{?COLD, 10, undefined}],
+                                                                          traced => 20}), C1),
+                          Then = maps:merge(#{functions => [{?COLD, 20, undefined}], traced => 40},
+                                            case Moved of
+                                                quiet -> #{};
+                                                trip -> #{untraced => 1};
+                                                %% 4 M events a second: several budgets.
+                                                over -> #{traced => 2000040}
+                                            end),
+                          {_, C3} = ferrotrace_budget:tick(measure(1000, Then), C2),
+                          %% The first tick at the whole budget (1.5 s after the first).
+                          {Ds, C4} = ferrotrace_budget:tick(measure(1600, Then#{traced => 60}), C3),
+                          #{cautious := false, shed := Shed} = ferrotrace_budget:view(C4),
+                          {[MFAs || {restore, MFAs} <- Ds],
+                           [MFA || #{mfa := MFA} = E <- Shed, not is_map_key(restored_at, E)]}
+                  end,
+    %% Quiet: it comes back at once.
+    ?assertEqual({[[?WARM]], []}, FirstMoment(quiet)),
+    %% A trip, or a tick over the budget, in the first moment: it stays off.
+    _ = [begin
+             {[], Off} = FirstMoment(Moved),
+             ?assert(lists:member(?WARM, Off), {Moved, Off})
+         end || Moved <- [trip, over]],
     ok.
 
 %% The fuse untraced a process while the calls the tracer saw, refused, cost well under the

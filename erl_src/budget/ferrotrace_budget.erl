@@ -60,9 +60,10 @@
 %%% for the first ?CAUTIOUS ms (the view's `cautious'): until then a call's cost is the
 %%% prior's guess, the start's own work still runs, and the node's readings are set aside.
 %%% The first ticks come after 100 ms. At the first tick at the whole budget, what the
-%%% first moment held back or shed beyond what the whole budget would comes back (open/2);
-%%% then the rate falls as soon as the measured load allows, and the rest comes back as
-%%% what is shed does. The full reading of loops after the start (ferrotrace_keeper) is
+%%% first moment held back or shed beyond what the whole budget would comes back (open/2),
+%%% unless the load moved meanwhile (the fuse tripped, or a tick read over the whole
+%%% budget); then the rate falls as soon as the measured load allows, and the rest comes
+%%% back as what is shed does. The full reading of loops after the start (ferrotrace_keeper) is
 %%% paced within a fifth of the budget ({@link read_pace/2}); while it runs, its share of
 %%% the capacity is taken from what the decisions keep to ({@link read_share/3}).
 %%%
@@ -289,7 +290,10 @@ tick(M, S0 = #{last := Last, tick := T}) ->
     Load = load(M, Last, S0),
     S1 = (estimated(M, Last, maps:get(scale, Load), S))#{estimate := maps:get(estimate, Load), collector => maps:get(collector, Load),
             in_situ := maps:get(in_situ, Load), used := maps:get(used, Load), tripped => maps:get(tripped, Load),
-            reading => maps:get(reading, Load)},
+            reading => maps:get(reading, Load),
+            %% The fuse tripped, or a tick read over the budget, in the first moment: the load
+            %% moved since the start counted it (see open/2).
+            moved => maps:get(moved, S0, false) orelse (cautious(S0) andalso moved(Load, S0))},
     case cautious(S0) andalso not cautious(S) of
         true -> open(Load, S1);
         false -> decide(Load, S1)
@@ -853,7 +857,15 @@ fitting([_ | Rest], Room, PerCall, Fit) ->
 %% shed where the fuse had tripped: the fuse's share is the whole budget's, so they were
 %% shed for what they cost against it, and their rates were estimated from the calls of
 %% processes no callback saw (given back here, 60 to 75 functions of fresh workers that
-%% arrived 1 s in were shed again at the next trip, 150 ms later).
+%% arrived 1 s in were shed again at the next trip, 150 ms later). Nothing comes back here
+%% where the fuse tripped or a tick read over the whole budget in the first moment (`moved'):
+%% the load moved since the start counted it, and what was held back at its rates then may
+%% be hotter now; it comes back as shed functions do, on what the ticks read then. A
+%% tenfold burst 1 s in (make busy's burst_10x) had the functions the start held back
+%% given back half a second into it, and read 0.74 to 0.86 of untraced until the next
+%% tick shed them again.
+open(Load, S = #{moved := true}) ->
+    decide(Load, S);
 open(Load = #{reaching := R, discard_ns := D, capacity := Cap, budget := B}, S = #{shed := Shed, rate := N}) ->
     Off = [{MFA, Rate} || {MFA, #{rate := Rate, trip := false}} <- maps:to_list(Shed)],
     Floor = (R + lists:sum([Rate || {_, Rate} <- Off])) * D / Cap,
@@ -868,6 +880,12 @@ open(Load = #{reaching := R, discard_ns := D, capacity := Cap, budget := B}, S =
             MFAs = [MFA || {MFA, _} <- Back],
             {RateDecisions ++ [{restore, MFAs}], (taken_back(MFAs, S1))#{low_ticks := 0, aim_ticks := 0}}
     end.
+
+%% Whether a tick in the first moment says the load moved since the start counted it: the
+%% fuse tripped, or the estimate is over the whole budget (over the first moment's half,
+%% it may only be the caution's: what that sheds, open/2 gives back).
+moved(#{tripped := true}, _S) -> true;
+moved(#{estimate := E}, #{budget := B}) -> E > B.
 
 %% `MFAs' taken back: no longer shed, and marked so in the log.
 taken_back(MFAs, S = #{shed := Shed, shed_log := Log, last := #{elapsed_ms := At}}) ->
