@@ -157,14 +157,22 @@ scenario(Name, Scenario, Rounds) ->
 %% control's against the runs before it), and the worst bucket of each round: where in
 %% the window a session's start costs, and how often.
 first_window(Name, Label, Traced, Untraced) ->
-    Buckets = ?WINDOW_MS div ?BUCKET_MS,
-    Ref = [median([lists:nth(B, U) || U <- Untraced]) || B <- lists:seq(1, Buckets)],
-    Ratio = fun(B, Counts) -> lists:nth(B, Counts) / max(1, lists:nth(B, Ref)) end,
-    Format = fun(Rs) -> lists:join(",", [io_lib:format("~.2f", [R]) || R <- Rs]) end,
+    Ref = [median([lists:nth(B, U) || U <- Untraced]) || B <- lists:seq(1, ?WINDOW_MS div ?BUCKET_MS)],
+    %% A bucket where the work had not arrived yet (as a window: under a twentieth of the
+    %% busiest) has no ratio.
+    Loaded = [B || {B, R} <- lists:enumerate(Ref), R > lists:max(Ref) / 20],
+    Ratio = fun(B, Counts) -> lists:nth(B, Counts) / lists:nth(B, Ref) end,
+    Format = fun(Rs) -> lists:join(",", [case R of none -> "-"; _ -> io_lib:format("~.2f", [R]) end || R <- Rs]) end,
     io:format("busy first_window scenario=~s budget=~s by_~bms=~s worst_bucket_by_round=~s~n",
               [Name, Label, ?BUCKET_MS,
-               Format([median([Ratio(B, T) || T <- Traced]) || B <- lists:seq(1, Buckets)]),
-               Format([lists:min([Ratio(B, T) || B <- lists:seq(1, Buckets)]) || T <- Traced])]).
+               Format([case lists:member(B, Loaded) of
+                           true -> median([Ratio(B, T) || T <- Traced]);
+                           false -> none
+                       end || B <- lists:seq(1, length(Ref))]),
+               Format([case Loaded of
+                           [] -> none;
+                           _ -> lists:min([Ratio(B, T) || B <- Loaded])
+                       end || T <- Traced])]).
 
 %% One run: the windows' throughput from the moment `calls/2' returns (or would), and the
 %% calls the session timed.
