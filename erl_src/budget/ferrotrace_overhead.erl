@@ -354,13 +354,17 @@ trip_count(#{untraced := Untraced}, Calls, #s{ticked_untraced = Before, ticked_c
     ByModule = lists:foldl(fun({{M, _, _}, D}, Acc) -> maps:update_with(M, fun(X) -> X + D end, D, Acc) end,
                            #{}, Seen),
     Modules = count_modules(ByModule),
-    Wanted = maps:from_list([{MFA, true} || {MFA = {M, _, _}, _} <- Seen, lists:member(M, Modules)]),
+    %% The functions of those modules the session has seen since its start and not shed:
+    %% each has a pattern of the session's. The count covers the modules' other functions
+    %% too, but those the spec leaves out and those shed cost the session nothing: kept
+    %% (b096716), they would have counted as calls no callback saw, and the shed taken
+    %% more than the floor needs on a session narrower than its modules.
+    Wanted = [MFA || {MFA = {M, _, _}, _} <- Seen, lists:member(M, Modules)],
     case Modules =/= [] andalso ferrotrace_tracing:count_calls([{M, '_', '_'} || M <- Modules], ?COUNT_MS, undefined) of
         {ok, Rates} ->
-            %% Those seen and not called while counted count 0: their calls stopped. Those
-            %% called and not seen count too: untraced at its first calls, a process born
-            %% per request is seen making few of the calls that cost (the trickle's).
-            #{counted => maps:to_list(maps:merge(maps:map(fun(_, true) -> 0.0 end, Wanted), maps:from_list(Rates)))};
+            %% Those not called while counted count 0: their calls stopped.
+            Counted = maps:from_list(Rates),
+            #{counted => [{MFA, maps:get(MFA, Counted, 0.0)} || MFA <- Wanted]};
         _ ->
             #{}
     end;
