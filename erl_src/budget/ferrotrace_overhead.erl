@@ -113,10 +113,7 @@ start(Id, Keeper, Budget) when is_number(Budget) ->
 start(Id, Keeper, {Budget0, Rate, Held0, Baseline}) when is_integer(Id), is_pid(Keeper), node(Keeper) =:= node(),
                                                          is_integer(Rate), Rate >= 1, is_list(Held0),
                                                          is_map(Baseline) orelse Baseline =:= undefined ->
-    {Budget, Default} = case Budget0 of
-                            {default, Fraction} -> {Fraction, true};
-                            _ -> {Budget0, false}
-                        end,
+    {Budget, Default} = fraction(Budget0),
     case ferrotrace_budget:check(Budget) of
         ok ->
             spawn_opt(fun() ->
@@ -160,18 +157,19 @@ start(_Id, _Keeper, _Budget) ->
           ok | {error, badarg | not_running | {bad_fuse, term(), binary()}}.
 arm_first(Id, {Budget0, Rate, Held, Baseline}) when is_integer(Id), is_integer(Rate), Rate >= 1, is_list(Held),
                                                     is_map(Baseline) orelse Baseline =:= undefined ->
-    Budget = case Budget0 of
-                 {default, Fraction} -> Fraction;
-                 _ -> Budget0
-             end,
+    {Budget, Default} = fraction(Budget0),
     case ferrotrace_budget:check(Budget) of
         ok ->
-            Control = control(info(Id), {Budget, is_tuple(Budget0)}, Rate, [], [], Baseline),
+            Control = control(info(Id), {Budget, Default}, Rate, [], [], Baseline),
             ferrotrace_tracer:session_set_fuse(Id, ferrotrace_budget:fuse(Control));
         {error, _} -> {error, badarg}
     end;
 arm_first(_Id, _Budget) ->
     {error, badarg}.
+
+%% A budget as the start gives it, `{Fraction, Default}': whether it is a `'_'' spec's default.
+fraction({default, Fraction}) -> {Fraction, true};
+fraction(Fraction) -> {Fraction, false}.
 
 %% The controller of a budget (`{Fraction, Default}'), from the session's registry info
 %% (its calibration) and what the start chose.
