@@ -160,7 +160,7 @@ first_window(Name, Label, Traced, Untraced) ->
     Ref = [median([lists:nth(B, U) || U <- Untraced]) || B <- lists:seq(1, ?WINDOW_MS div ?BUCKET_MS)],
     %% A bucket where the work had not arrived yet (as a window: under a twentieth of the
     %% busiest) has no ratio.
-    Loaded = [B || {B, R} <- lists:enumerate(Ref), R > lists:max(Ref) / 20],
+    Loaded = [B || {B, R} <- lists:enumerate(Ref), R > no_work(Ref)],
     Ratio = fun(B, Counts) -> lists:nth(B, Counts) / lists:nth(B, Ref) end,
     Format = fun(Rs) -> lists:join(",", [case R of none -> "-"; _ -> io_lib:format("~.2f", [R]) end || R <- Rs]) end,
     io:format("busy first_window scenario=~s budget=~s by_~bms=~s worst_bucket_by_round=~s~n",
@@ -256,8 +256,8 @@ report(Name, Label, Traced, Untraced, Before, Timed) ->
     %% A window where the work had not arrived yet (its untraced median under a twentieth
     %% of the busiest window's) has no ratio: `-', and it is not the worst.
     Medians = [median([lists:nth(W, U) || U <- Untraced]) || W <- lists:seq(1, ?WINDOWS)],
-    Loaded = lists:max(Medians) / 20,
-    PerWindow = [case M > Loaded of
+    NoWork = no_work(Medians),
+    PerWindow = [case M > NoWork of
                      true -> median([lists:nth(W, T) || T <- Traced]) / M;
                      false -> none
                  end || {W, M} <- lists:zip(lists:seq(1, ?WINDOWS), Medians)],
@@ -272,6 +272,10 @@ report(Name, Label, Traced, Untraced, Before, Timed) ->
               [Name, Label, length(Traced), First2s, First2sBefore,
                lists:join(",", [case R of none -> "-"; _ -> io_lib:format("~.2f", [R]) end || R <- lists:sublist(PerWindow, First)]),
                Worst(PerWindow), Worst(Later), median(Timed)]).
+
+%% Where the work had not arrived yet: an untraced median under a twentieth of the busiest.
+no_work(Medians) ->
+    lists:max(Medians) / 20.
 
 median(List) ->
     Sorted = lists:sort(List),
