@@ -14,7 +14,8 @@
          a_trip_the_floor_does_not_explain_raises_the_rate_test/0, shed_comes_back_after_seconds_of_slow_ticks_test/0,
          a_trip_counted_sheds_what_the_counts_make_hot_test/0, trips_of_the_floor_leave_the_rate_test/0,
          a_trip_counts_the_modules_of_most_calls_test/0, guessed_rates_are_marked_test/0,
-         the_reading_is_taken_from_the_budget_test/0, held_back_stays_off_where_the_load_moved_test/0]).
+         the_reading_is_taken_from_the_budget_test/0, held_back_stays_off_where_the_load_moved_test/0,
+         a_trip_before_the_first_tick_counts_at_the_second_test/0]).
 
 %% The node's factor over the calibration fixed at 3 (as if its last session had learned
 %% it), so that the figures below do not move with the default prior.
@@ -365,4 +366,22 @@ guessed_rates_are_marked_test() ->
     Log3 = maps:get(shed, ferrotrace_budget:view(C3)),
     ?assert(length(Log3) >= 7, Log3),
     ?assertEqual([], [E || E = #{guessed := true} <- Log3]),
+    ok.
+
+%% Processes the fuse untraced before the first tick (which only takes the counters in)
+%% are a trip at the second: it sheds what the VM counted, the hottest first, though no
+%% process was untraced between the two ticks.
+-spec a_trip_before_the_first_tick_counts_at_the_second_test() -> ok.
+a_trip_before_the_first_tick_counts_at_the_second_test() ->
+    C0 = ferrotrace_budget:new(0.05, #{schedulers => 2, calibration => ?CAL}),
+    {[], C1} = ferrotrace_budget:tick(measure(10, #{functions => [{?HOT, 30, undefined}, {?WARM, 8, undefined}],
+                                                    traced => 80, fuse_refused => 200, refused => 200,
+                                                    untraced => 2}), C0),
+    {Ds, C2} = ferrotrace_budget:tick(measure(30, #{functions => [{?HOT, 40, undefined}, {?WARM, 10, undefined}],
+                                                    traced => 100, fuse_refused => 260, refused => 260,
+                                                    untraced => 2,
+                                                    counted => [{?HOT, 4.0e6}, {?WARM, 1.0e6}]}), C1),
+    [Shed] = [MFAs || {shed, MFAs} <- Ds],
+    ?assertEqual(?HOT, hd(Shed)),
+    ?assertNot(ferrotrace_budget:room(C2)),
     ok.
