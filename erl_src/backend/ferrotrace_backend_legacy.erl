@@ -67,10 +67,15 @@ exclude_modules(Modules) when is_list(Modules) ->
 -spec untrace_processes(ferrotrace_tracer:session_id()) -> ok.
 untrace_processes(Id) ->
     Ours = {tracer, {ferrotrace_tracer, Id}},
+    %% Both calls guarded: a process that ends between them makes the second raise (outside
+    %% a `try ... of''s guard, it crashed the registry cleaning up after a killed keeper,
+    %% and the orphan stayed until the next call started a registry).
     Untrace = fun(Target) ->
-                      try erlang:trace_info(Target, tracer) of
-                          Ours -> _ = erlang:trace(Target, false, [all]), ok;
-                          _ -> ok
+                      try
+                          case erlang:trace_info(Target, tracer) of
+                              Ours -> _ = erlang:trace(Target, false, [all]), ok;
+                              _ -> ok
+                          end
                       catch error:badarg -> ok % the process is gone
                       end
               end,
