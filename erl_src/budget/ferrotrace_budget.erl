@@ -282,11 +282,12 @@ initial_rate(Budget, Node = #{schedulers := Schedulers, calibration := Calibrati
 %% The first tick only takes the counters in, and sheds what the start left `pending'.
 -spec tick(measure(), state()) -> {[decision()], state()}.
 tick(M = #{elapsed_ms := Now}, S = #{last := undefined, rate := N}) ->
-    %% The first tick only takes the counters in, but the processes the fuse untraced
-    %% before it: those count as a trip at the second. Load arriving with the start trips
-    %% the fuse within milliseconds, often before the first tick; read against it, the
-    %% second tick saw no trip, decided nothing on the count it had made, and the shed
-    %% waited for the next trip: 80 ms after the start, not 40 (make busy's arrive_0ms).
+    %% Not the processes the fuse untraced before it: those are the second tick's trip.
+    %% Load arriving with the start trips the fuse within milliseconds, often before the
+    %% first tick; read against it, the second tick saw no trip, decided nothing on the
+    %% count it had made, and the shed waited for the next trip: 80 ms after the start,
+    %% not 40 (make busy's arrive_0ms). ferrotrace_overhead's ticked_counts/3 reads the
+    %% trip's count against the same zero.
     pending(estimated(M, undefined, N, S#{last := M#{untraced => 0}, since => Now}));
 tick(M = #{elapsed_ms := Now}, S = #{last := Last = #{elapsed_ms := Then}, rate := N}) when Now =< Then ->
     {[], estimated(M, Last, N, S#{last := M})};
