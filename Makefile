@@ -1,6 +1,6 @@
 # ferrotrace: the README's two commands are `make demo` and `make test` (every CI part and its
 # time: the CI table in CONTRIBUTING.md).
-.PHONY: births compare-bench scope-bench yaws-scope metrics-bench metrics-demo metrics-demo-stop metrics-soak busy cold-start shed-latency yaws-bench yaws-pool all setup compile demo test bundle test-attach test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty test-snippets bench bench-reads bench-html always-on loom miri collector-ceiling clean export-tools fuzz
+.PHONY: births read-stalls compare-bench scope-bench yaws-scope metrics-bench metrics-demo metrics-demo-stop metrics-soak busy cold-start shed-latency yaws-bench yaws-pool all setup compile demo test bundle test-attach test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty test-snippets bench bench-reads bench-html always-on loom miri collector-ceiling clean export-tools fuzz
 
 DEBIAN_PACKAGES = erlang-nox erlang-dev rebar3 erlang-common-test erlang-eunit erlang-dialyzer erlang-tools
 
@@ -223,6 +223,14 @@ shed-latency: compile
 	mkdir -p bench/out
 	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_shed_latency.erl bench/ft_fresh_node.erl test/support/ft_budget_work.erl
 	erl -noshell -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_shed_latency:main(), halt().'
+
+# What the loops' paced reading after a node's first '_' start costs its busy processes
+# moment by moment: the gaps a busy process per scheduler sees, without and with the
+# reading (about 25 s).
+read-stalls: compile
+	mkdir -p bench/out
+	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_read_stalls.erl
+	erl -noshell -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_read_stalls:main(), halt().'
 
 # The overhead budget on Debian's yaws under wrk (installs both if missing): rounds of 12 s,
 # wrk running through each (3 s of load first), alternating untraced and a fresh

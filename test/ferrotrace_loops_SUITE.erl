@@ -141,9 +141,10 @@ behaviours_known(_Config) ->
 %% A paced find paces all of its work, not only the reading of code: with every module
 %% read and cached, the walk over every module's facts takes tens of ms of work (24 ms here
 %% at once; only the reading was paced, so a session's full reading after its start took
-%% that from the node's first 25 ms). At a pace of 0.01, work of 2 ms (?PACE_SLICE_US) is
-%% followed by a rest of 99 times as long: the paced walk takes at least 198 ms, whatever
-%% the machine's load (a loaded machine only lengthens both). Unpaced, it rests never.
+%% that from the node's first 25 ms). At a pace of 0.01, a slice of 2 ms or more
+%% (ferrotrace_paced) is followed by a rest of 99 times as long: the paced walk takes at
+%% least 198 ms, whatever the machine's load (a loaded machine only lengthens both).
+%% Unpaced, it rests never.
 -spec paced_walk(config()) -> ok.
 paced_walk(_Config) ->
     Whole = [{'_', '_', '_'}],

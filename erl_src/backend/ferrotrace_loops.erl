@@ -83,8 +83,6 @@
 %% (besides the modules the spec names).
 -define(MAX_DEPTH, 8).
 -define(MAX_MODULES, 300).
-%% A paced reading (find/4) works at most this long before it rests (us).
--define(PACE_SLICE_US, 2000).
 %% How long the stacks of live processes are read for (ms), and how many processes each
 %% reader takes.
 -define(STACKS_MS, 100).
@@ -153,8 +151,8 @@ find(Specs, Exclude, Mode) ->
     find(Specs, Exclude, Mode, none).
 
 %% @doc As {@link find/3}, working at most `Pace' of the time (a float from 0.01 to 1, or
-%% `none': at once): after each ?PACE_SLICE_US of work the caller rests as long as keeps it
-%% at that share of one scheduler. The session's full reading after its start runs so: at
+%% `none': at once), in slices of a few ms (ferrotrace_paced) with rests that keep it at
+%% that share of one scheduler. The session's full reading after its start runs so: at
 %% high priority and at once, it took the schedulers from a busy node's work for half a
 %% second after the start (0.58 of its throughput). All of the work is paced, the walk over
 %% what was read as well as the reading: with every module cached, the walk alone took 24
@@ -162,8 +160,9 @@ find(Specs, Exclude, Mode) ->
 %% 25 ms after a start ran at 0.5 of untraced.
 -spec find([ferrotrace:mfa_spec()], [module()], read | cached, float() | none) ->
           {[mfa()], Complete :: boolean(), Loopers :: [pid()]}.
-find(Specs, Exclude, Mode, Pace) when Mode =:= read orelse Mode =:= cached,
-                                     Pace =:= none orelse is_float(Pace) andalso Pace >= 0.01 andalso Pace =< 1 ->
+find(Specs, Exclude, Mode, Pace) when Mode =:= read orelse Mode =:= cached, is_float(Pace), Pace >= 0.01, Pace =< 1 ->
+    ferrotrace_paced:run(fun() -> find(Specs, Exclude, Mode, none) end, Pace);
+find(Specs, Exclude, Mode, none) when Mode =:= read orelse Mode =:= cached ->
     Modules = lists:usort([M || {M, _, _} <- Specs, M =/= '_']),
     %% With every module traced, reading all loaded code takes seconds on a busy node: the
     %% loops that matter now are those live processes wait in (a server sits in its
@@ -178,10 +177,8 @@ find(Specs, Exclude, Mode, Pace) when Mode =:= read orelse Mode =:= cached,
     Behaviours = [M || Wildcard, M <- maps:keys(?BEHAVIOUR_LOOPS), erlang:module_loaded(M)],
     Roots = lists:usort(Modules ++ Behaviours ++ [M || {_, Frames} <- Stacks, {M, _, _} <- Frames]) -- Exclude,
     ensure_cache(),
-    %% Work counted from here: the stacks' reading above is mostly waiting for readers.
     Context0 = #{files => undefined, erts_ebin => undefined, modules => #{},
-                 budget => ?MAX_MODULES, named => Modules, mode => Mode, complete => true,
-                 pace => Pace, since => erlang:monotonic_time(microsecond)},
+                 budget => ?MAX_MODULES, named => Modules, mode => Mode, complete => true},
     %% The modules the spec names are read whatever the budget.
     Context1 = lists:foldl(fun(M, C = #{budget := B}) -> C1 = element(2, read(M, C#{budget := 1})), C1#{budget := B} end,
                            Context0, Roots),
@@ -191,8 +188,7 @@ find(Specs, Exclude, Mode, Pace) when Mode =:= read orelse Mode =:= cached,
     Edges = lists:append([Tail ++ [{MFA, MFA} || {MFA, {_, _, true}} <- maps:to_list(Functions)]
                           || {Tail, Functions} <- Facts]),
     Cycles = cycles(Edges),
-    {Calls, Context2 = #{complete := Complete}} = explore(lists:append(Cycles), 0, #{}, pace(Context1)),
-    _ = pace(Context2),
+    {Calls, #{complete := Complete}} = explore(lists:append(Cycles), 0, #{}, Context1),
     Waiting = waiting(Calls),
     Loops = lists:usort([MFA || Cycle <- Cycles, lists:any(fun(C) -> is_map_key(C, Waiting) end, Cycle),
                                 MFA <- Cycle,
@@ -325,12 +321,12 @@ spread([MFA | Rest], Callers, Waiting) ->
 %% them. A module not read yet takes one from the budget; none left, it is not read.
 -spec read(module(), map()) -> {facts() | none, map()}.
 read(Module, Context = #{modules := Read}) when is_map_key(Module, Read) ->
-    {map_get(Module, Read), pace(Context)};
+    {map_get(Module, Read), Context};
 read(_Module, Context = #{budget := 0}) ->
     {none, Context};
 read(Module, Context = #{modules := Read, budget := Budget}) ->
     {Facts, Context1} = module_facts(Module, Context),
-    {Facts, pace(Context1#{modules := Read#{Module => Facts}, budget := Budget - 1})}.
+    {Facts, Context1#{modules := Read#{Module => Facts}, budget := Budget - 1}}.
 
 %% Cached per module version. Under `cached', a module not in the cache is read only if the
 %% spec names it; any other is taken as unknown, and the answer as incomplete.
@@ -370,20 +366,6 @@ disassemble_new(Module, MD5, Context = #{files := Files}) ->
     Facts = disassemble(Module, File, MD5),
     true = ets:insert(?CACHE, {{facts, Module, MD5}, Facts}),
     {Facts, Context1}.
-
-%% A paced find rests once it has worked ?PACE_SLICE_US since it last rested (by the clock:
-%% at high priority that is its work, and time it waited only lengthens the rest): the time
-%% that puts its work at `Pace' of the time.
-pace(Context = #{pace := none}) ->
-    Context;
-pace(Context = #{pace := Pace, since := Since}) ->
-    case erlang:monotonic_time(microsecond) - Since of
-        Worked when Worked >= ?PACE_SLICE_US ->
-            receive after round(Worked * (1 - Pace) / Pace / 1000) -> ok end,
-            Context#{since := erlang:monotonic_time(microsecond)};
-        _ ->
-            Context
-    end.
 
 %% Where the code of a module can be read: its file, or for a preloaded module the file
 %% of the same name in the running erts's `ebin' (one call to the code server per find/2).

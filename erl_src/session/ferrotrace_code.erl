@@ -51,7 +51,7 @@
          ferrotrace_displaced, ferrotrace_exists, ferrotrace_hint, ferrotrace_in_situ, ferrotrace_intervals,
          ferrotrace_keeper, ferrotrace_keys, ferrotrace_loops, ferrotrace_metrics, ferrotrace_metrics_http,
          ferrotrace_metrics_options, ferrotrace_names, ferrotrace_nodeload, ferrotrace_options,
-         ferrotrace_overhead, ferrotrace_own, ferrotrace_owner, ferrotrace_recent, ferrotrace_registry, ferrotrace_scope,
+         ferrotrace_overhead, ferrotrace_own, ferrotrace_owner, ferrotrace_paced, ferrotrace_recent, ferrotrace_registry, ferrotrace_scope,
          ferrotrace_session, ferrotrace_shed, ferrotrace_slow, ferrotrace_spec, ferrotrace_start,
          ferrotrace_text, ferrotrace_time, ferrotrace_traced, ferrotrace_tracer, ferrotrace_tracing,
          ferrotrace_trees]).
@@ -113,7 +113,7 @@ preload() ->
 %% @doc As {@link preload/0}, for a start: answers once what a start runs is loaded
 %% ({@link start_modules/0}, and what the loop analysis reads code with); the rest of the
 %% application is {@link preload_rest/0}'s. A node's first start among 50 busy processes
-%% loads 42 of ferrotrace's 59 modules so before it goes on.
+%% loads 43 of ferrotrace's 60 modules so before it goes on.
 -spec preload_for_start() -> ok.
 preload_for_start() ->
     case missing() of
