@@ -8,17 +8,26 @@
 -export([value_and_exceptions_come_back_test/0, computing_work_is_suspended_between_slices_test/0,
          waiting_work_does_not_rest_test/0, killing_the_caller_ends_the_work_test/0]).
 
+%% In a process of its own, whose links and messages are the run's alone (the test
+%% process keeps other tests' messages).
 -spec value_and_exceptions_come_back_test() -> ok.
 value_and_exceptions_come_back_test() ->
-    Links = lists:sort(element(2, erlang:process_info(self(), links))),
-    ?assertEqual(42, ferrotrace_paced:run(fun() -> 42 end, 0.5)),
-    ?assertError(boom, ferrotrace_paced:run(fun() -> error(boom) end, 0.5)),
-    ?assertThrow(thrown, ferrotrace_paced:run(fun() -> throw(thrown) end, 0.5)),
-    ?assertExit(gone, ferrotrace_paced:run(fun() -> exit(gone) end, 0.5)),
-    %% No worker is left linked to the caller, and no message.
-    ?assertEqual(Links, lists:sort(element(2, erlang:process_info(self(), links)))),
-    ?assertEqual({messages, []}, erlang:process_info(self(), messages)),
-    ok.
+    Self = self(),
+    {Caller, Monitor} =
+        spawn_monitor(fun() ->
+                              Runs = [ferrotrace_paced:run(fun() -> 42 end, 0.5)
+                                      | [try ferrotrace_paced:run(Raise, 0.5) catch Class:Reason -> {Class, Reason} end
+                                         || Raise <- [fun() -> error(boom) end, fun() -> throw(thrown) end,
+                                                      fun() -> exit(gone) end]]],
+                              Self ! {self(), Runs, erlang:process_info(self(), [links, messages])}
+                      end),
+    receive
+        {Caller, Runs, Left} ->
+            ?assertEqual([42, {error, boom}, {throw, thrown}, {exit, gone}], Runs),
+            %% No worker left linked to the caller, and no message.
+            ?assertEqual([{links, []}, {messages, []}], Left)
+    end,
+    receive {'DOWN', Monitor, process, Caller, normal} -> ok end.
 
 %% At a pace of 0.1, each slice of 2 ms or more is followed by a rest of 9 times as long,
 %% the worker suspended through it: work of 5 M reductions (tens of ms here) takes many
