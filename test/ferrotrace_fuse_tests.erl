@@ -15,7 +15,8 @@
          a_trip_counted_sheds_what_the_counts_make_hot_test/0, trips_of_the_floor_leave_the_rate_test/0,
          a_trip_counts_the_modules_of_most_calls_test/0, guessed_rates_are_marked_test/0,
          the_reading_is_taken_from_the_budget_test/0, held_back_stays_off_where_the_load_moved_test/0,
-         a_trip_before_the_first_tick_counts_at_the_second_test/0]).
+         a_trip_before_the_first_tick_counts_at_the_second_test/0,
+         a_trip_counts_the_session_s_functions_not_seen_yet_test/0]).
 
 %% The node's factor over the calibration fixed at 3 (as if its last session had learned
 %% it), so that the figures below do not move with the default prior.
@@ -251,6 +252,27 @@ a_trip_counts_the_modules_of_most_calls_test() ->
     %% Spread evenly over many, at most 8.
     Flat = maps:from_list([{list_to_atom("m" ++ integer_to_list(I)), 10} || I <- lists:seq(1, 20)]),
     ?assertEqual(8, length(ferrotrace_overhead:count_modules(Flat))),
+    ok.
+
+%% What a trip's count reads of its modules: the functions the session sampled (0 where
+%% the count found no call), and those it did not sample yet that the count found called
+%% and the session has a pattern on: its specs cover them, they are not shed, not
+%% compiler-generated. Load that moves reaches functions a session has not seen: counted
+%% only where seen, they were shed at a second trip, 150 ms after the first.
+-spec a_trip_counts_the_session_s_functions_not_seen_yet_test() -> ok.
+a_trip_counts_the_session_s_functions_not_seen_yet_test() ->
+    Seen = [{work, a, 1}, {work, b, 0}],
+    Rates = [{{work, a, 1}, 5.0e5}, {{work, c, 2}, 3.0e5}, {{work, d, 0}, 0.0}, {{work, shed, 1}, 9.0e5},
+             {{work, '-a/1-fun-0-', 1}, 4.0e5}, {{lists, seq, 2}, 2.0e5}],
+    Saved = #{{work, shed, 1} => saved},
+    Counted = fun(Specs) -> lists:sort(ferrotrace_overhead:counted(Seen, Rates, Saved, Specs)) end,
+    ?assertEqual([{{lists, seq, 2}, 2.0e5}, {{work, a, 1}, 5.0e5}, {{work, b, 0}, 0.0}, {{work, c, 2}, 3.0e5}],
+                 Counted([{'_', '_', '_'}])),
+    %% A narrower spec: what it leaves out is not the session's.
+    ?assertEqual([{{work, a, 1}, 5.0e5}, {{work, b, 0}, 0.0}], Counted([{work, a, '_'}, {work, b, 0}])),
+    ?assertEqual([{{work, a, 1}, 5.0e5}, {{work, b, 0}, 0.0}, {{work, c, 2}, 3.0e5}], Counted([{work, '_', '_'}])),
+    %% No spec known (a raw session): those seen alone.
+    ?assertEqual([{{work, a, 1}, 5.0e5}, {{work, b, 0}, 0.0}], Counted([])),
     ok.
 
 %% A function shed for a trip comes back (a probe) once the load is light, at most
