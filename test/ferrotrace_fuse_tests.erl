@@ -16,7 +16,8 @@
          a_trip_counts_the_modules_of_most_calls_test/0, guessed_rates_are_marked_test/0,
          the_reading_is_taken_from_the_budget_test/0, held_back_stays_off_where_the_load_moved_test/0,
          a_trip_before_the_first_tick_counts_at_the_second_test/0,
-         a_trip_counts_the_session_s_functions_not_seen_yet_test/0]).
+         a_trip_counts_the_session_s_functions_not_seen_yet_test/0,
+         unsampled_functions_leave_the_estimates_of_the_others_test/0]).
 
 %% The node's factor over the calibration fixed at 3 (as if its last session had learned
 %% it), so that the figures below do not move with the default prior.
@@ -273,6 +274,25 @@ a_trip_counts_the_session_s_functions_not_seen_yet_test() ->
     ?assertEqual([{{work, a, 1}, 5.0e5}, {{work, b, 0}, 0.0}, {{work, c, 2}, 3.0e5}], Counted([{work, '_', '_'}])),
     %% No spec known (a raw session): those seen alone.
     ?assertEqual([{{work, a, 1}, 5.0e5}, {{work, b, 0}, 0.0}], Counted([])),
+    ok.
+
+%% The calls a trip's count finds of functions no call of which was sampled are theirs:
+%% listed with their rates, they do not raise what each sampled call stands for in the
+%% other functions' estimated calls (a summary's counts).
+-spec unsampled_functions_leave_the_estimates_of_the_others_test() -> ok.
+unsampled_functions_leave_the_estimates_of_the_others_test() ->
+    C = controller(0.05),
+    Tripped = #{functions => [{?HOT, 2000, undefined}, {?WARM, 300, undefined}],
+                traced => 4600, refused => 600, fuse_refused => 600, untraced => 2},
+    Counted = [{?HOT, 4.0e5}, {?WARM, 3000.0}],
+    Estimated = fun(Counts) ->
+                        {_, C1} = ferrotrace_budget:tick(measure(2250, Tripped#{counted => Counts}), C),
+                        maps:with([?HOT, ?WARM], maps:get(estimated, ferrotrace_budget:view(C1)))
+                end,
+    Alone = Estimated(Counted),
+    ?assertEqual(Alone, Estimated(Counted ++ [{?COLD, 3.0e6}])),
+    %% The sampled functions' own calls no callback saw do raise them.
+    ?assertNotEqual(Alone, Estimated([{?HOT, 4.0e6}, {?WARM, 3000.0}])),
     ok.
 
 %% A function shed for a trip comes back (a probe) once the load is light, at most

@@ -473,7 +473,7 @@ load(M, Last, S = #{schedulers := Sch, event_ns := EventNs0, discard_ns := Disca
     %% The take-back still weighs them by it: bringing guesses back one a take-back, tried,
     %% measured worse on yaws (its first 2 s at 0.81 to 0.89 of untraced in four runs,
     %% against 0.95 to 0.99 in three of main alternated with them).
-    {Hidden, Functions, Guessed} =
+    {Hidden, HiddenSampled, Functions, Guessed} =
         case M of
             #{counted := [_ | _] = AllCalls} ->
                 %% The VM counted every process's calls of the functions seen (see
@@ -483,13 +483,16 @@ load(M, Last, S = #{schedulers := Sch, event_ns := EventNs0, discard_ns := Disca
                 Bound = Untraced * fuse_share(S) * 1.0e9 / DiscardNs,
                 Hidden0 = max(Bound, min(maps:get(hidden, M, 0.0), ?HIDDEN_MAX * Bound)),
                 Scale0 = fuse_scale(N, Timed, FuseRefused, Hidden0),
-                {Hidden0, [{MFA, R * Scale0, Mean} || {MFA, R, Mean} <- Counted],
+                {Hidden0, Hidden0, [{MFA, R * Scale0, Mean} || {MFA, R, Mean} <- Counted],
                  case Untraced > 0 of
                      true -> maps:from_keys([MFA || {MFA, _, _} <- Counted], true);
                      false -> #{}
                  end}
         end,
-    Scale = fuse_scale(N, Timed, FuseRefused, Hidden),
+    %% What each sampled call stands for (the functions' estimated calls, estimated/4): the
+    %% calls no callback saw of the functions sampled, not those of functions no call of
+    %% which was sampled (a trip's count lists them with their own rates).
+    Scale = fuse_scale(N, Timed, FuseRefused, HiddenSampled),
     Calls = Timed,
     %% A traced call's events: about 2 (call, return; 1 for a count-only loop).
     Events = case Calls > 0 of
@@ -510,12 +513,13 @@ load(M, Last, S = #{schedulers := Sch, event_ns := EventNs0, discard_ns := Disca
       scale => Scale,
       capacity => Capacity, discard_ns => DiscardNs}.
 
-%% What the session's processes, traced or not, called of the functions seen, as the VM
-%% counted them after a trip (`AllCalls', `{MFA, CallsPerSecond}': ferrotrace_overhead
-%% counts them with ferrotrace_tracing:count_calls/3): `{Hidden, Functions}', the calls a
-%% second no callback saw (the counted calls over those the session saw, `Seen' each
-%% sampled one: seen_scale/3) and each function's calls a second, counted where the VM
-%% counted it, else estimated from its sampled count. Estimated from the reductions of the
+%% What the session's processes, traced or not, called of the session's functions, as the
+%% VM counted them after a trip (`AllCalls', `{MFA, CallsPerSecond}': ferrotrace_overhead
+%% counts them with ferrotrace_tracing:count_calls/3): `{Hidden, HiddenSampled, Functions,
+%% Guessed}', the calls a second no callback saw (the counted calls over those the session
+%% saw, `Seen' each sampled one: seen_scale/3), the same of the sampled functions alone,
+%% and each function's calls a second, counted where the VM counted it, else estimated
+%% from its sampled count. Estimated from the reductions of the
 %% processes the fuse untraced and spread over the functions as the sampled calls are (the
 %% way without a count), the trip of fresh workers arriving after the start read every
 %% function they called as hot: all 173 were shed at once, a session with the default
@@ -528,8 +532,9 @@ trip_counted(AllCalls, Sampled, Seen) ->
     Unsampled = [{MFA, Rate, undefined} || {MFA, Rate} <- maps:to_list(Counts), Rate > 0,
                                            not lists:keymember(MFA, 1, Sampled)],
     SeenCalls = lists:sum([R * Seen || {MFA, R, _} <- Sampled, is_map_key(MFA, Counts)]),
-    Hidden = max(0.0, lists:sum(maps:values(Counts)) - SeenCalls),
-    {Hidden, Estimates ++ Unsampled, maps:from_keys([MFA || {MFA, _, _} <- Sampled, not is_map_key(MFA, Counts)], true)}.
+    SampledCalls = lists:sum([maps:get(MFA, Counts) || {MFA, _, _} <- Sampled, is_map_key(MFA, Counts)]),
+    {max(0.0, lists:sum(maps:values(Counts)) - SeenCalls), max(0.0, SampledCalls - SeenCalls),
+     Estimates ++ Unsampled, maps:from_keys([MFA || {MFA, _, _} <- Sampled, not is_map_key(MFA, Counts)], true)}.
 
 %% The calls a second each sampled call stands for among those the callbacks saw: `N', and
 %% more for the calls the fuse refused (fuse_scale/4 without the hidden ones).
