@@ -98,7 +98,7 @@ add_patterns(Watch, Id, Patterns) ->
 -spec remove_functions(watch(), [ferrotrace:mfa_spec()]) -> watch().
 remove_functions(Watch = #{functions := Known}, Specs) ->
     Watch#{functions := [F || F = {MFA, _} <- Known,
-                              not lists:any(fun(S) -> ferrotrace_spec:matches(S, MFA) end, Specs)],
+                              not ferrotrace_spec:covered(MFA, Specs)],
            fn_next := 0}.
 
 %% The functions and match specs `Patterns' set (loops' count-only specs over the pattern's).

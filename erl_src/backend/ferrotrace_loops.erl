@@ -192,7 +192,7 @@ find(Specs, Exclude, Mode, none) when Mode =:= read orelse Mode =:= cached ->
     Waiting = waiting(Calls),
     Loops = lists:usort([MFA || Cycle <- Cycles, lists:any(fun(C) -> is_map_key(C, Waiting) end, Cycle),
                                 MFA <- Cycle,
-                                lists:any(fun(S) -> ferrotrace_spec:matches(S, MFA) end, Specs),
+                                ferrotrace_spec:covered(MFA, Specs),
                                 not lists:member(element(1, MFA), Exclude)]),
     Set = maps:from_keys(Loops, true),
     {Loops, Complete, [P || {P, Frames} <- Stacks, lists:any(fun(F) -> is_map_key(F, Set) end, Frames)]}.

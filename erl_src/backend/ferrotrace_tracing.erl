@@ -276,7 +276,7 @@ seen_generated(Id, Specs, Left) ->
     case ferrotrace_tracer:session_counts(Id) of
         {ok, #{calls := Calls}} ->
             Seen = [{C, MFA} || {MFA, C} <- Calls, generated(MFA), not is_map_key(MFA, Left),
-                                lists:any(fun(S) -> ferrotrace_spec:matches(S, MFA) end, Specs)],
+                                ferrotrace_spec:covered(MFA, Specs)],
             [MFA || {_, MFA} <- lists:reverse(lists:sort(Seen))];
         _ ->
             []

@@ -381,7 +381,7 @@ counted(Seen, Rates, Saved, Specs) ->
     [{MFA, maps:get(MFA, Counted, 0.0)} || MFA <- maps:keys(Known)]
         ++ [Rate || Rate = {MFA, R} <- Rates, R > 0, not is_map_key(MFA, Known), not is_map_key(MFA, Saved),
                     not ferrotrace_tracing:generated(MFA),
-                    lists:any(fun(Spec) -> ferrotrace_spec:matches(Spec, MFA) end, Specs)].
+                    ferrotrace_spec:covered(MFA, Specs)].
 
 %% The session's specs as the registry has them (its `spec', updated by add/2 and remove/2).
 specs(#{spec := Specs}) when is_list(Specs) -> [Spec || {_, _, _} = Spec <- Specs];

@@ -32,17 +32,14 @@
              {ferrotrace_tracer:session_id(), term(), ferrotrace_displaced:watch() | none, [ferrotrace:mfa_spec()]}) ->
           {{ok, [saved()], [mfa()]} | ok, ferrotrace_displaced:watch() | none}.
 switch(shed, MFAs0, {Id, Backend, Watch, Specs}) ->
-    {MFAs, Gone} = lists:partition(fun(MFA) -> covered(MFA, Specs) end, MFAs0),
+    {MFAs, Gone} = lists:partition(fun(MFA) -> ferrotrace_spec:covered(MFA, Specs) end, MFAs0),
     {Saved, Refused0} = ferrotrace_tracing:take_off(Id, Backend, MFAs),
     Refused = Refused0 ++ Gone,
     {{ok, Saved, Refused}, watch(Watch, fun(W) -> ferrotrace_displaced:remove_functions(W, [MFA || {MFA, _, _} <- Saved]) end)};
 switch(unshed, Saved0, {Id, Backend, Watch, Specs}) ->
-    Saved = [S || S = {MFA, _, _} <- Saved0, covered(MFA, Specs)],
+    Saved = [S || S = {MFA, _, _} <- Saved0, ferrotrace_spec:covered(MFA, Specs)],
     ok = ferrotrace_tracing:put_back(Id, Backend, Saved),
     {ok, watch(Watch, fun(W) -> ferrotrace_displaced:add_functions(W, Id, [{MFA, MS} || {MFA, MS, _} <- Saved]) end)}.
-
-covered(MFA, Specs) ->
-    lists:any(fun(Spec) -> ferrotrace_spec:matches(Spec, MFA) end, Specs).
 
 watch(none, _Change) -> none;
 watch(Watch, Change) -> Change(Watch).

@@ -30,7 +30,7 @@
 %%% Names are resolved, modules are not loaded: that is the caller's job.
 -module(ferrotrace_spec).
 
--export([parse/1, matches/2, overlaps/2, wider/2, function/1]).
+-export([parse/1, matches/2, covered/2, overlaps/2, wider/2, function/1]).
 
 -type wild(T) :: T | '_'.
 -type clause() :: {Head :: '_' | atom() | [term()], Guards :: [term()], Body :: [term()]}.
@@ -514,6 +514,11 @@ rewrite(Mod, F, Module, Function, Rest) ->
 
 elixir_module(Alias) ->
     list_to_atom("Elixir." ++ Alias).
+
+%% @doc True if one of `Specs' names the function `MFA' ({@link matches/2}).
+-spec covered(mfa(), [{wild(module()), wild(atom()), wild(arity())}]) -> boolean().
+covered(MFA, Specs) ->
+    lists:any(fun(Spec) -> matches(Spec, MFA) end, Specs).
 
 %% @doc True if the function `MFA' is one that the `{M, F, A}' spec (with `` '_' ''
 %% wildcards) names.
