@@ -23,6 +23,9 @@
 %%%   infinitely faster, by the most there is (8 times); without one, as counted. What the
 %%%   counts come to against the work's untraced throughput is a figure (1.1 to 1.4 times;
 %%%   0.14 to 0.41 as counted).
+%%% - counters_off_after_then: a trip's count (ferrotrace_tracing:count_calls/4) hands
+%%%   its rates to a function while its counters still count (the budget sheds there),
+%%%   and takes them off once it returns or raises; a function that is not one is refused.
 %%% - generated_left_out: under a wildcard, the functions the compiler made are left out
 %%%   unless `generated => true'.
 %%%
@@ -34,7 +37,8 @@
 
 -include("support/ft_ct.hrl").
 
--export([ready_at_once/1, cold_start/1, own_processes_untraced/1, counts_taken_up/1, generated_left_out/1]).
+-export([ready_at_once/1, cold_start/1, own_processes_untraced/1, counts_taken_up/1, counters_off_after_then/1,
+         generated_left_out/1]).
 
 %% A start on the busy peer returns within this (ms): 15 to 26 s when it ran at normal
 %% priority among the work, 0.14 to 0.25 s now, up to 1.4 s at load average 10 (two other
@@ -51,7 +55,7 @@ suite() ->
     [{timetrap, {minutes, 5}}, {ct_hooks, [{ft_ct, [ft_budget_work]}]}].
 
 all() ->
-    [ready_at_once, cold_start, own_processes_untraced, counts_taken_up, generated_left_out].
+    [ready_at_once, cold_start, own_processes_untraced, counts_taken_up, counters_off_after_then, generated_left_out].
 
 %%--------------------------------------------------------------------------------------
 
@@ -174,6 +178,38 @@ counts_taken_up(_Config) ->
     ?assertNot(lists:member({ft_budget_work, done, 1}, Counted)),
     ?assertEqual([], [MFA || {M, _, _} = MFA <- Counted, lists:prefix("ferrotrace", atom_to_list(M))]),
     ok.
+
+%% In this node, one worker: tax/1 is counted (it runs once an order, and the count waits
+%% 200 ms, where one order takes microseconds), the counters are set while the function
+%% runs and gone after, whether it returned or raised.
+-spec counters_off_after_then(config()) -> ok.
+counters_off_after_then(_Config) ->
+    Work = ft_budget_work:start(1),
+    Tax = {ft_budget_work, tax, 1},
+    Specs = [{ft_budget_work, '_', '_'}],
+    try
+        {ok, {Rates, During}} = ferrotrace_tracing:count_calls(Specs, 200, undefined,
+                                                               fun(Rates) -> {Rates, counting(Tax)} end),
+        ?assert(proplists:get_value(Tax, Rates, 0) > 0, Rates),
+        ?assert(During),
+        ?assertNot(counting(Tax)),
+        ?assertError(boom, ferrotrace_tracing:count_calls(Specs, 10, undefined, fun(_) -> error(boom) end)),
+        ?assertNot(counting(Tax)),
+        ?assertEqual({error, badarg}, ferrotrace_tracing:count_calls(Specs, 10, undefined, fun() -> ok end)),
+        ?assertNot(counting(Tax))
+    after
+        ft_budget_work:stop(Work)
+    end,
+    ok.
+
+%% Whether the VM counts `MFA''s calls: in a trace session (OTP 27+: the count's own), or
+%% the node's counters (OTP 25 and 26).
+counting(MFA) ->
+    _ = code:ensure_loaded(trace),
+    case erlang:function_exported(trace, session_info, 1) of
+        true -> trace:session_info(MFA) =/= [];
+        false -> is_integer(element(2, erlang:trace_info(MFA, call_count)))
+    end.
 
 -spec generated_left_out(config()) -> ok.
 generated_left_out(_Config) ->

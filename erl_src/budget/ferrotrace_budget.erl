@@ -515,7 +515,7 @@ load(M, Last, S = #{schedulers := Sch, event_ns := EventNs0, discard_ns := Disca
 
 %% What the session's processes, traced or not, called of the session's functions, as the
 %% VM counted them after a trip (`AllCalls', `{MFA, CallsPerSecond}': ferrotrace_overhead
-%% counts them with ferrotrace_tracing:count_calls/3): `{Hidden, HiddenSampled, Functions,
+%% counts them with ferrotrace_tracing:count_calls/4): `{Hidden, HiddenSampled, Functions,
 %% Guessed}', the calls a second no callback saw (the counted calls over those the session
 %% saw, `Seen' each sampled one: seen_scale/3), the same of the sampled functions alone,
 %% and each function's calls a second, counted where the VM counted it, else estimated

@@ -15,7 +15,7 @@
 %%% at each tick; reads, every ?POLL ms, how many
 %%% processes the fuse untraced (one static word, no session memory) and ticks at once when
 %%% that rises: the tick has the VM count the calls of the functions seen for ?COUNT_MS
-%%% (trip_count/3; where it cannot, it watches those processes for ?HIDDEN_MS, their
+%%% (trip_count/4; where it cannot, it watches those processes for ?HIDDEN_MS, their
 %%% reductions a second standing for the calls they make unseen) and the controller sheds
 %%% the hottest; and it traces
 %%% them again (through the keeper, ferrotrace_backend:retrace/4) in a later tick that
@@ -88,7 +88,7 @@
             retraced = 0 :: non_neg_integer(),
             left_untraced = 0 :: non_neg_integer(),
             %% The fuse's count of untraced processes, and each function's sampled calls, as
-            %% the last tick read them (for trip_count/3).
+            %% the last tick read them (for trip_count/4).
             ticked_untraced = 0 :: non_neg_integer(),
             ticked_calls = #{} :: #{mfa() => non_neg_integer()}}).
 
@@ -260,18 +260,8 @@ tick(S = #s{id = Id, control = C}) ->
             Untraced = [P || P <- maps:get(untraced_pids, Summary, []), is_process_alive(P)],
             Measure = measure(Summary),
             Calls = maps:get(calls, Summary, []),
-            Unseen = unseen(Measure, Calls, Untraced, S),
-            {Decisions, C1} = ferrotrace_budget:tick(maps:merge(Measure#{node => ferrotrace_nodeload:sample(),
-                                                                         settling => info(Info, settling, false),
-                                                                         reading => info(Info, reading, false)},
-                                                                Unseen), C0),
-            %% Restores last, and the log published before them: a reader who finds a
-            %% function's pattern set again finds it taken back in the log (the budget
-            %% suite's sheds_and_restores read the log, then the pattern, between the two).
-            {Restores, Others} = lists:partition(fun(D) -> element(1, D) =:= restore end, Decisions),
-            S0 = lists:foldl(fun decide/2, S#s{control = C1, probing = Restores =/= []}, Others),
-            ok = publish_if(Restores =/= [], S0),
-            S1 = lists:foldl(fun decide/2, S0, Restores),
+            {Decisions, S1} = unseen(Measure, Calls, Untraced, S,
+                                     fun(Unseen) -> act(maps:merge(Measure, Unseen), Info, S#s{control = C0}) end),
             S2 = ticked_counts(Measure, Calls, retrace(Untraced, not lists:keymember(shed, 1, Decisions), S1)),
             publish(S2),
             arm(Id, S2#s.control),
@@ -279,6 +269,20 @@ tick(S = #s{id = Id, control = C}) ->
         _ ->
             stopped
     end.
+
+%% The controller's decisions on the tick's measure `Measure' (the counters and what
+%% unseen/5 read), made: `{Decisions, State}'.
+act(Measure, Info, S = #s{control = C0}) ->
+    {Decisions, C1} = ferrotrace_budget:tick(Measure#{node => ferrotrace_nodeload:sample(),
+                                                      settling => info(Info, settling, false),
+                                                      reading => info(Info, reading, false)}, C0),
+    %% Restores last, and the log published before them: a reader who finds a
+    %% function's pattern set again finds it taken back in the log (the budget
+    %% suite's sheds_and_restores read the log, then the pattern, between the two).
+    {Restores, Others} = lists:partition(fun(D) -> element(1, D) =:= restore end, Decisions),
+    S0 = lists:foldl(fun decide/2, S#s{control = C1, probing = Restores =/= []}, Others),
+    ok = publish_if(Restores =/= [], S0),
+    {Decisions, lists:foldl(fun decide/2, S0, Restores)}.
 
 %% What the session learned, kept for the node's next starts (ferrotrace_budget's doc)
 %% when it moved by more than 5 % since it was last kept.
@@ -316,23 +320,25 @@ decide({restore, MFAs}, S = #s{keeper = Keeper, saved = Saved}) ->
     _ = ferrotrace_session:unshed(Keeper, [maps:get(MFA, Saved) || MFA <- MFAs, maps:is_key(MFA, Saved)]),
     S#s{saved = maps:without(MFAs, Saved)}.
 
-%% What the tick reads of the calls no callback saw: the VM's count after a trip
-%% (trip_count/3), else the reductions of the processes the fuse untraced (hidden/1). Not at
-%% the session's first tick, which only takes the counters in (the controller decides from
-%% the second on, ferrotrace_budget:tick/2): a count there only delayed the tick that sheds.
-%% Per-request load arriving with the start tripped the fuse before it; its count took 20
-%% ms, and the tick it brought forward counted again: the load's functions were shed 60 to
-%% 90 ms after the start returned, and ran at 0.33 to 0.7 of untraced until then.
-unseen(_Measure, _Calls, _Untraced, #s{ticks = 0}) ->
-    #{};
-unseen(Measure, Calls, Untraced, S) ->
-    case trip_count(Measure, Calls, S) of
-        #{counted := _} = Counted -> Counted;
-        #{} -> #{hidden => hidden(Untraced)}
+%% `Then' (the tick's decisions, act/3) applied to what the tick reads of the calls no
+%% callback saw: the VM's count after a trip (trip_count/4: applied while its counters
+%% still count, so that its shed lands before they come off), else the reductions of the
+%% processes the fuse untraced (hidden/1). Not at the session's first tick, which only
+%% takes the counters in (the controller decides from the second on,
+%% ferrotrace_budget:tick/2): a count there only delayed the tick that sheds. Per-request
+%% load arriving with the start tripped the fuse before it; its count took 20 ms, and the
+%% tick it brought forward counted again: the load's functions were shed 60 to 90 ms
+%% after the start returned, and ran at 0.33 to 0.7 of untraced until then.
+unseen(_Measure, _Calls, _Untraced, #s{ticks = 0}, Then) ->
+    Then(#{});
+unseen(Measure, Calls, Untraced, S, Then) ->
+    case trip_count(Measure, Calls, S, Then) of
+        {ok, Acted} -> Acted;
+        none -> Then(#{hidden => hidden(Untraced)})
     end.
 
-%% The counters trip_count/3 reads against at the next tick: those of this tick, but the
-%% first's (which counted nothing: unseen/4), so that a trip before it is counted at the
+%% The counters trip_count/4 reads against at the next tick: those of this tick, but the
+%% first's (which counted nothing: unseen/5), so that a trip before it is counted at the
 %% second, with all the calls sampled since the start.
 ticked_counts(_Measure, _Calls, S = #s{ticks = 0}) ->
     S;
@@ -341,26 +347,30 @@ ticked_counts(Measure, Calls, S) ->
 
 %% After the fuse untraced a process (since the last tick): every process's calls a second
 %% of the session's functions not shed, as the VM counts them for ?COUNT_MS
-%% (ferrotrace_tracing:count_calls/3, traced or not: the floor they make), in the modules
-%% of those sampled most since the last tick ({@link count_modules/1}), as `#{counted =>
-%% [{MFA, CallsPerSecond}]}' (ferrotrace_budget:tick/2); `#{}' without a trip, or where
-%% they could not be counted. The counters' breakpoints slow those modules' calls for as
-%% long as they count: the count's ?COUNT_MS, where the trip had already cost the node.
-trip_count(#{untraced := Untraced}, Calls, #s{id = Id, ticked_untraced = Before, ticked_calls = Then, saved = Saved})
+%% (ferrotrace_tracing:count_calls/4, traced or not: the floor they make), in the modules
+%% of those sampled most since the last tick ({@link count_modules/1}), given to `Then'
+%% as `#{counted => [{MFA, CallsPerSecond}]}' (ferrotrace_budget:tick/2): `{ok, What
+%% Then answers}'; `none' without a trip, or where they could not be counted. The
+%% counters' breakpoints slow those modules' calls for as long as they count: the count's
+%% ?COUNT_MS and the shed in `Then', where the trip had already cost the node.
+trip_count(#{untraced := Untraced}, Calls, #s{id = Id, ticked_untraced = Before, ticked_calls = Ticked, saved = Saved},
+           Then)
   when Untraced > Before ->
-    Seen = [{MFA, C - maps:get(MFA, Then, 0)} || {MFA, C} <- Calls, not is_map_key(MFA, Saved)],
+    Seen = [{MFA, C - maps:get(MFA, Ticked, 0)} || {MFA, C} <- Calls, not is_map_key(MFA, Saved)],
     ByModule = lists:foldl(fun({{M, _, _}, D}, Acc) -> maps:update_with(M, fun(X) -> X + D end, D, Acc) end,
                            #{}, Seen),
     Modules = count_modules(ByModule),
-    case Modules =/= [] andalso ferrotrace_tracing:count_calls([{M, '_', '_'} || M <- Modules], ?COUNT_MS, undefined) of
-        {ok, Rates} ->
-            #{counted => counted([MFA || {MFA = {M, _, _}, _} <- Seen, lists:member(M, Modules)], Rates, Saved,
-                                 specs(info(Id)))};
-        _ ->
-            #{}
+    Counted = fun(Rates) ->
+                      Then(#{counted => counted([MFA || {MFA = {M, _, _}, _} <- Seen, lists:member(M, Modules)],
+                                                Rates, Saved, specs(info(Id)))})
+              end,
+    case Modules =/= [] andalso ferrotrace_tracing:count_calls([{M, '_', '_'} || M <- Modules], ?COUNT_MS,
+                                                               undefined, Counted) of
+        {ok, Acted} -> {ok, Acted};
+        _ -> none
     end;
-trip_count(_Measure, _Calls, _S) ->
-    #{}.
+trip_count(_Measure, _Calls, _S, _Then) ->
+    none.
 
 %% @doc What a trip's count reads, `[{MFA, CallsPerSecond}]', from the VM's count of its
 %% modules (`Rates'): the functions of those modules the session has sampled since its
