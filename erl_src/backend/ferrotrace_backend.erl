@@ -294,7 +294,7 @@ traces_gc(P) ->
 %% @doc Setting, reading and dropping the VM's `call_count' counters (see
 %% ferrotrace_tracing:count_calls/3): in a trace session of their own (dropped with it: one
 %% wait for the code barrier), or on OTP 25 and 26 the node's (cprof's).
--spec counters() -> {fun((ferrotrace:mfa_spec(), boolean() | pause) -> term()),
+-spec counters() -> {fun((ferrotrace:mfa_spec(), boolean()) -> term()),
                      fun((mfa()) -> non_neg_integer()),
                      fun(([ferrotrace:mfa_spec()]) -> term())}.
 counters() ->

@@ -353,7 +353,7 @@ counted(Specs, Ms, Baseline, Own) ->
     %% as modules, from a map: a list searched for each of a node's 8,000 functions took
     %% 6 ms.
     OwnSet = maps:from_keys(Own, true),
-    Functions = [{Spec, covered(Spec, OwnSet)} || Spec <- Specs],
+    Functions = [covered(Spec, OwnSet) || Spec <- Specs],
     {Set, Read, Drop0} = ferrotrace_backend:counters(),
     Drop = fun() -> ferrotrace_barrier:quick(fun() -> Drop0(Specs) end) end,
     try
@@ -379,10 +379,11 @@ counted(Specs, Ms, Baseline, Own) ->
     end.
 
 %% `[{MFA, CallsPerSecond}]' of the functions called, each once (under the first of
-%% `Counting', `[{StartedAt, {Spec, MFAs}}]', that covers it), in the order of their names.
+%% `Counting', `[{StartedAt, MFAs}]' in the order of the specs, that covers it), in the
+%% order of their names.
 rates(Counting, Read, Slowdown) ->
     {Rates, _} = lists:foldl(
-                   fun({T0, {_Spec, MFAs}}, Acc0) ->
+                   fun({T0, MFAs}, Acc0) ->
                            lists:foldl(fun(MFA, {Acc, Done}) when is_map_key(MFA, Done) -> {Acc, Done};
                                           (MFA, {Acc, Done}) ->
                                                N = Read(MFA),
