@@ -85,10 +85,12 @@
 %%% (and the measured estimate over the budget), the session sheds patterns: the functions
 %%% whose calls make the cost, the most calls per second first (the floor is the same for
 %%% every call; a rarely called function the operator asked about stays), until the floor
-%%% left is at most ?SHED_TO of the budget; at most ?SHED_MAX a tick. Under the budget too,
-%%% once the first moment is over: where the floor takes over ?FLOOR_HIGH of the budget
-%%% for ?SETTLE ticks while the session samples, the traced part has too little room for
-%%% any rate to time many calls; the same functions are shed, and the rate is set to what
+%%% left is at most ?SHED_TO of the budget; at most ?SHED_MAX a tick, and none whose known
+%%% calls cost under ?SHED_LEAST of the capacity (its change pauses the node for longer).
+%%% Under the budget too, once the first moment is over: where the floor takes over
+%%% ?FLOOR_HIGH of the budget for ?SETTLE ticks while the session samples, the traced part
+%%% has too little room for any rate to time many calls; the same functions are shed, and
+%%% the rate is set to what
 %%% the rest needs (unfloor/2). A function's rate is its sampled count over the tick times
 %%% `N': sampled counts times N estimate the real rate (exact at N = 1, an estimate
 %%% otherwise, and zero for a function no sampled call reached). Shed functions are taken back, the hottest whose
@@ -117,6 +119,10 @@
 %% (see unfloor/2).
 -define(FLOOR_HIGH, 0.6).
 -define(SHED_MAX, 200).
+%% The least floor a function is shed for (a fraction of the capacity): its change pauses
+%% every scheduler for 100 to 120 microseconds (ferrotrace_barrier, 2 schedulers busy), more
+%% than its calls cost them in a second.
+-define(SHED_LEAST, 1.0e-4).
 -define(RESTORE_WAIT, 10).
 -define(RESTORE_WAIT_MS, 2500).
 -define(MAX_RATE, 1000000).
@@ -758,13 +764,20 @@ steps() ->
 
 %% The functions to shed, those whose calls make the cost first (the most calls per
 %% second: a rarely called function the operator asked about stays), until the floor is at
-%% ?SHED_TO of the budget; the calls reaching the tracer that are left.
+%% ?SHED_TO of the budget; the calls reaching the tracer that are left. Not one whose calls
+%% make a floor under ?SHED_LEAST, unless its rate is a guess (`Guessed': it may be called
+%% far more often): where the model reads the calls of the processes the fuse untraced as
+%% costing more than the node has (through a pattern, an untraced process's call costs
+%% less than a refused one), the floor left never read as low enough (take/7), and a trip
+%% of fresh workers shed every function the session knew of: 110 to 170, the last 60 to 90
+%% at 35 to 1,500 calls a second, each change a pause of the node.
 shed(#{reaching := R, discard_ns := D, capacity := Cap, functions := Functions, budget := B, tripped := Tripped,
        guessed := Guessed},
      S = #{shed := Shed, unsheddable := Never,
            tick := T, last := #{elapsed_ms := At}}) ->
     Ordered = hottest_first([{MFA, Rate} || {MFA, Rate, _Mean} <- Functions, Rate > 0,
-                                            not maps:is_key(MFA, Shed), not maps:is_key(MFA, Never)]),
+                                            not maps:is_key(MFA, Shed), not maps:is_key(MFA, Never),
+                                            Rate * D / Cap >= ?SHED_LEAST orelse maps:is_key(MFA, Guessed)]),
     Chosen = take(Ordered, R * D / Cap, 0.0, B * ?SHED_TO, D / Cap, ?SHED_MAX, []),
     ShedRate = lists:sum([Rate || {_, Rate} <- Chosen]),
     %% On a node whose schedulers are busy, what the shed functions cost goes to the work,
