@@ -40,15 +40,12 @@ raises_and_ends_its_spinners_test() ->
 
 -spec nested_adds_none_test() -> ok.
 nested_adds_none_test() ->
-    Outer = erlang:processes(),
-    {Mine, Inner} = ferrotrace_barrier:quick(
-                      fun() ->
-                              Middle = erlang:processes(),
-                              ferrotrace_barrier:quick(fun() -> {spinners(Outer), spinners(Middle)} end)
-                      end),
-    ?assertEqual(erlang:system_info(schedulers_online), length(Mine)),
-    ?assertEqual([], Inner),
-    ok = all_end(Mine).
+    {ok, Spawned} = spawning(fun() ->
+                                     ferrotrace_barrier:quick(fun() -> ferrotrace_barrier:quick(fun() -> ok end) end)
+                             end),
+    %% The outer call's spinners alone: the inner one added none.
+    ?assertEqual(erlang:system_info(schedulers_online), length(Spawned)),
+    ok = all_end(Spawned).
 
 %% Killed inside the change, the caller never tells its spinners: they stop by their
 %% deadline (25 ms; 5 s allowed here, for a loaded machine).
@@ -56,14 +53,20 @@ nested_adds_none_test() ->
 a_killed_caller_leaves_none_test() ->
     Self = self(),
     Caller = spawn(fun() ->
-                           Before = erlang:processes(),
-                           ferrotrace_barrier:quick(fun() ->
-                                                            Self ! {spinners, spinners(Before)},
-                                                            receive never -> ok end
-                                                    end)
+                           receive go -> ok end,
+                           ferrotrace_barrier:quick(fun() -> Self ! inside, receive never -> ok end end)
                    end),
-    Spinners = receive {spinners, S} -> S end,
+    Tracer = spawn(fun() -> collect([]) end),
+    1 = erlang:trace(Caller, true, [procs, {tracer, Tracer}]),
+    Monitor = erlang:monitor(process, Caller),
+    Caller ! go,
+    receive inside -> ok end,
     exit(Caller, kill),
+    receive {'DOWN', Monitor, process, Caller, _} -> ok end,
+    Ref = erlang:trace_delivered(Caller),
+    receive {trace_delivered, Caller, Ref} -> ok end,
+    Tracer ! {spawned, Self},
+    Spinners = receive {spawned, Pids} -> Pids end,
     ?assertEqual(erlang:system_info(schedulers_online), length(Spinners)),
     ok = all_end(Spinners).
 
@@ -77,13 +80,6 @@ changes_patterns_test() ->
     after
         erlang:trace_pattern(MFA, false, [local])
     end.
-
-%% The processes born since `Before' that look like spinners (high priority, a fun spawned):
-%% another process born meanwhile (an earlier test's leftovers) is most likely neither.
-spinners(Before) ->
-    [P || P <- erlang:processes() -- Before,
-          erlang:process_info(P, priority) =:= {priority, high},
-          erlang:process_info(P, initial_call) =:= {initial_call, {erlang, apply, 2}}].
 
 %% What `Fun' answers, and the processes it spawned, told by a process tracing this one's
 %% spawns: a spinner ends at its deadline (25 ms), and on a loaded machine one had ended
