@@ -56,17 +56,13 @@ a_killed_caller_leaves_none_test() ->
                            receive go -> ok end,
                            ferrotrace_barrier:quick(fun() -> Self ! inside, receive never -> ok end end)
                    end),
-    Tracer = spawn(fun() -> collect([]) end),
-    1 = erlang:trace(Caller, true, [procs, {tracer, Tracer}]),
+    Tracer = trace_spawns(Caller),
     Monitor = erlang:monitor(process, Caller),
     Caller ! go,
     receive inside -> ok end,
     exit(Caller, kill),
     receive {'DOWN', Monitor, process, Caller, _} -> ok end,
-    Ref = erlang:trace_delivered(Caller),
-    receive {trace_delivered, Caller, Ref} -> ok end,
-    Tracer ! {spawned, Self},
-    Spinners = receive {spawned, Pids} -> Pids end,
+    Spinners = spawns(Caller, Tracer),
     ?assertEqual(erlang:system_info(schedulers_online), length(Spinners)),
     ok = all_end(Spinners).
 
@@ -86,14 +82,22 @@ changes_patterns_test() ->
 %% before a listing of the processes made inside the change could see it (OTP 29 in CI:
 %% one spinner of two found).
 spawning(Fun) ->
-    Self = self(),
+    Tracer = trace_spawns(self()),
+    Answer = try Fun() after erlang:trace(self(), false, [procs]) end,
+    {Answer, spawns(self(), Tracer)}.
+
+%% A process that collects the spawns of `Pid' from now on.
+trace_spawns(Pid) ->
     Tracer = spawn(fun() -> collect([]) end),
-    1 = erlang:trace(Self, true, [procs, {tracer, Tracer}]),
-    Answer = try Fun() after erlang:trace(Self, false, [procs]) end,
-    Ref = erlang:trace_delivered(Self),
-    receive {trace_delivered, Self, Ref} -> ok end,
-    Tracer ! {spawned, Self},
-    receive {spawned, Pids} -> {Answer, Pids} end.
+    1 = erlang:trace(Pid, true, [procs, {tracer, Tracer}]),
+    Tracer.
+
+%% The processes `Pid' spawned, once every trace message of it has reached `Tracer'.
+spawns(Pid, Tracer) ->
+    Ref = erlang:trace_delivered(Pid),
+    receive {trace_delivered, Pid, Ref} -> ok end,
+    Tracer ! {spawned, self()},
+    receive {spawned, Pids} -> Pids end.
 
 collect(Pids) ->
     receive
