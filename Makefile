@@ -1,6 +1,6 @@
 # ferrotrace: the README's two commands are `make demo` and `make test` (every CI part and its
 # time: the CI table in CONTRIBUTING.md).
-.PHONY: births read-stalls compare-bench scope-bench yaws-scope metrics-bench metrics-demo metrics-demo-stop metrics-soak busy cold-start shed-latency yaws-bench yaws-pool all setup compile demo test bundle test-attach test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty test-snippets bench bench-reads bench-html always-on loom miri collector-ceiling clean export-tools fuzz
+.PHONY: busy-pairs births read-stalls compare-bench scope-bench yaws-scope metrics-bench metrics-demo metrics-demo-stop metrics-soak busy cold-start shed-latency yaws-bench yaws-pool all setup compile demo test bundle test-attach test-rust test-erlang dialyzer test-release test-otp test-elixir test-watch-tty test-snippets bench bench-reads bench-html always-on loom miri collector-ceiling clean export-tools fuzz
 
 DEBIAN_PACKAGES = erlang-nox erlang-dev rebar3 erlang-common-test erlang-eunit erlang-dialyzer erlang-tools
 
@@ -197,6 +197,15 @@ busy: compile
 		test/support/ft_budget_work.erl test/support/ft_busy.erl
 	erl -noshell -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_busy:main(), halt().'
 	$(MAKE) --no-print-directory cold-start
+
+# The first 2 s of a budgeted session, paired with untraced runs 2 s apart, for the
+# scenarios whose load runs before the start or arrives with it (ferrotrace_busy's fourth
+# part; BUSY_PAIRS pairs each, 12 by default: about 12 minutes).
+busy-pairs: compile
+	mkdir -p bench/out
+	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_busy.erl bench/ferrotrace_bench.erl \
+		test/support/ft_budget_work.erl test/support/ft_busy.erl
+	BUSY_PARTS=pairs erl -noshell -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_busy:main(), halt().'
 
 # A node's first start among 50 busy processes (also the last part of `make busy'): fresh
 # `erl' nodes with ferrotrace on their code path and nothing of it loaded, the first

@@ -26,10 +26,20 @@
 %%% prints what each session's budget did (rate changes, functions shed and taken back by
 %%% window, calls the fuse refused, processes it untraced) and each budget's first window
 %%% by 25 ms (`busy first_window').</li>
-%%% `BUSY_PARTS="moving"' runs that part only (`tsunami', `moving', `noise').
+%%% `BUSY_PARTS="moving"' runs that part only (`tsunami', `moving', `noise', `pairs').
 %%% <li>The noise of the budget's measure on the node (ferrotrace_nodeload): with nothing
 %%% traced on the same 2 workers, the cost it reads over 4 s against a baseline of 30 ms
 %%% (the start's) and of 100 ms, six times each. Anything but 0 is noise.</li>
+%%% <li>Not in the default parts (`BUSY_PARTS=pairs', `make busy-pairs'): the first 2 s,
+%%% paired. The scenarios whose work runs before the start or arrives with it (`steady',
+%%% `arrive_0ms', `per_request'; BUSY_SCENARIOS chooses among them), each budget (and
+%%% `flags_only' for `per_request'), and `no_session' (two untraced runs: the pairs' own
+%%% noise), in BUSY_PAIRS pairs (12) of two 2 s runs side by side, one untraced and one
+%%% from `calls/2''s return, each pair in the other order from the last. Printed: the
+%%% median of the pairs' ratios of work done, their range less the lowest and highest
+%%% tenth (`middle'), and each pair's ratio. A 250 ms window's median over three rounds of
+%%% the part above moves by 0.1 to 0.15 from run to run (its controls read 0.85 to 1.42);
+%%% twelve pairs of untraced runs read 0.996 to 1.005 (2026-12-06).</li>
 %%% </ol>
 %%% ferrotrace's modules are loaded first, as in a release (embedded mode); a node that
 %%% loads them on first use waits for the code server at each.
@@ -68,6 +78,7 @@ main([Rounds]) ->
     _ = [tsunami() || lists:member(tsunami, Parts)],
     _ = [budget(Rounds) || lists:member(moving, Parts)],
     _ = [measure_noise() || lists:member(noise, Parts)],
+    _ = [pairs() || lists:member(pairs, Parts)],
     ok.
 
 %%--------------------------------------------------------------------------------------
@@ -179,13 +190,7 @@ first_window(Name, Label, Traced, Untraced) ->
 run(#{before := Before, arrives := Arrives}, Budget) ->
     Running = [ft_budget_work:start(N, Shape) || {N, Shape} <- Before],
     timer:sleep(1000),
-    Session = case Budget of
-                  none -> none;
-                  default -> {ok, S} = ferrotrace:calls({'_', '_', '_'}, #{duration => ?SESSION_MS}), S;
-                  flags_only ->
-                      {ok, S} = ferrotrace:calls({ft_budget_work, check_line, 2}, #{duration => ?SESSION_MS}), S;
-                  _ -> {ok, S} = ferrotrace:calls({'_', '_', '_'}, #{duration => ?SESSION_MS, max_overhead => Budget}), S
-              end,
+    Session = session(Budget),
     {Windows, Buckets} = windows(Running, Arrives),
     Timed = case Session of
                 none -> 0;
@@ -197,6 +202,15 @@ run(#{before := Before, arrives := Arrives}, Budget) ->
             end,
     timer:sleep(500),
     {Windows, Timed, Buckets}.
+
+%% A session of ?SESSION_MS on `{'_','_','_'}' with the budget `Budget' (`default': none
+%% given; `flags_only': a session on a function the work never calls), or `none'.
+session(none) -> none;
+session(default) -> started(ferrotrace:calls({'_', '_', '_'}, #{duration => ?SESSION_MS}));
+session(flags_only) -> started(ferrotrace:calls({ft_budget_work, check_line, 2}, #{duration => ?SESSION_MS}));
+session(Budget) -> started(ferrotrace:calls({'_', '_', '_'}, #{duration => ?SESSION_MS, max_overhead => Budget})).
+
+started({ok, Session}) -> Session.
 
 %% With FERROTRACE_BUSY_VERBOSE set: what a session's budget did (its rate's changes, the
 %% functions off, what the fuse refused and untraced), read from its summary once it ends.
@@ -313,3 +327,59 @@ ticks(Baseline, Last, N) ->
     timer:sleep(?WINDOW_MS),
     Now = ferrotrace_nodeload:sample(),
     [ferrotrace_nodeload:cost(Baseline, Last, Now) | ticks(Baseline, Now, N - 1)].
+
+%%--------------------------------------------------------------------------------------
+%% 4. The first 2 s, paired (the module doc)
+
+-define(PAIR_MS, 2000).
+
+pairs() ->
+    Sch = erlang:system_info(schedulers_online),
+    N = case os:getenv("BUSY_PAIRS") of
+            false -> 12;
+            Pairs -> list_to_integer(Pairs)
+        end,
+    Only = case os:getenv("BUSY_SCENARIOS") of
+               false -> all;
+               Names -> [list_to_atom(Name) || Name <- string:lexemes(Names, " ,")]
+           end,
+    _ = [pairs(Name, Scenario, Budget, N)
+         || {Name, Scenario = #{arrives := Arrives}} <- scenarios(Sch),
+            Only =:= all orelse lists:member(Name, Only),
+            %% Work that arrives later than the start is not in 2 s of it alike each time.
+            lists:all(fun({At, _}) -> At =:= 0; (_) -> false end, Arrives),
+            Budget <- [no_session, 0.05, default] ++ [flags_only || maps:get(floor, Scenario, false)]],
+    ok.
+
+%% `N' pairs, each an untraced run and one of `Budget' (`no_session': a second untraced
+%% one), the order swapped from one pair to the next.
+pairs(Name, Scenario, Budget, N) ->
+    Other = case Budget of no_session -> none; _ -> Budget end,
+    Ratios = [case I rem 2 of
+                  0 -> U = pair_run(Scenario, none), T = pair_run(Scenario, Other), T / max(1, U);
+                  1 -> T = pair_run(Scenario, Other), U = pair_run(Scenario, none), T / max(1, U)
+              end || I <- lists:seq(1, N)],
+    %% Less the lowest and the highest tenth.
+    Cut = N div 10,
+    Middle = lists:sublist(lists:sort(Ratios), Cut + 1, N - 2 * Cut),
+    io:format("busy pairs scenario=~s budget=~s pairs=~b first_2s=~.3f middle=~.2f..~.2f ratios=~s~n",
+              [Name, label(Budget), N, median(Ratios), hd(Middle), lists:last(Middle),
+               lists:join(",", [io_lib:format("~.2f", [R]) || R <- Ratios])]).
+
+label(Budget) when is_float(Budget) -> io_lib:format("~w", [Budget]);
+label(Budget) -> atom_to_list(Budget).
+
+%% The work done in ?PAIR_MS from the moment `calls/2' returns (or would), the work that
+%% arrives with it started then.
+pair_run(#{before := Before, arrives := Arrives}, Budget) ->
+    Running = [ft_budget_work:start(N, Shape) || {N, Shape} <- Before],
+    _ = Before =/= [] andalso timer:sleep(1000),
+    Session = session(Budget),
+    Works = Running ++ [ft_budget_work:start(N, Shape) || {0, {N, Shape}} <- Arrives],
+    Done0 = total(Works),
+    timer:sleep(?PAIR_MS),
+    Done = total(Works) - Done0,
+    _ = [ft_budget_work:stop(W) || W <- Works],
+    _ = Session =:= none orelse ferrotrace:release(Session),
+    timer:sleep(500),
+    Done.
