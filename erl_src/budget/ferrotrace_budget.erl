@@ -90,21 +90,20 @@
 %%% Under the budget too, once the first moment is over: where the floor takes over
 %%% ?FLOOR_HIGH of the budget for ?SETTLE ticks while the session samples, the traced part
 %%% has too little room for any rate to time many calls; the same functions are shed, and
-%%% the rate is set to what
-%%% the rest needs (unfloor/2). A function's rate is its sampled count over the tick times
-%%% `N': sampled counts times N estimate the real rate (exact at N = 1, an estimate
-%%% otherwise, and zero for a function no sampled call reached). Shed functions are taken back, the hottest whose
-%%% calls (at their rate when shed) fit in half the room left under ?AIM, or else the least
-%%% hot alone, only at `N = 1' (sampling is given back first: it costs nothing while a shed
-%%% function's pattern costs the floor on every call), after ?SETTLE ticks under ?LOW and
-%%% ?RESTORE_WAIT ticks or ?RESTORE_WAIT_MS after it was shed, whichever comes first (in
-%%% ticks alone, the wait of a function shed as the fast ticks ended lasted 8 s of 1 s
-%%% ticks: load arriving after the start had its functions shed at once and none back
-%%% within an 8 s session, 2 k to 6 k calls timed). Its rate while shed is unknown (no
-%%% pattern, no call reaches the tracer): taking it back is a probe, and a function still
-%%% too hot is shed again at the next tick over the budget, then waits twice as long (a
-%%% day holds about 15 such probes per function), so shedding and taking back cannot
-%%% cycle quickly.
+%%% the rate is set to what the rest needs (unfloor/2). A function's rate is its sampled
+%%% count over the tick times `N': sampled counts times N estimate the real rate (exact at
+%%% N = 1, an estimate otherwise, and zero for a function no sampled call reached). Shed
+%%% functions are taken back, the hottest whose calls (at their rate when shed) fit in half
+%%% the room left under ?AIM, or else the least hot alone, only at `N = 1' (sampling is
+%%% given back first: it costs nothing while a shed function's pattern costs the floor on
+%%% every call), after ?SETTLE ticks under ?LOW and ?RESTORE_WAIT ticks or ?RESTORE_WAIT_MS
+%%% after it was shed, whichever comes first (in ticks alone, the wait of a function shed
+%%% as the fast ticks ended lasted 8 s of 1 s ticks: load arriving after the start had its
+%%% functions shed at once and none back within an 8 s session, 2 k to 6 k calls timed).
+%%% Its rate while shed is unknown (no pattern, no call reaches the tracer): taking it back
+%%% is a probe, and a function still too hot is shed again at the next tick over the
+%%% budget, then waits twice as long (a day holds about 15 such probes per function), so
+%%% shedding and taking back cannot cycle quickly.
 -module(ferrotrace_budget).
 
 -export([new/2, first/2, tick/2, calibrated/2, unsheddable/2, view/1, learned/1, initial_rate/2, whole_node_default/0]).
