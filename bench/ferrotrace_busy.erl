@@ -8,24 +8,24 @@
 %%% first start on the node and a second one), the longest wait of a ping through a
 %%% normal-priority process before and during the session, the events counted, and whether
 %%% any process of ferrotrace's own carries a trace flag.</li>
-%%% <li>The budget while the load moves: {'_','_','_'} sessions of 8 s, with
-%%% `max_overhead => 0.05' and with the default budget of a `'_'' spec, while the work
-%%% (ft_budget_work, one worker per scheduler) runs from before the start (`steady'),
-%%% arrives 0 ms, 100 ms or 1 s after `calls/2' returns on workers replaced every 250 ms
-%%% (`arrive_*'), arrives as a process per order (`per_request'), moves to functions nothing
-%%% called at the start (`cold_turns_hot', a batch job from 1 s), or bursts tenfold for a
-%%% second (`burst_10x'). Rounds of four runs: untraced, each budget, untraced again (the
-%%% control, `budget=no_session'); `per_request' adds a fifth, a session on a function the
-%%% work never calls (`budget=flags_only': the VM's cost of trace flags on each process
-%%% born, whatever the tracer). Printed per scenario and budget: the median over rounds
-%%% of each 250 ms window's throughput over the untraced ones' (the runs before and after
-%%% the sessions: the control is read against the run before it), for the first 2 s, the
-%%% first 2 s as a whole (and against the untraced runs before the sessions alone), the
+%%% <li>The budget while the load moves: {'_','_','_'} sessions of 8 s, with `max_overhead
+%%% => 0.05' and with the default budget of a `'_'' spec, while the work (ft_budget_work,
+%%% one worker per scheduler) runs from before the start (`steady'), arrives 0 ms, 100 ms or
+%%% 1 s after `calls/2' returns on workers replaced every 250 ms (`arrive_*'), arrives as a
+%%% process per order (`per_request'), moves to functions nothing called at the start
+%%% (`cold_turns_hot', a batch job from 1 s), or bursts tenfold for a second (`burst_10x').
+%%% Rounds of four runs: untraced, each budget (their order turned each round), untraced
+%%% again (the control, `budget=no_session'); `per_request' adds a fifth, a session on a
+%%% function the work never calls (`budget=flags_only': the VM's cost of trace flags on each
+%%% process born, whatever the tracer). Printed per scenario and budget: the median over
+%%% rounds of each 250 ms window's throughput over the untraced ones' (the runs before and
+%%% after the sessions: the control is read against the run before it), for the first 2 s,
+%%% the first 2 s as a whole (and against the untraced runs before the sessions alone), the
 %%% worst window, the worst of seconds 2 to 8, and the calls timed.
 %%% `BUSY_SCENARIOS="arrive_0ms per_request"' runs those only; `FERROTRACE_BUSY_VERBOSE=1'
 %%% prints what each session's budget did (rate changes, functions shed and taken back by
-%%% window, calls the fuse refused, processes it untraced) and each budget's first window
-%%% by 25 ms (`busy first_window').</li>
+%%% window, calls the fuse refused, processes it untraced) and each budget's first window by
+%%% 25 ms (`busy first_window').</li>
 %%% `BUSY_PARTS="moving"' runs that part only (`tsunami', `moving', `noise', `pairs').
 %%% <li>The noise of the budget's measure on the node (ferrotrace_nodeload): with nothing
 %%% traced on the same 2 workers, the cost it reads over 4 s against a baseline of 30 ms
@@ -139,12 +139,10 @@ budget(Rounds) ->
 
 %% Rounds of four runs each: untraced, a session with `max_overhead => 0.05', a session
 %% with the default budget of a `'_'' spec (0.1), and untraced again (the control: what
-%% two untraced runs differ by).
+%% two untraced runs differ by); and a fifth, `flags_only', where the scenario has it.
 scenario(Name, Scenario, Rounds) ->
     Floor = maps:get(floor, Scenario, false),
-    Runs = [{run(Scenario, none), run(Scenario, 0.05), run(Scenario, default), run(Scenario, none),
-             case Floor of true -> run(Scenario, flags_only); false -> none end}
-            || _ <- lists:seq(1, Rounds)],
+    Runs = [round(Scenario, Floor, R) || R <- lists:seq(1, Rounds)],
     %% Each run: its windows, the calls timed, its first window by ?BUCKET_MS.
     BeforeRuns = [R || {R, _, _, _, _} <- Runs],
     AfterRuns = [R || {_, _, _, R, _} <- Runs],
@@ -162,6 +160,25 @@ scenario(Name, Scenario, Rounds) ->
                                            {"no_session", [T || {_, _, _, T, _} <- Runs], BeforeRuns}]
                                           ++ [{"flags_only", [T || {_, _, _, _, T} <- Runs], BeforeRuns ++ AfterRuns} || Floor]],
     ok.
+
+%% Round `R': untraced, two sessions, untraced, and the third session where there is one
+%% (`Floor'), as `{Before, At0.05, AtDefault, After, FlagsOnly | none}'. The sessions' order
+%% turns by one each round, so that each takes each place in turn: in a fixed
+%% order `flags_only', always fifth, read 0.81 and 0.84 of untraced for its first 2 s (three
+%% and seven rounds), where turned it read 0.95, and paired (part 4) 0.95 (2026-12-06).
+round(Scenario, Floor, R) ->
+    Kinds = turned(R - 1, [0.05, default] ++ [flags_only || Floor]),
+    {Early, Late} = lists:split(2, Kinds),
+    Before = run(Scenario, none),
+    Sessions = [{Kind, run(Scenario, Kind)} || Kind <- Early],
+    After = run(Scenario, none),
+    Done = Sessions ++ [{Kind, run(Scenario, Kind)} || Kind <- Late],
+    Of = fun(Kind) -> case lists:keyfind(Kind, 1, Done) of {_, Run} -> Run; false -> none end end,
+    {Before, Of(0.05), Of(default), After, Of(flags_only)}.
+
+turned(By, List) ->
+    {Head, Tail} = lists:split(By rem length(List), List),
+    Tail ++ Head.
 
 %% With FERROTRACE_BUSY_VERBOSE set: the first window by ?BUCKET_MS, each bucket's median
 %% over rounds against the median of the untraced runs' same bucket (as the windows: the
