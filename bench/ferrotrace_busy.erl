@@ -129,13 +129,16 @@ scenarios(Sch) ->
      {burst_10x, #{before => [{Sch, {paced, 50000}}], arrives => [{1000, {9 * Sch, {paced, 50000}}}, {stop, 2000, 1}]}}].
 
 budget(Rounds) ->
-    Sch = erlang:system_info(schedulers_online),
+    _ = [scenario(Name, Scenario, Rounds) || {Name, Scenario} <- chosen_scenarios()],
+    ok.
+
+%% The scenarios BUSY_SCENARIOS names (all where it is not set), on this node's schedulers.
+chosen_scenarios() ->
     Only = case os:getenv("BUSY_SCENARIOS") of
                false -> all;
                Names -> [list_to_atom(N) || N <- string:lexemes(Names, " ,")]
            end,
-    _ = [scenario(Name, Scenario, Rounds) || {Name, Scenario} <- scenarios(Sch), Only =:= all orelse lists:member(Name, Only)],
-    ok.
+    [S || S = {Name, _} <- scenarios(erlang:system_info(schedulers_online)), Only =:= all orelse lists:member(Name, Only)].
 
 %% Rounds of four runs each: untraced, a session with `max_overhead => 0.05', a session
 %% with the default budget of a `'_'' spec (0.1), and untraced again (the control: what
@@ -351,18 +354,12 @@ ticks(Baseline, Last, N) ->
 -define(PAIR_MS, 2000).
 
 pairs() ->
-    Sch = erlang:system_info(schedulers_online),
     N = case os:getenv("BUSY_PAIRS") of
             false -> 12;
             Pairs -> list_to_integer(Pairs)
         end,
-    Only = case os:getenv("BUSY_SCENARIOS") of
-               false -> all;
-               Names -> [list_to_atom(Name) || Name <- string:lexemes(Names, " ,")]
-           end,
     _ = [pairs(Name, Scenario, Budget, N)
-         || {Name, Scenario = #{arrives := Arrives}} <- scenarios(Sch),
-            Only =:= all orelse lists:member(Name, Only),
+         || {Name, Scenario = #{arrives := Arrives}} <- chosen_scenarios(),
             %% Work that arrives later than the start is not in 2 s of it alike each time.
             lists:all(fun({At, _}) -> At =:= 0; (_) -> false end, Arrives),
             Budget <- [no_session, 0.05, default] ++ [flags_only || maps:get(floor, Scenario, false)]],
