@@ -52,7 +52,7 @@ limit_stop_notifies_keeper(_Config) ->
         ferrotrace_tracer:session_summary(Id),
     {ok, Counts = #{status := stopped, events := CountedEvents, calls := CountedCalls}} =
         ferrotrace_tracer:session_counts(Id),
-    ?assertEqual(maps:with([seen, sampled_out, frames_refused, fuse_refused, untraced], Events), CountedEvents),
+    ?assertEqual(maps:with([seen, sampled_out, frames_refused, fuse_refused, untraced, born], Events), CountedEvents),
     ?assertEqual(lists:sort([{MFA, N} || #{mfa := MFA, count := N} <- Calls]), lists:sort(CountedCalls)),
     ?assertMatch([{{ft_test_target, f, 1}, N}] when N > 0, CountedCalls),
     ?assert(maps:get(elapsed_ms, Counts) >= Elapsed),

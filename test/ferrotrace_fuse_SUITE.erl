@@ -11,7 +11,7 @@
 -export([untraces_a_process_over_its_share/1, refuses_before_it_untraces/1,
          forgets_the_open_calls_of_an_untraced_process/1, bad_fuse_is_refused/1,
          budget_sheds_what_the_fuse_untraced/1, untraced_process_is_traced_again/1,
-         armed_before_processes_are_flagged/1]).
+         armed_before_processes_are_flagged/1, counts_the_processes_born_with_its_flags/1]).
 
 suite() ->
     [{ct_hooks, [{ft_ct, [ft_fuse_target, ft_trace_state]}]}, {timetrap, {minutes, 2}}].
@@ -20,7 +20,7 @@ all() ->
     [untraces_a_process_over_its_share, refuses_before_it_untraces,
      forgets_the_open_calls_of_an_untraced_process, bad_fuse_is_refused,
      budget_sheds_what_the_fuse_untraced, untraced_process_is_traced_again,
-     armed_before_processes_are_flagged].
+     armed_before_processes_are_flagged, counts_the_processes_born_with_its_flags].
 
 %% A fuse armed by hand (no budget process to set it anew): a share of a thousandth and a
 %% millisecond a call. The first call spends the bucket and more; at the second the deficit
@@ -150,6 +150,34 @@ armed_before_processes_are_flagged(_Config) ->
     ok = ferrotrace:release(S),
     {error, not_running} = ferrotrace_overhead:arm_first(S, {0.05, 1, [], undefined}),
     ok.
+
+%% The processes born while a session flags new ones are counted (`born', what the budget
+%% charges for them: ferrotrace_budget's births), each once, whatever they call: the VM asks
+%% `enabled(trace_status, State, undefined)' as it gives one the session's flags. Others born
+%% on the node meanwhile (CT's own) count too: a margin of a tenth. A session that flags no
+%% new process (`pids => existing') counts none.
+-spec counts_the_processes_born_with_its_flags(config()) -> ok.
+counts_the_processes_born_with_its_flags(_Config) ->
+    N = 5000,
+    {ok, S} = ferrotrace:calls({ft_fuse_target, hot, 1}, #{duration => 60000, max_overhead => none}),
+    {ok, #{events := #{born := B0}}} = ferrotrace_tracer:session_counts(S),
+    ok = births(N),
+    {ok, #{events := #{born := B1}}} = ferrotrace_tracer:session_counts(S),
+    ?assert(B1 - B0 >= N andalso B1 - B0 =< N + N div 10, {B0, B1}),
+    #{events := #{born := Born}} = ferrotrace:summary(S),
+    ?assert(Born >= B1, {Born, B1}),
+    ok = ferrotrace:release(S),
+    {ok, E} = ferrotrace:calls({ft_fuse_target, hot, 1}, #{duration => 60000, max_overhead => none, pids => existing}),
+    ok = births(N),
+    {ok, #{events := #{born := 0}}} = ferrotrace_tracer:session_counts(E),
+    ok = ferrotrace:release(E).
+
+%% `N' processes born and ended, one after another.
+births(0) ->
+    ok;
+births(N) ->
+    {Pid, Ref} = spawn_monitor(fun() -> ok end),
+    receive {'DOWN', Ref, process, Pid, _} -> births(N - 1) end.
 
 %% Spawns a process that calls hot/1 `N' times and then waits for `stop'; returns it once
 %% its calls are done.

@@ -55,6 +55,8 @@
 #[cfg(not(loom))]
 pub mod aggregate;
 #[cfg(not(loom))]
+pub mod births;
+#[cfg(not(loom))]
 pub mod clock;
 #[cfg(not(loom))]
 pub mod collector;

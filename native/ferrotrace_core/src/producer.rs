@@ -45,6 +45,11 @@ pub struct Accounting {
     pub fuse_refused: u64,
     /// Processes the fuse untraced (`remove`): their later calls reach no callback.
     pub untraced: u64,
+    /// Processes (and ports) born with the session's flags: the VM asked `enabled` about
+    /// each (`trace_status`, tracee `undefined`) as it gave them the session's tracer, which
+    /// costs the node whether or not any of their events is traced (`crate::births`).
+    /// Outside the identity.
+    pub born: u64,
 }
 
 /// What every producer of one session checks before taking an event: the session's

@@ -212,6 +212,8 @@ pub struct Session {
     pub(crate) collector_cpu_ns: AtomicU64,
     /// CPU time the aggregator threads (`aggregators` > 1) have used, nanoseconds.
     pub(crate) aggregators_cpu_ns: AtomicU64,
+    /// The slot's births counted before the session started (`crate::births::total`).
+    born_base: u64,
 }
 
 /// Where the session's clock (`clock::now`) meets system time: a tick and the system time
@@ -318,6 +320,7 @@ fn start_here(config: Config, keeper: u64, notifier: Option<Notifier>, anchor: S
         ring_alloc_failures: AtomicU64::new(0),
         collector_cpu_ns: AtomicU64::new(0),
         aggregators_cpu_ns: AtomicU64::new(0),
+        born_base: crate::births::total(id),
     });
     let collector = {
         let session = Arc::clone(&session);
@@ -519,7 +522,9 @@ impl Session {
     /// The session's counters, the retired producers' and the live ones'.
     fn accounting(&self, consumer: &Consumer) -> Accounting {
         // SAFETY: as in `collect`.
-        unsafe { consumer.accounting(&self.producers) }
+        let mut accounting = unsafe { consumer.accounting(&self.producers) };
+        accounting.born = crate::births::total(self.id).saturating_sub(self.born_base);
+        accounting
     }
 
     /// What the consumer side holds (its buffers, the live producers' rings), measured.

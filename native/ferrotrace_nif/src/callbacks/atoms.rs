@@ -15,6 +15,8 @@ pub(crate) struct Atoms {
     pub(crate) discard: ErlNifTerm,
     pub(crate) remove: ErlNifTerm,
     pub(crate) trace_status: ErlNifTerm,
+    /// The tracee of `trace_status` asked for a tracee being born (`births`, `tracer.rs`).
+    pub(crate) undefined: ErlNifTerm,
     pub(crate) call: ErlNifTerm,
     pub(crate) exit: ErlNifTerm,
     pub(crate) return_from: ErlNifTerm,
@@ -66,6 +68,7 @@ pub(crate) unsafe fn init(env: *mut ErlNifEnv) {
         discard: atom(c"discard"),
         remove: atom(c"remove"),
         trace_status: atom(c"trace_status"),
+        undefined: atom(c"undefined"),
         call: atom(c"call"),
         exit: atom(c"exit"),
         return_from: atom(c"return_from"),

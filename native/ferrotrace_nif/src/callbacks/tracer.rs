@@ -17,6 +17,7 @@ use std::ffi::c_int;
 use rustler::sys::{enif_get_int64, enif_get_map_value, enif_get_tuple, enif_thread_type, ErlNifEnv, ErlNifTerm,
                    ERL_NIF_THR_NORMAL_SCHEDULER};
 
+use ferrotrace_core::births;
 use ferrotrace_core::clock;
 use ferrotrace_core::term_lane::CopyOf;
 use ferrotrace_core::decode::decode_mfa;
@@ -116,6 +117,12 @@ fn frames_full(id: u64, tracee: u64) -> bool {
 /// (`ferrotrace_core::fuse`), which may refuse the call or untrace the process. `procs`:
 /// the callback may be asked about `exit` (see `exit_settles_nothing`).
 ///
+/// A birth is counted: the VM asks `trace_status` with the tracee `undefined` as it gives a
+/// process (or port) born the session's flags (OTP's `get_default_tracing`), before it is
+/// a tracee. What a birth costs the node (copying the tracer in, this question, freeing
+/// the copy after thread progress) no knob on calls takes off; the budget charges it
+/// (`ferrotrace_budget`).
+///
 /// # Safety
 /// `env` is the callback's env and `argv` points at its three arguments.
 #[inline(always)]
@@ -135,7 +142,13 @@ unsafe fn enabled_by(
         let Some(sample) = session::live_sample(id) else { return a.remove };
         let tag = argv[0];
         let answer = answer(a, tag, session::wants_activity(id));
-        if answer != a.trace || tag == a.trace_status {
+        if tag == a.trace_status {
+            if tracee == a.undefined {
+                births::count(id);
+            }
+            return answer;
+        }
+        if answer != a.trace {
             return answer;
         }
         // Only hashed, never kept: any word will do for a term that is not a pid.
@@ -221,7 +234,8 @@ unsafe fn untrace(env: *mut ErlNifEnv, id: u64, tracee: ErlNifTerm) -> ErlNifTer
 
 /// `enabled(TraceTag, TracerState, Tracee)`: `trace` for every tag of a running session
 /// (each is aggregated or counted as ignored), but only `call` and `exit` for a calls-only
-/// session (`calls/2` without other kinds); `trace_status` keeps the tracer.
+/// session (`calls/2` without other kinds); `trace_status` keeps the tracer (counting a
+/// birth: see `enabled_by`).
 unsafe extern "C" fn enabled(env: *mut ErlNifEnv, _argc: c_int, argv: *const ErlNifTerm) -> ErlNifTerm {
     // SAFETY: called by the VM as an arity-3 NIF: its env and three arguments.
     // With activity, every tag is traced: `trace/5` aggregates it or counts it as ignored

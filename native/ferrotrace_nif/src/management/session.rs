@@ -30,7 +30,7 @@ mod atoms {
         ring_bytes, functions, collector_cpu_ns, aggregators, ring_alloc_failures, ferrotrace_stopped,
         mfa, count, returns, exceptions, total,
         user, owner_down, duration, loops, foreign_events, bad_spec, ferrotrace_loops,
-        backlog, ring_peak, ring_size, longest_gap_us, frames_refused, fuse_refused, untraced, untraced_pids, max_frames, max_frames_pid, sample,
+        backlog, ring_peak, ring_size, longest_gap_us, frames_refused, fuse_refused, untraced, born, untraced_pids, max_frames, max_frames_pid, sample,
         precision, significant_digits, relative_error, bad_module, open, exited,
     }
 }
@@ -241,6 +241,7 @@ fn accounting_term<'a>(env: Env<'a>, a: &Accounting) -> Term<'a> {
         (atoms::frames_refused(), a.frames_refused.encode(env)),
         (atoms::fuse_refused(), a.fuse_refused.encode(env)),
         (atoms::untraced(), a.untraced.encode(env)),
+        (atoms::born(), a.born.encode(env)),
     ])
 }
 
@@ -351,7 +352,8 @@ fn session_status<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
 /// `session_counts(Id) -> {ok, #{status, elapsed_ms, events, collector_cpu_ns, calls,
 /// untraced_pids}} | {error, Reason}`: what the overhead budget's tick reads
 /// (`ferrotrace_overhead`), several times a second: the summary's counters of the same names
-/// (`events` with `seen`, `sampled_out`, `frames_refused`, `fuse_refused` and `untraced`),
+/// (`events` with `seen`, `sampled_out`, `frames_refused`, `fuse_refused`, `untraced` and
+/// `born`),
 /// `calls` as `[{MFA, Count}]`, calls seen per function, and the processes the fuse untraced
 /// since the last read (taken: each is given once). No histogram is read: on yaws under load a summary took 4 to 47 ms of a dirty
 /// scheduler, and each of the budget's first ticks came every 250 ms.
@@ -379,6 +381,7 @@ fn session_counts<'a>(env: Env<'a>, id: Term<'a>) -> Term<'a> {
             (atoms::frames_refused(), accounting.frames_refused.encode(env)),
             (atoms::fuse_refused(), accounting.fuse_refused.encode(env)),
             (atoms::untraced(), accounting.untraced.encode(env)),
+            (atoms::born(), accounting.born.encode(env)),
         ])),
         (atoms::collector_cpu_ns(), session.collector_cpu_ns().encode(env)),
         (atoms::calls(), calls.encode(env)),
