@@ -294,7 +294,8 @@ remember(_, S) ->
     S.
 
 %% The counters a tick is fed: events that reached trace/5, calls refused in enabled_call
-%% (sampled out, or refused by the frame bound), the collector's CPU, and each function's
+%% (sampled out, or refused by the frame bound), processes born with the session's flags,
+%% the collector's CPU, and each function's
 %% sampled count (its mean latency is not read: `undefined').
 measure(#{elapsed_ms := Elapsed, events := Events, calls := Calls} = Summary) ->
     SampledOut = maps:get(sampled_out, Events, 0),
@@ -303,6 +304,7 @@ measure(#{elapsed_ms := Elapsed, events := Events, calls := Calls} = Summary) ->
       refused => SampledOut + maps:get(frames_refused, Events, 0) + maps:get(fuse_refused, Events, 0),
       fuse_refused => maps:get(fuse_refused, Events, 0),
       untraced => maps:get(untraced, Events, 0),
+      born => maps:get(born, Events, 0),
       collector_ns => maps:get(collector_cpu_ns, Summary, 0),
       functions => [{MFA, Count, undefined} || {MFA, Count} <- Calls]}.
 
