@@ -4,7 +4,7 @@
 % Not eunit.hrl: its generated test/0 has no spec (see ferrotrace_bad_input_tests).
 -include_lib("stdlib/include/assert.hrl").
 
--export([slow_start_test/0, shed_count_test/0, tracing_share_test/0]).
+-export([slow_start_test/0, shed_count_test/0, births_line_test/0, tracing_share_test/0]).
 
 summary(Start) ->
     #{id => 1, status => running, elapsed_ms => 5000, events => #{}, pairing => #{}, start => Start}.
@@ -58,6 +58,23 @@ shed_count_test() ->
     Guess = lists:flatten(io_lib:format("~ts", [ferrotrace_report:header((summary(#{}))#{budget => Budget#{shed := [(hd(Log))#{guessed => true} | tl(Log)]}}, 200)])),
     ?assertNotEqual(nomatch, string:find(Guess, "m:f1/1 999/s (a guess) ")),
     ?assertEqual(nomatch, string:find(Text, "a guess")),
+    ok.
+
+%% What processes born with the session's flags cost (the budget's births) has its line where
+%% it is a tenth of the budget or more, and says so where they alone are over it.
+-spec births_line_test() -> ok.
+births_line_test() ->
+    Budget = #{max_overhead => 0.05, estimate => 0.045, rate => 1, model => "calibrated", rate_changes => [],
+               rate_changes_total => 0, shed => [], shed_now => 0},
+    Text = fun(B) -> lists:flatten(io_lib:format("~ts", [ferrotrace_report:header((summary(#{}))#{budget => B}, 200)])) end,
+    Some = Text(Budget#{births => 0.021, born_per_s => 62000}),
+    ?assertNotEqual(nomatch, string:find(Some, "births: 62.0 k processes a second born traced, 2.1 % (in the estimate), ")),
+    ?assertEqual(nomatch, string:find(Some, "over the budget alone")),
+    Over = Text(Budget#{births => 0.06, born_per_s => 180000}),
+    ?assertNotEqual(nomatch, string:find(Over, "over the budget alone")),
+    ?assertNotEqual(nomatch, string:find(Over, "pids => existing")),
+    ?assertEqual(nomatch, string:find(Text(Budget#{births => 0.001, born_per_s => 3000}), "births:")),
+    ?assertEqual(nomatch, string:find(Text(Budget), "births:")),
     ok.
 
 %% The note under the table names a function whose median raw latency is at least half
