@@ -185,7 +185,8 @@ first_moment(_Config) ->
 %% From then on: the engine samples at the rate the controller shows (the controller
 %% changes the rate in the engine, then shows it: polled until one read sees both alike),
 %% and the controller's estimate comes under the budget (polled: a tick over it raises the
-%% rate at once). Stopped: the events add up, calls were sampled out, figures came. Then
+%% rate at once). Stopped: the events add up, calls were sampled out where the session
+%% sampled at any time (and none where it never did), figures came. Then
 %% the same session without a budget: every call reaching the tracer traced, none sampled
 %% out, and the work's functions the budget took off traced too (this work's floor alone
 %% is over the budget: under it, its hottest were taken off).
@@ -194,6 +195,7 @@ follows_its_controller(_Config) ->
     Peer = busy_peer(),
     {ok, S} = call(Peer, ferrotrace, calls, [{'_', '_', '_'}, #{max_overhead => ?BUDGET, owner => none,
                                                                  duration => 120000}]),
+    {ok, StartRate} = call(Peer, ferrotrace_tracer, session_call_sample, [S]),
     ok = ft_ct:poll(fun() -> maps:is_key(budget, call(Peer, ferrotrace, summary, [S])) end, 5000),
     Under = fun() ->
                     #{budget := Shown} = call(Peer, ferrotrace, summary, [S]),
@@ -204,7 +206,8 @@ follows_its_controller(_Config) ->
             end,
     T0 = erlang:monotonic_time(millisecond),
     %% 0.3 to 0.4 s here, 15 s once at load average 10 (the session's steps after the
-    %% start, each waiting for the code barrier, came first).
+    %% start, each waiting for the code barrier, came first), 61 ms once on OTP 29 (a trip
+    %% of the fuse ticked at once, the rate still the start's 1).
     ok = ft_ct:poll(Under, 120000),
     ct:pal("under its budget at the engine's rate after ~b ms", [erlang:monotonic_time(millisecond) - T0]),
     ok = call(Peer, ferrotrace, stop, [S]),
@@ -216,9 +219,13 @@ follows_its_controller(_Config) ->
     ok = call(Peer, ferrotrace, release, [S]),
     ct:pal("stopped: rate ~b, events ~p, ~b functions timed; budget ~p", [Rate, Events, length(Calls), View]),
     assert_identity(Events),
-    %% Some sampled out: this work ran at rates of 5 to 10 here, which fall to 1 only under a
-    %% fifth to a tenth of its load.
-    ?assert(maps:get(sampled_out, Events) > 0, Events),
+    %% Calls sampled out where the session sampled (1 in N > 1) at any moment: from the start,
+    %% or after a change. This work ran at rates of 5 to 10 here, which fall to 1
+    %% only under a fifth to a tenth of its load; but a session under its budget at once
+    %% (61 ms after the start, once) stopped at the start's rate of 1, and sampled none.
+    %% (Any change of the rate comes from or goes to a rate over 1.)
+    Sampled = StartRate > 1 orelse maps:get(rate_changes_total, View) > 0,
+    ?assertEqual(Sampled, maps:get(sampled_out, Events) > 0),
     ?assertMatch([#{count := C} | _] when C > 0, Calls),
     %% Without a budget.
     {ok, S2} = call(Peer, ferrotrace, calls, [{'_', '_', '_'}, #{max_overhead => none, owner => none,
