@@ -265,16 +265,16 @@ budget(_, _Estimated, _Width) ->
     [].
 
 %% What the processes born with the session's flags cost at the last tick (ferrotrace_budget's
-%% births), where it is a tenth of the budget or more: in the estimate, taken from what the
-%% calls may spend; past the budget by themselves, what would take them off.
+%% births), where it is a tenth of the budget or more: in the estimate, out of the budget's
+%% reach; past the budget by themselves, what would take them off.
 births(#{births := Births, born_per_s := Born, max_overhead := B}, Width) when is_float(Births), Births >= B / 10 ->
     Over = case Births >= B of
-               true -> ["over the budget alone: no pattern or rate takes them off", "pids => existing traces no new process"];
+               true -> ["over the budget alone", "pids => existing traces no new process"];
                false -> []
            end,
     ferrotrace_text:wrap("births: ", [io_lib:format("~ts processes a second born traced", [per_second(Born)]),
                                       io_lib:format("~ts (in the estimate)", [percent(Births)]),
-                                      "the calls keep to the rest of the budget (a quarter of it at least)"] ++ Over, Width);
+                                      "no pattern or rate takes them off"] ++ Over, Width);
 births(_View, _Width) ->
     [].
 
