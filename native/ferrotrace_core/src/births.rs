@@ -1,5 +1,5 @@
 //! Tracees born with a session's flags, counted per scheduler thread: what the overhead
-//! budget charges for them (`ferrotrace_budget`'s births). The VM asks
+//! budget counts in its estimate (`ferrotrace_budget`'s births). The VM asks
 //! `enabled(trace_status, State, undefined)` once for each process (or port) it gives a
 //! session's flags and tracer at birth (OTP's `get_default_tracing`), and each costs the
 //! node whether or not any of its events is traced.

@@ -120,8 +120,8 @@ fn frames_full(id: u64, tracee: u64) -> bool {
 /// A birth is counted: the VM asks `trace_status` with the tracee `undefined` as it gives a
 /// process (or port) born the session's flags (OTP's `get_default_tracing`), before it is
 /// a tracee. What a birth costs the node (copying the tracer in, this question, freeing
-/// the copy after thread progress) no knob on calls takes off; the budget charges it
-/// (`ferrotrace_budget`).
+/// the copy after thread progress) no knob on calls takes off; the budget counts it in its
+/// estimate (`ferrotrace_budget`).
 ///
 /// # Safety
 /// `env` is the callback's env and `argv` points at its three arguments.
