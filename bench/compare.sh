@@ -9,7 +9,9 @@
 #
 # Printed: each run's figures as they come, then per build the median and range of the
 # ferrotrace session's ns per event over the no-op floor (single process), its ratio to the
-# floor, the floor's own ns per event, and the workers rounds that dropped events.
+# floor, the floor's own ns per event, and the workers rounds that dropped events; then the
+# workers case (a worker per scheduler): the session's ns per event and its cost over the
+# no-op floor there.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 other=$(cd "${1:?usage: sh bench/compare.sh OTHER_CHECKOUT [PAIRS]}" && pwd)
@@ -35,10 +37,12 @@ run() {
         awk -v b="$2" '
             $1 == "single" && $2 == "floor_noop" { floor = $6 }
             $1 == "single" && $2 == "ferrotrace" { ft = $6 }
+            $1 == "workers" && $2 == "floor_noop" { wfloor = $6 }
+            $1 == "workers" && $2 == "ferrotrace" { wft = $6 }
             $1 == "ferrotrace" && $2 == "workers" && / dropped=/ { n++; if ($0 !~ / dropped=0 /) d++ }
             $1 == "ratio" && $2 == "ferrotrace_per_event_vs_noop_floor" { r = $3 }
-            END { printf "%s over_floor_ns=%.1f ratio=%s floor_ns=%s ferrotrace_ns=%s workers_rounds_dropping=%d/%d\n",
-                         b, ft - floor, r, floor, ft, d, n }'
+            END { printf "%s over_floor_ns=%.1f ratio=%s floor_ns=%s ferrotrace_ns=%s workers_rounds_dropping=%d/%d workers_over_floor_ns=%.1f workers_ferrotrace_ns=%s\n",
+                         b, ft - floor, r, floor, ft, d, n, wft - wfloor, wft }'
 }
 i=1
 while [ "$i" -le "$pairs" ]; do
@@ -53,9 +57,12 @@ done
 for label in this other; do
     grep "^$label " "$log" | awk -v b="$label" '
         { split($2, o, "="); split($3, r, "="); split($4, f, "="); over[NR] = o[2]; ratio[NR] = r[2]; fl[NR] = f[2]
-          split($6, w, "="); split(w[2], wd, "/"); drop += wd[1]; rounds += wd[2] }
+          split($6, w, "="); split(w[2], wd, "/"); drop += wd[1]; rounds += wd[2]
+          split($7, wo, "="); wover[NR] = wo[2]; split($8, wf, "="); wns[NR] = wf[2] }
         function median(a, n,   i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
                                           return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
         END { n = NR; printf "compare %s runs=%d over_floor_ns median=%.1f (%.1f to %.1f) ratio median=%.3f floor_ns median=%.1f workers_rounds_dropping=%d/%d\n",
-                     b, n, median(over, n), over[1], over[n], median(ratio, n), median(fl, n), drop, rounds }'
+                     b, n, median(over, n), over[1], over[n], median(ratio, n), median(fl, n), drop, rounds
+              printf "compare %s workers ns_per_event median=%.1f (%.1f to %.1f) over_floor_ns median=%.1f (%.1f to %.1f)\n",
+                     b, median(wns, n), wns[1], wns[n], median(wover, n), wover[1], wover[n] }'
 done
