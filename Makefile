@@ -198,9 +198,9 @@ busy: compile
 	erl -noshell -pa _build/default/lib/ferrotrace/ebin -pa bench/out -eval 'ferrotrace_busy:main(), halt().'
 	$(MAKE) --no-print-directory cold-start
 
-# The first 2 s of a budgeted session, paired with untraced runs 2 s apart, for the
-# scenarios whose load runs before the start or arrives with it (ferrotrace_busy's fourth
-# part; BUSY_PAIRS pairs each, 12 by default: about 12 minutes).
+# The first 2 s of a budgeted session, paired with untraced runs 2 s apart, for each
+# scenario of `make busy' (ferrotrace_busy's fourth part; BUSY_PAIRS pairs each, 12 by
+# default: about 28 minutes; BUSY_SCENARIOS="arrive_1s" for some).
 busy-pairs: compile
 	mkdir -p bench/out
 	erlc -o bench/out +debug_info +warn_missing_spec -Werror bench/ferrotrace_busy.erl bench/ferrotrace_bench.erl \
