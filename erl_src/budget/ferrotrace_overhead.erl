@@ -59,12 +59,12 @@
 %% How long a tick watches the processes the fuse untraced to read how many calls they make.
 -define(HIDDEN_MS, 10).
 %% After a trip, how long the VM counts the calls of the functions seen (ms), in at most
-%% this many modules (each module's counters wait for a code barrier to be set, and for
-%% another to be paused). A function that 10 ms does not count once is called under 100
-%% times a second: under 0.01 % of a scheduler at the model's cost of a traced call.
+%% this many modules (each module's counters are one more change within the barrier's
+%% spinners, 40 to 70 us: see count_modules/1). A function that 10 ms does not count once
+%% is called under 100 times a second: under 0.01 % of a scheduler at the model's cost of
+%% a traced call.
 -define(COUNT_MS, 10).
--define(COUNT_MODULES, 8).
--define(COUNT_SHARE, 0.9).
+-define(COUNT_MODULES, 16).
 
 -record(s, {id :: ferrotrace_tracer:session_id(),
             keeper :: pid(),
@@ -416,22 +416,23 @@ left_out(Info) ->
 specs(#{spec := Specs}) when is_list(Specs) -> [Spec || {_, _, _} = Spec <- Specs];
 specs(#{}) -> [].
 
-%% @doc The modules a trip's count covers, from the calls sampled in each since the last
-%% tick: the most sampled first, until they make ?COUNT_SHARE of the samples, at most
-%% ?COUNT_MODULES. Each module counted costs the node the breakpoints of all its functions
-%% while its counters are set, paused and dropped; the functions of the rest keep the
-%% estimate from their sampled calls. Counting the 8 most sampled took 13 to 41 ms a trip
-%% (median 28) where those making 90 % took 11 to 46 (median 22): 17 and 20 trips of
-%% load arriving on a settled session, 2 schedulers.
+%% @doc The modules a trip's count covers: every module with calls sampled since the last
+%% tick, the most sampled first, at most ?COUNT_MODULES. Each module counted costs the node
+%% the breakpoints of all its functions while its counters are set and dropped; the
+%% functions of the rest keep the estimate from their sampled calls. A trip comes within
+%% milliseconds of the load (the fuse untraces a process as soon as it spends its share),
+%% so the samples are a process's first few hundred calls: a module it calls once an order
+%% has two or three of them. Counting the modules of 90 % of the samples (at most 8) left
+%% those out, and their patterns on: the process, traced again at the next quiet tick,
+%% tripped again 130 to 150 ms after the load arrived and ran at about 0.8 of untraced
+%% for the 20 to 30 ms of that second count and shed (`ft_budget_work' arriving 1 s after a start,
+%% 2 schedulers: two modules of ten left out, called 11 k times a second). Counting all ten
+%% took no longer (the count's changes are one barrier's spinners for all its modules) and
+%% that second trip did not come.
 -spec count_modules(#{module() => number()}) -> [module()].
 count_modules(ByModule) ->
-    covering(lists:reverse(lists:sort([{D, M} || {M, D} <- maps:to_list(ByModule), D > 0])),
-             ?COUNT_SHARE * lists:sum([D || D <- maps:values(ByModule), D > 0]), ?COUNT_MODULES).
-
-covering([{D, M} | Rest], Share, Max) when Share > 0, Max > 0 ->
-    [M | covering(Rest, Share - D, Max - 1)];
-covering(_, _Share, _Max) ->
-    [].
+    Sampled = lists:reverse(lists:sort([{D, M} || {M, D} <- maps:to_list(ByModule), D > 0])),
+    [M || {_, M} <- lists:sublist(Sampled, ?COUNT_MODULES)].
 
 %% The calls a second the processes the fuse untraced since the last tick make now, unseen:
 %% their reductions a second over ?HIDDEN_MS (a call is a reduction, the rest of the work
