@@ -248,22 +248,29 @@ verbose(Budget, #{events := Events} = Summary) ->
 %% (and stopped) at their times; and by ?BUCKET_MS, the window where the work is first
 %% there (the first window, or that of the first arrival where nothing ran before).
 windows(Running, Arrives) ->
-    T0 = erlang:monotonic_time(millisecond),
     Loaded = case {Running, lists:sort([At || {At, _} <- Arrives, is_integer(At)])} of
                  {[], [FirstAt | _]} -> FirstAt div ?WINDOW_MS * ?WINDOW_MS;
                  _ -> 0
              end,
     Ends = lists:usort([W * ?WINDOW_MS || W <- lists:seq(1, ?WINDOWS)]
                        ++ [Loaded + B * ?BUCKET_MS || B <- lists:seq(1, ?WINDOW_MS div ?BUCKET_MS)]),
-    Events = lists:sort([{At, {start, Work}} || {At, Work} <- Arrives, is_integer(At)]
-                        ++ [{At, {stop, I}} || {stop, At, I} <- Arrives])
-        ++ [{End, window} || End <- Ends],
-    {Counts, Works} = timeline(lists:keysort(1, Events), T0, [{W, ft_budget_work:done(W)} || W <- Running], [], [], total(Running)),
-    _ = [ft_budget_work:stop(W) || {W, _} <- Works, is_map(W)],
-    Done = lists:zip(Ends, Counts),
+    Done = lists:zip(Ends, done_by(Running, Arrives, Ends)),
     Within = fun(From, To) -> lists:sum([N || {End, N} <- Done, End > From, End =< To]) end,
     {[Within((W - 1) * ?WINDOW_MS, W * ?WINDOW_MS) || W <- lists:seq(1, ?WINDOWS)],
      [N || {End, N} <- Done, End > Loaded, End =< Loaded + ?WINDOW_MS]}.
+
+%% The orders done in each span up to the next of `Ends' (ms from now, ascending), by the
+%% work `Running' and the arrivals started (and stopped) at their times before the last
+%% end; every work stopped after. Part 2's windows and part 4's pairs both.
+done_by(Running, Arrives, Ends) ->
+    T0 = erlang:monotonic_time(millisecond),
+    Last = lists:last(Ends),
+    Events = lists:sort([{At, {start, Work}} || {At, Work} <- Arrives, is_integer(At), At < Last]
+                        ++ [{At, {stop, I}} || {stop, At, I} <- Arrives, At =< Last])
+        ++ [{End, window} || End <- Ends],
+    {Counts, Works} = timeline(lists:keysort(1, Events), T0, [{W, 0} || W <- Running], [], [], total(Running)),
+    _ = [ft_budget_work:stop(W) || {W, _} <- Works, is_map(W)],
+    Counts.
 
 timeline([], _T0, Works, _Arrived, Counts, _Last) ->
     {lists:reverse(Counts), Works};
@@ -397,12 +404,7 @@ pair_run(#{before := Before, arrives := Arrives}, Budget) ->
     Running = [ft_budget_work:start(N, Shape) || {N, Shape} <- Before],
     _ = Before =/= [] andalso timer:sleep(1000),
     Session = session(Budget),
-    T0 = erlang:monotonic_time(millisecond),
-    Events = lists:sort([{At, {start, Work}} || {At, Work} <- Arrives, is_integer(At), At < ?PAIR_MS]
-                        ++ [{At, {stop, I}} || {stop, At, I} <- Arrives, At =< ?PAIR_MS])
-        ++ [{?PAIR_MS, window}],
-    {[Done], Works} = timeline(lists:keysort(1, Events), T0, [{W, 0} || W <- Running], [], [], total(Running)),
-    _ = [ft_budget_work:stop(W) || {W, _} <- Works, is_map(W)],
+    [Done] = done_by(Running, Arrives, [?PAIR_MS]),
     _ = Session =:= none orelse ferrotrace:release(Session),
     timer:sleep(500),
     Done.
